@@ -1,0 +1,158 @@
+/**
+ * Configuration: defaults, then the environment, then validation, once, at start. A bad value
+ * fails fast with the variable's name. Units are in the names. Secrets never serialise: API keys
+ * are kept out of `JSON.stringify(config)` and of logs.
+ */
+import os from 'node:os';
+import path from 'node:path';
+import { z } from 'zod';
+import { ConfigError } from './errors.ts';
+
+const int = (min: number, max = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max);
+const bool = z
+  .enum(['true', 'false', '1', '0', 'yes', 'no'])
+  .transform((v) => v === 'true' || v === '1' || v === 'yes');
+const optionalString = z
+  .string()
+  .optional()
+  .transform((v) => (v === undefined || v.trim() === '' ? undefined : v.trim()));
+
+/** Every variable warmpool reads, with its default. README's config table mirrors this. */
+const schema = z.object({
+  REDIS_URL: z.string().url().default('redis://127.0.0.1:6379'),
+  QUEUE_PREFIX: z.string().regex(/^[A-Za-z0-9_-]+$/).default('warmpool'),
+  S3_ENDPOINT: optionalString.pipe(z.string().url().optional()),
+  S3_BUCKET: z.string().min(3).default('warmpool'),
+  S3_PREFIX: z.string().default('').transform((p) => p.replace(/^\/+|\/+$/g, '')),
+  S3_FORCE_PATH_STYLE: bool.optional(),
+  AWS_REGION: z.string().default('us-east-1'),
+  HOST: z.string().default('127.0.0.1'),
+  PORT: int(0, 65535).default(8080),
+  API_KEYS: z.string().default(''),
+  BODY_LIMIT_BYTES: int(1024).default(8 * 1024 * 1024),
+  SYNC_TIMEOUT_MS: int(1).default(30_000),
+  JOB_RETENTION_S: int(60).default(86_400),
+  JOB_ATTEMPTS: int(1, 100).default(3),
+  EXECUTION_PROVIDERS: z.string().default('cpu'),
+  INTRA_OP_THREADS: int(0, 1024).default(0),
+  MODEL_CACHE_DIR: z.string().default(path.join(os.homedir(), '.cache', 'warmpool', 'models')),
+  BATCH_MAX_ROWS: int(0).default(0),
+  BATCH_MAX_WAIT_MS: z.coerce.number().min(0).max(10_000).default(5),
+  WARMUP_LATENCY_BUDGET_MS: z.coerce.number().positive().default(250),
+  WARMUP_ITERATIONS: int(1, 1000).default(5),
+  WORKER_CONCURRENCY: int(0, 100_000).default(0),
+  LOCK_DURATION_MS: int(1000).default(30_000),
+  STALLED_INTERVAL_MS: int(1000).default(30_000),
+  HEARTBEAT_INTERVAL_MS: int(100).default(2_000),
+  HEARTBEAT_TTL_MS: int(500).default(10_000),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+});
+
+export interface ApiKey {
+  tenant: string;
+  key: string;
+}
+
+export interface Config {
+  redisUrl: string;
+  queuePrefix: string;
+  s3: { endpoint?: string; bucket: string; prefix: string; region: string; forcePathStyle: boolean };
+  api: {
+    host: string;
+    port: number;
+    /** Non-enumerable: never serialised or logged. */
+    readonly apiKeys: ApiKey[];
+    bodyLimitBytes: number;
+    syncTimeoutMs: number;
+  };
+  jobs: { retentionS: number; attempts: number };
+  worker: {
+    executionProviders: string[];
+    /** 0 = let warm-up choose among the host's options. */
+    intraOpThreads: number;
+    modelCacheDir: string;
+    /** 0 = the manifest's maxBatch. */
+    batchMaxRows: number;
+    batchMaxWaitMs: number;
+    warmupLatencyBudgetMs: number;
+    warmupIterations: number;
+    /** Jobs held in flight; 0 = twice the batch size, enough to keep batches full. */
+    concurrency: number;
+    lockDurationMs: number;
+    stalledIntervalMs: number;
+    heartbeatIntervalMs: number;
+    heartbeatTtlMs: number;
+  };
+  logLevel: string;
+}
+
+export const EXECUTION_PROVIDER_NAMES = ['cpu', 'cuda', 'tensorrt', 'coreml', 'dml', 'webgpu'] as const;
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const parsed = schema.safeParse(env);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const name = String(issue?.path[0] ?? 'environment');
+    throw new ConfigError('invalid_config', `${name}: ${issue?.message ?? 'invalid'} (got ${JSON.stringify(env[name] ?? null)})`);
+  }
+  const e = parsed.data;
+  const providers = e.EXECUTION_PROVIDERS.split(',').map((p) => p.trim().toLowerCase()).filter(Boolean);
+  for (const p of providers) {
+    if (!(EXECUTION_PROVIDER_NAMES as readonly string[]).includes(p)) {
+      throw new ConfigError('invalid_config', `EXECUTION_PROVIDERS: unknown provider "${p}" (known: ${EXECUTION_PROVIDER_NAMES.join(', ')})`);
+    }
+  }
+  if (e.HEARTBEAT_TTL_MS <= e.HEARTBEAT_INTERVAL_MS) {
+    throw new ConfigError('invalid_config', 'HEARTBEAT_TTL_MS: must be longer than HEARTBEAT_INTERVAL_MS');
+  }
+  const api = {
+    host: e.HOST,
+    port: e.PORT,
+    bodyLimitBytes: e.BODY_LIMIT_BYTES,
+    syncTimeoutMs: e.SYNC_TIMEOUT_MS,
+  } as Config['api'];
+  Object.defineProperty(api, 'apiKeys', { value: parseApiKeys(e.API_KEYS), enumerable: false });
+  return {
+    redisUrl: e.REDIS_URL,
+    queuePrefix: e.QUEUE_PREFIX,
+    s3: {
+      endpoint: e.S3_ENDPOINT,
+      bucket: e.S3_BUCKET,
+      prefix: e.S3_PREFIX,
+      region: e.AWS_REGION,
+      forcePathStyle: e.S3_FORCE_PATH_STYLE ?? e.S3_ENDPOINT !== undefined,
+    },
+    api,
+    jobs: { retentionS: e.JOB_RETENTION_S, attempts: e.JOB_ATTEMPTS },
+    worker: {
+      executionProviders: providers.length > 0 ? providers : ['cpu'],
+      intraOpThreads: e.INTRA_OP_THREADS,
+      modelCacheDir: e.MODEL_CACHE_DIR,
+      batchMaxRows: e.BATCH_MAX_ROWS,
+      batchMaxWaitMs: e.BATCH_MAX_WAIT_MS,
+      warmupLatencyBudgetMs: e.WARMUP_LATENCY_BUDGET_MS,
+      warmupIterations: e.WARMUP_ITERATIONS,
+      concurrency: e.WORKER_CONCURRENCY,
+      lockDurationMs: e.LOCK_DURATION_MS,
+      stalledIntervalMs: e.STALLED_INTERVAL_MS,
+      heartbeatIntervalMs: e.HEARTBEAT_INTERVAL_MS,
+      heartbeatTtlMs: e.HEARTBEAT_TTL_MS,
+    },
+    logLevel: e.LOG_LEVEL,
+  };
+}
+
+/** `tenant:key` pairs, comma-separated. A key may contain ':' after the first one. */
+export function parseApiKeys(raw: string): ApiKey[] {
+  const keys: ApiKey[] = [];
+  for (const pair of raw.split(',').map((p) => p.trim()).filter(Boolean)) {
+    const at = pair.indexOf(':');
+    const tenant = at > 0 ? pair.slice(0, at) : '';
+    const key = at > 0 ? pair.slice(at + 1) : '';
+    if (!/^[A-Za-z0-9_-]{1,64}$/.test(tenant) || key.length < 8) {
+      throw new ConfigError('invalid_config', 'API_KEYS: each entry must be tenant:key, tenant of [A-Za-z0-9_-], key of 8 characters or more');
+    }
+    keys.push({ tenant, key });
+  }
+  return keys;
+}

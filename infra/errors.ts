@@ -1,0 +1,52 @@
+/**
+ * The few error classes warmpool has, each meaning a decision. One place maps them to HTTP
+ * (api/errors.ts, hono `onError`) and one to BullMQ (worker/intake.ts: InvalidInputError →
+ * UnrecoverableError, no retry). Anything else is treated as transient: retried by BullMQ, 5xx
+ * at the API. Always pass `cause` when wrapping.
+ */
+export type ClientErrorStatus = 400 | 401 | 403 | 404 | 409 | 413 | 415 | 422 | 429;
+
+abstract class WarmpoolError extends Error {
+  abstract readonly status: number;
+  constructor(
+    readonly code: string,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.name = new.target.name;
+  }
+}
+
+/** The caller's request is wrong: no retry, a 4xx carrying `code` and `message`. */
+export class InvalidInputError extends WarmpoolError {
+  readonly status: ClientErrorStatus;
+  constructor(code: string, message: string, options?: { status?: ClientErrorStatus; cause?: unknown }) {
+    super(code, message, options);
+    this.status = options?.status ?? 400;
+  }
+}
+
+/** The thing named does not exist (or is not the caller's to see): 404. */
+export class NotFoundError extends WarmpoolError {
+  readonly status = 404;
+}
+
+/** Missing or unknown credentials: 401. */
+export class UnauthorizedError extends WarmpoolError {
+  readonly status = 401;
+}
+
+/** Bytes that do not match their manifest: never served, never retried against the same bytes. */
+export class IntegrityError extends WarmpoolError {
+  readonly status = 502;
+}
+
+/** Invalid configuration: the process refuses to start, naming the variable. */
+export class ConfigError extends WarmpoolError {
+  readonly status = 500;
+}
+
+export function isClientError(err: unknown): err is InvalidInputError | NotFoundError | UnauthorizedError {
+  return err instanceof InvalidInputError || err instanceof NotFoundError || err instanceof UnauthorizedError;
+}

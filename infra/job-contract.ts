@@ -1,0 +1,53 @@
+/**
+ * The job contract between the API tier and the workers (DESIGN §4): one BullMQ queue per
+ * deployed model version, named here and nowhere else; job data carries OIP tensors; the
+ * result stored on the job carries OIP outputs and timings.
+ */
+import type { OipRequestedOutput, OipTensor } from './oip.ts';
+
+/** BullMQ forbids ':' in queue names; model and version patterns (manifest.ts) exclude it too. */
+export function queueName(model: string, version: string): string {
+  return `infer.${model}.${version}`;
+}
+
+export const PRIORITIES = { high: 1, normal: 5, low: 10 } as const;
+export type Priority = keyof typeof PRIORITIES;
+
+export interface JobData {
+  tenant: string;
+  model: string;
+  version: string;
+  /** Validated against the manifest at submit: flat data, shape[0] = rows ≥ 1. */
+  inputs: OipTensor[];
+  outputs?: OipRequestedOutput[];
+  parameters?: Record<string, unknown>;
+  /** OIP request id echoed back, when the caller gave one. */
+  requestId?: string;
+  submittedAt: number;
+}
+
+export interface JobTimings {
+  /** Submit → the worker took the job. */
+  queueMs: number;
+  /** Time in forward passes for this job's rows. */
+  inferMs: number;
+  /** Rows in the forward pass that carried this job (the largest, when it spanned several). */
+  batchRows: number;
+}
+
+export interface JobResult {
+  outputs: OipTensor[];
+  timings: JobTimings;
+  /** The worker that ran it, for tracing. */
+  workerId: string;
+}
+
+export type JobStatus = 'queued' | 'running' | 'succeeded' | 'failed' | 'canceled';
+
+/** Stable `error.code`s a failed job can carry. */
+export const JOB_ERROR_CODES = ['invalid_input', 'inference_failed', 'deadline_exceeded', 'canceled'] as const;
+
+/** Rows in a job: the first axis of its inputs (all inputs agree, checked at validation). */
+export function jobRows(data: Pick<JobData, 'inputs'>): number {
+  return data.inputs[0]?.shape[0] ?? 0;
+}

@@ -1,0 +1,38 @@
+/**
+ * The model manifest (DESIGN §3), stored beside `model.onnx` as `manifest.json` under
+ * `models/<name>/<version>/`. Input and output metadata are read from the model itself.
+ */
+import type { Datatype } from './oip.ts';
+
+export interface TensorSpec {
+  name: string;
+  datatype: Datatype;
+  /** OIP convention: -1 marks a dynamic dimension. The first axis is the batch axis, always -1. */
+  shape: number[];
+}
+
+export interface BatchingHints {
+  /** Largest number of rows in one forward pass. */
+  maxBatch: number;
+  /** Batch sizes a worker runs during warm-up; empty means powers of two up to maxBatch. */
+  warmupBatches: number[];
+}
+
+export interface ModelManifest {
+  name: string;
+  version: string;
+  format: 'onnx';
+  sha256: string;
+  sizeBytes: number;
+  inputs: TensorSpec[];
+  outputs: TensorSpec[];
+  batching: BatchingHints;
+  opset?: number;
+  producer?: string;
+  createdAt: string;
+  labels: Record<string, string>;
+}
+
+/** Model and version names: safe in S3 keys, queue names and URLs. */
+export const MODEL_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
+export const VERSION_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;

@@ -1,0 +1,25 @@
+/**
+ * The narrow interface warmpool needs from an object store (S3 or an S3-compatible server).
+ * The registry, the model cache and bulk runs depend on this, never on the AWS SDK directly.
+ */
+import type { Readable } from 'node:stream';
+
+export interface ObjectInfo {
+  key: string;
+  sizeBytes: number;
+  etag?: string;
+  lastModified?: Date;
+}
+
+export interface ObjectStore {
+  /** Writes the whole object (multipart for large bodies); an existing key is replaced atomically. */
+  put(key: string, body: Uint8Array | Readable | string, options?: { contentType?: string }): Promise<void>;
+  /** A stream of the object's bytes, or null when there is no such key. */
+  get(key: string): Promise<Readable | null>;
+  /** The whole object in memory, or null; for small objects such as manifests. */
+  getBytes(key: string): Promise<Uint8Array | null>;
+  head(key: string): Promise<ObjectInfo | null>;
+  /** Every object under the prefix, in key order (follows continuation tokens). */
+  list(prefix: string): Promise<ObjectInfo[]>;
+  delete(key: string): Promise<void>;
+}

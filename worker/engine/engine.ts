@@ -1,0 +1,63 @@
+/**
+ * InferenceEngine: the narrow interface the worker has over ONNX Runtime. The real one
+ * (thread-engine.ts) keeps the session in a worker thread, because ORT's `run` blocks the
+ * thread that calls it for the whole forward pass; tensors cross as transferable buffers.
+ */
+
+/** ONNX Runtime's tensor type names that warmpool supports. */
+export type EngineDtype =
+  | 'float32'
+  | 'float16'
+  | 'float64'
+  | 'int8'
+  | 'uint8'
+  | 'int16'
+  | 'uint16'
+  | 'int32'
+  | 'uint32'
+  | 'int64'
+  | 'uint64'
+  | 'bool'
+  | 'string';
+
+export type EngineData =
+  | Float32Array
+  | Float64Array
+  | Int8Array
+  | Uint8Array
+  | Int16Array
+  | Uint16Array
+  | Int32Array
+  | Uint32Array
+  | BigInt64Array
+  | BigUint64Array
+  | string[];
+
+/** float16 data is the raw IEEE half bits in a Uint16Array; bool is a Uint8Array of 0/1. */
+export interface EngineTensor {
+  type: EngineDtype;
+  dims: number[];
+  data: EngineData;
+}
+
+export interface EngineLoadOptions {
+  /** e.g. ['cuda', 'cpu']: tried in order by ONNX Runtime. */
+  executionProviders: string[];
+  /** 0 = ONNX Runtime's default. */
+  intraOpThreads: number;
+}
+
+export interface EngineInfo {
+  inputNames: string[];
+  outputNames: string[];
+  loadMs: number;
+}
+
+export interface InferenceEngine {
+  /** Loads (or reloads, e.g. with another thread count) the model at `modelPath`. */
+  load(modelPath: string, options: EngineLoadOptions): Promise<EngineInfo>;
+  /** One forward pass. Input buffers may be transferred (detached) by the call. */
+  run(inputs: Record<string, EngineTensor>, outputNames?: string[]): Promise<Record<string, EngineTensor>>;
+  /** Idempotent. */
+  close(): Promise<void>;
+}
