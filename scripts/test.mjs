@@ -1,0 +1,60 @@
+#!/usr/bin/env node
+// `npm test`: everything CI checks, in the order a failure is cheapest to read.
+//   1. redis-server is present (installed with apt-get when missing and we are root)
+//   2. typecheck (tsc -p .)
+//   3. layering (scripts/check-layers.mjs)
+//   4. vitest run, with any extra arguments passed through: `npm test -- infra/dev`
+// Every step runs even when an earlier one fails, so one CI run shows every problem; the exit
+// code is the first non-zero one.
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { register } from 'tsx/esm/api';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const bin = (name) => path.join(root, 'node_modules', '.bin', name);
+
+/** Runs a command in the repository root with inherited stdio; resolves with its exit code. */
+function run(command, args) {
+  return new Promise((resolve) => {
+    const child = spawn(command, args, { cwd: root, stdio: 'inherit' });
+    child.once('error', (err) => {
+      console.error(`${command}: ${err.message}`);
+      resolve(127);
+    });
+    child.once('exit', (code, signal) => resolve(code ?? (signal ? 128 : 1)));
+  });
+}
+
+async function ensureRedis() {
+  // The same code `warmpool dev` uses, loaded through tsx: no second copy of the install logic.
+  const unregister = register();
+  try {
+    const { ensureRedisServer } = await import('../infra/dev/redis-server.ts');
+    const binary = await ensureRedisServer({ install: 'auto', log: (line) => console.log(line) });
+    console.log(`redis-server: ${binary}`);
+    return 0;
+  } catch (err) {
+    console.error(err instanceof Error ? err.message : String(err));
+    return 1;
+  } finally {
+    await unregister();
+  }
+}
+
+const steps = [
+  ['redis-server', ensureRedis],
+  ['typecheck: tsc -p .', () => run(bin('tsc'), ['-p', '.'])],
+  ['layering: scripts/check-layers.mjs', () => run(process.execPath, [path.join(root, 'scripts', 'check-layers.mjs')])],
+  ['tests: vitest run', () => run(bin('vitest'), ['run', ...process.argv.slice(2)])],
+];
+
+const results = [];
+for (const [index, [title, step]] of steps.entries()) {
+  console.log(`\n=== [${index + 1}/${steps.length}] ${title}`);
+  results.push([title, await step()]);
+}
+
+console.log('\n=== summary');
+for (const [title, code] of results) console.log(`${code === 0 ? 'ok  ' : 'FAIL'} ${title}${code === 0 ? '' : ` (exit ${code})`}`);
+process.exitCode = results.find(([, code]) => code !== 0)?.[1] ?? 0;

@@ -1,0 +1,62 @@
+/**
+ * vitest globalSetup: one redis-server and one S3-protocol server for the whole run, in a temp
+ * folder removed at the end. Tests isolate themselves by key prefix (see test/support/services.ts),
+ * so sharing two servers is safe and far cheaper than one per file.
+ *
+ * The endpoints reach tests two ways: environment variables (inherited by the forked test
+ * workers and by any process a test spawns) and vitest's `provide`/`inject`.
+ */
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import type { TestProject } from 'vitest/node';
+import { ensureRedisServer, startRedisServer } from '../infra/dev/redis-server.ts';
+import { startS3Server } from '../infra/dev/s3-server.ts';
+import { TEST_BUCKET, TEST_SERVICE_ENV, type ProvidedServices } from './support/services.ts';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    warmpoolServices: ProvidedServices;
+  }
+}
+
+export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'warmpool-test-'));
+  const cleanups: (() => Promise<void>)[] = [() => rm(dir, { recursive: true, force: true })];
+  // Newest first (servers stop before their folder goes), and every one runs even if one fails.
+  const teardown = async () => {
+    const errors: unknown[] = [];
+    for (const cleanup of cleanups.splice(0).reverse()) {
+      await cleanup().catch((err: unknown) => errors.push(err));
+    }
+    if (errors.length > 0) throw new AggregateError(errors, 'test services teardown failed');
+  };
+  try {
+    const binary = await ensureRedisServer({ install: 'auto', log: (line) => console.log(`[global-setup] ${line}`) });
+    const redis = await startRedisServer({ binary, dir });
+    cleanups.push(() => redis.close());
+    const s3 = await startS3Server({ directory: path.join(dir, 's3'), buckets: [TEST_BUCKET] });
+    cleanups.push(() => s3.close());
+    const services: ProvidedServices = {
+      redisUrl: redis.url,
+      s3Endpoint: s3.endpoint,
+      s3Bucket: TEST_BUCKET,
+      s3AccessKeyId: s3.accessKeyId,
+      s3SecretAccessKey: s3.secretAccessKey,
+      tmpDir: path.join(dir, 'tmp'),
+    };
+    await mkdir(services.tmpDir);
+    publish(project, services);
+  } catch (err) {
+    await teardown();
+    throw err;
+  }
+  return teardown;
+}
+
+function publish(project: TestProject, services: ProvidedServices): void {
+  for (const field of Object.keys(TEST_SERVICE_ENV) as (keyof ProvidedServices)[]) {
+    process.env[TEST_SERVICE_ENV[field]] = services[field];
+  }
+  project.provide('warmpoolServices', services);
+}

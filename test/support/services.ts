@@ -1,0 +1,103 @@
+/**
+ * What a test needs to reach the shared services started by test/global-setup.ts, and a
+ * complete, isolated environment for warmpool processes under test.
+ *
+ * Isolation: every call to testEnv() gets its own QUEUE_PREFIX, S3_PREFIX and MODEL_CACHE_DIR,
+ * so tests running in parallel against the same Redis and bucket never see each other's data.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync } from 'node:fs';
+import path from 'node:path';
+import { inject } from 'vitest';
+
+export const TEST_BUCKET = 'warmpool-test';
+export const TEST_REGION = 'us-east-1';
+export const TEST_API_KEYS = 'tenant-a:key-aaaaaaaa,tenant-b:key-bbbbbbbb';
+
+/** The environment variables global setup sets (and forked workers and child processes inherit). */
+export const TEST_SERVICE_ENV = {
+  redisUrl: 'WARMPOOL_TEST_REDIS_URL',
+  s3Endpoint: 'WARMPOOL_TEST_S3_ENDPOINT',
+  s3Bucket: 'WARMPOOL_TEST_S3_BUCKET',
+  s3AccessKeyId: 'WARMPOOL_TEST_S3_KEY',
+  s3SecretAccessKey: 'WARMPOOL_TEST_S3_SECRET',
+  /** A folder global setup removes at the end; testEnv's cache folders live in it. */
+  tmpDir: 'WARMPOOL_TEST_TMPDIR',
+} as const;
+
+/** The same values, as handed to vitest's `provide`. */
+export type ProvidedServices = Record<keyof typeof TEST_SERVICE_ENV, string>;
+
+export interface TestServices {
+  redisUrl: string;
+  tmpDir: string;
+  s3: { endpoint: string; bucket: string; region: string; accessKeyId: string; secretAccessKey: string };
+}
+
+export function testServices(): TestServices {
+  const s = fromEnv() ?? fromProvide();
+  if (s === undefined) {
+    throw new Error(
+      `Test services are not running: ${TEST_SERVICE_ENV.redisUrl} is unset. ` +
+        'Run tests through vitest with vitest.config.ts (globalSetup: test/global-setup.ts), e.g. `npx vitest run`.',
+    );
+  }
+  return {
+    redisUrl: s.redisUrl,
+    tmpDir: s.tmpDir,
+    s3: {
+      endpoint: s.s3Endpoint,
+      bucket: s.s3Bucket,
+      region: TEST_REGION,
+      accessKeyId: s.s3AccessKeyId,
+      secretAccessKey: s.s3SecretAccessKey,
+    },
+  };
+}
+
+function fromEnv(): ProvidedServices | undefined {
+  const entries = Object.entries(TEST_SERVICE_ENV).map(([field, name]) => [field, process.env[name]] as const);
+  if (entries.some(([, value]) => value === undefined || value === '')) return undefined;
+  return Object.fromEntries(entries) as ProvidedServices;
+}
+
+function fromProvide(): ProvidedServices | undefined {
+  try {
+    return inject('warmpoolServices');
+  } catch {
+    // inject() only works inside a vitest worker; outside one there is nothing to read.
+    return undefined;
+  }
+}
+
+let counter = 0;
+
+/**
+ * A short id unique per call, e.g. `queue-k3f9a2-7`: [A-Za-z0-9_-] only, so it is valid as a
+ * QUEUE_PREFIX, a Redis key part and an S3 prefix. The random part keeps ids distinct across
+ * parallel test workers; the counter, across calls in one.
+ */
+export function uniqueId(label: string): string {
+  const safe = label.replace(/[^A-Za-z0-9_-]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 24) || 't';
+  return `${safe}-${randomBytes(4).toString('hex')}-${(counter++).toString(36)}`;
+}
+
+/** A complete environment for a warmpool process under test, isolated from every other call. */
+export function testEnv(overrides: Record<string, string> = {}): NodeJS.ProcessEnv {
+  const services = testServices();
+  return {
+    ...process.env,
+    REDIS_URL: services.redisUrl,
+    QUEUE_PREFIX: uniqueId('q'),
+    S3_ENDPOINT: services.s3.endpoint,
+    S3_BUCKET: services.s3.bucket,
+    S3_PREFIX: uniqueId('s3'),
+    AWS_REGION: services.s3.region,
+    AWS_ACCESS_KEY_ID: services.s3.accessKeyId,
+    AWS_SECRET_ACCESS_KEY: services.s3.secretAccessKey,
+    MODEL_CACHE_DIR: mkdtempSync(path.join(services.tmpDir, 'model-cache-')),
+    API_KEYS: TEST_API_KEYS,
+    LOG_LEVEL: 'warn',
+    ...overrides,
+  };
+}
