@@ -1,0 +1,127 @@
+import { createRequire } from 'node:module';
+import { describe, expect, it } from 'vitest';
+import { buildFp16Model, buildGatherModel, buildMlpModel, buildMultiTypeModel } from '../scripts/models.ts';
+import { InvalidInputError } from './errors.ts';
+import { readOnnxMetadata } from './onnx-metadata.ts';
+
+const require = createRequire(import.meta.url);
+const { onnx } = require('onnx-proto') as typeof import('onnx-proto');
+
+type DimSpec = number | string | null;
+interface RawIo {
+  name: string;
+  elem?: number;
+  dims?: DimSpec[];
+  /** A sequence-of-tensor type instead of a tensor type. */
+  sequence?: boolean;
+}
+
+/** A minimal graph (Identity from the first input to the first output) with free-form I/O types. */
+function rawModel(inputs: RawIo[], outputs: RawIo[], initializers: string[] = []): Uint8Array {
+  const valueInfo = (io: RawIo) => {
+    const dim = (io.dims ?? []).map((d) => (d === null ? {} : typeof d === 'string' ? { dimParam: d } : { dimValue: d }));
+    const tensorType = { elemType: io.elem ?? 1, ...(io.dims ? { shape: { dim } } : {}) };
+    return onnx.ValueInfoProto.create({
+      name: io.name,
+      type: io.sequence ? { sequenceType: { elemType: { tensorType } } } : { tensorType },
+    });
+  };
+  const graph = onnx.GraphProto.create({
+    name: 'raw',
+    input: inputs.map(valueInfo),
+    output: outputs.map(valueInfo),
+    initializer: initializers.map((name) => onnx.TensorProto.create({ name, dims: [1], dataType: 1, floatData: [1] })),
+    node: [onnx.NodeProto.create({ opType: 'Identity', input: [inputs[0]?.name ?? 'x'], output: [outputs[0]?.name ?? 'y'] })],
+  });
+  const model = onnx.ModelProto.create({ irVersion: 3, opsetImport: [{ domain: '', version: 9 }], graph });
+  return onnx.ModelProto.encode(model).finish();
+}
+
+function refusal(bytes: Uint8Array): InvalidInputError {
+  try {
+    readOnnxMetadata(bytes);
+  } catch (err) {
+    expect(err).toBeInstanceOf(InvalidInputError);
+    return err as InvalidInputError;
+  }
+  throw new Error('expected readOnnxMetadata to throw');
+}
+
+describe('readOnnxMetadata', () => {
+  it('reads the MLP: one FP32 input and output, batch axis dynamic, opset and producer', () => {
+    const meta = readOnnxMetadata(buildMlpModel({ features: 12 }));
+    expect(meta.inputs).toEqual([{ name: 'features', datatype: 'FP32', shape: [-1, 12] }]);
+    expect(meta.outputs).toEqual([{ name: 'score', datatype: 'FP32', shape: [-1, 1] }]);
+    expect(meta.opset).toBe(17);
+    expect(meta.producer).toBe('warmpool-make-model 1');
+  });
+
+  it('reads several inputs of several ranks and dtypes, excluding weights', () => {
+    const meta = readOnnxMetadata(buildMultiTypeModel());
+    expect(meta.inputs).toEqual([
+      { name: 'x', datatype: 'FP32', shape: [-1, 2, 2] },
+      { name: 'ids', datatype: 'INT64', shape: [-1, 3] },
+      { name: 'mask', datatype: 'BOOL', shape: [-1, 3] },
+      { name: 'n', datatype: 'INT32', shape: [-1, 1] },
+    ]);
+    expect(meta.outputs).toEqual([
+      { name: 'y', datatype: 'FP32', shape: [-1, 2, 3] },
+      { name: 'ids_next', datatype: 'INT64', shape: [-1, 3] },
+      { name: 'mask_not', datatype: 'BOOL', shape: [-1, 3] },
+      { name: 'n_double', datatype: 'INT32', shape: [-1, 1] },
+    ]);
+  });
+
+  it('reads FP16 and the gather model', () => {
+    expect(readOnnxMetadata(buildFp16Model())).toMatchObject({
+      inputs: [{ name: 'h', datatype: 'FP16', shape: [-1, 4] }],
+      outputs: [{ name: 'h_sum', datatype: 'FP16', shape: [-1, 4] }],
+    });
+    expect(readOnnxMetadata(buildGatherModel())).toMatchObject({
+      inputs: [{ name: 'idx', datatype: 'INT64', shape: [-1, 1] }],
+      outputs: [{ name: 'row', datatype: 'FP32', shape: [-1, 1, 4] }],
+    });
+  });
+
+  it('maps every servable element type and marks symbolic and unknown dims -1', () => {
+    const types: Array<[number, string]> = [
+      [11, 'FP64'], [2, 'UINT8'], [4, 'UINT16'], [12, 'UINT32'], [13, 'UINT64'], [3, 'INT8'], [5, 'INT16'], [8, 'BYTES'],
+    ];
+    const inputs = types.map(([elem], i) => ({ name: `in${i}`, elem, dims: ['batch', null, 5] as DimSpec[] }));
+    const meta = readOnnxMetadata(rawModel(inputs, [{ name: 'y', dims: [null] }]));
+    expect(meta.inputs.map((t) => t.datatype)).toEqual(types.map(([, d]) => d));
+    expect(meta.inputs[0]?.shape).toEqual([-1, -1, 5]);
+    expect(meta.outputs).toEqual([{ name: 'y', datatype: 'FP32', shape: [-1] }]);
+  });
+
+  it('leaves out initializers listed among the graph inputs (IR < 4 exporters)', () => {
+    const bytes = rawModel([{ name: 'x', dims: ['b', 2] }, { name: 'w', dims: [1] }], [{ name: 'y', dims: ['b', 2] }], ['w']);
+    expect(readOnnxMetadata(bytes).inputs.map((t) => t.name)).toEqual(['x']);
+  });
+
+  it('refuses bytes that are not an ONNX model', () => {
+    for (const bytes of [new TextEncoder().encode('definitely not a protobuf'), new Uint8Array([0xff, 0xff, 0xff]), new Uint8Array(0)]) {
+      expect(refusal(bytes).message).toMatch(/not an ONNX model/);
+    }
+  });
+
+  it('refuses a fixed first axis, naming the tensor', () => {
+    const err = refusal(rawModel([{ name: 'pixels', dims: [1, 3, 224, 224] }], [{ name: 'logits', dims: ['b', 10] }]));
+    expect(err.code).toBe('invalid_model');
+    expect(err.message).toMatch(/input "pixels" has a fixed first dimension \(1\).*cannot be batched/);
+    const out = refusal(rawModel([{ name: 'x', dims: ['b', 3] }], [{ name: 'logits', dims: [8, 10] }]));
+    expect(out.message).toMatch(/output "logits" has a fixed first dimension \(8\)/);
+  });
+
+  it('refuses scalars, shapeless tensors, non-tensors, unsupported types and input-less models', () => {
+    expect(refusal(rawModel([{ name: 's', dims: [] }], [{ name: 'y', dims: ['b'] }])).message).toMatch(/"s" is a scalar/);
+    expect(refusal(rawModel([{ name: 'u' }], [{ name: 'y', dims: ['b'] }])).message).toMatch(/"u" has no shape/);
+    expect(refusal(rawModel([{ name: 'seq', sequence: true, dims: ['b'] }], [{ name: 'y', dims: ['b'] }])).message).toMatch(
+      /input "seq" is not a tensor \(sequenceType\)/,
+    );
+    expect(refusal(rawModel([{ name: 'bf', elem: 16, dims: ['b'] }], [{ name: 'y', dims: ['b'] }])).message).toMatch(
+      /input "bf" has type BFLOAT16/,
+    );
+    expect(refusal(rawModel([{ name: 'w', dims: [1] }], [{ name: 'y', dims: ['b'] }], ['w'])).message).toMatch(/no inputs/);
+  });
+});

@@ -1,0 +1,166 @@
+/**
+ * `warmpool models …` (DESIGN §2):
+ *
+ *   models publish FILE.onnx --name M --version V [--max-batch N] [--warmup-batches 1,8,32]
+ *                            [--label k=v …] [--overwrite]
+ *   models list
+ *   models show M [--version V]
+ *
+ * Exit codes: 0 done; 1 the registry refused (invalid model, version exists, not found);
+ * 2 bad arguments or an unreadable file. Other failures (S3 down) propagate to the dispatcher.
+ */
+import fs from 'node:fs/promises';
+import { parseArgs } from 'node:util';
+import { InvalidInputError, NotFoundError } from '../../infra/errors.ts';
+import type { ModelRegistry } from '../../infra/registry.ts';
+
+export interface ModelsCommandDeps {
+  registry: ModelRegistry;
+  out: (line: string) => void;
+}
+
+export const MODELS_USAGE = [
+  'usage: warmpool models publish FILE.onnx --name M --version V [--max-batch N] [--warmup-batches 1,8,32] [--label k=v ...] [--overwrite]',
+  '       warmpool models list',
+  '       warmpool models show M [--version V]',
+].join('\n');
+
+/** A problem with the command line: printed with the usage, exit code 2. */
+class UsageError extends Error {}
+
+export async function modelsCommand(args: string[], deps: ModelsCommandDeps): Promise<number> {
+  const [sub, ...rest] = args;
+  try {
+    switch (sub) {
+      case 'publish':
+        return await publish(rest, deps);
+      case 'list':
+        return await list(rest, deps);
+      case 'show':
+        return await show(rest, deps);
+      case undefined:
+      case 'help':
+      case '--help':
+        deps.out(MODELS_USAGE);
+        return sub === undefined ? 2 : 0;
+      default:
+        throw new UsageError(`unknown models subcommand "${sub}"`);
+    }
+  } catch (err) {
+    if (err instanceof UsageError) {
+      deps.out(`error: ${err.message}`);
+      deps.out(MODELS_USAGE);
+      return 2;
+    }
+    if (err instanceof InvalidInputError || err instanceof NotFoundError) {
+      deps.out(`error: ${err.message}`);
+      return 1;
+    }
+    throw err;
+  }
+}
+
+async function publish(args: string[], deps: ModelsCommandDeps): Promise<number> {
+  const { values, positionals } = parse(args, {
+    name: { type: 'string' },
+    version: { type: 'string' },
+    'max-batch': { type: 'string' },
+    'warmup-batches': { type: 'string' },
+    label: { type: 'string', multiple: true },
+    overwrite: { type: 'boolean' },
+  });
+  const [file, ...extra] = positionals;
+  if (!file) throw new UsageError('publish needs the path of an .onnx file');
+  if (extra.length > 0) throw new UsageError(`unexpected arguments: ${extra.join(' ')}`);
+  const name = requireString(values.name, '--name');
+  const version = requireString(values.version, '--version');
+  const manifest = await deps.registry.publish({
+    name,
+    version,
+    bytes: await readModelFile(file),
+    ...(values['max-batch'] !== undefined ? { maxBatch: parsePositiveInt(values['max-batch'], '--max-batch') } : {}),
+    ...(values['warmup-batches'] !== undefined ? { warmupBatches: parseIntList(values['warmup-batches'], '--warmup-batches') } : {}),
+    labels: parseLabels(values.label ?? []),
+    overwrite: values.overwrite ?? false,
+  });
+  deps.out(`published ${manifest.name} ${manifest.version} (sha256 ${manifest.sha256}, ${manifest.sizeBytes} bytes)`);
+  return 0;
+}
+
+async function list(args: string[], deps: ModelsCommandDeps): Promise<number> {
+  parse(args, {}, 0);
+  const models = await deps.registry.list();
+  if (models.length === 0) {
+    deps.out('no models in the registry');
+    return 0;
+  }
+  const rows = models.map((m) => [m.name, m.versions.join(', ')]);
+  const width = Math.max('MODEL'.length, ...rows.map(([n = '']) => n.length));
+  deps.out(`${'MODEL'.padEnd(width)}  VERSIONS`);
+  for (const [n = '', v = ''] of rows) deps.out(`${n.padEnd(width)}  ${v}`);
+  return 0;
+}
+
+async function show(args: string[], deps: ModelsCommandDeps): Promise<number> {
+  const { values, positionals } = parse(args, { version: { type: 'string' } }, 1);
+  const [name] = positionals;
+  if (!name) throw new UsageError('show needs a model name');
+  const manifest = await deps.registry.getManifest(name, values.version);
+  for (const line of JSON.stringify(manifest, null, 2).split('\n')) deps.out(line);
+  return 0;
+}
+
+type Options = NonNullable<Parameters<typeof parseArgs>[0]>['options'];
+
+/** parseArgs in strict mode, with its errors turned into usage errors. */
+function parse<O extends Options>(args: string[], options: O, maxPositionals = Infinity) {
+  let parsed;
+  try {
+    parsed = parseArgs({ args, options, allowPositionals: true, strict: true });
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+  if (parsed.positionals.length > maxPositionals) {
+    throw new UsageError(`unexpected arguments: ${parsed.positionals.slice(maxPositionals).join(' ')}`);
+  }
+  return parsed;
+}
+
+function requireString(value: string | undefined, flag: string): string {
+  if (value === undefined || value === '') throw new UsageError(`${flag} is required`);
+  return value;
+}
+
+async function readModelFile(file: string): Promise<Uint8Array> {
+  try {
+    return await fs.readFile(file);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') throw new UsageError(`no such file: ${file}`);
+    if (code === 'EISDIR') throw new UsageError(`${file} is a directory, not an .onnx file`);
+    throw new UsageError(`cannot read ${file}: ${(err as Error).message}`);
+  }
+}
+
+function parsePositiveInt(raw: string, flag: string): number {
+  if (!/^\d+$/.test(raw.trim())) throw new UsageError(`${flag} must be a positive integer (got "${raw}")`);
+  const n = Number(raw.trim());
+  if (n < 1) throw new UsageError(`${flag} must be a positive integer (got "${raw}")`);
+  return n;
+}
+
+function parseIntList(raw: string, flag: string): number[] {
+  const parts = raw.split(',').map((p) => p.trim()).filter(Boolean);
+  if (parts.length === 0) throw new UsageError(`${flag} needs comma-separated batch sizes, e.g. 1,8,32`);
+  return parts.map((p) => parsePositiveInt(p, flag));
+}
+
+function parseLabels(pairs: string[]): Record<string, string> {
+  const labels: Record<string, string> = {};
+  for (const pair of pairs) {
+    const at = pair.indexOf('=');
+    if (at < 1) throw new UsageError(`--label must be key=value (got "${pair}")`);
+    labels[pair.slice(0, at)] = pair.slice(at + 1);
+  }
+  return labels;
+}

@@ -1,0 +1,176 @@
+/**
+ * The worker's content-addressed model cache (DESIGN §3): `<dir>/<sha256>.onnx`.
+ *
+ * A file at its final path has been verified against its manifest's sha256 and size: downloads
+ * land in a temp file in the same directory, are hashed while they stream, fsynced, and only
+ * then renamed into place (rename within a directory is atomic). A mismatch deletes the temp
+ * file and throws IntegrityError, so a corrupted or truncated object is never served.
+ *
+ * A cached file is re-verified on every hit by default: a half-written disk or a hand-edited
+ * cache must not be loaded, and hashing is cheap next to building an inference session. A
+ * cached file that no longer verifies is deleted and downloaded again.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { systemClock, type Clock } from '../infra/clock.ts';
+import { IntegrityError } from '../infra/errors.ts';
+import type { ModelManifest } from '../infra/manifest.ts';
+import type { ModelRegistry } from '../infra/registry.ts';
+
+/** A pino-compatible subset. */
+export interface ModelCacheLog {
+  info(obj: object, msg: string): void;
+  warn(obj: object, msg: string): void;
+}
+
+export interface ModelCacheOptions {
+  dir: string;
+  registry: Pick<ModelRegistry, 'openModel'>;
+  log?: ModelCacheLog;
+  /** Re-hash a cached file on every hit (default true); false checks its size only. */
+  verifyOnHit?: boolean;
+  clock?: Clock;
+}
+
+export type CachedModel = Pick<ModelManifest, 'name' | 'version' | 'sha256' | 'sizeBytes'>;
+
+export interface EnsureResult {
+  /** Absolute path of the verified `<sha256>.onnx`. */
+  path: string;
+  /** True when the file was already in the cache. */
+  hit: boolean;
+  /** Time spent downloading; 0 on a hit. */
+  downloadMs: number;
+}
+
+export interface ModelCache {
+  ensure(manifest: CachedModel): Promise<EnsureResult>;
+}
+
+const SHA256_HEX = /^[0-9a-f]{64}$/;
+
+export function createModelCache(options: ModelCacheOptions): ModelCache {
+  const dir = path.resolve(options.dir);
+  const clock = options.clock ?? systemClock;
+  const verifyOnHit = options.verifyOnHit ?? true;
+  // One in-flight ensure per sha256: concurrent callers share the download and its outcome.
+  const inFlight = new Map<string, Promise<EnsureResult>>();
+
+  async function ensureOnce(manifest: CachedModel): Promise<EnsureResult> {
+    const finalPath = path.join(dir, `${manifest.sha256}.onnx`);
+    if (await cachedFileVerifies(finalPath, manifest, verifyOnHit, options.log)) {
+      return { path: finalPath, hit: true, downloadMs: 0 };
+    }
+    const started = clock.now();
+    await download(options.registry, manifest, dir, finalPath);
+    const downloadMs = Math.max(0, clock.now() - started);
+    options.log?.info({ model: manifest.name, version: manifest.version, sha256: manifest.sha256, downloadMs }, 'model downloaded');
+    return { path: finalPath, hit: false, downloadMs };
+  }
+
+  return {
+    ensure(manifest) {
+      if (!SHA256_HEX.test(manifest.sha256)) {
+        // It names a file on disk: refuse anything that is not a plain digest.
+        return Promise.reject(new IntegrityError('invalid_manifest', `manifest sha256 ${JSON.stringify(manifest.sha256)} is not a hex SHA-256 digest`));
+      }
+      const pending = inFlight.get(manifest.sha256);
+      if (pending) return pending;
+      const run = ensureOnce(manifest).finally(() => inFlight.delete(manifest.sha256));
+      inFlight.set(manifest.sha256, run);
+      return run;
+    },
+  };
+}
+
+/** True when the cached file exists and matches; a file that does not match is removed. */
+async function cachedFileVerifies(file: string, manifest: CachedModel, fullCheck: boolean, log?: ModelCacheLog): Promise<boolean> {
+  const stat = await fs.stat(file).catch((err: NodeJS.ErrnoException) => {
+    if (err.code === 'ENOENT') return null;
+    throw err;
+  });
+  if (!stat) return false;
+  const sizeOk = stat.size === manifest.sizeBytes;
+  const sha256 = sizeOk && fullCheck ? await hashFile(file) : manifest.sha256;
+  if (sizeOk && sha256 === manifest.sha256) return true;
+  log?.warn(
+    { file, expectedSize: manifest.sizeBytes, actualSize: stat.size, expectedSha256: manifest.sha256, actualSha256: sizeOk ? sha256 : undefined },
+    'cached model does not match its manifest; downloading it again',
+  );
+  await fs.rm(file, { force: true });
+  return false;
+}
+
+async function hashFile(file: string): Promise<string> {
+  const hash = createHash('sha256');
+  for await (const chunk of createReadStream(file)) hash.update(chunk as Buffer);
+  return hash.digest('hex');
+}
+
+/** Streams the model into a temp file while hashing, verifies, fsyncs and renames into place. */
+async function download(registry: Pick<ModelRegistry, 'openModel'>, manifest: CachedModel, dir: string, finalPath: string): Promise<void> {
+  await fs.mkdir(dir, { recursive: true });
+  const tmpPath = path.join(dir, `.${manifest.sha256}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
+  const file = await fs.open(tmpPath, 'wx');
+  try {
+    const actual = await writeHashed(registry, manifest, file);
+    verify(manifest, actual);
+    await file.sync();
+    await file.close();
+    await fs.rename(tmpPath, finalPath);
+    await syncDir(dir);
+  } catch (err) {
+    await file.close().catch(() => undefined); // already closed on the success path up to rename
+    await fs.rm(tmpPath, { force: true });
+    throw err;
+  }
+}
+
+async function writeHashed(
+  registry: Pick<ModelRegistry, 'openModel'>,
+  manifest: CachedModel,
+  file: fs.FileHandle,
+): Promise<{ sha256: string; sizeBytes: number }> {
+  const stream = await registry.openModel(manifest);
+  const hash = createHash('sha256');
+  let sizeBytes = 0;
+  try {
+    for await (const chunk of stream) {
+      const buf = chunk as Buffer;
+      sizeBytes += buf.length;
+      // An object longer than its manifest cannot match: stop instead of filling the disk.
+      if (sizeBytes > manifest.sizeBytes) break;
+      hash.update(buf);
+      await file.write(buf);
+    }
+  } finally {
+    stream.destroy();
+  }
+  return { sha256: sizeBytes > manifest.sizeBytes ? '(not computed: object is too long)' : hash.digest('hex'), sizeBytes };
+}
+
+function verify(manifest: CachedModel, actual: { sha256: string; sizeBytes: number }): void {
+  if (actual.sizeBytes === manifest.sizeBytes && actual.sha256 === manifest.sha256) return;
+  const sizePart =
+    actual.sizeBytes > manifest.sizeBytes
+      ? `more than ${manifest.sizeBytes} bytes`
+      : `${actual.sizeBytes} bytes`;
+  throw new IntegrityError(
+    'checksum_mismatch',
+    `model ${manifest.name} version ${manifest.version} failed verification: expected sha256 ${manifest.sha256} and ${manifest.sizeBytes} bytes, ` +
+      `got sha256 ${actual.sha256} and ${sizePart}`,
+  );
+}
+
+/** Makes the rename durable; some platforms cannot open a directory, which is fine to skip. */
+async function syncDir(dir: string): Promise<void> {
+  const handle = await fs.open(dir, 'r').catch(() => null);
+  if (!handle) return;
+  try {
+    await handle.sync().catch(() => undefined);
+  } finally {
+    await handle.close();
+  }
+}
