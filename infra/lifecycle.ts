@@ -1,0 +1,131 @@
+/**
+ * Process lifecycle helpers: the one place signals are handled, a close() that runs every
+ * cleanup even when some fail, and memoisation that makes close() idempotent.
+ *
+ * Shutdown, as a state machine (one per onShutdownSignals subscription):
+ *
+ *   running --first signal--> draining --drain resolves--> drained
+ *   draining --second signal | forceAfterMs | drain rejects--> forced (force(), then exit)
+ *   drained --another signal--> forced
+ *
+ * `drain` should stop taking work, finish or hand back what is held, and close resources; the
+ * process then ends on its own (or the caller exits). `force` is the last, synchronous chance
+ * to log or kill children; the process exits right after it with 128 + the signal's number,
+ * the shell convention, so supervisors see "killed by signal".
+ */
+import { constants } from 'node:os';
+import { systemClock, type Clock } from './clock.ts';
+
+export interface ShutdownHandlers {
+  drain: (signal: string) => Promise<void>;
+  force: (signal: string) => void;
+}
+
+export interface ShutdownOptions {
+  /** Default SIGINT and SIGTERM. */
+  signals?: NodeJS.Signals[];
+  /** Force this long after the first signal if drain has not finished; 0 or absent = never. */
+  forceAfterMs?: number;
+  processLike?: Pick<NodeJS.Process, 'on' | 'off' | 'exit'>;
+  clock?: Clock;
+}
+
+/** Installs the handlers; returns a function that removes them and cancels any force timer. */
+export function onShutdownSignals(handlers: ShutdownHandlers, options: ShutdownOptions = {}): () => void {
+  const proc = options.processLike ?? process;
+  const signals = options.signals ?? ['SIGINT', 'SIGTERM'];
+  const clock = options.clock ?? systemClock;
+  const timer = new AbortController();
+  let state: 'running' | 'draining' | 'drained' | 'forced' = 'running';
+
+  const force = (signal: string) => {
+    if (state === 'forced') return;
+    state = 'forced';
+    timer.abort();
+    try {
+      handlers.force(signal);
+    } catch {
+      // The process exits on the next line either way; nothing is left to tell.
+    }
+    proc.exit(exitCodeFor(signal));
+  };
+
+  const startDrain = (signal: string) => {
+    state = 'draining';
+    const forceAfterMs = options.forceAfterMs ?? 0;
+    if (forceAfterMs > 0) {
+      clock.sleep(forceAfterMs, timer.signal).then(
+        () => force(signal),
+        () => {}, // aborted: drain finished or we unsubscribed
+      );
+    }
+    // Promise.resolve().then: a drain that throws synchronously counts as one that rejects.
+    Promise.resolve()
+      .then(() => handlers.drain(signal))
+      .then(
+        () => {
+          if (state !== 'draining') return;
+          state = 'drained';
+          timer.abort();
+        },
+        () => force(signal),
+      );
+  };
+
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (state === 'running') startDrain(signal);
+    else force(signal);
+  };
+
+  for (const signal of signals) proc.on(signal, onSignal);
+  return () => {
+    timer.abort();
+    for (const signal of signals) proc.off(signal, onSignal);
+  };
+}
+
+/** 128 + the signal number (SIGINT → 130, SIGTERM → 143); 1 for names the OS does not know. */
+export function exitCodeFor(signal: string): number {
+  const n = (constants.signals as Record<string, number | undefined>)[signal];
+  return n === undefined ? 1 : 128 + n;
+}
+
+export type Closer = [name: string, close: () => Promise<void> | void];
+
+/**
+ * Runs every closer in order, each after the previous settles, even when some fail; then
+ * throws one AggregateError naming those that failed (their errors in `.errors`).
+ */
+export async function closeAll(closers: Closer[]): Promise<void> {
+  const failed: string[] = [];
+  const errors: unknown[] = [];
+  for (const [name, close] of closers) {
+    try {
+      await close();
+    } catch (err) {
+      failed.push(name);
+      errors.push(err);
+    }
+  }
+  if (failed.length > 0) throw new AggregateError(errors, `failed to close: ${failed.join(', ')}`);
+}
+
+/**
+ * Memoises an async function: the first call starts it, every call returns that same promise
+ * (settled or not). For idempotent close(): the second close() waits on the first.
+ */
+export function once<T>(fn: () => Promise<T>): () => Promise<T> {
+  let result: Promise<T> | undefined;
+  return () => {
+    if (!result) {
+      // Started synchronously, so the first call's side effects happen before it returns; a
+      // synchronous throw becomes a rejection, memoised like any other.
+      try {
+        result = fn();
+      } catch (err) {
+        result = Promise.reject(err);
+      }
+    }
+    return result;
+  };
+}
