@@ -61,3 +61,10 @@ export interface InferenceEngine {
   /** Idempotent. */
   close(): Promise<void>;
 }
+
+/**
+ * ONNX Runtime answered this call with an error (bad values for the model, an unsupported op):
+ * the engine itself is fine and serves the next call. Any other rejection (the thread died, the
+ * engine is closed) means the engine is gone, which is transient for the job: retry elsewhere.
+ */
+export class EngineRejectedError extends Error {}

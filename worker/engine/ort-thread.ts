@@ -1,0 +1,144 @@
+/**
+ * The inference thread: owns the ONNX Runtime session that thread-engine.ts drives. ORT's
+ * `run` blocks the thread that calls it for the whole forward pass, so it runs here and the
+ * main thread stays free for lock renewals, heartbeats and batch assembly.
+ *
+ * Protocol: the main thread posts ThreadRequest messages, each with an id; this thread answers
+ * each with one ThreadResponse carrying the same id. Requests are handled one at a time in
+ * arrival order, so a reload never swaps the session under a run. A failure is an answer
+ * (ok: false, ORT's message), never an exception that would kill the thread.
+ */
+import { parentPort, workerData } from 'node:worker_threads';
+import * as ort from 'onnxruntime-node';
+import type { EngineDtype, EngineInfo, EngineLoadOptions, EngineTensor } from './engine.ts';
+import { forTransfer } from './tensor-codec.ts';
+
+export type OrtLogLevel = 'verbose' | 'info' | 'warning' | 'error' | 'fatal';
+
+export interface ThreadData {
+  logLevel: OrtLogLevel;
+}
+
+export type ThreadRequest =
+  | { id: number; op: 'load'; modelPath: string; options: EngineLoadOptions }
+  | { id: number; op: 'run'; inputs: Record<string, EngineTensor>; outputNames?: string[] }
+  | { id: number; op: 'close' };
+
+/** What `load` reports: EngineInfo plus the providers the session actually got. */
+export interface ThreadEngineInfo extends EngineInfo {
+  executionProviders: string[];
+}
+
+export type ThreadResponse =
+  | { id: number; ok: true; info: ThreadEngineInfo }
+  | { id: number; ok: true; outputs: Record<string, EngineTensor> }
+  | { id: number; ok: false; message: string };
+
+const SEVERITY: Record<OrtLogLevel, 0 | 1 | 2 | 3 | 4> = { verbose: 0, info: 1, warning: 2, error: 3, fatal: 4 };
+const DTYPES = new Set<string>(['float32', 'float16', 'float64', 'int8', 'uint8', 'int16', 'uint16', 'int32', 'uint32', 'int64', 'uint64', 'bool', 'string']);
+
+const port = parentPort;
+if (!port) throw new Error('ort-thread.ts runs only as a worker thread (see thread-engine.ts)');
+const { logLevel } = workerData as ThreadData;
+const severity = SEVERITY[logLevel];
+// ORT's logger is process-wide, set up by the process's first session (maybe this thread's);
+// sessions and runs below also carry the severity, so it holds either way.
+ort.env.logLevel = logLevel;
+
+let session: ort.InferenceSession | undefined;
+let queue: Promise<void> = Promise.resolve();
+/** Set as soon as 'close' arrives: requests still queued are skipped, nobody awaits them now. */
+let closing = false;
+
+port.on('message', (request: ThreadRequest) => {
+  if (request.op === 'close') closing = true;
+  queue = queue.then(() => handle(request));
+});
+
+/**
+ * The thread ends itself, between forward passes. Terminating it from outside while ORT is
+ * inside `run` aborts the whole process (a native exception escapes as the isolate stops).
+ */
+async function shutdown(): Promise<never> {
+  await session?.release().catch(() => undefined);
+  process.exit(0);
+}
+
+async function handle(request: ThreadRequest): Promise<void> {
+  if (request.op === 'close') return shutdown();
+  if (closing) return;
+  try {
+    if (request.op === 'load') {
+      const info = await load(request.modelPath, request.options);
+      port?.postMessage({ id: request.id, ok: true, info } satisfies ThreadResponse);
+    } else {
+      const { tensors, transfer } = forTransfer(await run(request.inputs, request.outputNames));
+      const response = { id: request.id, ok: true, outputs: tensors } satisfies ThreadResponse;
+      try {
+        port?.postMessage(response, transfer);
+      } catch {
+        // A buffer ORT allocated outside V8 may not be detachable: send a copy instead.
+        port?.postMessage(response);
+      }
+    }
+  } catch (err) {
+    const message = err instanceof Error ? err.message : String(err);
+    port?.postMessage({ id: request.id, ok: false, message } satisfies ThreadResponse);
+  }
+}
+
+/**
+ * Creates the new session before releasing the old one, so a failed reload leaves the engine
+ * serving what it had.
+ */
+async function load(modelPath: string, options: EngineLoadOptions): Promise<ThreadEngineInfo> {
+  const started = performance.now();
+  const { created, providers } = await createWithFallback(modelPath, options);
+  const previous = session;
+  session = created;
+  await previous?.release();
+  return { inputNames: [...created.inputNames], outputNames: [...created.outputNames], loadMs: performance.now() - started, executionProviders: providers };
+}
+
+/**
+ * ORT refuses the whole session when one listed provider cannot be set up (e.g. CUDA libraries
+ * missing), so drop providers from the front until one list works; 'cpu' is always the last.
+ */
+async function createWithFallback(modelPath: string, options: EngineLoadOptions): Promise<{ created: ort.InferenceSession; providers: string[] }> {
+  const accelerators = [...new Set(options.executionProviders.map((p) => p.trim().toLowerCase()))].filter((p) => p !== '' && p !== 'cpu');
+  for (let skip = 0; ; skip++) {
+    const providers = [...accelerators.slice(skip), 'cpu'];
+    try {
+      const created = await ort.InferenceSession.create(modelPath, {
+        executionProviders: providers,
+        graphOptimizationLevel: 'all',
+        logSeverityLevel: severity,
+        ...(options.intraOpThreads > 0 ? { intraOpNumThreads: options.intraOpThreads } : {}),
+      });
+      return { created, providers };
+    } catch (err) {
+      if (skip >= accelerators.length) throw err;
+    }
+  }
+}
+
+async function run(inputs: Record<string, EngineTensor>, outputNames?: string[]): Promise<Record<string, EngineTensor>> {
+  if (!session) throw new Error('no model loaded: call load() first');
+  const feeds: Record<string, ort.Tensor> = {};
+  for (const [name, t] of Object.entries(inputs)) feeds[name] = new ort.Tensor(t.type, t.data, t.dims);
+  const results = outputNames ? await session.run(feeds, outputNames, { logSeverityLevel: severity }) : await session.run(feeds, { logSeverityLevel: severity });
+  const outputs: Record<string, EngineTensor> = {};
+  for (const [name, value] of Object.entries(results)) outputs[name] = toEngineTensor(name, value as ort.Tensor);
+  return outputs;
+}
+
+function toEngineTensor(name: string, t: ort.Tensor): EngineTensor {
+  if (!DTYPES.has(t.type)) throw new Error(`output "${name}" has unsupported type ${t.type}`);
+  const type = t.type as EngineDtype;
+  const data = t.data;
+  // float16 travels as its raw bits, whatever array type this ORT build hands out for it.
+  if (type === 'float16' && ArrayBuffer.isView(data) && !(data instanceof Uint16Array)) {
+    return { type, dims: [...t.dims], data: new Uint16Array(data.buffer, data.byteOffset, data.byteLength / 2) };
+  }
+  return { type, dims: [...t.dims], data: data as EngineTensor['data'] };
+}

@@ -1,0 +1,299 @@
+/**
+ * Tensor conversion between the wire form (OIP tensors: flat JSON data, infra/oip.ts) and the
+ * engine form (typed arrays, engine.ts), and the row operations the batcher needs: concatenate
+ * many jobs along axis 0 into one forward pass, and split the outputs back.
+ *
+ * Pure: no I/O. Values the target type cannot hold exactly are refused (InvalidInputError)
+ * rather than wrapped or rounded silently, because a typed array would store 300 as 44 in int8.
+ */
+import { InvalidInputError } from '../../infra/errors.ts';
+import type { Datatype, OipTensor } from '../../infra/oip.ts';
+import type { EngineData, EngineDtype, EngineTensor } from './engine.ts';
+const DTYPE_OF: Record<Datatype, EngineDtype> = {
+  BOOL: 'bool',
+  UINT8: 'uint8',
+  UINT16: 'uint16',
+  UINT32: 'uint32',
+  UINT64: 'uint64',
+  INT8: 'int8',
+  INT16: 'int16',
+  INT32: 'int32',
+  INT64: 'int64',
+  FP16: 'float16',
+  FP32: 'float32',
+  FP64: 'float64',
+  BYTES: 'string',
+};
+
+const DATATYPE_OF = Object.fromEntries(Object.entries(DTYPE_OF).map(([k, v]) => [v, k])) as Record<EngineDtype, Datatype>;
+
+type NumericData = Exclude<EngineData, string[]>;
+type NumericCtor = new (length: number) => NumericData;
+
+const ARRAY_OF: Record<Exclude<EngineDtype, 'string'>, NumericCtor> = {
+  float32: Float32Array,
+  float64: Float64Array,
+  float16: Uint16Array,
+  int8: Int8Array,
+  uint8: Uint8Array,
+  int16: Int16Array,
+  uint16: Uint16Array,
+  int32: Int32Array,
+  uint32: Uint32Array,
+  int64: BigInt64Array,
+  uint64: BigUint64Array,
+  bool: Uint8Array,
+};
+
+/** Ranges of the integer types a JS number can hold exactly. */
+const INT_RANGE: Partial<Record<EngineDtype, [number, number]>> = {
+  int8: [-128, 127],
+  uint8: [0, 255],
+  int16: [-32768, 32767],
+  uint16: [0, 65535],
+  int32: [-2147483648, 2147483647],
+  uint32: [0, 4294967295],
+};
+
+const BIG_RANGE: Partial<Record<EngineDtype, [bigint, bigint]>> = {
+  int64: [-(2n ** 63n), 2n ** 63n - 1n],
+  uint64: [0n, 2n ** 64n - 1n],
+};
+
+export function datatypeToDtype(datatype: Datatype): EngineDtype {
+  const dtype = DTYPE_OF[datatype];
+  if (!dtype) throw new InvalidInputError('unsupported_datatype', `unsupported datatype ${String(datatype)}`);
+  return dtype;
+}
+
+export function dtypeToDatatype(dtype: EngineDtype): Datatype {
+  const datatype = DATATYPE_OF[dtype];
+  if (!datatype) throw new Error(`unsupported engine dtype ${String(dtype)}`);
+  return datatype;
+}
+
+/** Number of elements a shape holds. */
+export function elementCount(dims: readonly number[]): number {
+  return dims.reduce((n, d) => n * d, 1);
+}
+
+export function oipToEngine(t: OipTensor): EngineTensor {
+  const type = datatypeToDtype(t.datatype);
+  const dims = checkedShape(t);
+  const data = type === 'string' ? encodeStrings(t) : encodeNumeric(type, t);
+  return { type, dims, data };
+}
+
+export function engineToOip(name: string, t: EngineTensor): OipTensor {
+  checkTensor(t);
+  return { name, shape: [...t.dims], datatype: dtypeToDatatype(t.type), data: decodeData(t) };
+}
+
+function checkedShape(t: OipTensor): number[] {
+  if (!Array.isArray(t.shape) || t.shape.some((d) => !Number.isSafeInteger(d) || d < 0)) {
+    throw new InvalidInputError('invalid_shape', `input "${t.name}": shape must be non-negative integers`);
+  }
+  if (!Array.isArray(t.data) || t.data.length !== elementCount(t.shape)) {
+    throw new InvalidInputError(
+      'invalid_shape',
+      `input "${t.name}": shape [${t.shape.join(',')}] holds ${elementCount(t.shape)} elements, data has ${Array.isArray(t.data) ? t.data.length : 'none'}`,
+    );
+  }
+  return [...t.shape];
+}
+
+function invalidElement(t: OipTensor, i: number): InvalidInputError {
+  return new InvalidInputError('invalid_data', `input "${t.name}": element ${i} (${JSON.stringify(t.data[i])}) is not a valid ${t.datatype}`);
+}
+
+function encodeStrings(t: OipTensor): string[] {
+  return t.data.map((v, i) => {
+    if (typeof v !== 'string') throw invalidElement(t, i);
+    return v;
+  });
+}
+
+function encodeNumeric(type: Exclude<EngineDtype, 'string'>, t: OipTensor): NumericData {
+  const out = new ARRAY_OF[type](t.data.length);
+  const convert = elementEncoder(type);
+  // Index writes through a widened view: each branch of elementEncoder yields the element
+  // kind (number or bigint) that matches the array ARRAY_OF chose for the same type.
+  const sink = out as unknown as { [i: number]: number | bigint };
+  for (let i = 0; i < t.data.length; i++) {
+    const value = convert(t.data[i]);
+    if (value === undefined) throw invalidElement(t, i);
+    sink[i] = value;
+  }
+  return out;
+}
+
+type ElementEncoder = (v: unknown) => number | bigint | undefined;
+
+function elementEncoder(type: Exclude<EngineDtype, 'string'>): ElementEncoder {
+  if (type === 'float32' || type === 'float64') return (v) => (typeof v === 'number' ? v : undefined);
+  if (type === 'float16') return (v) => (typeof v === 'number' ? encodeHalf(v) : undefined);
+  if (type === 'bool') return encodeBool;
+  const big = BIG_RANGE[type];
+  if (big) return (v) => encodeBigInt(v, big);
+  const [min, max] = INT_RANGE[type] ?? [0, -1];
+  return (v) => (typeof v === 'number' && Number.isInteger(v) && v >= min && v <= max ? v : undefined);
+}
+
+function encodeBool(v: unknown): number | undefined {
+  if (v === true || v === 1) return 1;
+  if (v === false || v === 0) return 0;
+  return undefined;
+}
+
+/** Integers only: a JS integer or a decimal string (64-bit values beyond 2^53 travel as strings). */
+function encodeBigInt(v: unknown, [min, max]: [bigint, bigint]): bigint | undefined {
+  let n: bigint;
+  if (typeof v === 'number' && Number.isInteger(v)) n = BigInt(v);
+  else if (typeof v === 'string' && /^-?\d{1,20}$/.test(v)) n = BigInt(v);
+  else return undefined;
+  return n >= min && n <= max ? n : undefined;
+}
+
+function decodeData(t: EngineTensor): OipTensor['data'] {
+  const data = t.data;
+  if (Array.isArray(data)) return [...data];
+  if (data instanceof BigInt64Array || data instanceof BigUint64Array) return Array.from(data, bigToJson);
+  if (t.type === 'bool') return Array.from(data, (v) => v !== 0);
+  if (t.type === 'float16') return Array.from(data, decodeHalf);
+  return Array.from(data);
+}
+
+/** int64 as a JS number when exact, else a decimal string (JSON numbers lose precision past 2^53). */
+function bigToJson(v: bigint): number | string {
+  return v >= BigInt(Number.MIN_SAFE_INTEGER) && v <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(v) : v.toString();
+}
+
+/** Throws when the data is not the array kind `type` calls for, or its length does not match `dims`. */
+export function checkTensor(t: EngineTensor): void {
+  const kindOk = t.type === 'string' ? Array.isArray(t.data) : t.data instanceof ARRAY_OF[t.type];
+  if (!kindOk) throw new Error(`tensor data is ${t.data.constructor.name}, not the array for ${t.type}`);
+  if (t.data.length !== elementCount(t.dims)) {
+    throw new Error(`tensor dims [${t.dims.join(',')}] hold ${elementCount(t.dims)} elements, data has ${t.data.length}`);
+  }
+}
+
+/**
+ * Concatenates along axis 0. Always copies, so the parts stay intact for the caller (the
+ * batcher re-runs sub-batches from them when a forward pass fails) while the result may be
+ * transferred to the inference thread.
+ */
+export function concatRows(parts: EngineTensor[]): EngineTensor {
+  const first = parts[0];
+  if (!first) throw new Error('concatRows: no parts');
+  let rows = 0;
+  parts.forEach((p, i) => {
+    checkTensor(p);
+    if (p.type !== first.type) throw new Error(`concatRows: part ${i} is ${p.type}, part 0 is ${first.type}`);
+    if (p.dims.length < 1 || p.dims.length !== first.dims.length || p.dims.some((d, k) => k > 0 && d !== first.dims[k])) {
+      throw new Error(`concatRows: part ${i} has dims [${p.dims.join(',')}], part 0 has [${first.dims.join(',')}]`);
+    }
+    rows += p.dims[0] ?? 0;
+  });
+  const dims = [rows, ...first.dims.slice(1)];
+  if (first.type === 'string') return { type: first.type, dims, data: parts.flatMap((p) => p.data as string[]) };
+  return { type: first.type, dims, data: concatNumeric(first.type, parts.map((p) => p.data as NumericData), elementCount(dims)) };
+}
+
+function concatNumeric(type: Exclude<EngineDtype, 'string'>, parts: NumericData[], length: number): NumericData {
+  const out = new ARRAY_OF[type](length);
+  // Byte copies: the same code for every element type, and no union-typed `set` overloads.
+  const bytes = new Uint8Array(out.buffer);
+  let offset = 0;
+  for (const p of parts) {
+    bytes.set(new Uint8Array(p.buffer, p.byteOffset, p.byteLength), offset);
+    offset += p.byteLength;
+  }
+  return out;
+}
+
+/** Rows [start, end) as a new tensor with its own buffer. */
+export function sliceRows(t: EngineTensor, start: number, end: number): EngineTensor {
+  checkTensor(t);
+  const rows = t.dims[0];
+  if (rows === undefined) throw new Error('sliceRows: a scalar has no rows');
+  if (!Number.isInteger(start) || !Number.isInteger(end) || start < 0 || end < start || end > rows) {
+    throw new Error(`sliceRows: [${start}, ${end}) is outside 0..${rows}`);
+  }
+  const rowSize = elementCount(t.dims.slice(1));
+  return { type: t.type, dims: [end - start, ...t.dims.slice(1)], data: t.data.slice(start * rowSize, end * rowSize) };
+}
+
+/** Splits along axis 0 into consecutive parts of `rowCounts` rows; the counts must sum to dims[0]. */
+export function splitRows(t: EngineTensor, rowCounts: number[]): EngineTensor[] {
+  const total = rowCounts.reduce((a, b) => a + b, 0);
+  if (total !== t.dims[0]) throw new Error(`splitRows: counts sum to ${total}, tensor has ${t.dims[0] ?? 0} rows`);
+  const parts: EngineTensor[] = [];
+  let start = 0;
+  for (const count of rowCounts) {
+    parts.push(sliceRows(t, start, start + count));
+    start += count;
+  }
+  return parts;
+}
+
+/**
+ * Makes every typed array own its whole, non-shared buffer (copying the ones that are views on
+ * a larger or shared buffer) and lists the buffers to transfer through postMessage. Transferring
+ * a view's buffer would detach bytes the caller still uses elsewhere, e.g. Node's Buffer pool.
+ */
+export function forTransfer(tensors: Record<string, EngineTensor>): { tensors: Record<string, EngineTensor>; transfer: ArrayBuffer[] } {
+  const out: Record<string, EngineTensor> = {};
+  const transfer = new Set<ArrayBuffer>();
+  for (const [name, t] of Object.entries(tensors)) {
+    let data = t.data;
+    if (!Array.isArray(data)) {
+      const whole = data.buffer instanceof ArrayBuffer && data.byteOffset === 0 && data.byteLength === data.buffer.byteLength;
+      if (!whole || transfer.has(data.buffer as ArrayBuffer)) data = data.slice();
+      transfer.add(data.buffer as ArrayBuffer);
+    }
+    out[name] = { type: t.type, dims: [...t.dims], data };
+  }
+  return { tensors: out, transfer: [...transfer] };
+}
+
+const f64 = new DataView(new ArrayBuffer(8));
+
+/**
+ * IEEE half bits of a JS number, rounded to nearest even straight from float64 (going through
+ * float32 first would round twice and miss some ties). Overflow → ±inf, NaN → quiet NaN,
+ * tiny values → subnormals or ±0.
+ */
+export function encodeHalf(value: number): number {
+  f64.setFloat64(0, value);
+  const hi = f64.getUint32(0);
+  const sign = (hi >>> 16) & 0x8000;
+  const exp = (hi >>> 20) & 0x7ff;
+  if (exp === 0x7ff) return sign | (Number.isNaN(value) ? 0x7e00 : 0x7c00);
+  const halfExp = exp - 1023 + 15;
+  if (halfExp >= 31) return sign | 0x7c00;
+  // The 53-bit significand is an exact JS integer; dropping `shift` bits with round-half-even
+  // gives the half significand. Normal halves keep 11 bits (implicit 1 included), so the sum
+  // below carries into the exponent, and up to infinity, by itself.
+  const significand = (hi & 0xfffff) * 2 ** 32 + f64.getUint32(4) + (exp === 0 ? 0 : 2 ** 52);
+  if (halfExp >= 1) return sign | (((halfExp - 1) << 10) + roundShift(significand, 42));
+  const shift = 1051 - exp; // subnormal half: units of 2^-24
+  return shift > 53 ? sign : sign | roundShift(significand, shift);
+}
+
+function roundShift(n: number, shift: number): number {
+  const unit = 2 ** shift;
+  const q = Math.floor(n / unit);
+  const rem = n - q * unit;
+  const half = unit / 2;
+  return rem > half || (rem === half && q % 2 === 1) ? q + 1 : q;
+}
+
+/** The JS number that IEEE half bits stand for. */
+export function decodeHalf(bits: number): number {
+  const sign = bits & 0x8000 ? -1 : 1;
+  const exp = (bits >>> 10) & 0x1f;
+  const fraction = bits & 0x3ff;
+  if (exp === 0) return sign * fraction * 2 ** -24;
+  if (exp === 31) return fraction === 0 ? sign * Infinity : NaN;
+  return sign * (1024 + fraction) * 2 ** (exp - 25);
+}

@@ -1,0 +1,196 @@
+/**
+ * Warm-up on the real thread engine and real models. Where the test needs to know which
+ * configuration must win, the engine is wrapped so each run also advances a virtual clock by a
+ * cost model: ORT still does the work, but the latencies warm-up sees are deterministic.
+ */
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ModelManifest, TensorSpec } from '../infra/manifest.ts';
+import { buildFp16Model, buildGatherModel, buildMlpModel, buildMultiTypeModel } from '../scripts/models.ts';
+import type { EngineLoadOptions, InferenceEngine } from './engine/engine.ts';
+import { createThreadEngine, type ThreadEngine } from './engine/thread-engine.ts';
+import { defaultWarmupBatches, representativeInputs, runWarmup, type WarmupProgress } from './warmup.ts';
+
+function manifest(inputs: TensorSpec[], outputs: TensorSpec[], maxBatch: number, warmupBatches: number[] = []): ModelManifest {
+  return {
+    name: 'm',
+    version: '1',
+    format: 'onnx',
+    sha256: '0'.repeat(64),
+    sizeBytes: 0,
+    inputs,
+    outputs,
+    batching: { maxBatch, warmupBatches },
+    createdAt: new Date(0).toISOString(),
+    labels: {},
+  };
+}
+
+const MLP = manifest([{ name: 'features', datatype: 'FP32', shape: [-1, 64] }], [{ name: 'score', datatype: 'FP32', shape: [-1, 1] }], 16);
+const MULTI = manifest(
+  [
+    { name: 'x', datatype: 'FP32', shape: [-1, 2, 2] },
+    { name: 'ids', datatype: 'INT64', shape: [-1, 3] },
+    { name: 'mask', datatype: 'BOOL', shape: [-1, 3] },
+    { name: 'n', datatype: 'INT32', shape: [-1, 1] },
+  ],
+  [{ name: 'y', datatype: 'FP32', shape: [-1, 2, 3] }],
+  8,
+);
+const GATHER = manifest([{ name: 'idx', datatype: 'INT64', shape: [-1, 1] }], [{ name: 'row', datatype: 'FP32', shape: [-1, 1, 4] }], 8);
+const FP16 = manifest([{ name: 'h', datatype: 'FP16', shape: [-1, 4] }], [{ name: 'h_sum', datatype: 'FP16', shape: [-1, 4] }], 4);
+
+/** The real engine, recording every load and, when given a cost model, advancing virtual time per run. */
+function observed(engine: InferenceEngine, cost?: (batch: number, threads: number) => number) {
+  const loads: EngineLoadOptions[] = [];
+  let virtualMs = 0;
+  const wrapped: InferenceEngine = {
+    load: async (modelPath, options) => {
+      loads.push(options);
+      return engine.load(modelPath, options);
+    },
+    run: async (inputs, outputNames) => {
+      const batch = Object.values(inputs)[0]?.dims[0] ?? 0;
+      const out = await engine.run(inputs, outputNames);
+      virtualMs += cost?.(batch, loads.at(-1)?.intraOpThreads ?? 0) ?? 0;
+      return out;
+    },
+    close: () => engine.close(),
+  };
+  return { engine: wrapped, loads, clock: { now: () => virtualMs } };
+}
+
+let dir: string;
+let engine: ThreadEngine;
+const paths: Record<string, string> = {};
+
+beforeAll(async () => {
+  dir = await mkdtemp(path.join(os.tmpdir(), 'warmpool-warmup-'));
+  const builds = { mlp: buildMlpModel(), multi: buildMultiTypeModel(), gather: buildGatherModel(), fp16: buildFp16Model() };
+  for (const [name, bytes] of Object.entries(builds)) {
+    paths[name] = path.join(dir, `${name}.onnx`);
+    await writeFile(paths[name], bytes);
+  }
+  engine = createThreadEngine();
+});
+
+afterAll(async () => {
+  await engine.close();
+  await rm(dir, { recursive: true, force: true });
+});
+
+const base = { executionProviders: ['cpu'], iterations: 3, latencyBudgetMs: 60_000 };
+
+describe('runWarmup', () => {
+  it('profiles every batch size and leaves the engine on the chosen thread count', async () => {
+    const o = observed(engine);
+    const events: WarmupProgress[] = [];
+    const threadCandidates = [...new Set([1, os.availableParallelism()])];
+    const profile = await runWarmup({
+      ...base,
+      engine: o.engine,
+      modelPath: paths.mlp ?? '',
+      manifest: MLP,
+      threadCandidates,
+      onProgress: (e) => events.push(e),
+    });
+    const sizes = [1, 2, 4, 8, 16];
+    expect(profile.entries.map((e) => e.batch)).toEqual(sizes);
+    expect(profile.candidates.map((c) => c.threads)).toEqual(threadCandidates);
+    for (const c of profile.candidates) expect(c.entries.map((e) => e.batch)).toEqual(sizes);
+    for (const e of profile.entries) {
+      expect(e.rowsPerS).toBeGreaterThan(0);
+      expect(e.p95Ms).toBeGreaterThanOrEqual(e.p50Ms);
+    }
+    expect(sizes).toContain(profile.chosenBatch);
+    expect(profile.rowsPerS).toBeGreaterThan(0);
+    // Everything fits this budget, so the choice is simply the fastest cell measured.
+    const best = Math.max(...profile.candidates.flatMap((c) => c.entries.map((e) => e.rowsPerS)));
+    expect(profile.rowsPerS).toBe(best);
+    expect(o.loads.at(-1)?.intraOpThreads).toBe(profile.threads);
+    expect(events.filter((e) => e.type === 'load')).toHaveLength(threadCandidates.length);
+    expect(events.filter((e) => e.type === 'measured')).toHaveLength(threadCandidates.length * sizes.length);
+    const out = await engine.run(representativeInputs(MLP, profile.chosenBatch));
+    expect(out.score?.dims).toEqual([profile.chosenBatch, 1]);
+  });
+
+  it('picks the best rows/s within the latency budget and reloads the winning thread count', async () => {
+    // 2 threads: 2 ms + 0.5 ms/row; 1 thread: 2 ms + 1 ms/row. Within 6 ms the best is 8 rows on 2 threads.
+    const o = observed(engine, (batch, threads) => 2 + batch * (threads === 2 ? 0.5 : 1));
+    const profile = await runWarmup({ ...base, engine: o.engine, modelPath: paths.mlp ?? '', manifest: MLP, threadCandidates: [2, 1], latencyBudgetMs: 6, clock: o.clock });
+    expect(profile.threads).toBe(2);
+    expect(profile.chosenBatch).toBe(8);
+    expect(profile.rowsPerS).toBeCloseTo(8 / 0.006, 6);
+    expect(profile.entries.find((e) => e.batch === 16)).toMatchObject({ p50Ms: 10, p95Ms: 10 });
+    expect(profile.candidates.find((c) => c.threads === 1)?.entries.map((e) => e.p95Ms)).toEqual([3, 4, 6, 10, 18]);
+    expect(o.loads.map((l) => l.intraOpThreads)).toEqual([2, 1, 2]);
+    expect(profile.measuredAt).toBe(o.clock.now());
+  });
+
+  it('takes the smallest batch at the lowest-latency thread count when nothing fits the budget', async () => {
+    const o = observed(engine, (batch, threads) => 5 + batch * (threads === 1 ? 0.5 : 1));
+    const profile = await runWarmup({ ...base, engine: o.engine, modelPath: paths.mlp ?? '', manifest: MLP, threadCandidates: [1, 4], latencyBudgetMs: 1, clock: o.clock });
+    expect(profile).toMatchObject({ threads: 1, chosenBatch: 1 });
+    expect(o.loads.at(-1)?.intraOpThreads).toBe(1);
+  });
+
+  it("uses the manifest's warm-up batches, and survives a progress listener that throws", async () => {
+    const hinted = { ...MLP, batching: { maxBatch: 16, warmupBatches: [12, 3] } };
+    const profile = await runWarmup({
+      ...base,
+      engine,
+      modelPath: paths.mlp ?? '',
+      manifest: hinted,
+      threadCandidates: [0],
+      onProgress: () => {
+        throw new Error('listener bug');
+      },
+    });
+    expect(profile.entries.map((e) => e.batch)).toEqual([3, 12]);
+    expect(profile.threads).toBe(0);
+  });
+
+  it.each([
+    ['multi', MULTI],
+    ['gather', GATHER],
+    ['fp16', FP16],
+  ])('warms up the %s model', async (name, m) => {
+    const profile = await runWarmup({ ...base, iterations: 1, engine, modelPath: paths[name] ?? '', manifest: m, threadCandidates: [1] });
+    expect(profile.entries.map((e) => e.batch)).toEqual(defaultWarmupBatches(m.batching.maxBatch));
+  });
+});
+
+describe('representativeInputs', () => {
+  it('is deterministic and fits each input spec', () => {
+    const spec = manifest(
+      [
+        { name: 'f', datatype: 'FP32', shape: [-1, -1, 3] },
+        { name: 'i', datatype: 'INT64', shape: [-1, 2] },
+        { name: 'b', datatype: 'BOOL', shape: [-1, 2] },
+        { name: 'u', datatype: 'UINT8', shape: [-1] },
+        { name: 's', datatype: 'BYTES', shape: [-1] },
+      ],
+      [],
+      8,
+    );
+    const a = representativeInputs(spec, 4);
+    expect(representativeInputs(spec, 4)).toEqual(a);
+    expect(a.f?.dims).toEqual([4, 1, 3]);
+    expect(Array.from(a.f?.data as Float32Array).every((v) => v >= -1 && v < 1)).toBe(true);
+    expect(new Set(a.f?.data as Float32Array).size).toBeGreaterThan(1);
+    expect(a.i).toEqual({ type: 'int64', dims: [4, 2], data: new BigInt64Array(8) });
+    expect(a.b?.data).toEqual(new Uint8Array([0, 1, 0, 1, 0, 1, 0, 1]));
+    expect(a.u).toEqual({ type: 'uint8', dims: [4], data: new Uint8Array(4) });
+    expect(a.s?.data).toHaveLength(4);
+  });
+});
+
+describe('defaultWarmupBatches', () => {
+  it('doubles up to maxBatch and ends on it', () => {
+    expect(defaultWarmupBatches(1)).toEqual([1]);
+    expect(defaultWarmupBatches(16)).toEqual([1, 2, 4, 8, 16]);
+    expect(defaultWarmupBatches(48)).toEqual([1, 2, 4, 8, 16, 32, 48]);
+  });
+});

@@ -1,0 +1,218 @@
+/**
+ * Warm-up and the batch profile (DESIGN §6). Before a worker is ready it runs representative
+ * batches at several sizes (the manifest's hints, else 1, 2, 4, …, maxBatch), records the
+ * latency per batch size, and picks the batch size, and the intra-op thread count where the
+ * host has a choice, with the best rows/s whose p95 stays within the latency budget.
+ *
+ * Each (threads, batch) cell gets one discarded run (first runs pay for allocations and kernel
+ * selection) and then `iterations` timed runs. The engine is left loaded with the chosen thread
+ * count and warm at the chosen batch size.
+ */
+import type { Clock } from '../infra/clock.ts';
+import type { ModelManifest, TensorSpec } from '../infra/manifest.ts';
+import type { EngineTensor, InferenceEngine } from './engine/engine.ts';
+import { datatypeToDtype, elementCount, encodeHalf } from './engine/tensor-codec.ts';
+
+export interface BatchProfileEntry {
+  batch: number;
+  p50Ms: number;
+  p95Ms: number;
+  rowsPerS: number;
+}
+
+export interface BatchProfile {
+  /** Intra-op threads of the chosen configuration (0 = ONNX Runtime's default). */
+  threads: number;
+  chosenBatch: number;
+  /** Rows/s at the chosen (threads, batch). */
+  rowsPerS: number;
+  /** The chosen thread count's entries, one per batch size. */
+  entries: BatchProfileEntry[];
+  /** Every thread count tried, with its entries. */
+  candidates: Array<{ threads: number; entries: BatchProfileEntry[] }>;
+  /** Epoch ms, from the clock. */
+  measuredAt: number;
+}
+
+export type WarmupProgress =
+  | { type: 'load'; threads: number; loadMs: number }
+  | { type: 'measured'; threads: number; entry: BatchProfileEntry };
+
+export interface WarmupOptions {
+  engine: InferenceEngine;
+  modelPath: string;
+  manifest: ModelManifest;
+  executionProviders: string[];
+  /** e.g. [1, os.availableParallelism()], deduplicated; a single value means no choice. */
+  threadCandidates: number[];
+  /** Default: the manifest's warm-up hints, else defaultWarmupBatches(maxBatch). */
+  batchSizes?: number[];
+  /** Timed runs per batch size (after one discarded run). */
+  iterations: number;
+  latencyBudgetMs: number;
+  /** Only `now()` is used. Default: epoch ms at performance.now() resolution. */
+  clock?: Pick<Clock, 'now'>;
+  /** A listener that throws is ignored: progress reporting never fails a warm-up. */
+  onProgress?: (e: WarmupProgress) => void;
+}
+
+const preciseClock: Pick<Clock, 'now'> = { now: () => performance.timeOrigin + performance.now() };
+
+export async function runWarmup(options: WarmupOptions): Promise<BatchProfile> {
+  const clock = options.clock ?? preciseClock;
+  const sizes = warmupSizes(options);
+  const threadsList = [...new Set(options.threadCandidates.filter((t) => Number.isInteger(t) && t >= 0))];
+  if (threadsList.length === 0) threadsList.push(0);
+  const iterations = Math.max(1, Math.floor(options.iterations));
+
+  const candidates: BatchProfile['candidates'] = [];
+  for (const threads of threadsList) {
+    const info = await loadWith(options, threads);
+    emit(options, { type: 'load', threads, loadMs: info.loadMs });
+    const entries: BatchProfileEntry[] = [];
+    for (const batch of sizes) {
+      const entry = await measureBatch(options.engine, options.manifest, batch, iterations, clock);
+      entries.push(entry);
+      emit(options, { type: 'measured', threads, entry });
+    }
+    candidates.push({ threads, entries });
+  }
+
+  const choice = choose(candidates, options.latencyBudgetMs);
+  if (threadsList.at(-1) !== choice.threads) {
+    await loadWith(options, choice.threads);
+    await options.engine.run(representativeInputs(options.manifest, choice.entry.batch));
+  }
+  return {
+    threads: choice.threads,
+    chosenBatch: choice.entry.batch,
+    rowsPerS: choice.entry.rowsPerS,
+    entries: candidates.find((c) => c.threads === choice.threads)?.entries ?? [],
+    candidates,
+    measuredAt: clock.now(),
+  };
+}
+
+/** 1, 2, 4, … below maxBatch, then maxBatch itself. */
+export function defaultWarmupBatches(maxBatch: number): number[] {
+  const max = Math.max(1, Math.floor(maxBatch));
+  const sizes: number[] = [];
+  for (let b = 1; b < max; b *= 2) sizes.push(b);
+  sizes.push(max);
+  return sizes;
+}
+
+function warmupSizes(options: WarmupOptions): number[] {
+  const { maxBatch, warmupBatches } = options.manifest.batching;
+  const requested = options.batchSizes ?? (warmupBatches.length > 0 ? warmupBatches : defaultWarmupBatches(maxBatch));
+  const sizes = [...new Set(requested.filter((b) => Number.isInteger(b) && b >= 1 && (maxBatch < 1 || b <= maxBatch)))];
+  if (sizes.length === 0) throw new Error(`warm-up: no usable batch size in [${requested.join(', ')}] (maxBatch ${maxBatch})`);
+  return sizes.sort((a, b) => a - b);
+}
+
+function loadWith(options: WarmupOptions, threads: number) {
+  return options.engine.load(options.modelPath, { executionProviders: options.executionProviders, intraOpThreads: threads });
+}
+
+async function measureBatch(engine: InferenceEngine, manifest: ModelManifest, batch: number, iterations: number, clock: Pick<Clock, 'now'>): Promise<BatchProfileEntry> {
+  // Inputs are built before the clock starts: each run detaches the buffers it is given.
+  await engine.run(representativeInputs(manifest, batch));
+  const samples: number[] = [];
+  for (let i = 0; i < iterations; i++) {
+    const inputs = representativeInputs(manifest, batch);
+    const started = clock.now();
+    await engine.run(inputs);
+    samples.push(Math.max(0, clock.now() - started));
+  }
+  samples.sort((a, b) => a - b);
+  const p50Ms = percentile(samples, 0.5);
+  // A clock coarser than the run would give 0 ms: count it as 1 µs rather than infinite rows/s.
+  return { batch, p50Ms, p95Ms: percentile(samples, 0.95), rowsPerS: batch / (Math.max(p50Ms, 0.001) / 1000) };
+}
+
+/** Nearest-rank percentile of sorted samples. */
+function percentile(sorted: number[], q: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))] ?? 0;
+}
+
+interface Choice {
+  threads: number;
+  entry: BatchProfileEntry;
+}
+
+/**
+ * Best rows/s among the cells whose p95 fits the budget (ties: the smaller batch, then fewer
+ * threads, as listed). When nothing fits, the model is slower than the budget allows: take the
+ * smallest batch, at the thread count that runs it with the lowest p95.
+ */
+function choose(candidates: BatchProfile['candidates'], latencyBudgetMs: number): Choice {
+  let best: Choice | undefined;
+  for (const { threads, entries } of candidates) {
+    for (const entry of entries) {
+      if (entry.p95Ms > latencyBudgetMs) continue;
+      const better = !best || entry.rowsPerS > best.entry.rowsPerS || (entry.rowsPerS === best.entry.rowsPerS && entry.batch < best.entry.batch);
+      if (better) best = { threads, entry };
+    }
+  }
+  if (best) return best;
+  let fallback: Choice | undefined;
+  for (const { threads, entries } of candidates) {
+    const smallest = entries[0];
+    if (smallest && (!fallback || smallest.p95Ms < fallback.entry.p95Ms)) fallback = { threads, entry: smallest };
+  }
+  if (!fallback) throw new Error('warm-up measured nothing');
+  return fallback;
+}
+
+function emit(options: WarmupOptions, e: WarmupProgress): void {
+  try {
+    options.onProgress?.(e);
+  } catch {
+    // A broken progress listener must not fail the warm-up it reports on.
+  }
+}
+
+/**
+ * Deterministic synthetic inputs for `rows` rows: dynamic non-batch dimensions become 1;
+ * floats in [-1, 1); integers 0 (the one index every embedding or gather table accepts);
+ * bools alternating; strings a short word.
+ */
+export function representativeInputs(manifest: ModelManifest, rows: number): Record<string, EngineTensor> {
+  const inputs: Record<string, EngineTensor> = {};
+  for (const spec of manifest.inputs) inputs[spec.name] = syntheticTensor(spec, rows);
+  return inputs;
+}
+
+function syntheticTensor(spec: TensorSpec, rows: number): EngineTensor {
+  const type = datatypeToDtype(spec.datatype);
+  const dims = [rows, ...spec.shape.slice(1).map((d) => (d < 0 ? 1 : d))];
+  const n = elementCount(dims);
+  const next = unitRandom(0x5eed);
+  switch (type) {
+    case 'float32':
+      return { type, dims, data: Float32Array.from({ length: n }, next) };
+    case 'float64':
+      return { type, dims, data: Float64Array.from({ length: n }, next) };
+    case 'float16':
+      return { type, dims, data: Uint16Array.from({ length: n }, () => encodeHalf(next())) };
+    case 'bool':
+      return { type, dims, data: Uint8Array.from({ length: n }, (_, i) => i % 2) };
+    case 'string':
+      return { type, dims, data: Array.from({ length: n }, () => 'warmup') };
+    case 'int64':
+      return { type, dims, data: new BigInt64Array(n) };
+    case 'uint64':
+      return { type, dims, data: new BigUint64Array(n) };
+    default:
+      return { type, dims, data: new { int8: Int8Array, uint8: Uint8Array, int16: Int16Array, uint16: Uint16Array, int32: Int32Array, uint32: Uint32Array }[type](n) };
+  }
+}
+
+/** A small seeded generator of values in [-1, 1): the same inputs on every worker. */
+function unitRandom(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
+    return state / 2 ** 31 - 1;
+  };
+}
