@@ -1,0 +1,395 @@
+// The HTTP API through app.request(), over in-memory fakes of its narrow ports.
+import { Registry } from 'prom-client';
+import { beforeEach, describe, expect, it } from 'vitest';
+import { ManualClock } from '../infra/clock.ts';
+import { NotFoundError } from '../infra/errors.ts';
+import type { JobData, JobResult, Priority } from '../infra/job-contract.ts';
+import type { ModelManifest } from '../infra/manifest.ts';
+import { createApiMetrics } from '../infra/metrics.ts';
+import { createApp, type AppDeps } from './app.ts';
+import type { DeploymentLookup, JobQueue, JobView, ModelCatalog } from './ports.ts';
+
+const KEY_A = 'key-aaaaaaaa';
+const KEY_B = 'key-bbbbbbbb';
+const T0 = Date.parse('2024-05-01T12:00:00.000Z');
+
+function manifest(version: string): ModelManifest {
+  return {
+    name: 'scorer',
+    version,
+    format: 'onnx',
+    sha256: 'a'.repeat(64),
+    sizeBytes: 100,
+    inputs: [{ name: 'features', datatype: 'FP32', shape: [-1, 4] }],
+    outputs: [{ name: 'score', datatype: 'FP32', shape: [-1, 1] }],
+    batching: { maxBatch: 64, warmupBatches: [1, 8] },
+    createdAt: '2024-01-01T00:00:00.000Z',
+    labels: {},
+  };
+}
+
+/** Jobs in memory. `finish` decides, at enqueue, how a job ends (a stand-in worker); undefined leaves it queued. */
+class FakeJobQueue implements JobQueue {
+  readonly jobs = new Map<string, { data: JobData; priority: Priority; view: JobView }>();
+  readonly waits: Array<{ jobId: string; timeoutMs: number }> = [];
+  finish: ((data: JobData) => Pick<JobView, 'status' | 'result' | 'error'> | undefined) | undefined;
+  failEnqueue = false;
+
+  async enqueue(data: JobData, { priority, jobId }: { priority: Priority; jobId: string }) {
+    if (this.failEnqueue) throw new Error('ECONNREFUSED 127.0.0.1:6379');
+    const view: JobView = { id: jobId, tenant: data.tenant, model: data.model, version: data.version, status: 'queued', createdAt: data.submittedAt, attemptsMade: 0 };
+    const end = this.finish?.(data);
+    if (end) Object.assign(view, end, { startedAt: data.submittedAt + 5, finishedAt: data.submittedAt + 9, attemptsMade: 1 });
+    this.jobs.set(jobId, { data, priority, view });
+  }
+  async get(jobId: string) {
+    return this.jobs.get(jobId)?.view ?? null;
+  }
+  async waitFor(jobId: string, timeoutMs: number) {
+    this.waits.push({ jobId, timeoutMs });
+    const job = this.jobs.get(jobId);
+    if (!job) throw new NotFoundError('job_not_found', jobId);
+    return job.view; // terminal if `finish` ended it, else what a timed-out wait returns
+  }
+  async depth() {
+    return [...this.jobs.values()].filter((j) => j.view.status === 'queued').length;
+  }
+}
+
+const catalog: ModelCatalog = {
+  async getManifest(name, version) {
+    if (name !== 'scorer') throw new NotFoundError('model_not_found', `no model ${name}`);
+    if (version === undefined) return manifest('2');
+    if (version === '1' || version === '2') return manifest(version);
+    throw new NotFoundError('version_not_found', `model ${name} has no version ${version}`);
+  },
+  async list() {
+    return [{ name: 'scorer', versions: ['1', '2'] }];
+  },
+  async listVersions(name) {
+    return name === 'scorer' ? ['1', '2'] : [];
+  },
+};
+
+const result: JobResult = {
+  outputs: [{ name: 'score', datatype: 'FP32', shape: [2, 1], data: [0.25, 0.75] }],
+  timings: { queueMs: 5, inferMs: 3, batchRows: 8 },
+  workerId: 'w1',
+};
+
+const body = (rows = 2, extra: Record<string, unknown> = {}) => ({
+  inputs: [{ name: 'features', datatype: 'FP32', shape: [rows, 4], data: Array.from({ length: rows * 4 }, (_, i) => i) }],
+  ...extra,
+});
+
+describe('createApp', () => {
+  let jobs: FakeJobQueue;
+  let deployed: Map<string, string>;
+  let registry: Registry;
+  let logged: object[];
+  let ready: boolean;
+  let app: ReturnType<typeof createApp>;
+
+  beforeEach(() => {
+    jobs = new FakeJobQueue();
+    deployed = new Map([['scorer', '1']]);
+    registry = new Registry();
+    logged = [];
+    ready = true;
+    const deployments: DeploymentLookup = {
+      async get(model) {
+        const version = deployed.get(model);
+        return version ? { model, version } : null;
+      },
+    };
+    const deps: AppDeps = {
+      jobs,
+      catalog,
+      deployments,
+      apiKeys: [
+        { tenant: 'tenant-a', key: KEY_A },
+        { tenant: 'tenant-b', key: KEY_B },
+      ],
+      metrics: { registry, api: createApiMetrics(registry), render: () => registry.metrics() },
+      clock: new ManualClock(T0),
+      bodyLimitBytes: 4096,
+      syncTimeoutMs: 1234,
+      ready: async () => ready,
+      log: { error: (obj) => logged.push(obj) },
+    };
+    app = createApp(deps);
+  });
+
+  const post = (path: string, payload: unknown, key = KEY_A, contentType = 'application/json') =>
+    app.request(path, {
+      method: 'POST',
+      headers: { Authorization: `Bearer ${key}`, 'Content-Type': contentType },
+      body: typeof payload === 'string' ? payload : JSON.stringify(payload),
+    });
+  /** `null`: no Authorization header. */
+  const get = (path: string, key: string | null = KEY_A) =>
+    app.request(path, { headers: key === null ? {} : { Authorization: `Bearer ${key}` } });
+  const errorOf = async (res: Response) => ((await res.json()) as { error: { code: string; message: string; job_id?: string } }).error;
+
+  describe('auth', () => {
+    it('answers 401 without a key, with a malformed header, or with a wrong key', async () => {
+      for (const headers of <Record<string, string>[]>[{}, { Authorization: KEY_A }, { Authorization: 'Bearer key-wrongwrong' }, { Authorization: `Basic ${KEY_A}` }]) {
+        const res = await app.request('/v1/models', { headers });
+        expect(res.status).toBe(401);
+        expect(res.headers.get('www-authenticate')).toBe('Bearer');
+        expect((await errorOf(res)).code).toBe('unauthorized');
+      }
+      expect(jobs.jobs.size).toBe(0);
+    });
+
+    it('guards the OIP model routes too', async () => {
+      expect((await post('/v2/models/scorer/infer', body(), 'key-nope-nope')).status).toBe(401);
+      expect((await get('/v2/models/scorer', null)).status).toBe(401);
+    });
+
+    it('leaves health and metrics open', async () => {
+      expect((await get('/v2/health/live', null)).status).toBe(200);
+      expect((await get('/v2/health/ready', null)).status).toBe(200);
+      ready = false;
+      const notReady = await get('/v2/health/ready', null);
+      expect(notReady.status).toBe(503);
+      expect(await notReady.json()).toEqual({ ready: false });
+      expect((await get('/metrics', null)).status).toBe(200);
+    });
+  });
+
+  describe('POST /v1/models/:model/jobs', () => {
+    it('answers 202 with the job, resolving the deployed version', async () => {
+      const res = await post('/v1/models/scorer/jobs', body(3));
+      expect(res.status).toBe(202);
+      const json = (await res.json()) as Record<string, unknown>;
+      expect(json).toEqual({
+        id: expect.stringMatching(/^job_[A-Za-z0-9_-]{20}$/),
+        status: 'queued',
+        model: 'scorer',
+        version: '1',
+        createdAt: '2024-05-01T12:00:00.000Z',
+        links: { self: `/v1/jobs/${String(json.id)}` },
+      });
+      expect(res.headers.get('location')).toBe(`/v1/jobs/${String(json.id)}`);
+      const job = jobs.jobs.get(String(json.id));
+      expect(job?.priority).toBe('normal');
+      expect(job?.data).toMatchObject({ tenant: 'tenant-a', model: 'scorer', version: '1', submittedAt: T0 });
+      expect(job?.data.inputs[0]?.shape).toEqual([3, 4]);
+    });
+
+    it('honours priority and an explicit version; falls back to the latest when not deployed', async () => {
+      const a = (await (await post('/v1/models/scorer/jobs', body(1, { priority: 'low', version: '2' }))).json()) as { id: string; version: string };
+      expect(a.version).toBe('2');
+      expect(jobs.jobs.get(a.id)?.priority).toBe('low');
+      deployed.clear();
+      const b = (await (await post('/v1/models/scorer/jobs', body(1))).json()) as { version: string };
+      expect(b.version).toBe('2');
+    });
+
+    it('gives ids that differ per job', async () => {
+      const ids = new Set<string>();
+      for (let i = 0; i < 5; i++) ids.add(((await (await post('/v1/models/scorer/jobs', body(1))).json()) as { id: string }).id);
+      expect(ids.size).toBe(5);
+    });
+
+    it.each([
+      ['wrong input name', { inputs: [{ name: 'feats', datatype: 'FP32', shape: [1, 4], data: [1, 2, 3, 4] }] }, 'unknown_input', /"feats".*"features"/],
+      ['wrong datatype', { inputs: [{ name: 'features', datatype: 'INT32', shape: [1, 4], data: [1, 2, 3, 4] }] }, 'datatype_mismatch', /FP32.*INT32/],
+      ['wrong shape', { inputs: [{ name: 'features', datatype: 'FP32', shape: [1, 5], data: [1, 2, 3, 4, 5] }] }, 'shape_mismatch', /axis 1/],
+      ['short data', { inputs: [{ name: 'features', datatype: 'FP32', shape: [2, 4], data: [1, 2, 3, 4] }] }, 'data_length_mismatch', /8.*4/],
+      ['a string value', { inputs: [{ name: 'features', datatype: 'FP32', shape: [1, 4], data: [1, 'x', 3, 4] }] }, 'invalid_value', /data\[1\]/],
+      ['a bad priority', body(1, { priority: 'urgent' }), 'invalid_body', /priority/],
+      ['no inputs', { outputs: [] }, 'invalid_body', /inputs/],
+    ])('answers 400 for %s', async (_label, payload, code, message) => {
+      const res = await post('/v1/models/scorer/jobs', payload);
+      expect(res.status).toBe(400);
+      const error = await errorOf(res);
+      expect(error.code).toBe(code);
+      expect(error.message).toMatch(message);
+      expect(jobs.jobs.size).toBe(0);
+    });
+
+    it('answers 400 malformed_json, 415 for another content type, 413 for an oversized body', async () => {
+      const malformed = await post('/v1/models/scorer/jobs', '{"inputs": [');
+      expect(malformed.status).toBe(400);
+      expect((await errorOf(malformed)).code).toBe('malformed_json');
+
+      const text = await post('/v1/models/scorer/jobs', JSON.stringify(body(1)), KEY_A, 'text/plain');
+      expect(text.status).toBe(415);
+      expect((await errorOf(text)).code).toBe('unsupported_media_type');
+
+      const big = await post('/v1/models/scorer/jobs', body(1000));
+      expect(big.status).toBe(413);
+      expect((await errorOf(big)).code).toBe('body_too_large');
+      expect(jobs.jobs.size).toBe(0);
+    });
+
+    it('answers 404 model_not_found for a model neither deployed nor published, and for an unknown version', async () => {
+      const res = await post('/v1/models/nope/jobs', body(1));
+      expect(res.status).toBe(404);
+      expect((await errorOf(res)).code).toBe('model_not_found');
+      const version = await post('/v1/models/scorer/jobs', body(1, { version: '9' }));
+      expect(version.status).toBe(404);
+      expect((await errorOf(version)).code).toBe('version_not_found');
+    });
+
+    it('answers 500 internal, logging the cause and hiding it from the caller', async () => {
+      jobs.failEnqueue = true;
+      const res = await post('/v1/models/scorer/jobs', body(1));
+      expect(res.status).toBe(500);
+      const error = await errorOf(res);
+      expect(error.code).toBe('internal');
+      expect(error.message).not.toContain('ECONNREFUSED');
+      expect(logged).toHaveLength(1);
+      expect(JSON.stringify((logged[0] as { err: Error }).err.message)).toContain('ECONNREFUSED');
+    });
+  });
+
+  describe('GET /v1/jobs/:id', () => {
+    it('shows a queued job, then a finished one with outputs and timings', async () => {
+      const { id } = (await (await post('/v1/models/scorer/jobs', body(2))).json()) as { id: string };
+      const queued = await get(`/v1/jobs/${id}`);
+      expect(queued.status).toBe(200);
+      expect(await queued.json()).toEqual({ id, model: 'scorer', version: '1', status: 'queued', createdAt: '2024-05-01T12:00:00.000Z' });
+
+      jobs.finish = () => ({ status: 'succeeded', result });
+      const done = (await (await post('/v1/models/scorer/jobs', body(2))).json()) as { id: string };
+      expect(await (await get(`/v1/jobs/${done.id}`)).json()).toEqual({
+        id: done.id,
+        model: 'scorer',
+        version: '1',
+        status: 'succeeded',
+        outputs: result.outputs,
+        createdAt: '2024-05-01T12:00:00.000Z',
+        startedAt: '2024-05-01T12:00:00.005Z',
+        finishedAt: '2024-05-01T12:00:00.009Z',
+        timings: { queueMs: 5, inferMs: 3, batchRows: 8 },
+      });
+    });
+
+    it('shows a failed job with its error', async () => {
+      jobs.finish = () => ({ status: 'failed', error: { code: 'invalid_input', message: 'index 9 out of range' } });
+      const { id } = (await (await post('/v1/models/scorer/jobs', body(1))).json()) as { id: string };
+      const json = (await (await get(`/v1/jobs/${id}`)).json()) as Record<string, unknown>;
+      expect(json).toMatchObject({ status: 'failed', error: { code: 'invalid_input', message: 'index 9 out of range' } });
+      expect(json.outputs).toBeUndefined();
+    });
+
+    it("answers 404 job_not_found for another tenant's job and for unknown ids", async () => {
+      const { id } = (await (await post('/v1/models/scorer/jobs', body(1))).json()) as { id: string };
+      for (const res of [await get(`/v1/jobs/${id}`, KEY_B), await get('/v1/jobs/job_missing'), await get('/v1/jobs/a:b*c')]) {
+        expect(res.status).toBe(404);
+        expect((await errorOf(res)).code).toBe('job_not_found');
+      }
+    });
+  });
+
+  describe('POST /v2/models/:model/infer', () => {
+    it('answers 200 with an OIP InferResponse, through the queue at high priority', async () => {
+      jobs.finish = () => ({ status: 'succeeded', result });
+      const res = await post('/v2/models/scorer/infer', body(2, { id: 'req-7' }));
+      expect(res.status).toBe(200);
+      expect(await res.json()).toEqual({ model_name: 'scorer', model_version: '1', id: 'req-7', outputs: result.outputs });
+      const [job] = [...jobs.jobs.values()];
+      expect(job?.priority).toBe('high');
+      expect(job?.data.requestId).toBe('req-7');
+      expect(jobs.waits).toEqual([{ jobId: job?.view.id, timeoutMs: 1234 }]);
+    });
+
+    it('uses the version in the path, and echoes the job id when the request has none', async () => {
+      jobs.finish = () => ({ status: 'succeeded', result });
+      const res = await post('/v2/models/scorer/versions/2/infer', body(2));
+      const json = (await res.json()) as { model_version: string; id: string };
+      expect(json.model_version).toBe('2');
+      expect(jobs.jobs.has(json.id)).toBe(true);
+    });
+
+    it('answers 400 when the worker found the input invalid, 500 inference_failed otherwise', async () => {
+      jobs.finish = () => ({ status: 'failed', error: { code: 'invalid_input', message: 'idx 12 is out of range' } });
+      const invalid = await post('/v2/models/scorer/infer', body(1));
+      expect(invalid.status).toBe(400);
+      expect(await errorOf(invalid)).toEqual({ code: 'invalid_input', message: 'idx 12 is out of range' });
+
+      jobs.finish = () => ({ status: 'failed', error: { code: 'inference_failed', message: 'session crashed' } });
+      const failed = await post('/v2/models/scorer/infer', body(1));
+      expect(failed.status).toBe(500);
+      const error = await errorOf(failed);
+      expect(error.code).toBe('inference_failed');
+      expect(jobs.jobs.has(error.job_id ?? '')).toBe(true);
+    });
+
+    it('answers 504 timeout with the job id, which the caller can then poll', async () => {
+      const res = await post('/v2/models/scorer/infer', body(1));
+      expect(res.status).toBe(504);
+      const error = await errorOf(res);
+      expect(error.code).toBe('timeout');
+      expect(error.message).toContain('1234 ms');
+      const poll = await get(`/v1/jobs/${error.job_id}`);
+      expect(poll.status).toBe(200);
+      expect(((await poll.json()) as { status: string }).status).toBe('queued');
+    });
+
+    it('validates like the async route', async () => {
+      const res = await post('/v2/models/scorer/infer', { inputs: [{ name: 'features', datatype: 'FP64', shape: [1, 4], data: [1, 2, 3, 4] }] });
+      expect(res.status).toBe(400);
+      expect((await errorOf(res)).code).toBe('datatype_mismatch');
+      expect((await post('/v2/models/ghost/infer', body(1))).status).toBe(404);
+    });
+  });
+
+  describe('OIP metadata and readiness', () => {
+    it('describes the deployed version of a model', async () => {
+      const res = await get('/v2/models/scorer');
+      expect(res.status).toBe(200);
+      expect(await res.json()).toEqual({
+        name: 'scorer',
+        versions: ['1', '2'],
+        platform: 'onnxruntime_onnx',
+        inputs: [{ name: 'features', datatype: 'FP32', shape: [-1, 4] }],
+        outputs: [{ name: 'score', datatype: 'FP32', shape: [-1, 1] }],
+      });
+      expect((await get('/v2/models/scorer/versions/2')).status).toBe(200);
+      const missing = await get('/v2/models/ghost');
+      expect(missing.status).toBe(404);
+      expect((await errorOf(missing)).code).toBe('model_not_found');
+    });
+
+    it('is ready when deployed with a manifest, 404 otherwise', async () => {
+      const res = await get('/v2/models/scorer/ready');
+      expect(res.status).toBe(200);
+      expect(await res.json()).toEqual({ name: 'scorer', version: '1', ready: true });
+      deployed.set('scorer', '7');
+      expect((await get('/v2/models/scorer/ready')).status).toBe(404);
+      deployed.clear();
+      const notDeployed = await get('/v2/models/scorer/ready');
+      expect(notDeployed.status).toBe(404);
+      expect((await errorOf(notDeployed)).code).toBe('model_not_ready');
+    });
+  });
+
+  it('lists the registry with the deployed version of each model', async () => {
+    const res = await get('/v1/models');
+    expect(await res.json()).toEqual({ models: [{ name: 'scorer', versions: ['1', '2'], deployedVersion: '1' }] });
+  });
+
+  it('answers 404 route_not_found as JSON for unknown routes', async () => {
+    const res = await get('/v1/nothing-here');
+    expect(res.status).toBe(404);
+    expect((await errorOf(res)).code).toBe('route_not_found');
+  });
+
+  it('serves Prometheus text counting requests by route pattern and jobs by kind', async () => {
+    jobs.finish = () => ({ status: 'succeeded', result });
+    await post('/v1/models/scorer/jobs', body(1));
+    await post('/v2/models/scorer/infer', body(1));
+    await get('/v1/jobs/job_missing');
+    const res = await get('/metrics', null);
+    expect(res.headers.get('content-type')).toBe('text/plain; version=0.0.4; charset=utf-8');
+    const text = await res.text();
+    expect(text).toContain('warmpool_http_requests_total{route="/v1/models/:model/jobs",method="POST",status="202"} 1');
+    expect(text).toContain('warmpool_http_requests_total{route="/v1/jobs/:id",method="GET",status="404"} 1');
+    expect(text).toContain('warmpool_jobs_submitted_total{model="scorer",version="1",kind="async"} 1');
+    expect(text).toContain('warmpool_jobs_submitted_total{model="scorer",version="1",kind="sync"} 1');
+  });
+});

@@ -1,0 +1,90 @@
+/**
+ * `warmpool api`: the API process's one entry. Wires BullMQ, the registry, deployments and
+ * metrics into `createApp`, serves it with @hono/node-server, and drains on SIGTERM.
+ */
+import { serve } from '@hono/node-server';
+import { randomBytes } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import { Registry } from 'prom-client';
+import { createBullJobQueue } from '../infra/bullmq-job-queue.ts';
+import { systemClock } from '../infra/clock.ts';
+import type { Config } from '../infra/config.ts';
+import { createDeploymentStore } from '../infra/deployments.ts';
+import { closeAll, onShutdownSignals } from '../infra/lifecycle.ts';
+import { createLogger, type Logger } from '../infra/log.ts';
+import { createApiMetrics, readMetricsSnapshots, renderClusterMetrics } from '../infra/metrics.ts';
+import { closeRedis, createRedis } from '../infra/redis.ts';
+import { createModelRegistry } from '../infra/registry.ts';
+import { createS3ObjectStore } from '../infra/s3-object-store.ts';
+import { createApp } from './app.ts';
+
+export interface ApiServer {
+  url: string;
+  close(): Promise<void>;
+}
+
+export async function startApiServer(config: Config, log: Logger): Promise<ApiServer> {
+  if (config.api.apiKeys.length === 0) log.warn('API_KEYS is empty: every authenticated route will answer 401');
+  const redis = createRedis(config.redisUrl);
+  const store = createS3ObjectStore(config.s3);
+  const registry = createModelRegistry({ store, prefix: config.s3.prefix });
+  const deployments = createDeploymentStore(redis, config.queuePrefix);
+  const jobs = createBullJobQueue({
+    connection: config.redisUrl,
+    prefix: config.queuePrefix,
+    retentionS: config.jobs.retentionS,
+    attempts: config.jobs.attempts,
+  });
+  const metricsRegistry = new Registry();
+  const apiMetrics = createApiMetrics(metricsRegistry);
+  const app = createApp({
+    jobs,
+    catalog: registry,
+    deployments,
+    apiKeys: config.api.apiKeys,
+    metrics: {
+      registry: metricsRegistry,
+      api: apiMetrics,
+      render: async () => renderClusterMetrics(metricsRegistry, await readMetricsSnapshots(redis, config.queuePrefix)),
+    },
+    clock: systemClock,
+    bodyLimitBytes: config.api.bodyLimitBytes,
+    syncTimeoutMs: config.api.syncTimeoutMs,
+    ready: async () => redis.status === 'ready',
+    log,
+    newId: () => `job_${randomBytes(15).toString('base64url')}`,
+  });
+  const server = await new Promise<ReturnType<typeof serve>>((resolve) => {
+    const s = serve({ fetch: app.fetch, hostname: config.api.host, port: config.api.port }, () => resolve(s));
+  });
+  const { port } = server.address() as AddressInfo;
+  const host = config.api.host === '0.0.0.0' ? '127.0.0.1' : config.api.host;
+  let closing: Promise<void> | undefined;
+  return {
+    url: `http://${host}:${port}`,
+    close() {
+      closing ??= closeAll([
+        ['http', () => new Promise<void>((resolve) => server.close(() => resolve()))],
+        ['jobs', () => jobs.close()],
+        ['redis', () => closeRedis(redis)],
+        ['s3', () => store.close()],
+      ]);
+      return closing;
+    },
+  };
+}
+
+export async function apiMain(config: Config): Promise<number> {
+  const log = createLogger(config.logLevel, { role: 'api' });
+  const server = await startApiServer(config, log);
+  log.info({ url: server.url }, 'api listening');
+  return new Promise<number>((resolve) => {
+    onShutdownSignals({
+      drain: async () => {
+        await server.close();
+        resolve(0);
+      },
+      force: (signal) => log.warn({ signal }, 'forced exit'),
+    });
+  });
+}

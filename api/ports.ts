@@ -1,0 +1,46 @@
+/**
+ * The narrow interfaces the API depends on. The API owns them; infra's implementations
+ * (bullmq-job-queue.ts, registry.ts, deployments.ts) satisfy them structurally, and the tests
+ * fake them in a few lines.
+ */
+import type { JobData, JobResult, JobStatus, Priority } from '../infra/job-contract.ts';
+import type { ModelManifest } from '../infra/manifest.ts';
+
+export type { Clock } from '../infra/clock.ts';
+
+export interface JobView {
+  id: string;
+  tenant: string;
+  model: string;
+  version: string;
+  status: JobStatus;
+  result?: JobResult;
+  error?: { code: string; message: string };
+  /** Epoch milliseconds. */
+  createdAt: number;
+  startedAt?: number;
+  finishedAt?: number;
+  attemptsMade: number;
+}
+
+export interface JobQueue {
+  enqueue(data: JobData, options: { priority: Priority; jobId: string }): Promise<void>;
+  /** null when no such job (or it has expired). */
+  get(jobId: string): Promise<JobView | null>;
+  /** Resolves when the job is terminal, or with its current view when `timeoutMs` passes first. */
+  waitFor(jobId: string, timeoutMs: number, signal?: AbortSignal): Promise<JobView>;
+  /** Waiting + prioritized + delayed + active. */
+  depth(model: string, version: string): Promise<number>;
+}
+
+export interface ModelCatalog {
+  /** Throws NotFoundError (`model_not_found` / `version_not_found`); no version = the latest. */
+  getManifest(name: string, version?: string): Promise<ModelManifest>;
+  list(): Promise<Array<{ name: string; versions: string[] }>>;
+  listVersions(name: string): Promise<string[]>;
+}
+
+export interface DeploymentLookup {
+  /** Which version serves `model`, or null when it is not deployed. */
+  get(model: string): Promise<{ model: string; version: string } | null>;
+}

@@ -1,0 +1,43 @@
+/** The async job routes (DESIGN §5): submit, read, and the registry view. Thin: parse, call a use case. */
+import { Hono } from 'hono';
+import type { AuthEnv } from '../auth.ts';
+import type { DeploymentLookup, JobQueue, ModelCatalog } from '../ports.ts';
+import { getJob, iso, toJobResource } from '../use-cases/get-job.ts';
+import { submitJob, type SubmitJobDeps } from '../use-cases/submit-job.ts';
+import { readJson } from './http.ts';
+
+export interface JobRoutesDeps extends SubmitJobDeps {
+  jobs: JobQueue;
+  catalog: ModelCatalog;
+  deployments: DeploymentLookup;
+}
+
+export function jobRoutes(deps: JobRoutesDeps): Hono<AuthEnv> {
+  const app = new Hono<AuthEnv>();
+
+  app.post('/v1/models/:model/jobs', async (c) => {
+    const body = await readJson(c);
+    const job = await submitJob(deps, { tenant: c.get('tenant'), model: c.req.param('model'), body, kind: 'async' });
+    const self = `/v1/jobs/${job.id}`;
+    c.header('Location', self);
+    return c.json(
+      { id: job.id, status: 'queued' as const, model: job.model, version: job.version, createdAt: iso(job.createdAt), links: { self } },
+      202,
+    );
+  });
+
+  app.get('/v1/jobs/:id', async (c) => {
+    const view = await getJob(deps, { tenant: c.get('tenant'), id: c.req.param('id') });
+    return c.json(toJobResource(view));
+  });
+
+  app.get('/v1/models', async (c) => {
+    const models = await deps.catalog.list();
+    const withDeployments = await Promise.all(
+      models.map(async (m) => ({ ...m, deployedVersion: (await deps.deployments.get(m.name))?.version ?? null })),
+    );
+    return c.json({ models: withDeployments });
+  });
+
+  return app;
+}

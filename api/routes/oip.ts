@@ -1,0 +1,74 @@
+/**
+ * Open Inference Protocol (KServe v2) routes: sync inference through the job queue, model
+ * metadata and readiness. Health routes live in app.ts because they need no auth.
+ */
+import { Hono, type Context } from 'hono';
+import { InvalidInputError, NotFoundError } from '../../infra/errors.ts';
+import type { TensorSpec } from '../../infra/manifest.ts';
+import type { AuthEnv } from '../auth.ts';
+import { errorBody } from '../errors.ts';
+import { inferSync, type InferSyncDeps } from '../use-cases/infer-sync.ts';
+import { resolveManifest } from '../use-cases/submit-job.ts';
+import { readJson } from './http.ts';
+
+export function oipRoutes(deps: InferSyncDeps): Hono<AuthEnv> {
+  const app = new Hono<AuthEnv>();
+
+  const infer = async (c: Context<AuthEnv>, version: string | undefined) => {
+    const body = await readJson(c);
+    const input = { tenant: c.get('tenant'), model: c.req.param('model') ?? '', version, body };
+    const outcome = await inferSync(deps, input, c.req.raw.signal);
+    switch (outcome.kind) {
+      case 'succeeded':
+        return c.json(outcome.response, 200);
+      case 'failed':
+        // The worker found the input bad (what validation cannot see, e.g. an index out of range).
+        if (outcome.error.code === 'invalid_input') throw new InvalidInputError('invalid_input', outcome.error.message);
+        return c.json(errorBody('inference_failed', outcome.error.message, { job_id: outcome.jobId }), 500);
+      case 'timeout':
+        return c.json(
+          errorBody('timeout', `inference did not finish within ${deps.syncTimeoutMs} ms; poll /v1/jobs/${outcome.jobId}`, {
+            job_id: outcome.jobId,
+          }),
+          504,
+        );
+    }
+  };
+
+  app.post('/v2/models/:model/infer', (c) => infer(c, undefined));
+  app.post('/v2/models/:model/versions/:version/infer', (c) => infer(c, c.req.param('version')));
+
+  const metadata = async (c: Context<AuthEnv>, version: string | undefined) => {
+    const model = c.req.param('model') ?? '';
+    const manifest = await resolveManifest(deps, model, version);
+    return c.json({
+      name: manifest.name,
+      versions: await deps.catalog.listVersions(manifest.name),
+      platform: 'onnxruntime_onnx',
+      inputs: manifest.inputs.map(tensorMetadata),
+      outputs: manifest.outputs.map(tensorMetadata),
+    });
+  };
+
+  app.get('/v2/models/:model', (c) => metadata(c, undefined));
+  app.get('/v2/models/:model/versions/:version', (c) => metadata(c, c.req.param('version')));
+
+  // Ready = deployed, and the deployed version's manifest is in the registry.
+  app.get('/v2/models/:model/ready', async (c) => {
+    const model = c.req.param('model');
+    const deployment = await deps.deployments.get(model);
+    if (!deployment) throw new NotFoundError('model_not_ready', `model ${model} is not deployed`);
+    const manifest = await deps.catalog.getManifest(model, deployment.version).catch((err: unknown) => {
+      if (err instanceof NotFoundError) return null;
+      throw err;
+    });
+    if (!manifest) throw new NotFoundError('model_not_ready', `model ${model} version ${deployment.version} is not in the registry`);
+    return c.json({ name: model, version: deployment.version, ready: true });
+  });
+
+  return app;
+}
+
+function tensorMetadata(t: TensorSpec) {
+  return { name: t.name, datatype: t.datatype, shape: t.shape };
+}

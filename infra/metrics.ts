@@ -1,0 +1,178 @@
+/**
+ * Prometheus metrics, defined in one place, each on a Registry the caller passes in (never the
+ * global default registry, so tests and several roles in one process do not collide).
+ *
+ * Workers are separate processes but users scrape one `/metrics` on the API. So each worker
+ * publishes its registry as JSON to Redis under `<prefix>:metrics:<workerId>` with a TTL, and the
+ * API merges those snapshots with its own registry through prom-client's
+ * `AggregatorRegistry.aggregate`, which sums series with equal labels. Summing is also why the
+ * worker-state gauge is one-hot per worker: the cluster total reads "workers in state S".
+ * A dead worker's snapshot expires with its TTL.
+ */
+import { AggregatorRegistry, Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { WORKER_STATES, type WorkerState } from './worker-states.ts';
+
+export function createApiMetrics(registry: Registry) {
+  const registers = [registry];
+  return {
+    httpRequests: new Counter({
+      name: 'warmpool_http_requests_total',
+      help: 'HTTP requests served by the API, by route pattern, method and status',
+      labelNames: ['route', 'method', 'status'] as const,
+      registers,
+    }),
+    httpDuration: new Histogram({
+      name: 'warmpool_http_request_duration_seconds',
+      help: 'HTTP request handling time in seconds, by route pattern and method',
+      labelNames: ['route', 'method'] as const,
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      registers,
+    }),
+    jobsSubmitted: new Counter({
+      name: 'warmpool_jobs_submitted_total',
+      help: 'Jobs enqueued by the API, by model, version and kind (async submit or sync infer)',
+      labelNames: ['model', 'version', 'kind'] as const,
+      registers,
+    }),
+  };
+}
+
+export type ApiMetrics = ReturnType<typeof createApiMetrics>;
+export type SubmitKind = 'async' | 'sync';
+
+export interface WorkerMetricLabels {
+  model: string;
+  version: string;
+}
+
+export const BATCH_ROWS_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024];
+const SECONDS_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+
+/**
+ * A worker's metrics. `labels` are this worker's model and version: `setState` uses them, and
+ * the state gauge starts at zero for every state so each series exists from the first scrape.
+ */
+export function createWorkerMetrics(registry: Registry, labels: WorkerMetricLabels) {
+  const registers = [registry];
+  const workerState = new Gauge({
+    name: 'warmpool_worker_state',
+    help: 'Workers in each lifecycle state (1 for this worker\'s current state; summed across workers)',
+    labelNames: ['model', 'version', 'state'] as const,
+    registers,
+  });
+  for (const state of WORKER_STATES) workerState.set({ ...labels, state }, 0);
+  let current: WorkerState | undefined;
+  return {
+    batchRows: new Histogram({
+      name: 'warmpool_batch_rows',
+      help: 'Rows per forward pass',
+      labelNames: ['model', 'version'] as const,
+      buckets: BATCH_ROWS_BUCKETS,
+      registers,
+    }),
+    batchInferSeconds: new Histogram({
+      name: 'warmpool_batch_infer_seconds',
+      help: 'Time of one forward pass in seconds',
+      labelNames: ['model', 'version'] as const,
+      buckets: SECONDS_BUCKETS,
+      registers,
+    }),
+    jobsProcessed: new Counter({
+      name: 'warmpool_jobs_processed_total',
+      help: 'Jobs finished by workers, by outcome',
+      labelNames: ['model', 'version', 'outcome'] as const,
+      registers,
+    }),
+    jobQueueSeconds: new Histogram({
+      name: 'warmpool_job_queue_seconds',
+      help: 'Time from submit until a worker took the job, in seconds',
+      labelNames: ['model', 'version'] as const,
+      buckets: SECONDS_BUCKETS,
+      registers,
+    }),
+    workerState,
+    /** One-hot: the new state to 1, the previous one to 0. */
+    setState(state: WorkerState): void {
+      if (current !== undefined && current !== state) workerState.set({ ...labels, state: current }, 0);
+      workerState.set({ ...labels, state }, 1);
+      current = state;
+    },
+  };
+}
+
+export type WorkerMetrics = ReturnType<typeof createWorkerMetrics>;
+
+/** The narrow slice of ioredis these functions use. */
+export interface MetricsRedis {
+  set(key: string, value: string, px: 'PX', ttlMs: number): Promise<unknown>;
+  scan(cursor: string, match: 'MATCH', pattern: string, count: 'COUNT', n: number): Promise<[string, string[]]>;
+  mget(keys: string[]): Promise<Array<string | null>>;
+}
+
+export function metricsKey(queuePrefix: string, workerId: string): string {
+  return `${queuePrefix}:metrics:${workerId}`;
+}
+
+/** Called by a worker periodically; the TTL should outlive a few periods. */
+export async function publishMetricsSnapshot(redis: MetricsRedis, key: string, registry: Registry, ttlMs: number): Promise<void> {
+  const snapshot = await registry.getMetricsAsJSON();
+  await redis.set(key, JSON.stringify(snapshot), 'PX', Math.max(1, Math.round(ttlMs)));
+}
+
+/** Every live worker's snapshot under the prefix. SCAN, not KEYS: KEYS blocks Redis. */
+export async function readMetricsSnapshots(redis: MetricsRedis, queuePrefix: string): Promise<object[]> {
+  const pattern = `${escapeGlob(queuePrefix)}:metrics:*`;
+  const keys = new Set<string>();
+  let cursor = '0';
+  do {
+    const [next, batch] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 200);
+    for (const key of batch) keys.add(key);
+    cursor = next;
+  } while (cursor !== '0');
+  if (keys.size === 0) return [];
+  const values = await redis.mget([...keys]);
+  const snapshots: object[] = [];
+  for (const raw of values) {
+    const snapshot = raw === null ? undefined : parseSnapshot(raw);
+    if (snapshot) snapshots.push(snapshot);
+  }
+  return snapshots;
+}
+
+/**
+ * The API's own metrics merged with workers' snapshots, as Prometheus text. Series with the same
+ * name and labels are combined by each metric's aggregator (sum unless the metric says otherwise).
+ */
+export async function renderClusterMetrics(apiRegistry: Registry, snapshots: object[]): Promise<string> {
+  const own = await apiRegistry.getMetricsAsJSON();
+  const valid = snapshots.filter(isSnapshot);
+  return AggregatorRegistry.aggregate([own, ...valid]).metrics();
+}
+
+/** A snapshot a worker wrote; anything else (a half-written or foreign value) is skipped. */
+function parseSnapshot(raw: string): object | undefined {
+  try {
+    const value: unknown = JSON.parse(raw);
+    return isSnapshot(value) ? value : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function isSnapshot(value: unknown): value is object[] {
+  return (
+    Array.isArray(value) &&
+    value.every(
+      (m: unknown) =>
+        typeof m === 'object' &&
+        m !== null &&
+        typeof (m as { name?: unknown }).name === 'string' &&
+        typeof (m as { aggregator?: unknown }).aggregator === 'string' &&
+        Array.isArray((m as { values?: unknown }).values),
+    )
+  );
+}
+
+function escapeGlob(s: string): string {
+  return s.replace(/[*?[\]\\]/g, '\\$&');
+}

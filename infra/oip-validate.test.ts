@@ -1,0 +1,243 @@
+import { describe, expect, it } from 'vitest';
+import { InvalidInputError } from './errors.ts';
+import type { ModelManifest, TensorSpec } from './manifest.ts';
+import type { Datatype } from './oip.ts';
+import { validateInferRequest } from './oip-validate.ts';
+
+function manifest(inputs: TensorSpec[], outputs: TensorSpec[] = [{ name: 'out', datatype: 'FP32', shape: [-1, 1] }]): ModelManifest {
+  return {
+    name: 'm',
+    version: '1',
+    format: 'onnx',
+    sha256: '0'.repeat(64),
+    sizeBytes: 1,
+    inputs,
+    outputs,
+    batching: { maxBatch: 64, warmupBatches: [] },
+    createdAt: '2024-01-01T00:00:00.000Z',
+    labels: {},
+  };
+}
+
+// Shaped like scripts/models.ts buildMultiTypeModel: several ranks and dtypes.
+const multi = manifest(
+  [
+    { name: 'x', datatype: 'FP32', shape: [-1, 2, 2] },
+    { name: 'ids', datatype: 'INT64', shape: [-1, 3] },
+    { name: 'mask', datatype: 'BOOL', shape: [-1, 3] },
+  ],
+  [
+    { name: 'y', datatype: 'FP32', shape: [-1, 2, 3] },
+    { name: 'ids_next', datatype: 'INT64', shape: [-1, 3] },
+  ],
+);
+
+function goodBody(rows = 2) {
+  return {
+    inputs: [
+      { name: 'x', datatype: 'FP32', shape: [rows, 2, 2], data: Array.from({ length: rows * 4 }, (_, i) => i / 2) },
+      { name: 'ids', datatype: 'INT64', shape: [rows, 3], data: Array.from({ length: rows * 3 }, (_, i) => i) },
+      { name: 'mask', datatype: 'BOOL', shape: [rows, 3], data: Array.from({ length: rows * 3 }, (_, i) => i % 2 === 0) },
+    ],
+  };
+}
+
+function errorOf(fn: () => unknown): InvalidInputError {
+  try {
+    fn();
+  } catch (err) {
+    if (err instanceof InvalidInputError) return err;
+    throw err;
+  }
+  throw new Error('expected an InvalidInputError, got none');
+}
+
+describe('validateInferRequest: accepted requests', () => {
+  it('returns the inputs, the row count, and the optional fields', () => {
+    const body = { ...goodBody(3), outputs: [{ name: 'y' }], parameters: { p: 1 }, id: 'req-1' };
+    const v = validateInferRequest(body, multi);
+    expect(v.rows).toBe(3);
+    expect(v.inputs.map((t) => t.name)).toEqual(['x', 'ids', 'mask']);
+    expect(v.inputs[0]?.data).toHaveLength(12);
+    expect(v.outputs).toEqual([{ name: 'y' }]);
+    expect(v.parameters).toEqual({ p: 1 });
+    expect(v.id).toBe('req-1');
+  });
+
+  it('omits outputs, parameters and id when the request has none', () => {
+    const v = validateInferRequest(goodBody(1), multi);
+    expect('outputs' in v || 'parameters' in v || 'id' in v).toBe(false);
+  });
+
+  it('flattens nested row-major data', () => {
+    const body = goodBody(2);
+    body.inputs[0] = { name: 'x', datatype: 'FP32', shape: [2, 2, 2], data: [[[1, 2], [3, 4]], [[5, 6], [7, 8]]] as never };
+    const v = validateInferRequest(body, multi);
+    expect(v.inputs[0]?.data).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+  });
+
+  it('accepts a fixed dimension of the manifest and any value for a dynamic one', () => {
+    const m = manifest([{ name: 'seq', datatype: 'FP32', shape: [-1, -1, 4] }]);
+    const v = validateInferRequest({ inputs: [{ name: 'seq', datatype: 'FP32', shape: [1, 3, 4], data: new Array(12).fill(0) }] }, m);
+    expect(v.inputs[0]?.shape).toEqual([1, 3, 4]);
+  });
+
+  it('keeps 100k-value inputs intact', () => {
+    const m = manifest([{ name: 'f', datatype: 'FP32', shape: [-1, 64] }]);
+    const data = Array.from({ length: 1600 * 64 }, (_, i) => Math.sin(i));
+    const v = validateInferRequest({ inputs: [{ name: 'f', datatype: 'FP32', shape: [1600, 64], data }] }, m);
+    expect(v.rows).toBe(1600);
+    expect(v.inputs[0]?.data).toHaveLength(102_400);
+  });
+});
+
+describe('validateInferRequest: error codes', () => {
+  it.each([null, 3, 'x', [1]])('invalid_body when the body is %j', (body) => {
+    expect(errorOf(() => validateInferRequest(body, multi)).code).toBe('invalid_body');
+  });
+
+  it('invalid_body when inputs is missing, empty or not an array, or a tensor is not an object', () => {
+    for (const body of [{}, { inputs: [] }, { inputs: {} }, { inputs: [3] }, { inputs: [{ datatype: 'FP32' }] }]) {
+      expect(errorOf(() => validateInferRequest(body, multi)).code).toBe('invalid_body');
+    }
+  });
+
+  it('invalid_body when data is not an array, or parameters / id have the wrong type', () => {
+    const noData = goodBody();
+    (noData.inputs[0] as Record<string, unknown>).data = 'abc';
+    expect(errorOf(() => validateInferRequest(noData, multi)).message).toContain('"x"');
+    expect(errorOf(() => validateInferRequest({ ...goodBody(), parameters: [1] }, multi)).code).toBe('invalid_body');
+    expect(errorOf(() => validateInferRequest({ ...goodBody(), id: 7 }, multi)).code).toBe('invalid_body');
+  });
+
+  it('unknown_input names the tensor and lists the expected names', () => {
+    const body = goodBody();
+    body.inputs[0] = { ...body.inputs[0]!, name: 'features' };
+    const err = errorOf(() => validateInferRequest(body, multi));
+    expect(err.code).toBe('unknown_input');
+    expect(err.status).toBe(400);
+    expect(err.message).toContain('"features"');
+    expect(err.message).toContain('"x", "ids", "mask"');
+  });
+
+  it('missing_input names what is missing', () => {
+    const body = goodBody();
+    body.inputs.splice(1, 1);
+    const err = errorOf(() => validateInferRequest(body, multi));
+    expect(err.code).toBe('missing_input');
+    expect(err.message).toContain('"ids"');
+  });
+
+  it('duplicate_input', () => {
+    const body = goodBody();
+    body.inputs.push(body.inputs[0]!);
+    const err = errorOf(() => validateInferRequest(body, multi));
+    expect(err.code).toBe('duplicate_input');
+    expect(err.message).toContain('"x"');
+  });
+
+  it('datatype_mismatch says expected and got', () => {
+    const body = goodBody();
+    body.inputs[0] = { ...body.inputs[0]!, datatype: 'FP64' };
+    const err = errorOf(() => validateInferRequest(body, multi));
+    expect(err.code).toBe('datatype_mismatch');
+    expect(err.message).toMatch(/"x".*FP32.*FP64/);
+  });
+
+  it('shape_mismatch on rank, on a fixed axis (naming it), and on a bad row count', () => {
+    const cases: Array<[unknown, RegExp]> = [
+      [[2, 4], /rank 3.*rank 2/],
+      [[2, 2, 3], /axis 2 must be 2/],
+      [[0, 2, 2], /shape\[0\].*>= 1/],
+      [[1.5, 2, 2], /shape\[0\]/],
+      [['2', 2, 2], /shape\[0\]/],
+      [[2, -2, 2], /shape\[1\]/],
+      ['2,2,2', /array/],
+    ];
+    for (const [shape, message] of cases) {
+      const body = goodBody();
+      body.inputs[0] = { ...body.inputs[0]!, shape: shape as number[] };
+      const err = errorOf(() => validateInferRequest(body, multi));
+      expect(err.code).toBe('shape_mismatch');
+      expect(err.message).toContain('"x"');
+      expect(err.message).toMatch(message);
+    }
+  });
+
+  it('shape_mismatch when inputs disagree on the number of rows', () => {
+    const body = goodBody(2);
+    body.inputs[1] = { name: 'ids', datatype: 'INT64', shape: [3, 3], data: new Array(9).fill(1) };
+    const err = errorOf(() => validateInferRequest(body, multi));
+    expect(err.code).toBe('shape_mismatch');
+    expect(err.message).toMatch(/"ids".*3.*"x".*2/);
+  });
+
+  it('data_length_mismatch says how many values the shape needs', () => {
+    const body = goodBody(2);
+    body.inputs[0] = { ...body.inputs[0]!, data: [1, 2, 3] };
+    const err = errorOf(() => validateInferRequest(body, multi));
+    expect(err.code).toBe('data_length_mismatch');
+    expect(err.message).toMatch(/"x".*\[2, 2, 2\].*8.*3/);
+  });
+
+  it('data_length_mismatch counts nested data after flattening', () => {
+    const body = goodBody(2);
+    body.inputs[0] = { ...body.inputs[0]!, data: [[1, 2, 3, 4], [5, 6, 7]] as never };
+    expect(errorOf(() => validateInferRequest(body, multi)).code).toBe('data_length_mismatch');
+  });
+
+  it('unknown_output lists the outputs the model has', () => {
+    const err = errorOf(() => validateInferRequest({ ...goodBody(), outputs: [{ name: 'score' }] }, multi));
+    expect(err.code).toBe('unknown_output');
+    expect(err.message).toContain('"score"');
+    expect(err.message).toContain('"y", "ids_next"');
+    expect(errorOf(() => validateInferRequest({ ...goodBody(), outputs: 'y' }, multi)).code).toBe('invalid_body');
+  });
+
+  it('too_many_rows over limits.maxRows, with status 413', () => {
+    expect(validateInferRequest(goodBody(4), multi, { maxRows: 4 }).rows).toBe(4);
+    const err = errorOf(() => validateInferRequest(goodBody(5), multi, { maxRows: 4 }));
+    expect(err.code).toBe('too_many_rows');
+    expect(err.status).toBe(413);
+  });
+});
+
+describe('validateInferRequest: invalid_value per datatype', () => {
+  const cases: Array<{ datatype: Datatype; good: unknown[]; bad: unknown[] }> = [
+    { datatype: 'FP32', good: [0, -1.5, 3e38], bad: ['1', NaN, Infinity, null, true] },
+    { datatype: 'FP64', good: [1e300, -0.25], bad: ['x', NaN, -Infinity, {}] },
+    { datatype: 'FP16', good: [0.5, -2], bad: ['0.5', NaN] },
+    { datatype: 'INT8', good: [-128, 127, 0], bad: [128, -129, 1.5, '1'] },
+    { datatype: 'UINT8', good: [0, 255], bad: [-1, 256, 0.5, false] },
+    { datatype: 'INT16', good: [-32768, 32767], bad: [32768, -32769] },
+    { datatype: 'UINT16', good: [0, 65535], bad: [65536, -1] },
+    { datatype: 'INT32', good: [-2147483648, 2147483647], bad: [2147483648, 1.1, '5'] },
+    { datatype: 'UINT32', good: [0, 4294967295], bad: [4294967296, -1] },
+    {
+      datatype: 'INT64',
+      good: [0, -5, Number.MAX_SAFE_INTEGER, '9223372036854775807', '-9223372036854775808'],
+      bad: [1.5, 2 ** 60, '9223372036854775808', '12a', '1e3', '', true],
+    },
+    { datatype: 'UINT64', good: [0, '18446744073709551615'], bad: [-1, '-1', '18446744073709551616'] },
+    { datatype: 'BOOL', good: [true, false, 0, 1], bad: [2, 'true', null, 0.5] },
+    { datatype: 'BYTES', good: ['hello', ''], bad: [1, null, true] },
+  ];
+
+  for (const { datatype, good, bad } of cases) {
+    const m = manifest([{ name: 't', datatype, shape: [-1, -1] }]);
+    const body = (data: unknown[]) => ({ inputs: [{ name: 't', datatype, shape: [1, data.length], data }] });
+
+    it(`${datatype}: accepts ${JSON.stringify(good)}`, () => {
+      expect(validateInferRequest(body(good), m).inputs[0]?.data).toEqual(good);
+    });
+
+    it(`${datatype}: rejects each bad value, reporting the first bad index`, () => {
+      for (const value of bad) {
+        const err = errorOf(() => validateInferRequest(body([...good, value, value]), m));
+        expect(err.code).toBe('invalid_value');
+        expect(err.message).toContain(`"t": data[${good.length}]`);
+        expect(err.message).toContain(datatype);
+      }
+    });
+  }
+});

@@ -1,0 +1,237 @@
+/**
+ * Validates an Open Inference Protocol request body against a model's manifest, once, at submit,
+ * so a bad request is a 4xx naming the tensor and never reaches a worker's batch (where one bad
+ * job would fail the forward pass for every job beside it).
+ *
+ * Runs on every request over data arrays of 100k+ numbers: element checks are plain loops over
+ * one predicate per datatype, no per-element allocation.
+ */
+import { InvalidInputError } from './errors.ts';
+import type { ModelManifest, TensorSpec } from './manifest.ts';
+import type { Datatype, OipRequestedOutput, OipTensor } from './oip.ts';
+
+export interface ValidatedInferRequest {
+  /** In the order the caller sent them; `data` flat, row-major. */
+  inputs: OipTensor[];
+  outputs?: OipRequestedOutput[];
+  parameters?: Record<string, unknown>;
+  id?: string;
+  /** shape[0], the same for every input. */
+  rows: number;
+}
+
+export interface ValidateLimits {
+  maxRows?: number;
+}
+
+type Json = Record<string, unknown>;
+
+export function validateInferRequest(body: unknown, manifest: ModelManifest, limits: ValidateLimits = {}): ValidatedInferRequest {
+  if (!isObject(body)) fail('invalid_body', 'request body must be a JSON object');
+  if (!Array.isArray(body.inputs) || body.inputs.length === 0) {
+    fail('invalid_body', '"inputs" must be a non-empty array of tensors');
+  }
+  const specs = new Map(manifest.inputs.map((s) => [s.name, s]));
+  const seen = new Set<string>();
+  const inputs: OipTensor[] = [];
+  let rows = 0;
+  for (let i = 0; i < body.inputs.length; i++) {
+    const tensor = validateInput(body.inputs[i], i, specs, seen);
+    const tensorRows = tensor.shape[0] as number;
+    if (inputs.length > 0 && tensorRows !== rows) {
+      fail('shape_mismatch', `input "${tensor.name}": shape[0] is ${tensorRows} but "${inputs[0]?.name}" has ${rows}; all inputs must have the same number of rows`);
+    }
+    rows = tensorRows;
+    inputs.push(tensor);
+  }
+  const missing = manifest.inputs.filter((s) => !seen.has(s.name)).map((s) => s.name);
+  if (missing.length > 0) fail('missing_input', `missing input${missing.length > 1 ? 's' : ''} ${quoteList(missing)}`);
+  if (limits.maxRows !== undefined && rows > limits.maxRows) {
+    throw new InvalidInputError('too_many_rows', `request has ${rows} rows; at most ${limits.maxRows} are allowed`, { status: 413 });
+  }
+  const result: ValidatedInferRequest = { inputs, rows };
+  if (body.outputs !== undefined) result.outputs = validateOutputs(body.outputs, manifest.outputs);
+  if (body.parameters !== undefined) {
+    if (!isObject(body.parameters)) fail('invalid_body', '"parameters" must be an object');
+    result.parameters = body.parameters;
+  }
+  if (body.id !== undefined) {
+    if (typeof body.id !== 'string') fail('invalid_body', '"id" must be a string');
+    result.id = body.id;
+  }
+  return result;
+}
+
+function validateInput(raw: unknown, index: number, specs: Map<string, TensorSpec>, seen: Set<string>): OipTensor {
+  if (!isObject(raw) || typeof raw.name !== 'string') fail('invalid_body', `inputs[${index}] must be an object with a string "name"`);
+  const name = raw.name;
+  const spec = specs.get(name);
+  if (!spec) fail('unknown_input', `unknown input "${name}"; the model expects ${quoteList([...specs.keys()])}`);
+  if (seen.has(name)) fail('duplicate_input', `input "${name}" appears more than once`);
+  seen.add(name);
+  if (raw.datatype !== spec.datatype) {
+    const got = typeof raw.datatype === 'string' ? raw.datatype : JSON.stringify(raw.datatype ?? null);
+    fail('datatype_mismatch', `input "${name}": expected datatype ${spec.datatype}, got ${got}`);
+  }
+  const shape = validateShape(name, raw.shape, spec.shape);
+  if (!Array.isArray(raw.data)) fail('invalid_body', `input "${name}": "data" must be an array`);
+  const data = flatten(raw.data);
+  const expected = product(shape);
+  if (data.length !== expected) {
+    fail('data_length_mismatch', `input "${name}": shape [${shape.join(', ')}] needs ${expected} values, got ${data.length}`);
+  }
+  checkValues(name, spec.datatype, data);
+  const tensor: OipTensor = { name, shape, datatype: spec.datatype, data };
+  if (raw.parameters !== undefined) {
+    if (!isObject(raw.parameters)) fail('invalid_body', `input "${name}": "parameters" must be an object`);
+    tensor.parameters = raw.parameters;
+  }
+  return tensor;
+}
+
+function validateShape(name: string, raw: unknown, expected: number[]): number[] {
+  if (!Array.isArray(raw)) fail('shape_mismatch', `input "${name}": "shape" must be an array of integers`);
+  if (raw.length !== expected.length) {
+    fail('shape_mismatch', `input "${name}": expected rank ${expected.length} (shape [${expected.join(', ')}]), got rank ${raw.length}`);
+  }
+  const rows = raw[0];
+  if (!Number.isInteger(rows) || (rows as number) < 1) {
+    fail('shape_mismatch', `input "${name}": shape[0] (rows) must be an integer >= 1, got ${JSON.stringify(rows ?? null)}`);
+  }
+  for (let axis = 1; axis < raw.length; axis++) {
+    const dim: unknown = raw[axis];
+    const want = expected[axis] as number;
+    if (!Number.isInteger(dim) || (dim as number) < 0) {
+      fail('shape_mismatch', `input "${name}": shape[${axis}] must be a non-negative integer, got ${JSON.stringify(dim ?? null)}`);
+    }
+    if (want >= 0 && dim !== want) {
+      fail('shape_mismatch', `input "${name}": axis ${axis} must be ${want} (shape [${expected.join(', ')}]), got ${String(dim)}`);
+    }
+  }
+  return raw as number[];
+}
+
+function validateOutputs(raw: unknown, specs: TensorSpec[]): OipRequestedOutput[] {
+  if (!Array.isArray(raw)) fail('invalid_body', '"outputs" must be an array of { name }');
+  const known = new Set(specs.map((s) => s.name));
+  const outputs: OipRequestedOutput[] = [];
+  for (let i = 0; i < raw.length; i++) {
+    const item: unknown = raw[i];
+    if (!isObject(item) || typeof item.name !== 'string') fail('invalid_body', `outputs[${i}] must be an object with a string "name"`);
+    if (!known.has(item.name)) fail('unknown_output', `unknown output "${item.name}"; the model has ${quoteList([...known])}`);
+    const output: OipRequestedOutput = { name: item.name };
+    if (isObject(item.parameters)) output.parameters = item.parameters;
+    outputs.push(output);
+  }
+  return outputs;
+}
+
+/** OIP allows nested row-major data; the worker wants it flat. Flat input is returned as is. */
+function flatten(data: unknown[]): Array<number | boolean | string> {
+  let nested = false;
+  for (let i = 0; i < data.length; i++) {
+    if (Array.isArray(data[i])) {
+      nested = true;
+      break;
+    }
+  }
+  if (!nested) return data as Array<number | boolean | string>;
+  const out: unknown[] = [];
+  pushFlat(data, out);
+  return out as Array<number | boolean | string>;
+}
+
+function pushFlat(data: unknown[], out: unknown[]): void {
+  for (let i = 0; i < data.length; i++) {
+    const v = data[i];
+    if (Array.isArray(v)) pushFlat(v, out);
+    else out.push(v);
+  }
+}
+
+type Check = (v: unknown) => boolean;
+
+const intRange = (min: number, max: number): Check => (v) => typeof v === 'number' && Number.isInteger(v) && v >= min && v <= max;
+
+const INT64_MIN = -(2n ** 63n);
+const INT64_MAX = 2n ** 63n - 1n;
+const UINT64_MAX = 2n ** 64n - 1n;
+const DECIMAL = /^-?\d{1,20}$/;
+
+/** 64-bit integers: a safe-integer number, or a decimal string for values JSON numbers cannot hold. */
+const int64Check = (min: bigint, max: bigint): Check => {
+  const signed = min < 0n;
+  return (v) => {
+    // Every safe integer fits INT64; UINT64 only needs the sign checked. No BigInt on this path.
+    if (typeof v === 'number') return Number.isSafeInteger(v) && (signed || v >= 0);
+    if (typeof v !== 'string' || !DECIMAL.test(v)) return false;
+    const n = BigInt(v);
+    return n >= min && n <= max;
+  };
+};
+
+const CHECKS: Record<Datatype, Check> = {
+  BOOL: (v) => v === true || v === false || v === 0 || v === 1,
+  UINT8: intRange(0, 255),
+  UINT16: intRange(0, 65_535),
+  UINT32: intRange(0, 4_294_967_295),
+  UINT64: int64Check(0n, UINT64_MAX),
+  INT8: intRange(-128, 127),
+  INT16: intRange(-32_768, 32_767),
+  INT32: intRange(-2_147_483_648, 2_147_483_647),
+  INT64: int64Check(INT64_MIN, INT64_MAX),
+  // FP16 travels as numbers and is rounded to half precision by the worker.
+  FP16: (v) => typeof v === 'number' && Number.isFinite(v),
+  FP32: (v) => typeof v === 'number' && Number.isFinite(v),
+  FP64: (v) => typeof v === 'number' && Number.isFinite(v),
+  BYTES: (v) => typeof v === 'string',
+};
+
+const EXPECTED: Record<Datatype, string> = {
+  BOOL: 'true, false, 0 or 1',
+  UINT8: 'an integer in [0, 255]',
+  UINT16: 'an integer in [0, 65535]',
+  UINT32: 'an integer in [0, 4294967295]',
+  UINT64: 'a non-negative integer (a decimal string above 2^53)',
+  INT8: 'an integer in [-128, 127]',
+  INT16: 'an integer in [-32768, 32767]',
+  INT32: 'an integer in [-2147483648, 2147483647]',
+  INT64: 'an integer (a decimal string beyond ±2^53)',
+  FP16: 'a finite number',
+  FP32: 'a finite number',
+  FP64: 'a finite number',
+  BYTES: 'a string',
+};
+
+function checkValues(name: string, datatype: Datatype, data: unknown[]): void {
+  const check = CHECKS[datatype];
+  for (let i = 0; i < data.length; i++) {
+    if (!check(data[i])) {
+      fail('invalid_value', `input "${name}": data[${i}] must be ${EXPECTED[datatype]} for ${datatype}, got ${describe(data[i])}`);
+    }
+  }
+}
+
+function product(shape: number[]): number {
+  let n = 1;
+  for (const d of shape) n *= d;
+  return n;
+}
+
+function isObject(v: unknown): v is Json {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function quoteList(names: string[]): string {
+  return names.map((n) => `"${n}"`).join(', ');
+}
+
+/** A short rendering of a bad value; NaN and undefined print as themselves, not as JSON null. */
+function describe(v: unknown): string {
+  const s = typeof v === 'string' || isObject(v) || Array.isArray(v) ? JSON.stringify(v) : String(v);
+  return s.length > 40 ? `${s.slice(0, 40)}…` : s;
+}
+
+function fail(code: string, message: string): never {
+  throw new InvalidInputError(code, message);
+}
