@@ -56,7 +56,16 @@ export interface ApiKey {
 export interface Config {
   redisUrl: string;
   queuePrefix: string;
-  s3: { endpoint?: string; bucket: string; prefix: string; region: string; forcePathStyle: boolean };
+  s3: {
+    endpoint?: string;
+    bucket: string;
+    prefix: string;
+    region: string;
+    forcePathStyle: boolean;
+    /** From AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY when both are set in the env given to
+     * loadConfig; otherwise undefined and the AWS SDK's default chain applies. Non-enumerable. */
+    readonly credentials?: { accessKeyId: string; secretAccessKey: string; sessionToken?: string };
+  };
   api: {
     host: string;
     port: number;
@@ -112,16 +121,25 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     syncTimeoutMs: e.SYNC_TIMEOUT_MS,
   } as Config['api'];
   Object.defineProperty(api, 'apiKeys', { value: parseApiKeys(e.API_KEYS), enumerable: false });
+  const s3 = {
+    endpoint: e.S3_ENDPOINT,
+    bucket: e.S3_BUCKET,
+    prefix: e.S3_PREFIX,
+    region: e.AWS_REGION,
+    forcePathStyle: e.S3_FORCE_PATH_STYLE ?? e.S3_ENDPOINT !== undefined,
+  } as Config['s3'];
+  if (env.AWS_ACCESS_KEY_ID && env.AWS_SECRET_ACCESS_KEY) {
+    const credentials = {
+      accessKeyId: env.AWS_ACCESS_KEY_ID,
+      secretAccessKey: env.AWS_SECRET_ACCESS_KEY,
+      ...(env.AWS_SESSION_TOKEN ? { sessionToken: env.AWS_SESSION_TOKEN } : {}),
+    };
+    Object.defineProperty(s3, 'credentials', { value: credentials, enumerable: false });
+  }
   return {
     redisUrl: e.REDIS_URL,
     queuePrefix: e.QUEUE_PREFIX,
-    s3: {
-      endpoint: e.S3_ENDPOINT,
-      bucket: e.S3_BUCKET,
-      prefix: e.S3_PREFIX,
-      region: e.AWS_REGION,
-      forcePathStyle: e.S3_FORCE_PATH_STYLE ?? e.S3_ENDPOINT !== undefined,
-    },
+    s3,
     api,
     jobs: { retentionS: e.JOB_RETENTION_S, attempts: e.JOB_ATTEMPTS },
     worker: {

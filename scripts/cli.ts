@@ -1,0 +1,78 @@
+/**
+ * The `warmpool` CLI dispatcher (DESIGN §2). Every subcommand but `dev` first loads
+ * `.warmpool/dev.env` from the working directory for variables that are unset, so a second
+ * terminal beside `warmpool dev` just works; then config is validated once.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { loadConfig, type Config } from '../infra/config.ts';
+import { ConfigError } from '../infra/errors.ts';
+
+const USAGE = `warmpool — autoscaling ONNX inference workers behind a queue
+
+Usage:
+  warmpool dev                              the whole stack on this machine (= npm start)
+  warmpool api                              the HTTP API alone
+  warmpool worker --model M [--version V]   one worker for a model version
+  warmpool models publish FILE.onnx --name M --version V [--max-batch N] [--warmup-batches 1,8,32]
+  warmpool models list | models show M [--version V]
+  warmpool deploy M [--version V] [--min N] [--max N] [--standby N]
+  warmpool deployments                      list deployments
+  warmpool bench [--quick] [--json FILE]    micro-batched vs one-job-per-run, measured side by side
+
+Configuration comes from environment variables (see README), validated at start.`;
+
+export const DEV_ENV_FILE = path.join('.warmpool', 'dev.env');
+
+export async function main(argv: string[]): Promise<number> {
+  const [command, ...args] = argv;
+  if (!command || command === 'help' || command === '--help' || command === '-h') {
+    process.stdout.write(`${USAGE}\n`);
+    return command ? 0 : 2;
+  }
+  if (command !== 'dev') loadEnvFile(DEV_ENV_FILE, process.env);
+  try {
+    switch (command) {
+      case 'dev':
+        return (await import('./dev.ts')).devMain(args);
+      case 'api':
+        return (await import('../api/main.ts')).apiMain(config());
+      case 'worker':
+        return (await import('../worker/main.ts')).workerMain(args, config());
+      case 'models':
+        return (await import('./commands/models-cli.ts')).modelsMain(args, config());
+      case 'deploy':
+      case 'deployments':
+        return (await import('./commands/deploy.ts')).deployMain(command, args, config());
+      case 'bench':
+        return (await import('./bench.ts')).benchMain(args);
+      default:
+        process.stderr.write(`warmpool: unknown command "${command}"\n\n${USAGE}\n`);
+        return 2;
+    }
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`warmpool: configuration error: ${err.message}\n`);
+      return 2;
+    }
+    if (err instanceof Error && err.name === 'TypeError' && 'code' in err && String(err.code).startsWith('ERR_PARSE_ARGS')) {
+      process.stderr.write(`warmpool ${command}: ${err.message}\n`);
+      return 2;
+    }
+    throw err;
+  }
+}
+
+function config(): Config {
+  return loadConfig(process.env);
+}
+
+/** KEY=VALUE lines; only variables not already set are taken. */
+export function loadEnvFile(file: string, env: NodeJS.ProcessEnv): void {
+  if (!existsSync(file)) return;
+  for (const line of readFileSync(file, 'utf8').split('\n')) {
+    const m = /^\s*([A-Z_][A-Z0-9_]*)\s*=\s*(.*)\s*$/.exec(line);
+    if (!m || m[1] === undefined || env[m[1]] !== undefined) continue;
+    env[m[1]] = (m[2] ?? '').replace(/^'(.*)'$/, '$1');
+  }
+}

@@ -1,0 +1,164 @@
+/**
+ * `warmpool dev` (= `npm start`): the whole stack on one machine (DESIGN §2).
+ *
+ * Redis: the system's redis-server (installed from the OS packages when missing and we may),
+ * unless REDIS_URL is set. S3: an embedded S3-compatible server on `.warmpool/s3`, unless
+ * S3_ENDPOINT is set. Then the demo model is built, published and deployed if absent; the API
+ * and a local worker pool start; the URL, an API key and a ready-to-paste curl are printed; the
+ * endpoints go to `.warmpool/dev.env` for other terminals. Ctrl-C drains and stops everything
+ * (a second Ctrl-C forces).
+ */
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { startApiServer } from '../api/main.ts';
+import { systemClock } from '../infra/clock.ts';
+import { loadConfig } from '../infra/config.ts';
+import { createDeploymentStore } from '../infra/deployments.ts';
+import { freePort } from '../infra/dev/free-port.ts';
+import { ensureRedisServer, startRedisServer } from '../infra/dev/redis-server.ts';
+import { startS3Server } from '../infra/dev/s3-server.ts';
+import { NotFoundError } from '../infra/errors.ts';
+import { closeAll, onShutdownSignals } from '../infra/lifecycle.ts';
+import { createLogger } from '../infra/log.ts';
+import { createLocalPool } from '../infra/pool/local-pool.ts';
+import { closeRedis, createRedis } from '../infra/redis.ts';
+import { createModelRegistry, type ModelRegistry } from '../infra/registry.ts';
+import { createS3ObjectStore } from '../infra/s3-object-store.ts';
+import { buildMlpModel } from './models.ts';
+
+export const DEMO_MODEL = { name: 'demo-scorer', version: '1', features: 64 } as const;
+const STATE_DIR = '.warmpool';
+const BIN = fileURLToPath(new URL('../bin/warmpool.mjs', import.meta.url));
+
+export async function devMain(_args: string[]): Promise<number> {
+  const env = process.env;
+  mkdirSync(STATE_DIR, { recursive: true });
+  const say = (line: string) => process.stdout.write(`${line}\n`);
+  const closers: Array<[string, () => Promise<void> | void]> = [];
+  const shutdown = () => closeAll([...closers].reverse());
+  try {
+    if (!env.REDIS_URL) {
+      const binary = await ensureRedisServer({ install: 'auto', log: say });
+      const port = (await isFree(6379)) ? 6379 : await freePort();
+      const redis = await startRedisServer({ binary, dir: path.resolve(STATE_DIR, 'redis'), port });
+      closers.push(['redis-server', () => redis.close()]);
+      env.REDIS_URL = redis.url;
+      say(`redis    ${redis.url} (redis-server, data in ${STATE_DIR}/redis)`);
+    }
+    if (!env.S3_ENDPOINT) {
+      const s3 = await startS3Server({ directory: path.resolve(STATE_DIR, 's3'), buckets: [env.S3_BUCKET ?? 'warmpool'] });
+      closers.push(['s3-server', () => s3.close()]);
+      env.S3_ENDPOINT = s3.endpoint;
+      env.AWS_ACCESS_KEY_ID ??= s3.accessKeyId;
+      env.AWS_SECRET_ACCESS_KEY ??= s3.secretAccessKey;
+      say(`s3       ${s3.endpoint} (embedded, data in ${STATE_DIR}/s3)`);
+    }
+    env.API_KEYS ||= `dev:${devKey()}`;
+    env.MODEL_CACHE_DIR ??= path.resolve(STATE_DIR, 'model-cache');
+    const config = loadConfig(env);
+    const log = createLogger(config.logLevel, { role: 'dev' });
+
+    const store = createS3ObjectStore(config.s3);
+    closers.push(['s3-client', () => store.close()]);
+    const registry = createModelRegistry({ store, prefix: config.s3.prefix });
+    const redis = createRedis(config.redisUrl);
+    closers.push(['redis-client', () => closeRedis(redis)]);
+    const deployments = createDeploymentStore(redis, config.queuePrefix);
+    await ensureDemoModel(registry, say);
+    if (!(await deployments.get(DEMO_MODEL.name))) {
+      await deployments.put({ model: DEMO_MODEL.name, version: DEMO_MODEL.version, min: 1, max: 2, standby: 0 });
+      say(`deployed ${DEMO_MODEL.name}@${DEMO_MODEL.version}`);
+    }
+
+    const api = await startApiServer(config, log);
+    closers.push(['api', () => api.close()]);
+    const pool = createLocalPool({
+      command: [process.execPath, BIN, 'worker'],
+      env: { ...env },
+      deployments,
+      clock: systemClock,
+      log,
+    });
+    pool.start();
+    closers.push(['pool', () => pool.close()]);
+
+    const key = config.api.apiKeys[0]?.key ?? '';
+    writeDevEnv(env, api.url);
+    say('');
+    say(`warmpool is up: ${api.url}   (API key: ${key})`);
+    say(`other terminals in this folder pick up ${STATE_DIR}/dev.env; Ctrl-C drains and stops`);
+    say('');
+    say(demoCurl(api.url, key));
+    say('');
+
+    return await new Promise<number>((resolve) => {
+      onShutdownSignals({
+        drain: async () => {
+          say('\ndraining… (Ctrl-C again to force)');
+          await shutdown().catch((err: unknown) => log.warn({ err }, 'some parts did not stop cleanly'));
+          resolve(0);
+        },
+        force: () => say('forced exit'),
+      });
+    });
+  } catch (err) {
+    await shutdown().catch(() => undefined);
+    throw err;
+  }
+}
+
+async function ensureDemoModel(registry: ModelRegistry, say: (line: string) => void): Promise<void> {
+  try {
+    await registry.getManifest(DEMO_MODEL.name, DEMO_MODEL.version);
+  } catch (err) {
+    if (!(err instanceof NotFoundError)) throw err;
+    await registry.publish({
+      name: DEMO_MODEL.name,
+      version: DEMO_MODEL.version,
+      bytes: buildMlpModel({ features: DEMO_MODEL.features }),
+      maxBatch: 128,
+      warmupBatches: [1, 8, 32, 128],
+      labels: { source: 'warmpool dev demo', task: 'scoring' },
+    });
+    say(`published ${DEMO_MODEL.name}@${DEMO_MODEL.version} (a ${DEMO_MODEL.features}-feature MLP scorer)`);
+  }
+}
+
+/** One key per checkout, kept across restarts so pasted curls keep working. */
+function devKey(): string {
+  const file = path.join(STATE_DIR, 'dev-key');
+  if (existsSync(file)) return readFileSync(file, 'utf8').trim();
+  const key = `wp_${randomBytes(18).toString('base64url')}`;
+  writeFileSync(file, `${key}\n`, { mode: 0o600 });
+  return key;
+}
+
+function writeDevEnv(env: NodeJS.ProcessEnv, url: string): void {
+  const names = ['REDIS_URL', 'S3_ENDPOINT', 'S3_BUCKET', 'S3_PREFIX', 'AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'AWS_REGION', 'API_KEYS', 'QUEUE_PREFIX', 'MODEL_CACHE_DIR'];
+  const lines = names.filter((n) => env[n] !== undefined).map((n) => `${n}=${env[n]}`);
+  lines.push(`WARMPOOL_URL=${url}`);
+  writeFileSync(path.join(STATE_DIR, 'dev.env'), `${lines.join('\n')}\n`, { mode: 0o600 });
+}
+
+function demoCurl(url: string, key: string): string {
+  const row = Array.from({ length: DEMO_MODEL.features }, (_, i) => Number((Math.sin(i) * 0.5).toFixed(3)));
+  const body = JSON.stringify({ inputs: [{ name: 'features', shape: [1, DEMO_MODEL.features], datatype: 'FP32', data: row }] });
+  return [
+    'Try it (sync, Open Inference Protocol):',
+    `  curl -s ${url}/v2/models/${DEMO_MODEL.name}/infer -H 'Authorization: Bearer ${key}' -H 'Content-Type: application/json' -d '${body}'`,
+    'Or async:',
+    `  curl -s ${url}/v1/models/${DEMO_MODEL.name}/jobs -H 'Authorization: Bearer ${key}' -H 'Content-Type: application/json' -d '${body}'`,
+    `  curl -s ${url}/v1/jobs/<id> -H 'Authorization: Bearer ${key}'`,
+  ].join('\n');
+}
+
+async function isFree(port: number): Promise<boolean> {
+  const net = await import('node:net');
+  return new Promise((resolve) => {
+    const server = net.createServer();
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+  });
+}

@@ -1,0 +1,116 @@
+/**
+ * A warmpool stack for integration tests on the real services: config from testEnv(), the
+ * API served in-process on a free port, workers as real child processes (`warmpool worker`),
+ * so a test can SIGKILL one. Everything it starts is stopped by close().
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { startApiServer, type ApiServer } from '../../api/main.ts';
+import { loadConfig, type Config } from '../../infra/config.ts';
+import { createDeploymentStore, type DeploymentStore } from '../../infra/deployments.ts';
+import { createLogger } from '../../infra/log.ts';
+import { closeRedis, createRedis } from '../../infra/redis.ts';
+import { createModelRegistry, type ModelRegistry } from '../../infra/registry.ts';
+import { createS3ObjectStore } from '../../infra/s3-object-store.ts';
+import { workerKey } from '../../infra/worker-states.ts';
+import { testEnv } from './services.ts';
+
+const BIN = fileURLToPath(new URL('../../bin/warmpool.mjs', import.meta.url));
+
+export interface TestStack {
+  env: NodeJS.ProcessEnv;
+  config: Config;
+  registry: ModelRegistry;
+  deployments: DeploymentStore;
+  api: ApiServer;
+  /** fetch against the API with tenant-a's key unless told otherwise. */
+  call(path: string, init?: RequestInit & { key?: string | null }): Promise<Response>;
+  startWorker(model: string, version: string, extraEnv?: Record<string, string>): Promise<ChildProcess>;
+  /** Resolves when `count` workers of the model report `state` in their heartbeats. */
+  waitForWorkers(model: string, state: string, count?: number, timeoutMs?: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+export const KEY_A = 'key-aaaaaaaa';
+export const KEY_B = 'key-bbbbbbbb';
+
+export async function startStack(overrides: Record<string, string> = {}): Promise<TestStack> {
+  const env = testEnv({ PORT: '0', ...overrides });
+  const config = loadConfig(env);
+  const store = createS3ObjectStore(config.s3);
+  const registry = createModelRegistry({ store, prefix: config.s3.prefix });
+  const redis = createRedis(config.redisUrl);
+  const deployments = createDeploymentStore(redis, config.queuePrefix);
+  const api = await startApiServer(config, createLogger(config.logLevel, { role: 'api-test' }));
+  const children: ChildProcess[] = [];
+
+  const stack: TestStack = {
+    env,
+    config,
+    registry,
+    deployments,
+    api,
+    call(path, init = {}) {
+      const { key = KEY_A, ...rest } = init;
+      const headers = new Headers(rest.headers);
+      if (key !== null) headers.set('authorization', `Bearer ${key}`);
+      if (rest.body !== undefined && !headers.has('content-type')) headers.set('content-type', 'application/json');
+      return fetch(`${api.url}${path}`, { ...rest, headers });
+    },
+    async startWorker(model, version, extraEnv = {}) {
+      const child = spawn(process.execPath, [BIN, 'worker', '--model', model, '--version', version], {
+        env: { ...env, ...extraEnv },
+        stdio: ['ignore', 'ignore', 'inherit'],
+      });
+      children.push(child);
+      return child;
+    },
+    async waitForWorkers(model, state, count = 1, timeoutMs = 60_000) {
+      const deadline = Date.now() + timeoutMs;
+      while (Date.now() < deadline) {
+        const keys = await redis.keys(workerKey(config.queuePrefix, '*'));
+        const beats = keys.length > 0 ? await redis.mget(keys) : [];
+        const matching = beats.filter((b) => {
+          if (!b) return false;
+          const hb = JSON.parse(b) as { model: string; state: string };
+          return hb.model === model && hb.state === state;
+        });
+        if (matching.length >= count) return;
+        if (beats.some((b) => b && (JSON.parse(b) as { state: string }).state === 'failed')) {
+          throw new Error(`a worker failed to start: ${beats.join('\n')}`);
+        }
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      throw new Error(`timed out waiting for ${count} ${state} worker(s) of ${model}`);
+    },
+    async close() {
+      await Promise.all(
+        children.map(
+          (c) =>
+            new Promise<void>((resolve) => {
+              if (c.exitCode !== null || c.signalCode !== null) return resolve();
+              c.once('exit', () => resolve());
+              c.kill('SIGTERM');
+              setTimeout(() => c.kill('SIGKILL'), 15_000).unref();
+            }),
+        ),
+      );
+      await api.close();
+      await closeRedis(redis);
+      store.close();
+    },
+  };
+  return stack;
+}
+
+/** Polls GET /v1/jobs/{id} until the job is terminal. */
+export async function waitForJob(stack: TestStack, id: string, timeoutMs = 60_000): Promise<Record<string, unknown>> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const res = await stack.call(`/v1/jobs/${id}`);
+    const body = (await res.json()) as Record<string, unknown>;
+    if (['succeeded', 'failed', 'canceled'].includes(String(body.status))) return body;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`job ${id} did not finish in ${timeoutMs} ms`);
+}

@@ -1,0 +1,115 @@
+/**
+ * BullMQ intake: takes jobs from the model version's queue and feeds their rows to the
+ * micro-batcher. The BullMQ worker keeps enough jobs in flight (`concurrency`) to fill batches;
+ * each job's processor waits on its rows' forward passes, so BullMQ renews its lock on the main
+ * thread meanwhile and a crashed worker's jobs go back to the queue as stalled (at-least-once).
+ *
+ * Errors become BullMQ decisions here and nowhere else: invalid input → UnrecoverableError
+ * (`invalid_input: …`, no retry); a forward pass that fails for this job alone (the batcher
+ * bisected it out) → UnrecoverableError (`inference_failed: …`); anything else is thrown as
+ * is and retried with back-off.
+ */
+import { UnrecoverableError, Worker, type Job } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { InvalidInputError } from '../infra/errors.ts';
+import type { JobData, JobResult } from '../infra/job-contract.ts';
+import { queueName } from '../infra/job-contract.ts';
+import type { ModelManifest } from '../infra/manifest.ts';
+import type { OipTensor } from '../infra/oip.ts';
+import { validateInferRequest } from '../infra/oip-validate.ts';
+import type { Batcher } from './batcher.ts';
+import type { Slice, SliceResult } from './batch-runner.ts';
+import { EngineRejectedError, type EngineTensor } from './engine/engine.ts';
+import { concatRows, engineToOip, oipToEngine, sliceRows } from './engine/tensor-codec.ts';
+
+/** A forward pass failed for one slice alone: the job's data is what the model rejects. */
+export class SliceFailedError extends Error {}
+
+export interface IntakeOptions {
+  connection: Redis;
+  prefix: string;
+  manifest: ModelManifest;
+  batcher: Batcher<Slice, SliceResult>;
+  /** Rows per slice: a big job spans several forward passes. */
+  maxRows: number;
+  concurrency: number;
+  lockDurationMs: number;
+  stalledIntervalMs: number;
+  workerId: string;
+  onJobDone?: (e: { outcome: 'succeeded' | 'failed' | 'retry'; queueMs: number; rows: number }) => void;
+}
+
+export function createIntake(options: IntakeOptions): Worker<JobData, JobResult> {
+  const { manifest } = options;
+  const process = async (job: Job<JobData, JobResult>): Promise<JobResult> => {
+    const startedAt = job.processedOn ?? Date.now();
+    const queueMs = Math.max(0, startedAt - job.data.submittedAt);
+    try {
+      const result = await runJob(job.data, options, queueMs);
+      options.onJobDone?.({ outcome: 'succeeded', queueMs, rows: result.rows });
+      return result.result;
+    } catch (err) {
+      const unrecoverable = err instanceof InvalidInputError || err instanceof SliceFailedError;
+      options.onJobDone?.({ outcome: unrecoverable ? 'failed' : 'retry', queueMs, rows: 0 });
+      if (err instanceof InvalidInputError) throw new UnrecoverableError(`invalid_input: ${err.message}`);
+      if (err instanceof SliceFailedError) throw new UnrecoverableError(`inference_failed: ${err.message}`);
+      throw err;
+    }
+  };
+  return new Worker<JobData, JobResult>(queueName(manifest.name, manifest.version), process, {
+    connection: options.connection,
+    prefix: options.prefix,
+    concurrency: options.concurrency,
+    lockDuration: options.lockDurationMs,
+    stalledInterval: options.stalledIntervalMs,
+    maxStalledCount: 3,
+    autorun: false,
+    name: options.workerId,
+  });
+}
+
+async function runJob(data: JobData, options: IntakeOptions, queueMs: number): Promise<{ result: JobResult; rows: number }> {
+  const { manifest, batcher, maxRows } = options;
+  // Jobs normally come validated from the API; validating again keeps any other producer
+  // (or a stale job from an older model version) from crashing a forward pass for others.
+  const request = validateInferRequest({ inputs: data.inputs, outputs: data.outputs }, manifest);
+  const tensors: Record<string, EngineTensor> = {};
+  for (const input of request.inputs) tensors[input.name] = oipToEngine(input);
+
+  const slices: Slice[] = [];
+  for (let start = 0; start < request.rows; start += maxRows) {
+    const end = Math.min(request.rows, start + maxRows);
+    const inputs: Record<string, EngineTensor> = {};
+    for (const [name, t] of Object.entries(tensors)) inputs[name] = end - start === request.rows ? t : sliceRows(t, start, end);
+    slices.push({ inputs, rows: end - start });
+  }
+  const results = await Promise.all(
+    slices.map((s) =>
+      batcher.submit(s).catch((err: unknown) => {
+        throw err instanceof EngineRejectedError ? new SliceFailedError(err.message, { cause: err }) : err;
+      }),
+    ),
+  );
+
+  const wanted = request.outputs?.map((o) => o.name) ?? manifest.outputs.map((o) => o.name);
+  const outputs: OipTensor[] = wanted.map((name) => {
+    const parts = results.map((r) => r.outputs[name] as EngineTensor);
+    return engineToOip(name, parts.length === 1 ? (parts[0] as EngineTensor) : concatRows(parts));
+  });
+  return {
+    rows: request.rows,
+    result: {
+      outputs,
+      timings: {
+        queueMs,
+        inferMs: round(results.reduce((sum, r) => sum + r.inferMs, 0)),
+        batchRows: Math.max(...results.map((r) => r.batchRows)),
+      },
+      workerId: options.workerId,
+    },
+  };
+}
+
+function round(ms: number): number {
+  return Math.round(ms * 1000) / 1000;
+}

@@ -1,0 +1,62 @@
+/**
+ * `warmpool worker --model M [--version V]`: the worker process's one entry. Reads config,
+ * wires Redis, the registry, the ONNX Runtime thread engine and the lifecycle; SIGTERM drains.
+ */
+import { parseArgs } from 'node:util';
+import { systemClock } from '../infra/clock.ts';
+import type { Config } from '../infra/config.ts';
+import { onShutdownSignals } from '../infra/lifecycle.ts';
+import { createLogger } from '../infra/log.ts';
+import { createRedis } from '../infra/redis.ts';
+import { createModelRegistry } from '../infra/registry.ts';
+import { createS3ObjectStore } from '../infra/s3-object-store.ts';
+import { createThreadEngine } from './engine/thread-engine.ts';
+import { WarmpoolWorker } from './worker-process.ts';
+
+export async function workerMain(args: string[], config: Config): Promise<number> {
+  const { values } = parseArgs({
+    args,
+    options: { model: { type: 'string' }, version: { type: 'string' } },
+    strict: true,
+  });
+  if (!values.model) {
+    process.stderr.write('warmpool worker: --model is required (e.g. warmpool worker --model demo-scorer)\n');
+    return 2;
+  }
+  const log = createLogger(config.logLevel, { role: 'worker', model: values.model });
+  const store = createS3ObjectStore(config.s3);
+  const worker = new WarmpoolWorker(
+    {
+      config,
+      redis: createRedis(config.redisUrl),
+      registry: createModelRegistry({ store, prefix: config.s3.prefix }),
+      engine: createThreadEngine(),
+      clock: systemClock,
+      log,
+    },
+    { model: values.model, ...(values.version ? { version: values.version } : {}) },
+  );
+  const done = new Promise<number>((resolve) => {
+    onShutdownSignals({
+      drain: async (signal) => {
+        log.info({ signal }, 'draining');
+        await worker.close();
+        resolve(0);
+      },
+      // onShutdownSignals exits with 128 + signal right after this; held jobs return to the
+      // queue when their locks expire.
+      force: (signal) => log.warn({ signal }, 'forced exit'),
+    });
+  });
+  try {
+    await worker.start();
+  } catch (err) {
+    log.error({ err }, 'worker failed to start');
+    await worker.close();
+    store.close();
+    return 1;
+  }
+  const code = await done;
+  store.close();
+  return code;
+}

@@ -1,0 +1,245 @@
+/**
+ * One worker's life (states in infra/worker-states.ts):
+ *
+ *   launching → downloading (manifest + weights into the disk cache, sha256-checked)
+ *             → loading (ONNX Runtime session in a worker thread)
+ *             → warming (representative batches → batch profile, batch size, thread count)
+ *             → active (BullMQ intake → micro-batcher → engine)
+ *             → draining (SIGTERM: stop taking jobs, finish those held) → stopped
+ *
+ * Any failure before serving ends in `failed` (the heartbeat says why) and the process exits
+ * non-zero, so whoever launched it sees it.
+ */
+import os from 'node:os';
+import { randomBytes } from 'node:crypto';
+import type { Worker } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { Registry } from 'prom-client';
+import type { Clock } from '../infra/clock.ts';
+import type { Config } from '../infra/config.ts';
+import { TypedEmitter } from '../infra/events.ts';
+import type { JobData, JobResult } from '../infra/job-contract.ts';
+import type { Logger } from '../infra/log.ts';
+import type { ModelManifest } from '../infra/manifest.ts';
+import { createWorkerMetrics, publishMetricsSnapshot } from '../infra/metrics.ts';
+import { closeRedis } from '../infra/redis.ts';
+import type { ModelRegistry } from '../infra/registry.ts';
+import { canTransition, workerKey, type WorkerState } from '../infra/worker-states.ts';
+import { createBatcher, type Batcher } from './batcher.ts';
+import { createBatchRunner, type Slice, type SliceResult } from './batch-runner.ts';
+import type { InferenceEngine } from './engine/engine.ts';
+import { startHeartbeat, type Heartbeat } from './heartbeat.ts';
+import { createIntake } from './intake.ts';
+import { createModelCache } from './model-cache.ts';
+import { runWarmup, type BatchProfile } from './warmup.ts';
+
+export interface WorkerEvents extends Record<string, unknown[]> {
+  'worker:state': [state: WorkerState, previous: WorkerState];
+  'batch:flushed': [e: { rows: number; items: number; inferMs: number }];
+  'model:loaded': [e: { sha256: string; cacheHit: boolean; downloadMs: number; loadMs: number }];
+}
+
+export interface WorkerDeps {
+  config: Config;
+  redis: Redis;
+  registry: Pick<ModelRegistry, 'getManifest' | 'openModel'>;
+  engine: InferenceEngine;
+  clock: Clock;
+  log: Logger;
+}
+
+export interface WorkerTarget {
+  model: string;
+  /** Omitted = the latest version in the registry. */
+  version?: string;
+}
+
+export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
+  readonly id = `${os.hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
+  private state: WorkerState = 'launching';
+  private manifest?: ModelManifest;
+  private profile?: BatchProfile;
+  private heartbeat?: Heartbeat;
+  private intake?: Worker<JobData, JobResult>;
+  private batcher?: Batcher<Slice, SliceResult>;
+  private readonly metricsRegistry = new Registry();
+  private rowsSinceBeat = 0;
+  private lastBeatAt: number;
+  private jobsInFlight = 0;
+  private error?: string;
+  private closing?: Promise<void>;
+
+  constructor(
+    private readonly deps: WorkerDeps,
+    private readonly target: WorkerTarget,
+  ) {
+    super({ onListenerError: (err) => deps.log.warn({ err }, 'worker event listener threw') });
+    this.lastBeatAt = deps.clock.now();
+  }
+
+  get currentState(): WorkerState {
+    return this.state;
+  }
+
+  get batchProfile(): BatchProfile | undefined {
+    return this.profile;
+  }
+
+  /** Runs the phases up to `active`. Rejects (after recording `failed`) if any phase fails. */
+  async start(): Promise<void> {
+    const { config, redis, clock, log } = this.deps;
+    this.heartbeat = startHeartbeat({
+      redis,
+      key: workerKey(config.queuePrefix, this.id),
+      intervalMs: config.worker.heartbeatIntervalMs,
+      ttlMs: config.worker.heartbeatTtlMs,
+      clock,
+      sample: () => this.sample(),
+      onBeat: () =>
+        publishMetricsSnapshot(redis, `${config.queuePrefix}:metrics:${this.id}`, this.metricsRegistry, config.worker.heartbeatTtlMs),
+      onError: (err) => log.warn({ err }, 'heartbeat failed'),
+    });
+    try {
+      await this.phases();
+    } catch (err) {
+      this.error = err instanceof Error ? err.message : String(err);
+      this.setState('failed');
+      await this.heartbeat.beat();
+      throw err;
+    }
+  }
+
+  private async phases(): Promise<void> {
+    const { config, registry, engine, log } = this.deps;
+    this.setState('downloading');
+    const manifest = await registry.getManifest(this.target.model, this.target.version);
+    this.manifest = manifest;
+    const cache = createModelCache({ dir: config.worker.modelCacheDir, registry });
+    const cached = await cache.ensure(manifest);
+
+    this.setState('loading');
+    const info = await engine.load(cached.path, {
+      executionProviders: config.worker.executionProviders,
+      intraOpThreads: config.worker.intraOpThreads,
+    });
+    this.emit('model:loaded', { sha256: manifest.sha256, cacheHit: cached.hit, downloadMs: cached.downloadMs, loadMs: info.loadMs });
+
+    this.setState('warming');
+    const cpus = os.availableParallelism();
+    const threadCandidates = config.worker.intraOpThreads > 0 ? [config.worker.intraOpThreads] : [...new Set([1, cpus])];
+    this.profile = await runWarmup({
+      engine,
+      modelPath: cached.path,
+      manifest,
+      executionProviders: config.worker.executionProviders,
+      threadCandidates,
+      batchSizes: manifest.batching.warmupBatches.length > 0 ? manifest.batching.warmupBatches : undefined,
+      iterations: config.worker.warmupIterations,
+      latencyBudgetMs: config.worker.warmupLatencyBudgetMs,
+    });
+    log.info({ profile: summarise(this.profile) }, 'warm-up done');
+    this.startServing(manifest, this.profile);
+    this.setState('active');
+  }
+
+  private startServing(manifest: ModelManifest, profile: BatchProfile): void {
+    const { config, redis, clock } = this.deps;
+    const labels = { model: manifest.name, version: manifest.version };
+    const metrics = createWorkerMetrics(this.metricsRegistry, labels);
+    const maxRows = config.worker.batchMaxRows > 0 ? config.worker.batchMaxRows : profile.chosenBatch;
+    const run = createBatchRunner(
+      this.deps.engine,
+      manifest.inputs.map((i) => i.name),
+      manifest.outputs.map((o) => o.name),
+      (e) => {
+        metrics.batchRows.observe(labels, e.rows);
+        metrics.batchInferSeconds.observe(labels, e.inferMs / 1000);
+        this.rowsSinceBeat += e.rows;
+        this.emit('batch:flushed', e);
+      },
+    );
+    this.batcher = createBatcher<Slice, SliceResult>({
+      maxRows,
+      maxWaitMs: config.worker.batchMaxWaitMs,
+      rowsOf: (s) => s.rows,
+      run,
+      clock,
+    });
+    this.intake = createIntake({
+      connection: redis,
+      prefix: config.queuePrefix,
+      manifest,
+      batcher: this.batcher,
+      maxRows,
+      concurrency: config.worker.concurrency > 0 ? config.worker.concurrency : Math.max(4, maxRows * 2),
+      lockDurationMs: config.worker.lockDurationMs,
+      stalledIntervalMs: config.worker.stalledIntervalMs,
+      workerId: this.id,
+      onJobDone: (e) => {
+        metrics.jobsProcessed.inc({ ...labels, outcome: e.outcome });
+        metrics.jobQueueSeconds.observe(labels, e.queueMs / 1000);
+      },
+    });
+    this.intake.on('active', () => this.jobsInFlight++);
+    this.intake.on('completed', () => this.jobsInFlight--);
+    this.intake.on('failed', () => (this.jobsInFlight = Math.max(0, this.jobsInFlight - 1)));
+    this.intake.on('error', (err) => this.deps.log.warn({ err }, 'intake error'));
+    void this.intake.run().catch((err: unknown) => this.deps.log.error({ err }, 'intake stopped'));
+  }
+
+  /** Drains: stop taking jobs, finish the ones held, release the engine. Idempotent. */
+  close(): Promise<void> {
+    this.closing ??= this.drain();
+    return this.closing;
+  }
+
+  private async drain(): Promise<void> {
+    const { redis, engine, log } = this.deps;
+    if (this.state !== 'failed') this.setState('draining');
+    const steps: Array<[string, () => Promise<unknown>]> = [
+      ['intake', async () => this.intake?.close()],
+      ['batcher', async () => this.batcher?.close()],
+      ['engine', () => engine.close()],
+    ];
+    for (const [name, step] of steps) {
+      await step().catch((err: unknown) => log.warn({ err, step: name }, 'drain step failed'));
+    }
+    this.setState('stopped');
+    await this.heartbeat?.close().catch(() => undefined);
+    await closeRedis(redis);
+  }
+
+  private setState(next: WorkerState): void {
+    const previous = this.state;
+    if (previous === next || !canTransition(previous, next)) return;
+    this.state = next;
+    this.deps.log.info({ state: next, previous }, 'worker state');
+    this.emit('worker:state', next, previous);
+    void this.heartbeat?.beat();
+  }
+
+  private sample() {
+    const now = this.deps.clock.now();
+    const elapsedS = Math.max(0.001, (now - this.lastBeatAt) / 1000);
+    const rowsPerS = this.rowsSinceBeat / elapsedS;
+    this.rowsSinceBeat = 0;
+    this.lastBeatAt = now;
+    return {
+      id: this.id,
+      model: this.manifest?.name ?? this.target.model,
+      version: this.manifest?.version ?? this.target.version ?? '',
+      state: this.state,
+      startedAt: this.startedAt,
+      rowsPerS: Math.round(rowsPerS * 10) / 10,
+      jobsInFlight: this.jobsInFlight,
+      batchProfile: this.profile,
+      ...(this.error ? { error: this.error } : {}),
+    };
+  }
+
+  private readonly startedAt = Date.now();
+}
+
+function summarise(p: BatchProfile) {
+  return { threads: p.threads, chosenBatch: p.chosenBatch, rowsPerS: Math.round(p.rowsPerS) };
+}
