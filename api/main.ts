@@ -25,7 +25,8 @@ export interface ApiServer {
 
 export async function startApiServer(config: Config, log: Logger): Promise<ApiServer> {
   if (config.api.apiKeys.length === 0) log.warn('API_KEYS is empty: every authenticated route will answer 401');
-  const redis = createRedis(config.redisUrl);
+  const redisError = (err: Error) => log.warn({ err: err.message }, 'redis connection error');
+  const redis = createRedis(config.redisUrl, {}, redisError);
   const store = createS3ObjectStore(config.s3);
   const registry = createModelRegistry({ store, prefix: config.s3.prefix });
   const deployments = createDeploymentStore(redis, config.queuePrefix);
@@ -34,6 +35,7 @@ export async function startApiServer(config: Config, log: Logger): Promise<ApiSe
     prefix: config.queuePrefix,
     retentionS: config.jobs.retentionS,
     attempts: config.jobs.attempts,
+    onError: redisError,
   });
   const metricsRegistry = new Registry();
   const apiMetrics = createApiMetrics(metricsRegistry);

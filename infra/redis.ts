@@ -4,8 +4,15 @@
  */
 import { Redis, type RedisOptions } from 'ioredis';
 
-export function createRedis(url: string, options: RedisOptions = {}): Redis {
-  return new Redis(url, { maxRetriesPerRequest: null, enableReadyCheck: true, lazyConnect: false, ...options });
+/**
+ * ioredis reconnects by itself and fails the commands issued meanwhile, so callers see the
+ * outage where it matters; without a listener it would also print every connection error as
+ * "Unhandled error event". `onError` receives them (default: ignored, the commands report).
+ */
+export function createRedis(url: string, options: RedisOptions = {}, onError: (err: Error) => void = () => {}): Redis {
+  const redis = new Redis(url, { maxRetriesPerRequest: null, enableReadyCheck: true, lazyConnect: false, ...options });
+  redis.on('error', onError);
+  return redis;
 }
 
 /** Closes politely (QUIT), falling back to disconnect when the server is already gone. */

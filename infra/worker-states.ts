@@ -6,6 +6,7 @@
  *
  * Only `active` workers take jobs. `standby` holds a warmed session and takes none.
  */
+import type { Redis } from 'ioredis';
 export const WORKER_STATES = [
   'launching',
   'downloading',
@@ -38,4 +39,53 @@ export function canTransition(from: WorkerState, to: WorkerState): boolean {
 /** Redis key of a worker's heartbeat. */
 export function workerKey(prefix: string, workerId: string): string {
   return `${prefix}:workers:${workerId}`;
+}
+
+/** What a worker publishes with each heartbeat (DESIGN §6), read by the pool view and tools. */
+export interface HeartbeatPayload {
+  id: string;
+  model: string;
+  version: string;
+  state: WorkerState;
+  pid: number;
+  host: string;
+  startedAt: number;
+  updatedAt: number;
+  /** Rows per second over the last heartbeat interval. */
+  rowsPerS: number;
+  jobsInFlight: number;
+  /** Measured by warm-up (worker/warmup.ts BatchProfile): latency per batch size. */
+  batchProfile?: {
+    threads: number;
+    chosenBatch: number;
+    rowsPerS: number;
+    entries: Array<{ batch: number; p50Ms: number; p95Ms: number; rowsPerS: number }>;
+  };
+  memory: { rssBytes: number; heapUsedBytes: number };
+  error?: string;
+}
+
+/** Live workers' heartbeats (expired ones are gone with their TTL). SCAN, never KEYS. */
+export async function listHeartbeats(
+  redis: Pick<Redis, 'scan' | 'mget'>,
+  prefix: string,
+): Promise<HeartbeatPayload[]> {
+  const keys: string[] = [];
+  let cursor = '0';
+  do {
+    const [next, batch] = await redis.scan(cursor, 'MATCH', workerKey(prefix, '*'), 'COUNT', 500);
+    keys.push(...batch);
+    cursor = next;
+  } while (cursor !== '0');
+  if (keys.length === 0) return [];
+  const beats: HeartbeatPayload[] = [];
+  for (const raw of await redis.mget(keys)) {
+    if (!raw) continue;
+    try {
+      beats.push(JSON.parse(raw) as HeartbeatPayload);
+    } catch {
+      // A foreign or truncated value under our prefix: not a worker.
+    }
+  }
+  return beats;
 }

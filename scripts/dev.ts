@@ -24,6 +24,8 @@ import { closeAll, onShutdownSignals } from '../infra/lifecycle.ts';
 import { createLogger } from '../infra/log.ts';
 import { createLocalPool } from '../infra/pool/local-pool.ts';
 import { closeRedis, createRedis } from '../infra/redis.ts';
+import { listHeartbeats, type WorkerState } from '../infra/worker-states.ts';
+import type { Redis } from 'ioredis';
 import { createModelRegistry, type ModelRegistry } from '../infra/registry.ts';
 import { createS3ObjectStore } from '../infra/s3-object-store.ts';
 import { buildMlpModel } from './models.ts';
@@ -55,6 +57,7 @@ export async function devMain(_args: string[]): Promise<number> {
       env.AWS_SECRET_ACCESS_KEY ??= s3.secretAccessKey;
       say(`s3       ${s3.endpoint} (embedded, data in ${STATE_DIR}/s3)`);
     }
+    if (!env.PORT && !(await isFree(8080))) env.PORT = String(await freePort());
     env.API_KEYS ||= `dev:${devKey()}`;
     env.MODEL_CACHE_DIR ??= path.resolve(STATE_DIR, 'model-cache');
     const config = loadConfig(env);
@@ -76,13 +79,19 @@ export async function devMain(_args: string[]): Promise<number> {
     closers.push(['api', () => api.close()]);
     const pool = createLocalPool({
       command: [process.execPath, BIN, 'worker'],
-      env: { ...env },
+      // Workers' own logs are JSON for machines; here the watcher below says what matters.
+      env: { ...env, LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn' },
       deployments,
       clock: systemClock,
       log,
     });
     pool.start();
     closers.push(['pool', () => pool.close()]);
+    const watcher = watchWorkers(redis, config.queuePrefix, say);
+    closers.push(['watcher', () => watcher.close()]);
+    if (!(await watcher.active(DEMO_MODEL.name, 180_000))) {
+      say(`no ${DEMO_MODEL.name} worker is active yet: jobs queue until one is (see the lines above)`);
+    }
 
     const key = config.api.apiKeys[0]?.key ?? '';
     writeDevEnv(env, api.url);
@@ -107,6 +116,40 @@ export async function devMain(_args: string[]): Promise<number> {
     await shutdown().catch(() => undefined);
     throw err;
   }
+}
+
+/** Prints each worker's state changes from the heartbeats, the same view the pool API has. */
+function watchWorkers(redis: Redis, prefix: string, say: (line: string) => void) {
+  const seen = new Map<string, WorkerState>();
+  const stop = new AbortController();
+  const poll = async () => {
+    for (const hb of await listHeartbeats(redis, prefix)) {
+      if (seen.get(hb.id) === hb.state) continue;
+      seen.set(hb.id, hb.state);
+      const profile = hb.state === 'active' && hb.batchProfile ? ` (batch ${hb.batchProfile.chosenBatch}, ${hb.batchProfile.threads} threads)` : '';
+      say(`worker   ${hb.model}@${hb.version} pid ${hb.pid}: ${hb.state}${profile}${hb.error ? ` — ${hb.error}` : ''}`);
+    }
+  };
+  const loop = (async () => {
+    while (!stop.signal.aborted) {
+      await poll().catch(() => undefined);
+      await systemClock.sleep(250, stop.signal).catch(() => undefined);
+    }
+  })();
+  return {
+    async active(model: string, timeoutMs: number): Promise<boolean> {
+      const deadline = Date.now() + timeoutMs;
+      while (Date.now() < deadline && !stop.signal.aborted) {
+        if ((await listHeartbeats(redis, prefix)).some((hb) => hb.model === model && hb.state === 'active')) return true;
+        await systemClock.sleep(250);
+      }
+      return false;
+    },
+    async close() {
+      stop.abort();
+      await loop;
+    },
+  };
 }
 
 async function ensureDemoModel(registry: ModelRegistry, say: (line: string) => void): Promise<void> {

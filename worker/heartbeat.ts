@@ -6,24 +6,10 @@
 import os from 'node:os';
 import type { Redis } from 'ioredis';
 import type { Clock } from '../infra/clock.ts';
-import type { WorkerState } from '../infra/worker-states.ts';
+import type { HeartbeatPayload } from '../infra/worker-states.ts';
 
-export interface HeartbeatPayload {
-  id: string;
-  model: string;
-  version: string;
-  state: WorkerState;
-  pid: number;
-  host: string;
-  startedAt: number;
-  updatedAt: number;
-  /** Rows per second over the last heartbeat interval. */
-  rowsPerS: number;
-  jobsInFlight: number;
-  batchProfile?: unknown;
-  memory: { rssBytes: number; heapUsedBytes: number };
-  error?: string;
-}
+export type { HeartbeatPayload };
+
 
 export interface HeartbeatOptions {
   redis: Redis;

@@ -28,7 +28,7 @@ export async function workerMain(args: string[], config: Config): Promise<number
   const worker = new WarmpoolWorker(
     {
       config,
-      redis: createRedis(config.redisUrl),
+      redis: createRedis(config.redisUrl, {}, (err) => log.warn({ err: err.message }, 'redis connection error')),
       registry: createModelRegistry({ store, prefix: config.s3.prefix }),
       engine: createThreadEngine(),
       clock: systemClock,

@@ -9,7 +9,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { constants as fsConstants } from 'node:fs';
-import { access } from 'node:fs/promises';
+import { access, mkdir } from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
 import { ConfigError } from '../errors.ts';
@@ -140,6 +140,7 @@ function collectOutput(child: ChildProcess): () => string {
 export async function startRedisServer(options: StartRedisOptions): Promise<RedisServerHandle> {
   const host = options.host ?? '127.0.0.1';
   const pickPort = options.port === undefined || options.port === 0;
+  await mkdir(options.dir, { recursive: true });
   // A picked port can be taken between probing and binding: try a few.
   for (let attempt = 1; ; attempt++) {
     const port = pickPort ? await freePort(host) : (options.port as number);

@@ -12,7 +12,7 @@ import { createLogger } from '../../infra/log.ts';
 import { closeRedis, createRedis } from '../../infra/redis.ts';
 import { createModelRegistry, type ModelRegistry } from '../../infra/registry.ts';
 import { createS3ObjectStore } from '../../infra/s3-object-store.ts';
-import { workerKey } from '../../infra/worker-states.ts';
+import { listHeartbeats } from '../../infra/worker-states.ts';
 import { testEnv } from './services.ts';
 
 const BIN = fileURLToPath(new URL('../../bin/warmpool.mjs', import.meta.url));
@@ -68,17 +68,10 @@ export async function startStack(overrides: Record<string, string> = {}): Promis
     async waitForWorkers(model, state, count = 1, timeoutMs = 60_000) {
       const deadline = Date.now() + timeoutMs;
       while (Date.now() < deadline) {
-        const keys = await redis.keys(workerKey(config.queuePrefix, '*'));
-        const beats = keys.length > 0 ? await redis.mget(keys) : [];
-        const matching = beats.filter((b) => {
-          if (!b) return false;
-          const hb = JSON.parse(b) as { model: string; state: string };
-          return hb.model === model && hb.state === state;
-        });
-        if (matching.length >= count) return;
-        if (beats.some((b) => b && (JSON.parse(b) as { state: string }).state === 'failed')) {
-          throw new Error(`a worker failed to start: ${beats.join('\n')}`);
-        }
+        const beats = (await listHeartbeats(redis, config.queuePrefix)).filter((b) => b.model === model);
+        if (beats.filter((b) => b.state === state).length >= count) return;
+        const failed = beats.find((b) => b.state === 'failed');
+        if (failed) throw new Error(`a worker of ${model} failed to start: ${failed.error ?? 'no reason given'}`);
         await new Promise((r) => setTimeout(r, 100));
       }
       throw new Error(`timed out waiting for ${count} ${state} worker(s) of ${model}`);
