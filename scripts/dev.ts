@@ -61,7 +61,8 @@ export async function devMain(_args: string[]): Promise<number> {
     env.API_KEYS ||= `dev:${devKey()}`;
     env.MODEL_CACHE_DIR ??= path.resolve(STATE_DIR, 'model-cache');
     const config = loadConfig(env);
-    const log = createLogger(config.logLevel, { role: 'dev' });
+    // The watcher narrates workers; the dev process's own JSON log only speaks up for problems.
+    const log = createLogger(process.env.LOG_LEVEL ?? 'warn', { role: 'dev' });
 
     const store = createS3ObjectStore(config.s3);
     closers.push(['s3-client', () => store.close()]);
@@ -107,6 +108,7 @@ export async function devMain(_args: string[]): Promise<number> {
         drain: async () => {
           say('\ndraining… (Ctrl-C again to force)');
           await shutdown().catch((err: unknown) => log.warn({ err }, 'some parts did not stop cleanly'));
+          say('stopped');
           resolve(0);
         },
         force: () => say('forced exit'),
@@ -140,6 +142,7 @@ function watchWorkers(redis: Redis, prefix: string, say: (line: string) => void)
     async active(model: string, timeoutMs: number): Promise<boolean> {
       const deadline = Date.now() + timeoutMs;
       while (Date.now() < deadline && !stop.signal.aborted) {
+        await poll().catch(() => undefined);
         if ((await listHeartbeats(redis, prefix)).some((hb) => hb.model === model && hb.state === 'active')) return true;
         await systemClock.sleep(250);
       }
