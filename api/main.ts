@@ -10,6 +10,7 @@ import { createBullJobQueue } from '../infra/bullmq-job-queue.ts';
 import { systemClock } from '../infra/clock.ts';
 import type { Config } from '../infra/config.ts';
 import { createDeploymentStore } from '../infra/deployments.ts';
+import { cacheManifests } from '../infra/manifest-cache.ts';
 import { closeAll, onShutdownSignals } from '../infra/lifecycle.ts';
 import { createLogger, type Logger } from '../infra/log.ts';
 import { createApiMetrics, readMetricsSnapshots, renderClusterMetrics } from '../infra/metrics.ts';
@@ -41,7 +42,7 @@ export async function startApiServer(config: Config, log: Logger): Promise<ApiSe
   const apiMetrics = createApiMetrics(metricsRegistry);
   const app = createApp({
     jobs,
-    catalog: registry,
+    catalog: cacheManifests(registry, { clock: systemClock }),
     deployments,
     apiKeys: config.api.apiKeys,
     metrics: {

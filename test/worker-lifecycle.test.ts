@@ -1,0 +1,107 @@
+/**
+ * Nothing accepted is lost when a worker goes away:
+ * - SIGKILL mid-batch: BullMQ's lock on each held job expires, the next worker's stalled-job
+ *   check puts them back, and they run again (at-least-once).
+ * - SIGTERM: the worker drains — takes no new job, finishes the ones it holds — and exits 0;
+ *   the rest wait in the queue for the next worker.
+ */
+import { Queue } from 'bullmq';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { queueName } from '../infra/job-contract.ts';
+import { closeRedis, createRedis } from '../infra/redis.ts';
+import { buildMlpModel } from '../scripts/models.ts';
+import { startStack, waitForJob, type TestStack } from './support/stack.ts';
+
+const F = 256;
+let stack: TestStack;
+
+beforeAll(async () => {
+  // Short locks so the test does not wait 30 s for BullMQ to notice the dead worker.
+  stack = await startStack({ LOCK_DURATION_MS: '2000', STALLED_INTERVAL_MS: '1000', WARMUP_ITERATIONS: '1' });
+  const slow = buildMlpModel({ features: F, hidden: 2048, layers: 4, seed: 3 });
+  for (const name of ['slow', 'slow-drain']) {
+    await stack.registry.publish({ name, version: '1', bytes: slow, maxBatch: 16, warmupBatches: [1, 16] });
+    await stack.deployments.put({ model: name, version: '1', min: 1, max: 2, standby: 0 });
+  }
+}, 60_000);
+
+afterAll(async () => {
+  await stack?.close();
+});
+
+async function submitMany(model: string, count: number, rows = 1): Promise<string[]> {
+  return Promise.all(
+    Array.from({ length: count }, async (_, i) => {
+      const data = Array.from({ length: rows * F }, (_, k) => Math.cos(i + k));
+      const res = await stack.call(`/v1/models/${model}/jobs`, {
+        method: 'POST',
+        body: JSON.stringify({ inputs: [{ name: 'features', shape: [rows, F], datatype: 'FP32', data }] }),
+      });
+      expect(res.status).toBe(202);
+      return ((await res.json()) as { id: string }).id;
+    }),
+  );
+}
+
+/** BullMQ's own view of the model's queue, to act at the right moment and check the aftermath. */
+async function withQueue<T>(model: string, fn: (queue: Queue) => Promise<T>): Promise<T> {
+  const redis = createRedis(stack.config.redisUrl);
+  const queue = new Queue(queueName(model, '1'), { connection: redis, prefix: stack.config.queuePrefix });
+  try {
+    return await fn(queue);
+  } finally {
+    await queue.close();
+    await closeRedis(redis);
+  }
+}
+
+/** Waits until the worker holds jobs and has finished some: mid-stream, a batch in its pass. */
+function midStream(model: string): Promise<string[]> {
+  return withQueue(model, async (queue) => {
+    for (let tries = 0; tries < 2000; tries++) {
+      const [active, completed] = await Promise.all([queue.getActive(), queue.getCompletedCount()]);
+      if (active.length > 0 && completed > 0) return active.map((j) => j.id as string);
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    return [];
+  });
+}
+
+it('a worker killed with SIGKILL mid-batch loses no job', async () => {
+  const first = await stack.startWorker('slow', '1', { INTRA_OP_THREADS: '1' });
+  await stack.waitForWorkers('slow', 'active');
+  const ids = await submitMany('slow', 300);
+  const running = await midStream('slow');
+  expect(running.length).toBeGreaterThan(0);
+  first.kill('SIGKILL');
+  await new Promise((resolve) => first.once('exit', resolve));
+
+  await stack.startWorker('slow', '1', { INTRA_OP_THREADS: '1' });
+  const jobs = await Promise.all(ids.map((id) => waitForJob(stack, id, 120_000)));
+  expect(jobs.filter((j) => j.status !== 'succeeded')).toEqual([]);
+  for (const id of running) expect(jobs[ids.indexOf(id)]?.status).toBe('succeeded');
+}, 180_000);
+
+it('SIGTERM drains: held jobs finish, the worker exits 0, the rest wait for the next worker', async () => {
+  const first = await stack.startWorker('slow-drain', '1', { INTRA_OP_THREADS: '1' });
+  await stack.waitForWorkers('slow-drain', 'active');
+  // Heavier jobs (8 rows each) so that plenty are still queued when the signal lands.
+  const ids = await submitMany('slow-drain', 300, 8);
+  const held = await midStream('slow-drain');
+  expect(held.length).toBeGreaterThan(0);
+  first.kill('SIGTERM');
+  const code = await new Promise<number | null>((resolve) => first.once('exit', (c) => resolve(c)));
+  expect(code).toBe(0);
+
+  await withQueue('slow-drain', async (queue) => {
+    // Nothing left held by the departed worker, nothing failed, and the jobs it held are done.
+    expect(await queue.getActiveCount()).toBe(0);
+    expect(await queue.getFailedCount()).toBe(0);
+    for (const id of held) expect(await queue.getJobState(id)).toBe('completed');
+    expect(await queue.getWaitingCount() + (await queue.getPrioritizedCount())).toBeGreaterThan(0);
+  });
+
+  await stack.startWorker('slow-drain', '1', { INTRA_OP_THREADS: '1' });
+  const jobs = await Promise.all(ids.map((id) => waitForJob(stack, id, 120_000)));
+  expect(jobs.filter((j) => j.status !== 'succeeded')).toEqual([]);
+}, 180_000);
