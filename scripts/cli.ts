@@ -34,18 +34,18 @@ export async function main(argv: string[]): Promise<number> {
   try {
     switch (command) {
       case 'dev':
-        return (await import('./dev.ts')).devMain(args);
+        return await (await import('./dev.ts')).devMain(args);
       case 'api':
-        return (await import('../api/main.ts')).apiMain(config());
+        return await (await import('../api/main.ts')).apiMain(config());
       case 'worker':
-        return (await import('../worker/main.ts')).workerMain(args, config());
+        return await (await import('../worker/main.ts')).workerMain(args, config());
       case 'models':
-        return (await import('./commands/models-cli.ts')).modelsMain(args, config());
+        return await (await import('./commands/models-cli.ts')).modelsMain(args, config());
       case 'deploy':
       case 'deployments':
-        return (await import('./commands/deploy.ts')).deployMain(command, args, config());
+        return await (await import('./commands/deploy.ts')).deployMain(command, args, config());
       case 'bench':
-        return (await import('./bench.ts')).benchMain(args);
+        return await (await import('./bench.ts')).benchMain(args);
       default:
         process.stderr.write(`warmpool: unknown command "${command}"\n\n${USAGE}\n`);
         return 2;

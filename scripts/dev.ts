@@ -13,6 +13,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startApiServer } from '../api/main.ts';
+import { createBullJobQueue } from '../infra/bullmq-job-queue.ts';
 import { systemClock } from '../infra/clock.ts';
 import { loadConfig } from '../infra/config.ts';
 import { createDeploymentStore } from '../infra/deployments.ts';
@@ -78,7 +79,10 @@ export async function devMain(_args: string[]): Promise<number> {
 
     const api = await startApiServer(config, log);
     closers.push(['api', () => api.close()]);
+    const queues = createBullJobQueue({ connection: config.redisUrl, prefix: config.queuePrefix, retentionS: config.jobs.retentionS, attempts: config.jobs.attempts });
+    closers.push(['queues', () => queues.close()]);
     const pool = createLocalPool({
+      queueDepth: (model, version) => queues.depth(model, version),
       command: [process.execPath, BIN, 'worker'],
       // Workers' own logs are JSON for machines; here the watcher below says what matters.
       env: { ...env, LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn' },

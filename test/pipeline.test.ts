@@ -5,7 +5,7 @@
  */
 import * as ort from 'onnxruntime-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildGatherModel, buildMlpModel, buildMultiTypeModel } from '../scripts/models.ts';
+import { buildFp16Model, buildGatherModel, buildMlpModel, buildMultiTypeModel } from '../scripts/models.ts';
 import { KEY_B, startStack, waitForJob, type TestStack } from './support/stack.ts';
 
 const F = 16;
@@ -32,12 +32,15 @@ beforeAll(async () => {
   await stack.registry.publish({ name: 'scorer', version: '1', bytes: mlp, maxBatch: 32, warmupBatches: [1, 8, 32] });
   await stack.registry.publish({ name: 'multi', version: '1', bytes: buildMultiTypeModel(), maxBatch: 16 });
   await stack.registry.publish({ name: 'lookup', version: '1', bytes: buildGatherModel(), maxBatch: 16 });
-  for (const model of ['scorer', 'multi', 'lookup']) await stack.deployments.put({ model, version: '1', min: 1, max: 1, standby: 0 });
+  await stack.registry.publish({ name: 'half', version: '1', bytes: buildFp16Model(), maxBatch: 8 });
+  for (const model of ['scorer', 'multi', 'lookup', 'half']) await stack.deployments.put({ model, version: '1', min: 1, max: 1, standby: 0 });
   // Large batch-wait so concurrent single-row jobs visibly share forward passes.
   await stack.startWorker('scorer', '1', { BATCH_MAX_WAIT_MS: '50' });
   await stack.startWorker('multi', '1');
   await stack.startWorker('lookup', '1');
+  await stack.startWorker('half', '1');
   await stack.waitForWorkers('scorer', 'active');
+  await stack.waitForWorkers('half', 'active');
   await stack.waitForWorkers('multi', 'active');
   await stack.waitForWorkers('lookup', 'active');
 }, 180_000);
@@ -115,6 +118,20 @@ describe('publish → deploy → submit → results', () => {
     expect(byName.ids_next).toMatchObject({ datatype: 'INT64', data: [2, 3, 4, '9007199254740994', 6, 7] });
     expect(byName.mask_not).toMatchObject({ datatype: 'BOOL', data: [false, true, false, true, true, false] });
     expect(byName.n_double).toMatchObject({ datatype: 'INT32', data: [42, -8] });
+  });
+
+  it('serves FP16 (numbers in, IEEE half precision inside, numbers out)', async () => {
+    const res = await stack.call('/v2/models/half/infer', {
+      method: 'POST',
+      body: JSON.stringify({ inputs: [{ name: 'h', shape: [2, 4], datatype: 'FP16', data: [1, 0.5, -2, 65504, 0.1, 0, -0.25, 3] }] }),
+    });
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as { outputs: Array<{ name: string; datatype: string; data: Array<number | null> }> };
+    // 65504 (FP16's max) doubled overflows to +Inf, which JSON cannot carry; 0.1 is not exact in FP16.
+    expect(body.outputs[0]).toMatchObject({ name: 'h_sum', datatype: 'FP16' });
+    const data = body.outputs[0]!.data;
+    expect([data[0], data[1], data[2], data[5], data[6], data[7]]).toEqual([2, 1, -4, 0, -0.5, 6]);
+    expect(data[4]).toBeCloseTo(0.2, 3);
   });
 
   it('OIP sync inference goes through the same queue and returns outputs', async () => {

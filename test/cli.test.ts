@@ -1,0 +1,75 @@
+/**
+ * The `warmpool` CLI as a user runs it: a real process, real Redis and S3. Bad arguments get a
+ * message naming the problem and exit code 2; nothing is written.
+ */
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { loadConfig } from '../infra/config.ts';
+import { createDeploymentStore } from '../infra/deployments.ts';
+import { closeRedis, createRedis } from '../infra/redis.ts';
+import { createModelRegistry } from '../infra/registry.ts';
+import { createS3ObjectStore } from '../infra/s3-object-store.ts';
+import { buildMlpModel } from '../scripts/models.ts';
+import { testEnv } from './support/services.ts';
+
+const BIN = fileURLToPath(new URL('../bin/warmpool.mjs', import.meta.url));
+const env = testEnv();
+const config = loadConfig(env);
+const redis = createRedis(config.redisUrl);
+const store = createS3ObjectStore(config.s3);
+
+function cli(...args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [BIN, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.once('exit', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+beforeAll(async () => {
+  await createModelRegistry({ store, prefix: config.s3.prefix }).publish({ name: 'cli-model', version: '3', bytes: buildMlpModel({ features: 4, hidden: 4, layers: 1 }) });
+});
+
+afterAll(async () => {
+  await closeRedis(redis);
+  store.close();
+});
+
+it('deploy stores the deployment, defaulting to the latest version', async () => {
+  const res = await cli('deploy', 'cli-model', '--min', '2', '--max', '4');
+  expect(res.stderr).toBe('');
+  expect(res.code).toBe(0);
+  expect(res.stdout).toContain('deployed cli-model@3');
+  expect(await createDeploymentStore(redis, config.queuePrefix).get('cli-model')).toMatchObject({ version: '3', min: 2, max: 4, standby: 0 });
+  const list = await cli('deployments');
+  expect(list.stdout).toMatch(/cli-model\t3\tmin=2 max=4 standby=0/);
+});
+
+it.each([
+  [['deploy', 'cli-model', '--min=-1'], /--min must be a non-negative integer/],
+  [['deploy', 'cli-model', '--min', '-1'], /Option '--min' argument is ambiguous/],
+  [['deploy', 'cli-model', '--standby', 'two'], /--standby must be a non-negative integer/],
+  [['deploy', 'cli-model', '--min', '3', '--max', '2'], /max \(2\) is below min \(3\)/],
+  [['deploy', 'no-such-model'], /no-such-model/],
+  [['deploy'], /name one model/],
+  [['deploy', 'cli-model', '--bogus'], /Unknown option '--bogus'/],
+  [['worker'], /--model is required/],
+  [['frobnicate'], /unknown command "frobnicate"/],
+])('%j → exit 2 with a message naming the problem', async (args, message) => {
+  const res = await cli(...args);
+  expect(res.code).toBe(2);
+  expect(res.stderr).toMatch(message);
+});
+
+it('a bad configuration value names the variable and stops before doing anything', async () => {
+  const child = spawn(process.execPath, [BIN, 'deployments'], { env: { ...env, PORT: 'eighty' }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stderr = '';
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  const code = await new Promise((resolve) => child.once('exit', resolve));
+  expect(code).toBe(2);
+  expect(stderr).toMatch(/configuration error: PORT/);
+});
