@@ -37,7 +37,15 @@ class FakeJobQueue implements JobQueue {
 
   async enqueue(data: JobData, { priority, jobId }: { priority: Priority; jobId: string }) {
     if (this.failEnqueue) throw new Error('ECONNREFUSED 127.0.0.1:6379');
-    const view: JobView = { id: jobId, tenant: data.tenant, model: data.model, version: data.version, status: 'queued', createdAt: data.submittedAt, attemptsMade: 0 };
+    const view: JobView = {
+      id: jobId,
+      tenant: data.tenant,
+      model: data.model,
+      version: data.version,
+      status: 'queued',
+      createdAt: data.submittedAt,
+      attemptsMade: 0,
+    };
     const end = this.finish?.(data);
     if (end) Object.assign(view, end, { startedAt: data.submittedAt + 5, finishedAt: data.submittedAt + 9, attemptsMade: 1 });
     this.jobs.set(jobId, { data, priority, view });
@@ -133,7 +141,12 @@ describe('createApp', () => {
 
   describe('auth', () => {
     it('answers 401 without a key, with a malformed header, or with a wrong key', async () => {
-      for (const headers of <Record<string, string>[]>[{}, { Authorization: KEY_A }, { Authorization: 'Bearer key-wrongwrong' }, { Authorization: `Basic ${KEY_A}` }]) {
+      for (const headers of <Record<string, string>[]>[
+        {},
+        { Authorization: KEY_A },
+        { Authorization: 'Bearer key-wrongwrong' },
+        { Authorization: `Basic ${KEY_A}` },
+      ]) {
         const res = await app.request('/v1/models', { headers });
         expect(res.status).toBe(401);
         expect(res.headers.get('www-authenticate')).toBe('Bearer');
@@ -179,7 +192,10 @@ describe('createApp', () => {
     });
 
     it('honours priority and an explicit version; falls back to the latest when not deployed', async () => {
-      const a = (await (await post('/v1/models/scorer/jobs', body(1, { priority: 'low', version: '2' }))).json()) as { id: string; version: string };
+      const a = (await (await post('/v1/models/scorer/jobs', body(1, { priority: 'low', version: '2' }))).json()) as {
+        id: string;
+        version: string;
+      };
       expect(a.version).toBe('2');
       expect(jobs.jobs.get(a.id)?.priority).toBe('low');
       deployed.clear();
@@ -194,11 +210,36 @@ describe('createApp', () => {
     });
 
     it.each([
-      ['wrong input name', { inputs: [{ name: 'feats', datatype: 'FP32', shape: [1, 4], data: [1, 2, 3, 4] }] }, 'unknown_input', /"feats".*"features"/],
-      ['wrong datatype', { inputs: [{ name: 'features', datatype: 'INT32', shape: [1, 4], data: [1, 2, 3, 4] }] }, 'datatype_mismatch', /FP32.*INT32/],
-      ['wrong shape', { inputs: [{ name: 'features', datatype: 'FP32', shape: [1, 5], data: [1, 2, 3, 4, 5] }] }, 'shape_mismatch', /axis 1/],
-      ['short data', { inputs: [{ name: 'features', datatype: 'FP32', shape: [2, 4], data: [1, 2, 3, 4] }] }, 'data_length_mismatch', /8.*4/],
-      ['a string value', { inputs: [{ name: 'features', datatype: 'FP32', shape: [1, 4], data: [1, 'x', 3, 4] }] }, 'invalid_value', /data\[1\]/],
+      [
+        'wrong input name',
+        { inputs: [{ name: 'feats', datatype: 'FP32', shape: [1, 4], data: [1, 2, 3, 4] }] },
+        'unknown_input',
+        /"feats".*"features"/,
+      ],
+      [
+        'wrong datatype',
+        { inputs: [{ name: 'features', datatype: 'INT32', shape: [1, 4], data: [1, 2, 3, 4] }] },
+        'datatype_mismatch',
+        /FP32.*INT32/,
+      ],
+      [
+        'wrong shape',
+        { inputs: [{ name: 'features', datatype: 'FP32', shape: [1, 5], data: [1, 2, 3, 4, 5] }] },
+        'shape_mismatch',
+        /axis 1/,
+      ],
+      [
+        'short data',
+        { inputs: [{ name: 'features', datatype: 'FP32', shape: [2, 4], data: [1, 2, 3, 4] }] },
+        'data_length_mismatch',
+        /8.*4/,
+      ],
+      [
+        'a string value',
+        { inputs: [{ name: 'features', datatype: 'FP32', shape: [1, 4], data: [1, 'x', 3, 4] }] },
+        'invalid_value',
+        /data\[1\]/,
+      ],
       ['a bad priority', body(1, { priority: 'urgent' }), 'invalid_body', /priority/],
       ['no inputs', { outputs: [] }, 'invalid_body', /inputs/],
     ])('answers 400 for %s', async (_label, payload, code, message) => {
@@ -331,7 +372,9 @@ describe('createApp', () => {
     });
 
     it('validates like the async route', async () => {
-      const res = await post('/v2/models/scorer/infer', { inputs: [{ name: 'features', datatype: 'FP64', shape: [1, 4], data: [1, 2, 3, 4] }] });
+      const res = await post('/v2/models/scorer/infer', {
+        inputs: [{ name: 'features', datatype: 'FP64', shape: [1, 4], data: [1, 2, 3, 4] }],
+      });
       expect(res.status).toBe(400);
       expect((await errorOf(res)).code).toBe('datatype_mismatch');
       expect((await post('/v2/models/ghost/infer', body(1))).status).toBe(404);

@@ -164,9 +164,15 @@ export function createBullJobQueue(options: BullJobQueueOptions): BullJobQueue {
 
   function addWaiter(name: string, jobId: string, wake: Waiter): () => void {
     let byJob = waiters.get(name);
-    if (!byJob) waiters.set(name, (byJob = new Map()));
+    if (!byJob) {
+      byJob = new Map();
+      waiters.set(name, byJob);
+    }
     let set = byJob.get(jobId);
-    if (!set) byJob.set(jobId, (set = new Set()));
+    if (!set) {
+      set = new Set();
+      byJob.set(jobId, set);
+    }
     set.add(wake);
     return () => {
       set.delete(wake);

@@ -9,9 +9,7 @@ import { z } from 'zod';
 import { ConfigError } from './errors.ts';
 
 const int = (min: number, max = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max);
-const bool = z
-  .enum(['true', 'false', '1', '0', 'yes', 'no'])
-  .transform((v) => v === 'true' || v === '1' || v === 'yes');
+const bool = z.enum(['true', 'false', '1', '0', 'yes', 'no']).transform((v) => v === 'true' || v === '1' || v === 'yes');
 const optionalString = z
   .string()
   .optional()
@@ -20,10 +18,16 @@ const optionalString = z
 /** Every variable warmpool reads, with its default. README's config table mirrors this. */
 const schema = z.object({
   REDIS_URL: z.string().url().default('redis://127.0.0.1:6379'),
-  QUEUE_PREFIX: z.string().regex(/^[A-Za-z0-9_-]+$/).default('warmpool'),
+  QUEUE_PREFIX: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]+$/)
+    .default('warmpool'),
   S3_ENDPOINT: optionalString.pipe(z.string().url().optional()),
   S3_BUCKET: z.string().min(3).default('warmpool'),
-  S3_PREFIX: z.string().default('').transform((p) => p.replace(/^\/+|\/+$/g, '')),
+  S3_PREFIX: z
+    .string()
+    .default('')
+    .transform((p) => p.replace(/^\/+|\/+$/g, '')),
   S3_FORCE_PATH_STYLE: bool.optional(),
   AWS_REGION: z.string().default('us-east-1'),
   HOST: z.string().default('127.0.0.1'),
@@ -105,10 +109,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError('invalid_config', `${name}: ${issue?.message ?? 'invalid'} (got ${JSON.stringify(env[name] ?? null)})`);
   }
   const e = parsed.data;
-  const providers = e.EXECUTION_PROVIDERS.split(',').map((p) => p.trim().toLowerCase()).filter(Boolean);
+  const providers = e.EXECUTION_PROVIDERS.split(',')
+    .map((p) => p.trim().toLowerCase())
+    .filter(Boolean);
   for (const p of providers) {
     if (!(EXECUTION_PROVIDER_NAMES as readonly string[]).includes(p)) {
-      throw new ConfigError('invalid_config', `EXECUTION_PROVIDERS: unknown provider "${p}" (known: ${EXECUTION_PROVIDER_NAMES.join(', ')})`);
+      throw new ConfigError(
+        'invalid_config',
+        `EXECUTION_PROVIDERS: unknown provider "${p}" (known: ${EXECUTION_PROVIDER_NAMES.join(', ')})`,
+      );
     }
   }
   if (e.HEARTBEAT_TTL_MS <= e.HEARTBEAT_INTERVAL_MS) {
@@ -163,12 +172,18 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
 /** `tenant:key` pairs, comma-separated. A key may contain ':' after the first one. */
 export function parseApiKeys(raw: string): ApiKey[] {
   const keys: ApiKey[] = [];
-  for (const pair of raw.split(',').map((p) => p.trim()).filter(Boolean)) {
+  for (const pair of raw
+    .split(',')
+    .map((p) => p.trim())
+    .filter(Boolean)) {
     const at = pair.indexOf(':');
     const tenant = at > 0 ? pair.slice(0, at) : '';
     const key = at > 0 ? pair.slice(at + 1) : '';
     if (!/^[A-Za-z0-9_-]{1,64}$/.test(tenant) || key.length < 8) {
-      throw new ConfigError('invalid_config', 'API_KEYS: each entry must be tenant:key, tenant of [A-Za-z0-9_-], key of 8 characters or more');
+      throw new ConfigError(
+        'invalid_config',
+        'API_KEYS: each entry must be tenant:key, tenant of [A-Za-z0-9_-], key of 8 characters or more',
+      );
     }
     keys.push({ tenant, key });
   }

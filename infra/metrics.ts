@@ -56,7 +56,7 @@ export function createWorkerMetrics(registry: Registry, labels: WorkerMetricLabe
   const registers = [registry];
   const workerState = new Gauge({
     name: 'warmpool_worker_state',
-    help: 'Workers in each lifecycle state (1 for this worker\'s current state; summed across workers)',
+    help: "Workers in each lifecycle state (1 for this worker's current state; summed across workers)",
     labelNames: ['model', 'version', 'state'] as const,
     registers,
   });

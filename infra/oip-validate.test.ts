@@ -71,7 +71,21 @@ describe('validateInferRequest: accepted requests', () => {
 
   it('flattens nested row-major data', () => {
     const body = goodBody(2);
-    body.inputs[0] = { name: 'x', datatype: 'FP32', shape: [2, 2, 2], data: [[[1, 2], [3, 4]], [[5, 6], [7, 8]]] as never };
+    body.inputs[0] = {
+      name: 'x',
+      datatype: 'FP32',
+      shape: [2, 2, 2],
+      data: [
+        [
+          [1, 2],
+          [3, 4],
+        ],
+        [
+          [5, 6],
+          [7, 8],
+        ],
+      ] as never,
+    };
     const v = validateInferRequest(body, multi);
     expect(v.inputs[0]?.data).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
   });
@@ -182,7 +196,13 @@ describe('validateInferRequest: error codes', () => {
 
   it('data_length_mismatch counts nested data after flattening', () => {
     const body = goodBody(2);
-    body.inputs[0] = { ...body.inputs[0]!, data: [[1, 2, 3, 4], [5, 6, 7]] as never };
+    body.inputs[0] = {
+      ...body.inputs[0]!,
+      data: [
+        [1, 2, 3, 4],
+        [5, 6, 7],
+      ] as never,
+    };
     expect(errorOf(() => validateInferRequest(body, multi)).code).toBe('data_length_mismatch');
   });
 

@@ -39,7 +39,10 @@ export function validateInferRequest(body: unknown, manifest: ModelManifest, lim
     const tensor = validateInput(body.inputs[i], i, specs, seen);
     const tensorRows = tensor.shape[0] as number;
     if (inputs.length > 0 && tensorRows !== rows) {
-      fail('shape_mismatch', `input "${tensor.name}": shape[0] is ${tensorRows} but "${inputs[0]?.name}" has ${rows}; all inputs must have the same number of rows`);
+      fail(
+        'shape_mismatch',
+        `input "${tensor.name}": shape[0] is ${tensorRows} but "${inputs[0]?.name}" has ${rows}; all inputs must have the same number of rows`,
+      );
     }
     rows = tensorRows;
     inputs.push(tensor);
@@ -151,7 +154,10 @@ function pushFlat(data: unknown[], out: unknown[]): void {
 
 type Check = (v: unknown) => boolean;
 
-const intRange = (min: number, max: number): Check => (v) => typeof v === 'number' && Number.isInteger(v) && v >= min && v <= max;
+const intRange =
+  (min: number, max: number): Check =>
+  (v) =>
+    typeof v === 'number' && Number.isInteger(v) && v >= min && v <= max;
 
 const INT64_MIN = -(2n ** 63n);
 const INT64_MAX = 2n ** 63n - 1n;

@@ -85,7 +85,14 @@ describe('readOnnxMetadata', () => {
 
   it('maps every servable element type and marks symbolic and unknown dims -1', () => {
     const types: Array<[number, string]> = [
-      [11, 'FP64'], [2, 'UINT8'], [4, 'UINT16'], [12, 'UINT32'], [13, 'UINT64'], [3, 'INT8'], [5, 'INT16'], [8, 'BYTES'],
+      [11, 'FP64'],
+      [2, 'UINT8'],
+      [4, 'UINT16'],
+      [12, 'UINT32'],
+      [13, 'UINT64'],
+      [3, 'INT8'],
+      [5, 'INT16'],
+      [8, 'BYTES'],
     ];
     const inputs = types.map(([elem], i) => ({ name: `in${i}`, elem, dims: ['batch', null, 5] as DimSpec[] }));
     const meta = readOnnxMetadata(rawModel(inputs, [{ name: 'y', dims: [null] }]));
@@ -95,7 +102,14 @@ describe('readOnnxMetadata', () => {
   });
 
   it('leaves out initializers listed among the graph inputs (IR < 4 exporters)', () => {
-    const bytes = rawModel([{ name: 'x', dims: ['b', 2] }, { name: 'w', dims: [1] }], [{ name: 'y', dims: ['b', 2] }], ['w']);
+    const bytes = rawModel(
+      [
+        { name: 'x', dims: ['b', 2] },
+        { name: 'w', dims: [1] },
+      ],
+      [{ name: 'y', dims: ['b', 2] }],
+      ['w'],
+    );
     expect(readOnnxMetadata(bytes).inputs.map((t) => t.name)).toEqual(['x']);
   });
 

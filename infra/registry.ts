@@ -111,7 +111,10 @@ export function createModelRegistry(deps: ModelRegistryDeps): ModelRegistry {
         throw new NotFoundError('version_not_found', `model ${name} has no version ${version}`);
       }
       const manifests = await Promise.all((await listVersions(name)).map((v) => readManifest(name, v)));
-      const latest = manifests.filter((m): m is ModelManifest => m !== null).sort(byCreatedAt).at(-1);
+      const latest = manifests
+        .filter((m): m is ModelManifest => m !== null)
+        .sort(byCreatedAt)
+        .at(-1);
       if (!latest) throw modelNotFound(name);
       return latest;
     },

@@ -66,10 +66,7 @@ export interface HeartbeatPayload {
 }
 
 /** Live workers' heartbeats (expired ones are gone with their TTL). SCAN, never KEYS. */
-export async function listHeartbeats(
-  redis: Pick<Redis, 'scan' | 'mget'>,
-  prefix: string,
-): Promise<HeartbeatPayload[]> {
+export async function listHeartbeats(redis: Pick<Redis, 'scan' | 'mget'>, prefix: string): Promise<HeartbeatPayload[]> {
   const keys: string[] = [];
   let cursor = '0';
   do {

@@ -68,14 +68,24 @@ export async function benchMain(args: string[]): Promise<number> {
     const rows: BenchRow[] = [];
     const reported: Array<Pick<ModelManifest, 'name' | 'sha256' | 'inputs' | 'outputs'>> = [];
     for (const model of models) {
-      const manifest = await registry.publish({ name: model.label.replace(/[^A-Za-z0-9_-]/g, '-'), version: '1', bytes: model.bytes, maxBatch: 128, warmupBatches: [1, 8, 32, 128] });
+      const manifest = await registry.publish({
+        name: model.label.replace(/[^A-Za-z0-9_-]/g, '-'),
+        version: '1',
+        bytes: model.bytes,
+        maxBatch: 128,
+        warmupBatches: [1, 8, 32, 128],
+      });
       reported.push({ name: manifest.name, sha256: manifest.sha256, inputs: manifest.inputs, outputs: manifest.outputs });
       rows.push(...(await benchModel(env, registry, manifest, model.bytes, jobs, out)));
     }
     out('');
     out(table(rows));
     if (values.json) {
-      const report = { machine: { cpus: os.availableParallelism(), node: process.version, ort: ort.env.versions.common }, models: reported, rows };
+      const report = {
+        machine: { cpus: os.availableParallelism(), node: process.version, ort: ort.env.versions.common },
+        models: reported,
+        rows,
+      };
       writeFileSync(values.json, `${JSON.stringify(report, null, 2)}\n`);
       out(`wrote ${values.json}`);
     }
@@ -109,7 +119,12 @@ async function benchModel(
   const atWorkerBatch = raw.find((r) => r.batch === batched.maxRows)?.rowsPerS ?? best.rowsPerS;
   return [
     { name: `${m}.ort_best_vs_batch1`, value: best.rowsPerS / b1, unit: 'x', detail: `ONNX Runtime alone, batch ${best.batch} vs 1` },
-    { name: `${m}.batched_vs_unbatched`, value: batched.rowsPerS / unbatched.rowsPerS, unit: 'x', detail: `worker, ${jobs} single-row jobs` },
+    {
+      name: `${m}.batched_vs_unbatched`,
+      value: batched.rowsPerS / unbatched.rowsPerS,
+      unit: 'x',
+      detail: `worker, ${jobs} single-row jobs`,
+    },
     {
       name: `${m}.batching_gain_kept`,
       value: batched.rowsPerS / unbatched.rowsPerS / (best.rowsPerS / b1),
@@ -127,7 +142,12 @@ async function benchModel(
 }
 
 async function benchServices(dir: string, closers: Array<[string, () => Promise<void> | void]>): Promise<NodeJS.ProcessEnv> {
-  const env: NodeJS.ProcessEnv = { ...process.env, LOG_LEVEL: 'warn', QUEUE_PREFIX: `bench${Date.now()}`, S3_PREFIX: `bench-${Date.now()}` };
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    LOG_LEVEL: 'warn',
+    QUEUE_PREFIX: `bench${Date.now()}`,
+    S3_PREFIX: `bench-${Date.now()}`,
+  };
   if (!env.REDIS_URL) {
     const binary = await ensureRedisServer({ install: 'auto', log: (l) => process.stdout.write(`${l}\n`) });
     const redis = await startRedisServer({ binary, dir: path.join(dir, 'redis'), port: await freePort() });
@@ -137,7 +157,12 @@ async function benchServices(dir: string, closers: Array<[string, () => Promise<
   if (!env.S3_ENDPOINT) {
     const s3 = await startS3Server({ directory: path.join(dir, 's3'), buckets: ['warmpool'] });
     closers.push(['s3', () => s3.close()]);
-    Object.assign(env, { S3_ENDPOINT: s3.endpoint, S3_BUCKET: 'warmpool', AWS_ACCESS_KEY_ID: s3.accessKeyId, AWS_SECRET_ACCESS_KEY: s3.secretAccessKey });
+    Object.assign(env, {
+      S3_ENDPOINT: s3.endpoint,
+      S3_BUCKET: 'warmpool',
+      AWS_ACCESS_KEY_ID: s3.accessKeyId,
+      AWS_SECRET_ACCESS_KEY: s3.secretAccessKey,
+    });
   }
   env.MODEL_CACHE_DIR = path.join(dir, 'cache');
   return env;
@@ -188,7 +213,12 @@ async function drainQueue(
         tenant: 'bench',
         model: manifest.name,
         version: manifest.version,
-        inputs: manifest.inputs.map((spec) => ({ name: spec.name, datatype: spec.datatype, shape: [1, ...spec.shape.slice(1).map((d) => Math.max(1, d))], data: rand(start + j) })),
+        inputs: manifest.inputs.map((spec) => ({
+          name: spec.name,
+          datatype: spec.datatype,
+          shape: [1, ...spec.shape.slice(1).map((d) => Math.max(1, d))],
+          data: rand(start + j),
+        })),
         submittedAt,
       } satisfies JobData,
       opts: { removeOnComplete: false },
@@ -223,7 +253,8 @@ function percentiles(sorted: number[]): { p50: number; p95: number; p99: number 
 }
 
 function table(rows: BenchRow[]): string {
-  const fmt = (v: number) => (!Number.isFinite(v) ? 'n/a' : Math.abs(v) >= 100 ? v.toFixed(0) : Math.abs(v) >= 0.1 ? v.toFixed(2) : v.toPrecision(2));
+  const fmt = (v: number) =>
+    !Number.isFinite(v) ? 'n/a' : Math.abs(v) >= 100 ? v.toFixed(0) : Math.abs(v) >= 0.1 ? v.toFixed(2) : v.toPrecision(2);
   const w = Math.max(...rows.map((r) => r.name.length));
   return rows.map((r) => `${r.name.padEnd(w)}  ${fmt(r.value).padStart(8)} ${r.unit.padEnd(5)}  ${r.detail}`).join('\n');
 }

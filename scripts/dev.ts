@@ -79,7 +79,12 @@ export async function devMain(_args: string[]): Promise<number> {
 
     const api = await startApiServer(config, log);
     closers.push(['api', () => api.close()]);
-    const queues = createBullJobQueue({ connection: config.redisUrl, prefix: config.queuePrefix, retentionS: config.jobs.retentionS, attempts: config.jobs.attempts });
+    const queues = createBullJobQueue({
+      connection: config.redisUrl,
+      prefix: config.queuePrefix,
+      retentionS: config.jobs.retentionS,
+      attempts: config.jobs.attempts,
+    });
     closers.push(['queues', () => queues.close()]);
     const pool = createLocalPool({
       queueDepth: (model, version) => queues.depth(model, version),
@@ -132,7 +137,8 @@ function watchWorkers(redis: Redis, prefix: string, say: (line: string) => void)
     for (const hb of await listHeartbeats(redis, prefix)) {
       if (seen.get(hb.id) === hb.state) continue;
       seen.set(hb.id, hb.state);
-      const profile = hb.state === 'active' && hb.batchProfile ? ` (batch ${hb.batchProfile.chosenBatch}, ${hb.batchProfile.threads} threads)` : '';
+      const profile =
+        hb.state === 'active' && hb.batchProfile ? ` (batch ${hb.batchProfile.chosenBatch}, ${hb.batchProfile.threads} threads)` : '';
       say(`worker   ${hb.model}@${hb.version} pid ${hb.pid}: ${hb.state}${profile}${hb.error ? ` — ${hb.error}` : ''}`);
     }
   };
@@ -186,7 +192,18 @@ function devKey(): string {
 }
 
 function writeDevEnv(env: NodeJS.ProcessEnv, url: string): void {
-  const names = ['REDIS_URL', 'S3_ENDPOINT', 'S3_BUCKET', 'S3_PREFIX', 'AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'AWS_REGION', 'API_KEYS', 'QUEUE_PREFIX', 'MODEL_CACHE_DIR'];
+  const names = [
+    'REDIS_URL',
+    'S3_ENDPOINT',
+    'S3_BUCKET',
+    'S3_PREFIX',
+    'AWS_ACCESS_KEY_ID',
+    'AWS_SECRET_ACCESS_KEY',
+    'AWS_REGION',
+    'API_KEYS',
+    'QUEUE_PREFIX',
+    'MODEL_CACHE_DIR',
+  ];
   const lines = names.filter((n) => env[n] !== undefined).map((n) => `${n}=${env[n]}`);
   lines.push(`WARMPOOL_URL=${url}`);
   writeFileSync(path.join(STATE_DIR, 'dev.env'), `${lines.join('\n')}\n`, { mode: 0o600 });

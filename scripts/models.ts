@@ -6,8 +6,9 @@
 import { createRequire } from 'node:module';
 
 const require = createRequire(import.meta.url);
-// onnx-proto ships CommonJS protobufjs classes without types; the surface used here is small.
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
+// onnx-proto's generated create() types want Long and enum instances where the wire format
+// takes plain numbers; the builder writes literals, so it goes through an untyped handle.
+// biome-ignore lint/suspicious/noExplicitAny: see above; readOnnxMetadata uses the typed API.
 const { onnx } = require('onnx-proto') as { onnx: any };
 
 const T = { FLOAT: 1, UINT8: 2, INT8: 3, INT32: 6, INT64: 7, BOOL: 9, FLOAT16: 10, DOUBLE: 11 } as const;

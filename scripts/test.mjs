@@ -3,7 +3,8 @@
 //   1. redis-server is present (installed with apt-get when missing and we are root)
 //   2. typecheck (tsc -p .)
 //   3. layering (scripts/check-layers.mjs)
-//   4. vitest run, with any extra arguments passed through: `npm test -- infra/dev`
+//   4. lint and formatting (biome ci: reports, never rewrites)
+//   5. vitest run, with any extra arguments passed through: `npm test -- infra/dev`
 // Every step runs even when an earlier one fails, so one CI run shows every problem; the exit
 // code is the first non-zero one.
 import { spawn } from 'node:child_process';
@@ -46,6 +47,7 @@ const steps = [
   ['redis-server', ensureRedis],
   ['typecheck: tsc -p .', () => run(bin('tsc'), ['-p', '.'])],
   ['layering: scripts/check-layers.mjs', () => run(process.execPath, [path.join(root, 'scripts', 'check-layers.mjs')])],
+  ['lint and format: biome ci', () => run(bin('biome'), ['ci', '.'])],
   ['tests: vitest run', () => run(bin('vitest'), ['run', ...process.argv.slice(2)])],
 ];
 

@@ -31,7 +31,11 @@ function cli(...args: string[]): Promise<{ code: number | null; stdout: string; 
 }
 
 beforeAll(async () => {
-  await createModelRegistry({ store, prefix: config.s3.prefix }).publish({ name: 'cli-model', version: '3', bytes: buildMlpModel({ features: 4, hidden: 4, layers: 1 }) });
+  await createModelRegistry({ store, prefix: config.s3.prefix }).publish({
+    name: 'cli-model',
+    version: '3',
+    bytes: buildMlpModel({ features: 4, hidden: 4, layers: 1 }),
+  });
 });
 
 afterAll(async () => {
@@ -44,7 +48,12 @@ it('deploy stores the deployment, defaulting to the latest version', async () =>
   expect(res.stderr).toBe('');
   expect(res.code).toBe(0);
   expect(res.stdout).toContain('deployed cli-model@3');
-  expect(await createDeploymentStore(redis, config.queuePrefix).get('cli-model')).toMatchObject({ version: '3', min: 2, max: 4, standby: 0 });
+  expect(await createDeploymentStore(redis, config.queuePrefix).get('cli-model')).toMatchObject({
+    version: '3',
+    min: 2,
+    max: 4,
+    standby: 0,
+  });
   const list = await cli('deployments');
   expect(list.stdout).toMatch(/cli-model\t3\tmin=2 max=4 standby=0/);
 });

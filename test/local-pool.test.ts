@@ -74,13 +74,21 @@ it('keeps min workers per deployment, restarts crashes, rolls versions after the
   // New version: new workers start, old ones stay while their queue still holds jobs.
   deployments = [deployment('a', '2', 2), deployment('b', '1', 0)];
   await pool.reconcile();
-  const oldPids = pool.snapshot().filter((c) => c.model === 'a' && c.version === '1').map((c) => c.pid);
+  const oldPids = pool
+    .snapshot()
+    .filter((c) => c.model === 'a' && c.version === '1')
+    .map((c) => c.pid);
   expect(oldPids).toHaveLength(2);
   expect(pool.snapshot().filter((c) => c.model === 'a' && c.version === '2')).toHaveLength(2);
 
   depth.set('a@1', 0);
   await pool.reconcile();
-  expect(pool.snapshot().filter((c) => c.model === 'a').map((c) => c.version)).toEqual(['2', '2']);
+  expect(
+    pool
+      .snapshot()
+      .filter((c) => c.model === 'a')
+      .map((c) => c.version),
+  ).toEqual(['2', '2']);
   await until(() => oldPids.every((pid) => !alive(pid)));
 
   // A removed deployment's workers are retired.

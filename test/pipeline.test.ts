@@ -33,7 +33,8 @@ beforeAll(async () => {
   await stack.registry.publish({ name: 'multi', version: '1', bytes: buildMultiTypeModel(), maxBatch: 16 });
   await stack.registry.publish({ name: 'lookup', version: '1', bytes: buildGatherModel(), maxBatch: 16 });
   await stack.registry.publish({ name: 'half', version: '1', bytes: buildFp16Model(), maxBatch: 8 });
-  for (const model of ['scorer', 'multi', 'lookup', 'half']) await stack.deployments.put({ model, version: '1', min: 1, max: 1, standby: 0 });
+  for (const model of ['scorer', 'multi', 'lookup', 'half'])
+    await stack.deployments.put({ model, version: '1', min: 1, max: 1, standby: 0 });
   // Large batch-wait so concurrent single-row jobs visibly share forward passes.
   await stack.startWorker('scorer', '1', { BATCH_MAX_WAIT_MS: '50' });
   await stack.startWorker('multi', '1');
@@ -57,7 +58,9 @@ describe('publish → deploy → submit → results', () => {
     const all = [...singles, ...multis];
     const accepted = await Promise.all(
       all.map(async (rows) => {
-        const res = await submit('scorer', { inputs: [{ name: 'features', shape: [rows.length, F], datatype: 'FP32', data: rows.flat() }] });
+        const res = await submit('scorer', {
+          inputs: [{ name: 'features', shape: [rows.length, F], datatype: 'FP32', data: rows.flat() }],
+        });
         expect(res.status).toBe(202);
         const body = (await res.json()) as { id: string; status: string };
         expect(body.status).toBe('queued');
@@ -73,7 +76,9 @@ describe('publish → deploy → submit → results', () => {
       expect(outputs[0]?.shape).toEqual([rows.length, 1]);
       expect(outputs[0]?.datatype).toBe('FP32');
       const want = await expected(rows);
-      outputs[0]!.data.forEach((v, k) => expect(v).toBeCloseTo(want[k]!, 5));
+      outputs[0]!.data.forEach((v, k) => {
+        expect(v).toBeCloseTo(want[k]!, 5);
+      });
     }
     const batchRows = finished.slice(0, singles.length).map((j) => (j.timings as { batchRows: number }).batchRows);
     expect(Math.max(...batchRows)).toBeGreaterThan(1);
@@ -114,7 +119,9 @@ describe('publish → deploy → submit → results', () => {
       n: new ort.Tensor('int32', Int32Array.from([21, -4]), [2, 1]),
     });
     await session.release();
-    (byName.y!.data as number[]).forEach((v, k) => expect(v).toBeCloseTo((ref.y!.data as Float32Array)[k]!, 5));
+    (byName.y!.data as number[]).forEach((v, k) => {
+      expect(v).toBeCloseTo((ref.y!.data as Float32Array)[k]!, 5);
+    });
     expect(byName.ids_next).toMatchObject({ datatype: 'INT64', data: [2, 3, 4, '9007199254740994', 6, 7] });
     expect(byName.mask_not).toMatchObject({ datatype: 'BOOL', data: [false, true, false, true, true, false] });
     expect(byName.n_double).toMatchObject({ datatype: 'INT32', data: [42, -8] });
@@ -150,11 +157,28 @@ describe('bad input', () => {
   const good = () => ({ inputs: [{ name: 'features', shape: [1, F], datatype: 'FP32', data: row(1) }] });
   const cases: Array<[string, () => RequestInit, number, string]> = [
     ['wrong input name', () => ({ body: JSON.stringify({ inputs: [{ ...good().inputs[0], name: 'feature' }] }) }), 400, 'unknown_input'],
-    ['shape/data mismatch', () => ({ body: JSON.stringify({ inputs: [{ ...good().inputs[0], shape: [2, F] }] }) }), 400, 'data_length_mismatch'],
-    ['wrong trailing dim', () => ({ body: JSON.stringify({ inputs: [{ ...good().inputs[0], shape: [2, F / 2] }] }) }), 400, 'shape_mismatch'],
+    [
+      'shape/data mismatch',
+      () => ({ body: JSON.stringify({ inputs: [{ ...good().inputs[0], shape: [2, F] }] }) }),
+      400,
+      'data_length_mismatch',
+    ],
+    [
+      'wrong trailing dim',
+      () => ({ body: JSON.stringify({ inputs: [{ ...good().inputs[0], shape: [2, F / 2] }] }) }),
+      400,
+      'shape_mismatch',
+    ],
     ['wrong dtype', () => ({ body: JSON.stringify({ inputs: [{ ...good().inputs[0], datatype: 'INT64' }] }) }), 400, 'datatype_mismatch'],
     ['malformed JSON', () => ({ body: '{"inputs": [' }), 400, 'malformed_json'],
-    ['oversized body', () => ({ body: JSON.stringify({ inputs: [{ name: 'features', shape: [1, 1], datatype: 'FP32', data: new Array(3_000_000).fill(0.5) }] }) }), 413, 'body_too_large'],
+    [
+      'oversized body',
+      () => ({
+        body: JSON.stringify({ inputs: [{ name: 'features', shape: [1, 1], datatype: 'FP32', data: new Array(3_000_000).fill(0.5) }] }),
+      }),
+      413,
+      'body_too_large',
+    ],
   ];
   for (const [name, init, status, code] of cases) {
     it(`${name} → ${status} ${code}`, async () => {
@@ -182,7 +206,14 @@ describe('bad input', () => {
     // Gather indices outside [-8, 8) pass validation (they are valid INT64) but fail the forward pass.
     const idx = [1, 2, 3, 99, 4, 5, 6, 7];
     const ids = await Promise.all(
-      idx.map(async (i) => ((await (await submit('lookup', { inputs: [{ name: 'idx', shape: [1, 1], datatype: 'INT64', data: [i] }] })).json()) as { id: string }).id),
+      idx.map(
+        async (i) =>
+          (
+            (await (await submit('lookup', { inputs: [{ name: 'idx', shape: [1, 1], datatype: 'INT64', data: [i] }] })).json()) as {
+              id: string;
+            }
+          ).id,
+      ),
     );
     const jobs = await Promise.all(ids.map((id) => waitForJob(stack, id)));
     jobs.forEach((job, k) => {

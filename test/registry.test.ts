@@ -78,7 +78,10 @@ describe('S3 object store', () => {
     for (let i = 0; i < 7; i++) await store.put(`${prefix}/k${i}`, `v${i}`);
     const big = Buffer.alloc(6 * 1024 * 1024 + 17, 3);
     await store.put(`${prefix}/stream`, Readable.from([big.subarray(0, 1000), big.subarray(1000)]));
-    expect((await store.list(`${prefix}/`)).map((o) => o.key)).toEqual([...[0, 1, 2, 3, 4, 5, 6].map((i) => `${prefix}/k${i}`), `${prefix}/stream`]);
+    expect((await store.list(`${prefix}/`)).map((o) => o.key)).toEqual([
+      ...[0, 1, 2, 3, 4, 5, 6].map((i) => `${prefix}/k${i}`),
+      `${prefix}/stream`,
+    ]);
     expect((await store.head(`${prefix}/stream`))?.sizeBytes).toBe(big.length);
     expect(sha256(await readAll((await store.get(`${prefix}/stream`))!))).toBe(sha256(big));
     expect(Buffer.from((await store.getBytes(`${prefix}/k3`))!).toString()).toBe('v3');
@@ -302,7 +305,22 @@ describe('warmpool models', () => {
     const file = path.join(tmpRoot, `${uniqueId('model')}.onnx`);
     await fs.writeFile(file, buildGatherModel());
 
-    expect(await run('publish', file, '--name', 'gather', '--version', '3', '--max-batch', '16', '--warmup-batches', '8,1', '--label', 'team=ml')).toBe(0);
+    expect(
+      await run(
+        'publish',
+        file,
+        '--name',
+        'gather',
+        '--version',
+        '3',
+        '--max-batch',
+        '16',
+        '--warmup-batches',
+        '8,1',
+        '--label',
+        'team=ml',
+      ),
+    ).toBe(0);
     expect((await registry.getManifest('gather', '3')).batching).toEqual({ maxBatch: 16, warmupBatches: [1, 8] });
 
     lines.length = 0;
@@ -326,7 +344,9 @@ describe('warmpool models', () => {
     ]) {
       lines.length = 0;
       expect(await run(...bad)).toBe(2);
-      expect(lines[0]).toMatch(/^error: (--name is required|--max-batch must be a positive integer|no such file: .*missing\.onnx|Unknown option '--bogus'|unknown models subcommand)/);
+      expect(lines[0]).toMatch(
+        /^error: (--name is required|--max-batch must be a positive integer|no such file: .*missing\.onnx|Unknown option '--bogus'|unknown models subcommand)/,
+      );
     }
   });
 });

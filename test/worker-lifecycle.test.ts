@@ -58,7 +58,7 @@ async function withQueue<T>(model: string, fn: (queue: Queue) => Promise<T>): Pr
 /** Waits until the worker holds jobs and has finished some: mid-stream, a batch in its pass. */
 function midStream(model: string): Promise<string[]> {
   return withQueue(model, async (queue) => {
-    for (let tries = 0; tries < 2000; tries++) {
+    for (let tries = 0; tries < 6000; tries++) {
       const [active, completed] = await Promise.all([queue.getActive(), queue.getCompletedCount()]);
       if (active.length > 0 && completed > 0) return active.map((j) => j.id as string);
       await new Promise((r) => setTimeout(r, 10));
@@ -68,9 +68,9 @@ function midStream(model: string): Promise<string[]> {
 }
 
 it('a worker killed with SIGKILL mid-batch loses no job', async () => {
-  const first = await stack.startWorker('slow', '1', { INTRA_OP_THREADS: '1' });
-  await stack.waitForWorkers('slow', 'active');
+  // Queue everything first, then start the worker: the kill then lands mid-stream for sure.
   const ids = await submitMany('slow', 300);
+  const first = await stack.startWorker('slow', '1', { INTRA_OP_THREADS: '1' });
   const running = await midStream('slow');
   expect(running.length).toBeGreaterThan(0);
   first.kill('SIGKILL');
@@ -83,10 +83,10 @@ it('a worker killed with SIGKILL mid-batch loses no job', async () => {
 }, 180_000);
 
 it('SIGTERM drains: held jobs finish, the worker exits 0, the rest wait for the next worker', async () => {
-  const first = await stack.startWorker('slow-drain', '1', { INTRA_OP_THREADS: '1' });
-  await stack.waitForWorkers('slow-drain', 'active');
-  // Heavier jobs (8 rows each) so that plenty are still queued when the signal lands.
+  // Heavier jobs (8 rows each), all queued before the worker starts, so that plenty are still
+  // queued when the signal lands.
   const ids = await submitMany('slow-drain', 300, 8);
+  const first = await stack.startWorker('slow-drain', '1', { INTRA_OP_THREADS: '1' });
   const held = await midStream('slow-drain');
   expect(held.length).toBeGreaterThan(0);
   first.kill('SIGTERM');
@@ -98,7 +98,7 @@ it('SIGTERM drains: held jobs finish, the worker exits 0, the rest wait for the 
     expect(await queue.getActiveCount()).toBe(0);
     expect(await queue.getFailedCount()).toBe(0);
     for (const id of held) expect(await queue.getJobState(id)).toBe('completed');
-    expect(await queue.getWaitingCount() + (await queue.getPrioritizedCount())).toBeGreaterThan(0);
+    expect((await queue.getWaitingCount()) + (await queue.getPrioritizedCount())).toBeGreaterThan(0);
   });
 
   await stack.startWorker('slow-drain', '1', { INTRA_OP_THREADS: '1' });

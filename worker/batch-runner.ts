@@ -19,9 +19,7 @@ export interface SliceResult {
   batchRows: number;
 }
 
-export interface BatchObserver {
-  (e: { rows: number; items: number; inferMs: number }): void;
-}
+export type BatchObserver = (e: { rows: number; items: number; inferMs: number }) => void;
 
 export function createBatchRunner(
   engine: InferenceEngine,

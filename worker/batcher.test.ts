@@ -59,12 +59,16 @@ async function prime(batcher: Batcher<Item, string>): Promise<void> {
 /** Settled state of promises, without waiting for them. */
 function track<T>(promises: Promise<T>[]) {
   const states: Array<'pending' | 'resolved' | 'rejected'> = promises.map(() => 'pending');
-  promises.forEach((p, i) =>
+  promises.forEach((p, i) => {
     p.then(
-      () => (states[i] = 'resolved'),
-      () => (states[i] = 'rejected'),
-    ),
-  );
+      () => {
+        states[i] = 'resolved';
+      },
+      () => {
+        states[i] = 'rejected';
+      },
+    );
+  });
   return states;
 }
 

@@ -198,8 +198,14 @@ class MicroBatcher<I, O> implements Batcher<I, O> {
     };
     return {
       ...entry,
-      resolve: (result) => (done(), entry.resolve(result)),
-      reject: (err) => (done(), entry.reject(err)),
+      resolve: (result) => {
+        done();
+        entry.resolve(result);
+      },
+      reject: (err) => {
+        done();
+        entry.reject(err);
+      },
     };
   }
 
@@ -213,7 +219,10 @@ class MicroBatcher<I, O> implements Batcher<I, O> {
   private pump(trigger?: 'timer' | 'slot'): void {
     while (this.pending.length > 0 && this.running < this.maxInFlight) {
       const reason = this.dueReason(trigger);
-      if (!reason) return this.armTimer();
+      if (!reason) {
+        this.armTimer();
+        return;
+      }
       this.flush(reason);
       trigger = undefined; // leftovers are judged on their own
     }
@@ -228,7 +237,8 @@ class MicroBatcher<I, O> implements Batcher<I, O> {
     const wait = this.adaptiveWait();
     if (wait === 0) return 'idle';
     // Already waited long enough (say, leftovers of an earlier batch): no zero-length timer.
-    if (this.clock.now() - this.pending[0]!.admittedAt >= wait) return 'timer';
+    const oldest = this.pending[0];
+    if (oldest && this.clock.now() - oldest.admittedAt >= wait) return 'timer';
     return undefined;
   }
 
@@ -296,7 +306,8 @@ class MicroBatcher<I, O> implements Batcher<I, O> {
 
   private admitHeldBack(now: number): void {
     while (this.heldBack.length > 0 && this.rowsPending < this.maxPendingRows) {
-      this.admit(this.heldBack.shift()!, now);
+      const next = this.heldBack.shift();
+      if (next) this.admit(next, now);
     }
   }
 
@@ -317,7 +328,11 @@ class MicroBatcher<I, O> implements Batcher<I, O> {
         sumRows(entries),
       );
     } catch (err) {
-      if (entries.length === 1) return entries[0]!.reject(err);
+      const [only] = entries;
+      if (entries.length === 1 && only) {
+        only.reject(err);
+        return;
+      }
       const half = Math.ceil(entries.length / 2);
       await this.runIsolated(entries.slice(0, half));
       await this.runIsolated(entries.slice(half));
@@ -329,7 +344,9 @@ class MicroBatcher<I, O> implements Batcher<I, O> {
       for (const entry of entries) entry.reject(err);
       return;
     }
-    entries.forEach((entry, i) => entry.resolve(results[i] as O));
+    entries.forEach((entry, i) => {
+      entry.resolve(results[i] as O);
+    });
   }
 }
 

@@ -10,7 +10,6 @@ import type { HeartbeatPayload } from '../infra/worker-states.ts';
 
 export type { HeartbeatPayload };
 
-
 export interface HeartbeatOptions {
   redis: Redis;
   key: string;

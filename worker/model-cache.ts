@@ -74,7 +74,9 @@ export function createModelCache(options: ModelCacheOptions): ModelCache {
     ensure(manifest) {
       if (!SHA256_HEX.test(manifest.sha256)) {
         // It names a file on disk: refuse anything that is not a plain digest.
-        return Promise.reject(new IntegrityError('invalid_manifest', `manifest sha256 ${JSON.stringify(manifest.sha256)} is not a hex SHA-256 digest`));
+        return Promise.reject(
+          new IntegrityError('invalid_manifest', `manifest sha256 ${JSON.stringify(manifest.sha256)} is not a hex SHA-256 digest`),
+        );
       }
       const pending = inFlight.get(manifest.sha256);
       if (pending) return pending;
@@ -96,7 +98,13 @@ async function cachedFileVerifies(file: string, manifest: CachedModel, fullCheck
   const sha256 = sizeOk && fullCheck ? await hashFile(file) : manifest.sha256;
   if (sizeOk && sha256 === manifest.sha256) return true;
   log?.warn(
-    { file, expectedSize: manifest.sizeBytes, actualSize: stat.size, expectedSha256: manifest.sha256, actualSha256: sizeOk ? sha256 : undefined },
+    {
+      file,
+      expectedSize: manifest.sizeBytes,
+      actualSize: stat.size,
+      expectedSha256: manifest.sha256,
+      actualSha256: sizeOk ? sha256 : undefined,
+    },
     'cached model does not match its manifest; downloading it again',
   );
   await fs.rm(file, { force: true });
@@ -153,10 +161,7 @@ async function writeHashed(
 
 function verify(manifest: CachedModel, actual: { sha256: string; sizeBytes: number }): void {
   if (actual.sizeBytes === manifest.sizeBytes && actual.sha256 === manifest.sha256) return;
-  const sizePart =
-    actual.sizeBytes > manifest.sizeBytes
-      ? `more than ${manifest.sizeBytes} bytes`
-      : `${actual.sizeBytes} bytes`;
+  const sizePart = actual.sizeBytes > manifest.sizeBytes ? `more than ${manifest.sizeBytes} bytes` : `${actual.sizeBytes} bytes`;
   throw new IntegrityError(
     'checksum_mismatch',
     `model ${manifest.name} version ${manifest.version} failed verification: expected sha256 ${manifest.sha256} and ${manifest.sizeBytes} bytes, ` +

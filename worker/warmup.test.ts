@@ -119,7 +119,15 @@ describe('runWarmup', () => {
   it('picks the best rows/s within the latency budget and reloads the winning thread count', async () => {
     // 2 threads: 2 ms + 0.5 ms/row; 1 thread: 2 ms + 1 ms/row. Within 6 ms the best is 8 rows on 2 threads.
     const o = observed(engine, (batch, threads) => 2 + batch * (threads === 2 ? 0.5 : 1));
-    const profile = await runWarmup({ ...base, engine: o.engine, modelPath: paths.mlp ?? '', manifest: MLP, threadCandidates: [2, 1], latencyBudgetMs: 6, clock: o.clock });
+    const profile = await runWarmup({
+      ...base,
+      engine: o.engine,
+      modelPath: paths.mlp ?? '',
+      manifest: MLP,
+      threadCandidates: [2, 1],
+      latencyBudgetMs: 6,
+      clock: o.clock,
+    });
     expect(profile.threads).toBe(2);
     expect(profile.chosenBatch).toBe(8);
     expect(profile.rowsPerS).toBeCloseTo(8 / 0.006, 6);
@@ -131,7 +139,15 @@ describe('runWarmup', () => {
 
   it('takes the smallest batch at the lowest-latency thread count when nothing fits the budget', async () => {
     const o = observed(engine, (batch, threads) => 5 + batch * (threads === 1 ? 0.5 : 1));
-    const profile = await runWarmup({ ...base, engine: o.engine, modelPath: paths.mlp ?? '', manifest: MLP, threadCandidates: [1, 4], latencyBudgetMs: 1, clock: o.clock });
+    const profile = await runWarmup({
+      ...base,
+      engine: o.engine,
+      modelPath: paths.mlp ?? '',
+      manifest: MLP,
+      threadCandidates: [1, 4],
+      latencyBudgetMs: 1,
+      clock: o.clock,
+    });
     expect(profile).toMatchObject({ threads: 1, chosenBatch: 1 });
     expect(o.loads.at(-1)?.intraOpThreads).toBe(1);
   });

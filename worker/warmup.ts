@@ -114,7 +114,13 @@ function loadWith(options: WarmupOptions, threads: number) {
   return options.engine.load(options.modelPath, { executionProviders: options.executionProviders, intraOpThreads: threads });
 }
 
-async function measureBatch(engine: InferenceEngine, manifest: ModelManifest, batch: number, iterations: number, clock: Pick<Clock, 'now'>): Promise<BatchProfileEntry> {
+async function measureBatch(
+  engine: InferenceEngine,
+  manifest: ModelManifest,
+  batch: number,
+  iterations: number,
+  clock: Pick<Clock, 'now'>,
+): Promise<BatchProfileEntry> {
   // Inputs are built before the clock starts: each run detaches the buffers it is given.
   await engine.run(representativeInputs(manifest, batch));
   const samples: number[] = [];
@@ -150,7 +156,8 @@ function choose(candidates: BatchProfile['candidates'], latencyBudgetMs: number)
   for (const { threads, entries } of candidates) {
     for (const entry of entries) {
       if (entry.p95Ms > latencyBudgetMs) continue;
-      const better = !best || entry.rowsPerS > best.entry.rowsPerS || (entry.rowsPerS === best.entry.rowsPerS && entry.batch < best.entry.batch);
+      const better =
+        !best || entry.rowsPerS > best.entry.rowsPerS || (entry.rowsPerS === best.entry.rowsPerS && entry.batch < best.entry.batch);
       if (better) best = { threads, entry };
     }
   }
@@ -204,7 +211,13 @@ function syntheticTensor(spec: TensorSpec, rows: number): EngineTensor {
     case 'uint64':
       return { type, dims, data: new BigUint64Array(n) };
     default:
-      return { type, dims, data: new { int8: Int8Array, uint8: Uint8Array, int16: Int16Array, uint16: Uint16Array, int32: Int32Array, uint32: Uint32Array }[type](n) };
+      return {
+        type,
+        dims,
+        data: new { int8: Int8Array, uint8: Uint8Array, int16: Int16Array, uint16: Uint16Array, int32: Int32Array, uint32: Uint32Array }[
+          type
+        ](n),
+      };
   }
 }
 

@@ -8,7 +8,9 @@ const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
 export async function readJson(c: Context): Promise<unknown> {
   const type = c.req.header('content-type') ?? '';
   if (!JSON_TYPE.test(type)) {
-    throw new InvalidInputError('unsupported_media_type', `send the body as application/json (got ${type || 'no content type'})`, { status: 415 });
+    throw new InvalidInputError('unsupported_media_type', `send the body as application/json (got ${type || 'no content type'})`, {
+      status: 415,
+    });
   }
   const text = await c.req.text();
   try {

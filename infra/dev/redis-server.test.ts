@@ -94,11 +94,7 @@ describe('ensureRedisServer when redis-server is missing', () => {
     const bin = await mkdtemp(path.join(dir, 'bin-'));
     const callLog = path.join(bin, 'calls.log');
     const install = installs ? `ln -s '${realBinary}' '${bin}/redis-server'` : 'true';
-    const script = [
-      '#!/bin/sh',
-      `echo "$DEBIAN_FRONTEND $*" >> '${callLog}'`,
-      `if [ "$1" = install ]; then ${install}; fi`,
-    ].join('\n');
+    const script = ['#!/bin/sh', `echo "$DEBIAN_FRONTEND $*" >> '${callLog}'`, `if [ "$1" = install ]; then ${install}; fi`].join('\n');
     await writeFile(path.join(bin, 'apt-get'), `${script}\n`, { mode: 0o755 });
     const calls = async () => (await readFile(callLog, 'utf8')).trim().split('\n');
     return { dirs: [bin], calls };

@@ -155,13 +155,20 @@ export async function startRedisServer(options: StartRedisOptions): Promise<Redi
 
 async function startOn(options: StartRedisOptions, host: string, port: number): Promise<RedisServerHandle> {
   const args = [
-    '--port', String(port),
-    '--bind', host,
-    '--save', '',
-    '--appendonly', 'no',
-    '--dir', options.dir,
-    '--protected-mode', 'no',
-    '--daemonize', 'no',
+    '--port',
+    String(port),
+    '--bind',
+    host,
+    '--save',
+    '',
+    '--appendonly',
+    'no',
+    '--dir',
+    options.dir,
+    '--protected-mode',
+    'no',
+    '--daemonize',
+    'no',
   ];
   const child = spawn(options.binary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   const output = collectOutput(child);
@@ -212,7 +219,7 @@ async function waitUntilReady(
   const deadline = Date.now() + STARTUP_TIMEOUT_MS;
   const died = exited.then((info) => {
     if (done) return;
-    const status = info.error?.message ?? (info.signal ?? `exit code ${info.code}`);
+    const status = info.error?.message ?? info.signal ?? `exit code ${info.code}`;
     throw new Error(`redis-server exited during start-up (${status}):\n${output()}`);
   });
   const ready = (async () => {

@@ -46,7 +46,9 @@ export async function deployMain(command: 'deploy' | 'deployments', args: string
       max: values.max === undefined ? Math.max(min, 1) : toInt('--max', values.max),
       standby: toInt('--standby', values.standby),
     });
-    process.stdout.write(`deployed ${deployment.model}@${deployment.version} (min ${deployment.min}, max ${deployment.max}, standby ${deployment.standby})\n`);
+    process.stdout.write(
+      `deployed ${deployment.model}@${deployment.version} (min ${deployment.min}, max ${deployment.max}, standby ${deployment.standby})\n`,
+    );
     return 0;
   } catch (err) {
     if (err instanceof InvalidInputError || err instanceof NotFoundError) {
@@ -62,6 +64,7 @@ export async function deployMain(command: 'deploy' | 'deployments', args: string
 
 function toInt(flag: string, raw: string | undefined): number {
   const n = Number(raw);
-  if (!Number.isInteger(n) || n < 0) throw new InvalidInputError('invalid_argument', `${flag} must be a non-negative integer (got "${raw}")`);
+  if (!Number.isInteger(n) || n < 0)
+    throw new InvalidInputError('invalid_argument', `${flag} must be a non-negative integer (got "${raw}")`);
   return n;
 }

@@ -114,12 +114,13 @@ type Options = NonNullable<Parameters<typeof parseArgs>[0]>['options'];
 
 /** parseArgs in strict mode, with its errors turned into usage errors. */
 function parse<O extends Options>(args: string[], options: O, maxPositionals = Infinity) {
-  let parsed;
-  try {
-    parsed = parseArgs({ args, options, allowPositionals: true, strict: true });
-  } catch (err) {
-    throw new UsageError((err as Error).message);
-  }
+  const parsed = (() => {
+    try {
+      return parseArgs({ args, options, allowPositionals: true, strict: true });
+    } catch (err) {
+      throw new UsageError((err as Error).message);
+    }
+  })();
   if (parsed.positionals.length > maxPositionals) {
     throw new UsageError(`unexpected arguments: ${parsed.positionals.slice(maxPositionals).join(' ')}`);
   }
@@ -150,7 +151,10 @@ function parsePositiveInt(raw: string, flag: string): number {
 }
 
 function parseIntList(raw: string, flag: string): number[] {
-  const parts = raw.split(',').map((p) => p.trim()).filter(Boolean);
+  const parts = raw
+    .split(',')
+    .map((p) => p.trim())
+    .filter(Boolean);
   if (parts.length === 0) throw new UsageError(`${flag} needs comma-separated batch sizes, e.g. 1,8,32`);
   return parts.map((p) => parsePositiveInt(p, flag));
 }

@@ -78,7 +78,11 @@ let counter = 0;
  * parallel test workers; the counter, across calls in one.
  */
 export function uniqueId(label: string): string {
-  const safe = label.replace(/[^A-Za-z0-9_-]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 24) || 't';
+  const safe =
+    label
+      .replace(/[^A-Za-z0-9_-]+/g, '-')
+      .replace(/^-+|-+$/g, '')
+      .slice(0, 24) || 't';
   return `${safe}-${randomBytes(4).toString('hex')}-${(counter++).toString(36)}`;
 }
 

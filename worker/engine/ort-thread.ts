@@ -35,7 +35,21 @@ export type ThreadResponse =
   | { id: number; ok: false; message: string };
 
 const SEVERITY: Record<OrtLogLevel, 0 | 1 | 2 | 3 | 4> = { verbose: 0, info: 1, warning: 2, error: 3, fatal: 4 };
-const DTYPES = new Set<string>(['float32', 'float16', 'float64', 'int8', 'uint8', 'int16', 'uint16', 'int32', 'uint32', 'int64', 'uint64', 'bool', 'string']);
+const DTYPES = new Set<string>([
+  'float32',
+  'float16',
+  'float64',
+  'int8',
+  'uint8',
+  'int16',
+  'uint16',
+  'int32',
+  'uint32',
+  'int64',
+  'uint64',
+  'bool',
+  'string',
+]);
 
 const port = parentPort;
 if (!port) throw new Error('ort-thread.ts runs only as a worker thread (see thread-engine.ts)');
@@ -97,14 +111,22 @@ async function load(modelPath: string, options: EngineLoadOptions): Promise<Thre
   const previous = session;
   session = created;
   await previous?.release();
-  return { inputNames: [...created.inputNames], outputNames: [...created.outputNames], loadMs: performance.now() - started, executionProviders: providers };
+  return {
+    inputNames: [...created.inputNames],
+    outputNames: [...created.outputNames],
+    loadMs: performance.now() - started,
+    executionProviders: providers,
+  };
 }
 
 /**
  * ORT refuses the whole session when one listed provider cannot be set up (e.g. CUDA libraries
  * missing), so drop providers from the front until one list works; 'cpu' is always the last.
  */
-async function createWithFallback(modelPath: string, options: EngineLoadOptions): Promise<{ created: ort.InferenceSession; providers: string[] }> {
+async function createWithFallback(
+  modelPath: string,
+  options: EngineLoadOptions,
+): Promise<{ created: ort.InferenceSession; providers: string[] }> {
   const accelerators = [...new Set(options.executionProviders.map((p) => p.trim().toLowerCase()))].filter((p) => p !== '' && p !== 'cpu');
   for (let skip = 0; ; skip++) {
     const providers = [...accelerators.slice(skip), 'cpu'];
@@ -126,7 +148,9 @@ async function run(inputs: Record<string, EngineTensor>, outputNames?: string[])
   if (!session) throw new Error('no model loaded: call load() first');
   const feeds: Record<string, ort.Tensor> = {};
   for (const [name, t] of Object.entries(inputs)) feeds[name] = new ort.Tensor(t.type, t.data, t.dims);
-  const results = outputNames ? await session.run(feeds, outputNames, { logSeverityLevel: severity }) : await session.run(feeds, { logSeverityLevel: severity });
+  const results = outputNames
+    ? await session.run(feeds, outputNames, { logSeverityLevel: severity })
+    : await session.run(feeds, { logSeverityLevel: severity });
   const outputs: Record<string, EngineTensor> = {};
   for (const [name, value] of Object.entries(results)) outputs[name] = toEngineTensor(name, value as ort.Tensor);
   return outputs;

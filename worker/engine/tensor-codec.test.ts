@@ -32,7 +32,12 @@ const SAMPLES: Record<Datatype, OipTensor['data']> = {
   BYTES: ['a', '', 'héllo', '0'],
 };
 
-const tensor = (datatype: Datatype, data: OipTensor['data'], shape = [2, data.length / 2]): OipTensor => ({ name: 't', shape, datatype, data });
+const tensor = (datatype: Datatype, data: OipTensor['data'], shape = [2, data.length / 2]): OipTensor => ({
+  name: 't',
+  shape,
+  datatype,
+  data,
+});
 
 describe('datatype mapping', () => {
   it('maps every OIP datatype to an engine dtype and back', () => {
@@ -173,8 +178,16 @@ describe('concatRows / sliceRows / splitRows', () => {
   });
 
   it('concatenates strings and bools', () => {
-    expect(concatRows([{ type: 'string', dims: [1], data: ['a'] }, { type: 'string', dims: [2], data: ['b', 'c'] }]).data).toEqual(['a', 'b', 'c']);
-    const bools = concatRows([{ type: 'bool', dims: [1, 2], data: new Uint8Array([1, 0]) }, { type: 'bool', dims: [1, 2], data: new Uint8Array([0, 1]) }]);
+    expect(
+      concatRows([
+        { type: 'string', dims: [1], data: ['a'] },
+        { type: 'string', dims: [2], data: ['b', 'c'] },
+      ]).data,
+    ).toEqual(['a', 'b', 'c']);
+    const bools = concatRows([
+      { type: 'bool', dims: [1, 2], data: new Uint8Array([1, 0]) },
+      { type: 'bool', dims: [1, 2], data: new Uint8Array([0, 1]) },
+    ]);
     expect(bools).toEqual({ type: 'bool', dims: [2, 2], data: new Uint8Array([1, 0, 0, 1]) });
   });
 
@@ -213,12 +226,15 @@ describe('forTransfer', () => {
     expect(tensors.a?.data).toBe(whole);
     expect(tensors.b?.data).not.toBe(view);
     expect(Array.from(tensors.b?.data as Float32Array)).toEqual([7, 8]);
-    expect(transfer).toEqual([whole.buffer, (tensors.b?.data as Float32Array).buffer]);
+    expect(transfer).toEqual([whole.buffer, (tensors.b!.data as Float32Array).buffer]);
   });
 
   it('lists a buffer once when two tensors share it', () => {
     const shared = new Int32Array([1, 2]);
-    const { transfer, tensors } = forTransfer({ a: { type: 'int32', dims: [2], data: shared }, b: { type: 'int32', dims: [2], data: shared } });
+    const { transfer, tensors } = forTransfer({
+      a: { type: 'int32', dims: [2], data: shared },
+      b: { type: 'int32', dims: [2], data: shared },
+    });
     expect(new Set(transfer).size).toBe(transfer.length);
     expect(tensors.b?.data).toEqual(shared);
   });

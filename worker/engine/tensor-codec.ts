@@ -103,7 +103,10 @@ function checkedShape(t: OipTensor): number[] {
 }
 
 function invalidElement(t: OipTensor, i: number): InvalidInputError {
-  return new InvalidInputError('invalid_data', `input "${t.name}": element ${i} (${JSON.stringify(t.data[i])}) is not a valid ${t.datatype}`);
+  return new InvalidInputError(
+    'invalid_data',
+    `input "${t.name}": element ${i} (${JSON.stringify(t.data[i])}) is not a valid ${t.datatype}`,
+  );
 }
 
 function encodeStrings(t: OipTensor): string[] {
@@ -196,7 +199,15 @@ export function concatRows(parts: EngineTensor[]): EngineTensor {
   });
   const dims = [rows, ...first.dims.slice(1)];
   if (first.type === 'string') return { type: first.type, dims, data: parts.flatMap((p) => p.data as string[]) };
-  return { type: first.type, dims, data: concatNumeric(first.type, parts.map((p) => p.data as NumericData), elementCount(dims)) };
+  return {
+    type: first.type,
+    dims,
+    data: concatNumeric(
+      first.type,
+      parts.map((p) => p.data as NumericData),
+      elementCount(dims),
+    ),
+  };
 }
 
 function concatNumeric(type: Exclude<EngineDtype, 'string'>, parts: NumericData[], length: number): NumericData {

@@ -68,11 +68,17 @@ class WorkerThreadEngine implements ThreadEngine {
         resolve();
       }),
     );
-    this.worker.on('messageerror', (err) => this.end(new Error(`inference thread sent an unreadable message: ${err.message}`, { cause: err })));
+    this.worker.on('messageerror', (err) =>
+      this.end(new Error(`inference thread sent an unreadable message: ${err.message}`, { cause: err })),
+    );
   }
 
   async load(modelPath: string, options: EngineLoadOptions): Promise<ThreadEngineInfo> {
-    const response = await this.call({ op: 'load', modelPath, options: { executionProviders: [...options.executionProviders], intraOpThreads: options.intraOpThreads } });
+    const response = await this.call({
+      op: 'load',
+      modelPath,
+      options: { executionProviders: [...options.executionProviders], intraOpThreads: options.intraOpThreads },
+    });
     if (!('info' in response)) throw new Error('inference thread answered load without info');
     return response.info;
   }
