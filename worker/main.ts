@@ -56,7 +56,14 @@ export async function workerMain(args: string[], config: Config): Promise<number
     store.close();
     return 1;
   }
-  const code = await done;
+  const code = await Promise.race([
+    done,
+    worker.engineLost.catch(async (err: unknown) => {
+      log.error({ err }, 'inference engine lost; exiting so the pool starts a fresh worker');
+      await worker.close();
+      return 1;
+    }),
+  ]);
   store.close();
   return code;
 }

@@ -27,7 +27,7 @@ import type { ModelRegistry } from '../infra/registry.ts';
 import { canTransition, workerKey, type WorkerState } from '../infra/worker-states.ts';
 import { createBatcher, type Batcher } from './batcher.ts';
 import { createBatchRunner, type Slice, type SliceResult } from './batch-runner.ts';
-import type { InferenceEngine } from './engine/engine.ts';
+import { EngineRejectedError, type InferenceEngine } from './engine/engine.ts';
 import { startHeartbeat, type Heartbeat } from './heartbeat.ts';
 import { createIntake } from './intake.ts';
 import { createModelCache } from './model-cache.ts';
@@ -68,6 +68,15 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
   private jobsInFlight = 0;
   private error?: string;
   private closing?: Promise<void>;
+  private lost?: (err: Error) => void;
+  /**
+   * Rejects when the engine dies while serving (its thread crashed): the worker cannot serve
+   * any more and its entry exits non-zero so whoever launched it starts a fresh one. The jobs
+   * it held fail this attempt and BullMQ retries them.
+   */
+  readonly engineLost = new Promise<never>((_, reject) => {
+    this.lost = reject;
+  });
 
   constructor(
     private readonly deps: WorkerDeps,
@@ -75,6 +84,8 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
   ) {
     super({ onListenerError: (err) => deps.log.warn({ err }, 'worker event listener threw') });
     this.lastBeatAt = deps.clock.now();
+    // Whoever runs the worker races this against shutdown; unobserved, it must not crash.
+    this.engineLost.catch(() => undefined);
   }
 
   get currentState(): WorkerState {
@@ -162,7 +173,19 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
       maxRows,
       maxWaitMs: config.worker.batchMaxWaitMs,
       rowsOf: (s) => s.rows,
-      run,
+      run: async (slices, rows) => {
+        try {
+          return await run(slices, rows);
+        } catch (err) {
+          // ORT refusing this data is the job's problem; anything else means the engine is gone.
+          if (!(err instanceof EngineRejectedError) && this.state === 'active') {
+            this.error = `inference engine lost: ${err instanceof Error ? err.message : String(err)}`;
+            this.setState('failed');
+            this.lost?.(err instanceof Error ? err : new Error(String(err)));
+          }
+          throw err;
+        }
+      },
       clock,
     });
     this.intake = createIntake({
