@@ -3,25 +3,11 @@
  * (bullmq-job-queue.ts, registry.ts, deployments.ts) satisfy them structurally, and the tests
  * fake them in a few lines.
  */
-import type { JobData, JobResult, JobStatus, Priority } from '../infra/job-contract.ts';
+import type { JobData, JobView, Priority } from '../infra/job-contract.ts';
 import type { ModelManifest } from '../infra/manifest.ts';
 
 export type { Clock } from '../infra/clock.ts';
-
-export interface JobView {
-  id: string;
-  tenant: string;
-  model: string;
-  version: string;
-  status: JobStatus;
-  result?: JobResult;
-  error?: { code: string; message: string };
-  /** Epoch milliseconds. */
-  createdAt: number;
-  startedAt?: number;
-  finishedAt?: number;
-  attemptsMade: number;
-}
+export type { JobView } from '../infra/job-contract.ts';
 
 export interface JobQueue {
   enqueue(data: JobData, options: { priority: Priority; jobId: string }): Promise<void>;

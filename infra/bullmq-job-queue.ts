@@ -11,22 +11,10 @@ import { Job, Queue, QueueEvents, type JobState } from 'bullmq';
 import { Redis, type RedisOptions } from 'ioredis';
 import { systemClock, type Clock } from './clock.ts';
 import { NotFoundError } from './errors.ts';
-import { PRIORITIES, queueName, type JobData, type JobResult, type JobStatus, type Priority } from './job-contract.ts';
+import { PRIORITIES, queueName, type JobData, type JobResult, type JobStatus, type JobView, type Priority } from './job-contract.ts';
 import { closeRedis, createRedis } from './redis.ts';
 
-export interface JobView {
-  id: string;
-  tenant: string;
-  model: string;
-  version: string;
-  status: JobStatus;
-  result?: JobResult;
-  error?: { code: string; message: string };
-  createdAt: number;
-  startedAt?: number;
-  finishedAt?: number;
-  attemptsMade: number;
-}
+export type { JobView };
 
 export interface BullJobQueueOptions {
   connection: RedisOptions | string;

@@ -44,6 +44,22 @@ export interface JobResult {
 
 export type JobStatus = 'queued' | 'running' | 'succeeded' | 'failed' | 'canceled';
 
+/** A job as the API and tools see it, whatever the queue's own states are. */
+export interface JobView {
+  id: string;
+  tenant: string;
+  model: string;
+  version: string;
+  status: JobStatus;
+  result?: JobResult;
+  error?: { code: string; message: string };
+  /** Epoch milliseconds. */
+  createdAt: number;
+  startedAt?: number;
+  finishedAt?: number;
+  attemptsMade: number;
+}
+
 /** Stable `error.code`s a failed job can carry. */
 export const JOB_ERROR_CODES = ['invalid_input', 'inference_failed', 'deadline_exceeded', 'canceled'] as const;
 
