@@ -49,6 +49,16 @@ const schema = z.object({
   STALLED_INTERVAL_MS: int(1000).default(30_000),
   HEARTBEAT_INTERVAL_MS: int(100).default(2_000),
   HEARTBEAT_TTL_MS: int(500).default(10_000),
+  WEBHOOK_ALLOWED_PRIVATE_HOSTS: z.string().default(''),
+  WEBHOOK_TIMEOUT_MS: int(100, 120_000).default(10_000),
+  /** Delays before each retry, after the first attempt; default ≈ a day, Svix-like. */
+  WEBHOOK_RETRY_SCHEDULE_MS: z
+    .string()
+    .default('5000,300000,1800000,7200000,18000000,36000000,36000000')
+    .refine((v) => v.split(',').every((p) => /^\d+$/.test(p.trim())), 'a comma-separated list of milliseconds'),
+  RATE_LIMIT_RPS: z.coerce.number().positive().default(50),
+  RATE_LIMIT_BURST: int(1).default(100),
+  IDEMPOTENCY_TTL_S: int(60).default(86_400),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 
@@ -78,7 +88,14 @@ export interface Config {
     bodyLimitBytes: number;
     syncTimeoutMs: number;
   };
-  jobs: { retentionS: number; attempts: number };
+  jobs: { retentionS: number; attempts: number; idempotencyTtlS: number };
+  rateLimit: { rps: number; burst: number };
+  webhooks: {
+    /** Host names (not addresses) webhooks may reach even when they resolve to private ranges. */
+    allowedPrivateHosts: string[];
+    timeoutMs: number;
+    retryScheduleMs: number[];
+  };
   worker: {
     executionProviders: string[];
     /** 0 = let warm-up choose among the host's options. */
@@ -150,7 +167,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     queuePrefix: e.QUEUE_PREFIX,
     s3,
     api,
-    jobs: { retentionS: e.JOB_RETENTION_S, attempts: e.JOB_ATTEMPTS },
+    jobs: { retentionS: e.JOB_RETENTION_S, attempts: e.JOB_ATTEMPTS, idempotencyTtlS: e.IDEMPOTENCY_TTL_S },
+    rateLimit: { rps: e.RATE_LIMIT_RPS, burst: e.RATE_LIMIT_BURST },
+    webhooks: {
+      allowedPrivateHosts: e.WEBHOOK_ALLOWED_PRIVATE_HOSTS.split(',')
+        .map((h) => h.trim().toLowerCase())
+        .filter(Boolean),
+      timeoutMs: e.WEBHOOK_TIMEOUT_MS,
+      retryScheduleMs: e.WEBHOOK_RETRY_SCHEDULE_MS.split(',').map((p) => Number(p.trim())),
+    },
     worker: {
       executionProviders: providers.length > 0 ? providers : ['cpu'],
       intraOpThreads: e.INTRA_OP_THREADS,

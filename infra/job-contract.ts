@@ -23,7 +23,20 @@ export interface JobData {
   parameters?: Record<string, unknown>;
   /** OIP request id echoed back, when the caller gave one. */
   requestId?: string;
+  /** Where to deliver this job's events (validated at submit, re-checked at delivery). */
+  webhook?: WebhookSpec;
+  /** The job must start within this many ms of submit, or it fails with deadline_exceeded. */
+  timeoutMs?: number;
   submittedAt: number;
+}
+
+export const WEBHOOK_EVENTS = ['job.started', 'job.succeeded', 'job.failed'] as const;
+export type WebhookEvent = (typeof WEBHOOK_EVENTS)[number];
+
+export interface WebhookSpec {
+  url: string;
+  /** Default: job.succeeded and job.failed. */
+  events: WebhookEvent[];
 }
 
 export interface JobTimings {
