@@ -24,7 +24,14 @@ export interface ApiServer {
   close(): Promise<void>;
 }
 
-export async function startApiServer(config: Config, log: Logger): Promise<ApiServer> {
+export interface ApiRuntime {
+  app: ReturnType<typeof createApp>;
+  /** Closes the connections the app uses; idempotent. */
+  close(): Promise<void>;
+}
+
+/** The app and the connections behind it: shared by the node server and the Lambda entry. */
+export function createApiRuntime(config: Config, log: Logger): ApiRuntime {
   if (config.api.apiKeys.length === 0) log.warn('API_KEYS is empty: every authenticated route will answer 401');
   const redisError = (err: Error) => log.warn({ err: err.message }, 'redis connection error');
   const redis = createRedis(config.redisUrl, {}, redisError);
@@ -57,6 +64,22 @@ export async function startApiServer(config: Config, log: Logger): Promise<ApiSe
     log,
     newId: () => `job_${randomBytes(15).toString('base64url')}`,
   });
+  let closing: Promise<void> | undefined;
+  return {
+    app,
+    close() {
+      closing ??= closeAll([
+        ['jobs', () => jobs.close()],
+        ['redis', () => closeRedis(redis)],
+        ['s3', () => store.close()],
+      ]);
+      return closing;
+    },
+  };
+}
+
+export async function startApiServer(config: Config, log: Logger): Promise<ApiServer> {
+  const { app, close } = createApiRuntime(config, log);
   const server = await new Promise<ReturnType<typeof serve>>((resolve) => {
     const s = serve({ fetch: app.fetch, hostname: config.api.host, port: config.api.port }, () => resolve(s));
   });
@@ -68,9 +91,7 @@ export async function startApiServer(config: Config, log: Logger): Promise<ApiSe
     close() {
       closing ??= closeAll([
         ['http', () => new Promise<void>((resolve) => server.close(() => resolve()))],
-        ['jobs', () => jobs.close()],
-        ['redis', () => closeRedis(redis)],
-        ['s3', () => store.close()],
+        ['runtime', close],
       ]);
       return closing;
     },

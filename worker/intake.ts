@@ -4,8 +4,9 @@
  * each job's processor waits on its rows' forward passes, so BullMQ renews its lock on the main
  * thread meanwhile and a crashed worker's jobs go back to the queue as stalled (at-least-once).
  *
- * Errors become BullMQ decisions here and nowhere else: invalid input → UnrecoverableError
- * (`invalid_input: …`, no retry); a forward pass that fails for this job alone (the batcher
+ * Errors become BullMQ decisions here and nowhere else: a job past its start deadline
+ * (`timeoutMs`) → UnrecoverableError (`deadline_exceeded: …`, never run late); invalid input →
+ * UnrecoverableError (`invalid_input: …`, no retry); a forward pass that fails for this job alone (the batcher
  * bisected it out) → UnrecoverableError (`inference_failed: …`); anything else is thrown as
  * is and retried with back-off.
  */
@@ -44,6 +45,11 @@ export function createIntake(options: IntakeOptions): Worker<JobData, JobResult>
   const process = async (job: Job<JobData, JobResult>): Promise<JobResult> => {
     const startedAt = job.processedOn ?? Date.now();
     const queueMs = Math.max(0, startedAt - job.data.submittedAt);
+    const { timeoutMs } = job.data;
+    if (timeoutMs !== undefined && queueMs > timeoutMs) {
+      options.onJobDone?.({ outcome: 'failed', queueMs, rows: 0 });
+      throw new UnrecoverableError(`deadline_exceeded: the job waited ${queueMs} ms for a worker; its deadline was ${timeoutMs} ms`);
+    }
     try {
       const result = await runJob(job.data, options, queueMs);
       options.onJobDone?.({ outcome: 'succeeded', queueMs, rows: result.rows });
