@@ -14,6 +14,7 @@ Usage:
   warmpool dev                              the whole stack on this machine (= npm start)
   warmpool api                              the HTTP API alone
   warmpool worker --model M [--version V]   one worker for a model version
+  warmpool dispatcher                       the webhook dispatcher alone
   warmpool models publish FILE.onnx --name M --version V [--max-batch N] [--warmup-batches 1,8,32]
   warmpool models list | models show M [--version V]
   warmpool deploy M [--version V] [--min N] [--max N] [--standby N]
@@ -37,6 +38,8 @@ export async function main(argv: string[]): Promise<number> {
         return await (await import('./dev.ts')).devMain(args);
       case 'api':
         return await (await import('../api/main.ts')).apiMain(config());
+      case 'dispatcher':
+        return await (await import('../api/webhooks/main.ts')).dispatcherMain(config());
       case 'worker':
         return await (await import('../worker/main.ts')).workerMain(args, config());
       case 'models':

@@ -4,7 +4,7 @@
  * Redis: the system's redis-server (installed from the OS packages when missing and we may),
  * unless REDIS_URL is set. S3: an embedded S3-compatible server on `.warmpool/s3`, unless
  * S3_ENDPOINT is set. Then the demo model is built, published and deployed if absent; the API
- * and a local worker pool start; the URL, an API key and a ready-to-paste curl are printed; the
+ * webhook dispatcher and a local worker pool start; the URL, an API key and a ready-to-paste curl are printed; the
  * endpoints go to `.warmpool/dev.env` for other terminals. Ctrl-C drains and stops everything
  * (a second Ctrl-C forces).
  */
@@ -13,6 +13,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startApiServer } from '../api/main.ts';
+import { startDispatcher } from '../api/webhooks/main.ts';
 import { createBullJobQueue } from '../infra/bullmq-job-queue.ts';
 import { systemClock } from '../infra/clock.ts';
 import { loadConfig } from '../infra/config.ts';
@@ -61,6 +62,8 @@ export async function devMain(_args: string[]): Promise<number> {
     if (!env.PORT && !(await isFree(8080))) env.PORT = String(await freePort());
     env.API_KEYS ||= `dev:${devKey()}`;
     env.MODEL_CACHE_DIR ??= path.resolve(STATE_DIR, 'model-cache');
+    // Webhooks to a receiver on this machine are the point of a dev stack.
+    env.WEBHOOK_ALLOWED_PRIVATE_HOSTS ??= '127.0.0.1,localhost,::1';
     const config = loadConfig(env);
     // The watcher narrates workers; the dev process's own JSON log only speaks up for problems.
     const log = createLogger(process.env.LOG_LEVEL ?? 'warn', { role: 'dev' });
@@ -79,6 +82,8 @@ export async function devMain(_args: string[]): Promise<number> {
 
     const api = await startApiServer(config, log);
     closers.push(['api', () => api.close()]);
+    const dispatcher = startDispatcher(config, log.child({ role: 'dispatcher' }));
+    closers.push(['dispatcher', () => dispatcher.close()]);
     const queues = createBullJobQueue({
       connection: config.redisUrl,
       prefix: config.queuePrefix,

@@ -1,0 +1,160 @@
+/**
+ * The webhook dispatcher: the event source turns job transitions into stored deliveries, and
+ * the delivery loop claims due deliveries, attempts them with bounded concurrency and records
+ * each outcome. It runs apart from the workers (its own process, or in-process in `warmpool
+ * dev`), so a slow receiver never holds an inference worker. Several dispatchers may run at
+ * once: claims are exclusive (delivery-store.ts) and enqueues idempotent.
+ *
+ * Lifecycle: start() once; close() stops claiming, stops the event source, waits for the
+ * attempts in flight to be recorded, and is safe to call twice.
+ */
+import type { Redis } from 'ioredis';
+import type { Clock } from '../../infra/clock.ts';
+import type { Config } from '../../infra/config.ts';
+import { createDeliveryStore, type AttemptOutcome, type ClaimedDelivery, type DeliveryStore } from './delivery-store.ts';
+import { deliverOnce, type AttemptResult, type ResolveAll } from './deliver.ts';
+import { createEventSource, type EventSourceLog } from './event-source.ts';
+import { nextAttemptAt } from './retry-schedule.ts';
+import { createWebhookSecrets } from './secrets.ts';
+import { webhookHeaders } from './signing.ts';
+
+export interface DispatcherLog extends EventSourceLog {
+  info(obj: object, msg?: string): void;
+}
+
+export interface DispatcherDeps {
+  /** Used for commands; the dispatcher duplicates it once for its blocking reads. Not closed here. */
+  redis: Redis;
+  prefix: string;
+  clock: Clock;
+  config: Config['webhooks'];
+  log: DispatcherLog;
+  /** DNS resolution for deliveries; tests map names with it. Default: dns.lookup. */
+  resolve?: ResolveAll;
+  /** Attempts in flight at once. Default 16. */
+  concurrency?: number;
+  /** How often the delivery loop looks for due deliveries when nothing wakes it. Default 250 ms. */
+  pollIntervalMs?: number;
+  /** How often new model queues are looked for. Default 3 s. */
+  discoverIntervalMs?: number;
+  random?: () => number;
+}
+
+export interface Dispatcher {
+  start(): void;
+  close(): Promise<void>;
+  /** The store it delivers from (for tests and tools). */
+  readonly store: DeliveryStore;
+}
+
+export function createDispatcher(deps: DispatcherDeps): Dispatcher {
+  const concurrency = deps.concurrency ?? 16;
+  const pollIntervalMs = deps.pollIntervalMs ?? 250;
+  const random = deps.random ?? Math.random;
+  // A claim outlives the slowest attempt (DNS + request, both under timeoutMs) with room to record it.
+  const store = createDeliveryStore(deps.redis, deps.prefix, { leaseMs: 2 * deps.config.timeoutMs + 30_000 });
+  const secrets = createWebhookSecrets(deps.redis, deps.prefix, deps.clock);
+  const blocking = deps.redis.duplicate();
+  blocking.on('error', (err) => deps.log.warn({ err: err.message }, 'webhook dispatcher: redis error'));
+  const stop = new AbortController();
+  const inFlight = new Set<Promise<void>>();
+  let wake: AbortController | undefined;
+  let loops: Promise<unknown> | undefined;
+  let closing: Promise<void> | undefined;
+
+  const source = createEventSource({
+    redis: deps.redis,
+    blocking,
+    prefix: deps.prefix,
+    clock: deps.clock,
+    store,
+    log: deps.log,
+    discoverIntervalMs: deps.discoverIntervalMs,
+    onEnqueued: () => wake?.abort(),
+  });
+
+  async function attempt(d: ClaimedDelivery): Promise<void> {
+    const at = deps.clock.now();
+    const signingSecrets = await secrets.activeSecrets(d.tenant, at);
+    const result = await deliverOnce({
+      url: d.url,
+      headers: webhookHeaders(signingSecrets, d.id, Math.floor(at / 1000), d.payload),
+      body: d.payload,
+      timeoutMs: deps.config.timeoutMs,
+      allowedPrivateHosts: deps.config.allowedPrivateHosts,
+      resolve: deps.resolve,
+    });
+    const now = deps.clock.now();
+    const outcome = outcomeOf(result, d.attempts.length + 1, now);
+    const recorded = await store.recordAttempt(d, { at, ...statusOf(result), durationMs: result.durationMs }, outcome, now);
+    const fields = { delivery: d.id, url: d.url, outcome: result.outcome, state: outcome.state, ...statusOf(result) };
+    if (!recorded) deps.log.warn(fields, 'webhook attempt finished after its claim was lost; another dispatcher has it');
+    else if (outcome.state === 'dead' || outcome.state === 'failed') deps.log.warn(fields, 'webhook delivery gave up');
+    else deps.log.debug(fields, 'webhook attempt');
+  }
+
+  function outcomeOf(result: AttemptResult, attempts: number, now: number): AttemptOutcome {
+    if (result.outcome === 'succeeded') return { state: 'succeeded' };
+    if (result.outcome === 'gone') return { state: 'failed', reason: 'gone' };
+    const next = nextAttemptAt({
+      attempt: attempts,
+      now,
+      scheduleMs: deps.config.retryScheduleMs,
+      retryAfterHeader: result.retryAfter,
+      random,
+    });
+    return next === null ? { state: 'dead', reason: 'retries_exhausted' } : { state: 'pending', nextAttemptAt: next };
+  }
+
+  function track(d: ClaimedDelivery): void {
+    const p = attempt(d)
+      .catch((err: Error) =>
+        deps.log.warn({ err: err.message, delivery: d.id }, 'webhook attempt could not be recorded; it is retried when its claim expires'),
+      )
+      .finally(() => {
+        inFlight.delete(p);
+        wake?.abort();
+      });
+    inFlight.add(p);
+  }
+
+  async function deliveryLoop(): Promise<void> {
+    while (!stop.signal.aborted) {
+      wake = new AbortController();
+      const free = concurrency - inFlight.size;
+      try {
+        const claimed = free > 0 ? await store.claimDue(deps.clock.now(), free) : [];
+        for (const d of claimed) track(d);
+        if (claimed.length === free && free > 0) continue; // more may be due right now
+      } catch (err) {
+        deps.log.warn({ err: (err as Error).message }, 'webhook dispatcher: claiming failed; retrying');
+      }
+      await deps.clock.sleep(pollIntervalMs, AbortSignal.any([stop.signal, wake.signal])).catch(() => undefined);
+    }
+  }
+
+  return {
+    store,
+    start() {
+      if (loops || closing) return;
+      loops = Promise.allSettled([source.run(stop.signal), deliveryLoop()]);
+      deps.log.info({ concurrency }, 'webhook dispatcher started');
+    },
+    close() {
+      closing ??= (async () => {
+        stop.abort();
+        await loops;
+        await Promise.allSettled([...inFlight]);
+        blocking.disconnect();
+      })();
+      return closing;
+    },
+  };
+}
+
+function statusOf(result: AttemptResult): { status?: number; error?: string } {
+  const out: { status?: number; error?: string } = {};
+  if (result.status !== undefined) out.status = result.status;
+  if (result.outcome === 'retry' && result.error !== undefined) out.error = result.error;
+  return out;
+}

@@ -1,0 +1,52 @@
+/**
+ * `warmpool dispatcher`: the webhook dispatcher process (issue 3 §3). `startDispatcher` is the
+ * same thing without signal handling, for `warmpool dev` to run in-process.
+ */
+import { systemClock } from '../../infra/clock.ts';
+import type { Config } from '../../infra/config.ts';
+import { closeAll, onShutdownSignals } from '../../infra/lifecycle.ts';
+import { createLogger, type Logger } from '../../infra/log.ts';
+import { closeRedis, createRedis } from '../../infra/redis.ts';
+import { createDispatcher } from './dispatcher.ts';
+
+export interface RunningDispatcher {
+  /** Drains attempts in flight, then closes its connections; idempotent. */
+  close(): Promise<void>;
+}
+
+export function startDispatcher(config: Config, log: Logger): RunningDispatcher {
+  const redis = createRedis(config.redisUrl, {}, (err) => log.warn({ err: err.message }, 'redis connection error'));
+  const dispatcher = createDispatcher({
+    redis,
+    prefix: config.queuePrefix,
+    clock: systemClock,
+    config: config.webhooks,
+    log,
+  });
+  dispatcher.start();
+  let closing: Promise<void> | undefined;
+  return {
+    close() {
+      closing ??= closeAll([
+        ['dispatcher', () => dispatcher.close()],
+        ['redis', () => closeRedis(redis)],
+      ]);
+      return closing;
+    },
+  };
+}
+
+/** Runs until SIGINT/SIGTERM; resolves with the exit code. */
+export async function dispatcherMain(config: Config): Promise<number> {
+  const log = createLogger(config.logLevel, { role: 'dispatcher' });
+  const running = startDispatcher(config, log);
+  return new Promise<number>((resolve) => {
+    onShutdownSignals({
+      drain: async () => {
+        await running.close();
+        resolve(0);
+      },
+      force: (signal) => log.warn({ signal }, 'forced exit'),
+    });
+  });
+}
