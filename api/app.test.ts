@@ -1,13 +1,18 @@
-// The HTTP API through app.request(), over in-memory fakes of its narrow ports.
+// The HTTP API through app.request(), over in-memory fakes of its job queue and registry ports;
+// idempotency and rate limits run on the real Redis of the test services (their logic lives there).
+import { Redis } from 'ioredis';
 import { Registry } from 'prom-client';
-import { beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { testServices, uniqueId } from '../test/support/services.ts';
 import { ManualClock } from '../infra/clock.ts';
 import { NotFoundError } from '../infra/errors.ts';
+import { createIdempotencyStore } from '../infra/idempotency.ts';
 import type { JobData, JobResult, Priority } from '../infra/job-contract.ts';
 import type { ModelManifest } from '../infra/manifest.ts';
 import { createApiMetrics } from '../infra/metrics.ts';
-import { createApp, type AppDeps } from './app.ts';
-import type { DeploymentLookup, JobQueue, JobView, ModelCatalog } from './ports.ts';
+import { createRateLimiter } from '../infra/rate-limiter.ts';
+import { createApp, type AppDeps, type AppJobQueue } from './app.ts';
+import type { JobView, ModelCatalog } from './ports.ts';
 
 const KEY_A = 'key-aaaaaaaa';
 const KEY_B = 'key-bbbbbbbb';
@@ -29,7 +34,7 @@ function manifest(version: string): ModelManifest {
 }
 
 /** Jobs in memory. `finish` decides, at enqueue, how a job ends (a stand-in worker); undefined leaves it queued. */
-class FakeJobQueue implements JobQueue {
+class FakeJobQueue implements AppJobQueue {
   readonly jobs = new Map<string, { data: JobData; priority: Priority; view: JobView }>();
   readonly waits: Array<{ jobId: string; timeoutMs: number }> = [];
   finish: ((data: JobData) => Pick<JobView, 'status' | 'result' | 'error'> | undefined) | undefined;
@@ -58,6 +63,19 @@ class FakeJobQueue implements JobQueue {
     const job = this.jobs.get(jobId);
     if (!job) throw new NotFoundError('job_not_found', jobId);
     return job.view; // terminal if `finish` ended it, else what a timed-out wait returns
+  }
+  async cancel(jobId: string) {
+    const job = this.jobs.get(jobId);
+    if (job?.view.status === 'queued') job.view = { ...job.view, status: 'canceled', error: { code: 'canceled', message: 'canceled' } };
+    return job?.view ?? null;
+  }
+  /** Reports the current view; a job this fake leaves queued stays so until the stream is aborted. */
+  async watch(jobId: string, onChange: (view: JobView) => void | Promise<void>, signal?: AbortSignal) {
+    const job = this.jobs.get(jobId);
+    if (!job) throw new NotFoundError('job_not_found', jobId);
+    await onChange(job.view);
+    if (job.view.status !== 'queued') return;
+    await new Promise((_resolve, reject) => signal?.addEventListener('abort', () => reject(signal.reason), { once: true }));
   }
   async depth() {
     return [...this.jobs.values()].filter((j) => j.view.status === 'queued').length;
@@ -96,21 +114,49 @@ describe('createApp', () => {
   let registry: Registry;
   let logged: object[];
   let ready: boolean;
+  let clock: ManualClock;
+  let deps: AppDeps;
   let app: ReturnType<typeof createApp>;
+  let redis: Redis;
+  let prefix: string;
+
+  beforeAll(() => {
+    redis = new Redis(testServices().redisUrl, { maxRetriesPerRequest: null });
+  });
+
+  const prefixes: string[] = [];
+  afterAll(async () => {
+    for (const p of prefixes) {
+      for await (const keys of redis.scanStream({ match: `${p}:*`, count: 500 })) {
+        if ((keys as string[]).length > 0) await redis.del(...(keys as string[]));
+      }
+    }
+    redis.disconnect();
+  });
 
   beforeEach(() => {
+    prefix = uniqueId('app');
+    prefixes.push(prefix);
+    clock = new ManualClock(T0);
     jobs = new FakeJobQueue();
     deployed = new Map([['scorer', '1']]);
     registry = new Registry();
     logged = [];
     ready = true;
-    const deployments: DeploymentLookup = {
+    const notHere = () => Promise.reject(new Error('deployment admin is tested in test/deployments-api.test.ts'));
+    const deployments: AppDeps['deployments'] = {
       async get(model) {
         const version = deployed.get(model);
-        return version ? { model, version } : null;
+        return version
+          ? { model, version, versions: [{ version, weight: 100 }], min: 1, max: 1, standby: 0, revision: 1, updatedAt: '' }
+          : null;
       },
+      list: notHere,
+      update: notHere,
+      rollback: notHere,
+      history: notHere,
     };
-    const deps: AppDeps = {
+    deps = {
       jobs,
       catalog,
       deployments,
@@ -119,9 +165,11 @@ describe('createApp', () => {
         { tenant: 'tenant-b', key: KEY_B },
       ],
       metrics: { registry, api: createApiMetrics(registry), render: () => registry.metrics() },
-      clock: new ManualClock(T0),
+      clock,
       bodyLimitBytes: 4096,
       syncTimeoutMs: 1234,
+      idempotency: createIdempotencyStore(redis, { prefix, ttlS: 3600 }),
+      webhookAllowedPrivateHosts: ['hooks.internal'],
       ready: async () => ready,
       log: { error: (obj) => logged.push(obj) },
     };
@@ -182,7 +230,7 @@ describe('createApp', () => {
         model: 'scorer',
         version: '1',
         createdAt: '2024-05-01T12:00:00.000Z',
-        links: { self: `/v1/jobs/${String(json.id)}` },
+        links: { self: `/v1/jobs/${String(json.id)}`, events: `/v1/jobs/${String(json.id)}/events` },
       });
       expect(res.headers.get('location')).toBe(`/v1/jobs/${String(json.id)}`);
       const job = jobs.jobs.get(String(json.id));
@@ -323,6 +371,195 @@ describe('createApp', () => {
         expect(res.status).toBe(404);
         expect((await errorOf(res)).code).toBe('job_not_found');
       }
+    });
+  });
+
+  describe('job options: webhook and deadline', () => {
+    it('stores a webhook (default events) and a deadline with the job', async () => {
+      const res = await post('/v1/models/scorer/jobs', body(1, { webhook: { url: 'https://example.com/hook' }, timeoutMs: 5000 }));
+      expect(res.status).toBe(202);
+      const { id } = (await res.json()) as { id: string };
+      expect(jobs.jobs.get(id)?.data).toMatchObject({
+        webhook: { url: 'https://example.com/hook', events: ['job.succeeded', 'job.failed'] },
+        timeoutMs: 5000,
+      });
+      const plain = (await (await post('/v1/models/scorer/jobs', body(1))).json()) as { id: string };
+      expect(jobs.jobs.get(plain.id)?.data.webhook).toBeUndefined();
+      expect(jobs.jobs.get(plain.id)?.data.timeoutMs).toBeUndefined();
+    });
+
+    it('lets a webhook reach a private host named in the allow-list', async () => {
+      const res = await post(
+        '/v1/models/scorer/jobs',
+        body(1, { webhook: { url: 'http://hooks.internal:9000/x', events: ['job.started'] } }),
+      );
+      expect(res.status).toBe(202);
+      const { id } = (await res.json()) as { id: string };
+      expect(jobs.jobs.get(id)?.data.webhook).toEqual({ url: 'http://hooks.internal:9000/x', events: ['job.started'] });
+    });
+
+    it.each([
+      ['a loopback webhook', { webhook: { url: 'http://127.0.0.1:8080/hook' } }, 422, 'webhook_url_blocked', /127\.0\.0\.1/],
+      ['a metadata-address webhook', { webhook: { url: 'http://169.254.169.254/latest' } }, 422, 'webhook_url_blocked', /blocked/],
+      ['an ftp webhook', { webhook: { url: 'ftp://example.com/x' } }, 422, 'invalid_webhook', /http or https/],
+      ['a zero deadline', { timeoutMs: 0 }, 400, 'invalid_body', /timeoutMs/],
+      ['a fractional deadline', { timeoutMs: 1.5 }, 400, 'invalid_body', /timeoutMs/],
+      ['a string deadline', { timeoutMs: '100' }, 400, 'invalid_body', /timeoutMs/],
+      ['a deadline over a day', { timeoutMs: 86_400_001 }, 400, 'invalid_body', /86400000/],
+    ])('refuses %s', async (_label, extra, status, code, message) => {
+      const res = await post('/v1/models/scorer/jobs', body(1, extra));
+      expect(res.status).toBe(status);
+      const error = await errorOf(res);
+      expect(error.code).toBe(code);
+      expect(error.message).toMatch(message);
+      expect(jobs.jobs.size).toBe(0);
+    });
+  });
+
+  describe('Idempotency-Key', () => {
+    const submit = (payload: unknown, key: string, apiKey = KEY_A) =>
+      app.request('/v1/models/scorer/jobs', {
+        method: 'POST',
+        headers: { Authorization: `Bearer ${apiKey}`, 'Content-Type': 'application/json', 'Idempotency-Key': key },
+        body: JSON.stringify(payload),
+      });
+
+    it('returns the same job for the same key and request, marked as replayed', async () => {
+      const first = await submit(body(2), 'order-1');
+      expect(first.status).toBe(202);
+      expect(first.headers.get('idempotent-replayed')).toBeNull();
+      // The same request with its keys in another order is the same request.
+      const { inputs } = body(2);
+      const again = await submit(
+        { inputs: inputs.map((t) => ({ data: t.data, shape: t.shape, datatype: t.datatype, name: t.name })) },
+        'order-1',
+      );
+      expect(again.status).toBe(202);
+      expect(again.headers.get('idempotent-replayed')).toBe('true');
+      expect(await again.json()).toEqual(await first.json());
+      expect(jobs.jobs.size).toBe(1);
+    });
+
+    it('keeps keys per tenant', async () => {
+      const a = (await (await submit(body(1), 'shared')).json()) as { id: string };
+      const b = await submit(body(1), 'shared', KEY_B);
+      expect(b.headers.get('idempotent-replayed')).toBeNull();
+      expect(((await b.json()) as { id: string }).id).not.toBe(a.id);
+      expect(jobs.jobs.size).toBe(2);
+    });
+
+    it('answers 409 idempotency_key_reused for the same key with another body', async () => {
+      expect((await submit(body(1), 'k-1')).status).toBe(202);
+      const other = await submit(body(2), 'k-1');
+      expect(other.status).toBe(409);
+      const error = await errorOf(other);
+      expect(error.code).toBe('idempotency_key_reused');
+      expect(error.message).toMatch(/different request/);
+      expect((await submit(body(1, { priority: 'high' }), 'k-1')).status).toBe(409);
+      expect(jobs.jobs.size).toBe(1);
+    });
+
+    it('answers 400 for a key that is empty or longer than 255 characters', async () => {
+      for (const key of ['', 'k'.repeat(256)]) {
+        const res = await submit(body(1), key);
+        expect(res.status).toBe(400);
+        const error = await errorOf(res);
+        expect(error.code).toBe('invalid_idempotency_key');
+        expect(error.message).toMatch(/255 printable/);
+      }
+      expect((await submit(body(1), 'k'.repeat(255))).status).toBe(202);
+    });
+
+    it('holds no key for a rejected request, and frees it when enqueueing fails', async () => {
+      expect((await submit({ inputs: [] }, 'k-bad')).status).toBe(400);
+      expect((await submit(body(1), 'k-bad')).status).toBe(202);
+
+      jobs.failEnqueue = true;
+      expect((await submit(body(3), 'k-retry')).status).toBe(500);
+      jobs.failEnqueue = false;
+      const retry = await submit(body(3), 'k-retry');
+      expect(retry.status).toBe(202);
+      expect(retry.headers.get('idempotent-replayed')).toBeNull();
+    });
+  });
+
+  describe('DELETE /v1/jobs/:id', () => {
+    const del = (path: string, key = KEY_A) => app.request(path, { method: 'DELETE', headers: { Authorization: `Bearer ${key}` } });
+
+    it('cancels a queued job, idempotently; GET then shows it canceled', async () => {
+      const { id } = (await (await post('/v1/models/scorer/jobs', body(1))).json()) as { id: string };
+      for (let i = 0; i < 2; i++) {
+        const res = await del(`/v1/jobs/${id}`);
+        expect(res.status).toBe(200);
+        expect(await res.json()).toMatchObject({ id, status: 'canceled', error: { code: 'canceled' } });
+      }
+      expect(await (await get(`/v1/jobs/${id}`)).json()).toMatchObject({ id, status: 'canceled' });
+    });
+
+    it('answers 409 job_running / job_finished, and 404 for another tenant or an unknown id', async () => {
+      const running = (await (await post('/v1/models/scorer/jobs', body(1))).json()) as { id: string };
+      const job = jobs.jobs.get(running.id);
+      if (job) job.view = { ...job.view, status: 'running' };
+      const busy = await del(`/v1/jobs/${running.id}`);
+      expect(busy.status).toBe(409);
+      expect(await errorOf(busy)).toMatchObject({ code: 'job_running', message: expect.stringMatching(/only a queued job/) });
+
+      jobs.finish = () => ({ status: 'succeeded', result });
+      const done = (await (await post('/v1/models/scorer/jobs', body(1))).json()) as { id: string };
+      const finished = await del(`/v1/jobs/${done.id}`);
+      expect(finished.status).toBe(409);
+      expect(await errorOf(finished)).toMatchObject({ code: 'job_finished', message: expect.stringMatching(/succeeded/) });
+
+      for (const res of [await del(`/v1/jobs/${done.id}`, KEY_B), await del('/v1/jobs/job_missing')]) {
+        expect(res.status).toBe(404);
+        expect((await errorOf(res)).code).toBe('job_not_found');
+      }
+      expect(jobs.jobs.get(done.id)?.view.status).toBe('succeeded');
+    });
+  });
+
+  describe('GET /v1/jobs/:id/events', () => {
+    it('streams the status as an SSE event carrying the job resource, and ends after a terminal one', async () => {
+      jobs.finish = () => ({ status: 'succeeded', result });
+      const { id } = (await (await post('/v1/models/scorer/jobs', body(2))).json()) as { id: string };
+      const res = await get(`/v1/jobs/${id}/events`);
+      expect(res.status).toBe(200);
+      expect(res.headers.get('content-type')).toBe('text/event-stream');
+      const text = await res.text();
+      const resource = await (await get(`/v1/jobs/${id}`)).json();
+      expect(text).toBe(`event: succeeded\ndata: ${JSON.stringify(resource)}\n\n`);
+    });
+
+    it("answers a JSON 404 for another tenant's job or an unknown one", async () => {
+      const { id } = (await (await post('/v1/models/scorer/jobs', body(1))).json()) as { id: string };
+      for (const res of [await get(`/v1/jobs/${id}/events`, KEY_B), await get('/v1/jobs/job_nope/events')]) {
+        expect(res.status).toBe(404);
+        expect((await errorOf(res)).code).toBe('job_not_found');
+      }
+    });
+  });
+
+  describe('rate limits', () => {
+    it('answers 429 rate_limited with Retry-After once a tenant spends its burst, and refills with time', async () => {
+      const limited = createApp({ ...deps, rateLimit: { limiter: createRateLimiter(redis, { prefix }), rps: 2, burst: 3 } });
+      const call = (path: string, key: string | null = KEY_A) =>
+        limited.request(path, { headers: key === null ? {} : { Authorization: `Bearer ${key}` } });
+      for (let i = 0; i < 3; i++) expect((await call('/v1/models')).status).toBe(200);
+      const refused = await call('/v2/models/scorer');
+      expect(refused.status).toBe(429);
+      expect(refused.headers.get('retry-after')).toBe('1');
+      expect(await errorOf(refused)).toMatchObject({ code: 'rate_limited', message: expect.stringMatching(/2 per second/) });
+      // Other tenants, and the open routes, are not affected.
+      expect((await call('/v1/models', KEY_B)).status).toBe(200);
+      expect((await call('/v2/health/live', null)).status).toBe(200);
+      // 2 rps: one token back every 500 ms.
+      await clock.advance(499);
+      expect((await call('/v1/models')).status).toBe(429);
+      await clock.advance(1);
+      expect((await call('/v1/models')).status).toBe(200);
+      expect((await call('/v1/models')).status).toBe(429);
+      // Unauthenticated calls are refused before the bucket: they cannot drain a tenant's budget.
+      expect((await call('/v1/models', null)).status).toBe(401);
     });
   });
 

@@ -3,26 +3,41 @@
  * @hono/node-server in api/main.ts, wrapped by `handle()` on Lambda, and exercised with
  * `app.request()` in tests.
  *
- * Auth covers `/v1/*` and `/v2/models/*`; health and `/metrics` are open (DESIGN §5).
+ * Auth, then the tenant's rate limit, cover `/v1/*` and `/v2/models/*`; health and `/metrics`
+ * are open (DESIGN §5).
  */
 import { Hono, type MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { routePath } from 'hono/route';
+import type { Redis } from 'ioredis';
 import type { Registry } from 'prom-client';
 import type { ApiKey } from '../infra/config.ts';
+import type { IdempotencyStore } from '../infra/idempotency.ts';
 import type { ApiMetrics } from '../infra/metrics.ts';
 import { bearerAuth, type AuthEnv } from './auth.ts';
 import { errorBody, errorHandler, notFoundHandler, type ErrorLog } from './errors.ts';
 import type { Clock, DeploymentLookup, JobQueue, ModelCatalog } from './ports.ts';
+import { rateLimit, type RateLimitSettings } from './rate-limit.ts';
+import { deploymentRoutes } from './routes/deployments.ts';
+import { jobEventRoutes, type JobWatcher } from './routes/job-events.ts';
 import { jobRoutes } from './routes/jobs.ts';
 import { oipRoutes } from './routes/oip.ts';
+import { webhookRoutes } from './routes/webhooks.ts';
+import type { JobCanceler } from './use-cases/cancel-job.ts';
+import type { DeploymentAdmin } from './use-cases/deployments.ts';
 import { newJobId } from './use-cases/submit-job.ts';
 
+/** The job queue as the app uses it: the JobQueue port plus cancel and watch. */
+export type AppJobQueue = JobQueue & JobCanceler & JobWatcher;
+
 export interface AppDeps {
-  jobs: JobQueue;
+  jobs: AppJobQueue;
   catalog: ModelCatalog;
-  deployments: DeploymentLookup;
+  /** Read by submit (which version, what bound); administered by the deployments routes. */
+  deployments: DeploymentLookup & DeploymentAdmin;
   apiKeys: readonly ApiKey[];
+  /** Webhook secrets and deliveries (api/webhooks); the routes are absent without it. */
+  webhooks?: { redis: Redis; prefix: string };
   metrics: {
     registry: Registry;
     /** When given, the app counts requests and submitted jobs on it. */
@@ -35,6 +50,14 @@ export interface AppDeps {
   syncTimeoutMs: number;
   /** Rows one request may carry; unlimited when absent. */
   maxRows?: number;
+  /** Idempotency-Key on job submission (infra/idempotency.ts, TTL IDEMPOTENCY_TTL_S). */
+  idempotency: IdempotencyStore;
+  /** Per-tenant token bucket on `/v1/*` and `/v2/models/*` (RATE_LIMIT_RPS/BURST); no limit when absent. */
+  rateLimit?: RateLimitSettings;
+  /** WEBHOOK_ALLOWED_PRIVATE_HOSTS: hosts a job's webhook may name although private; none when absent. */
+  webhookAllowedPrivateHosts?: readonly string[];
+  /** Keep-alive comment period of job event streams; default 15 s. */
+  sseHeartbeatMs?: number;
   /** `/v2/health/ready`; ready when absent. */
   ready?: () => Promise<boolean>;
   newId?: () => string;
@@ -64,8 +87,10 @@ export function createApp(deps: AppDeps): Hono<AuthEnv> {
   app.get('/metrics', async (c) => c.body(await deps.metrics.render(), 200, { 'Content-Type': PROMETHEUS_CONTENT_TYPE }));
 
   const auth = bearerAuth(deps.apiKeys);
-  app.use('/v1/*', auth);
-  app.use('/v2/models/*', auth);
+  for (const path of ['/v1/*', '/v2/models/*']) {
+    app.use(path, auth);
+    if (deps.rateLimit) app.use(path, rateLimit(deps.rateLimit, deps.clock));
+  }
 
   const jobMetrics = deps.metrics.api?.jobsSubmitted;
   const useCaseDeps = {
@@ -74,12 +99,17 @@ export function createApp(deps: AppDeps): Hono<AuthEnv> {
     deployments: deps.deployments,
     clock: deps.clock,
     newId: deps.newId ?? newJobId,
+    idempotency: deps.idempotency,
+    webhookAllowedPrivateHosts: deps.webhookAllowedPrivateHosts ?? [],
     maxRows: deps.maxRows,
     syncTimeoutMs: deps.syncTimeoutMs,
     onSubmitted: jobMetrics ? (e: { model: string; version: string; kind: 'async' | 'sync' }) => jobMetrics.inc(e) : undefined,
   };
   app.route('/', jobRoutes(useCaseDeps));
+  app.route('/', jobEventRoutes({ jobs: deps.jobs, clock: deps.clock, heartbeatMs: deps.sseHeartbeatMs ?? 15_000, log: deps.log }));
   app.route('/', oipRoutes(useCaseDeps));
+  app.route('/', deploymentRoutes({ deployments: deps.deployments, catalog: deps.catalog }));
+  if (deps.webhooks) app.route('/', webhookRoutes({ ...deps.webhooks, clock: deps.clock }));
   return app;
 }
 

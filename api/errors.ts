@@ -4,7 +4,7 @@
  */
 import type { Context } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
-import { InvalidInputError, NotFoundError, UnauthorizedError } from '../infra/errors.ts';
+import { InvalidInputError, NotFoundError, OverloadedError, UnauthorizedError } from '../infra/errors.ts';
 
 /** The slice of a pino logger the API uses. */
 export interface ErrorLog {
@@ -23,6 +23,10 @@ export function errorHandler(log: ErrorLog | undefined) {
   return (err: Error, c: Context): Response => {
     if (err instanceof InvalidInputError || err instanceof NotFoundError) {
       return c.json(errorBody(err.code, err.message), err.status as ContentfulStatusCode);
+    }
+    if (err instanceof OverloadedError) {
+      c.header('Retry-After', String(err.retryAfterS));
+      return c.json(errorBody(err.code, err.message, { retry_after_s: err.retryAfterS }), 503);
     }
     if (err instanceof UnauthorizedError) {
       c.header('WWW-Authenticate', 'Bearer');

@@ -10,6 +10,8 @@ import { createBullJobQueue } from '../infra/bullmq-job-queue.ts';
 import { systemClock } from '../infra/clock.ts';
 import type { Config } from '../infra/config.ts';
 import { createDeploymentStore } from '../infra/deployments.ts';
+import { createIdempotencyStore } from '../infra/idempotency.ts';
+import { createRateLimiter } from '../infra/rate-limiter.ts';
 import { cacheManifests } from '../infra/manifest-cache.ts';
 import { closeAll, onShutdownSignals } from '../infra/lifecycle.ts';
 import { createLogger, type Logger } from '../infra/log.ts';
@@ -60,6 +62,10 @@ export function createApiRuntime(config: Config, log: Logger): ApiRuntime {
     clock: systemClock,
     bodyLimitBytes: config.api.bodyLimitBytes,
     syncTimeoutMs: config.api.syncTimeoutMs,
+    idempotency: createIdempotencyStore(redis, { prefix: config.queuePrefix, ttlS: config.jobs.idempotencyTtlS }),
+    rateLimit: { limiter: createRateLimiter(redis, { prefix: config.queuePrefix }), ...config.rateLimit },
+    webhookAllowedPrivateHosts: config.webhooks.allowedPrivateHosts,
+    webhooks: { redis, prefix: config.queuePrefix },
     ready: async () => redis.status === 'ready',
     log,
     newId: () => `job_${randomBytes(15).toString('base64url')}`,

@@ -4,6 +4,7 @@
  * fake them in a few lines.
  */
 import type { JobData, JobView, Priority } from '../infra/job-contract.ts';
+import type { Deployment } from '../infra/deployments.ts';
 import type { ModelManifest } from '../infra/manifest.ts';
 
 export type { Clock } from '../infra/clock.ts';
@@ -28,5 +29,5 @@ export interface ModelCatalog {
 
 export interface DeploymentLookup {
   /** Which version serves `model`, or null when it is not deployed. */
-  get(model: string): Promise<{ model: string; version: string } | null>;
+  get(model: string): Promise<Pick<Deployment, 'model' | 'version' | 'versions' | 'backlogMax'> | null>;
 }

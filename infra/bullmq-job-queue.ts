@@ -1,7 +1,22 @@
 /**
  * The API's job queue over BullMQ: one Queue per model version (named by job-contract.ts), a
  * small index key per job so `GET /v1/jobs/{id}` finds the queue from the id alone, and one
- * shared QueueEvents per queue for every waiter of a sync request.
+ * shared QueueEvents per queue for every waiter (sync requests, SSE streams).
+ *
+ * The index key `<prefix>:job:<id>` holds the queue's name while BullMQ holds the job, or a
+ * tombstone (the job's final view as JSON) once the API has ended a queued job itself:
+ *
+ *   queued --cancel()-----------------------------------> canceled  (tombstone, code canceled)
+ *   queued --seen past its deadline (get/waitFor/watch)--> failed    (tombstone, code deadline_exceeded)
+ *   queued --a worker takes it--> running --> succeeded | failed     (BullMQ's own states)
+ *
+ * Deadline rule: a job with `timeoutMs` must *start* within that many ms of submit. Workers
+ * refuse a job past it (worker/intake.ts); without a worker, the API expires it the moment
+ * anyone looks (GET, SSE, waitFor, cancel). Until someone looks or a worker fetches it, an
+ * overdue job still counts in depth(). Ending a queued job is one script that removes it from
+ * BullMQ's wait/paused/prioritized/delayed sets and writes the tombstone, atomically with
+ * respect to a worker's fetch (also a script): a job a worker already took is never touched.
+ * (Single Redis: the index key and the queue's keys are not in one hash slot.)
  *
  * Connections: one ioredis client shared by every Queue and the index keys (BullMQ does not
  * close a client it was handed); each QueueEvents duplicates it into a blocking connection of
@@ -11,7 +26,16 @@ import { Job, Queue, QueueEvents, type JobState } from 'bullmq';
 import { Redis, type RedisOptions } from 'ioredis';
 import { systemClock, type Clock } from './clock.ts';
 import { NotFoundError } from './errors.ts';
-import { PRIORITIES, queueName, type JobData, type JobResult, type JobStatus, type JobView, type Priority } from './job-contract.ts';
+import {
+  EVENTS_STREAM_MAX_LEN,
+  PRIORITIES,
+  queueName,
+  type JobData,
+  type JobResult,
+  type JobStatus,
+  type JobView,
+  type Priority,
+} from './job-contract.ts';
 import { closeRedis, createRedis } from './redis.ts';
 
 export type { JobView };
@@ -20,7 +44,7 @@ export interface BullJobQueueOptions {
   connection: RedisOptions | string;
   /** BullMQ key prefix (QUEUE_PREFIX); the job index keys live under it too. */
   prefix: string;
-  /** How long finished jobs (and their index keys) are kept. */
+  /** How long finished jobs (and their index keys and tombstones) are kept. */
   retentionS: number;
   attempts: number;
   /** First retry delay; doubles each attempt. */
@@ -32,13 +56,26 @@ export interface BullJobQueueOptions {
 
 export interface BullJobQueue {
   enqueue(data: JobData, options: { priority: Priority; jobId: string }): Promise<void>;
+  /** null when no such job (or it has expired). Expires a queued job past its deadline. */
   get(jobId: string): Promise<JobView | null>;
+  /** Resolves when the job is terminal, or with its current view when `timeoutMs` passes first. */
   waitFor(jobId: string, timeoutMs: number, signal?: AbortSignal): Promise<JobView>;
+  /**
+   * Calls `onChange` with the job's view now and at each change of status, until a terminal
+   * one (then resolves) or the signal aborts (then rejects with its reason).
+   */
+  watch(jobId: string, onChange: (view: JobView) => void | Promise<void>, signal?: AbortSignal): Promise<void>;
+  /**
+   * Cancels a queued job. Resolves with the job's view after the attempt: `canceled` when it
+   * was queued (or already canceled); otherwise its status, untouched; null when unknown.
+   */
+  cancel(jobId: string): Promise<JobView | null>;
+  /** Waiting + prioritized + delayed + active. */
   depth(model: string, version: string): Promise<number>;
+  /** Pending waitFor/watch calls: each holds one listener slot until it ends. */
+  waiting(): number;
   close(): Promise<void>;
 }
-
-type Waiter = () => void;
 
 /** A wake-up that is remembered when it fires while nobody is waiting. */
 class Wakeup {
@@ -73,6 +110,34 @@ const STATUS: Record<JobState, JobStatus> = {
 
 const TERMINAL: ReadonlySet<JobStatus> = new Set(['succeeded', 'failed', 'canceled']);
 
+/** Queue events after which a job's status may have changed: each wakes that job's waiters. */
+const CHANGE_EVENTS = ['active', 'waiting', 'delayed', 'completed', 'failed', 'removed'] as const;
+
+/**
+ * KEYS: wait, paused, prioritized, delayed, index. ARGV: job id, tombstone, ttl s.
+ * The same sets BullMQ's own fetch (moveToActive) pops from: once out of them, no worker can
+ * take the job. BullMQ's removeJob then deletes the rest (it is no longer in any set).
+ */
+const BURY = `
+local id = ARGV[1]
+if redis.call('ZREM', KEYS[3], id) == 1 or redis.call('ZREM', KEYS[4], id) == 1
+  or redis.call('LREM', KEYS[1], 1, id) == 1 or redis.call('LREM', KEYS[2], 1, id) == 1 then
+  redis.call('SET', KEYS[5], ARGV[2], 'EX', ARGV[3])
+  return 1
+end
+return 0
+`;
+
+/** Where the index key points: BullMQ's queue, or the tombstone of a job the API ended. */
+type Location = { kind: 'queue'; name: string } | { kind: 'tombstone'; view: JobView };
+
+/** A job's view; for a job in BullMQ also its queue, and when queued with a deadline, when it falls. */
+interface Snapshot {
+  view: JobView;
+  queue?: string;
+  deadlineAt?: number;
+}
+
 export function createBullJobQueue(options: BullJobQueueOptions): BullJobQueue {
   const clock = options.clock ?? systemClock;
   const onError = options.onError ?? (() => undefined);
@@ -82,8 +147,9 @@ export function createBullJobQueue(options: BullJobQueueOptions): BullJobQueue {
       : new Redis({ ...options.connection, maxRetriesPerRequest: null });
   const queues = new Map<string, Queue<JobData, JobResult>>();
   const events = new Map<string, Promise<QueueEvents>>();
-  /** Per queue, per job id: the callbacks of pending waitFor calls. */
-  const waiters = new Map<string, Map<string, Set<Waiter>>>();
+  /** Per queue, per job id: the wake-ups of pending waitFor/watch calls. */
+  const waiters = new Map<string, Map<string, Set<() => void>>>();
+  let waiterCount = 0;
   const indexKey = (jobId: string) => `${options.prefix}:job:${jobId}`;
   let closing: Promise<void> | undefined;
 
@@ -91,7 +157,11 @@ export function createBullJobQueue(options: BullJobQueueOptions): BullJobQueue {
     if (closing) throw new Error('job queue is closed');
     let q = queues.get(name);
     if (!q) {
-      q = new Queue<JobData, JobResult>(name, { connection: client, prefix: options.prefix });
+      q = new Queue<JobData, JobResult>(name, {
+        connection: client,
+        prefix: options.prefix,
+        streams: { events: { maxLen: EVENTS_STREAM_MAX_LEN } },
+      });
       // An 'error' event with no listener would crash the process.
       q.on('error', onError);
       queues.set(name, q);
@@ -99,21 +169,55 @@ export function createBullJobQueue(options: BullJobQueueOptions): BullJobQueue {
     return q;
   }
 
-  async function queueOf(jobId: string): Promise<string | null> {
-    return client.get(indexKey(jobId));
+  async function locate(jobId: string): Promise<Location | null> {
+    const raw = await client.get(indexKey(jobId));
+    if (raw === null) return null;
+    // Queue names start with "infer." (job-contract.ts); tombstones are JSON objects.
+    if (raw.startsWith('{')) return { kind: 'tombstone', view: JSON.parse(raw) as JobView };
+    return { kind: 'queue', name: raw };
   }
 
   /**
-   * State first, then the job: the two reads are not atomic, and in this order a terminal state
-   * always comes with its result (the other order can pair "completed" with a hash read while
-   * the job was still active, without its return value).
+   * The job as it is now, expiring it first when it is queued past its deadline. State first,
+   * then the job: in this order a terminal state always comes with its result. Reads that
+   * disagree (the job moved between them) are retried from the index.
    */
-  async function view(name: string, jobId: string): Promise<JobView | null> {
+  async function snapshot(jobId: string): Promise<Snapshot | null> {
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const at = await locate(jobId);
+      if (!at) return null;
+      if (at.kind === 'tombstone') return { view: at.view };
+      const q = queue(at.name);
+      const state = await q.getJobState(jobId);
+      const job = state === 'unknown' ? undefined : await Job.fromId<JobData, JobResult>(q, jobId);
+      if (!job) continue; // gone meanwhile: buried (the index now says so) or aged out
+      const view = toView(job, STATUS[state as JobState]);
+      const { timeoutMs, submittedAt } = job.data;
+      if (view.status !== 'queued' || timeoutMs === undefined) return { view, queue: at.name };
+      const deadlineAt = submittedAt + timeoutMs;
+      if (clock.now() <= deadlineAt) return { view, queue: at.name, deadlineAt };
+      const waitedMs = clock.now() - submittedAt;
+      const error = {
+        code: 'deadline_exceeded',
+        message: `the job waited ${waitedMs} ms without a worker taking it; its deadline was ${timeoutMs} ms`,
+      };
+      const buried = await bury(at.name, view, 'failed', error);
+      if (buried) return { view: buried };
+    }
+    const at = await locate(jobId);
+    return at?.kind === 'tombstone' ? { view: at.view } : null;
+  }
+
+  /** Ends a queued job with a tombstone; null when it is no longer queued (a worker took it, or it ended). */
+  async function bury(name: string, view: JobView, status: JobStatus, error: { code: string; message: string }): Promise<JobView | null> {
+    const tombstone: JobView = { ...view, status, error, finishedAt: clock.now() };
     const q = queue(name);
-    const state = await q.getJobState(jobId);
-    if (state === 'unknown') return null;
-    const job = await Job.fromId<JobData, JobResult>(q, jobId);
-    return job ? toView(job, STATUS[state]) : null;
+    const keys = [q.toKey('wait'), q.toKey('paused'), q.toKey('prioritized'), q.toKey('delayed'), indexKey(view.id)];
+    const done = await client.eval(BURY, keys.length, ...keys, view.id, JSON.stringify(tombstone), options.retentionS);
+    if (done !== 1) return null;
+    // Deletes the job's hash and emits `removed`, which wakes watchers in every API process.
+    await q.remove(view.id).catch(onError);
+    return tombstone;
   }
 
   /**
@@ -138,8 +242,7 @@ export function createBullJobQueue(options: BullJobQueueOptions): BullJobQueue {
     const notify = ({ jobId }: { jobId: string }) => {
       for (const wake of waiters.get(name)?.get(jobId) ?? []) wake();
     };
-    qe.on('completed', notify);
-    qe.on('failed', notify);
+    for (const event of CHANGE_EVENTS) qe.on(event, notify);
     try {
       await qe.waitUntilReady();
     } catch (err) {
@@ -150,7 +253,7 @@ export function createBullJobQueue(options: BullJobQueueOptions): BullJobQueue {
     return qe;
   }
 
-  function addWaiter(name: string, jobId: string, wake: Waiter): () => void {
+  function addWaiter(name: string, jobId: string, wake: () => void): () => void {
     let byJob = waiters.get(name);
     if (!byJob) {
       byJob = new Map();
@@ -162,45 +265,81 @@ export function createBullJobQueue(options: BullJobQueueOptions): BullJobQueue {
       byJob.set(jobId, set);
     }
     set.add(wake);
+    waiterCount++;
     return () => {
-      set.delete(wake);
+      if (set.delete(wake)) waiterCount--;
       if (set.size === 0) byJob.delete(jobId);
     };
   }
 
   /**
-   * Subscribes first, then reads the job's state, so a job that finished before the listener
-   * existed is seen by that read. A wake-up re-reads the state: a `failed` event for an attempt
-   * that will be retried leaves the job queued, and the wait goes on.
+   * The loop under waitFor and watch. Subscribes first, then reads, so a change that happened
+   * before the listener existed is seen by that read. A wake-up re-reads the job: a `failed`
+   * event for an attempt that will be retried leaves it queued, and the wait goes on. A queued
+   * job's deadline is a wake-up too, so it is expired on time even with no worker running.
    */
-  async function waitFor(jobId: string, timeoutMs: number, signal?: AbortSignal): Promise<JobView> {
+  async function follow(
+    jobId: string,
+    timeoutMs: number | undefined,
+    signal: AbortSignal | undefined,
+    onChange?: (view: JobView) => void | Promise<void>,
+  ): Promise<JobView> {
     signal?.throwIfAborted();
-    const name = await queueOf(jobId);
-    if (!name) throw new NotFoundError('job_not_found', `no job ${jobId}`);
-    await queueEvents(name);
+    const at = await locate(jobId);
+    if (!at) throw new NotFoundError('job_not_found', `no job ${jobId}`);
+    if (at.kind === 'queue') await queueEvents(at.name);
     const stop = new AbortController();
     const onAbort = () => stop.abort();
     signal?.addEventListener('abort', onAbort, { once: true });
     if (signal?.aborted) stop.abort(); // aborted while we looked the queue up
+    const stopped = new Promise<void>((resolve) => {
+      if (stop.signal.aborted) resolve();
+      else stop.signal.addEventListener('abort', () => resolve(), { once: true });
+    });
+    let timedOut = false;
+    if (timeoutMs !== undefined) {
+      clock.sleep(timeoutMs, stop.signal).then(
+        () => {
+          timedOut = true;
+          stop.abort();
+        },
+        () => undefined,
+      );
+    }
     const wakeup = new Wakeup();
-    const unsubscribe = addWaiter(name, jobId, wakeup.fire);
-    const expired = clock.sleep(timeoutMs, stop.signal).then(
-      () => true,
-      () => true,
-    );
+    const unsubscribe = at.kind === 'queue' ? addWaiter(at.name, jobId, wakeup.fire) : () => undefined;
+    let reported: JobStatus | undefined;
     try {
       for (;;) {
-        const current = await view(name, jobId);
+        const current = await snapshot(jobId);
         if (!current) throw new NotFoundError('job_not_found', `no job ${jobId}`);
-        if (TERMINAL.has(current.status)) return current;
-        const timedOut = await Promise.race([wakeup.next().then(() => false), expired]);
+        if (onChange && current.view.status !== reported) {
+          reported = current.view.status;
+          await onChange(current.view);
+        }
+        if (TERMINAL.has(current.view.status)) return current.view;
+        await nextChange(wakeup, stopped, current.deadlineAt);
         if (signal?.aborted) throw signal.reason;
-        if (timedOut) return (await view(name, jobId)) ?? current;
+        if (timedOut) return (await snapshot(jobId))?.view ?? current.view;
       }
     } finally {
       unsubscribe();
       signal?.removeEventListener('abort', onAbort);
       stop.abort();
+    }
+  }
+
+  /** Resolves at the next queue event for the job, at its deadline (just past), or when stopped. */
+  async function nextChange(wakeup: Wakeup, stopped: Promise<void>, deadlineAt: number | undefined): Promise<void> {
+    const tick = new AbortController();
+    const deadline =
+      deadlineAt === undefined
+        ? new Promise<void>(() => undefined)
+        : clock.sleep(deadlineAt - clock.now() + 1, tick.signal).catch(() => undefined);
+    try {
+      await Promise.race([wakeup.next(), stopped, deadline]);
+    } finally {
+      tick.abort();
     }
   }
 
@@ -220,16 +359,31 @@ export function createBullJobQueue(options: BullJobQueueOptions): BullJobQueue {
     },
 
     async get(jobId) {
-      const name = await queueOf(jobId);
-      return name ? view(name, jobId) : null;
+      return (await snapshot(jobId))?.view ?? null;
     },
 
-    waitFor,
+    waitFor: (jobId, timeoutMs, signal) => follow(jobId, timeoutMs, signal),
+
+    async watch(jobId, onChange, signal) {
+      await follow(jobId, undefined, signal, onChange);
+    },
+
+    async cancel(jobId) {
+      for (let attempt = 0; attempt < 3; attempt++) {
+        const current = await snapshot(jobId);
+        if (current?.view.status !== 'queued' || current.queue === undefined) return current?.view ?? null;
+        const canceled = await bury(current.queue, current.view, 'canceled', { code: 'canceled', message: 'canceled before it started' });
+        if (canceled) return canceled;
+      }
+      return (await snapshot(jobId))?.view ?? null;
+    },
 
     async depth(model, version) {
       const counts = await queue(queueName(model, version)).getJobCounts('waiting', 'prioritized', 'delayed', 'active');
       return (counts.waiting ?? 0) + (counts.prioritized ?? 0) + (counts.delayed ?? 0) + (counts.active ?? 0);
     },
+
+    waiting: () => waiterCount,
 
     close() {
       closing ??= closeAllOf(queues, events, client);

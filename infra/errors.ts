@@ -42,6 +42,18 @@ export class IntegrityError extends WarmpoolError {
   readonly status = 502;
 }
 
+/** Too much work queued already: come back after `retryAfterS` (503 + Retry-After). */
+export class OverloadedError extends WarmpoolError {
+  readonly status = 503;
+  constructor(
+    code: string,
+    message: string,
+    readonly retryAfterS: number,
+  ) {
+    super(code, message);
+  }
+}
+
 /** Invalid configuration: the process refuses to start, naming the variable. */
 export class ConfigError extends WarmpoolError {
   readonly status = 500;

@@ -10,6 +10,13 @@ export function queueName(model: string, version: string): string {
   return `infer.${model}.${version}`;
 }
 
+/**
+ * Entries kept in each queue's BullMQ events stream, which the webhook dispatcher reads: about
+ * five entries a job, so ≈20k jobs of dispatcher outage before events are trimmed unread.
+ * BullMQ keeps the value in the queue's meta, so every producer Queue must pass it.
+ */
+export const EVENTS_STREAM_MAX_LEN = 100_000;
+
 export const PRIORITIES = { high: 1, normal: 5, low: 10 } as const;
 export type Priority = keyof typeof PRIORITIES;
 

@@ -22,7 +22,7 @@ import { loadConfig } from '../infra/config.ts';
 import { freePort } from '../infra/dev/free-port.ts';
 import { ensureRedisServer, startRedisServer } from '../infra/dev/redis-server.ts';
 import { startS3Server } from '../infra/dev/s3-server.ts';
-import { queueName, type JobData, type JobResult } from '../infra/job-contract.ts';
+import { EVENTS_STREAM_MAX_LEN, queueName, type JobData, type JobResult } from '../infra/job-contract.ts';
 import { closeAll } from '../infra/lifecycle.ts';
 import { createLogger } from '../infra/log.ts';
 import type { ModelManifest } from '../infra/manifest.ts';
@@ -201,7 +201,11 @@ async function drainQueue(
   const env = { ...baseEnv, ...overrides, QUEUE_PREFIX: `${baseEnv.QUEUE_PREFIX}-${Object.keys(overrides).length}` };
   const config = loadConfig(env);
   const connection = createRedis(config.redisUrl);
-  const queue = new Queue<JobData, JobResult>(queueName(manifest.name, manifest.version), { connection, prefix: config.queuePrefix });
+  const queue = new Queue<JobData, JobResult>(queueName(manifest.name, manifest.version), {
+    connection,
+    prefix: config.queuePrefix,
+    streams: { events: { maxLen: EVENTS_STREAM_MAX_LEN } },
+  });
   const input = manifest.inputs[0];
   const width = input ? input.shape.slice(1).reduce((a, b) => a * Math.max(1, b), 1) : 1;
   const rand = (i: number) => Array.from({ length: width }, (_, k) => Math.sin(i * 31 + k) * 0.5);

@@ -17,7 +17,9 @@ Usage:
   warmpool dispatcher                       the webhook dispatcher alone
   warmpool models publish FILE.onnx --name M --version V [--max-batch N] [--warmup-batches 1,8,32]
   warmpool models list | models show M [--version V]
-  warmpool deploy M [--version V] [--min N] [--max N] [--standby N]
+  warmpool deploy M [--version V | --split V1=90,V2=10] [--min N] [--max N] [--standby N]
+                    [--backlog-max N|off] [--policy FILE]   (flags not given keep their value)
+  warmpool rollback M                       restore the deployment's previous revision
   warmpool deployments                      list deployments
   warmpool bench [--quick] [--json FILE]    micro-batched vs one-job-per-run, measured side by side
 
@@ -47,6 +49,8 @@ export async function main(argv: string[]): Promise<number> {
       case 'deploy':
       case 'deployments':
         return await (await import('./commands/deploy.ts')).deployMain(command, args, config());
+      case 'rollback':
+        return await (await import('./commands/deploy.ts')).rollbackMain(args, config());
       case 'bench':
         return await (await import('./bench.ts')).benchMain(args);
       default:

@@ -3,9 +3,11 @@ import { UnrecoverableError, Worker, type Job, type Processor } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { JobQueue } from '../api/ports.ts';
+import type { AppJobQueue } from '../api/app.ts';
 import { createBullJobQueue, parseFailure, type BullJobQueue } from '../infra/bullmq-job-queue.ts';
+import { ManualClock } from '../infra/clock.ts';
 import { NotFoundError } from '../infra/errors.ts';
-import { queueName, type JobData, type JobResult } from '../infra/job-contract.ts';
+import { queueName, type JobData, type JobResult, type JobStatus, type JobView } from '../infra/job-contract.ts';
 import { testServices, uniqueId } from './support/services.ts';
 
 const result = (id: string): JobResult => ({
@@ -43,8 +45,8 @@ describe('createBullJobQueue', () => {
     prefix = uniqueId('jq');
     redis = new Redis(testServices().redisUrl, { maxRetriesPerRequest: null });
     jobs = createBullJobQueue({ connection: testServices().redisUrl, prefix, retentionS: 600, attempts: 1 });
-    // The API's port is satisfied structurally.
-    const port: JobQueue = jobs;
+    // The API's ports are satisfied structurally.
+    const port: JobQueue & AppJobQueue = jobs;
     expect(port).toBe(jobs);
   });
 
@@ -155,6 +157,171 @@ describe('createBullJobQueue', () => {
     });
     await jobs.waitFor('job_p_low', 30_000);
     expect(order).toEqual(['job_p_high', 'job_p_normal', 'job_p_low']);
+  });
+
+  /** A worker whose jobs wait for `release()`; `taken` resolves with the first job it holds. */
+  function gatedWorker() {
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let took: (id: string) => void = () => undefined;
+    const taken = new Promise<string>((resolve) => (took = resolve));
+    startWorker(async (job) => {
+      took(job.id ?? '');
+      await gate;
+      return result(job.id ?? '');
+    });
+    return { taken, release };
+  }
+
+  describe('cancel', () => {
+    it('ends a queued job as canceled, idempotently; no worker ever gets it', async () => {
+      nextModel();
+      await jobs.enqueue(data(), { priority: 'normal', jobId: 'job_c1' });
+      const canceled = await jobs.cancel('job_c1');
+      expect(canceled).toMatchObject({ id: 'job_c1', tenant: 'tenant-a', model, status: 'canceled', error: { code: 'canceled' } });
+      expect(canceled?.finishedAt).toBeGreaterThanOrEqual(canceled?.createdAt ?? Infinity);
+      expect(await jobs.get('job_c1')).toEqual(canceled);
+      expect(await jobs.cancel('job_c1')).toEqual(canceled);
+      expect(await jobs.depth(model, '1')).toBe(0);
+      // BullMQ no longer holds it: a worker started now takes the next job, not the canceled one.
+      const seen: string[] = [];
+      startWorker(async (job) => {
+        seen.push(job.id ?? '');
+        return result(job.id ?? '');
+      });
+      await jobs.enqueue(data(), { priority: 'normal', jobId: 'job_c1_next' });
+      await jobs.waitFor('job_c1_next', 30_000);
+      expect(seen).toEqual(['job_c1_next']);
+    });
+
+    it('cancels a job waiting for a retry (delayed)', async () => {
+      nextModel();
+      const retrying = createBullJobQueue({ connection: testServices().redisUrl, prefix, retentionS: 600, attempts: 2, backoffMs: 60_000 });
+      try {
+        const worker = startWorker(async () => {
+          throw new Error('transient');
+        });
+        const failedOnce = new Promise<void>((resolve) => worker.on('failed', () => resolve()));
+        await retrying.enqueue(data(), { priority: 'normal', jobId: 'job_c_delayed' });
+        await failedOnce;
+        expect((await retrying.get('job_c_delayed'))?.status).toBe('queued');
+        expect((await retrying.cancel('job_c_delayed'))?.status).toBe('canceled');
+        expect(await retrying.depth(model, '1')).toBe(0);
+      } finally {
+        await retrying.close();
+      }
+    });
+
+    it('leaves a running or finished job alone, and answers null for an unknown one', async () => {
+      nextModel();
+      const { taken, release } = gatedWorker();
+      await jobs.enqueue(data(), { priority: 'normal', jobId: 'job_c_run' });
+      await taken;
+      expect((await jobs.cancel('job_c_run'))?.status).toBe('running');
+      release();
+      expect((await jobs.waitFor('job_c_run', 30_000)).status).toBe('succeeded');
+      expect((await jobs.cancel('job_c_run'))?.status).toBe('succeeded');
+      expect(await jobs.cancel('job_c_nope')).toBeNull();
+    });
+
+    it("wakes another process's waiters (through BullMQ's removed event)", async () => {
+      nextModel();
+      const other = createBullJobQueue({ connection: testServices().redisUrl, prefix, retentionS: 600, attempts: 1 });
+      try {
+        await jobs.enqueue(data(), { priority: 'normal', jobId: 'job_c_wake' });
+        const waiting = jobs.waitFor('job_c_wake', 30_000);
+        while (jobs.waiting() === 0) await new Promise((r) => setTimeout(r, 5));
+        await other.cancel('job_c_wake');
+        expect(await waiting).toMatchObject({ status: 'canceled', error: { code: 'canceled' } });
+        expect(jobs.waiting()).toBe(0);
+      } finally {
+        await other.close();
+      }
+    });
+  });
+
+  describe('deadlines', () => {
+    let clock: ManualClock;
+    let timed: BullJobQueue;
+
+    beforeAll(() => {
+      clock = new ManualClock(Date.now());
+      timed = createBullJobQueue({ connection: testServices().redisUrl, prefix, retentionS: 600, attempts: 1, clock });
+    });
+    afterAll(() => timed.close());
+
+    const withDeadline = (timeoutMs: number): JobData => ({ ...data(), submittedAt: clock.now(), timeoutMs });
+
+    it('fails a queued job seen past its deadline with deadline_exceeded, and removes it from the queue', async () => {
+      nextModel();
+      await timed.enqueue(withDeadline(1000), { priority: 'normal', jobId: 'job_d1' });
+      clock.set(clock.now() + 1000);
+      expect((await timed.get('job_d1'))?.status).toBe('queued');
+      clock.set(clock.now() + 1);
+      const expired = await timed.get('job_d1');
+      expect(expired).toMatchObject({ status: 'failed', error: { code: 'deadline_exceeded' } });
+      expect(expired?.error?.message).toMatch(/deadline was 1000 ms/);
+      expect(await timed.depth(model, '1')).toBe(0);
+      expect(await jobs.get('job_d1')).toEqual(expired); // what any API process sees
+      expect((await timed.cancel('job_d1'))?.status).toBe('failed');
+    });
+
+    it('waitFor wakes at the deadline with no worker running', async () => {
+      nextModel();
+      await timed.enqueue(withDeadline(5000), { priority: 'normal', jobId: 'job_d2' });
+      const waiting = timed.waitFor('job_d2', 60_000);
+      // Two sleepers: the wait's own timeout and the job's deadline.
+      while (clock.pending < 2) await new Promise((r) => setTimeout(r, 5));
+      await clock.advance(5001);
+      expect(await waiting).toMatchObject({ status: 'failed', error: { code: 'deadline_exceeded' } });
+      expect(clock.pending).toBe(0);
+    });
+
+    it('never touches a job a worker has taken, however late', async () => {
+      nextModel();
+      const { taken, release } = gatedWorker();
+      await timed.enqueue(withDeadline(1000), { priority: 'normal', jobId: 'job_d3' });
+      await taken;
+      clock.set(clock.now() + 60_000);
+      expect((await timed.get('job_d3'))?.status).toBe('running');
+      release();
+      expect((await timed.waitFor('job_d3', 30_000)).status).toBe('succeeded');
+    });
+  });
+
+  describe('watch', () => {
+    it('reports each status once, in order, until terminal; releases its listener', async () => {
+      nextModel();
+      await jobs.enqueue(data(), { priority: 'normal', jobId: 'job_w1' });
+      const seen: JobStatus[] = [];
+      const signals = new Map<JobStatus, () => void>();
+      const saw = (status: JobStatus) => new Promise<void>((resolve) => signals.set(status, resolve));
+      const [sawQueued, sawRunning] = [saw('queued'), saw('running')];
+      const watching = jobs.watch('job_w1', (view: JobView) => {
+        seen.push(view.status);
+        signals.get(view.status)?.();
+      });
+      await sawQueued; // only then a worker, so the first report is deterministic
+      const { release } = gatedWorker();
+      await sawRunning;
+      release();
+      await watching;
+      expect(seen).toEqual(['queued', 'running', 'succeeded']);
+      expect(jobs.waiting()).toBe(0);
+    });
+
+    it('rejects with the reason when aborted, releasing its listener', async () => {
+      nextModel();
+      await jobs.enqueue(data(), { priority: 'normal', jobId: 'job_w2' });
+      const controller = new AbortController();
+      const seen: JobStatus[] = [];
+      const watching = jobs.watch('job_w2', (view) => void seen.push(view.status), controller.signal);
+      while (jobs.waiting() === 0) await new Promise((r) => setTimeout(r, 5));
+      controller.abort(new Error('client left'));
+      await expect(watching).rejects.toThrow('client left');
+      expect(seen).toEqual(['queued']);
+      expect(jobs.waiting()).toBe(0);
+    });
   });
 
   it('answers null / job_not_found for an unknown id', async () => {

@@ -10,6 +10,7 @@ import { createDeploymentStore } from '../infra/deployments.ts';
 import { closeRedis, createRedis } from '../infra/redis.ts';
 import { createModelRegistry } from '../infra/registry.ts';
 import { createS3ObjectStore } from '../infra/s3-object-store.ts';
+import { rollbackMain, type CliIo } from '../scripts/commands/deploy.ts';
 import { buildMlpModel } from '../scripts/models.ts';
 import { testEnv } from './support/services.ts';
 
@@ -58,7 +59,66 @@ it('deploy stores the deployment, defaulting to the latest version', async () =>
   expect(list.stdout).toMatch(/cli-model\t3\tmin=2 max=4 standby=0/);
 });
 
+it('deploy splits traffic, changes only what it is told, and rollback restores the previous revision', async () => {
+  await createModelRegistry({ store, prefix: config.s3.prefix }).publish({
+    name: 'cli-model',
+    version: '4',
+    bytes: buildMlpModel({ features: 4, hidden: 4, layers: 1 }),
+  });
+  const res = await cli('deploy', 'cli-model', '--split', '3=90,4=10', '--backlog-max', '200');
+  expect(res.stderr).toBe('');
+  expect(res.code).toBe(0);
+  expect(res.stdout).toContain('deployed cli-model@3 split 3=90%, 4=10% (revision 2; min 2, max 4, standby 0, backlog-max 200)');
+  const deployments = createDeploymentStore(redis, config.queuePrefix);
+  expect(await deployments.get('cli-model')).toMatchObject({
+    versions: [
+      { version: '3', weight: 90 },
+      { version: '4', weight: 10 },
+    ],
+    min: 2, // kept from the first deploy
+    backlogMax: 200,
+    revision: 2,
+  });
+  expect((await cli('deployments')).stdout).toMatch(/cli-model\t3=90,4=10\tmin=2 max=4 standby=0 backlog-max=200\trevision 2\t/);
+
+  const io = capture();
+  expect(await rollbackMain(['cli-model'], config, io)).toBe(0);
+  expect(io.stdout).toBe("rolled back cli-model to revision 1's config, now revision 3: cli-model@3 (min 2, max 4, standby 0)\n");
+  expect(await deployments.get('cli-model')).toMatchObject({ versions: [{ version: '3', weight: 100 }], revision: 3, restoredFrom: 1 });
+  expect(await deployments.get('cli-model')).not.toHaveProperty('backlogMax');
+});
+
 it.each([
+  [['cli-model', 'extra'], /name one model/],
+  [['never-deployed'], /model never-deployed is not deployed/],
+])('rollback %j → exit 2 with a message naming the problem', async (args, message) => {
+  const io = capture();
+  expect(await rollbackMain(args, config, io)).toBe(2);
+  expect(io.stderr).toMatch(message);
+  expect(io.stdout).toBe('');
+});
+
+function capture(): CliIo & { stdout: string; stderr: string } {
+  const io = {
+    stdout: '',
+    stderr: '',
+    out(text: string) {
+      io.stdout += text;
+    },
+    err(text: string) {
+      io.stderr += text;
+    },
+  };
+  return io;
+}
+
+it.each([
+  [['deploy', 'cli-model', '--split', '3=90,4=5'], /weights must sum to 100 \(got 95\)/],
+  [['deploy', 'cli-model', '--split', '3'], /--split takes VERSION=PERCENT pairs/],
+  [['deploy', 'cli-model', '--split', '3=90,9=10'], /model cli-model has no version 9/],
+  [['deploy', 'cli-model', '--version', '3', '--split', '3=100'], /--version or --split, not both/],
+  [['deploy', 'cli-model', '--backlog-max', '0'], /backlogMax must be an integer between 1/],
+  [['deploy', 'cli-model', '--policy', '/nonexistent/policy.json'], /cannot read --policy/],
   [['deploy', 'cli-model', '--min=-1'], /--min must be a non-negative integer/],
   [['deploy', 'cli-model', '--min', '-1'], /Option '--min' argument is ambiguous/],
   [['deploy', 'cli-model', '--standby', 'two'], /--standby must be a non-negative integer/],

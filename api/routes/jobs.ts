@@ -1,13 +1,17 @@
-/** The async job routes (DESIGN §5): submit, read, and the registry view. Thin: parse, call a use case. */
+/**
+ * The async job routes (DESIGN §5): submit, read, cancel, and the registry view. Thin: parse,
+ * call a use case. The event stream of a job is in job-events.ts.
+ */
 import { Hono } from 'hono';
 import type { AuthEnv } from '../auth.ts';
 import type { DeploymentLookup, JobQueue, ModelCatalog } from '../ports.ts';
+import { cancelJob, type JobCanceler } from '../use-cases/cancel-job.ts';
 import { getJob, iso, toJobResource } from '../use-cases/get-job.ts';
-import { submitJob, type SubmitJobDeps } from '../use-cases/submit-job.ts';
+import { parseIdempotencyKey, submitJob, type SubmitJobDeps } from '../use-cases/submit-job.ts';
 import { readJson } from './http.ts';
 
 export interface JobRoutesDeps extends SubmitJobDeps {
-  jobs: JobQueue;
+  jobs: JobQueue & JobCanceler;
   catalog: ModelCatalog;
   deployments: DeploymentLookup;
 }
@@ -16,18 +20,32 @@ export function jobRoutes(deps: JobRoutesDeps): Hono<AuthEnv> {
   const app = new Hono<AuthEnv>();
 
   app.post('/v1/models/:model/jobs', async (c) => {
+    const idempotencyKey = parseIdempotencyKey(c.req.header('idempotency-key'));
     const body = await readJson(c);
-    const job = await submitJob(deps, { tenant: c.get('tenant'), model: c.req.param('model'), body, kind: 'async' });
+    const job = await submitJob(deps, { tenant: c.get('tenant'), model: c.req.param('model'), body, kind: 'async', idempotencyKey });
     const self = `/v1/jobs/${job.id}`;
     c.header('Location', self);
+    if (job.replayed) c.header('Idempotent-Replayed', 'true');
     return c.json(
-      { id: job.id, status: 'queued' as const, model: job.model, version: job.version, createdAt: iso(job.createdAt), links: { self } },
+      {
+        id: job.id,
+        status: 'queued' as const,
+        model: job.model,
+        version: job.version,
+        createdAt: iso(job.createdAt),
+        links: { self, events: `${self}/events` },
+      },
       202,
     );
   });
 
   app.get('/v1/jobs/:id', async (c) => {
     const view = await getJob(deps, { tenant: c.get('tenant'), id: c.req.param('id') });
+    return c.json(toJobResource(view));
+  });
+
+  app.delete('/v1/jobs/:id', async (c) => {
+    const view = await cancelJob(deps, { tenant: c.get('tenant'), id: c.req.param('id') });
     return c.json(toJobResource(view));
   });
 

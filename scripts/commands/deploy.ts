@@ -1,58 +1,74 @@
 /**
- * `warmpool deploy M [--version V] [--min N] [--max N] [--standby N]` and `warmpool deployments`.
- * The version must exist in the registry (latest when omitted); the deployment is stored in
- * Redis where the pool (and later the scaler) picks it up.
+ * `warmpool deploy M [--version V | --split V1=90,V2=10] [--min N] [--max N] [--standby N]
+ * [--backlog-max N|off] [--policy FILE]`, `warmpool rollback M` and `warmpool deployments`.
+ *
+ * `deploy` changes only what it is told: flags left out keep the deployment's current values; a
+ * first deployment gets min 1, max max(min, 1), standby 0 and the registry's latest version.
+ * Every version named must exist in the registry. The record lands in Redis, where the pool
+ * (and later the scaler) picks it up. The rules are the API's own (api/use-cases/deployments.ts).
  */
+import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
+import { putDeployment, rollbackDeployment } from '../../api/use-cases/deployments.ts';
 import type { Config } from '../../infra/config.ts';
-import { createDeploymentStore } from '../../infra/deployments.ts';
-import { closeRedis, createRedis } from '../../infra/redis.ts';
-import { createModelRegistry } from '../../infra/registry.ts';
-import { createS3ObjectStore } from '../../infra/s3-object-store.ts';
+import { createDeploymentStore, type Deployment, type DeploymentChange, type VersionWeight } from '../../infra/deployments.ts';
 import { InvalidInputError, NotFoundError } from '../../infra/errors.ts';
+import { closeRedis, createRedis } from '../../infra/redis.ts';
+import { createModelRegistry, type ModelRegistry } from '../../infra/registry.ts';
+import { createS3ObjectStore } from '../../infra/s3-object-store.ts';
 
-export async function deployMain(command: 'deploy' | 'deployments', args: string[], config: Config): Promise<number> {
+/** Where a command writes; the process's streams unless a test captures them. */
+export interface CliIo {
+  out(text: string): void;
+  err(text: string): void;
+}
+
+const processIo: CliIo = {
+  out: (text) => process.stdout.write(text),
+  err: (text) => process.stderr.write(text),
+};
+
+type Stores = { deployments: ReturnType<typeof createDeploymentStore>; registry: ModelRegistry };
+
+export function deployMain(command: 'deploy' | 'deployments', args: string[], config: Config, io: CliIo = processIo): Promise<number> {
+  return withStores(config, io, command, async ({ deployments, registry }) => {
+    if (command === 'deployments') {
+      for (const d of await deployments.list()) io.out(`${describe(d)}\n`);
+      return 0;
+    }
+    const { model, change } = parseDeployArgs(args);
+    const d = await putDeployment({ deployments, catalog: registry }, { model, change });
+    io.out(`deployed ${d.model}@${d.version}${splitText(d)} (revision ${d.revision}; ${boundsText(d)})\n`);
+    return 0;
+  });
+}
+
+/** `warmpool rollback M`: the previous revision's config, as a new revision. */
+export function rollbackMain(args: string[], config: Config, io: CliIo = processIo): Promise<number> {
+  return withStores(config, io, 'rollback', async ({ deployments, registry }) => {
+    const { positionals } = parseArgs({ args, allowPositionals: true, options: {} });
+    const model = positionals[0];
+    if (!model || positionals.length > 1) throw badArgument('name one model, e.g. warmpool rollback demo-scorer');
+    const d = await rollbackDeployment({ deployments, catalog: registry }, model);
+    io.out(
+      `rolled back ${d.model} to revision ${d.restoredFrom}'s config, now revision ${d.revision}: ` +
+        `${d.model}@${d.version}${splitText(d)} (${boundsText(d)})\n`,
+    );
+    return 0;
+  });
+}
+
+async function withStores(config: Config, io: CliIo, command: string, run: (stores: Stores) => Promise<number>): Promise<number> {
   const redis = createRedis(config.redisUrl, { maxRetriesPerRequest: 2 });
   const store = createS3ObjectStore(config.s3);
   try {
-    const deployments = createDeploymentStore(redis, config.queuePrefix);
-    if (command === 'deployments') {
-      for (const d of await deployments.list()) {
-        process.stdout.write(`${d.model}\t${d.version}\tmin=${d.min} max=${d.max} standby=${d.standby}\t${d.updatedAt}\n`);
-      }
-      return 0;
-    }
-    const { values, positionals } = parseArgs({
-      args,
-      allowPositionals: true,
-      options: {
-        version: { type: 'string' },
-        min: { type: 'string', default: '1' },
-        max: { type: 'string' },
-        standby: { type: 'string', default: '0' },
-      },
+    return await run({
+      deployments: createDeploymentStore(redis, config.queuePrefix),
+      registry: createModelRegistry({ store, prefix: config.s3.prefix }),
     });
-    const model = positionals[0];
-    if (!model || positionals.length > 1) {
-      process.stderr.write('warmpool deploy: name one model, e.g. warmpool deploy demo-scorer --version 1 --min 1 --max 4\n');
-      return 2;
-    }
-    const manifest = await createModelRegistry({ store, prefix: config.s3.prefix }).getManifest(model, values.version);
-    const min = toInt('--min', values.min);
-    const deployment = await deployments.put({
-      model,
-      version: manifest.version,
-      min,
-      max: values.max === undefined ? Math.max(min, 1) : toInt('--max', values.max),
-      standby: toInt('--standby', values.standby),
-    });
-    process.stdout.write(
-      `deployed ${deployment.model}@${deployment.version} (min ${deployment.min}, max ${deployment.max}, standby ${deployment.standby})\n`,
-    );
-    return 0;
   } catch (err) {
     if (err instanceof InvalidInputError || err instanceof NotFoundError) {
-      process.stderr.write(`warmpool deploy: ${err.message}\n`);
+      io.err(`warmpool ${command}: ${err.message}\n`);
       return 2;
     }
     throw err;
@@ -62,9 +78,82 @@ export async function deployMain(command: 'deploy' | 'deployments', args: string
   }
 }
 
-function toInt(flag: string, raw: string | undefined): number {
+function parseDeployArgs(args: string[]): { model: string; change: DeploymentChange } {
+  const { values, positionals } = parseArgs({
+    args,
+    allowPositionals: true,
+    options: {
+      version: { type: 'string' },
+      split: { type: 'string' },
+      min: { type: 'string' },
+      max: { type: 'string' },
+      standby: { type: 'string' },
+      'backlog-max': { type: 'string' },
+      policy: { type: 'string' },
+    },
+  });
+  const model = positionals[0];
+  if (!model || positionals.length > 1) {
+    throw badArgument('name one model, e.g. warmpool deploy demo-scorer --version 1 --min 1 --max 4');
+  }
+  if (values.version !== undefined && values.split !== undefined) throw badArgument('give --version or --split, not both');
+  const change: DeploymentChange = {};
+  if (values.version !== undefined) change.version = values.version;
+  if (values.split !== undefined) change.versions = parseSplit(values.split);
+  if (values.min !== undefined) change.min = toInt('--min', values.min);
+  if (values.max !== undefined) change.max = toInt('--max', values.max);
+  if (values.standby !== undefined) change.standby = toInt('--standby', values.standby);
+  const backlog = values['backlog-max'];
+  if (backlog !== undefined) change.backlogMax = backlog === 'off' ? null : toInt('--backlog-max', backlog);
+  if (values.policy !== undefined) change.policy = readPolicy(values.policy);
+  return { model, change };
+}
+
+/** `1=90,2=10` → [{version: '1', weight: 90}, {version: '2', weight: 10}]; the sum is checked with the rest. */
+function parseSplit(raw: string): VersionWeight[] {
+  return raw.split(',').map((part) => {
+    const m = /^\s*([^=\s]+)\s*=\s*(\d+)\s*$/.exec(part);
+    if (!m) throw badArgument(`--split takes VERSION=PERCENT pairs separated by commas, e.g. 1=90,2=10 (got "${part}")`);
+    return { version: m[1] as string, weight: Number(m[2]) };
+  });
+}
+
+function readPolicy(file: string): Record<string, unknown> {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw badArgument(`cannot read --policy ${file}: ${(err as Error).message}`);
+  }
+  try {
+    return JSON.parse(text) as Record<string, unknown>; // an object or not: validateDeployment says
+  } catch (err) {
+    throw badArgument(`--policy ${file} is not valid JSON: ${(err as Error).message}`);
+  }
+}
+
+function toInt(flag: string, raw: string): number {
   const n = Number(raw);
-  if (!Number.isInteger(n) || n < 0)
-    throw new InvalidInputError('invalid_argument', `${flag} must be a non-negative integer (got "${raw}")`);
+  if (raw.trim() === '' || !Number.isInteger(n) || n < 0) throw badArgument(`${flag} must be a non-negative integer (got "${raw}")`);
   return n;
+}
+
+function badArgument(message: string): InvalidInputError {
+  return new InvalidInputError('invalid_argument', message);
+}
+
+/** One line of `warmpool deployments`: model, versions (with the split when there is one), bounds, revision, time. */
+function describe(d: Deployment): string {
+  const versions = d.versions.length === 1 ? d.version : d.versions.map((v) => `${v.version}=${v.weight}`).join(',');
+  const backlog = d.backlogMax === undefined ? '' : ` backlog-max=${d.backlogMax}`;
+  return `${d.model}\t${versions}\tmin=${d.min} max=${d.max} standby=${d.standby}${backlog}\trevision ${d.revision}\t${d.updatedAt}`;
+}
+
+function splitText(d: Deployment): string {
+  return d.versions.length === 1 ? '' : ` split ${d.versions.map((v) => `${v.version}=${v.weight}%`).join(', ')}`;
+}
+
+function boundsText(d: Deployment): string {
+  const backlog = d.backlogMax === undefined ? '' : `, backlog-max ${d.backlogMax}`;
+  return `min ${d.min}, max ${d.max}, standby ${d.standby}${backlog}`;
 }

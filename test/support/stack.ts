@@ -35,7 +35,8 @@ export const KEY_A = 'key-aaaaaaaa';
 export const KEY_B = 'key-bbbbbbbb';
 
 export async function startStack(overrides: Record<string, string> = {}): Promise<TestStack> {
-  const env = testEnv({ PORT: '0', ...overrides });
+  // Suites that flood the API are about workers, not limits (test/api-jobs.test.ts tests 429).
+  const env = testEnv({ PORT: '0', RATE_LIMIT_RPS: '100000', RATE_LIMIT_BURST: '100000', ...overrides });
   const config = loadConfig(env);
   const store = createS3ObjectStore(config.s3);
   const registry = createModelRegistry({ store, prefix: config.s3.prefix });

@@ -1,0 +1,74 @@
+/**
+ * Deployment routes (DESIGN §5): list, read, change (PUT), roll back, history. Thin: the body is
+ * checked for shape with zod here; the rules (weights sum to 100, min ≤ max, versions exist…)
+ * live in infra/deployments.ts and the use case, shared with the CLI.
+ *
+ * PUT merges: fields left out keep their current values (a first deployment gets min 1,
+ * max max(min, 1), standby 0 and the registry's latest version); `null` clears `policy` or
+ * `backlogMax`. `ifRevision` makes it conditional (409 `revision_conflict`).
+ */
+import { Hono } from 'hono';
+import { z } from 'zod';
+import { InvalidInputError } from '../../infra/errors.ts';
+import type { AuthEnv } from '../auth.ts';
+import {
+  deploymentHistory,
+  getDeployment,
+  listDeployments,
+  putDeployment,
+  rollbackDeployment,
+  type DeploymentUseCaseDeps,
+} from '../use-cases/deployments.ts';
+import { readJson } from './http.ts';
+
+const count = z.number().int().nonnegative();
+
+const putBody = z.strictObject({
+  version: z.string().optional(),
+  versions: z.array(z.strictObject({ version: z.string(), weight: z.number() })).optional(),
+  min: count.optional(),
+  max: count.optional(),
+  standby: count.optional(),
+  policy: z.record(z.string(), z.unknown()).nullable().optional(),
+  backlogMax: z.number().int().positive().nullable().optional(),
+  ifRevision: count.optional(),
+});
+
+const rollbackBody = z.strictObject({ ifRevision: count.optional() });
+
+export type DeploymentRoutesDeps = DeploymentUseCaseDeps;
+
+export function deploymentRoutes(deps: DeploymentRoutesDeps): Hono<AuthEnv> {
+  const app = new Hono<AuthEnv>();
+
+  app.get('/v1/deployments', async (c) => c.json({ deployments: await listDeployments(deps) }));
+
+  app.get('/v1/deployments/:model', async (c) => c.json(await getDeployment(deps, c.req.param('model'))));
+
+  app.put('/v1/deployments/:model', async (c) => {
+    const { ifRevision, ...change } = parse(putBody, await readJson(c));
+    return c.json(await putDeployment(deps, { model: c.req.param('model'), change, ifRevision }));
+  });
+
+  app.post('/v1/deployments/:model/rollback', async (c) => {
+    // The body is optional: an empty POST rolls back unconditionally. (hono caches the body
+    // text, so readJson reads the same bytes again.)
+    const empty = (await c.req.text()).trim() === '';
+    const { ifRevision } = empty ? {} : parse(rollbackBody, await readJson(c));
+    return c.json(await rollbackDeployment(deps, c.req.param('model'), ifRevision));
+  });
+
+  app.get('/v1/deployments/:model/history', async (c) => {
+    const model = c.req.param('model');
+    return c.json({ model, revisions: await deploymentHistory(deps, model) });
+  });
+
+  return app;
+}
+
+function parse<T>(schema: z.ZodType<T>, body: unknown): T {
+  const result = schema.safeParse(body);
+  if (result.success) return result.data;
+  const message = result.error.issues.map((i) => `${i.path.length > 0 ? i.path.join('.') : 'body'}: ${i.message}`).join('; ');
+  throw new InvalidInputError('invalid_body', message, { cause: result.error });
+}

@@ -1,0 +1,80 @@
+/**
+ * GET /v1/jobs/{id}/events: Server-Sent Events of a job's status. The current status is sent at
+ * once, then each change; the event name is the status and the data is the same JSON as
+ * GET /v1/jobs/{id}. The stream ends after the terminal event (succeeded, failed, canceled).
+ * A comment line every `heartbeatMs` keeps proxies from closing an idle stream. When the client
+ * goes away the watch is aborted, which releases its listener slot on the queue's events.
+ */
+import { Hono } from 'hono';
+import { type SSEStreamingApi, streamSSE } from 'hono/streaming';
+import { isClientError } from '../../infra/errors.ts';
+import type { AuthEnv } from '../auth.ts';
+import type { ErrorLog } from '../errors.ts';
+import type { Clock, JobQueue, JobView } from '../ports.ts';
+import { getJob, toJobResource } from '../use-cases/get-job.ts';
+
+export interface JobWatcher {
+  /** Calls onChange now and at each status change until terminal (resolves) or the signal aborts (rejects). */
+  watch(jobId: string, onChange: (view: JobView) => void | Promise<void>, signal?: AbortSignal): Promise<void>;
+}
+
+export interface JobEventsDeps {
+  jobs: JobQueue & JobWatcher;
+  clock: Clock;
+  heartbeatMs: number;
+  log?: ErrorLog;
+}
+
+export function jobEventRoutes(deps: JobEventsDeps): Hono<AuthEnv> {
+  const app = new Hono<AuthEnv>();
+
+  app.get('/v1/jobs/:id/events', async (c) => {
+    const id = c.req.param('id');
+    // Before the stream starts, so an unknown (or another tenant's) job is a plain JSON 404.
+    await getJob(deps, { tenant: c.get('tenant'), id });
+    const request = c.req.raw.signal;
+    return streamSSE(c, async (stream) => {
+      const stop = new AbortController();
+      const onGone = () => stop.abort(new Error('client disconnected'));
+      stream.onAbort(onGone);
+      request.addEventListener('abort', onGone, { once: true });
+      const beats = heartbeat(stream, deps, stop.signal);
+      try {
+        await deps.jobs.watch(
+          id,
+          (view) => stream.writeSSE({ event: view.status, data: JSON.stringify(toJobResource(view)) }),
+          stop.signal,
+        );
+      } catch (err) {
+        if (!stop.signal.aborted) await streamError(stream, err, deps.log);
+      } finally {
+        request.removeEventListener('abort', onGone);
+        stop.abort();
+        await beats;
+      }
+    });
+  });
+
+  return app;
+}
+
+async function heartbeat(stream: SSEStreamingApi, deps: JobEventsDeps, signal: AbortSignal): Promise<void> {
+  while (!signal.aborted) {
+    try {
+      await deps.clock.sleep(deps.heartbeatMs, signal);
+    } catch {
+      return; // stopped
+    }
+    await stream.write(': heartbeat\n\n');
+  }
+}
+
+/** A failure after the stream began: an `error` event with the usual error body, then the end. */
+async function streamError(stream: SSEStreamingApi, err: unknown, log: ErrorLog | undefined): Promise<void> {
+  const known = isClientError(err);
+  if (!known) log?.error({ err }, 'job event stream failed');
+  const error = known
+    ? { code: err.code, message: err.message }
+    : { code: 'internal', message: 'internal error; the server has logged it' };
+  await stream.writeSSE({ event: 'error', data: JSON.stringify({ error }) });
+}

@@ -1,0 +1,67 @@
+/**
+ * A token bucket per key in Redis, shared by every API process: `burst` tokens at most,
+ * refilled at `rps` per second, one taken per request. One script does refill, take and the
+ * answer atomically, so concurrent requests across processes never overdraw the bucket.
+ *
+ * The caller passes the time (its injected Clock's `now()`), not Redis's TIME: tests drive it,
+ * and API hosts are assumed NTP-synced. A clock that goes backwards refills nothing (elapsed
+ * time is clamped at 0 and the stored time never moves back). A bucket's key expires once it
+ * would be full again, so idle tenants cost no memory.
+ */
+
+/** The slice of ioredis this module uses. */
+export interface RateLimitRedis {
+  eval(script: string, numKeys: number, ...args: Array<string | number>): Promise<unknown>;
+}
+
+export interface TakeOptions {
+  /** Epoch milliseconds. */
+  now: number;
+  /** Refill rate, tokens per second (> 0). */
+  rps: number;
+  /** Bucket size (≥ 1): the most requests allowed at once after a quiet spell. */
+  burst: number;
+}
+
+export interface TakeResult {
+  allowed: boolean;
+  /** When refused: how long until a token is there; 0 when allowed. */
+  retryAfterMs: number;
+}
+
+export interface RateLimiter {
+  take(key: string, options: TakeOptions): Promise<TakeResult>;
+}
+
+// KEYS[1] bucket; ARGV: now ms, rps, burst. Returns {allowed 0|1, retryAfterMs}.
+// Floats are stored as strings (HSET); Redis truncates returned numbers, hence the ceil.
+const TAKE = `
+local now = tonumber(ARGV[1])
+local rps = tonumber(ARGV[2])
+local burst = tonumber(ARGV[3])
+local state = redis.call('HMGET', KEYS[1], 'tokens', 'ts')
+local tokens = tonumber(state[1]) or burst
+local ts = tonumber(state[2]) or now
+local elapsed = math.max(0, now - ts)
+tokens = math.min(burst, tokens + elapsed * rps / 1000)
+local allowed = 0
+local retry = 0
+if tokens >= 1 then
+  tokens = tokens - 1
+  allowed = 1
+else
+  retry = math.ceil((1 - tokens) * 1000 / rps)
+end
+redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'ts', tostring(math.max(ts, now)))
+redis.call('PEXPIRE', KEYS[1], math.ceil((burst - tokens) * 1000 / rps) + 1000)
+return {allowed, retry}
+`;
+
+export function createRateLimiter(redis: RateLimitRedis, options: { prefix: string }): RateLimiter {
+  return {
+    async take(key, { now, rps, burst }) {
+      const reply = (await redis.eval(TAKE, 1, `${options.prefix}:ratelimit:${key}`, Math.floor(now), rps, burst)) as [number, number];
+      return { allowed: reply[0] === 1, retryAfterMs: reply[1] };
+    },
+  };
+}
