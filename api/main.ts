@@ -3,11 +3,10 @@
  * metrics into `createApp`, serves it with @hono/node-server, and drains on SIGTERM.
  */
 import { serve } from '@hono/node-server';
-import { randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { Registry } from 'prom-client';
-import { createBullJobQueue } from '../infra/bullmq-job-queue.ts';
-import { systemClock } from '../infra/clock.ts';
+import { createBullJobQueue, type BullJobQueue } from '../infra/bullmq-job-queue.ts';
+import { systemClock, type Clock } from '../infra/clock.ts';
 import type { Config } from '../infra/config.ts';
 import { createDeploymentStore } from '../infra/deployments.ts';
 import { createIdempotencyStore } from '../infra/idempotency.ts';
@@ -19,21 +18,30 @@ import { createApiMetrics, readMetricsSnapshots, renderClusterMetrics } from '..
 import { closeRedis, createRedis } from '../infra/redis.ts';
 import { createModelRegistry } from '../infra/registry.ts';
 import { createS3ObjectStore } from '../infra/s3-object-store.ts';
-import { createApp } from './app.ts';
+import { createApp, type AppDeps } from './app.ts';
 
 export interface ApiServer {
   url: string;
+  jobs: BullJobQueue;
   close(): Promise<void>;
 }
 
 export interface ApiRuntime {
   app: ReturnType<typeof createApp>;
+  jobs: BullJobQueue;
   /** Closes the connections the app uses; idempotent. */
   close(): Promise<void>;
 }
 
+/** What a test (or an embedding) may swap: the clock, and any of the app's dependencies. */
+export interface ApiOverrides {
+  clock?: Clock;
+  deps?: Partial<AppDeps>;
+}
+
 /** The app and the connections behind it: shared by the node server and the Lambda entry. */
-export function createApiRuntime(config: Config, log: Logger): ApiRuntime {
+export function createApiRuntime(config: Config, log: Logger, overrides: ApiOverrides = {}): ApiRuntime {
+  const clock = overrides.clock ?? systemClock;
   if (config.api.apiKeys.length === 0) log.warn('API_KEYS is empty: every authenticated route will answer 401');
   const redisError = (err: Error) => log.warn({ err: err.message }, 'redis connection error');
   const redis = createRedis(config.redisUrl, {}, redisError);
@@ -46,12 +54,13 @@ export function createApiRuntime(config: Config, log: Logger): ApiRuntime {
     retentionS: config.jobs.retentionS,
     attempts: config.jobs.attempts,
     onError: redisError,
+    clock,
   });
   const metricsRegistry = new Registry();
   const apiMetrics = createApiMetrics(metricsRegistry);
   const app = createApp({
     jobs,
-    catalog: cacheManifests(registry, { clock: systemClock }),
+    catalog: cacheManifests(registry, { clock }),
     deployments,
     apiKeys: config.api.apiKeys,
     metrics: {
@@ -59,20 +68,21 @@ export function createApiRuntime(config: Config, log: Logger): ApiRuntime {
       api: apiMetrics,
       render: async () => renderClusterMetrics(metricsRegistry, await readMetricsSnapshots(redis, config.queuePrefix)),
     },
-    clock: systemClock,
+    clock,
     bodyLimitBytes: config.api.bodyLimitBytes,
     syncTimeoutMs: config.api.syncTimeoutMs,
-    idempotency: createIdempotencyStore(redis, { prefix: config.queuePrefix, ttlS: config.jobs.idempotencyTtlS }),
+    idempotency: createIdempotencyStore(redis, { prefix: config.queuePrefix, ttlS: config.jobs.idempotencyTtlS, clock }),
     rateLimit: { limiter: createRateLimiter(redis, { prefix: config.queuePrefix }), ...config.rateLimit },
     webhookAllowedPrivateHosts: config.webhooks.allowedPrivateHosts,
     webhooks: { redis, prefix: config.queuePrefix },
     ready: async () => redis.status === 'ready',
     log,
-    newId: () => `job_${randomBytes(15).toString('base64url')}`,
+    ...overrides.deps,
   });
   let closing: Promise<void> | undefined;
   return {
     app,
+    jobs,
     close() {
       closing ??= closeAll([
         ['jobs', () => jobs.close()],
@@ -84,8 +94,8 @@ export function createApiRuntime(config: Config, log: Logger): ApiRuntime {
   };
 }
 
-export async function startApiServer(config: Config, log: Logger): Promise<ApiServer> {
-  const { app, close } = createApiRuntime(config, log);
+export async function startApiServer(config: Config, log: Logger, overrides: ApiOverrides = {}): Promise<ApiServer> {
+  const { app, jobs, close } = createApiRuntime(config, log, overrides);
   const server = await new Promise<ReturnType<typeof serve>>((resolve) => {
     const s = serve({ fetch: app.fetch, hostname: config.api.host, port: config.api.port }, () => resolve(s));
   });
@@ -94,9 +104,17 @@ export async function startApiServer(config: Config, log: Logger): Promise<ApiSe
   let closing: Promise<void> | undefined;
   return {
     url: `http://${host}:${port}`,
+    jobs,
     close() {
       closing ??= closeAll([
-        ['http', () => new Promise<void>((resolve) => server.close(() => resolve()))],
+        [
+          'http',
+          () => {
+            // Open event streams (SSE) would keep close() waiting for their clients: end them.
+            if ('closeAllConnections' in server) server.closeAllConnections();
+            return new Promise<void>((resolve) => server.close(() => resolve()));
+          },
+        ],
         ['runtime', close],
       ]);
       return closing;

@@ -1,17 +1,14 @@
 /**
- * The API app built from a Config on the real services, as api/main.ts builds it, but with the
- * dependencies a test wants to drive (a ManualClock, tighter rate limits) swapped in, and served
- * on a free port. Workers come from test/support/stack.ts on the same Config.
+ * The API as api/main.ts builds it, on the real services, with what a test wants to drive
+ * swapped in (a ManualClock, tighter rate limits, other app deps), served on a free port.
+ * Workers come from test/support/stack.ts on the same Config.
  */
-import { serve } from '@hono/node-server';
-import type { AddressInfo } from 'node:net';
-import { Registry } from 'prom-client';
-import { createApp, type AppDeps } from '../../api/app.ts';
-import { createBullJobQueue, type BullJobQueue } from '../../infra/bullmq-job-queue.ts';
-import { systemClock, type Clock } from '../../infra/clock.ts';
+import { startApiServer } from '../../api/main.ts';
+import type { AppDeps } from '../../api/app.ts';
+import type { BullJobQueue } from '../../infra/bullmq-job-queue.ts';
+import type { Clock } from '../../infra/clock.ts';
 import type { Config } from '../../infra/config.ts';
-import { createDeploymentStore } from '../../infra/deployments.ts';
-import { createIdempotencyStore } from '../../infra/idempotency.ts';
+import { createLogger } from '../../infra/log.ts';
 import { createRateLimiter } from '../../infra/rate-limiter.ts';
 import { closeRedis, createRedis } from '../../infra/redis.ts';
 import { createModelRegistry } from '../../infra/registry.ts';
@@ -33,56 +30,36 @@ export interface TestApiOptions {
 }
 
 export async function startTestApi(config: Config, options: TestApiOptions = {}): Promise<TestApi> {
-  const clock = options.clock ?? systemClock;
-  const redis = createRedis(config.redisUrl);
   const store = createS3ObjectStore(config.s3);
-  const jobs = createBullJobQueue({
-    connection: config.redisUrl,
-    prefix: config.queuePrefix,
-    retentionS: config.jobs.retentionS,
-    attempts: config.jobs.attempts,
-    clock,
-  });
-  const metrics = new Registry();
-  const app = createApp({
-    jobs,
+  const redis = createRedis(config.redisUrl);
+  const deps: Partial<AppDeps> = {
+    // Tests publish versions and read them back at once: no manifest cache in between.
     catalog: createModelRegistry({ store, prefix: config.s3.prefix }),
-    deployments: createDeploymentStore(redis, config.queuePrefix),
-    apiKeys: config.api.apiKeys,
-    metrics: { registry: metrics, render: () => metrics.metrics() },
-    clock,
-    bodyLimitBytes: config.api.bodyLimitBytes,
-    syncTimeoutMs: config.api.syncTimeoutMs,
-    idempotency: createIdempotencyStore(redis, { prefix: config.queuePrefix, ttlS: config.jobs.idempotencyTtlS, clock }),
-    rateLimit: { limiter: createRateLimiter(redis, { prefix: config.queuePrefix }), ...(options.rateLimit ?? config.rateLimit) },
-    webhookAllowedPrivateHosts: config.webhooks.allowedPrivateHosts,
     ...options.deps,
-  });
-  const server = await new Promise<ReturnType<typeof serve>>((resolve) => {
-    const s = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }, () => resolve(s));
-  });
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  let closing: Promise<void> | undefined;
+  };
+  if (options.rateLimit) deps.rateLimit = { limiter: createRateLimiter(redis, { prefix: config.queuePrefix }), ...options.rateLimit };
+  const server = await startApiServer(
+    { ...config, api: { ...config.api, apiKeys: config.api.apiKeys, host: '127.0.0.1', port: 0 } },
+    createLogger('silent'),
+    {
+      ...(options.clock ? { clock: options.clock } : {}),
+      deps,
+    },
+  );
   return {
-    url,
-    jobs,
+    url: server.url,
+    jobs: server.jobs,
     call(path, init = {}) {
       const { key = null, ...rest } = init;
       const headers = new Headers(rest.headers);
       if (key !== null) headers.set('authorization', `Bearer ${key}`);
       if (rest.body !== undefined && !headers.has('content-type')) headers.set('content-type', 'application/json');
-      return fetch(`${url}${path}`, { ...rest, headers });
+      return fetch(`${server.url}${path}`, { ...rest, headers });
     },
-    close() {
-      closing ??= (async () => {
-        // Open streams (SSE) would keep server.close() waiting: end them first.
-        if ('closeAllConnections' in server) server.closeAllConnections();
-        await new Promise<void>((resolve) => server.close(() => resolve()));
-        await jobs.close();
-        await closeRedis(redis);
-        store.close();
-      })();
-      return closing;
+    async close() {
+      await server.close();
+      await closeRedis(redis);
+      store.close();
     },
   };
 }
