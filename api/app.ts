@@ -11,6 +11,7 @@ import { bodyLimit } from 'hono/body-limit';
 import { routePath } from 'hono/route';
 import type { Redis } from 'ioredis';
 import type { Registry } from 'prom-client';
+import type { CanaryPolicy } from '../infra/canary/index.ts';
 import type { ApiKey } from '../infra/config.ts';
 import type { IdempotencyStore } from '../infra/idempotency.ts';
 import type { ApiMetrics } from '../infra/metrics.ts';
@@ -18,6 +19,7 @@ import { bearerAuth, type AuthEnv } from './auth.ts';
 import { errorBody, errorHandler, notFoundHandler, type ErrorLog } from './errors.ts';
 import type { Clock, DeploymentLookup, JobQueue, ModelCatalog } from './ports.ts';
 import { rateLimit, type RateLimitSettings } from './rate-limit.ts';
+import { canaryRoutes } from './routes/canary.ts';
 import { deploymentRoutes } from './routes/deployments.ts';
 import { jobEventRoutes, type JobWatcher } from './routes/job-events.ts';
 import { jobRoutes } from './routes/jobs.ts';
@@ -36,8 +38,10 @@ export interface AppDeps {
   /** Read by submit (which version, what bound); administered by the deployments routes. */
   deployments: DeploymentLookup & DeploymentAdmin;
   apiKeys: readonly ApiKey[];
-  /** Webhook secrets and deliveries (api/webhooks); the routes are absent without it. */
+  /** Webhook secrets and deliveries (api/webhooks) and canary status; absent without it. */
   webhooks?: { redis: Redis; prefix: string };
+  /** The canary guard's policy, so the status route judges as the guard does. */
+  canary?: { policy?: Partial<CanaryPolicy>; tickMs?: number };
   metrics: {
     registry: Registry;
     /** When given, the app counts requests and submitted jobs on it. */
@@ -109,7 +113,10 @@ export function createApp(deps: AppDeps): Hono<AuthEnv> {
   app.route('/', jobEventRoutes({ jobs: deps.jobs, clock: deps.clock, heartbeatMs: deps.sseHeartbeatMs ?? 15_000, log: deps.log }));
   app.route('/', oipRoutes(useCaseDeps));
   app.route('/', deploymentRoutes({ deployments: deps.deployments, catalog: deps.catalog }));
-  if (deps.webhooks) app.route('/', webhookRoutes({ ...deps.webhooks, clock: deps.clock }));
+  if (deps.webhooks) {
+    app.route('/', webhookRoutes({ ...deps.webhooks, clock: deps.clock }));
+    app.route('/', canaryRoutes({ ...deps.webhooks, ...deps.canary, clock: deps.clock }));
+  }
   return app;
 }
 

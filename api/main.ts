@@ -42,6 +42,7 @@ export interface ApiOverrides {
 /** The app and the connections behind it: shared by the node server and the Lambda entry. */
 export function createApiRuntime(config: Config, log: Logger, overrides: ApiOverrides = {}): ApiRuntime {
   const clock = overrides.clock ?? systemClock;
+  const { enabled: _guardRunsElsewhere, tickMs: _tick, ...canaryPolicy } = config.canary;
   if (config.api.apiKeys.length === 0) log.warn('API_KEYS is empty: every authenticated route will answer 401');
   const redisError = (err: Error) => log.warn({ err: err.message }, 'redis connection error');
   const redis = createRedis(config.redisUrl, {}, redisError);
@@ -75,6 +76,7 @@ export function createApiRuntime(config: Config, log: Logger, overrides: ApiOver
     rateLimit: { limiter: createRateLimiter(redis, { prefix: config.queuePrefix }), ...config.rateLimit },
     webhookAllowedPrivateHosts: config.webhooks.allowedPrivateHosts,
     webhooks: { redis, prefix: config.queuePrefix },
+    canary: { policy: canaryPolicy, tickMs: config.canary.tickMs },
     ready: async () => redis.status === 'ready',
     log,
     ...overrides.deps,

@@ -59,6 +59,14 @@ const schema = z.object({
   RATE_LIMIT_RPS: z.coerce.number().positive().default(50),
   RATE_LIMIT_BURST: int(1).default(100),
   IDEMPOTENCY_TTL_S: int(60).default(86_400),
+  CANARY_ENABLED: bool.default(true),
+  CANARY_WINDOW_MS: int(1000).default(120_000),
+  CANARY_MAX_ERROR_RATE_DELTA: z.coerce.number().min(0).max(1).default(0.05),
+  CANARY_MAX_LATENCY_RATIO: z.coerce.number().min(1).default(1.5),
+  CANARY_MIN_REQUESTS: int(1).default(50),
+  CANARY_SUSTAIN_MS: int(0).default(60_000),
+  CANARY_LATENCY_FLOOR_MS: z.coerce.number().min(0).default(10),
+  CANARY_TICK_MS: int(100).default(5_000),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 
@@ -90,6 +98,17 @@ export interface Config {
   };
   jobs: { retentionS: number; attempts: number; idempotencyTtlS: number };
   rateLimit: { rps: number; burst: number };
+  /** The canary guard (infra/canary): when a canary version's share is taken back to 0. */
+  canary: {
+    enabled: boolean;
+    windowMs: number;
+    maxErrorRateDelta: number;
+    maxLatencyRatio: number;
+    minRequests: number;
+    sustainMs: number;
+    latencyFloorMs: number;
+    tickMs: number;
+  };
   webhooks: {
     /** Host names (not addresses) webhooks may reach even when they resolve to private ranges. */
     allowedPrivateHosts: string[];
@@ -137,6 +156,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       );
     }
   }
+  if (e.CANARY_SUSTAIN_MS >= e.CANARY_WINDOW_MS) {
+    throw new ConfigError('invalid_config', 'CANARY_SUSTAIN_MS: must be shorter than CANARY_WINDOW_MS');
+  }
+  if (e.CANARY_TICK_MS >= Math.max(e.CANARY_SUSTAIN_MS, 1)) {
+    throw new ConfigError('invalid_config', 'CANARY_TICK_MS: must be shorter than CANARY_SUSTAIN_MS');
+  }
   if (e.HEARTBEAT_TTL_MS <= e.HEARTBEAT_INTERVAL_MS) {
     throw new ConfigError('invalid_config', 'HEARTBEAT_TTL_MS: must be longer than HEARTBEAT_INTERVAL_MS');
   }
@@ -169,6 +194,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     api,
     jobs: { retentionS: e.JOB_RETENTION_S, attempts: e.JOB_ATTEMPTS, idempotencyTtlS: e.IDEMPOTENCY_TTL_S },
     rateLimit: { rps: e.RATE_LIMIT_RPS, burst: e.RATE_LIMIT_BURST },
+    canary: {
+      enabled: e.CANARY_ENABLED,
+      windowMs: e.CANARY_WINDOW_MS,
+      maxErrorRateDelta: e.CANARY_MAX_ERROR_RATE_DELTA,
+      maxLatencyRatio: e.CANARY_MAX_LATENCY_RATIO,
+      minRequests: e.CANARY_MIN_REQUESTS,
+      sustainMs: e.CANARY_SUSTAIN_MS,
+      latencyFloorMs: e.CANARY_LATENCY_FLOOR_MS,
+      tickMs: e.CANARY_TICK_MS,
+    },
     webhooks: {
       allowedPrivateHosts: e.WEBHOOK_ALLOWED_PRIVATE_HOSTS.split(',')
         .map((h) => h.trim().toLowerCase())

@@ -118,6 +118,10 @@ describe('deployments steer each job', () => {
     const pinned = (await (await stack.call('/v1/models/hooked/jobs', job('1'))).json()) as { version: string };
     expect(pinned.version).toBe('1');
 
+    const canary = await stack.call('/v1/deployments/hooked/canary');
+    expect(canary.status).toBe(200);
+    expect(await canary.json()).toMatchObject({ model: 'hooked', events: [] });
+
     const rolled = await stack.call('/v1/deployments/hooked/rollback', { method: 'POST' });
     expect(rolled.status).toBe(200);
     expect(((await (await stack.call('/v1/models/hooked/jobs', job())).json()) as { version: string }).version).toBe('1');
