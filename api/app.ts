@@ -17,6 +17,7 @@ import type { IdempotencyStore } from '../infra/idempotency.ts';
 import type { ApiMetrics } from '../infra/metrics.ts';
 import { bearerAuth, type AuthEnv } from './auth.ts';
 import { errorBody, errorHandler, notFoundHandler, type ErrorLog } from './errors.ts';
+import { openApiRoutes } from './openapi/routes.ts';
 import type { Clock, DeploymentLookup, JobQueue, ModelCatalog } from './ports.ts';
 import { rateLimit, type RateLimitSettings } from './rate-limit.ts';
 import { canaryRoutes } from './routes/canary.ts';
@@ -88,6 +89,8 @@ export function createApp(deps: AppDeps): Hono<AuthEnv> {
     const ready = deps.ready ? await deps.ready().catch(() => false) : true;
     return c.json({ ready }, ready ? 200 : 503);
   });
+  // The API described (/openapi.json) and browsable (/docs), open like health and metrics.
+  app.route('/', openApiRoutes());
   app.get('/metrics', async (c) => c.body(await deps.metrics.render(), 200, { 'Content-Type': PROMETHEUS_CONTENT_TYPE }));
 
   const auth = bearerAuth(deps.apiKeys);

@@ -5,11 +5,14 @@
  *
  *   depth < backlogMax                          → admit
  *   depth ≥ backlogMax, request is degradable
+ *     and the deployment has a fallback model   → admit to the fallback (its queue, not this one)
+ *   depth ≥ backlogMax, request is degradable
  *     and depth < backlogMax × overflowFactor   → admit at low priority (behind every normal job)
  *   otherwise                                   → refuse with retryAfterS
  *
  * Degradable requests still meet a hard ceiling (overflowFactor × backlogMax), so "accept at
- * low priority" cannot grow the queue without limit either.
+ * low priority" cannot grow the queue without limit either. Sending them to the fallback adds
+ * nothing to this backlog, so no ceiling applies here (the fallback's own bound does).
  *
  * Retry-After: the jobs that must drain before one more fits, divided by the measured drain rate:
  *   retryAfterS = clamp(ceil((depth − backlogMax + 1) / drainRatePerS), 1, maxRetryAfterS)
@@ -25,11 +28,13 @@ export interface AdmissionInput {
   backlogMax?: number;
   /** The request accepts low priority rather than a refusal. */
   lowPriorityOk?: boolean;
+  /** The request is degradable and the deployment has a fallback model to take it. */
+  fallbackOk?: boolean;
   /** Measured jobs/s the deployment completes; absent when unknown. */
   drainRatePerS?: number;
 }
 
-export type Admission = { admit: true; priority?: 'low' } | { admit: false; retryAfterS: number };
+export type Admission = { admit: true; priority?: 'low'; fallback?: true } | { admit: false; retryAfterS: number };
 
 export interface AdmissionOptions {
   /** Degradable requests are admitted up to this multiple of backlogMax (default 2). */
@@ -44,6 +49,7 @@ export function checkAdmission(input: AdmissionInput, options: AdmissionOptions 
   const { overflowFactor = 2, fallbackRetryAfterS = 5, maxRetryAfterS = 300 } = options;
   const { depth, backlogMax } = input;
   if (backlogMax === undefined || depth < backlogMax) return { admit: true };
+  if (input.fallbackOk) return { admit: true, fallback: true };
   if (input.lowPriorityOk && depth < backlogMax * overflowFactor) return { admit: true, priority: 'low' };
   return { admit: false, retryAfterS: retryAfter(depth - backlogMax + 1, input.drainRatePerS, fallbackRetryAfterS, maxRetryAfterS) };
 }

@@ -9,6 +9,7 @@
  *   queued --cancel()-----------------------------------> canceled  (tombstone, code canceled)
  *   queued --seen past its deadline (get/waitFor/watch)--> failed    (tombstone, code deadline_exceeded)
  *   queued --a worker takes it--> running --> succeeded | failed     (BullMQ's own states)
+ *   (submit) --answerFromCache() hits--------------------> succeeded (tombstone, cached: true; never in BullMQ)
  *
  * Deadline rule: a job with `timeoutMs` must *start* within that many ms of submit. Workers
  * refuse a job past it (worker/intake.ts); without a worker, the API expires it the moment
@@ -17,6 +18,10 @@
  * BullMQ's wait/paused/prioritized/delayed sets and writes the tombstone, atomically with
  * respect to a worker's fetch (also a script): a job a worker already took is never touched.
  * (Single Redis: the index key and the queue's keys are not in one hash slot.)
+ *
+ * A result-cache hit (infra/result-cache.ts) is the same kind of record: the job's final view,
+ * written at submit instead of a queue name, so every reader (GET, SSE, sync waits, cancel)
+ * sees a finished job and no worker ever hears of it.
  *
  * Connections: one ioredis client shared by every Queue and the index keys (BullMQ does not
  * close a client it was handed); each QueueEvents duplicates it into a blocking connection of
@@ -37,6 +42,7 @@ import {
   type Priority,
 } from './job-contract.ts';
 import { closeRedis, createRedis } from './redis.ts';
+import { createResultCache } from './result-cache.ts';
 
 export type { JobView };
 
@@ -70,6 +76,12 @@ export interface BullJobQueue {
    * was queued (or already canceled); otherwise its status, untouched; null when unknown.
    */
   cancel(jobId: string): Promise<JobView | null>;
+  /**
+   * Looks the request up in the result cache; on a hit records job `jobId` as already
+   * succeeded with the cached outputs (`cached: true`, timings 0) and returns its view, without
+   * adding anything to BullMQ. null on a miss (nothing is written).
+   */
+  answerFromCache(data: JobData, options: { jobId: string; modelSha256: string }): Promise<JobView | null>;
   /** Waiting + prioritized + delayed + active. */
   depth(model: string, version: string): Promise<number>;
   /** Pending waitFor/watch calls: each holds one listener slot until it ends. */
@@ -151,6 +163,7 @@ export function createBullJobQueue(options: BullJobQueueOptions): BullJobQueue {
   const waiters = new Map<string, Map<string, Set<() => void>>>();
   let waiterCount = 0;
   const indexKey = (jobId: string) => `${options.prefix}:job:${jobId}`;
+  const results = createResultCache(client, { prefix: options.prefix });
   let closing: Promise<void> | undefined;
 
   function queue(name: string): Queue<JobData, JobResult> {
@@ -378,6 +391,16 @@ export function createBullJobQueue(options: BullJobQueueOptions): BullJobQueue {
       return (await snapshot(jobId))?.view ?? null;
     },
 
+    async answerFromCache(data, { jobId, modelSha256 }) {
+      const hit = await results.get({ ...data, modelSha256 });
+      if (!hit) return null;
+      const view = cachedView(jobId, data, hit.outputs, hit.workerId);
+      // NX: an id is never reused, and a cache hit must not overwrite a job that has one.
+      const written = await client.set(indexKey(jobId), JSON.stringify(view), 'EX', options.retentionS, 'NX');
+      if (written !== 'OK') throw new Error(`job id ${jobId} is already taken`);
+      return view;
+    },
+
     async depth(model, version) {
       const counts = await queue(queueName(model, version)).getJobCounts('waiting', 'prioritized', 'delayed', 'active');
       return (counts.waiting ?? 0) + (counts.prioritized ?? 0) + (counts.delayed ?? 0) + (counts.active ?? 0);
@@ -401,6 +424,24 @@ async function closeAllOf(queues: Map<string, Queue>, events: Map<string, Promis
   await closeRedis(client);
   const errors = results.flatMap((r) => (r.status === 'rejected' ? [r.reason as unknown] : []));
   if (errors.length > 0) throw new AggregateError(errors, 'closing the job queue failed');
+}
+
+/** A job answered from the cache: created, started and finished at submit, by no worker's pass. */
+function cachedView(jobId: string, data: JobData, outputs: JobResult['outputs'], workerId: string): JobView {
+  const at = data.submittedAt;
+  return {
+    id: jobId,
+    tenant: data.tenant,
+    model: data.model,
+    version: data.version,
+    status: 'succeeded',
+    result: { outputs, timings: { queueMs: 0, inferMs: 0, batchRows: 0 }, workerId },
+    createdAt: at,
+    startedAt: at,
+    finishedAt: at,
+    attemptsMade: 0,
+    cached: true,
+  };
 }
 
 function toView(job: Job<JobData, JobResult>, status: JobStatus): JobView {

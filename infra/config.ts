@@ -45,6 +45,8 @@ const schema = z.object({
   WARMUP_LATENCY_BUDGET_MS: z.coerce.number().positive().default(250),
   WARMUP_ITERATIONS: int(1, 1000).default(5),
   WORKER_CONCURRENCY: int(0, 100_000).default(0),
+  RESULT_CACHE_TTL_S: int(1).default(3_600),
+  RESULT_CACHE_MAX_BYTES: int(0).default(1_048_576),
   LOCK_DURATION_MS: int(1000).default(30_000),
   STALLED_INTERVAL_MS: int(1000).default(30_000),
   HEARTBEAT_INTERVAL_MS: int(100).default(2_000),
@@ -127,6 +129,10 @@ export interface Config {
     warmupIterations: number;
     /** Jobs held in flight; 0 = twice the batch size, enough to keep batches full. */
     concurrency: number;
+    /** Successful results are cached this long for identical requests of the same tenant. */
+    resultCacheTtlS: number;
+    /** Larger results are not cached (BullMQ keeps a copy already). */
+    resultCacheMaxBytes: number;
     lockDurationMs: number;
     stalledIntervalMs: number;
     heartbeatIntervalMs: number;
@@ -220,6 +226,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       warmupLatencyBudgetMs: e.WARMUP_LATENCY_BUDGET_MS,
       warmupIterations: e.WARMUP_ITERATIONS,
       concurrency: e.WORKER_CONCURRENCY,
+      resultCacheTtlS: e.RESULT_CACHE_TTL_S,
+      resultCacheMaxBytes: e.RESULT_CACHE_MAX_BYTES,
       lockDurationMs: e.LOCK_DURATION_MS,
       stalledIntervalMs: e.STALLED_INTERVAL_MS,
       heartbeatIntervalMs: e.HEARTBEAT_INTERVAL_MS,

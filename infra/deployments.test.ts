@@ -289,3 +289,36 @@ describe('createDeploymentStore', () => {
     expect(await store.get('scorer')).toBeNull();
   });
 });
+
+describe('fallback', () => {
+  it.each<[string, unknown, RegExp]>([
+    ['not an object', 'lite', /fallback must be an object/],
+    ['a bad model name', { model: 'no spaces allowed' }, /invalid fallback model name/],
+    ['a bad version', { model: 'lite', version: 'a b' }, /invalid fallback version/],
+    ['an unknown field', { model: 'lite', weight: 5 }, /unknown field weight/],
+    ['itself', { model: 'scorer' }, /must be another model, or a version of scorer that this deployment does not serve/],
+    ['a version it serves', { model: 'scorer', version: '1' }, /must be another model/],
+  ])('refuses %s', (_name, fallback, message) => {
+    const err = (() => {
+      try {
+        validateDeployment({ ...base, version: '1', fallback: fallback as DeploymentInput['fallback'] });
+      } catch (e) {
+        return e;
+      }
+    })();
+    expect(err).toBeInstanceOf(InvalidInputError);
+    expect((err as Error).message).toMatch(message);
+  });
+
+  it('is kept by changes that do not name it, cleared by null, and restored by a rollback', async () => {
+    const store = newStore();
+    const put = (change: Parameters<typeof applyChange>[2]) => store.update('scorer', (current) => applyChange('scorer', current, change));
+    expect(await put({ version: '1', fallback: { model: 'scorer', version: '0-lite' } })).toMatchObject({
+      fallback: { model: 'scorer', version: '0-lite' },
+    });
+    expect(await put({ max: 4 })).toMatchObject({ max: 4, fallback: { model: 'scorer', version: '0-lite' } });
+    expect(await put({ fallback: null })).not.toHaveProperty('fallback');
+    expect(await store.rollback('scorer')).toMatchObject({ fallback: { model: 'scorer', version: '0-lite' } });
+    expect(await put({ fallback: { model: 'lite' } })).toMatchObject({ fallback: { model: 'lite' } });
+  });
+});

@@ -15,6 +15,12 @@
  *
  * Rollback restores the config of the revision before the current one, as a new revision; a
  * second rollback therefore undoes the first (as `kubectl rollout undo` does).
+ *
+ * A deployment may name a `fallback` model (a lighter one) that takes requests marked
+ * `degradable` while its backlog is over `backlogMax` (api/use-cases/submit-job.ts). Without a
+ * version, the fallback's own deployment (or the registry's latest) picks one per job. It may be
+ * another version of the same model, but never one this deployment serves: that queue is the
+ * one that is full.
  */
 import type { Redis } from 'ioredis';
 import { InvalidInputError, NotFoundError } from './errors.ts';
@@ -24,6 +30,13 @@ export interface VersionWeight {
   version: string;
   /** Percent of new jobs (integer, 0–100); the weights of a deployment sum to 100. */
   weight: number;
+}
+
+/** The model (and optionally version) that takes degradable requests while the backlog is over its bound. */
+export interface Fallback {
+  model: string;
+  /** Absent: the fallback model's deployed version, else the registry's latest. */
+  version?: string;
 }
 
 /** What a write sets: everything but the bookkeeping. */
@@ -39,6 +52,8 @@ export interface DeploymentConfig {
   policy?: Record<string, unknown>;
   /** Backlog (jobs not yet running, over all versions) beyond which submissions are refused. */
   backlogMax?: number;
+  /** Where degradable requests go while the backlog is over `backlogMax`. */
+  fallback?: Fallback;
 }
 
 export interface Deployment extends DeploymentConfig {
@@ -67,6 +82,7 @@ export interface DeploymentChange {
   standby?: number;
   policy?: Record<string, unknown> | null;
   backlogMax?: number | null;
+  fallback?: Fallback | null;
 }
 
 export interface WriteOptions {
@@ -125,7 +141,25 @@ export function validateDeployment(input: DeploymentInput): DeploymentConfig & {
     config.backlogMax = b;
   }
   if (input.policy !== undefined) config.policy = validatePolicy(input.policy);
+  if (input.fallback !== undefined) config.fallback = validateFallback(input.model, input.fallback, versions);
   return config;
+}
+
+function validateFallback(model: string, fallback: unknown, versions: readonly VersionWeight[]): Fallback {
+  if (typeof fallback !== 'object' || fallback === null || Array.isArray(fallback)) {
+    throw invalid('fallback must be an object {model, version?}');
+  }
+  const { model: name, version, ...rest } = fallback as Record<string, unknown>;
+  const extra = Object.keys(rest);
+  if (extra.length > 0) throw invalid(`fallback has unknown field${extra.length > 1 ? 's' : ''} ${extra.join(', ')}`);
+  if (typeof name !== 'string' || !MODEL_NAME_PATTERN.test(name)) throw invalid(`invalid fallback model name ${JSON.stringify(name)}`);
+  if (version !== undefined && (typeof version !== 'string' || !VERSION_PATTERN.test(version))) {
+    throw invalid(`invalid fallback version ${JSON.stringify(version)}`);
+  }
+  if (name === model && (version === undefined || versions.some((v) => v.version === version))) {
+    throw invalid(`the fallback of ${model} must be another model, or a version of ${model} that this deployment does not serve`);
+  }
+  return version === undefined ? { model: name } : { model: name, version };
 }
 
 function validateVersions(input: DeploymentInput): VersionWeight[] {
@@ -192,6 +226,8 @@ export function applyChange(
   if (policy !== undefined) input.policy = policy;
   const backlogMax = change.backlogMax === undefined ? current?.backlogMax : (change.backlogMax ?? undefined);
   if (backlogMax !== undefined) input.backlogMax = backlogMax;
+  const fallback = change.fallback === undefined ? current?.fallback : (change.fallback ?? undefined);
+  if (fallback !== undefined) input.fallback = fallback;
   return input;
 }
 
@@ -200,6 +236,7 @@ export function configOf(d: DeploymentConfig): DeploymentConfig {
   const config: DeploymentConfig = { versions: d.versions, min: d.min, max: d.max, standby: d.standby };
   if (d.policy !== undefined) config.policy = d.policy;
   if (d.backlogMax !== undefined) config.backlogMax = d.backlogMax;
+  if (d.fallback !== undefined) config.fallback = d.fallback;
   return config;
 }
 

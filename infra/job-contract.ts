@@ -34,6 +34,8 @@ export interface JobData {
   webhook?: WebhookSpec;
   /** The job must start within this many ms of submit, or it fails with deadline_exceeded. */
   timeoutMs?: number;
+  /** The request opted out of the result cache (infra/result-cache.ts): the worker stores nothing for it. */
+  cache?: false;
   submittedAt: number;
 }
 
@@ -78,6 +80,8 @@ export interface JobView {
   startedAt?: number;
   finishedAt?: number;
   attemptsMade: number;
+  /** Answered from the result cache at submit: no worker ran it (timings are all 0). */
+  cached?: true;
 }
 
 /** Stable `error.code`s a failed job can carry. */

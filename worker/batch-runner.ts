@@ -1,9 +1,17 @@
 /**
- * One forward pass over many jobs' rows: concatenate each input along axis 0, run, split each
- * output back by the rows each slice brought. This is the `run` the micro-batcher calls.
+ * One forward pass over many jobs' rows: concatenate each input along axis 0, collapse
+ * identical rows, run, copy each distinct row's outputs back to its duplicates, and split each
+ * output by the rows each slice brought. This is the `run` the micro-batcher calls; neither the
+ * batcher nor the intake knows rows were collapsed.
+ *
+ * Collapsing (request collapsing, issue 3 §7): rows equal in every input, byte for byte
+ * (worker/duplicate-rows.ts), run once. Popular inputs sent by many clients at once then cost
+ * one row of compute, and the answer is the one each would have got alone, as long as the
+ * model treats rows independently — which batching strangers' rows together already assumes.
  */
 import type { EngineTensor, InferenceEngine } from './engine/engine.ts';
-import { concatRows, splitRows } from './engine/tensor-codec.ts';
+import { concatRows, gatherRows, splitRows } from './engine/tensor-codec.ts';
+import { findDuplicateRows } from './duplicate-rows.ts';
 
 /** A job's rows (or a slice of a big job's rows) as engine tensors, by input name. */
 export interface Slice {
@@ -15,11 +23,20 @@ export interface SliceResult {
   outputs: Record<string, EngineTensor>;
   /** Wall time of the forward pass that carried this slice. */
   inferMs: number;
-  /** Rows in that forward pass. */
+  /** Rows the engine ran in that forward pass (after collapsing). */
   batchRows: number;
 }
 
-export type BatchObserver = (e: { rows: number; items: number; inferMs: number }) => void;
+export interface BatchEvent {
+  /** Rows the slices brought. */
+  rows: number;
+  /** Rows the engine ran: `rows` less the duplicates collapsed. */
+  uniqueRows: number;
+  items: number;
+  inferMs: number;
+}
+
+export type BatchObserver = (e: BatchEvent) => void;
 
 export function createBatchRunner(
   engine: InferenceEngine,
@@ -28,29 +45,55 @@ export function createBatchRunner(
   observe?: BatchObserver,
 ): (slices: Slice[], rows: number) => Promise<SliceResult[]> {
   return async (slices, rows) => {
-    const feeds: Record<string, EngineTensor> = {};
-    for (const name of inputNames) {
-      const parts = slices.map((s) => s.inputs[name]);
-      if (parts.some((p) => p === undefined)) throw new Error(`input "${name}" missing from a slice`);
-      feeds[name] = parts.length === 1 ? (parts[0] as EngineTensor) : concatRows(parts as EngineTensor[]);
-    }
+    const batch = collapse(concatInputs(slices, inputNames), inputNames, rows);
     const started = performance.now();
-    const outputs = await engine.run(feeds, outputNames);
+    const outputs = await engine.run(batch.feeds, outputNames);
     const inferMs = performance.now() - started;
-    observe?.({ rows, items: slices.length, inferMs });
+    observe?.({ rows, uniqueRows: batch.rows, items: slices.length, inferMs });
 
     const rowCounts = slices.map((s) => s.rows);
     const perSlice: Array<Record<string, EngineTensor>> = slices.map(() => ({}));
     for (const name of outputNames) {
       const out = outputs[name];
       if (!out) throw new Error(`model produced no output "${name}"`);
-      if (out.dims[0] !== rows) {
-        throw new Error(`output "${name}" has ${out.dims[0]} rows for ${rows} input rows: its first axis is not the batch axis`);
+      if (out.dims[0] !== batch.rows) {
+        throw new Error(`output "${name}" has ${out.dims[0]} rows for ${batch.rows} input rows: its first axis is not the batch axis`);
       }
-      splitRows(out, rowCounts).forEach((part, i) => {
+      const full = batch.sourceOf ? gatherRows(out, batch.sourceOf) : out;
+      splitRows(full, rowCounts).forEach((part, i) => {
         (perSlice[i] as Record<string, EngineTensor>)[name] = part;
       });
     }
-    return perSlice.map((o) => ({ outputs: o, inferMs, batchRows: rows }));
+    return perSlice.map((o) => ({ outputs: o, inferMs, batchRows: batch.rows }));
   };
+}
+
+function concatInputs(slices: Slice[], inputNames: string[]): Record<string, EngineTensor> {
+  const feeds: Record<string, EngineTensor> = {};
+  for (const name of inputNames) {
+    const parts = slices.map((s) => s.inputs[name]);
+    if (parts.some((p) => p === undefined)) throw new Error(`input "${name}" missing from a slice`);
+    feeds[name] = parts.length === 1 ? (parts[0] as EngineTensor) : concatRows(parts as EngineTensor[]);
+  }
+  return feeds;
+}
+
+/**
+ * The feeds with each distinct row once, and for every original row the index of its distinct
+ * row (null when there were no duplicates: the feeds are passed on untouched).
+ */
+function collapse(
+  feeds: Record<string, EngineTensor>,
+  inputNames: string[],
+  rows: number,
+): { feeds: Record<string, EngineTensor>; rows: number; sourceOf: Int32Array | null } {
+  if (rows < 2) return { feeds, rows, sourceOf: null };
+  const { unique, sourceOf } = findDuplicateRows(
+    inputNames.map((n) => feeds[n] as EngineTensor),
+    rows,
+  );
+  if (unique.length === rows) return { feeds, rows, sourceOf: null };
+  const distinct: Record<string, EngineTensor> = {};
+  for (const name of inputNames) distinct[name] = gatherRows(feeds[name] as EngineTensor, unique);
+  return { feeds: distinct, rows: unique.length, sourceOf };
 }

@@ -9,6 +9,11 @@
  * UnrecoverableError (`invalid_input: …`, no retry); a forward pass that fails for this job alone (the batcher
  * bisected it out) → UnrecoverableError (`inference_failed: …`); anything else is thrown as
  * is and retried with back-off.
+ *
+ * A job that succeeds leaves its outputs in the result cache (infra/result-cache.ts) for the
+ * API to answer repeats with, unless it opted out (`cache: false`). The entry is written before
+ * the job completes, so a repeat sent after the job is seen succeeded finds it. Failing to write
+ * it never fails the job: the cache is an optimisation.
  */
 import { UnrecoverableError, Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
@@ -18,6 +23,7 @@ import { queueName } from '../infra/job-contract.ts';
 import type { ModelManifest } from '../infra/manifest.ts';
 import type { OipTensor } from '../infra/oip.ts';
 import { validateInferRequest } from '../infra/oip-validate.ts';
+import type { ResultCache } from '../infra/result-cache.ts';
 import type { Batcher } from './batcher.ts';
 import type { Slice, SliceResult } from './batch-runner.ts';
 import { EngineRejectedError, type EngineTensor } from './engine/engine.ts';
@@ -37,6 +43,10 @@ export interface IntakeOptions {
   lockDurationMs: number;
   stalledIntervalMs: number;
   workerId: string;
+  /** Where successful results are stored for repeats; no caching when absent. */
+  results?: Pick<ResultCache, 'put'>;
+  /** A result that could not be stored (the job still succeeds). */
+  onCacheError?: (err: unknown) => void;
   onJobDone?: (e: { outcome: 'succeeded' | 'failed' | 'retry'; queueMs: number; rows: number }) => void;
 }
 
@@ -52,6 +62,7 @@ export function createIntake(options: IntakeOptions): Worker<JobData, JobResult>
     }
     try {
       const result = await runJob(job.data, options, queueMs);
+      await remember(job.data, result.result, options);
       options.onJobDone?.({ outcome: 'succeeded', queueMs, rows: result.rows });
       return result.result;
     } catch (err) {
@@ -114,6 +125,23 @@ async function runJob(data: JobData, options: IntakeOptions, queueMs: number): P
       workerId: options.workerId,
     },
   };
+}
+
+async function remember(data: JobData, result: JobResult, options: IntakeOptions): Promise<void> {
+  if (!options.results || data.cache === false) return;
+  const { manifest } = options;
+  // This worker's manifest, not the job's fields: the entry names the bytes that computed it.
+  const target = {
+    tenant: data.tenant,
+    model: manifest.name,
+    version: manifest.version,
+    modelSha256: manifest.sha256,
+    inputs: data.inputs,
+    outputs: data.outputs,
+  };
+  await options.results
+    .put(target, { outputs: result.outputs, workerId: result.workerId })
+    .catch((err: unknown) => options.onCacheError?.(err));
 }
 
 function round(ms: number): number {

@@ -23,10 +23,11 @@ import type { Logger } from '../infra/log.ts';
 import type { ModelManifest } from '../infra/manifest.ts';
 import { createWorkerMetrics, publishMetricsSnapshot } from '../infra/metrics.ts';
 import { closeRedis } from '../infra/redis.ts';
+import { createResultCache } from '../infra/result-cache.ts';
 import type { ModelRegistry } from '../infra/registry.ts';
 import { canTransition, workerKey, type WorkerState } from '../infra/worker-states.ts';
 import { createBatcher, type Batcher } from './batcher.ts';
-import { createBatchRunner, type Slice, type SliceResult } from './batch-runner.ts';
+import { createBatchRunner, type BatchEvent, type Slice, type SliceResult } from './batch-runner.ts';
 import { EngineRejectedError, type InferenceEngine } from './engine/engine.ts';
 import { startHeartbeat, type Heartbeat } from './heartbeat.ts';
 import { createIntake } from './intake.ts';
@@ -35,7 +36,8 @@ import { runWarmup, type BatchProfile } from './warmup.ts';
 
 export interface WorkerEvents extends Record<string, unknown[]> {
   'worker:state': [state: WorkerState, previous: WorkerState];
-  'batch:flushed': [e: { rows: number; items: number; inferMs: number }];
+  /** `rows` the jobs brought; `uniqueRows` the engine ran after collapsing identical rows. */
+  'batch:flushed': [e: BatchEvent];
   'model:loaded': [e: { sha256: string; cacheHit: boolean; downloadMs: number; loadMs: number }];
 }
 
@@ -163,7 +165,8 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
       manifest.inputs.map((i) => i.name),
       manifest.outputs.map((o) => o.name),
       (e) => {
-        metrics.batchRows.observe(labels, e.rows);
+        // Rows per forward pass: what the engine ran. Throughput below counts rows served.
+        metrics.batchRows.observe(labels, e.uniqueRows);
         metrics.batchInferSeconds.observe(labels, e.inferMs / 1000);
         this.rowsSinceBeat += e.rows;
         this.emit('batch:flushed', e);
@@ -198,6 +201,12 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
       lockDurationMs: config.worker.lockDurationMs,
       stalledIntervalMs: config.worker.stalledIntervalMs,
       workerId: this.id,
+      results: createResultCache(redis, {
+        prefix: config.queuePrefix,
+        ttlS: config.worker.resultCacheTtlS,
+        maxBytes: config.worker.resultCacheMaxBytes,
+      }),
+      onCacheError: (err) => this.deps.log.warn({ err }, 'result not cached'),
       onJobDone: (e) => {
         metrics.jobsProcessed.inc({ ...labels, outcome: e.outcome });
         metrics.jobQueueSeconds.observe(labels, e.queueMs / 1000);

@@ -5,7 +5,8 @@
  *
  * PUT merges: fields left out keep their current values (a first deployment gets min 1,
  * max max(min, 1), standby 0 and the registry's latest version); `null` clears `policy` or
- * `backlogMax`. `ifRevision` makes it conditional (409 `revision_conflict`).
+ * `backlogMax` or `fallback` (`{model, version?}`: where degradable requests go while the
+ * backlog is over `backlogMax`). `ifRevision` makes it conditional (409 `revision_conflict`).
  */
 import { Hono } from 'hono';
 import { z } from 'zod';
@@ -31,6 +32,7 @@ const putBody = z.strictObject({
   standby: count.optional(),
   policy: z.record(z.string(), z.unknown()).nullable().optional(),
   backlogMax: z.number().int().positive().nullable().optional(),
+  fallback: z.strictObject({ model: z.string(), version: z.string().optional() }).nullable().optional(),
   ifRevision: count.optional(),
 });
 

@@ -29,7 +29,9 @@ export function jobRoutes(deps: JobRoutesDeps): Hono<AuthEnv> {
     return c.json(
       {
         id: job.id,
-        status: 'queued' as const,
+        // A result-cache hit is a job that already succeeded: say so, GET has its outputs.
+        status: job.cached ? ('succeeded' as const) : ('queued' as const),
+        ...(job.cached ? { cached: true } : {}),
         model: job.model,
         version: job.version,
         createdAt: iso(job.createdAt),

@@ -3,7 +3,8 @@
  * validate and merge the same way. A change is read-modify-write against the current record
  * (absent fields keep their values; see `applyChange`), committed atomically by the store, and
  * every version it names must exist in the registry (422 otherwise: the request is well formed
- * but names something that is not there).
+ * but names something that is not there); so must the fallback model (and its version, when
+ * named).
  */
 import {
   applyChange,
@@ -60,7 +61,11 @@ export function putDeployment(deps: DeploymentUseCaseDeps, input: PutDeploymentI
       const latest = current || names !== undefined ? undefined : (await manifestOf(deps, model)).version;
       const next = applyChange(model, current, change, latest);
       // Shape and numbers first (400), then existence in the registry (422).
-      await ensureVersionsExist(deps, model, validateDeployment(next).versions);
+      const valid = validateDeployment(next);
+      await ensureVersionsExist(deps, model, valid.versions);
+      // Checked only when the change names it, so a deployment whose fallback was later removed
+      // from the registry can still be changed (submit then answers 404 for degraded requests).
+      if (change.fallback) await manifestOf(deps, change.fallback.model, change.fallback.version);
       return next;
     },
     { ifRevision: input.ifRevision },

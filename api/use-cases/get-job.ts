@@ -21,6 +21,8 @@ export interface JobResource {
   startedAt?: string;
   finishedAt?: string;
   timings?: JobTimings;
+  /** Answered from the result cache at submit: no model ran for it (its timings are 0). */
+  cached?: true;
 }
 
 export async function getJob(deps: { jobs: JobQueue }, input: { tenant: string; id: string }): Promise<JobView> {
@@ -42,6 +44,7 @@ export function toJobResource(view: JobView): JobResource {
   if (view.startedAt !== undefined) resource.startedAt = iso(view.startedAt);
   if (view.finishedAt !== undefined) resource.finishedAt = iso(view.finishedAt);
   if (view.result) resource.timings = view.result.timings;
+  if (view.cached) resource.cached = true;
   return resource;
 }
 

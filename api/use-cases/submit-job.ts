@@ -1,33 +1,69 @@
 /**
  * Submitting a job: resolve the model version, validate the OIP request against its manifest
- * and the job options (priority, version, deadline, webhook), then enqueue. Shared by the async
- * route and sync inference, so both validate the same way.
+ * and the job options (priority, version, deadline, webhook, cache, degradable), then place it.
+ * Shared by the async route and sync inference, so both validate and place the same way.
+ *
+ * Placing, in order:
+ * 1. Result cache (infra/result-cache.ts). Unless the body says `"cache": false` or names a
+ *    webhook, the (model, version, model bytes, inputs, requested outputs) digest is looked up;
+ *    a hit is recorded as a job that already succeeded (`cached: true`, timings 0) and no model
+ *    runs. Hits skip admission: they add nothing to any queue. Webhook jobs skip the lookup
+ *    because the dispatcher only hears of jobs that go through BullMQ, so a cached job would
+ *    never be delivered. `"cache": false` also tells the worker not to store the result.
+ * 2. Admission against the deployment's `backlogMax` (infra/admission.ts), when it has one:
+ *      under the bound                                       → the drawn version's queue
+ *      over it, `"degradable": true`, the deployment names
+ *        a `fallback` (infra/deployments.ts)                 → the fallback's queue (step 3)
+ *      over it, `"degradable": true`, no fallback, under 2×  → the drawn version's queue, low priority
+ *      otherwise                                             → 503 backlog_full + Retry-After
+ * 3. Fallback. The job goes to the fallback model's version (the one the deployment names,
+ *    else the fallback's own deployment split, else its latest) with the request's priority;
+ *    the 202 and the job resource name that model and version. The same body must validate
+ *    against the fallback's manifest, else 422 `fallback_incompatible` naming the problem
+ *    (never silently the primary). The fallback's own cache entry is looked up (as in 1) and
+ *    its own `backlogMax` holds strictly (503, no further degradation). A fallback that is not
+ *    in the registry counts as no fallback.
  *
  * With an Idempotency-Key the key is claimed only after validation (a rejected request holds
- * no key, like Stripe) and released if enqueueing fails, so a retry can claim it again.
+ * no key, like Stripe) and released if placing fails, so a retry can claim it again. Placing
+ * runs under the claim, so a retry of an accepted request replays its job even while the
+ * backlog is full, and a replayed cache hit is the same (succeeded) job.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { checkAdmission, deploymentBacklog } from '../../infra/admission.ts';
+import type { Fallback } from '../../infra/deployments.ts';
 import { InvalidInputError, NotFoundError, OverloadedError } from '../../infra/errors.ts';
 import type { IdempotencyStore } from '../../infra/idempotency.ts';
-import { PRIORITIES, type JobData, type Priority } from '../../infra/job-contract.ts';
+import { PRIORITIES, type JobData, type Priority, type WebhookSpec } from '../../infra/job-contract.ts';
 import { MODEL_NAME_PATTERN, VERSION_PATTERN, type ModelManifest } from '../../infra/manifest.ts';
 import type { SubmitKind } from '../../infra/metrics.ts';
-import { validateInferRequest } from '../../infra/oip-validate.ts';
+import { validateInferRequest, type ValidatedInferRequest } from '../../infra/oip-validate.ts';
 import { chooseVersion } from '../../infra/traffic-split.ts';
-import type { Clock, DeploymentLookup, JobQueue, ModelCatalog } from '../ports.ts';
+import type { Clock, DeploymentLookup, JobQueue, JobView, ModelCatalog } from '../ports.ts';
 import { parseWebhookSpec } from '../webhooks/webhook-spec.ts';
 
+/**
+ * What submit needs of the job queue. `answerFromCache` (infra/bullmq-job-queue.ts has it) is
+ * optional so a queue without a result cache simply never hits.
+ */
+export type SubmitJobQueue = JobQueue & {
+  answerFromCache?(data: JobData, options: { jobId: string; modelSha256: string }): Promise<JobView | null>;
+};
+
+/** The deployment as submit reads it: the port's fields plus the fallback. */
+export type SubmitDeployment = NonNullable<Awaited<ReturnType<DeploymentLookup['get']>>> & { fallback?: Fallback };
+
 export interface SubmitJobDeps {
-  jobs: JobQueue;
+  jobs: SubmitJobQueue;
   catalog: ModelCatalog;
-  deployments: DeploymentLookup;
+  deployments: { get(model: string): Promise<SubmitDeployment | null> };
   clock: Clock;
   newId: () => string;
   idempotency: IdempotencyStore;
   /** Hosts a webhook may name even when they are private (WEBHOOK_ALLOWED_PRIVATE_HOSTS). */
   webhookAllowedPrivateHosts: readonly string[];
   maxRows?: number;
+  /** Called for each job enqueued (not for cache hits: nothing is enqueued). */
   onSubmitted?: (e: { model: string; version: string; kind: SubmitKind }) => void;
   /** Picks a version by the deployment's traffic split; Math.random when absent. */
   random?: () => number;
@@ -51,6 +87,7 @@ export interface SubmitJobInput {
 
 export interface SubmittedJob {
   id: string;
+  /** The model and version the job runs on: the fallback's when it was degraded. */
   model: string;
   version: string;
   createdAt: number;
@@ -59,11 +96,31 @@ export interface SubmittedJob {
   requestId?: string;
   /** True when an Idempotency-Key matched an earlier request: this is that request's job. */
   replayed?: boolean;
+  /** Answered from the result cache: the job is already `succeeded`. */
+  cached?: true;
+  /** Set when the backlog was full and the job went to the deployment's fallback instead. */
+  fallbackFor?: { model: string; version: string };
 }
 
 /** `job_` + 20 URL-safe characters (120 random bits). */
 export function newJobId(): string {
   return `job_${randomBytes(15).toString('base64url')}`;
+}
+
+/** A validated request and its options, ready to place (step 1–3 of the header). */
+interface Submission {
+  tenant: string;
+  kind: SubmitKind;
+  priority: Priority;
+  timeoutMs: number | undefined;
+  webhook: WebhookSpec | undefined;
+  degradable: boolean;
+  /** false: the request opted out of the result cache. */
+  cache: boolean;
+  /** The body as sent: a fallback validates it against its own manifest. */
+  body: unknown;
+  target: Target;
+  request: ValidatedInferRequest;
 }
 
 export async function submitJob(deps: SubmitJobDeps, input: SubmitJobInput): Promise<SubmittedJob> {
@@ -75,23 +132,23 @@ export async function submitJob(deps: SubmitJobDeps, input: SubmitJobInput): Pro
   const priority = input.priority ?? parsePriority(fields.priority);
   const timeoutMs = parseTimeoutMs(fields.timeoutMs);
   const webhook = parseWebhookSpec(fields.webhook, { allowedPrivateHosts: deps.webhookAllowedPrivateHosts });
-  const degradable = parseDegradable(fields.degradable);
-  const { manifest, deployment } = await resolveTarget(deps, input.model, input.version ?? parseVersion(fields.version));
-  const request = validateInferRequest(body, manifest, { maxRows: deps.maxRows });
-  const admitted = await admit(deps, deployment, degradable);
-  const data: JobData = {
+  const degradable = parseFlag(fields.degradable, 'degradable', false);
+  const cache = parseFlag(fields.cache, 'cache', true);
+  const target = await resolveTarget(deps, input.model, input.version ?? parseVersion(fields.version));
+  const request = validateInferRequest(body, target.manifest, { maxRows: deps.maxRows });
+  const submission: Submission = {
     tenant: input.tenant,
-    model: manifest.name,
-    version: manifest.version,
-    inputs: request.inputs,
-    submittedAt: deps.clock.now(),
+    kind: input.kind,
+    priority,
+    timeoutMs,
+    webhook,
+    degradable,
+    cache,
+    body,
+    target,
+    request,
   };
-  if (request.outputs) data.outputs = request.outputs;
-  if (request.parameters) data.parameters = request.parameters;
-  if (request.id !== undefined) data.requestId = request.id;
-  if (timeoutMs !== undefined) data.timeoutMs = timeoutMs;
-  if (webhook) data.webhook = webhook;
-  const submit = () => enqueue(deps, data, admitted === 'low' ? 'low' : priority, request.rows, input.kind);
+  const submit = () => place(deps, submission);
   if (input.idempotencyKey === undefined) return submit();
 
   const claim = await deps.idempotency.claim<SubmittedJob>(input.tenant, input.idempotencyKey, fingerprint(input));
@@ -107,13 +164,91 @@ export async function submitJob(deps: SubmitJobDeps, input: SubmitJobInput): Pro
   return job;
 }
 
-async function enqueue(deps: SubmitJobDeps, data: JobData, priority: Priority, rows: number, kind: SubmitKind): Promise<SubmittedJob> {
+/** Steps 1–3 of the header: the cache, admission, the fallback; then the queue. */
+async function place(deps: SubmitJobDeps, s: Submission): Promise<SubmittedJob> {
   const id = deps.newId();
+  const data = jobData(deps, s, s.target.manifest, s.request);
+  const hit = await fromCache(deps, s, id, data, s.target.manifest);
+  if (hit) return hit;
+  const route = await admit(deps, s.target.deployment, s.degradable);
+  if (route === 'fallback') return placeOnFallback(deps, s, id, data);
+  return enqueue(deps, id, data, route === 'low' ? 'low' : s.priority, s.request.rows, s.kind);
+}
+
+async function placeOnFallback(deps: SubmitJobDeps, s: Submission, id: string, primary: JobData): Promise<SubmittedJob> {
+  const fallback = s.target.deployment?.fallback as Fallback; // admit() answers 'fallback' only when there is one
+  const target = await resolveTarget(deps, fallback.model, fallback.version);
+  const request = validateForFallback(deps, s.body, target.manifest);
+  const data = jobData(deps, s, target.manifest, request);
+  const fallbackFor = { model: primary.model, version: primary.version };
+  const hit = await fromCache(deps, s, id, data, target.manifest);
+  if (hit) return { ...hit, fallbackFor };
+  await admitStrictly(deps, target.deployment, primary.model);
+  return { ...(await enqueue(deps, id, data, s.priority, request.rows, s.kind)), fallbackFor };
+}
+
+function jobData(deps: Pick<SubmitJobDeps, 'clock'>, s: Submission, manifest: ModelManifest, request: ValidatedInferRequest): JobData {
+  const data: JobData = {
+    tenant: s.tenant,
+    model: manifest.name,
+    version: manifest.version,
+    inputs: request.inputs,
+    submittedAt: deps.clock.now(),
+  };
+  if (request.outputs) data.outputs = request.outputs;
+  if (request.parameters) data.parameters = request.parameters;
+  if (request.id !== undefined) data.requestId = request.id;
+  if (s.timeoutMs !== undefined) data.timeoutMs = s.timeoutMs;
+  if (s.webhook) data.webhook = s.webhook;
+  if (!s.cache) data.cache = false;
+  return data;
+}
+
+/** Step 1: a finished job from the result cache, or undefined (a miss, opted out, or a webhook job). */
+async function fromCache(
+  deps: SubmitJobDeps,
+  s: Submission,
+  id: string,
+  data: JobData,
+  manifest: ModelManifest,
+): Promise<SubmittedJob | undefined> {
+  if (!s.cache || s.webhook || !deps.jobs.answerFromCache) return undefined;
+  const view = await deps.jobs.answerFromCache(data, { jobId: id, modelSha256: manifest.sha256 });
+  if (!view) return undefined;
+  return { ...submitted(id, data, s.request.rows), cached: true };
+}
+
+async function enqueue(
+  deps: SubmitJobDeps,
+  id: string,
+  data: JobData,
+  priority: Priority,
+  rows: number,
+  kind: SubmitKind,
+): Promise<SubmittedJob> {
   await deps.jobs.enqueue(data, { priority, jobId: id });
   deps.onSubmitted?.({ model: data.model, version: data.version, kind });
-  const submitted: SubmittedJob = { id, model: data.model, version: data.version, createdAt: data.submittedAt, rows };
-  if (data.requestId !== undefined) submitted.requestId = data.requestId;
-  return submitted;
+  return submitted(id, data, rows);
+}
+
+function submitted(id: string, data: JobData, rows: number): SubmittedJob {
+  const job: SubmittedJob = { id, model: data.model, version: data.version, createdAt: data.submittedAt, rows };
+  if (data.requestId !== undefined) job.requestId = data.requestId;
+  return job;
+}
+
+/** The request as the fallback model sees it: 422 `fallback_incompatible` when it does not fit. */
+function validateForFallback(deps: Pick<SubmitJobDeps, 'maxRows'>, body: unknown, manifest: ModelManifest): ValidatedInferRequest {
+  try {
+    return validateInferRequest(body, manifest, { maxRows: deps.maxRows });
+  } catch (err) {
+    if (!(err instanceof InvalidInputError)) throw err;
+    throw new InvalidInputError(
+      'fallback_incompatible',
+      `the backlog is full and this request would go to the fallback model ${manifest.name} version ${manifest.version}, which does not accept it (${err.code}: ${err.message})`,
+      { status: 422, cause: err },
+    );
+  }
 }
 
 /**
@@ -156,7 +291,11 @@ export async function resolveManifest(
   return (await resolveTarget(deps, model, version)).manifest;
 }
 
-type TargetDeployment = Awaited<ReturnType<DeploymentLookup['get']>>;
+/** A resolved model version, and the deployment it was drawn from (null when not deployed). */
+interface Target {
+  manifest: ModelManifest;
+  deployment: SubmitDeployment | null;
+}
 
 /**
  * The version a job runs on: the one asked for, else one drawn by the deployment's traffic
@@ -167,7 +306,7 @@ async function resolveTarget(
   deps: Pick<SubmitJobDeps, 'catalog' | 'deployments' | 'random'>,
   model: string,
   version: string | undefined,
-): Promise<{ manifest: ModelManifest; deployment: TargetDeployment }> {
+): Promise<Target> {
   if (!MODEL_NAME_PATTERN.test(model)) throw new NotFoundError('model_not_found', `no model named "${model}"`);
   const deployment = await deps.deployments.get(model);
   const chosen = version ?? (deployment ? chooseVersion(deployment, deps.random ?? Math.random) : undefined);
@@ -175,28 +314,59 @@ async function resolveTarget(
 }
 
 /**
- * Admission against the deployment's backlog bound (only when it has one, so unbounded
- * deployments pay no extra Redis round trip): refused with 503 + Retry-After, or, for a
- * request marked `degradable`, admitted at low priority.
+ * Step 2: admission against the deployment's backlog bound (only when it has one, so unbounded
+ * deployments pay no extra Redis round trip).
  */
-async function admit(deps: Pick<SubmitJobDeps, 'jobs'>, deployment: TargetDeployment, degradable: boolean): Promise<'normal' | 'low'> {
+async function admit(
+  deps: Pick<SubmitJobDeps, 'jobs' | 'catalog'>,
+  deployment: SubmitDeployment | null,
+  degradable: boolean,
+): Promise<'normal' | 'low' | 'fallback'> {
   if (deployment?.backlogMax === undefined) return 'normal';
   const depth = await deploymentBacklog(deployment, (m, v) => deps.jobs.depth(m, v));
-  const decision = checkAdmission({ depth, backlogMax: deployment.backlogMax, lowPriorityOk: degradable });
+  const fallbackOk = degradable && deployment.fallback !== undefined && (await fallbackExists(deps, deployment.fallback));
+  const decision = checkAdmission({ depth, backlogMax: deployment.backlogMax, lowPriorityOk: degradable, fallbackOk });
   if (!decision.admit) {
+    const hint = degradable
+      ? ''
+      : ` (or send "degradable": true to ${deployment.fallback ? 'be served by its fallback model' : 'queue at low priority'})`;
     throw new OverloadedError(
       'backlog_full',
-      `${deployment.model} has ${depth} jobs queued, at its bound of ${deployment.backlogMax}; retry after ${decision.retryAfterS} s (or send "degradable": true to queue at low priority)`,
+      `${deployment.model} has ${depth} jobs queued, at its bound of ${deployment.backlogMax}; retry after ${decision.retryAfterS} s${hint}`,
       decision.retryAfterS,
     );
   }
-  return decision.priority === 'low' ? 'low' : 'normal';
+  return decision.fallback ? 'fallback' : decision.priority === 'low' ? 'low' : 'normal';
 }
 
-function parseDegradable(raw: unknown): boolean {
-  if (raw === undefined) return false;
+/** A fallback missing from the registry counts as none: the request is not the caller's mistake. */
+async function fallbackExists(deps: Pick<SubmitJobDeps, 'catalog'>, fallback: Fallback): Promise<boolean> {
+  try {
+    await deps.catalog.getManifest(fallback.model, fallback.version);
+    return true;
+  } catch (err) {
+    if (err instanceof NotFoundError) return false;
+    throw err;
+  }
+}
+
+/** The fallback's own bound, with no further degradation (no fallback of a fallback). */
+async function admitStrictly(deps: Pick<SubmitJobDeps, 'jobs'>, deployment: SubmitDeployment | null, primary: string): Promise<void> {
+  if (deployment?.backlogMax === undefined) return;
+  const depth = await deploymentBacklog(deployment, (m, v) => deps.jobs.depth(m, v));
+  const decision = checkAdmission({ depth, backlogMax: deployment.backlogMax });
+  if (decision.admit) return;
+  throw new OverloadedError(
+    'backlog_full',
+    `${primary} is at its backlog bound, and so is its fallback ${deployment.model} (${depth} jobs queued, bound ${deployment.backlogMax}); retry after ${decision.retryAfterS} s`,
+    decision.retryAfterS,
+  );
+}
+
+function parseFlag(raw: unknown, name: string, absent: boolean): boolean {
+  if (raw === undefined) return absent;
   if (typeof raw === 'boolean') return raw;
-  throw new InvalidInputError('invalid_body', `"degradable" must be true or false, got ${JSON.stringify(raw)}`);
+  throw new InvalidInputError('invalid_body', `"${name}" must be true or false, got ${JSON.stringify(raw)}`);
 }
 
 function parsePriority(raw: unknown): Priority {

@@ -234,6 +234,42 @@ export function sliceRows(t: EngineTensor, start: number, end: number): EngineTe
   return { type: t.type, dims: [end - start, ...t.dims.slice(1)], data: t.data.slice(start * rowSize, end * rowSize) };
 }
 
+/**
+ * A new tensor whose row k is row `indices[k]` of `t` (any order, repeats allowed): picks the
+ * distinct rows of a batch, and copies each one's outputs back to its duplicates.
+ */
+export function gatherRows(t: EngineTensor, indices: ArrayLike<number>): EngineTensor {
+  checkTensor(t);
+  const rows = t.dims[0];
+  if (rows === undefined) throw new Error('gatherRows: a scalar has no rows');
+  const dims = [indices.length, ...t.dims.slice(1)];
+  const rowSize = elementCount(t.dims.slice(1));
+  const check = (r: number) => {
+    if (!Number.isInteger(r) || r < 0 || r >= rows) throw new Error(`gatherRows: row ${r} is outside 0..${rows}`);
+    return r;
+  };
+  if (t.type === 'string') {
+    const data = t.data as string[];
+    const out: string[] = [];
+    for (let k = 0; k < indices.length; k++) {
+      const r = check(indices[k] as number);
+      for (let i = 0; i < rowSize; i++) out.push(data[r * rowSize + i] as string);
+    }
+    return { type: t.type, dims, data: out };
+  }
+  const data = t.data as NumericData;
+  const out = new ARRAY_OF[t.type](elementCount(dims));
+  // Byte copies, as in concatNumeric.
+  const rowBytes = rowSize * data.BYTES_PER_ELEMENT;
+  const from = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+  const to = new Uint8Array(out.buffer);
+  for (let k = 0; k < indices.length; k++) {
+    const r = check(indices[k] as number);
+    to.set(from.subarray(r * rowBytes, (r + 1) * rowBytes), k * rowBytes);
+  }
+  return { type: t.type, dims, data: out };
+}
+
 /** Splits along axis 0 into consecutive parts of `rowCounts` rows; the counts must sum to dims[0]. */
 export function splitRows(t: EngineTensor, rowCounts: number[]): EngineTensor[] {
   const total = rowCounts.reduce((a, b) => a + b, 0);

@@ -1,0 +1,391 @@
+/**
+ * zod schemas of every request and response the HTTP API has, written to match what the routes
+ * and use cases actually accept and answer (most validation there is by hand, for precise
+ * messages; these mirror it). The OpenAPI document (document.ts) is generated from them, and
+ * test/openapi.test.ts checks real responses against them, so a route that changes shape
+ * without its schema fails a test.
+ *
+ * Objects are open (unknown fields allowed) wherever the server ignores unknown fields;
+ * `strictObject` where it refuses them (the deployment bodies, a job's `webhook`).
+ */
+import { z } from 'zod';
+import { WEBHOOK_EVENTS } from '../../infra/job-contract.ts';
+import { MODEL_NAME_PATTERN, VERSION_PATTERN } from '../../infra/manifest.ts';
+import { DATATYPES } from '../../infra/oip.ts';
+import { DELIVERY_STATES } from '../webhooks/delivery-store.ts';
+
+// ---- Shared pieces ----------------------------------------------------------------------------
+
+const isoTime = z.string().describe('ISO 8601 time, UTC');
+const nonNegativeInt = z.number().int().nonnegative();
+
+export const ErrorBody = z
+  .object({
+    error: z
+      .object({
+        code: z.string().describe('Stable machine-readable code, e.g. `job_not_found`'),
+        message: z.string().describe('What went wrong, for a person'),
+        job_id: z.string().optional().describe('On sync inference 500 and 504: the job to poll at `/v1/jobs/{id}`'),
+        retry_after_s: z.number().int().optional().describe('On 503 `backlog_full`: the same as the Retry-After header'),
+      })
+      .catchall(z.unknown()),
+  })
+  .describe('Every error: `{"error": {"code", "message"}}`');
+
+export const Datatype = z.enum(DATATYPES).describe('Open Inference Protocol tensor datatype');
+
+/** Nested row-major arrays are accepted on input (and flattened); outputs are always flat. */
+export type TensorDataValue = number | string | boolean | TensorDataValue[];
+export const TensorData: z.ZodType<TensorDataValue[]> = z
+  .array(z.union([z.number(), z.string(), z.boolean(), z.lazy(() => TensorData)]))
+  .describe('Tensor elements, row-major: flat, or nested by dimension');
+
+const Parameters = z.record(z.string(), z.unknown()).describe('Free-form key/value parameters');
+
+export const ModelName = z.string().regex(MODEL_NAME_PATTERN).describe('Model name');
+export const VersionName = z.string().regex(VERSION_PATTERN).describe('Version name, e.g. `1` or `2024-05-01`');
+
+// ---- Open Inference Protocol (KServe v2) ------------------------------------------------------
+
+export const RequestInput = z
+  .object({
+    name: z.string().describe('An input of the model (see its metadata)'),
+    shape: z
+      .tuple([z.number().int().min(1).describe('rows (the batch axis)')], nonNegativeInt)
+      .describe('Rank and fixed axes must match the model; the first axis is rows, the same for every input'),
+    datatype: Datatype.describe("Must equal the model input's datatype"),
+    data: TensorData.describe('Exactly product(shape) elements of the datatype (INT64/UINT64 beyond 2^53 as decimal strings)'),
+    parameters: Parameters.optional(),
+  })
+  .describe('$request_input: one input tensor');
+
+export const RequestOutput = z
+  .object({
+    name: z.string().describe('An output of the model'),
+    parameters: z.unknown().optional().describe('Per-output parameters (kept when an object, otherwise ignored)'),
+  })
+  .describe('$request_output: an output to return');
+
+export const InferRequest = z
+  .object({
+    id: z.string().optional().describe('Echoed back as the response `id`'),
+    parameters: Parameters.optional(),
+    inputs: z.array(RequestInput).min(1).describe('Every input of the model, once'),
+    outputs: z.array(RequestOutput).optional().describe('Outputs to return; all when absent'),
+  })
+  .describe('$inference_request (Open Inference Protocol)');
+
+export const WebhookSpec = z
+  .strictObject({
+    url: z
+      .string()
+      .min(1)
+      .max(2048)
+      .describe('http(s) URL; private, loopback and metadata addresses are refused (422) unless allowed by the server'),
+    events: z.array(z.enum(WEBHOOK_EVENTS)).min(1).optional().describe('Default: job.succeeded, job.failed'),
+  })
+  .describe('Where to POST signed (Standard Webhooks) job events');
+
+/** Options every submission may carry, sync or async (api/use-cases/submit-job.ts). */
+const submissionOptions = {
+  version: VersionName.optional().describe('Run on this version instead of one drawn by the deployment split'),
+  timeoutMs: z
+    .number()
+    .int()
+    .min(1)
+    .max(86_400_000)
+    .optional()
+    .describe('The job must start within this many ms, or it ends failed with `deadline_exceeded`'),
+  webhook: WebhookSpec.nullable().optional(),
+  degradable: z
+    .boolean()
+    .optional()
+    .describe("When the backlog is full: go to the deployment's fallback model, else queue at low priority, instead of 503"),
+  cache: z
+    .boolean()
+    .optional()
+    .describe('Default true: an identical earlier request may be answered from the result cache (never with a webhook)'),
+};
+
+export const SyncInferRequest = InferRequest.extend(submissionOptions).describe(
+  '$inference_request, plus warmpool options (`version`, `timeoutMs`, `webhook`, `degradable`, `cache`)',
+);
+
+export const JobSubmission = InferRequest.extend({
+  ...submissionOptions,
+  priority: z.enum(['high', 'normal', 'low']).optional().describe('Default normal'),
+}).describe('An Open Inference Protocol request plus job options');
+
+export const ResponseOutput = z
+  .object({
+    name: z.string(),
+    shape: z.array(nonNegativeInt),
+    datatype: Datatype,
+    parameters: Parameters.optional(),
+    data: z.array(z.union([z.number(), z.string(), z.boolean()])).describe('Flat, row-major'),
+  })
+  .describe('$response_output: one output tensor');
+
+export const InferResponse = z
+  .object({
+    model_name: z.string(),
+    model_version: z.string(),
+    id: z.string().describe("The request's `id`, or the job id when the request had none"),
+    parameters: Parameters.optional(),
+    outputs: z.array(ResponseOutput),
+  })
+  .describe('$inference_response (Open Inference Protocol)');
+
+const MetadataTensor = z.object({
+  name: z.string(),
+  datatype: Datatype,
+  shape: z.array(z.number().int()).describe('-1 marks a dynamic axis; the first is always the batch axis'),
+});
+
+export const ModelMetadata = z
+  .object({
+    name: z.string(),
+    versions: z.array(z.string()).describe('Every version in the registry'),
+    platform: z.string().describe('`onnxruntime_onnx`'),
+    inputs: z.array(MetadataTensor),
+    outputs: z.array(MetadataTensor),
+  })
+  .describe('$metadata_model_response');
+
+export const ModelReady = z.object({ name: z.string(), version: z.string(), ready: z.literal(true) });
+export const ServerLive = z.object({ live: z.literal(true) });
+export const ServerReady = z.object({ ready: z.boolean() });
+
+// ---- Jobs -------------------------------------------------------------------------------------
+
+export const JobStatus = z.enum(['queued', 'running', 'succeeded', 'failed', 'canceled']);
+
+export const JobAccepted = z.object({
+  id: z.string(),
+  status: z
+    .enum(['queued', 'succeeded'])
+    .describe('`succeeded` when the result cache answered (then `cached` is true and GET has the outputs)'),
+  cached: z.literal(true).optional(),
+  model: z.string(),
+  version: z.string().describe('The version the job runs on'),
+  createdAt: isoTime,
+  links: z.object({ self: z.string(), events: z.string() }),
+});
+
+export const JobTimings = z.object({
+  queueMs: z.number().nonnegative().describe('Submit until a worker took it'),
+  inferMs: z.number().nonnegative().describe('Time in forward passes for its rows'),
+  batchRows: nonNegativeInt.describe('Rows in the forward pass that carried it'),
+});
+
+export const JobResource = z
+  .object({
+    id: z.string(),
+    model: z.string(),
+    version: z.string(),
+    status: JobStatus,
+    outputs: z.array(ResponseOutput).optional().describe('When succeeded'),
+    error: z.object({ code: z.string(), message: z.string() }).optional().describe('When failed or canceled'),
+    createdAt: isoTime,
+    startedAt: isoTime.optional(),
+    finishedAt: isoTime.optional(),
+    timings: JobTimings.optional().describe('When succeeded'),
+    cached: z.literal(true).optional().describe('Answered from the result cache: no model ran (timings 0)'),
+  })
+  .describe('A job as GET /v1/jobs/{id} shows it');
+
+export const JobId = z.string().describe('Job id (`job_…`); another tenant’s job is a 404 like an unknown one');
+
+export const IdempotencyKey = z
+  .string()
+  .regex(/^[\x20-\x7e]{1,255}$/)
+  .describe('1–255 printable ASCII characters; the same key and body return the same job for 24 h');
+
+export const ModelList = z.object({
+  models: z.array(
+    z.object({
+      name: z.string(),
+      versions: z.array(z.string()),
+      deployedVersion: z.string().nullable().describe('The stable deployed version; null when not deployed'),
+    }),
+  ),
+});
+
+// ---- Deployments ------------------------------------------------------------------------------
+
+const VersionWeight = z.object({ version: z.string(), weight: z.number().int().min(0).max(100) });
+
+export const Fallback = z
+  .strictObject({
+    model: z.string().describe('Another model, or a version of this one the deployment does not serve'),
+    version: z.string().optional().describe("Absent: the fallback's deployed version, else its latest"),
+  })
+  .describe('Where `degradable` requests go while the backlog is over `backlogMax`');
+
+export const Deployment = z
+  .object({
+    model: z.string(),
+    version: z.string().describe('The stable version: the highest weight'),
+    versions: z.array(VersionWeight).describe('Traffic split; weights sum to 100'),
+    min: nonNegativeInt,
+    max: nonNegativeInt,
+    standby: nonNegativeInt,
+    policy: z.record(z.string(), z.unknown()).optional(),
+    backlogMax: z.number().int().positive().optional(),
+    fallback: Fallback.optional(),
+    revision: z.number().int().positive(),
+    updatedAt: isoTime,
+    restoredFrom: z.number().int().optional().describe('Set by a rollback: the revision restored'),
+  })
+  .describe('A deployment revision');
+
+/** Mirrors the route's own zod body (api/routes/deployments.ts); the rules beyond shape live in infra/deployments.ts. */
+export const DeploymentChange = z
+  .strictObject({
+    version: z.string().optional().describe('Shorthand for versions: [{version, weight: 100}]'),
+    versions: z
+      .array(z.strictObject({ version: z.string(), weight: z.number() }))
+      .optional()
+      .describe('1–10 versions, integer weights summing to 100'),
+    min: nonNegativeInt.optional(),
+    max: nonNegativeInt.optional(),
+    standby: nonNegativeInt.optional(),
+    policy: z.record(z.string(), z.unknown()).nullable().optional().describe('null clears'),
+    backlogMax: z.number().int().positive().nullable().optional().describe('null clears'),
+    fallback: Fallback.nullable().optional().describe('null clears'),
+    ifRevision: nonNegativeInt.optional().describe('Apply only on top of this revision (0 = not deployed yet), else 409'),
+  })
+  .describe('A partial change: absent fields keep their values');
+
+export const RollbackRequest = z.strictObject({ ifRevision: nonNegativeInt.optional() });
+
+const WindowStats = z.object({
+  requests: nonNegativeInt.describe('Outcomes in the window'),
+  failures: nonNegativeInt,
+  errorRate: z.number().min(0).max(1),
+  latencySamples: nonNegativeInt,
+  p50Ms: z.number().nullable(),
+  p95Ms: z.number().nullable(),
+});
+
+const VersionSnapshot = z.object({ version: z.string(), weight: z.number(), window: WindowStats });
+
+const Verdict = z.discriminatedUnion('state', [
+  z.object({ state: z.literal('healthy') }),
+  z.object({ state: z.literal('insufficient_data'), reason: z.string() }),
+  z.object({ state: z.literal('failing'), since: z.number(), reasons: z.array(z.string()), rollback: z.boolean() }),
+]);
+
+export const CanaryEvent = z
+  .object({
+    model: z.string(),
+    version: z.string().describe('The canary version acted on'),
+    action: z.literal('rollback'),
+    at: isoTime,
+    reason: z.string(),
+    revision: z.number().int().describe('The deployment revision the rollback wrote'),
+    stable: VersionSnapshot,
+    canary: VersionSnapshot,
+  })
+  .describe('An automatic canary rollback');
+
+export const CanaryStatus = z.object({
+  model: z.string(),
+  events: z.array(CanaryEvent).describe('Newest first'),
+  current: z
+    .object({
+      stable: VersionSnapshot,
+      canaries: z.array(VersionSnapshot.extend({ verdict: Verdict })),
+    })
+    .optional()
+    .describe('While the deployment splits traffic: each canary against the stable version now'),
+});
+
+export const DeploymentList = z.object({ deployments: z.array(Deployment) });
+export const DeploymentHistory = z.object({ model: z.string(), revisions: z.array(Deployment).describe('Newest first') });
+
+// ---- Webhooks ---------------------------------------------------------------------------------
+
+export const WebhookSecret = z.object({
+  secret: z.string().describe('`whsec_…`: signs this tenant’s webhooks'),
+  previous: z
+    .object({ secret: z.string(), expiresAt: isoTime })
+    .optional()
+    .describe('After a rotation: the old secret, still signing until expiresAt'),
+});
+
+export const DeliveryState = z.enum(DELIVERY_STATES);
+
+export const DeliveryQuery = z.object({
+  status: DeliveryState.optional(),
+  limit: z.coerce.number().int().min(1).max(100).default(20),
+});
+
+export const Delivery = z.object({
+  id: z.string().describe('The `webhook-id`, stable across retries'),
+  event: z.enum(WEBHOOK_EVENTS),
+  jobId: z.string(),
+  url: z.string(),
+  status: DeliveryState,
+  reason: z.string().optional().describe('Why it finished unsuccessfully (`gone`, `retries_exhausted`)'),
+  attempts: z.array(
+    z.object({
+      at: isoTime,
+      status: z.number().int().optional().describe("The receiver's HTTP status"),
+      error: z.string().optional(),
+      durationMs: z.number().nonnegative(),
+    }),
+  ),
+  nextAttemptAt: isoTime.nullable(),
+  createdAt: isoTime,
+  updatedAt: isoTime,
+});
+
+export const DeliveryList = z.object({ deliveries: z.array(Delivery).describe('Newest first') });
+export const DeliveryReplayed = z.object({ id: z.string(), status: z.literal('pending') });
+
+// ---- Plain text -------------------------------------------------------------------------------
+
+export const PrometheusText = z.string().describe('Prometheus text exposition format 0.0.4');
+export const EventStream = z
+  .string()
+  .describe('Server-Sent Events: `event: <status>`, `data: <the job as GET /v1/jobs/{id}>`; ends after a terminal status');
+export const HtmlPage = z.string().describe('HTML');
+export const OpenApiJson = z.record(z.string(), z.unknown()).describe('This document');
+
+/** Every named schema, as it appears under `components.schemas`. */
+export const NAMED_SCHEMAS = {
+  ErrorBody,
+  Datatype,
+  TensorData,
+  RequestInput,
+  RequestOutput,
+  InferRequest,
+  SyncInferRequest,
+  ResponseOutput,
+  InferResponse,
+  ModelMetadata,
+  ModelReady,
+  ServerLive,
+  ServerReady,
+  WebhookSpec,
+  JobSubmission,
+  JobAccepted,
+  JobStatus,
+  JobTimings,
+  JobResource,
+  ModelList,
+  Fallback,
+  Deployment,
+  DeploymentChange,
+  CanaryEvent,
+  CanaryStatus,
+  RollbackRequest,
+  DeploymentList,
+  DeploymentHistory,
+  WebhookSecret,
+  DeliveryState,
+  Delivery,
+  DeliveryList,
+  DeliveryReplayed,
+} as const;

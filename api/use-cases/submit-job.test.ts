@@ -1,0 +1,275 @@
+/**
+ * Placing a submission (the header of submit-job.ts): the result cache, admission and the
+ * fallback model, on the real BullMQ job queue, result cache and idempotency store over the
+ * test Redis. The registry and the deployment record are in-memory stand-ins for their ports.
+ */
+import { Queue } from 'bullmq';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { createBullJobQueue, type BullJobQueue } from '../../infra/bullmq-job-queue.ts';
+import { systemClock } from '../../infra/clock.ts';
+import { InvalidInputError, NotFoundError, OverloadedError } from '../../infra/errors.ts';
+import { createIdempotencyStore } from '../../infra/idempotency.ts';
+import { queueName, type JobData } from '../../infra/job-contract.ts';
+import type { ModelManifest } from '../../infra/manifest.ts';
+import type { OipTensor } from '../../infra/oip.ts';
+import { closeRedis, createRedis } from '../../infra/redis.ts';
+import { createResultCache } from '../../infra/result-cache.ts';
+import { testServices, uniqueId } from '../../test/support/services.ts';
+import type { ModelCatalog } from '../ports.ts';
+import { submitJob, type SubmitDeployment, type SubmitJobDeps, type SubmitJobInput } from './submit-job.ts';
+
+const redis = createRedis(testServices().redisUrl);
+let prefix: string;
+let jobs: BullJobQueue;
+let deps: SubmitJobDeps;
+let manifests: Map<string, ModelManifest>;
+let deployments: Map<string, SubmitDeployment>;
+let seq = 0;
+
+function manifest(name: string, version: string, features = 4, sha = 'a'): ModelManifest {
+  return {
+    name,
+    version,
+    format: 'onnx',
+    sha256: sha.repeat(64),
+    sizeBytes: 100,
+    inputs: [{ name: 'features', datatype: 'FP32', shape: [-1, features] }],
+    outputs: [{ name: 'score', datatype: 'FP32', shape: [-1, 1] }],
+    batching: { maxBatch: 8, warmupBatches: [1] },
+    createdAt: '2024-01-01T00:00:00.000Z',
+    labels: {},
+  };
+}
+
+const catalog: ModelCatalog = {
+  async getManifest(name, version) {
+    const versions = [...manifests.values()].filter((m) => m.name === name);
+    const found = version === undefined ? versions.at(-1) : versions.find((m) => m.version === version);
+    if (!found) throw new NotFoundError(versions.length ? 'version_not_found' : 'model_not_found', `no ${name}@${version}`);
+    return found;
+  },
+  async list() {
+    return [];
+  },
+  async listVersions() {
+    return [];
+  },
+};
+
+const features = (values: number[]): OipTensor => ({ name: 'features', datatype: 'FP32', shape: [1, values.length], data: values });
+const body = (values = [1, 2, 3, 4], extra: Record<string, unknown> = {}) => ({ inputs: [features(values)], ...extra });
+const outputs: OipTensor[] = [{ name: 'score', datatype: 'FP32', shape: [1, 1], data: [0.75] }];
+
+function submit(input: Partial<SubmitJobInput> & { body: unknown }) {
+  return submitJob(deps, { tenant: 'tenant-a', model: 'scorer', kind: 'async', ...input });
+}
+
+/** Stores a result as a worker of `m` would after running `values`. */
+async function remember(m: ModelManifest, values: number[]) {
+  const cache = createResultCache(redis, { prefix });
+  await cache.put(
+    { tenant: 'tenant-a', model: m.name, version: m.version, modelSha256: m.sha256, inputs: [features(values)] },
+    { outputs, workerId: 'w-1' },
+  );
+}
+
+async function rejection(promise: Promise<unknown>): Promise<unknown> {
+  return promise.then(
+    () => {
+      throw new Error('expected a rejection');
+    },
+    (err: unknown) => err,
+  );
+}
+
+async function queuedJob(model: string, version: string, id: string) {
+  const queue = new Queue<JobData>(queueName(model, version), { connection: redis, prefix });
+  try {
+    return await queue.getJob(id);
+  } finally {
+    await queue.close();
+  }
+}
+
+/** Fills a queue with `n` distinct jobs (nothing drains it in these tests). */
+async function fill(model: string, version: string, n: number) {
+  for (let i = 0; i < n; i++) await submit({ model, version, body: body([100 + i, 0, 0, 0], { cache: false }) });
+}
+
+beforeAll(() => {
+  prefix = uniqueId('submit');
+  jobs = createBullJobQueue({ connection: testServices().redisUrl, prefix, retentionS: 600, attempts: 1 });
+});
+
+beforeEach(async () => {
+  const keys = await redis.keys(`${prefix}:*`);
+  if (keys.length > 0) await redis.del(...keys);
+  manifests = new Map(
+    [manifest('scorer', '1'), manifest('scorer', '2'), manifest('lite', '1'), manifest('wide', '1', 8)].map((m) => [
+      `${m.name}@${m.version}`,
+      m,
+    ]),
+  );
+  deployments = new Map();
+  deps = {
+    jobs,
+    catalog,
+    deployments: { get: async (model) => deployments.get(model) ?? null },
+    clock: systemClock,
+    newId: () => `job_t${++seq}`,
+    idempotency: createIdempotencyStore(redis, { prefix, ttlS: 600 }),
+    webhookAllowedPrivateHosts: ['127.0.0.1'],
+  };
+  deploy('scorer'); // version 1 of 2, so requests that name no version go to 1
+});
+
+afterAll(async () => {
+  const keys = await redis.keys(`${prefix}:*`);
+  if (keys.length > 0) await redis.del(...keys);
+  await jobs?.close();
+  await closeRedis(redis);
+});
+
+function deploy(model: string, extra: Partial<SubmitDeployment> = {}) {
+  deployments.set(model, { model, version: '1', versions: [{ version: '1', weight: 100 }], ...extra });
+}
+
+describe('result cache at submit', () => {
+  it('answers a repeated request as a succeeded job without adding anything to BullMQ', async () => {
+    await remember(manifests.get('scorer@1') as ModelManifest, [1, 2, 3, 4]);
+    const job = await submit({ version: '1', body: body([1, 2, 3, 4], { outputs: [{ name: 'score' }] }) });
+    // Requested outputs are part of the key: asking for "all" is another request.
+    expect(job).not.toHaveProperty('cached');
+    await jobs.cancel(job.id);
+
+    const hit = await submit({ version: '1', body: body() });
+    expect(hit).toMatchObject({ model: 'scorer', version: '1', cached: true, rows: 1 });
+    expect(await queuedJob('scorer', '1', hit.id)).toBeUndefined();
+    const view = await jobs.get(hit.id);
+    expect(view).toMatchObject({
+      id: hit.id,
+      tenant: 'tenant-a',
+      status: 'succeeded',
+      cached: true,
+      result: { outputs, timings: { queueMs: 0, inferMs: 0, batchRows: 0 } },
+    });
+    // What sync inference waits on resolves at once, and a finished job cannot be canceled.
+    expect((await jobs.waitFor(hit.id, 60_000)).status).toBe('succeeded');
+    expect((await jobs.cancel(hit.id))?.status).toBe('succeeded');
+  });
+
+  it('skips the lookup when the request opts out, and tells the worker not to store the result', async () => {
+    await remember(manifests.get('scorer@1') as ModelManifest, [1, 2, 3, 4]);
+    const job = await submit({ body: body([1, 2, 3, 4], { cache: false }) });
+    expect(job).not.toHaveProperty('cached');
+    expect((await queuedJob('scorer', '1', job.id))?.data.cache).toBe(false);
+    const repeat = await submit({ body: body() });
+    expect(repeat.cached).toBe(true);
+    expect(await queuedJob('scorer', '1', repeat.id)).toBeUndefined();
+  });
+
+  it('skips the lookup for a job with a webhook (the dispatcher only hears of queued jobs)', async () => {
+    await remember(manifests.get('scorer@1') as ModelManifest, [1, 2, 3, 4]);
+    const job = await submit({ body: body([1, 2, 3, 4], { webhook: { url: 'http://127.0.0.1:9/hook' } }) });
+    expect(job).not.toHaveProperty('cached');
+    expect(await queuedJob('scorer', '1', job.id)).toBeDefined();
+  });
+
+  it('never answers from another version or other model bytes', async () => {
+    await remember(manifests.get('scorer@1') as ModelManifest, [1, 2, 3, 4]);
+    expect((await submit({ version: '1', body: body() })).cached).toBe(true);
+    const v2 = await submit({ version: '2', body: body() });
+    expect(v2).not.toHaveProperty('cached');
+    expect(await queuedJob('scorer', '2', v2.id)).toBeDefined();
+
+    manifests.set('scorer@1', manifest('scorer', '1', 4, 'b')); // version 1 re-published with other bytes
+    const republished = await submit({ version: '1', body: body() });
+    expect(republished).not.toHaveProperty('cached');
+  });
+
+  it('replays the same cached job for the same Idempotency-Key', async () => {
+    await remember(manifests.get('scorer@1') as ModelManifest, [1, 2, 3, 4]);
+    const first = await submit({ body: body(), idempotencyKey: 'k-1' });
+    const again = await submit({ body: body(), idempotencyKey: 'k-1' });
+    expect(first.cached).toBe(true);
+    expect(again).toMatchObject({ id: first.id, cached: true, replayed: true });
+    const conflict = await rejection(submit({ body: body([4, 3, 2, 1]), idempotencyKey: 'k-1' }));
+    expect(conflict).toBeInstanceOf(InvalidInputError);
+    expect((conflict as InvalidInputError).status).toBe(409);
+  });
+
+  it('answers a hit even while the backlog is full: a hit adds nothing to any queue', async () => {
+    deploy('scorer', { backlogMax: 1 });
+    await fill('scorer', '1', 1);
+    await remember(manifests.get('scorer@1') as ModelManifest, [1, 2, 3, 4]);
+    expect((await submit({ body: body() })).cached).toBe(true);
+    expect(await rejection(submit({ body: body([9, 9, 9, 9]) }))).toBeInstanceOf(OverloadedError);
+  });
+});
+
+describe('fallback under overload', () => {
+  it('sends a degradable request over the bound to the fallback queue; a plain one gets 503', async () => {
+    deploy('scorer', { backlogMax: 2, fallback: { model: 'lite' } });
+    await fill('scorer', '1', 2);
+    const refused = await rejection(submit({ body: body() }));
+    expect(refused).toBeInstanceOf(OverloadedError);
+    expect((refused as OverloadedError).message).toMatch(/"degradable": true to be served by its fallback model/);
+
+    const degraded = await submit({ body: body([1, 2, 3, 4], { degradable: true, priority: 'high' }) });
+    expect(degraded).toMatchObject({ model: 'lite', version: '1', fallbackFor: { model: 'scorer', version: '1' } });
+    const queued = await queuedJob('lite', '1', degraded.id);
+    expect(queued?.data).toMatchObject({ model: 'lite', version: '1' });
+    expect(queued?.opts.priority).toBe(1); // the request's own priority, not low
+    expect(await jobs.depth('scorer', '1')).toBe(2);
+  });
+
+  it('pins the fallback version when the deployment names one', async () => {
+    manifests.set('lite@2', manifest('lite', '2'));
+    deploy('scorer', { backlogMax: 1, fallback: { model: 'lite', version: '1' } });
+    await fill('scorer', '1', 1);
+    expect(await submit({ body: body([1, 2, 3, 4], { degradable: true }) })).toMatchObject({ model: 'lite', version: '1' });
+  });
+
+  it('without a fallback, keeps queueing degradable requests at low priority', async () => {
+    deploy('scorer', { backlogMax: 1 });
+    await fill('scorer', '1', 1);
+    const job = await submit({ body: body([1, 2, 3, 4], { degradable: true }) });
+    expect(job).toMatchObject({ model: 'scorer', version: '1' });
+    expect((await queuedJob('scorer', '1', job.id))?.opts.priority).toBe(10);
+  });
+
+  it('treats a fallback missing from the registry as no fallback', async () => {
+    deploy('scorer', { backlogMax: 1, fallback: { model: 'gone' } });
+    await fill('scorer', '1', 1);
+    expect(await submit({ body: body([1, 2, 3, 4], { degradable: true }) })).toMatchObject({ model: 'scorer' });
+  });
+
+  it('answers 422 fallback_incompatible when the request does not fit the fallback', async () => {
+    deploy('scorer', { backlogMax: 1, fallback: { model: 'wide' } });
+    await fill('scorer', '1', 1);
+    const err = await rejection(submit({ body: body([1, 2, 3, 4], { degradable: true }) }));
+    expect(err).toBeInstanceOf(InvalidInputError);
+    expect(err).toMatchObject({ code: 'fallback_incompatible', status: 422 });
+    expect((err as Error).message).toMatch(/fallback model wide version 1.*features.*8/);
+    expect(await jobs.depth('wide', '1')).toBe(0);
+  });
+
+  it("holds the fallback's own bound strictly", async () => {
+    deploy('scorer', { backlogMax: 1, fallback: { model: 'lite' } });
+    deploy('lite', { backlogMax: 1 });
+    await fill('scorer', '1', 1);
+    await fill('lite', '1', 1);
+    const err = await rejection(submit({ body: body([1, 2, 3, 4], { degradable: true }) }));
+    expect(err).toBeInstanceOf(OverloadedError);
+    expect((err as Error).message).toMatch(/and so is its fallback lite/);
+  });
+
+  it("answers a degraded request from the fallback's cache entry", async () => {
+    deploy('scorer', { backlogMax: 1, fallback: { model: 'lite' } });
+    await fill('scorer', '1', 1);
+    await remember(manifests.get('lite@1') as ModelManifest, [1, 2, 3, 4]);
+    const job = await submit({ body: body([1, 2, 3, 4], { degradable: true }) });
+    expect(job).toMatchObject({ model: 'lite', cached: true, fallbackFor: { model: 'scorer', version: '1' } });
+    expect(await jobs.depth('lite', '1')).toBe(0);
+  });
+});

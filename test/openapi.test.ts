@@ -1,0 +1,404 @@
+/**
+ * The OpenAPI document against the real API (real Redis, S3 registry, a real worker):
+ * (a) the document's operations and the app's routes are the same set, so neither drifts alone;
+ * (b) every operation's example gets its documented status from the real API, and every answer
+ *     (examples, the job routes, a table of error cases) validates against the documented schema,
+ *     both the zod source and the JSON Schema published in the document;
+ * (c) the document is structurally valid OpenAPI 3.1: path parameters, operation ids, tags,
+ *     security, and every $ref resolves.
+ */
+import type { Hono } from 'hono';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { createApiRuntime } from '../api/main.ts';
+import { startDispatcher, type RunningDispatcher } from '../api/webhooks/main.ts';
+import { buildOpenApiDocument, openApiPath } from '../api/openapi/document.ts';
+import { DEMO_MODEL, demoRow, OPERATIONS, type OperationExample, type OperationSpec } from '../api/openapi/operations.ts';
+import { openApiRoutes } from '../api/openapi/routes.ts';
+import { EventStream, JobResource } from '../api/openapi/schemas.ts';
+import { createLogger } from '../infra/log.ts';
+import { buildMlpModel } from '../scripts/models.ts';
+import { KEY_A, startStack, waitForJob, type TestStack } from './support/stack.ts';
+
+type Json = Record<string, unknown>;
+
+const IDLE_MODEL = 'idle-model'; // published, never served: its jobs stay queued
+const SPLIT_MODEL = 'split-model'; // two versions, never served: for a traffic split
+const doc = buildOpenApiDocument({ serverUrl: 'http://localhost:8080' });
+const byId = new Map(OPERATIONS.map((op) => [op.operationId, op]));
+
+let stack: TestStack;
+let dispatcher: RunningDispatcher;
+/** A webhook receiver that accepts everything. */
+const receiver = http.createServer((req, res) => {
+  req.resume();
+  req.on('end', () => res.writeHead(204).end());
+});
+/** operationId → statuses seen from the real API and validated. */
+const checked = new Map<string, Set<number>>();
+
+beforeAll(async () => {
+  stack = await startStack({ WARMUP_ITERATIONS: '1', HEARTBEAT_INTERVAL_MS: '300', WEBHOOK_ALLOWED_PRIVATE_HOSTS: '127.0.0.1' });
+  await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', () => resolve()));
+  const model = buildMlpModel({ features: 64, hidden: 8, layers: 1 });
+  await stack.registry.publish({ name: DEMO_MODEL, version: '1', bytes: model, maxBatch: 8 });
+  await stack.registry.publish({ name: IDLE_MODEL, version: '1', bytes: model, maxBatch: 8 });
+  for (const version of ['1', '2']) await stack.registry.publish({ name: SPLIT_MODEL, version, bytes: model, maxBatch: 8 });
+  await stack.deployments.put({ model: DEMO_MODEL, version: '1', min: 1, max: 1, standby: 0 });
+  await stack.startWorker(DEMO_MODEL, '1');
+  await stack.waitForWorkers(DEMO_MODEL, 'active');
+  dispatcher = startDispatcher(stack.config, createLogger('silent'));
+}, 120_000);
+
+afterAll(async () => {
+  await dispatcher?.close();
+  await stack?.close();
+  await new Promise<void>((resolve) => {
+    receiver.closeAllConnections();
+    receiver.close(() => resolve());
+  });
+});
+
+function routesOf(app: Hono<never> | Hono): string[] {
+  return app.routes.filter((r) => r.method !== 'ALL').map((r) => `${r.method} ${r.path}`);
+}
+
+const sorted = (xs: Iterable<string>) => [...new Set(xs)].sort();
+
+describe('(a) routes and document', () => {
+  let served: string[];
+
+  beforeAll(async () => {
+    const runtime = createApiRuntime(stack.config, createLogger('silent'));
+    served = routesOf(runtime.app as unknown as Hono);
+    await runtime.close();
+  });
+
+  it('documents every route of the app and nothing else', () => {
+    const documented = OPERATIONS.map((op) => `${op.method.toUpperCase()} ${op.path}`);
+    // The docs routes are counted whether or not app.ts mounts them yet (the next test checks that).
+    expect(sorted([...served, ...routesOf(openApiRoutes())])).toEqual(sorted(documented));
+    const inDocument = Object.entries(doc.paths as Record<string, Json>).flatMap(([path, ops]) =>
+      Object.keys(ops).map((m) => `${m.toUpperCase()} ${path}`),
+    );
+    expect(sorted(inDocument)).toEqual(sorted(OPERATIONS.map((op) => `${op.method.toUpperCase()} ${openApiPath(op.path)}`)));
+  });
+
+  it('the app serves /openapi.json and /docs (mounted in api/app.ts)', () => {
+    expect(served).toEqual(expect.arrayContaining(routesOf(openApiRoutes())));
+  });
+});
+
+describe('(b) examples and responses against the real API', () => {
+  const withExamples = OPERATIONS.filter((op) => op.example);
+
+  // In table order: the deployment examples build on each other (put, then roll back).
+  it.each(withExamples.map((op) => [`${op.method.toUpperCase()} ${op.path}`, op] as const))('%s: example', async (_, op) => {
+    const example = op.example as OperationExample;
+    const res = await send(op, example);
+    await expectDocumented(op, res, example.status);
+  });
+
+  it('the job routes: read, stream, cancel', async () => {
+    const submitted = await send(byId.get('submitJob') as OperationSpec, {
+      params: { model: DEMO_MODEL },
+      body: { inputs: [{ name: 'features', shape: [2, 64], datatype: 'FP32', data: [demoRow(2), demoRow(3)] }] },
+      status: 202,
+    });
+    const { id } = (await expectDocumented(byId.get('submitJob') as OperationSpec, submitted, 202)) as { id: string };
+    await expectDocumented(op('getJob'), await send(op('getJob'), { params: { id }, status: 200 }), 200);
+    const finished = await waitForJob(stack, id);
+    expect(finished.status).toBe('succeeded');
+    const read = (await expectDocumented(op('getJob'), await send(op('getJob'), { params: { id }, status: 200 }), 200)) as Json;
+    expect(read.outputs).toBeDefined();
+
+    const events = await send(op('jobEvents'), { params: { id }, status: 200 });
+    const text = (await expectDocumented(op('jobEvents'), events, 200)) as string;
+    const blocks = parseSse(text);
+    expect(blocks.at(-1)?.event).toBe('succeeded');
+    for (const block of blocks) expect(JobResource.parse(JSON.parse(block.data))).toBeDefined();
+
+    const queued = await send(op('submitJob'), { params: { model: IDLE_MODEL }, body: { inputs: [oneRow()] }, status: 202 });
+    const idle = (await queued.json()) as { id: string };
+    const canceled = (await expectDocumented(
+      op('cancelJob'),
+      await send(op('cancelJob'), { params: { id: idle.id }, status: 200 }),
+      200,
+    )) as Json;
+    expect(canceled.status).toBe('canceled');
+    await expectError(op('cancelJob'), await send(op('cancelJob'), { params: { id }, status: 409 }), 409, 'job_finished');
+  });
+
+  it('webhook deliveries: listed with their attempts, replayed', async () => {
+    const url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
+    const res = await send(op('submitJob'), { params: { model: DEMO_MODEL }, body: { inputs: [oneRow()], webhook: { url } }, status: 202 });
+    const { id } = (await expectDocumented(op('submitJob'), res, 202)) as { id: string };
+    let delivery: { id: string; jobId: string } | undefined;
+    const deadline = Date.now() + 30_000;
+    while (!delivery && Date.now() < deadline) {
+      const list = await send(op('listDeliveries'), { query: { status: 'succeeded' }, status: 200 });
+      const { deliveries } = (await expectDocumented(op('listDeliveries'), list, 200)) as {
+        deliveries: Array<{ id: string; jobId: string }>;
+      };
+      delivery = deliveries.find((d) => d.jobId === id);
+      if (!delivery) await new Promise((r) => setTimeout(r, 50));
+    }
+    if (!delivery) throw new Error(`no succeeded delivery for job ${id}`);
+    const replayed = await send(op('replayDelivery'), { params: { id: delivery.id }, status: 202 });
+    expect(await expectDocumented(op('replayDelivery'), replayed, 202)).toEqual({ id: delivery.id, status: 'pending' });
+  });
+
+  it('a split deployment with a fallback, and its canary standing', async () => {
+    const put = await send(op('putDeployment'), {
+      params: { model: SPLIT_MODEL },
+      body: {
+        versions: [
+          { version: '1', weight: 90 },
+          { version: '2', weight: 10 },
+        ],
+        backlogMax: 100,
+        fallback: { model: IDLE_MODEL },
+      },
+      status: 200,
+    });
+    expect(await expectDocumented(op('putDeployment'), put, 200)).toMatchObject({ fallback: { model: IDLE_MODEL } });
+    const canary = await send(op('canaryStatus'), { params: { model: SPLIT_MODEL }, status: 200 });
+    const status = (await expectDocumented(op('canaryStatus'), canary, 200)) as { current?: { canaries: unknown[] } };
+    expect(status.current?.canaries).toHaveLength(1);
+  });
+
+  // Bad requests: each answer's status must be documented for its route, with its code.
+  const errorCases: Array<[string, string, OperationExample & { contentType?: string }, string]> = [
+    ['submit: not an object', 'submitJob', { params: { model: DEMO_MODEL }, body: [1], status: 400 }, 'invalid_body'],
+    ['submit: unknown model', 'submitJob', { params: { model: 'nope' }, body: { inputs: [oneRow()] }, status: 404 }, 'model_not_found'],
+    [
+      'submit: text body',
+      'submitJob',
+      { params: { model: DEMO_MODEL }, body: 'x', contentType: 'text/plain', status: 415 },
+      'unsupported_media_type',
+    ],
+    [
+      'submit: loopback webhook',
+      'submitJob',
+      { params: { model: DEMO_MODEL }, body: { inputs: [oneRow()], webhook: { url: 'http://169.254.169.254/latest' } }, status: 422 },
+      'webhook_url_blocked',
+    ],
+    [
+      'submit: bad Idempotency-Key',
+      'submitJob',
+      { params: { model: DEMO_MODEL }, headers: { 'Idempotency-Key': '' }, body: { inputs: [oneRow()] }, status: 400 },
+      'invalid_idempotency_key',
+    ],
+    [
+      'submit: Idempotency-Key reused for another body',
+      'submitJob',
+      { params: { model: DEMO_MODEL }, headers: { 'Idempotency-Key': 'openapi-example-1' }, body: { inputs: [oneRow()] }, status: 409 },
+      'idempotency_key_reused',
+    ],
+    ['read: unknown job', 'getJob', { params: { id: 'job_unknown' }, status: 404 }, 'job_not_found'],
+    ['events: unknown job', 'jobEvents', { params: { id: 'job_unknown' }, status: 404 }, 'job_not_found'],
+    ['put: negative min', 'putDeployment', { params: { model: DEMO_MODEL }, body: { min: -1 }, status: 400 }, 'invalid_body'],
+    ['put: unknown version', 'putDeployment', { params: { model: DEMO_MODEL }, body: { version: '9' }, status: 422 }, 'version_not_found'],
+    ['put: stale revision', 'putDeployment', { params: { model: DEMO_MODEL }, body: { ifRevision: 0 }, status: 409 }, 'revision_conflict'],
+    ['rollback: not deployed', 'rollbackDeployment', { params: { model: IDLE_MODEL }, status: 404 }, 'deployment_not_found'],
+    ['canary: never deployed', 'canaryStatus', { params: { model: IDLE_MODEL }, status: 404 }, 'deployment_not_found'],
+    ['history: not deployed', 'deploymentHistory', { params: { model: IDLE_MODEL }, status: 404 }, 'deployment_not_found'],
+    ['deliveries: limit 0', 'listDeliveries', { query: { limit: '0' }, status: 400 }, 'invalid_query'],
+    ['replay: unknown delivery', 'replayDelivery', { params: { id: 'msg_nope' }, status: 404 }, 'delivery_not_found'],
+    [
+      'infer: wrong datatype',
+      'infer',
+      { params: { model: DEMO_MODEL }, body: { inputs: [{ ...oneRow(), datatype: 'INT32' }] }, status: 400 },
+      'datatype_mismatch',
+    ],
+    ['metadata: unknown model', 'modelMetadata', { params: { model: 'nope' }, status: 404 }, 'model_not_found'],
+    [
+      'metadata: unknown version',
+      'modelVersionMetadata',
+      { params: { model: DEMO_MODEL, version: '9' }, status: 404 },
+      'version_not_found',
+    ],
+    ['ready: not deployed', 'modelReady', { params: { model: IDLE_MODEL }, status: 404 }, 'model_not_ready'],
+  ];
+
+  it.each(errorCases)('%s', async (_, operationId, example, code) => {
+    const spec = op(operationId);
+    await expectError(spec, await send(spec, example), example.status, code);
+  });
+
+  it('every route that needs a key answers a documented 401 without one', async () => {
+    for (const spec of OPERATIONS.filter((o) => o.auth)) {
+      const params = Object.fromEntries(Object.keys(spec.params ?? {}).map((k) => [k, 'x']));
+      await expectError(spec, await send(spec, { params, status: 401 }, { key: null }), 401, 'unauthorized');
+    }
+  });
+
+  it('every operation was answered by the real API with a documented success', () => {
+    const missing = OPERATIONS.filter((o) => ![...(checked.get(o.operationId) ?? [])].some((s) => s < 300)).map((o) => o.operationId);
+    expect(missing).toEqual([]);
+  });
+});
+
+describe('(c) the document is structurally valid OpenAPI 3.1', () => {
+  it('has the top-level fields, unique operation ids, known tags and security schemes', () => {
+    expect(doc.openapi).toBe('3.1.0');
+    expect(doc.info).toMatchObject({ title: expect.any(String), version: expect.any(String) });
+    const components = doc.components as { schemas: Json; securitySchemes: Json };
+    const tags = new Set((doc.tags as Array<{ name: string }>).map((t) => t.name));
+    const ids = new Set<string>();
+    for (const [path, item] of Object.entries(doc.paths as Record<string, Record<string, Json>>)) {
+      expect(path.startsWith('/')).toBe(true);
+      for (const [method, operation] of Object.entries(item)) {
+        expect(['get', 'put', 'post', 'delete', 'patch', 'head', 'options']).toContain(method);
+        const id = operation.operationId as string;
+        expect(ids.has(id), `duplicate operationId ${id}`).toBe(false);
+        ids.add(id);
+        for (const tag of operation.tags as string[]) expect(tags.has(tag)).toBe(true);
+        for (const requirement of operation.security as Json[]) {
+          for (const scheme of Object.keys(requirement)) expect(components.securitySchemes[scheme]).toBeDefined();
+        }
+        checkParameters(path, operation);
+        const statuses = Object.keys(operation.responses as Json);
+        expect(
+          statuses.some((s) => /^2\d\d$/.test(s)),
+          `${method} ${path} has a 2xx`,
+        ).toBe(true);
+        for (const [status, response] of Object.entries(operation.responses as Record<string, Json>)) {
+          expect(status).toMatch(/^[1-5]\d\d$/);
+          expect(typeof response.description).toBe('string');
+        }
+      }
+    }
+  });
+
+  it('every $ref resolves inside the document', () => {
+    const refs = collectRefs(doc);
+    expect(refs.length).toBeGreaterThan(20);
+    for (const ref of refs) {
+      expect(ref.startsWith('#/'), ref).toBe(true);
+      const target = ref
+        .slice(2)
+        .split('/')
+        .reduce<unknown>((node, key) => (node as Json | undefined)?.[key], doc);
+      expect(target, `${ref} resolves`).toBeDefined();
+    }
+  });
+
+  it('every component is a JSON Schema zod can read back, and the examples satisfy their request schemas', () => {
+    for (const name of Object.keys((doc.components as { schemas: Json }).schemas)) {
+      expect(() => publishedSchema({ $ref: `#/components/schemas/${name}` })).not.toThrow();
+    }
+    for (const spec of OPERATIONS.filter((o) => o.body && o.example?.body !== undefined)) {
+      const body = spec.example?.body;
+      expect(spec.body?.schema.safeParse(body).success, spec.operationId).toBe(true);
+      expect(publishedSchema(requestSchemaOf(spec)).safeParse(body).success, spec.operationId).toBe(true);
+    }
+  });
+});
+
+function op(operationId: string): OperationSpec {
+  const spec = byId.get(operationId);
+  if (!spec) throw new Error(`no operation ${operationId}`);
+  return spec;
+}
+
+function oneRow() {
+  return { name: 'features', shape: [1, 64], datatype: 'FP32', data: demoRow(5) };
+}
+
+async function send(
+  spec: OperationSpec,
+  example: OperationExample & { contentType?: string },
+  options: { key?: string | null } = {},
+): Promise<Response> {
+  let path = spec.path.replace(/:([A-Za-z0-9_]+)/g, (_, name: string) => encodeURIComponent(example.params?.[name] ?? ''));
+  if (example.query) path += `?${new URLSearchParams(example.query)}`;
+  const headers = new Headers(example.headers);
+  if (example.contentType) headers.set('content-type', example.contentType);
+  const key = spec.auth ? (options.key === undefined ? KEY_A : options.key) : null;
+  const body = example.body === undefined ? undefined : typeof example.body === 'string' ? example.body : JSON.stringify(example.body);
+  return stack.call(path, { method: spec.method.toUpperCase(), headers, body, key });
+}
+
+/** The status is `status`, documented for the route, and the body validates (zod and published schema). Returns the body. */
+async function expectDocumented(spec: OperationSpec, res: Response, status: number): Promise<unknown> {
+  const text = await res.text();
+  expect(res.status, `${spec.operationId}: ${text.slice(0, 300)}`).toBe(status);
+  const documented = spec.responses[status];
+  expect(documented, `${spec.operationId} documents ${status}`).toBeDefined();
+  const contentType = documented?.contentType ?? 'application/json';
+  expect(res.headers.get('content-type') ?? '').toContain(contentType.split(';')[0]);
+  const body: unknown = contentType.startsWith('application/json') ? JSON.parse(text) : text;
+  const schema = documented?.schema ?? z.unknown();
+  const parsed = schema.safeParse(body);
+  expect(parsed.success, `${spec.operationId} ${status}: ${parsed.error?.message}`).toBe(true);
+  if (schema !== EventStream && contentType.startsWith('application/json')) {
+    const published = publishedSchema(responseSchemaOf(spec, status, contentType)).safeParse(body);
+    expect(published.success, `${spec.operationId} ${status} (published): ${published.error?.message}`).toBe(true);
+  }
+  for (const header of Object.keys(documented?.headers ?? {})) {
+    if (['Location', 'Retry-After', 'WWW-Authenticate'].includes(header)) expect(res.headers.get(header), header).not.toBeNull();
+  }
+  const seen = checked.get(spec.operationId) ?? new Set<number>();
+  seen.add(status);
+  checked.set(spec.operationId, seen);
+  return body;
+}
+
+async function expectError(spec: OperationSpec, res: Response, status: number, code: string): Promise<void> {
+  const body = (await expectDocumented(spec, res, status)) as { error: { code: string } };
+  expect(body.error.code).toBe(code);
+  expect(spec.responses[status]?.codes ?? [], `${spec.operationId} ${status} lists ${code}`).toContain(code);
+}
+
+function responseSchemaOf(spec: OperationSpec, status: number, contentType: string): Json {
+  const operation = (doc.paths as Record<string, Record<string, Json>>)[openApiPath(spec.path)]?.[spec.method] as Json;
+  const response = (operation.responses as Record<string, Json>)[String(status)] as Json;
+  return ((response.content as Record<string, Json>)[contentType] as Json).schema as Json;
+}
+
+function requestSchemaOf(spec: OperationSpec): Json {
+  const operation = (doc.paths as Record<string, Record<string, Json>>)[openApiPath(spec.path)]?.[spec.method] as Json;
+  const content = (operation.requestBody as Json).content as Record<string, Json>;
+  return (content['application/json'] as Json).schema as Json;
+}
+
+/** A schema of the published document as a validator: its $refs pointed at the components as $defs. */
+function publishedSchema(schema: Json): z.ZodType {
+  const rewrite = (v: unknown) => JSON.parse(JSON.stringify(v).replaceAll('#/components/schemas/', '#/$defs/')) as Json;
+  const defs = rewrite((doc.components as { schemas: Json }).schemas);
+  // fromJSONSchema's parameter is zod's JSON Schema type; the document is plain JSON of that shape.
+  return z.fromJSONSchema({ ...rewrite(schema), $defs: defs } as Parameters<typeof z.fromJSONSchema>[0]);
+}
+
+function checkParameters(path: string, operation: Json): void {
+  const parameters = (operation.parameters ?? []) as Array<{ name: string; in: string; required?: boolean; schema?: Json }>;
+  const templated = [...path.matchAll(/\{([^}]+)\}/g)].map((m) => m[1]);
+  const inPath = parameters.filter((p) => p.in === 'path');
+  expect(sorted(inPath.map((p) => p.name))).toEqual(sorted(templated as string[]));
+  for (const p of parameters) {
+    expect(['path', 'query', 'header', 'cookie']).toContain(p.in);
+    expect(p.schema).toBeDefined();
+    if (p.in === 'path') expect(p.required).toBe(true);
+  }
+}
+
+function collectRefs(node: unknown, out: string[] = []): string[] {
+  if (Array.isArray(node)) for (const item of node) collectRefs(item, out);
+  else if (node && typeof node === 'object') {
+    for (const [key, value] of Object.entries(node)) {
+      if (key === '$ref' && typeof value === 'string') out.push(value);
+      else if (key !== 'example') collectRefs(value, out);
+    }
+  }
+  return out;
+}
+
+function parseSse(text: string): Array<{ event: string; data: string }> {
+  return text
+    .split('\n\n')
+    .filter((block) => block.trim() !== '' && !block.startsWith(':'))
+    .map((block) => ({ event: /^event: (.*)$/m.exec(block)?.[1] ?? '', data: /^data: (.*)$/m.exec(block)?.[1] ?? '' }));
+}
