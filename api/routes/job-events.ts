@@ -38,11 +38,15 @@ export function jobEventRoutes(deps: JobEventsDeps): Hono<AuthEnv> {
       const onGone = () => stop.abort(new Error('client disconnected'));
       stream.onAbort(onGone);
       request.addEventListener('abort', onGone, { once: true });
-      const beats = heartbeat(stream, deps, stop.signal);
+      // Heartbeats start after the first event, so the current status is always what comes first.
+      let beats: Promise<void> | undefined;
       try {
         await deps.jobs.watch(
           id,
-          (view) => stream.writeSSE({ event: view.status, data: JSON.stringify(toJobResource(view)) }),
+          async (view) => {
+            await stream.writeSSE({ event: view.status, data: JSON.stringify(toJobResource(view)) });
+            beats ??= heartbeat(stream, deps, stop.signal);
+          },
           stop.signal,
         );
       } catch (err) {
