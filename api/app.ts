@@ -6,6 +6,7 @@
  * Auth, then the tenant's rate limit, cover `/v1/*` and `/v2/models/*`; health and `/metrics`
  * are open (DESIGN §5).
  */
+import { createRequire } from 'node:module';
 import { Hono, type MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { routePath } from 'hono/route';
@@ -69,6 +70,9 @@ export interface AppDeps {
   log?: ErrorLog;
 }
 
+/** OIP server metadata's `version`: the package's. */
+const SERVER_VERSION = (createRequire(import.meta.url)('../package.json') as { version: string }).version;
+
 export const PROMETHEUS_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
 
 export function createApp(deps: AppDeps): Hono<AuthEnv> {
@@ -84,6 +88,7 @@ export function createApp(deps: AppDeps): Hono<AuthEnv> {
     }),
   );
 
+  app.get('/v2', (c) => c.json({ name: 'warmpool', version: SERVER_VERSION, extensions: [] }));
   app.get('/v2/health/live', (c) => c.json({ live: true }));
   app.get('/v2/health/ready', async (c) => {
     const ready = deps.ready ? await deps.ready().catch(() => false) : true;

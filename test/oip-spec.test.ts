@@ -364,12 +364,14 @@ describe('known deviations from the spec (asserted as they are, so a fix shows u
     expect(SPEC_PLATFORMS).not.toContain(body.platform);
   });
 
-  it('server metadata (GET /v2) and versioned model ready (GET /v2/models/{m}/versions/{v}/ready) are not served', async () => {
-    for (const path of ['/v2', '/v2/models/mymodel/versions/1/ready']) {
-      const res = await stack.call(path);
-      expect(res.status, path).toBe(404);
-      expect(((await json(res)).error as { code: string }).code).toBe('route_not_found');
-    }
+  it('server metadata (GET /v2) has the spec’s fields; versioned model ready answers', async () => {
+    const server = await stack.call('/v2');
+    expect(server.status).toBe(200);
+    const body = await json(server);
+    expect(Object.keys(body).sort()).toEqual(['extensions', 'name', 'version']);
+    expect(body).toMatchObject({ name: 'warmpool', extensions: [] });
+    expect((await stack.call('/v2/models/mymodel/versions/1/ready')).status).toBe(200);
+    expect((await stack.call('/v2/models/mymodel/versions/9/ready')).status).toBe(404);
   });
 
   it('a request without `id` gets the job id as the response `id` (the spec: the request’s id, "if any")', async () => {

@@ -347,7 +347,33 @@ export const OPERATIONS: readonly OperationSpec[] = [
     },
     example: { params: { model: DEMO_MODEL }, status: 200 },
   },
+  {
+    operationId: 'modelVersionReady',
+    method: 'get',
+    path: '/v2/models/:model/versions/:version/ready',
+    tag: 'Inference (Open Inference Protocol)',
+    summary: 'Model version readiness',
+    description: "Ready = the version takes a share of the deployment's traffic, and is in the registry.",
+    auth: true,
+    params: modelAndVersion,
+    responses: {
+      200: { description: 'Ready', schema: S.ModelReady },
+      404: { description: 'Not deployed, no traffic share, or gone', schema: S.ErrorBody, codes: ['model_not_ready'] },
+      ...authed,
+    },
+    example: { params: { model: DEMO_MODEL, version: '1' }, status: 200 },
+  },
   // ---- Operations (no auth) ----
+  {
+    operationId: 'serverMetadata',
+    method: 'get',
+    path: '/v2',
+    tag: 'Health and metrics',
+    summary: 'Server metadata (Open Inference Protocol)',
+    auth: false,
+    responses: { 200: { description: 'Server metadata', schema: S.ServerMetadata } },
+    example: { status: 200 },
+  },
   {
     operationId: 'serverLive',
     method: 'get',

@@ -154,6 +154,7 @@ export const ModelMetadata = z
 
 export const ModelReady = z.object({ name: z.string(), version: z.string(), ready: z.literal(true) });
 export const ServerLive = z.object({ live: z.literal(true) });
+export const ServerMetadata = z.object({ name: z.string(), version: z.string(), extensions: z.array(z.string()) });
 export const ServerReady = z.object({ ready: z.boolean() });
 
 // ---- Jobs -------------------------------------------------------------------------------------
@@ -366,6 +367,7 @@ export const NAMED_SCHEMAS = {
   InferResponse,
   ModelMetadata,
   ModelReady,
+  ServerMetadata,
   ServerLive,
   ServerReady,
   WebhookSpec,

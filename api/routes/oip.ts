@@ -53,18 +53,25 @@ export function oipRoutes(deps: InferSyncDeps): Hono<AuthEnv> {
   app.get('/v2/models/:model', (c) => metadata(c, undefined));
   app.get('/v2/models/:model/versions/:version', (c) => metadata(c, c.req.param('version')));
 
-  // Ready = deployed, and the deployed version's manifest is in the registry.
-  app.get('/v2/models/:model/ready', async (c) => {
-    const model = c.req.param('model');
+  // Ready = deployed (with a traffic share, for a named version), and in the registry. OIP: 200
+  // means ready, a 4xx means not.
+  const ready = async (c: Context<AuthEnv>, asked: string | undefined) => {
+    const model = c.req.param('model') ?? '';
     const deployment = await deps.deployments.get(model);
     if (!deployment) throw new NotFoundError('model_not_ready', `model ${model} is not deployed`);
-    const manifest = await deps.catalog.getManifest(model, deployment.version).catch((err: unknown) => {
+    const version = asked ?? deployment.version;
+    if (!deployment.versions.some((v) => v.version === version && v.weight > 0)) {
+      throw new NotFoundError('model_not_ready', `model ${model} version ${version} takes no traffic in its deployment`);
+    }
+    const manifest = await deps.catalog.getManifest(model, version).catch((err: unknown) => {
       if (err instanceof NotFoundError) return null;
       throw err;
     });
-    if (!manifest) throw new NotFoundError('model_not_ready', `model ${model} version ${deployment.version} is not in the registry`);
-    return c.json({ name: model, version: deployment.version, ready: true });
-  });
+    if (!manifest) throw new NotFoundError('model_not_ready', `model ${model} version ${version} is not in the registry`);
+    return c.json({ name: model, version, ready: true });
+  };
+  app.get('/v2/models/:model/ready', (c) => ready(c, undefined));
+  app.get('/v2/models/:model/versions/:version/ready', (c) => ready(c, c.req.param('version')));
 
   return app;
 }
