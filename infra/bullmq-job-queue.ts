@@ -204,7 +204,7 @@ export function createBullJobQueue(options: BullJobQueueOptions): BullJobQueue {
       const state = await q.getJobState(jobId);
       const job = state === 'unknown' ? undefined : await Job.fromId<JobData, JobResult>(q, jobId);
       if (!job) continue; // gone meanwhile: buried (the index now says so) or aged out
-      const view = toView(job, STATUS[state as JobState]);
+      const view = jobView(job, STATUS[state as JobState]);
       const { timeoutMs, submittedAt } = job.data;
       if (view.status !== 'queued' || timeoutMs === undefined) return { view, queue: at.name };
       const deadlineAt = submittedAt + timeoutMs;
@@ -444,7 +444,8 @@ function cachedView(jobId: string, data: JobData, outputs: JobResult['outputs'],
   };
 }
 
-function toView(job: Job<JobData, JobResult>, status: JobStatus): JobView {
+/** The job as GET /v1/jobs/{id} shows it, at the moment of `status` (also the webhook payload's). */
+export function jobView(job: Job<JobData, JobResult>, status: JobStatus): JobView {
   const view: JobView = {
     id: job.id ?? '',
     tenant: job.data.tenant,

@@ -16,8 +16,8 @@
 import { Job, Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Clock } from '../../infra/clock.ts';
-import { parseFailure } from '../../infra/bullmq-job-queue.ts';
-import type { JobData, JobResult, JobStatus, JobView, WebhookEvent } from '../../infra/job-contract.ts';
+import { jobView } from '../../infra/bullmq-job-queue.ts';
+import type { JobData, JobResult, JobStatus, WebhookEvent } from '../../infra/job-contract.ts';
 import { iso, toJobResource, type JobResource } from '../use-cases/get-job.ts';
 import type { DeliveryStore } from './delivery-store.ts';
 
@@ -111,7 +111,7 @@ export function createEventSource(deps: EventSourceDeps): { run(signal: AbortSig
     const payload: WebhookPayload = {
       type: event,
       timestamp: iso(Number(entryId.split('-')[0])),
-      data: toJobResource(viewOf(job, EVENT_STATUS[event])),
+      data: toJobResource(jobView(job, EVENT_STATUS[event])),
     };
     return deps.store.enqueue(
       {
@@ -172,25 +172,6 @@ export function createEventSource(deps: EventSourceDeps): { run(signal: AbortSig
   }
 
   return { run };
-}
-
-/** The job as GET /v1/jobs/{id} shows it, at the moment of `status`. */
-function viewOf(job: Job<JobData, JobResult>, status: JobStatus): JobView {
-  const view: JobView = {
-    id: job.id ?? '',
-    tenant: job.data.tenant,
-    model: job.data.model,
-    version: job.data.version,
-    status,
-    createdAt: job.timestamp,
-    attemptsMade: job.attemptsMade,
-  };
-  if (job.processedOn) view.startedAt = job.processedOn;
-  if (status === 'running') return view;
-  if (job.finishedOn) view.finishedAt = job.finishedOn;
-  if (status === 'succeeded' && job.returnvalue) view.result = job.returnvalue;
-  if (status === 'failed') view.error = parseFailure(job.failedReason);
-  return view;
 }
 
 function pairs(flat: string[]): Record<string, string> {
