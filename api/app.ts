@@ -14,6 +14,7 @@ import type { Redis } from 'ioredis';
 import type { Registry } from 'prom-client';
 import type { CanaryPolicy } from '../infra/canary/index.ts';
 import type { ApiKey } from '../infra/config.ts';
+import { InvalidInputError } from '../infra/errors.ts';
 import type { IdempotencyStore } from '../infra/idempotency.ts';
 import type { ApiMetrics } from '../infra/metrics.ts';
 import { bearerAuth, type AuthEnv } from './auth.ts';
@@ -42,6 +43,8 @@ export interface AppDeps {
   apiKeys: readonly ApiKey[];
   /** Webhook secrets and deliveries (api/webhooks) and canary status; absent without it. */
   webhooks?: { redis: Redis; prefix: string };
+  /** Tenants allowed to change deployments (ADMIN_TENANTS); none when absent. */
+  adminTenants?: readonly string[];
   /** The canary guard's policy, so the status route judges as the guard does. */
   canary?: { policy?: Partial<CanaryPolicy>; tickMs?: number };
   metrics: {
@@ -120,12 +123,25 @@ export function createApp(deps: AppDeps): Hono<AuthEnv> {
   app.route('/', jobRoutes(useCaseDeps));
   app.route('/', jobEventRoutes({ jobs: deps.jobs, clock: deps.clock, heartbeatMs: deps.sseHeartbeatMs ?? 15_000, log: deps.log }));
   app.route('/', oipRoutes(useCaseDeps));
+  // Reading deployments is for every tenant; changing one changes every tenant's jobs.
+  app.use('/v1/deployments/*', adminOnly(deps.adminTenants ?? []));
   app.route('/', deploymentRoutes({ deployments: deps.deployments, catalog: deps.catalog }));
   if (deps.webhooks) {
     app.route('/', webhookRoutes({ ...deps.webhooks, clock: deps.clock }));
     app.route('/', canaryRoutes({ ...deps.webhooks, ...deps.canary, clock: deps.clock }));
   }
   return app;
+}
+
+function adminOnly(admins: readonly string[]): MiddlewareHandler<AuthEnv> {
+  return async (c, next) => {
+    if (c.req.method !== 'GET' && c.req.method !== 'HEAD' && !admins.includes(c.get('tenant'))) {
+      throw new InvalidInputError('forbidden', `tenant ${c.get('tenant')} may not change deployments: it is not in ADMIN_TENANTS`, {
+        status: 403,
+      });
+    }
+    await next();
+  };
 }
 
 /** Counts and times every request by its route pattern (never the raw path: bounded labels). */

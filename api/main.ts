@@ -76,6 +76,7 @@ export function createApiRuntime(config: Config, log: Logger, overrides: ApiOver
     rateLimit: { limiter: createRateLimiter(redis, { prefix: config.queuePrefix }), ...config.rateLimit },
     webhookAllowedPrivateHosts: config.webhooks.allowedPrivateHosts,
     webhooks: { redis, prefix: config.queuePrefix },
+    adminTenants: config.api.adminTenants,
     canary: { policy: canaryPolicy, tickMs: config.canary.tickMs },
     ready: async () => redis.status === 'ready',
     log,

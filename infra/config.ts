@@ -33,6 +33,7 @@ const schema = z.object({
   HOST: z.string().default('127.0.0.1'),
   PORT: int(0, 65535).default(8080),
   API_KEYS: z.string().default(''),
+  ADMIN_TENANTS: z.string().default(''),
   BODY_LIMIT_BYTES: int(1024).default(8 * 1024 * 1024),
   SYNC_TIMEOUT_MS: int(1).default(30_000),
   JOB_RETENTION_S: int(60).default(86_400),
@@ -95,6 +96,8 @@ export interface Config {
     port: number;
     /** Non-enumerable: never serialised or logged. */
     readonly apiKeys: ApiKey[];
+    /** Tenants that may change deployments through the API (a deployment serves every tenant). */
+    adminTenants: string[];
     bodyLimitBytes: number;
     syncTimeoutMs: number;
   };
@@ -176,6 +179,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     port: e.PORT,
     bodyLimitBytes: e.BODY_LIMIT_BYTES,
     syncTimeoutMs: e.SYNC_TIMEOUT_MS,
+    adminTenants: e.ADMIN_TENANTS.split(',')
+      .map((t) => t.trim())
+      .filter(Boolean),
   } as Config['api'];
   Object.defineProperty(api, 'apiKeys', { value: parseApiKeys(e.API_KEYS), enumerable: false });
   const s3 = {

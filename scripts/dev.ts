@@ -60,7 +60,10 @@ export async function devMain(_args: string[]): Promise<number> {
       say(`s3       ${s3.endpoint} (embedded, data in ${STATE_DIR}/s3)`);
     }
     if (!env.PORT && !(await isFree(8080))) env.PORT = String(await freePort());
-    env.API_KEYS ||= `dev:${devKey()}`;
+    if (!env.API_KEYS) {
+      env.API_KEYS = `dev:${devKey()}`;
+      env.ADMIN_TENANTS ??= 'dev';
+    }
     env.MODEL_CACHE_DIR ??= path.resolve(STATE_DIR, 'model-cache');
     // Webhooks to a receiver on this machine are the point of a dev stack.
     env.WEBHOOK_ALLOWED_PRIVATE_HOSTS ??= '127.0.0.1,localhost,::1';
@@ -206,6 +209,7 @@ function writeDevEnv(env: NodeJS.ProcessEnv, url: string): void {
     'AWS_SECRET_ACCESS_KEY',
     'AWS_REGION',
     'API_KEYS',
+    'ADMIN_TENANTS',
     'QUEUE_PREFIX',
     'MODEL_CACHE_DIR',
   ];

@@ -14,7 +14,7 @@ import { queueName } from '../infra/job-contract.ts';
 import { createLogger } from '../infra/log.ts';
 import { closeRedis, createRedis } from '../infra/redis.ts';
 import { buildMlpModel } from '../scripts/models.ts';
-import { startStack, waitForJob, type TestStack } from './support/stack.ts';
+import { KEY_B, startStack, waitForJob, type TestStack } from './support/stack.ts';
 
 const F = 8;
 let stack: TestStack;
@@ -117,6 +117,12 @@ describe('deployments steer each job', () => {
     expect(versions).toEqual(['2', '2', '2', '2', '2']);
     const pinned = (await (await stack.call('/v1/models/hooked/jobs', job('1'))).json()) as { version: string };
     expect(pinned.version).toBe('1');
+
+    // A deployment serves every tenant: only admin tenants change it; everyone may read it.
+    const notAdmin = await stack.call('/v1/deployments/hooked/rollback', { method: 'POST', key: KEY_B });
+    expect(notAdmin.status).toBe(403);
+    expect(((await notAdmin.json()) as { error: { code: string } }).error.code).toBe('forbidden');
+    expect((await stack.call('/v1/deployments/hooked', { key: KEY_B })).status).toBe(200);
 
     const canary = await stack.call('/v1/deployments/hooked/canary');
     expect(canary.status).toBe(200);

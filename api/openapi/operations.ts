@@ -78,6 +78,11 @@ function metadataOperation(operationId: string, path: string, withVersion: boole
   };
 }
 
+/** Changing a deployment changes what every tenant's jobs run on: admin tenants only. */
+function adminOnly() {
+  return { description: 'The tenant is not in ADMIN_TENANTS', schema: S.ErrorBody, codes: ['forbidden'] };
+}
+
 export const OPERATIONS: readonly OperationSpec[] = [
   // ---- Jobs ----
   {
@@ -207,6 +212,7 @@ export const OPERATIONS: readonly OperationSpec[] = [
     responses: {
       200: { description: 'The new revision', schema: S.Deployment },
       400: { description: 'Invalid change', schema: S.ErrorBody, codes: ['malformed_json', 'invalid_body', 'invalid_deployment'] },
+      403: adminOnly(),
       409: { description: '`ifRevision` is not the current revision', schema: S.ErrorBody, codes: ['revision_conflict'] },
       413: tooLarge(),
       ...jsonBody,
@@ -232,6 +238,7 @@ export const OPERATIONS: readonly OperationSpec[] = [
     responses: {
       200: { description: 'The new revision', schema: S.Deployment },
       400: { description: 'Invalid body', schema: S.ErrorBody, codes: ['malformed_json', 'invalid_body'] },
+      403: adminOnly(),
       404: notDeployed(),
       409: {
         description: 'Nothing to roll back to, or a revision conflict',

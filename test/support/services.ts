@@ -101,6 +101,7 @@ export function testEnv(overrides: Record<string, string> = {}): NodeJS.ProcessE
     AWS_SECRET_ACCESS_KEY: services.s3.secretAccessKey,
     MODEL_CACHE_DIR: mkdtempSync(path.join(services.tmpDir, 'model-cache-')),
     API_KEYS: TEST_API_KEYS,
+    ADMIN_TENANTS: 'tenant-a',
     LOG_LEVEL: 'warn',
     ...overrides,
   };
