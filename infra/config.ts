@@ -62,6 +62,12 @@ const schema = z.object({
   RATE_LIMIT_RPS: z.coerce.number().positive().default(50),
   RATE_LIMIT_BURST: int(1).default(100),
   IDEMPOTENCY_TTL_S: int(60).default(86_400),
+  POOL_PROVIDER: z.enum(['local', 'kubernetes', 'aws']).default('local'),
+  SCALER_TICK_MS: int(100).default(2_000),
+  SLO_QUEUE_WAIT_MS: int(1).default(2_000),
+  COLD_START_DEFAULT_MS: int(0).default(60_000),
+  SCALE_DOWN_STABILIZATION_MS: int(0).default(300_000),
+  TARGET_UTILIZATION: z.coerce.number().gt(0).max(1).default(0.8),
   CANARY_ENABLED: bool.default(true),
   CANARY_WINDOW_MS: int(1000).default(120_000),
   CANARY_MAX_ERROR_RATE_DELTA: z.coerce.number().min(0).max(1).default(0.05),
@@ -103,6 +109,16 @@ export interface Config {
   };
   jobs: { retentionS: number; attempts: number; idempotencyTtlS: number };
   rateLimit: { rps: number; burst: number };
+  /** The scaler (infra/scaler): how it ticks and the policy's settings. */
+  scaler: {
+    provider: 'local' | 'kubernetes' | 'aws';
+    tickMs: number;
+    sloQueueWaitMs: number;
+    /** Cold-start time assumed until a worker's is measured. */
+    coldStartDefaultMs: number;
+    scaleDownStabilizationMs: number;
+    targetUtilization: number;
+  };
   /** The canary guard (infra/canary): when a canary version's share is taken back to 0. */
   canary: {
     enabled: boolean;
@@ -206,6 +222,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     api,
     jobs: { retentionS: e.JOB_RETENTION_S, attempts: e.JOB_ATTEMPTS, idempotencyTtlS: e.IDEMPOTENCY_TTL_S },
     rateLimit: { rps: e.RATE_LIMIT_RPS, burst: e.RATE_LIMIT_BURST },
+    scaler: {
+      provider: e.POOL_PROVIDER,
+      tickMs: e.SCALER_TICK_MS,
+      sloQueueWaitMs: e.SLO_QUEUE_WAIT_MS,
+      coldStartDefaultMs: e.COLD_START_DEFAULT_MS,
+      scaleDownStabilizationMs: e.SCALE_DOWN_STABILIZATION_MS,
+      targetUtilization: e.TARGET_UTILIZATION,
+    },
     canary: {
       enabled: e.CANARY_ENABLED,
       windowMs: e.CANARY_WINDOW_MS,
