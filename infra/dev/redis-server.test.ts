@@ -94,7 +94,9 @@ describe('ensureRedisServer when redis-server is missing', () => {
     const bin = await mkdtemp(path.join(dir, 'bin-'));
     const callLog = path.join(bin, 'calls.log');
     const install = installs ? `ln -s '${realBinary}' '${bin}/redis-server'` : 'true';
-    const script = ['#!/bin/sh', `echo "$DEBIAN_FRONTEND $*" >> '${callLog}'`, `if [ "$1" = install ]; then ${install}; fi`].join('\n');
+    const script = ['#!/bin/sh', `echo "$DEBIAN_FRONTEND $*" >> '${callLog}'`, `case " $* " in *" install "*) ${install};; esac`].join(
+      '\n',
+    );
     await writeFile(path.join(bin, 'apt-get'), `${script}\n`, { mode: 0o755 });
     const calls = async () => (await readFile(callLog, 'utf8')).trim().split('\n');
     return { dirs: [bin], calls };
@@ -120,7 +122,10 @@ describe('ensureRedisServer when redis-server is missing', () => {
     const lines: string[] = [];
     const installed = await ensureRedisServer({ install: 'auto', searchDirs: apt.dirs, log: (l) => lines.push(l) });
     expect(installed).toBe(path.join(apt.dirs[0]!, 'redis-server'));
-    expect(await apt.calls()).toEqual(['noninteractive update -qq', 'noninteractive install -y -qq redis-server']);
+    expect(await apt.calls()).toEqual([
+      'noninteractive -o DPkg::Lock::Timeout=300 update -qq',
+      'noninteractive -o DPkg::Lock::Timeout=300 install -y -qq redis-server',
+    ]);
     expect(lines.length).toBeGreaterThan(0);
   });
 

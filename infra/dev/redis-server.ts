@@ -88,8 +88,11 @@ export async function ensureRedisServer(options: EnsureRedisOptions): Promise<st
   }
   const log = options.log ?? (() => {});
   log('redis-server not found: installing it with apt-get (about a minute)…');
-  await runQuiet(aptGet, ['update', '-qq']);
-  await runQuiet(aptGet, ['install', '-y', '-qq', 'redis-server']);
+  // Wait for the dpkg lock instead of failing when another apt run (unattended upgrades, a
+  // second test run) holds it.
+  const lock = ['-o', 'DPkg::Lock::Timeout=300'];
+  await runQuiet(aptGet, [...lock, 'update', '-qq']);
+  await runQuiet(aptGet, [...lock, 'install', '-y', '-qq', 'redis-server']);
   const installed = await findRedisServer(dirs);
   if (installed === null) {
     throw new ConfigError('REDIS_SERVER_MISSING', `apt-get installed redis-server but it is not in any of: ${dirs.join(', ')}`);
