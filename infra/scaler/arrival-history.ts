@@ -1,0 +1,118 @@
+/**
+ * Per-deployment arrival and completion counts per minute, in Redis, for the forecaster's
+ * weeks of history (DESIGN §8). The API tier records an arrival at submit time; workers (or the
+ * controller) record completions.
+ *
+ * Layout: one string per model per UTC day and kind,
+ * `${prefix}:arrivals:${model}:${yyyymmdd}` (and `:completions:`), holding 1440 unsigned 32-bit
+ * big-endian counters, minute of day i at byte 4·i, incremented with BITFIELD INCRBY (atomic,
+ * saturating). That is 5.6 KB of counters (about 7 KB of Redis memory) per model per day and
+ * kind, 0.4 MB for 28 days of both; a 1440-field hash outgrows Redis's compact listpack encoding
+ * (128 entries) and takes about 74 KB a day. Each key expires `retentionDays` (35) after its day
+ * ends, so at least 28 full days are always kept without a cleanup job.
+ *
+ * Reads: `series` fetches the byte range it needs from every day spanned in one pipeline (one
+ * round trip whatever the span; 28 days is 29 GETRANGEs, ~160 KB). Minutes never written read 0:
+ * a counter with no arrivals and a counter never touched are the same thing here.
+ */
+import type { Redis } from 'ioredis';
+import type { Clock } from '../clock.ts';
+import { InvalidInputError } from '../errors.ts';
+import type { ArrivalSeries } from './contracts.ts';
+
+const MINUTE_MS = 60_000;
+const DAY_MS = 86_400_000;
+const BYTES_PER_MINUTE = 4;
+
+export interface ArrivalHistoryOptions {
+  /** Days a day's counters are kept after the day ends (default 35). */
+  retentionDays?: number;
+}
+
+export interface ArrivalHistory {
+  /** Counts `count` (default 1) arrivals for `model` in the minute containing `at` (default now). */
+  recordArrival(model: string, count?: number, at?: number): Promise<void>;
+  /** Counts finished jobs (or rows), the same way. */
+  recordCompletion(model: string, count?: number, at?: number): Promise<void>;
+  /** Arrivals per minute from the minute containing `fromMs` to the one containing `toMs`, both included. */
+  series(model: string, fromMs: number, toMs: number): Promise<ArrivalSeries>;
+  /** Completions per minute over the same kind of range. */
+  completions(model: string, fromMs: number, toMs: number): Promise<ArrivalSeries>;
+}
+
+type Kind = 'arrivals' | 'completions';
+
+export function createArrivalHistory(redis: Redis, prefix: string, clock: Clock, options: ArrivalHistoryOptions = {}): ArrivalHistory {
+  const retentionMs = (options.retentionDays ?? 35) * DAY_MS;
+  const key = (kind: Kind, model: string, dayStart: number) => `${prefix}:${kind}:${model}:${dayStamp(dayStart)}`;
+
+  async function record(kind: Kind, model: string, count = 1, at = clock.now()): Promise<void> {
+    if (!Number.isInteger(count) || count < 0)
+      throw new InvalidInputError('invalid_count', `count must be a non-negative integer (got ${count})`);
+    if (count === 0) return;
+    const dayStart = startOfDay(at);
+    const minuteOfDay = Math.floor((at - dayStart) / MINUTE_MS);
+    const k = key(kind, model, dayStart);
+    // MULTI so a counter never exists without its expiry, even if the connection drops between the two.
+    const replies = await redis
+      .multi()
+      .bitfield(k, 'OVERFLOW', 'SAT', 'INCRBY', 'u32', `#${minuteOfDay}`, count)
+      .pexpireat(k, dayStart + DAY_MS + retentionMs)
+      .exec();
+    replyValues(replies);
+  }
+
+  async function read(kind: Kind, model: string, fromMs: number, toMs: number): Promise<ArrivalSeries> {
+    const startMs = floorMinute(fromMs);
+    const length = toMs < fromMs ? 0 : (floorMinute(toMs) - startMs) / MINUTE_MS + 1;
+    const perMinute = new Array<number>(length).fill(0);
+    if (length === 0) return { startMs, perMinute };
+    const days: Array<{ offset: number; count: number }> = [];
+    const pipeline = redis.pipeline();
+    for (let dayStart = startOfDay(startMs); dayStart <= toMs; dayStart += DAY_MS) {
+      const first = Math.max(startMs, dayStart);
+      const last = Math.min(floorMinute(toMs), dayStart + DAY_MS - MINUTE_MS);
+      const fromByte = ((first - dayStart) / MINUTE_MS) * BYTES_PER_MINUTE;
+      const toByte = ((last - dayStart) / MINUTE_MS + 1) * BYTES_PER_MINUTE - 1;
+      pipeline.getrangeBuffer(key(kind, model, dayStart), fromByte, toByte);
+      days.push({ offset: (first - startMs) / MINUTE_MS, count: (last - first) / MINUTE_MS + 1 });
+    }
+    const buffers = replyValues(await pipeline.exec());
+    for (const [i, day] of days.entries()) decodeInto(perMinute, day.offset, day.count, buffers[i] as Buffer);
+    return { startMs, perMinute };
+  }
+
+  return {
+    recordArrival: (model, count, at) => record('arrivals', model, count, at),
+    recordCompletion: (model, count, at) => record('completions', model, count, at),
+    series: (model, fromMs, toMs) => read('arrivals', model, fromMs, toMs),
+    completions: (model, fromMs, toMs) => read('completions', model, fromMs, toMs),
+  };
+}
+
+/** A pipeline's results, or its first error thrown (ioredis reports errors per command). */
+function replyValues(replies: Array<[Error | null, unknown]> | null): unknown[] {
+  if (replies === null) throw new Error('Redis transaction was aborted');
+  return replies.map(([err, value]) => {
+    if (err) throw err;
+    return value;
+  });
+}
+
+/** Counters past the end of the stored string were never written: they stay 0. */
+function decodeInto(target: number[], offset: number, count: number, bytes: Buffer): void {
+  const available = Math.min(count, Math.floor(bytes.length / BYTES_PER_MINUTE));
+  for (let i = 0; i < available; i++) target[offset + i] = bytes.readUInt32BE(i * BYTES_PER_MINUTE);
+}
+
+function floorMinute(ms: number): number {
+  return Math.floor(ms / MINUTE_MS) * MINUTE_MS;
+}
+
+function startOfDay(ms: number): number {
+  return Math.floor(ms / DAY_MS) * DAY_MS;
+}
+
+function dayStamp(dayStart: number): string {
+  return new Date(dayStart).toISOString().slice(0, 10).replaceAll('-', '');
+}
