@@ -1,6 +1,11 @@
 /**
- * `warmpool worker --model M [--version V]`: the worker process's one entry. Reads config,
- * wires Redis, the registry, the ONNX Runtime thread engine and the lifecycle; SIGTERM drains.
+ * `warmpool worker --model M [--version V] [--standby]`: the worker process's one entry. Reads
+ * config, wires Redis, the registry, the ONNX Runtime thread engine and the lifecycle; SIGTERM
+ * and the control channel's `drain` drain alike (exit 0).
+ *
+ * `--standby` (or WARMPOOL_START_AS=standby, for launchers that set the environment but not the
+ * arguments, e.g. one Kubernetes pod template) warms up and then waits in standby, taking no job
+ * until the control channel says `activate`.
  */
 import { parseArgs } from 'node:util';
 import { systemClock } from '../infra/clock.ts';
@@ -13,14 +18,19 @@ import { createS3ObjectStore } from '../infra/s3-object-store.ts';
 import { createThreadEngine } from './engine/thread-engine.ts';
 import { WarmpoolWorker } from './worker-process.ts';
 
-export async function workerMain(args: string[], config: Config): Promise<number> {
+export async function workerMain(args: string[], config: Config, env: NodeJS.ProcessEnv = process.env): Promise<number> {
   const { values } = parseArgs({
     args,
-    options: { model: { type: 'string' }, version: { type: 'string' } },
+    options: { model: { type: 'string' }, version: { type: 'string' }, standby: { type: 'boolean' } },
     strict: true,
   });
   if (!values.model) {
     process.stderr.write('warmpool worker: --model is required (e.g. warmpool worker --model demo-scorer)\n');
+    return 2;
+  }
+  const startAs = values.standby ? 'standby' : startAsFromEnv(env.WARMPOOL_START_AS);
+  if (startAs === undefined) {
+    process.stderr.write(`warmpool worker: WARMPOOL_START_AS must be 'active' or 'standby' (got '${env.WARMPOOL_START_AS}')\n`);
     return 2;
   }
   const log = createLogger(config.logLevel, { role: 'worker', model: values.model });
@@ -35,18 +45,21 @@ export async function workerMain(args: string[], config: Config): Promise<number
       log,
     },
     { model: values.model, ...(values.version ? { version: values.version } : {}) },
+    { startAs },
   );
   const done = new Promise<number>((resolve) => {
+    const drain = async (reason: string) => {
+      log.info({ reason }, 'draining');
+      await worker.close();
+      resolve(0);
+    };
     onShutdownSignals({
-      drain: async (signal) => {
-        log.info({ signal }, 'draining');
-        await worker.close();
-        resolve(0);
-      },
+      drain,
       // onShutdownSignals exits with 128 + signal right after this; held jobs return to the
       // queue when their locks expire.
       force: (signal) => log.warn({ signal }, 'forced exit'),
     });
+    void worker.drainRequested.then(() => drain('control: drain'));
   });
   try {
     await worker.start();
@@ -66,4 +79,10 @@ export async function workerMain(args: string[], config: Config): Promise<number
   ]);
   store.close();
   return code;
+}
+
+/** Unset or empty = active; anything but the two names is a mistake worth refusing. */
+function startAsFromEnv(value: string | undefined): 'active' | 'standby' | undefined {
+  if (value === undefined || value === '' || value === 'active') return 'active';
+  return value === 'standby' ? 'standby' : undefined;
 }

@@ -4,11 +4,19 @@
  *   launching → downloading (manifest + weights into the disk cache, sha256-checked)
  *             → loading (ONNX Runtime session in a worker thread)
  *             → warming (representative batches → batch profile, batch size, thread count)
- *             → active (BullMQ intake → micro-batcher → engine)
- *             → draining (SIGTERM: stop taking jobs, finish those held) → stopped
+ *             → standby (warmed; the BullMQ intake exists but fetches nothing)
+ *               ⇄ active (BullMQ intake → micro-batcher → engine)
+ *             → draining (SIGTERM or `drain`: stop taking jobs, finish those held) → stopped
+ *
+ * After warm-up the worker goes where it is told: the control channel's desired state
+ * (worker/control.ts, infra/worker-control.ts) if one was sent, else `startAs` (default active).
+ * `activate` starts (or resumes) the intake; `standby` pauses it, which stops fetching and waits
+ * for the jobs held, and only then reports standby. Transitions run one at a time, each towards
+ * the latest desired state, so a burst of commands settles on the last one.
  *
  * Any failure before serving ends in `failed` (the heartbeat says why) and the process exits
- * non-zero, so whoever launched it sees it.
+ * non-zero, so whoever launched it sees it. A drain during the start phases stops at the next
+ * phase boundary without serving.
  */
 import os from 'node:os';
 import { randomBytes } from 'node:crypto';
@@ -25,9 +33,11 @@ import { createWorkerMetrics, publishMetricsSnapshot } from '../infra/metrics.ts
 import { closeRedis } from '../infra/redis.ts';
 import { createResultCache } from '../infra/result-cache.ts';
 import type { ModelRegistry } from '../infra/registry.ts';
+import type { ControlCommand } from '../infra/worker-control.ts';
 import { canTransition, workerKey, type WorkerState } from '../infra/worker-states.ts';
 import { createBatcher, type Batcher } from './batcher.ts';
 import { createBatchRunner, type BatchEvent, type Slice, type SliceResult } from './batch-runner.ts';
+import { createControlListener, type ControlListener } from './control.ts';
 import { EngineRejectedError, type InferenceEngine } from './engine/engine.ts';
 import { startHeartbeat, type Heartbeat } from './heartbeat.ts';
 import { createIntake } from './intake.ts';
@@ -56,6 +66,14 @@ export interface WorkerTarget {
   version?: string;
 }
 
+export interface WorkerOptions {
+  /** Where a warmed worker goes when no control command says otherwise; default active. */
+  startAs?: 'active' | 'standby';
+}
+
+/** States in which the control channel may move the worker between standby and active. */
+const STEERABLE: readonly WorkerState[] = ['warming', 'standby', 'active'];
+
 export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
   readonly id = `${os.hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
   private state: WorkerState = 'launching';
@@ -71,6 +89,15 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
   private error?: string;
   private closing?: Promise<void>;
   private lost?: (err: Error) => void;
+  private control?: ControlListener;
+  /** The latest standby/active command; applied once warmed. */
+  private desired?: ControlCommand;
+  private transitions: Promise<void> = Promise.resolve();
+  private askDrain?: () => void;
+  /** Resolves when the control channel says `drain`; whoever runs the worker then calls close(). */
+  readonly drainRequested = new Promise<void>((resolve) => {
+    this.askDrain = resolve;
+  });
   /**
    * Rejects when the engine dies while serving (its thread crashed): the worker cannot serve
    * any more and its entry exits non-zero so whoever launched it starts a fresh one. The jobs
@@ -83,6 +110,7 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
   constructor(
     private readonly deps: WorkerDeps,
     private readonly target: WorkerTarget,
+    private readonly startOptions: WorkerOptions = {},
   ) {
     super({ onListenerError: (err) => deps.log.warn({ err }, 'worker event listener threw') });
     this.lastBeatAt = deps.clock.now();
@@ -108,18 +136,40 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
       ttlMs: config.worker.heartbeatTtlMs,
       clock,
       sample: () => this.sample(),
-      onBeat: () =>
-        publishMetricsSnapshot(redis, `${config.queuePrefix}:metrics:${this.id}`, this.metricsRegistry, config.worker.heartbeatTtlMs),
+      onBeat: async () => {
+        // Every beat re-reads the desired state: a missed doorbell is caught here.
+        await this.control?.check();
+        await publishMetricsSnapshot(redis, `${config.queuePrefix}:metrics:${this.id}`, this.metricsRegistry, config.worker.heartbeatTtlMs);
+      },
       onError: (err) => log.warn({ err }, 'heartbeat failed'),
     });
     try {
+      await this.listen();
       await this.phases();
     } catch (err) {
+      // A drain that interrupted a phase (the engine closed under a load) is not a failure.
+      if (this.closing) return;
       this.error = err instanceof Error ? err.message : String(err);
       this.setState('failed');
       await this.heartbeat.beat();
       throw err;
     }
+  }
+
+  /** Subscribes to the control channel; its first read picks up a command sent before we listened. */
+  private async listen(): Promise<void> {
+    const { config, redis, log } = this.deps;
+    const subscriber = redis.duplicate();
+    subscriber.on('error', (err: Error) => log.warn({ err: err.message }, 'control connection error'));
+    this.control = createControlListener({
+      redis,
+      subscriber,
+      prefix: config.queuePrefix,
+      workerId: this.id,
+      onCommand: (command) => this.onControl(command),
+      onError: (err) => log.warn({ err }, 'control read failed'),
+    });
+    await this.control.start();
   }
 
   private async phases(): Promise<void> {
@@ -129,6 +179,7 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
     this.manifest = manifest;
     const cache = createModelCache({ dir: config.worker.modelCacheDir, registry });
     const cached = await cache.ensure(manifest);
+    if (this.closing) return;
 
     this.setState('loading');
     const info = await engine.load(cached.path, {
@@ -136,6 +187,7 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
       intraOpThreads: config.worker.intraOpThreads,
     });
     this.emit('model:loaded', { sha256: manifest.sha256, cacheHit: cached.hit, downloadMs: cached.downloadMs, loadMs: info.loadMs });
+    if (this.closing) return;
 
     this.setState('warming');
     const cpus = os.availableParallelism();
@@ -151,8 +203,43 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
       latencyBudgetMs: config.worker.warmupLatencyBudgetMs,
     });
     log.info({ profile: summarise(this.profile) }, 'warm-up done');
+    if (this.closing) return;
     this.startServing(manifest, this.profile);
-    this.setState('active');
+    this.desired ??= this.startOptions.startAs === 'standby' ? 'standby' : 'activate';
+    await this.steer();
+  }
+
+  private onControl(command: ControlCommand): void {
+    if (command === 'drain') {
+      this.askDrain?.();
+      return;
+    }
+    if (this.desired !== command) this.deps.log.info({ command }, 'control command');
+    this.desired = command;
+    // Before warm-up ends there is no intake yet: phases() applies `desired` when it is ready.
+    if (this.intake) void this.steer();
+  }
+
+  /** Queues a move towards the latest desired state; resolves when the queue reaches it. */
+  private steer(): Promise<void> {
+    this.transitions = this.transitions
+      .then(() => this.applyDesired())
+      .catch((err: unknown) => this.deps.log.warn({ err }, 'control transition failed'));
+    return this.transitions;
+  }
+
+  private async applyDesired(): Promise<void> {
+    const intake = this.intake;
+    if (!intake || this.closing || !STEERABLE.includes(this.state)) return;
+    if (this.desired === 'activate' && this.state !== 'active') {
+      if (intake.isPaused()) await intake.resume();
+      else if (!intake.isRunning()) void intake.run().catch((err: unknown) => this.deps.log.error({ err }, 'intake stopped'));
+      this.setState('active');
+    } else if (this.desired === 'standby' && this.state !== 'standby') {
+      // pause() stops fetching and waits for the jobs held, which finish through the batcher.
+      if (this.state === 'active') await intake.pause();
+      if (!this.closing) this.setState('standby');
+    }
   }
 
   private startServing(manifest: ModelManifest, profile: BatchProfile): void {
@@ -216,7 +303,6 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
     this.intake.on('completed', () => this.jobsInFlight--);
     this.intake.on('failed', () => (this.jobsInFlight = Math.max(0, this.jobsInFlight - 1)));
     this.intake.on('error', (err) => this.deps.log.warn({ err }, 'intake error'));
-    void this.intake.run().catch((err: unknown) => this.deps.log.error({ err }, 'intake stopped'));
   }
 
   /** Drains: stop taking jobs, finish the ones held, release the engine. Idempotent. */
@@ -229,6 +315,7 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
     const { redis, engine, log } = this.deps;
     if (this.state !== 'failed') this.setState('draining');
     const steps: Array<[string, () => Promise<unknown>]> = [
+      ['control', async () => this.control?.close()],
       ['intake', async () => this.intake?.close()],
       ['batcher', async () => this.batcher?.close()],
       ['engine', () => engine.close()],

@@ -1,0 +1,192 @@
+/**
+ * Standby workers and the control channel, on real worker processes, Redis, S3 and ONNX Runtime:
+ * - a worker started as standby warms up and then takes no job, however many wait;
+ * - `activate` makes it drain the queue; `standby` stops it fetching while the jobs it holds
+ *   finish; a desired state SET without its publish is still picked up at the next heartbeat;
+ * - `drain` behaves as SIGTERM: held jobs finish, the process exits 0, nothing is lost.
+ */
+import type { ChildProcess } from 'node:child_process';
+import { Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { queueName } from '../infra/job-contract.ts';
+import { closeRedis, createRedis } from '../infra/redis.ts';
+import { controlStateKey, sendControl } from '../infra/worker-control.ts';
+import { listHeartbeats, type HeartbeatPayload } from '../infra/worker-states.ts';
+import { buildMlpModel } from '../scripts/models.ts';
+import { startStack, waitForJob, type TestStack } from './support/stack.ts';
+
+const F = 256;
+let stack: TestStack;
+let redis: Redis;
+
+beforeAll(async () => {
+  stack = await startStack({ HEARTBEAT_INTERVAL_MS: '200', HEARTBEAT_TTL_MS: '2000', WARMUP_ITERATIONS: '1' });
+  redis = createRedis(stack.config.redisUrl);
+  // Slow enough per batch that a worker is reliably caught holding jobs.
+  const slow = buildMlpModel({ features: F, hidden: 2048, layers: 4, seed: 5 });
+  for (const name of ['sb-idle', 'sb-pause', 'sb-drain']) {
+    await stack.registry.publish({ name, version: '1', bytes: slow, maxBatch: 8, warmupBatches: [1, 8] });
+    await stack.deployments.put({ model: name, version: '1', min: 1, max: 2, standby: 1 });
+  }
+}, 60_000);
+
+afterAll(async () => {
+  await stack?.close();
+  if (redis) await closeRedis(redis);
+});
+
+async function submitMany(model: string, count: number, rows = 1): Promise<string[]> {
+  return Promise.all(
+    Array.from({ length: count }, async (_, i) => {
+      const data = Array.from({ length: rows * F }, (_, k) => Math.sin(i + k));
+      const res = await stack.call(`/v1/models/${model}/jobs`, {
+        method: 'POST',
+        body: JSON.stringify({ inputs: [{ name: 'features', shape: [rows, F], datatype: 'FP32', data }] }),
+      });
+      expect(res.status).toBe(202);
+      return ((await res.json()) as { id: string }).id;
+    }),
+  );
+}
+
+async function withQueue<T>(model: string, fn: (queue: Queue) => Promise<T>): Promise<T> {
+  const queue = new Queue(queueName(model, '1'), { connection: redis.duplicate(), prefix: stack.config.queuePrefix });
+  try {
+    return await fn(queue);
+  } finally {
+    await queue.close();
+    await queue.disconnect();
+  }
+}
+
+async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+async function beatOf(child: ChildProcess): Promise<HeartbeatPayload | undefined> {
+  return (await listHeartbeats(redis, stack.config.queuePrefix)).find((b) => b.pid === child.pid);
+}
+
+/** The child's heartbeat once it reports `state` (fails fast if it reports `failed`). */
+function waitForState(child: ChildProcess, state: string): Promise<HeartbeatPayload> {
+  return until(`worker ${child.pid} ${state}`, async () => {
+    const beat = await beatOf(child);
+    if (beat?.state === 'failed') throw new Error(`worker failed: ${beat.error}`);
+    return beat?.state === state ? beat : undefined;
+  });
+}
+
+/** Waits until the worker has written `count` more heartbeats. */
+async function heartbeats(child: ChildProcess, count: number): Promise<void> {
+  let last = (await beatOf(child))?.updatedAt ?? 0;
+  for (let seen = 0; seen < count; seen++) {
+    last = await until('a heartbeat', async () => {
+      const at = (await beatOf(child))?.updatedAt;
+      return at !== undefined && at > last ? at : undefined;
+    });
+  }
+}
+
+/** The ids of the jobs the worker holds once it holds some and has finished some. */
+function midStream(model: string): Promise<string[]> {
+  return withQueue(model, (queue) =>
+    until('the worker mid-stream', async () => {
+      const [active, completed] = await Promise.all([queue.getActive(), queue.getCompletedCount()]);
+      return active.length > 0 && completed > 0 ? active.map((j) => j.id as string) : undefined;
+    }),
+  );
+}
+
+async function counts(queue: Queue) {
+  const c = await queue.getJobCounts('waiting', 'prioritized', 'active', 'completed', 'failed');
+  const n = (k: string) => c[k] ?? 0;
+  return { waiting: n('waiting'), prioritized: n('prioritized'), active: n('active'), completed: n('completed'), failed: n('failed') };
+}
+
+it('a standby worker takes no job until activated, then drains the queue', async () => {
+  const ids = await submitMany('sb-idle', 40);
+  const worker = await stack.startWorker('sb-idle', '1', { WARMPOOL_START_AS: 'standby', INTRA_OP_THREADS: '1' });
+  const beat = await waitForState(worker, 'standby');
+  expect(beat.batchProfile).toBeDefined(); // warmed before standing by
+
+  await heartbeats(worker, 3);
+  await withQueue('sb-idle', async (queue) => {
+    const c = await counts(queue);
+    expect(c.active + c.completed + c.failed).toBe(0);
+    expect(c.waiting + c.prioritized).toBe(ids.length);
+  });
+  expect((await beatOf(worker))?.jobsInFlight).toBe(0);
+
+  await sendControl(redis, stack.config.queuePrefix, beat.id, 'activate');
+  await waitForState(worker, 'active');
+  const jobs = await Promise.all(ids.map((id) => waitForJob(stack, id, 120_000)));
+  expect(jobs.filter((j) => j.status !== 'succeeded')).toEqual([]);
+  await withQueue('sb-idle', async (queue) => {
+    const done = await queue.getJobs(['completed']);
+    expect(done).toHaveLength(ids.length);
+    expect(new Set(done.map((j) => j.returnvalue.workerId))).toEqual(new Set([beat.id]));
+  });
+}, 180_000);
+
+it('standby stops fetching while held jobs finish; a SET without publish is caught by the heartbeat', async () => {
+  const ids = await submitMany('sb-pause', 200, 4);
+  const worker = await stack.startWorker('sb-pause', '1', { INTRA_OP_THREADS: '1' });
+  const { id } = await waitForState(worker, 'active');
+  const held = await midStream('sb-pause');
+
+  await sendControl(redis, stack.config.queuePrefix, id, 'standby');
+  await waitForState(worker, 'standby');
+  const before = await withQueue('sb-pause', async (queue) => {
+    const c = await counts(queue);
+    expect(c.active).toBe(0);
+    expect(c.failed).toBe(0);
+    expect(c.waiting + c.prioritized).toBeGreaterThan(0);
+    for (const jobId of held) expect(await queue.getJobState(jobId)).toBe('completed');
+    return c;
+  });
+  await heartbeats(worker, 3);
+  await withQueue('sb-pause', async (queue) => expect(await counts(queue)).toEqual(before));
+
+  // The doorbell is lost: only the desired-state key says activate.
+  await redis.set(controlStateKey(stack.config.queuePrefix, id), JSON.stringify({ command: 'activate', sentAt: Date.now() }), 'PX', 30_000);
+  await waitForState(worker, 'active');
+  const jobs = await Promise.all(ids.map((jobId) => waitForJob(stack, jobId, 120_000)));
+  expect(jobs.filter((j) => j.status !== 'succeeded')).toEqual([]);
+}, 180_000);
+
+it('drain finishes the held jobs and exits 0; the rest wait for the next worker', async () => {
+  const ids = await submitMany('sb-drain', 200, 4);
+  const worker = await stack.startWorker('sb-drain', '1', { INTRA_OP_THREADS: '1' });
+  const exited = new Promise<number | null>((resolve) => worker.once('exit', (code) => resolve(code)));
+  const { id } = await waitForState(worker, 'active');
+  const held = await midStream('sb-drain');
+
+  await sendControl(redis, stack.config.queuePrefix, id, 'drain');
+  expect(await exited).toBe(0);
+  await withQueue('sb-drain', async (queue) => {
+    const c = await counts(queue);
+    expect(c.active).toBe(0);
+    expect(c.failed).toBe(0);
+    expect(c.waiting + c.prioritized).toBeGreaterThan(0);
+    for (const jobId of held) expect(await queue.getJobState(jobId)).toBe('completed');
+  });
+
+  await stack.startWorker('sb-drain', '1', { INTRA_OP_THREADS: '1' });
+  const jobs = await Promise.all(ids.map((jobId) => waitForJob(stack, jobId, 120_000)));
+  expect(jobs.filter((j) => j.status !== 'succeeded')).toEqual([]);
+}, 180_000);
+
+it('SIGTERM drains a standby worker too: it exits 0', async () => {
+  const worker = await stack.startWorker('sb-idle', '1', { WARMPOOL_START_AS: 'standby', INTRA_OP_THREADS: '1' });
+  const exited = new Promise<number | null>((resolve) => worker.once('exit', (code) => resolve(code)));
+  await waitForState(worker, 'standby');
+  worker.kill('SIGTERM');
+  expect(await exited).toBe(0);
+}, 120_000);
