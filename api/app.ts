@@ -14,6 +14,7 @@ import type { Redis } from 'ioredis';
 import type { Registry } from 'prom-client';
 import type { CanaryPolicy } from '../infra/canary/index.ts';
 import type { ApiKey } from '../infra/config.ts';
+import type { Backlog } from '../infra/scaler/contracts.ts';
 import { InvalidInputError } from '../infra/errors.ts';
 import type { IdempotencyStore } from '../infra/idempotency.ts';
 import type { ApiMetrics } from '../infra/metrics.ts';
@@ -24,6 +25,7 @@ import type { Clock, DeploymentLookup, JobQueue, ModelCatalog } from './ports.ts
 import { rateLimit, type RateLimitSettings } from './rate-limit.ts';
 import { canaryRoutes } from './routes/canary.ts';
 import { deploymentRoutes } from './routes/deployments.ts';
+import { poolRoutes } from './routes/pool.ts';
 import { jobEventRoutes, type JobWatcher } from './routes/job-events.ts';
 import { jobRoutes } from './routes/jobs.ts';
 import { oipRoutes } from './routes/oip.ts';
@@ -43,6 +45,10 @@ export interface AppDeps {
   apiKeys: readonly ApiKey[];
   /** Webhook secrets and deliveries (api/webhooks) and canary status; absent without it. */
   webhooks?: { redis: Redis; prefix: string };
+  /** Per-minute arrival history the scaler forecasts from (infra/scaler/arrival-history.ts). */
+  arrivals?: { recordArrival(model: string, count?: number): Promise<void> };
+  /** The pool view (`GET /v1/pool`): a deployment's queues summed over its versions. */
+  backlog?: (target: { model: string; versions: readonly string[] }) => Promise<Backlog>;
   /** Tenants allowed to change deployments (ADMIN_TENANTS); none when absent. */
   adminTenants?: readonly string[];
   /** The canary guard's policy, so the status route judges as the guard does. */
@@ -118,7 +124,12 @@ export function createApp(deps: AppDeps): Hono<AuthEnv> {
     webhookAllowedPrivateHosts: deps.webhookAllowedPrivateHosts ?? [],
     maxRows: deps.maxRows,
     syncTimeoutMs: deps.syncTimeoutMs,
-    onSubmitted: jobMetrics ? (e: { model: string; version: string; kind: 'async' | 'sync' }) => jobMetrics.inc(e) : undefined,
+    onSubmitted: (e: { model: string; version: string; kind: 'async' | 'sync'; rows: number }) => {
+      jobMetrics?.inc({ model: e.model, version: e.version, kind: e.kind });
+      // The scaler forecasts from these (rows, the unit of a worker's measured throughput); a
+      // Redis hiccup here must not fail a job that is already queued.
+      deps.arrivals?.recordArrival(e.model, e.rows).catch((err: unknown) => deps.log?.error({ err }, 'arrival not recorded'));
+    },
   };
   app.route('/', jobRoutes(useCaseDeps));
   app.route('/', jobEventRoutes({ jobs: deps.jobs, clock: deps.clock, heartbeatMs: deps.sseHeartbeatMs ?? 15_000, log: deps.log }));
@@ -129,6 +140,7 @@ export function createApp(deps: AppDeps): Hono<AuthEnv> {
   if (deps.webhooks) {
     app.route('/', webhookRoutes({ ...deps.webhooks, clock: deps.clock }));
     app.route('/', canaryRoutes({ ...deps.webhooks, ...deps.canary, clock: deps.clock }));
+    if (deps.backlog) app.route('/', poolRoutes({ ...deps.webhooks, backlog: deps.backlog, clock: deps.clock }));
   }
   return app;
 }

@@ -11,6 +11,8 @@ import type { Config } from '../infra/config.ts';
 import { createDeploymentStore } from '../infra/deployments.ts';
 import { createIdempotencyStore } from '../infra/idempotency.ts';
 import { createRateLimiter } from '../infra/rate-limiter.ts';
+import { createArrivalHistory } from '../infra/scaler/arrival-history.ts';
+import { createQueueStats } from '../infra/scaler/queue-stats.ts';
 import { cacheManifests } from '../infra/manifest-cache.ts';
 import { closeAll, onShutdownSignals } from '../infra/lifecycle.ts';
 import { createLogger, type Logger } from '../infra/log.ts';
@@ -57,6 +59,7 @@ export function createApiRuntime(config: Config, log: Logger, overrides: ApiOver
     onError: redisError,
     clock,
   });
+  const queueStats = createQueueStats({ redis, prefix: config.queuePrefix, clock });
   const metricsRegistry = new Registry();
   const apiMetrics = createApiMetrics(metricsRegistry);
   const app = createApp({
@@ -77,6 +80,8 @@ export function createApiRuntime(config: Config, log: Logger, overrides: ApiOver
     webhookAllowedPrivateHosts: config.webhooks.allowedPrivateHosts,
     webhooks: { redis, prefix: config.queuePrefix },
     adminTenants: config.api.adminTenants,
+    arrivals: createArrivalHistory(redis, config.queuePrefix, clock),
+    backlog: (target) => queueStats.backlog(target),
     canary: { policy: canaryPolicy, tickMs: config.canary.tickMs },
     ready: async () => redis.status === 'ready',
     log,
@@ -89,6 +94,7 @@ export function createApiRuntime(config: Config, log: Logger, overrides: ApiOver
     close() {
       closing ??= closeAll([
         ['jobs', () => jobs.close()],
+        ['queue-stats', () => queueStats.close()],
         ['redis', () => closeRedis(redis)],
         ['s3', () => store.close()],
       ]);

@@ -14,7 +14,8 @@ Usage:
   warmpool dev                              the whole stack on this machine (= npm start)
   warmpool api                              the HTTP API alone
   warmpool worker --model M [--version V]   one worker for a model version
-  warmpool dispatcher                       the webhook dispatcher alone
+  warmpool dispatcher                       the webhook dispatcher (and canary guard) alone
+  warmpool scaler [--shadow]                the scaler alone (--shadow: decide and record, change nothing)
   warmpool models publish FILE.onnx --name M --version V [--max-batch N] [--warmup-batches 1,8,32]
   warmpool models list | models show M [--version V]
   warmpool deploy M [--version V | --split V1=90,V2=10] [--min N] [--max N] [--standby N]
@@ -40,6 +41,8 @@ export async function main(argv: string[]): Promise<number> {
         return await (await import('./dev.ts')).devMain(args);
       case 'api':
         return await (await import('../api/main.ts')).apiMain(config());
+      case 'scaler':
+        return await (await import('../infra/scaler/main.ts')).scalerMain(args, config());
       case 'dispatcher':
         return await (await import('../api/webhooks/main.ts')).dispatcherMain(config());
       case 'worker':

@@ -4,7 +4,7 @@
  * Redis: the system's redis-server (installed from the OS packages when missing and we may),
  * unless REDIS_URL is set. S3: an embedded S3-compatible server on `.warmpool/s3`, unless
  * S3_ENDPOINT is set. Then the demo model is built, published and deployed if absent; the API
- * webhook dispatcher and a local worker pool start; the URL, an API key and a ready-to-paste curl are printed; the
+ * webhook dispatcher, the scaler and its local worker pool start; the URL, an API key and a ready-to-paste curl are printed; the
  * endpoints go to `.warmpool/dev.env` for other terminals. Ctrl-C drains and stops everything
  * (a second Ctrl-C forces).
  */
@@ -14,7 +14,6 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startApiServer } from '../api/main.ts';
 import { startDispatcher } from '../api/webhooks/main.ts';
-import { createBullJobQueue } from '../infra/bullmq-job-queue.ts';
 import { systemClock } from '../infra/clock.ts';
 import { loadConfig } from '../infra/config.ts';
 import { createDeploymentStore } from '../infra/deployments.ts';
@@ -24,7 +23,8 @@ import { startS3Server } from '../infra/dev/s3-server.ts';
 import { NotFoundError } from '../infra/errors.ts';
 import { closeAll, onShutdownSignals } from '../infra/lifecycle.ts';
 import { createLogger } from '../infra/log.ts';
-import { createLocalPool } from '../infra/pool/local-pool.ts';
+import { createLocalProvider } from '../infra/pool/local-provider.ts';
+import { startScaler } from '../infra/scaler/main.ts';
 import { closeRedis, createRedis } from '../infra/redis.ts';
 import { listHeartbeats, type WorkerState } from '../infra/worker-states.ts';
 import type { Redis } from 'ioredis';
@@ -79,7 +79,8 @@ export async function devMain(_args: string[]): Promise<number> {
     const deployments = createDeploymentStore(redis, config.queuePrefix);
     await ensureDemoModel(registry, say);
     if (!(await deployments.get(DEMO_MODEL.name))) {
-      await deployments.put({ model: DEMO_MODEL.name, version: DEMO_MODEL.version, min: 1, max: 2, standby: 0 });
+      // One active and one warmed standby: a burst is absorbed in a second, not a cold start.
+      await deployments.put({ model: DEMO_MODEL.name, version: DEMO_MODEL.version, min: 1, max: 3, standby: 1 });
       say(`deployed ${DEMO_MODEL.name}@${DEMO_MODEL.version}`);
     }
 
@@ -87,24 +88,20 @@ export async function devMain(_args: string[]): Promise<number> {
     closers.push(['api', () => api.close()]);
     const dispatcher = startDispatcher(config, log.child({ role: 'dispatcher' }));
     closers.push(['dispatcher', () => dispatcher.close()]);
-    const queues = createBullJobQueue({
-      connection: config.redisUrl,
-      prefix: config.queuePrefix,
-      retentionS: config.jobs.retentionS,
-      attempts: config.jobs.attempts,
-    });
-    closers.push(['queues', () => queues.close()]);
-    const pool = createLocalPool({
-      queueDepth: (model, version) => queues.depth(model, version),
+    // Workers are local processes; the scaler decides how many, active or standby (closed in
+    // reverse: the scaler stops deciding before the provider drains the workers).
+    const provider = createLocalProvider({
       command: [process.execPath, BIN, 'worker'],
       // Workers' own logs are JSON for machines; here the watcher below says what matters.
       env: { ...env, LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn' },
-      deployments,
+      redis,
+      prefix: config.queuePrefix,
       clock: systemClock,
       log,
     });
-    pool.start();
-    closers.push(['pool', () => pool.close()]);
+    closers.push(['pool', () => provider.close()]);
+    const scaler = startScaler(config, log.child({ role: 'scaler' }), provider);
+    closers.push(['scaler', () => scaler.close()]);
     const watcher = watchWorkers(redis, config.queuePrefix, say);
     closers.push(['watcher', () => watcher.close()]);
     if (!(await watcher.active(DEMO_MODEL.name, 180_000))) {

@@ -175,6 +175,16 @@ export const OPERATIONS: readonly OperationSpec[] = [
     responses: { 200: { description: 'The models', schema: S.ModelList }, ...authed },
     example: { status: 200 },
   },
+  {
+    operationId: 'pool',
+    method: 'get',
+    path: '/v1/pool',
+    tag: 'Models and deployments',
+    summary: 'Workers by deployment and state, queues, forecast, desired counts and the scaler’s last decisions',
+    auth: true,
+    responses: { 200: { description: 'The pool', schema: S.PoolView }, ...authed },
+    example: { status: 200 },
+  },
   // ---- Deployments ----
   {
     operationId: 'listDeployments',

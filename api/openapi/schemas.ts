@@ -240,6 +240,44 @@ export const Deployment = z
   })
   .describe('A deployment revision');
 
+// ---- Pool (the scaler's view) -----------------------------------------------------------------
+
+const PoolWorker = z.object({
+  id: z.string(),
+  version: z.string(),
+  state: z.enum(['launching', 'downloading', 'loading', 'warming', 'standby', 'active', 'draining', 'stopped', 'failed']),
+  pid: z.number().int(),
+  host: z.string(),
+  rowsPerSec: z.number().nonnegative(),
+  since: z.number().describe('Epoch ms the worker entered its state (or started)'),
+});
+
+const PoolBacklog = z.object({
+  waiting: nonNegativeInt,
+  prioritized: nonNegativeInt,
+  delayed: nonNegativeInt,
+  active: nonNegativeInt,
+  oldestAgeMs: z.number().nonnegative(),
+});
+
+export const PoolView = z.object({
+  at: z.number(),
+  deployments: z.array(
+    z.object({
+      model: z.string(),
+      version: z.string(),
+      versions: z.array(VersionWeight),
+      workers: z.array(PoolWorker),
+      queue: PoolBacklog,
+      forecast: z.object({ ratePerSec: z.number(), horizonS: z.number(), method: z.string() }).nullable(),
+      desired: z
+        .object({ active: nonNegativeInt, standby: nonNegativeInt, launched: nonNegativeInt, shadow: z.boolean(), at: z.number() })
+        .nullable(),
+      decisions: z.array(z.record(z.string(), z.unknown())).describe("The scaler's last 20 decisions, each with all its inputs"),
+    }),
+  ),
+});
+
 /** Mirrors the route's own zod body (api/routes/deployments.ts); the rules beyond shape live in infra/deployments.ts. */
 export const DeploymentChange = z
   .strictObject({
@@ -368,6 +406,7 @@ export const NAMED_SCHEMAS = {
   ModelMetadata,
   ModelReady,
   ServerMetadata,
+  PoolView,
   ServerLive,
   ServerReady,
   WebhookSpec,

@@ -64,7 +64,7 @@ export interface SubmitJobDeps {
   webhookAllowedPrivateHosts: readonly string[];
   maxRows?: number;
   /** Called for each job enqueued (not for cache hits: nothing is enqueued). */
-  onSubmitted?: (e: { model: string; version: string; kind: SubmitKind }) => void;
+  onSubmitted?: (e: { model: string; version: string; kind: SubmitKind; rows: number }) => void;
   /** Picks a version by the deployment's traffic split; Math.random when absent. */
   random?: () => number;
 }
@@ -227,7 +227,7 @@ async function enqueue(
   kind: SubmitKind,
 ): Promise<SubmittedJob> {
   await deps.jobs.enqueue(data, { priority, jobId: id });
-  deps.onSubmitted?.({ model: data.model, version: data.version, kind });
+  deps.onSubmitted?.({ model: data.model, version: data.version, kind, rows });
   return submitted(id, data, rows);
 }
 

@@ -1,0 +1,111 @@
+/**
+ * `GET /v1/pool` (DESIGN §5, issue 4 §7): per deployment, its workers (from their heartbeats),
+ * its queues (waiting, prioritized, delayed, active and the oldest job's age, over every version
+ * it lists), the scaler's latest forecast and targets, and its last decisions with their inputs
+ * (infra/scaler/decision-log.ts). `forecast` and `desired` are null until the scaler has decided
+ * for the deployment; they come from the newest live decision, or the newest shadow one when only
+ * a shadow scaler runs. Auth is applied by app.ts to `/v1/*`; deployments are not per tenant.
+ */
+import { Hono } from 'hono';
+import type { Redis } from 'ioredis';
+import { systemClock } from '../../infra/clock.ts';
+import { createDeploymentStore, type Deployment, type DeploymentStore } from '../../infra/deployments.ts';
+import type { Backlog } from '../../infra/scaler/contracts.ts';
+import { createDecisionLog, type DecisionRecord } from '../../infra/scaler/decision-log.ts';
+import { listHeartbeats, type HeartbeatPayload, type WorkerState } from '../../infra/worker-states.ts';
+import type { AuthEnv } from '../auth.ts';
+import type { Clock } from '../ports.ts';
+
+export const POOL_DECISIONS_SHOWN = 20;
+
+export interface PoolRoutesDeps {
+  redis: Redis;
+  prefix: string;
+  /** Default: the deployment store on `redis`. */
+  deployments?: Pick<DeploymentStore, 'list'>;
+  /** A deployment's queues summed over the versions named (infra/scaler/queue-stats.ts `backlog`). */
+  backlog: (target: { model: string; versions: readonly string[] }) => Promise<Backlog>;
+  clock?: Clock;
+}
+
+export interface PoolWorkerView {
+  id: string;
+  version: string;
+  state: WorkerState;
+  pid: number;
+  host: string;
+  rowsPerSec: number;
+  /** Epoch ms the worker entered its state when it reports that, else when it started. */
+  since: number;
+}
+
+export interface PoolDeploymentView {
+  model: string;
+  version: string;
+  versions: Deployment['versions'];
+  workers: PoolWorkerView[];
+  queue: Backlog;
+  forecast: { ratePerSec: number; horizonS: number; method: string } | null;
+  desired: { active: number; standby: number; launched: number; shadow: boolean; at: number } | null;
+  decisions: DecisionRecord[];
+}
+
+export interface PoolView {
+  at: number;
+  deployments: PoolDeploymentView[];
+}
+
+export function poolRoutes(deps: PoolRoutesDeps): Hono<AuthEnv> {
+  const app = new Hono<AuthEnv>();
+  const deployments = deps.deployments ?? createDeploymentStore(deps.redis, deps.prefix);
+  const decisions = createDecisionLog(deps.redis, deps.prefix);
+  const clock = deps.clock ?? systemClock;
+
+  const viewOf = async (d: Deployment, beats: HeartbeatPayload[]): Promise<PoolDeploymentView> => {
+    const [queue, recent] = await Promise.all([
+      deps.backlog({ model: d.model, versions: d.versions.map((v) => v.version) }),
+      decisions.recent(d.model, POOL_DECISIONS_SHOWN),
+    ]);
+    const latest = recent.find((r) => !r.shadow) ?? recent[0];
+    return {
+      model: d.model,
+      version: d.version,
+      versions: d.versions,
+      workers: beats.filter((b) => b.model === d.model).map(workerView),
+      queue,
+      forecast: latest
+        ? { ratePerSec: latest.forecast.ratePerSec, horizonS: latest.forecast.horizonS, method: latest.forecast.method }
+        : null,
+      desired: latest
+        ? {
+            active: latest.decision.active,
+            standby: latest.decision.standby,
+            launched: latest.decision.launch,
+            shadow: latest.shadow,
+            at: latest.at,
+          }
+        : null,
+      decisions: recent,
+    };
+  };
+
+  app.get('/v1/pool', async (c) => {
+    const [all, beats] = await Promise.all([deployments.list(), listHeartbeats(deps.redis, deps.prefix)]);
+    const views = await Promise.all(all.map((d) => viewOf(d, beats)));
+    return c.json({ at: clock.now(), deployments: views } satisfies PoolView);
+  });
+
+  return app;
+}
+
+function workerView(b: HeartbeatPayload & { stateSince?: number }): PoolWorkerView {
+  return {
+    id: b.id,
+    version: b.version,
+    state: b.state,
+    pid: b.pid,
+    host: b.host,
+    rowsPerSec: b.rowsPerS,
+    since: typeof b.stateSince === 'number' ? b.stateSince : b.startedAt,
+  };
+}

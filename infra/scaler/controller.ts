@@ -1,0 +1,328 @@
+/**
+ * The scaler's controller (DESIGN §8, issue 4 §5): every tick, for each deployment, it reads the
+ * arrival history, the backlog, the workers and what it has measured (per-worker throughput,
+ * cold-start time), forecasts arrivals over the lead time, asks the policy what the pool should
+ * be, applies that through the pool provider, and records the decision with all its inputs.
+ *
+ * Tick, as steps:
+ *   1. leader lock (controller-lock.ts): take or renew it; a follower does nothing else. The lock
+ *      is checked again before each deployment is applied, so a leader that lost it mid-tick
+ *      (a long stall) stops acting;
+ *   2. per deployment: observe (heartbeats, provider.list, queue stats, history, measurements),
+ *      forecast over coldStartMs + one tick (a worker launched now serves after both), decide
+ *      with the policy memory kept in Redis (a restarted or new leader continues the
+ *      stabilisation window), plan worker actions (controller-plan.ts), apply them unless in
+ *      shadow mode, record (decision-log.ts), set metrics;
+ *   3. publish the metrics snapshot (leader only).
+ *
+ * Versions: the policy sees the versions with traffic as one pool — their workers, and the
+ * backlog of their queues; versions without traffic only drain what they hold (controller-plan.ts).
+ *
+ * Shadow mode decides and records exactly the same way but calls no provider method at all (its
+ * view of the workers comes from heartbeats), so it can run beside a live scaler — or any other
+ * autoscaler — to judge a policy. It keeps its own lock, memory and measurements
+ * (`<prefix>:scaler-shadow:*`) so it never holds the live scaler's lock or bends its memory;
+ * its records go to the same decision streams, flagged `shadow: true`.
+ *
+ * Per-deployment overrides: a deployment's `policy` object may set `sloQueueWaitMs`,
+ * `coldStartMs` (the model's default until a cold start is measured), `scaleDownStabilizationMs`
+ * and `targetUtilization`; min, max and standby come from the deployment itself.
+ *
+ * Lifecycle: start() runs ticks every `tickMs` until close(); tick() is one pass (tests, tools).
+ * close() stops the loop, waits for a tick in flight, releases the lock; safe to call twice.
+ * The Redis connection, the provider and the queue stats are the caller's: not closed here.
+ */
+import { randomBytes } from 'node:crypto';
+import os from 'node:os';
+import type { Redis } from 'ioredis';
+import type { Registry } from 'prom-client';
+import type { Clock } from '../clock.ts';
+import type { Deployment, DeploymentStore } from '../deployments.ts';
+import { once } from '../lifecycle.ts';
+import { metricsKey, publishMetricsSnapshot } from '../metrics.ts';
+import { listHeartbeats, type HeartbeatPayload } from '../worker-states.ts';
+import {
+  emptyPolicyMemory,
+  type ArrivalSeries,
+  type Forecast,
+  type PolicyDecision,
+  type PolicyInput,
+  type PolicyMemory,
+  type PolicySettings,
+  type PoolProvider,
+} from './contracts.ts';
+import { createLeaderLock } from './controller-lock.ts';
+import { createScalerMetrics, observeDeployment, resetGauges } from './controller-metrics.ts';
+import { countWorkers, createColdStartMeter, createIntents, createThroughputMeter, observeWorkers } from './controller-observe.ts';
+import { allocate, inApplyOrder, isSettled, planVersion, retireTargets, usableWorkers, type VersionView } from './controller-plan.ts';
+import { createDecisionLog, type ScalerAction } from './decision-log.ts';
+import { queuedJobs, type QueueStats } from './queue-stats.ts';
+
+/** The settings the controller supplies; min, max and standby come from each deployment. */
+export type ScalerSettings = Omit<PolicySettings, 'min' | 'max' | 'standby'>;
+
+export const DEFAULT_SCALER_SETTINGS: ScalerSettings = {
+  sloQueueWaitMs: 30_000,
+  coldStartMs: 60_000,
+  scaleDownStabilizationMs: 300_000,
+  targetUtilization: 0.8,
+};
+export const DEFAULT_SCALER_TICK_MS = 5_000;
+/** Daily analogues for a week back plus the recent window, and the first weekly one (forecast.ts). */
+export const DEFAULT_HISTORY_WINDOW_MS = 8 * 24 * 3600_000;
+
+export interface ScalerLog {
+  info(obj: object, msg?: string): void;
+  warn(obj: object, msg?: string): void;
+}
+
+export interface ScalerControllerDeps {
+  redis: Redis;
+  prefix: string;
+  deployments: Pick<DeploymentStore, 'list'>;
+  history: { series(model: string, fromMs: number, toMs: number): Promise<ArrivalSeries> };
+  queueStats: Pick<QueueStats, 'backlog'>;
+  /** Required unless `shadow`; never called in shadow mode. */
+  provider?: PoolProvider;
+  forecast: (input: { series: ArrivalSeries; now: number; horizonS: number }) => Forecast;
+  decide: (input: PolicyInput) => PolicyDecision;
+  clock: Clock;
+  log: ScalerLog;
+  settings?: Partial<ScalerSettings>;
+  shadow?: boolean;
+  /** Default 5 s. */
+  tickMs?: number;
+  /** Default 3 ticks (at least 5 s). */
+  lockTtlMs?: number;
+  /** Arrival history read per tick; default 8 days. */
+  historyWindowMs?: number;
+  /** The scaler's own registry; when given, the leader publishes it each tick (controller-metrics.ts). */
+  metrics?: Registry;
+  /** Names this controller in the lock and its records; default host-pid-random. */
+  identity?: string;
+}
+
+export interface ScalerController {
+  start(): void;
+  tick(): Promise<void>;
+  /** Whether the last tick held the leader lock. */
+  isLeader(): boolean;
+  close(): Promise<void>;
+}
+
+export function createScalerController(deps: ScalerControllerDeps): ScalerController {
+  const shadow = deps.shadow ?? false;
+  if (!shadow && !deps.provider) throw new Error('the scaler needs a pool provider unless it runs in shadow mode');
+  const provider = shadow ? undefined : deps.provider;
+  const tickMs = deps.tickMs ?? DEFAULT_SCALER_TICK_MS;
+  const settings: ScalerSettings = { ...DEFAULT_SCALER_SETTINGS, ...deps.settings };
+  const windowMs = deps.historyWindowMs ?? DEFAULT_HISTORY_WINDOW_MS;
+  const ns = `${deps.prefix}:${shadow ? 'scaler-shadow' : 'scaler'}`;
+  const identity = deps.identity ?? `${os.hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
+  const lock = createLeaderLock(deps.redis, `${ns}:leader`, identity, deps.lockTtlMs ?? Math.max(5_000, 3 * tickMs));
+  const decisions = createDecisionLog(deps.redis, deps.prefix);
+  const throughput = createThroughputMeter(deps.redis, ns);
+  const coldStarts = createColdStartMeter(deps.redis, ns);
+  const metrics = deps.metrics ? createScalerMetrics(deps.metrics) : undefined;
+  const memoryKey = (model: string) => `${ns}:memory:${model}`;
+  // Two ticks: long enough for a command's effect to reach a heartbeat, short enough to recover.
+  const intents = createIntents(Math.max(2 * tickMs, 5_000));
+  const stop = new AbortController();
+  let leader = false;
+  let loop: Promise<void> | undefined;
+
+  async function loadMemory(model: string): Promise<PolicyMemory> {
+    const raw = await deps.redis.get(memoryKey(model));
+    if (!raw) return emptyPolicyMemory();
+    try {
+      const parsed = JSON.parse(raw) as PolicyMemory;
+      return Array.isArray(parsed.recentDesired) ? parsed : emptyPolicyMemory();
+    } catch {
+      return emptyPolicyMemory();
+    }
+  }
+
+  async function observeVersions(d: Deployment, beats: HeartbeatPayload[], now: number) {
+    const listed = new Set(d.versions.map((v) => v.version));
+    const unlisted = [...new Set(beats.filter((b) => b.model === d.model && !listed.has(b.version)).map((b) => b.version))];
+    const ordered = [...d.versions].sort((a, b) => (a.version === d.version ? -1 : b.version === d.version ? 1 : b.weight - a.weight));
+    const views: VersionView[] = [];
+    for (const v of [...ordered, ...unlisted.map((version) => ({ version, weight: 0 }))]) {
+      const workers = intents.overlay(await observeWorkers({ model: d.model, version: v.version }, beats, provider), now);
+      views.push({ version: v.version, weight: v.weight, workers });
+    }
+    return { weighted: views.filter((v) => v.weight > 0), retired: views.filter((v) => v.weight === 0) };
+  }
+
+  function settingsFor(d: Deployment, measuredColdStartMs: number | undefined): PolicySettings {
+    const own = overridesOf(d.policy);
+    const base = { ...settings, ...own };
+    return { ...base, min: d.min, max: d.max, standby: d.standby, coldStartMs: measuredColdStartMs ?? base.coldStartMs };
+  }
+
+  async function scaleDeployment(d: Deployment, beats: HeartbeatPayload[], now: number): Promise<void> {
+    const { weighted, retired } = await observeVersions(d, beats, now);
+    const weightedVersions = new Set(weighted.map((v) => v.version));
+    const weightedBeats = beats.filter((b) => b.model === d.model && weightedVersions.has(b.version));
+    const backlog = await deps.queueStats.backlog({ model: d.model, versions: [...weightedVersions] });
+    const workers = countWorkers(weighted.flatMap((v) => v.workers));
+    const coldStartSamplesMs = await coldStarts.observe(d.model, beats);
+    const s = settingsFor(d, await coldStarts.estimateMs(d.model));
+    const perWorkerRatePerSec = await throughput.observe(d.model, weightedBeats, backlog);
+    const series = sinceFirstArrival(await deps.history.series(d.model, now - windowMs, now));
+    const horizonS = Math.ceil((s.coldStartMs + tickMs) / 1000);
+    const forecast = deps.forecast({ series, now, horizonS });
+    const memory = await loadMemory(d.model);
+    const decision = deps.decide({ now, forecast, backlog, workers, perWorkerRatePerSec, settings: s, memory });
+    await deps.redis.set(memoryKey(d.model), JSON.stringify(decision.memory), 'PX', Math.max(86_400_000, 2 * s.scaleDownStabilizationMs));
+
+    const targets = allocate(decision, weighted);
+    const settled = isSettled(targets, weighted);
+    const planned: ScalerAction[] = targets.flatMap((t, i) => planVersion(t, weighted[i]?.workers ?? []));
+    for (const view of retired) {
+      const queued = queuedJobs(await deps.queueStats.backlog({ model: d.model, versions: [view.version] }));
+      planned.push(...planVersion(retireTargets(view, queued, settled), view.workers));
+    }
+    const ordered = inApplyOrder(planned);
+    // Re-check the lock right before acting: a leader that stalled past its TTL must not act.
+    const applied = provider && (await lock.acquire()) ? await apply(d.model, ordered) : [];
+    await decisions.record({
+      at: now,
+      model: d.model,
+      version: d.version,
+      shadow,
+      leader: identity,
+      forecast,
+      backlog,
+      workers,
+      perWorkerRatePerSec,
+      settings: s,
+      decision: {
+        active: decision.active,
+        standby: decision.standby,
+        launch: decision.launch,
+        drain: decision.drain,
+        reasons: decision.reasons,
+      },
+      planned: ordered,
+      applied,
+    });
+    if (metrics) {
+      const all = [...weighted, ...retired].flatMap((v) => v.workers);
+      observeDeployment(metrics, { model: d.model, workers: all, decision, forecast, backlog, coldStartSamplesMs });
+    }
+  }
+
+  /** Applies actions one by one; a failed one is recorded with its error and the rest still run. */
+  async function apply(model: string, actions: ScalerAction[]): Promise<ScalerAction[]> {
+    const p = provider as PoolProvider;
+    const done: ScalerAction[] = [];
+    for (const a of actions) {
+      const target = { model, version: a.version };
+      try {
+        if (a.action === 'launch') await p.launch(target, a.count, { startAs: a.startAs });
+        else if (a.action === 'activate') await p.setState(target, a.workerId, 'active');
+        else if (a.action === 'standby') await p.setState(target, a.workerId, 'standby');
+        else await p.drain(target, a.workerId);
+        if (a.action !== 'launch')
+          intents.remember(
+            a.workerId,
+            a.action === 'activate' ? 'active' : a.action === 'drain' ? 'draining' : 'standby',
+            deps.clock.now(),
+          );
+        done.push(a);
+      } catch (err) {
+        const error = err instanceof Error ? err.message : String(err);
+        deps.log.warn({ model, ...a, err: error }, 'scaler: action failed');
+        done.push({ ...a, error });
+      }
+    }
+    if (done.length > 0) deps.log.info({ model, actions: done }, 'scaler applied');
+    return done;
+  }
+
+  /** Workers of models no longer deployed drain once their queue is empty. */
+  async function retireUndeployed(deployed: Set<string>, beats: HeartbeatPayload[]): Promise<void> {
+    if (!provider) return;
+    const orphans = new Map<string, { model: string; version: string }>();
+    for (const b of beats) if (!deployed.has(b.model)) orphans.set(`${b.model}@${b.version}`, { model: b.model, version: b.version });
+    for (const target of orphans.values()) {
+      const workers = usableWorkers(await observeWorkers(target, beats, provider));
+      const queued = queuedJobs(await deps.queueStats.backlog({ model: target.model, versions: [target.version] }));
+      const view = { version: target.version, weight: 0, workers };
+      const actions = planVersion(retireTargets(view, queued, true), workers);
+      if (actions.length > 0 && (await lock.acquire())) await apply(target.model, inApplyOrder(actions));
+    }
+  }
+
+  async function tick(): Promise<void> {
+    if (stop.signal.aborted) return;
+    leader = await lock.acquire();
+    if (!leader) return;
+    const now = deps.clock.now();
+    const beats = await listHeartbeats(deps.redis, deps.prefix);
+    const deployments = await deps.deployments.list();
+    if (metrics) resetGauges(metrics);
+    for (const d of deployments) {
+      try {
+        await scaleDeployment(d, beats, now);
+      } catch (err) {
+        // One deployment's trouble must not starve the others; the next tick redoes it all.
+        deps.log.warn({ model: d.model, err: (err as Error).message }, 'scaler: tick failed for a deployment');
+      }
+    }
+    await retireUndeployed(new Set(deployments.map((d) => d.model)), beats);
+    if (deps.metrics && !shadow) await publishMetricsSnapshot(deps.redis, metricsKey(deps.prefix, 'scaler'), deps.metrics, 3 * tickMs);
+  }
+
+  async function run(): Promise<void> {
+    while (!stop.signal.aborted) {
+      try {
+        await tick();
+      } catch (err) {
+        deps.log.warn({ err: (err as Error).message }, 'scaler: tick failed; retrying');
+      }
+      await deps.clock.sleep(tickMs, stop.signal).catch(() => undefined);
+    }
+  }
+
+  return {
+    start() {
+      if (loop || stop.signal.aborted) return;
+      loop = run();
+    },
+    tick,
+    isLeader: () => leader,
+    close: once(async () => {
+      stop.abort();
+      await loop;
+      leader = false;
+      await lock.release();
+    }),
+  };
+}
+
+/**
+ * The series from its first arrival on. The history reads a minute never written as 0, so a
+ * model deployed an hour ago would show 8 days of "no demand" and the forecaster would trust
+ * seasonality it has never seen; minutes before the first arrival in the window are no data,
+ * which keeps the forecaster honest (reactive) until the history is really there. A deployment
+ * with no arrivals at all keeps the last minute: an empty series says nothing.
+ */
+export function sinceFirstArrival(series: ArrivalSeries): ArrivalSeries {
+  const first = series.perMinute.findIndex((n) => n > 0);
+  const from = first === -1 ? Math.max(0, series.perMinute.length - 1) : first;
+  if (from === 0) return series;
+  return { startMs: series.startMs + from * 60_000, perMinute: series.perMinute.slice(from) };
+}
+
+/** The numeric settings a deployment's `policy` object may override (others are ignored). */
+export function overridesOf(policy: Record<string, unknown> | undefined): Partial<ScalerSettings> {
+  const out: Partial<ScalerSettings> = {};
+  if (!policy) return out;
+  for (const key of Object.keys(DEFAULT_SCALER_SETTINGS) as Array<keyof ScalerSettings>) {
+    const v = policy[key];
+    if (typeof v === 'number' && Number.isFinite(v) && v > 0) out[key] = v;
+  }
+  return out;
+}

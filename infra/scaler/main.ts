@@ -1,0 +1,190 @@
+/**
+ * `warmpool scaler [--shadow]`: the scaler process (DESIGN §2, §8). Wires Redis, the deployment
+ * store, the arrival history, the queue stats, the forecaster, the policy and a pool provider
+ * into the controller (controller.ts), and drains on SIGINT/SIGTERM (infra/lifecycle.ts).
+ * `startScaler` is the same without signal handling, for `warmpool dev` in-process.
+ *
+ * Pool provider (`POOL_PROVIDER`): `local` (default) forks worker processes on this machine.
+ * `kubernetes` and `aws` exist (infra/pool/k8s-provider.ts, asg-provider.ts) but their settings
+ * are not in the config yet, so choosing one fails at start, naming what is missing. `--shadow`
+ * needs no provider at all: it decides and records, and touches no worker.
+ *
+ * Settings come from the config's `scaler` section when infra/config.ts has one (see
+ * ScalerConfig), else from these defaults:
+ *   SCALER_TICK_MS 5000 · SLO_QUEUE_WAIT_MS 30000 · COLD_START_DEFAULT_MS 60000 ·
+ *   SCALE_DOWN_STABILIZATION_MS 300000 · TARGET_UTILIZATION 0.8 · POOL_PROVIDER local
+ */
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { Registry } from 'prom-client';
+import { systemClock } from '../clock.ts';
+import type { Config } from '../config.ts';
+import { createDeploymentStore } from '../deployments.ts';
+import { ConfigError } from '../errors.ts';
+import { closeAll, once, onShutdownSignals } from '../lifecycle.ts';
+import { createLogger, type Logger } from '../log.ts';
+import { createLocalProvider } from '../pool/local-provider.ts';
+import { closeRedis, createRedis } from '../redis.ts';
+import { createArrivalHistory } from './arrival-history.ts';
+import type { PoolProvider } from './contracts.ts';
+import {
+  createScalerController,
+  DEFAULT_SCALER_SETTINGS,
+  DEFAULT_SCALER_TICK_MS,
+  type ScalerController,
+  type ScalerSettings,
+} from './controller.ts';
+import { forecastArrivals } from './forecast.ts';
+import { decide } from './policy.ts';
+import { createQueueStats } from './queue-stats.ts';
+
+const WORKER_BIN = fileURLToPath(new URL('../../bin/warmpool.mjs', import.meta.url));
+export const POOL_PROVIDERS = ['local', 'kubernetes', 'aws'] as const;
+export type PoolProviderName = (typeof POOL_PROVIDERS)[number];
+
+/** The config section this process reads once infra/config.ts has it (names → variables in the header). */
+export interface ScalerConfig {
+  tickMs: number;
+  sloQueueWaitMs: number;
+  coldStartDefaultMs: number;
+  scaleDownStabilizationMs: number;
+  targetUtilization: number;
+  poolProvider: PoolProviderName;
+}
+
+export const DEFAULT_SCALER_CONFIG: ScalerConfig = {
+  tickMs: DEFAULT_SCALER_TICK_MS,
+  sloQueueWaitMs: DEFAULT_SCALER_SETTINGS.sloQueueWaitMs,
+  coldStartDefaultMs: DEFAULT_SCALER_SETTINGS.coldStartMs,
+  scaleDownStabilizationMs: DEFAULT_SCALER_SETTINGS.scaleDownStabilizationMs,
+  targetUtilization: DEFAULT_SCALER_SETTINGS.targetUtilization,
+  poolProvider: 'local',
+};
+
+export interface ScalerOptions extends Partial<ScalerConfig> {
+  shadow?: boolean;
+  /** Arrival history read per tick (controller.ts default: 8 days). */
+  historyWindowMs?: number;
+}
+
+export interface RunningScaler {
+  controller: ScalerController;
+  /** Stops ticking, releases the leader lock, closes its connections (not the provider); idempotent. */
+  close(): Promise<void>;
+}
+
+/** The config's `scaler` section under explicit options. */
+export function scalerSettingsOf(config: Config, options: ScalerOptions = {}): ScalerConfig {
+  const { provider, ...rest } = config.scaler;
+  const { shadow: _shadow, historyWindowMs: _window, ...explicit } = options;
+  return { ...DEFAULT_SCALER_CONFIG, ...rest, poolProvider: provider, ...explicit };
+}
+
+/**
+ * Starts the controller with the given provider (the caller's: it closes it). `provider` may be
+ * undefined only with `shadow`.
+ */
+export function startScaler(config: Config, log: Logger, provider: PoolProvider | undefined, options: ScalerOptions = {}): RunningScaler {
+  const s = scalerSettingsOf(config, options);
+  const redis = createRedis(config.redisUrl, {}, (err) => log.warn({ err: err.message }, 'redis connection error'));
+  const queueStats = createQueueStats({ redis, prefix: config.queuePrefix, clock: systemClock });
+  const settings: ScalerSettings = {
+    sloQueueWaitMs: s.sloQueueWaitMs,
+    coldStartMs: s.coldStartDefaultMs,
+    scaleDownStabilizationMs: s.scaleDownStabilizationMs,
+    targetUtilization: s.targetUtilization,
+  };
+  const controller = createScalerController({
+    redis,
+    prefix: config.queuePrefix,
+    deployments: createDeploymentStore(redis, config.queuePrefix),
+    history: createArrivalHistory(redis, config.queuePrefix, systemClock),
+    queueStats,
+    ...(provider ? { provider } : {}),
+    forecast: forecastArrivals,
+    decide,
+    clock: systemClock,
+    log,
+    settings,
+    shadow: options.shadow ?? false,
+    tickMs: s.tickMs,
+    ...(options.historyWindowMs ? { historyWindowMs: options.historyWindowMs } : {}),
+    metrics: new Registry(),
+  });
+  controller.start();
+  return {
+    controller,
+    close: once(() =>
+      closeAll([
+        ['scaler', () => controller.close()],
+        ['queue-stats', () => queueStats.close()],
+        ['redis', () => closeRedis(redis)],
+      ]),
+    ),
+  };
+}
+
+/** The provider POOL_PROVIDER names; kubernetes and aws are not wired yet (see the header). */
+export function createPoolProvider(
+  config: Config,
+  log: Logger,
+  name: PoolProviderName,
+  redis: ReturnType<typeof createRedis>,
+): PoolProvider {
+  switch (name) {
+    case 'local':
+      return createLocalProvider({
+        command: [process.execPath, WORKER_BIN, 'worker'],
+        env: process.env,
+        redis,
+        prefix: config.queuePrefix,
+        clock: systemClock,
+        log: log.child({ component: 'local-provider' }),
+      });
+    case 'kubernetes':
+      throw new ConfigError(
+        'invalid_config',
+        'POOL_PROVIDER=kubernetes is not wired into warmpool scaler yet: it needs the namespace and kubeconfig settings in the config (infra/pool/k8s-provider.ts); use POOL_PROVIDER=local, or --shadow',
+      );
+    case 'aws':
+      throw new ConfigError(
+        'invalid_config',
+        'POOL_PROVIDER=aws is not wired into warmpool scaler yet: it needs the Auto Scaling group naming and AWS client settings in the config (infra/pool/asg-provider.ts); use POOL_PROVIDER=local, or --shadow',
+      );
+    default:
+      throw new ConfigError('invalid_config', `POOL_PROVIDER: unknown provider "${String(name)}" (known: ${POOL_PROVIDERS.join(', ')})`);
+  }
+}
+
+/** `warmpool scaler [--shadow]`: runs until SIGINT/SIGTERM; resolves with the exit code. */
+export async function scalerMain(args: string[], config: Config, options: ScalerOptions = {}): Promise<number> {
+  const { values } = parseArgs({ args, options: { shadow: { type: 'boolean' } }, strict: true });
+  const shadow = values.shadow ?? options.shadow ?? false;
+  const log = createLogger(config.logLevel, { role: shadow ? 'scaler-shadow' : 'scaler' });
+  const s = scalerSettingsOf(config, options);
+  const providerRedis = shadow
+    ? undefined
+    : createRedis(config.redisUrl, {}, (err) => log.warn({ err: err.message }, 'redis connection error'));
+  let provider: PoolProvider | undefined;
+  try {
+    provider = providerRedis ? createPoolProvider(config, log, s.poolProvider, providerRedis) : undefined;
+  } catch (err) {
+    if (providerRedis) await closeRedis(providerRedis);
+    throw err;
+  }
+  const running = startScaler(config, log, provider, { ...options, shadow });
+  log.info({ shadow, provider: provider?.name ?? 'none', tickMs: s.tickMs }, 'scaler started');
+  return new Promise<number>((resolve) => {
+    onShutdownSignals({
+      drain: async () => {
+        await closeAll([
+          ['scaler', () => running.close()],
+          ['provider', () => provider?.close()],
+          ['provider-redis', () => (providerRedis ? closeRedis(providerRedis) : undefined)],
+        ]);
+        resolve(0);
+      },
+      force: (signal) => log.warn({ signal }, 'forced exit'),
+    });
+  });
+}

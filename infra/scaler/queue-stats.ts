@@ -1,0 +1,143 @@
+/**
+ * QueueStats: the scaler's view of a deployment's queues (DESIGN §8). The backlog is every job
+ * not yet finished that a worker must still run — waiting + prioritized + delayed (BullMQ keeps
+ * prioritized and delayed jobs in sorted sets, outside the wait list, so `LLEN wait` alone
+ * under-counts) + active — summed over the versions asked for, and the age of the oldest job
+ * not yet taken.
+ *
+ * The oldest age peeks instead of scanning, so a tick costs a few commands per queue however
+ * deep it is:
+ * - wait: BullMQ pushes on the left and workers take from the right, so the oldest is `LINDEX -1`;
+ * - prioritized: BullMQ 6 scores a job `priority·2³² + counter`, so each priority level is in
+ *   arrival order and its head is that level's oldest; we read the head of every level present
+ *   (one ZRANGEBYSCORE each, a handful: the job contract has three priorities). Should BullMQ
+ *   change that encoding, the answer is still the age of a real queued job, only maybe not the
+ *   oldest;
+ * - delayed: a delayed job (a retry's back-off) is not waiting for a worker until it is due, so
+ *   its age counts from its due time (the score is `due·2¹² + counter`), never from its creation.
+ * Ages of wait and prioritized jobs count from the job's `timestamp` (when it was submitted).
+ *
+ * One BullMQ Queue per queue name, on the caller's Redis client (BullMQ does not close a client
+ * it was handed); `close()` closes the Queues, once.
+ */
+import { Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { Clock } from '../clock.ts';
+import { queueName } from '../job-contract.ts';
+import { once } from '../lifecycle.ts';
+import type { Backlog } from './contracts.ts';
+
+/** A deployment's queues: one per version named. */
+export interface BacklogTarget {
+  model: string;
+  versions: readonly string[];
+}
+
+export interface QueueStats {
+  /** Summed over `target.versions`; `oldestAgeMs` is the oldest across them. */
+  backlog(target: BacklogTarget): Promise<Backlog>;
+  close(): Promise<void>;
+}
+
+export interface QueueStatsDeps {
+  redis: Redis;
+  /** BullMQ key prefix (QUEUE_PREFIX). */
+  prefix: string;
+  clock: Clock;
+}
+
+const PRIORITY_LEVEL = 2 ** 32;
+const DELAY_SCALE = 0x1000;
+/** Priority levels walked per queue; the job contract uses three. */
+const MAX_PRIORITY_LEVELS = 16;
+
+export function emptyBacklog(): Backlog {
+  return { waiting: 0, prioritized: 0, delayed: 0, active: 0, oldestAgeMs: 0 };
+}
+
+/** Adds two backlogs: counts sum, the oldest age is the larger. */
+export function addBacklogs(a: Backlog, b: Backlog): Backlog {
+  return {
+    waiting: a.waiting + b.waiting,
+    prioritized: a.prioritized + b.prioritized,
+    delayed: a.delayed + b.delayed,
+    active: a.active + b.active,
+    oldestAgeMs: Math.max(a.oldestAgeMs, b.oldestAgeMs),
+  };
+}
+
+/** Jobs a worker has not taken yet (the part of the backlog that waits). */
+export function queuedJobs(b: Backlog): number {
+  return b.waiting + b.prioritized + b.delayed;
+}
+
+export function createQueueStats(deps: QueueStatsDeps): QueueStats {
+  const queues = new Map<string, Queue>();
+  let closed = false;
+
+  const queueFor = (model: string, version: string): Queue => {
+    if (closed) throw new Error('queue stats are closed');
+    const name = queueName(model, version);
+    let q = queues.get(name);
+    if (!q) {
+      q = new Queue(name, { connection: deps.redis, prefix: deps.prefix });
+      queues.set(name, q);
+    }
+    return q;
+  };
+
+  const versionBacklog = async (model: string, version: string): Promise<Backlog> => {
+    const q = queueFor(model, version);
+    const counts = await q.getJobCounts('waiting', 'prioritized', 'delayed', 'active');
+    const backlog: Backlog = {
+      waiting: counts.waiting ?? 0,
+      prioritized: counts.prioritized ?? 0,
+      delayed: counts.delayed ?? 0,
+      active: counts.active ?? 0,
+      oldestAgeMs: 0,
+    };
+    if (queuedJobs(backlog) > 0) backlog.oldestAgeMs = await oldestAge(deps.redis, q, deps.clock.now());
+    return backlog;
+  };
+
+  return {
+    async backlog(target) {
+      const each = await Promise.all(target.versions.map((v) => versionBacklog(target.model, v)));
+      return each.reduce(addBacklogs, emptyBacklog());
+    },
+    close: once(async () => {
+      closed = true;
+      await Promise.all([...queues.values()].map((q) => q.close()));
+      queues.clear();
+    }),
+  };
+}
+
+/** The age of the oldest job of one queue not yet taken (see the header for how each set is read). */
+async function oldestAge(redis: Redis, q: Queue, now: number): Promise<number> {
+  const submitted: number[] = [];
+  const waitHead = await redis.lindex(q.toKey('wait'), -1);
+  const heads = [...(waitHead ? [waitHead] : []), ...(await priorityHeads(redis, q.toKey('prioritized')))];
+  for (const id of heads) {
+    const ts = Number(await redis.hget(q.toKey(id), 'timestamp'));
+    // A job taken (or removed) between the peek and this read has no hash left: it no longer waits.
+    if (Number.isFinite(ts) && ts > 0) submitted.push(ts);
+  }
+  const [, dueScore] = await redis.zrange(q.toKey('delayed'), '0', '0', 'WITHSCORES');
+  if (dueScore !== undefined) submitted.push(Math.floor(Number(dueScore) / DELAY_SCALE));
+  if (submitted.length === 0) return 0;
+  return Math.max(0, now - Math.min(...submitted));
+}
+
+/** The first job id of each priority level present, lowest level first. */
+async function priorityHeads(redis: Redis, key: string): Promise<string[]> {
+  const heads: string[] = [];
+  let min = 0;
+  for (let i = 0; i < MAX_PRIORITY_LEVELS; i++) {
+    const [id, score] = await redis.zrangebyscore(key, min, '+inf', 'WITHSCORES', 'LIMIT', 0, 1);
+    if (id === undefined || score === undefined) break;
+    heads.push(id);
+    min = (Math.floor(Number(score) / PRIORITY_LEVEL) + 1) * PRIORITY_LEVEL;
+  }
+  return heads;
+}
