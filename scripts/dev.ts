@@ -104,8 +104,8 @@ export async function devMain(_args: string[]): Promise<number> {
     closers.push(['scaler', () => scaler.close()]);
     const watcher = watchWorkers(redis, config.queuePrefix, say);
     closers.push(['watcher', () => watcher.close()]);
-    if (!(await watcher.active(DEMO_MODEL.name, 180_000))) {
-      say(`no ${DEMO_MODEL.name} worker is active yet: jobs queue until one is (see the lines above)`);
+    if (!(await watcher.warmed(DEMO_MODEL.name, 180_000))) {
+      say(`no ${DEMO_MODEL.name} worker is warmed yet: jobs queue until one is (see the lines above)`);
     }
 
     const key = config.api.apiKeys[0]?.key ?? '';
@@ -154,11 +154,13 @@ function watchWorkers(redis: Redis, prefix: string, say: (line: string) => void)
     }
   })();
   return {
-    async active(model: string, timeoutMs: number): Promise<boolean> {
+    /** A worker of `model` is active, or warmed in standby (the scaler activates it on demand). */
+    async warmed(model: string, timeoutMs: number): Promise<boolean> {
       const deadline = Date.now() + timeoutMs;
       while (Date.now() < deadline && !stop.signal.aborted) {
         await poll().catch(() => undefined);
-        if ((await listHeartbeats(redis, prefix)).some((hb) => hb.model === model && hb.state === 'active')) return true;
+        const beats = await listHeartbeats(redis, prefix);
+        if (beats.some((hb) => hb.model === model && (hb.state === 'active' || hb.state === 'standby'))) return true;
         await systemClock.sleep(250);
       }
       return false;
