@@ -63,6 +63,10 @@ const schema = z.object({
   RATE_LIMIT_BURST: int(1).default(100),
   IDEMPOTENCY_TTL_S: int(60).default(86_400),
   POOL_PROVIDER: z.enum(['local', 'kubernetes', 'aws']).default('local'),
+  K8S_NAMESPACE: z
+    .string()
+    .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/)
+    .default('default'),
   SCALER_TICK_MS: int(100).default(2_000),
   SLO_QUEUE_WAIT_MS: int(1).default(2_000),
   COLD_START_DEFAULT_MS: int(0).default(60_000),
@@ -112,6 +116,8 @@ export interface Config {
   /** The scaler (infra/scaler): how it ticks and the policy's settings. */
   scaler: {
     provider: 'local' | 'kubernetes' | 'aws';
+    /** Namespace of the workers' Deployments (POOL_PROVIDER=kubernetes). */
+    k8sNamespace: string;
     tickMs: number;
     sloQueueWaitMs: number;
     /** Cold-start time assumed until a worker's is measured. */
@@ -224,6 +230,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     rateLimit: { rps: e.RATE_LIMIT_RPS, burst: e.RATE_LIMIT_BURST },
     scaler: {
       provider: e.POOL_PROVIDER,
+      k8sNamespace: e.K8S_NAMESPACE,
       tickMs: e.SCALER_TICK_MS,
       sloQueueWaitMs: e.SLO_QUEUE_WAIT_MS,
       coldStartDefaultMs: e.COLD_START_DEFAULT_MS,

@@ -5,6 +5,9 @@
  */
 import * as ort from 'onnxruntime-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { systemClock } from '../infra/clock.ts';
+import { closeRedis, createRedis } from '../infra/redis.ts';
+import { createArrivalHistory } from '../infra/scaler/arrival-history.ts';
 import { buildFp16Model, buildGatherModel, buildMlpModel, buildMultiTypeModel } from '../scripts/models.ts';
 import { KEY_B, startStack, waitForJob, type TestStack } from './support/stack.ts';
 
@@ -96,6 +99,14 @@ describe('publish → deploy → submit → results', () => {
     }
     expect(sum).toBe(48 + 3 + 70);
     expect(count).toBeLessThan(sum); // fewer forward passes than rows: batching happened
+
+    // The scaler's history saw every row arrive (API) and complete (worker).
+    const redis = createRedis(stack.config.redisUrl);
+    const history = createArrivalHistory(redis, stack.config.queuePrefix, systemClock);
+    const total = (s: { perMinute: number[] }) => s.perMinute.reduce((a, b) => a + b, 0);
+    expect(total(await history.series('scorer', Date.now() - 600_000, Date.now()))).toBe(48 + 3 + 70);
+    expect(total(await history.completions('scorer', Date.now() - 600_000, Date.now()))).toBe(48 + 3 + 70);
+    await closeRedis(redis);
   });
 
   it('serves any input names, ranks and dtypes (FP32 rank 3, INT64, BOOL, INT32)', async () => {

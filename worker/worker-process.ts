@@ -32,6 +32,7 @@ import type { ModelManifest } from '../infra/manifest.ts';
 import { createWorkerMetrics, publishMetricsSnapshot } from '../infra/metrics.ts';
 import { closeRedis } from '../infra/redis.ts';
 import { createResultCache } from '../infra/result-cache.ts';
+import { createArrivalHistory } from '../infra/scaler/arrival-history.ts';
 import type { ModelRegistry } from '../infra/registry.ts';
 import type { ControlCommand } from '../infra/worker-control.ts';
 import { canTransition, workerKey, type WorkerState } from '../infra/worker-states.ts';
@@ -245,6 +246,7 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
   private startServing(manifest: ModelManifest, profile: BatchProfile): void {
     const { config, redis, clock } = this.deps;
     const labels = { model: manifest.name, version: manifest.version };
+    const history = createArrivalHistory(redis, config.queuePrefix, clock);
     const metrics = createWorkerMetrics(this.metricsRegistry, labels);
     const maxRows = config.worker.batchMaxRows > 0 ? config.worker.batchMaxRows : profile.chosenBatch;
     const run = createBatchRunner(
@@ -297,6 +299,10 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
       onJobDone: (e) => {
         metrics.jobsProcessed.inc({ ...labels, outcome: e.outcome });
         metrics.jobQueueSeconds.observe(labels, e.queueMs / 1000);
+        // Completions per minute, beside the API's arrivals (the scaler's history, DESIGN §8).
+        if (e.outcome === 'succeeded') {
+          history.recordCompletion(manifest.name, e.rows).catch((err: unknown) => this.deps.log.warn({ err }, 'completion not recorded'));
+        }
       },
     });
     this.intake.on('active', () => this.jobsInFlight++);

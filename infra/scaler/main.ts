@@ -26,7 +26,9 @@ import { createLogger, type Logger } from '../log.ts';
 import { createLocalProvider } from '../pool/local-provider.ts';
 import { closeRedis, createRedis } from '../redis.ts';
 import { createArrivalHistory } from './arrival-history.ts';
-import type { PoolProvider } from './contracts.ts';
+import type { PoolProvider, PoolTarget } from './contracts.ts';
+import { sendControl, type ControlCommand } from '../worker-control.ts';
+import { listHeartbeats } from '../worker-states.ts';
 import {
   createScalerController,
   DEFAULT_SCALER_SETTINGS,
@@ -125,12 +127,17 @@ export function startScaler(config: Config, log: Logger, provider: PoolProvider 
 }
 
 /** The provider POOL_PROVIDER names; kubernetes and aws are not wired yet (see the header). */
-export function createPoolProvider(
+export async function createPoolProvider(
   config: Config,
   log: Logger,
   name: PoolProviderName,
   redis: ReturnType<typeof createRedis>,
-): PoolProvider {
+): Promise<PoolProvider> {
+  // What the cloud providers share with the workers: the control channel and the heartbeats.
+  const control = (workerId: string, command: ControlCommand) => sendControl(redis, config.queuePrefix, workerId, command);
+  const heartbeats = async (t: PoolTarget) =>
+    (await listHeartbeats(redis, config.queuePrefix)).filter((b) => b.model === t.model && b.version === t.version);
+  const onError = (err: unknown) => log.warn({ err }, 'pool provider: a drain will be retried');
   switch (name) {
     case 'local':
       return createLocalProvider({
@@ -141,16 +148,21 @@ export function createPoolProvider(
         clock: systemClock,
         log: log.child({ component: 'local-provider' }),
       });
-    case 'kubernetes':
-      throw new ConfigError(
-        'invalid_config',
-        'POOL_PROVIDER=kubernetes is not wired into warmpool scaler yet: it needs the namespace and kubeconfig settings in the config (infra/pool/k8s-provider.ts); use POOL_PROVIDER=local, or --shadow',
-      );
-    case 'aws':
-      throw new ConfigError(
-        'invalid_config',
-        'POOL_PROVIDER=aws is not wired into warmpool scaler yet: it needs the Auto Scaling group naming and AWS client settings in the config (infra/pool/asg-provider.ts); use POOL_PROVIDER=local, or --shadow',
-      );
+    case 'kubernetes': {
+      // Loaded only here: the Kubernetes client is large and only this provider needs it.
+      const { KubeConfig } = await import('@kubernetes/client-node');
+      const { createKubernetesProvider } = await import('../pool/k8s-provider.ts');
+      const kubeConfig = new KubeConfig();
+      kubeConfig.loadFromDefault(); // KUBECONFIG, ~/.kube/config, or the pod's service account
+      return createKubernetesProvider({ kubeConfig, namespace: config.scaler.k8sNamespace, control, heartbeats, onError });
+    }
+    case 'aws': {
+      const { AutoScalingClient } = await import('@aws-sdk/client-auto-scaling');
+      const { createAsgProvider } = await import('../pool/asg-provider.ts');
+      // Credentials from the AWS SDK's default chain, like S3's.
+      const client = new AutoScalingClient({ region: config.s3.region });
+      return createAsgProvider({ client, control, heartbeats, onError });
+    }
     default:
       throw new ConfigError('invalid_config', `POOL_PROVIDER: unknown provider "${String(name)}" (known: ${POOL_PROVIDERS.join(', ')})`);
   }
@@ -167,7 +179,7 @@ export async function scalerMain(args: string[], config: Config, options: Scaler
     : createRedis(config.redisUrl, {}, (err) => log.warn({ err: err.message }, 'redis connection error'));
   let provider: PoolProvider | undefined;
   try {
-    provider = providerRedis ? createPoolProvider(config, log, s.poolProvider, providerRedis) : undefined;
+    provider = providerRedis ? await createPoolProvider(config, log, s.poolProvider, providerRedis) : undefined;
   } catch (err) {
     if (providerRedis) await closeRedis(providerRedis);
     throw err;
