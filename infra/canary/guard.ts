@@ -14,6 +14,7 @@
  * tools. close() stops the loop, waits for a tick in flight, and is safe to call twice. The
  * Redis connection is the caller's: not closed here.
  */
+import { createTicker } from '../ticker.ts';
 import type { Redis } from 'ioredis';
 import type { Clock } from '../clock.ts';
 import { configOf, type Deployment, type DeploymentStore } from '../deployments.ts';
@@ -67,8 +68,6 @@ export function createCanaryGuard(deps: CanaryGuardDeps): CanaryGuard {
     policy,
     maxGapMs: deps.maxGapMs ?? canaryMaxGapMs(tickMs),
   });
-  const stop = new AbortController();
-  let loop: Promise<void> | undefined;
   let closing: Promise<void> | undefined;
 
   async function guardDeployment(deployment: Deployment, split: Split, now: number): Promise<void> {
@@ -127,28 +126,18 @@ export function createCanaryGuard(deps: CanaryGuardDeps): CanaryGuard {
     }
   }
 
-  async function run(): Promise<void> {
-    while (!stop.signal.aborted) {
-      try {
-        await tick();
-      } catch (err) {
-        deps.log.warn({ err: (err as Error).message }, 'canary guard: tick failed; retrying');
-      }
-      await deps.clock.sleep(tickMs, stop.signal).catch(() => undefined);
-    }
-  }
+  const ticker = createTicker({
+    clock: deps.clock,
+    intervalMs: tickMs,
+    tick,
+    onError: (err) => deps.log.warn({ err: (err as Error).message }, 'canary guard: tick failed; retrying'),
+  });
 
   return {
-    start() {
-      if (loop || stop.signal.aborted) return;
-      loop = run();
-    },
+    start: () => ticker.start(),
     tick,
     close() {
-      closing ??= (async () => {
-        stop.abort();
-        await loop;
-      })();
+      closing ??= ticker.close();
       return closing;
     },
   };

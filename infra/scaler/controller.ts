@@ -32,6 +32,7 @@
  * close() stops the loop, waits for a tick in flight, releases the lock; safe to call twice.
  * The Redis connection, the provider and the queue stats are the caller's: not closed here.
  */
+import { createTicker } from '../ticker.ts';
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import type { Redis } from 'ioredis';
@@ -127,9 +128,8 @@ export function createScalerController(deps: ScalerControllerDeps): ScalerContro
   const memoryKey = (model: string) => `${ns}:memory:${model}`;
   // Two ticks: long enough for a command's effect to reach a heartbeat, short enough to recover.
   const intents = createIntents(Math.max(2 * tickMs, 5_000));
-  const stop = new AbortController();
+  let closed = false;
   let leader = false;
-  let loop: Promise<void> | undefined;
 
   async function loadMemory(model: string): Promise<PolicyMemory> {
     const raw = await deps.redis.get(memoryKey(model));
@@ -256,7 +256,7 @@ export function createScalerController(deps: ScalerControllerDeps): ScalerContro
   }
 
   async function tick(): Promise<void> {
-    if (stop.signal.aborted) return;
+    if (closed) return;
     leader = await lock.acquire();
     if (!leader) return;
     const now = deps.clock.now();
@@ -275,27 +275,20 @@ export function createScalerController(deps: ScalerControllerDeps): ScalerContro
     if (deps.metrics && !shadow) await publishMetricsSnapshot(deps.redis, metricsKey(deps.prefix, 'scaler'), deps.metrics, 3 * tickMs);
   }
 
-  async function run(): Promise<void> {
-    while (!stop.signal.aborted) {
-      try {
-        await tick();
-      } catch (err) {
-        deps.log.warn({ err: (err as Error).message }, 'scaler: tick failed; retrying');
-      }
-      await deps.clock.sleep(tickMs, stop.signal).catch(() => undefined);
-    }
-  }
+  const ticker = createTicker({
+    clock: deps.clock,
+    intervalMs: tickMs,
+    tick,
+    onError: (err) => deps.log.warn({ err: (err as Error).message }, 'scaler: tick failed; retrying'),
+  });
 
   return {
-    start() {
-      if (loop || stop.signal.aborted) return;
-      loop = run();
-    },
+    start: () => ticker.start(),
     tick,
     isLeader: () => leader,
     close: once(async () => {
-      stop.abort();
-      await loop;
+      closed = true;
+      await ticker.close();
       leader = false;
       await lock.release();
     }),
