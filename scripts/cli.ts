@@ -22,6 +22,8 @@ Usage:
                     [--backlog-max N|off] [--policy FILE]   (flags not given keep their value)
   warmpool rollback M                       restore the deployment's previous revision
   warmpool deployments                      list deployments
+  warmpool simulate --trace FILE.csv [--scale X] [--policy FILE.json] [--slo-ms N] [--cold-start-s N]
+                    [--worker-rps N] [--out DIR]   replay arrivals through the scaler's policy and baselines
   warmpool bench [--quick] [--json FILE]    micro-batched vs one-job-per-run, measured side by side
 
 Configuration comes from environment variables (see README), validated at start.`;
@@ -54,6 +56,8 @@ export async function main(argv: string[]): Promise<number> {
         return await (await import('./commands/deploy.ts')).deployMain(command, args, config());
       case 'rollback':
         return await (await import('./commands/deploy.ts')).rollbackMain(args, config());
+      case 'simulate':
+        return await (await import('./commands/simulate.ts')).simulateMain(args);
       case 'bench':
         return await (await import('./bench.ts')).benchMain(args);
       default:

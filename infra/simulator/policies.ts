@@ -1,0 +1,137 @@
+/**
+ * The policies every run compares (issue 5 §3), each a Scaler the world ticks. All of them act
+ * through the live controller's planner (controller-plan.ts planVersion): targets in, worker
+ * actions out, in the controller's own order.
+ *
+ * - predictive: the live forecaster and policy, unchanged: forecastArrivals over a cold start
+ *   plus a tick (what the controller asks for), then decide() with the settings given.
+ * - reactive: a queue-length scaler like KEDA/HPA: desired = max(⌈backlog / backlogPerWorker⌉,
+ *   ⌈busy worker-equivalents / targetUtilization⌉); up at once, down only to the most desired
+ *   over the last 300 s; no forecast, no standby; launches as active.
+ * - static-peak: ⌈peak minute's rate / worker rate⌉ workers, active all the time.
+ * - oracle: perfect foresight of the per-minute counts. need(m) = ⌈rate(m) / (worker rate ×
+ *   oracleUtilization)⌉; at time t it holds max need over [t, t + cold start + tick]: a worker is
+ *   launched exactly a cold start before the minute that needs it, and one is kept while it will
+ *   be needed again within a cold start (relaunching would cost more). It ignores the backlog,
+ *   except that jobs still waiting keep one worker (else a gap in the trace strands them).
+ *   A lower bound on cost at the SLO in practice, not a proof: with utilisation 0.9 and Poisson
+ *   placement within a minute a little queueing remains; its SLO attainment is reported.
+ */
+import type { ArrivalSeries, PolicySettings } from '../scaler/contracts.ts';
+import { emptyPolicyMemory } from '../scaler/contracts.ts';
+import { planVersion } from '../scaler/controller-plan.ts';
+import type { ScalerAction } from '../scaler/decision-log.ts';
+import { forecastArrivals } from '../scaler/forecast.ts';
+import { decide } from '../scaler/policy.ts';
+import { MINUTE_MS, type Observation, type Scaler, VERSION } from './world.ts';
+
+export interface PolicyContext {
+  /** Realised arrivals per minute (the history the live scaler would have recorded). */
+  series: ArrivalSeries;
+  missing: boolean[];
+  /** Rows per second one worker sustains at a full batch. */
+  workerRate: number;
+  tickMs: number;
+  /** The first replayed minute: initial pools are sized for it. */
+  fromMinute: number;
+}
+
+function plan(active: number, standby: number, obs: Observation): ScalerAction[] {
+  const pool = obs.workers.active + obs.workers.standby + obs.workers.starting;
+  const target = active + standby;
+  return planVersion(
+    { version: VERSION, active, standby, launch: Math.max(0, target - pool), drain: Math.max(0, pool - target) },
+    obs.list,
+  );
+}
+
+const perSec = (ctx: PolicyContext, minute: number) => (ctx.series.perMinute[minute] ?? 0) / 60;
+
+export function predictivePolicy(ctx: PolicyContext, settings: PolicySettings): Scaler {
+  let memory = emptyPolicyMemory();
+  let cached: { minute: number; forecast: ReturnType<typeof forecastArrivals> } | undefined;
+  const horizonS = (settings.coldStartMs + ctx.tickMs) / 1000;
+  const forecastAt = (now: number) => {
+    const minute = Math.floor((now - ctx.series.startMs) / MINUTE_MS);
+    // The forecaster reads only complete minutes, so within a minute its answer cannot change.
+    if (cached?.minute !== minute) {
+      cached = { minute, forecast: forecastArrivals({ series: ctx.series, now, horizonS, options: { missing: ctx.missing } }) };
+    }
+    return cached.forecast;
+  };
+  return {
+    name: 'predictive',
+    initial: () => {
+      const need = Math.ceil(perSec(ctx, ctx.fromMinute) / (ctx.workerRate * settings.targetUtilization));
+      return { active: Math.max(settings.min, need), standby: settings.standby };
+    },
+    tick(obs) {
+      const forecast = forecastAt(obs.now);
+      const d = decide({
+        now: obs.now,
+        forecast,
+        backlog: obs.backlog,
+        workers: obs.workers,
+        perWorkerRatePerSec: ctx.workerRate,
+        settings,
+        memory,
+      });
+      memory = d.memory;
+      return planVersion({ version: VERSION, active: d.active, standby: d.standby, launch: d.launch, drain: d.drain }, obs.list);
+    },
+    plannedRatePerSec: () => cached?.forecast.ratePerSec,
+  };
+}
+
+export interface ReactiveOptions {
+  min: number;
+  max: number;
+  backlogPerWorker: number;
+  targetUtilization: number;
+  scaleDownStabilizationMs: number;
+}
+
+export function reactivePolicy(ctx: PolicyContext, o: ReactiveOptions): Scaler {
+  const recent: Array<{ at: number; desired: number }> = [];
+  return {
+    name: 'reactive',
+    initial: () => ({
+      active: Math.max(o.min, Math.ceil(perSec(ctx, ctx.fromMinute) / (ctx.workerRate * o.targetUtilization))),
+      standby: 0,
+    }),
+    tick(obs) {
+      const queued = obs.backlog.waiting + obs.backlog.active;
+      const raw = Math.max(Math.ceil(queued / o.backlogPerWorker), Math.ceil(obs.busyWorkers / o.targetUtilization - 1e-9));
+      recent.push({ at: obs.now, desired: Math.min(o.max, Math.max(o.min, raw)) });
+      while ((recent[0]?.at ?? obs.now) < obs.now - o.scaleDownStabilizationMs) recent.shift();
+      const desired = recent.reduce((m, e) => Math.max(m, e.desired), 0);
+      return plan(desired, 0, obs);
+    },
+  };
+}
+
+export function staticPeakPolicy(ctx: PolicyContext, peakPerMin: number): Scaler {
+  const workers = Math.max(1, Math.ceil(peakPerMin / 60 / ctx.workerRate - 1e-9));
+  return { name: 'static-peak', initial: () => ({ active: workers, standby: 0 }), tick: () => [] };
+}
+
+export function oraclePolicy(ctx: PolicyContext, coldStartMs: number, utilization: number): Scaler {
+  const need = (m: number) => Math.ceil(perSec(ctx, m) / (ctx.workerRate * utilization) - 1e-9);
+  const aheadMin = Math.ceil((coldStartMs + ctx.tickMs) / MINUTE_MS);
+  let planned = 0;
+  return {
+    name: 'oracle',
+    initial: () => ({ active: need(ctx.fromMinute), standby: 0 }),
+    tick(obs) {
+      const minute = Math.floor((obs.now - ctx.series.startMs) / MINUTE_MS);
+      let want = 0;
+      for (let m = minute; m <= minute + aheadMin; m++) want = Math.max(want, need(m));
+      planned = perSec(ctx, minute);
+      // Foresight of arrivals, not of its own leftovers: jobs still queued (at the edge of a gap
+      // in the trace) keep one worker.
+      if (obs.backlog.waiting > 0) want = Math.max(want, 1);
+      return plan(want, 0, obs);
+    },
+    plannedRatePerSec: () => planned,
+  };
+}

@@ -1,0 +1,63 @@
+/**
+ * The comparison as files (issue 5 §4): report.json (without the per-minute series, which stay
+ * in the Comparison object for the charts) and report.md, a table a person reads.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import type { Comparison } from './compare.ts';
+
+export interface TraceInfo {
+  file: string;
+  rows: number;
+  minutes: number;
+  start: string;
+  end: string;
+}
+
+export function reportJson(trace: TraceInfo, c: Comparison): object {
+  return {
+    trace,
+    slo: { queueWaitMs: c.settings.sloMs },
+    settings: c.settings,
+    replayedMinutes: c.minutes,
+    policies: c.policies.map(({ series: _series, ...p }) => p),
+  };
+}
+
+export function reportTable(c: Comparison): string {
+  const header =
+    '| policy | SLO attainment | wait p50 / p95 / p99 / max (s) | worker-s total | active | standby | starting | cost | cold starts | delayed by cold start | scale events |';
+  const rule = `|${'---|'.repeat(11)}`;
+  const s = (ms: number) => (ms / 1000).toFixed(ms < 10_000 ? 2 : 0);
+  const n = (x: number) => Math.round(x).toLocaleString('en-US');
+  const rows = c.policies.map((p) => {
+    const w = p.queueWaitMs;
+    const ws = p.workerSeconds;
+    return `| ${p.name} | ${(p.sloAttainment * 100).toFixed(3)} % | ${s(w.p50)} / ${s(w.p95)} / ${s(w.p99)} / ${s(w.max)} | ${n(ws.total)} | ${n(ws.active)} | ${n(ws.standby)} | ${n(ws.starting)} | ${n(p.cost)} | ${p.coldStarts} | ${n(p.jobsDelayedByColdStart)} | ${p.scaleEvents} |`;
+  });
+  return [header, rule, ...rows].join('\n');
+}
+
+export function reportMarkdown(trace: TraceInfo, c: Comparison): string {
+  const st = c.settings;
+  const staticPeak = c.policies.find((p) => p.name === 'static-peak');
+  const ratios = staticPeak ? c.policies.map((p) => `${p.name} ${(p.cost / staticPeak.cost).toFixed(2)}×`).join(', ') : '';
+  return [
+    `# Policy simulation: ${path.basename(trace.file)}`,
+    '',
+    `Trace: ${trace.rows} rows, ${trace.minutes} minutes, ${trace.start} → ${trace.end}; replayed minutes ${c.minutes.from}–${c.minutes.to}.`,
+    `Settings: scale ${st.scale}, SLO ${st.sloMs} ms queue wait, cold start ${st.coldStartMs / 1000} s, ${st.workerRps} rows/s per worker at batch ${st.maxBatch}, tick ${st.tickMs / 1000} s, arrivals ${st.pattern.kind}${st.pattern.kind === 'gamma' ? ` CV ${st.pattern.cv}` : ''}, seed ${st.seed}, standby price ${st.standbyPrice}.`,
+    `Predictive policy: ${JSON.stringify(st.policy)}`,
+    '',
+    reportTable(c),
+    '',
+    `Cost relative to static-peak: ${ratios}.`,
+    '',
+  ].join('\n');
+}
+
+export function writeReport(dir: string, trace: TraceInfo, c: Comparison): void {
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(path.join(dir, 'report.json'), `${JSON.stringify(reportJson(trace, c), null, 2)}\n`);
+  writeFileSync(path.join(dir, 'report.md'), reportMarkdown(trace, c));
+}

@@ -1,0 +1,93 @@
+/**
+ * The four policies on a week of the ServeGen m-small trace (the week before is history for the
+ * forecaster), printing the comparison table. Only sound properties are asserted: the oracle
+ * costs no more than static peak, static peak (sized for the peak minute) meets the SLO, and the
+ * predictive policy is cheaper than static peak. Skipped when ../shared/traces is absent.
+ */
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { readTraceFile } from '../infra/scaler/trace.ts';
+import { compare, defaultSettings } from '../infra/simulator/compare.ts';
+import { reportTable } from '../infra/simulator/report.ts';
+import { simulateMain } from '../scripts/commands/simulate.ts';
+
+const TRACE = path.resolve(import.meta.dirname, '../../shared/traces/servegen_language_m-small_10min.csv');
+const present = existsSync(TRACE);
+if (!present) console.warn(`simulator trace test skipped: ${TRACE} not found`);
+
+describe.skipIf(!present)('simulator on ServeGen m-small (one week)', () => {
+  it('runs the four policies and ranks their costs soundly', () => {
+    // Scale 1 % (≈12 req/s mean, 39 at peak) with 4 rows/s workers: a fleet of 1–10 workers.
+    const settings = defaultSettings({ scale: 0.01, workerRps: 4, maxBatch: 8, historyDays: 7, days: 7, seed: 1 });
+    const c = compare(readTraceFile(TRACE), settings);
+    console.log(`\n${reportTable(c)}\n`);
+    const by = (name: string) => {
+      const p = c.policies.find((x) => x.name === name);
+      if (!p) throw new Error(`no ${name} in the comparison`);
+      return p;
+    };
+    expect(c.policies.map((p) => p.name)).toEqual(['predictive', 'reactive', 'static-peak', 'oracle']);
+    expect(new Set(c.policies.map((p) => p.jobs)).size).toBe(1);
+    expect(by('oracle').cost).toBeLessThanOrEqual(by('static-peak').cost);
+    expect(by('static-peak').sloAttainment).toBeGreaterThanOrEqual(0.99);
+    expect(by('predictive').cost).toBeLessThan(by('static-peak').cost);
+  }, 120_000);
+});
+
+describe('warmpool simulate (CLI)', () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'warmpool-sim-'));
+  const write = (name: string, text: string) => {
+    const file = path.join(dir, name);
+    writeFileSync(file, text);
+    return file;
+  };
+  const run = async (args: string[]) => {
+    let out = '';
+    let err = '';
+    const code = await simulateMain(args, {
+      out: (t) => {
+        out += t;
+      },
+      err: (t) => {
+        err += t;
+      },
+    });
+    return { code, out, err };
+  };
+  const good = write('good.csv', 'time,count\n2024-01-01T00:00:00Z,30\n2024-01-01T00:01:00Z,60\n2024-01-01T00:02:00Z,10\n');
+
+  it('names the problem and exits 2 on bad input', async () => {
+    const cases: Array<[string[], RegExp]> = [
+      [[], /--trace FILE.csv is required/],
+      [['--trace', good, '--count-col', 'n'], /no column "n"/],
+      [['--trace', write('bad-time.csv', 'time,count\nyesterday,3\n')], /line 2: cannot read time "yesterday"/],
+      [['--trace', write('unsorted.csv', 'time,count\n2024-01-01T00:02:00Z,1\n2024-01-01T00:01:00Z,1\n')], /line 3: time goes backwards/],
+      [['--trace', good, '--worker-rps', '0'], /--worker-rps must be a number > 0, got "0"/],
+      [['--trace', good, '--max-batch', '2.5'], /--max-batch must be an integer/],
+      [['--trace', good, '--arrivals', 'bursty'], /--arrivals must be uniform, poisson or gamma/],
+      [['--trace', good, '--policy', write('p.json', '{"standbyy": 1}')], /unknown key "standbyy"/],
+      [['--trace', good, '--frobnicate'], /Unknown option '--frobnicate'/],
+    ];
+    for (const [args, message] of cases) {
+      const r = await run(args);
+      expect(r.code, args.join(' ')).toBe(2);
+      expect(r.err).toMatch(message);
+    }
+  });
+
+  it('writes report.json and report.md; --scale multiplies the rate', async () => {
+    const out = path.join(dir, 'out');
+    const r = await run(['--trace', good, '--scale', '2', '--worker-rps', '5', '--arrivals', 'uniform', '--out', out]);
+    expect(r.code).toBe(0);
+    const report = JSON.parse(readFileSync(path.join(out, 'report.json'), 'utf8'));
+    expect(report.trace).toMatchObject({ rows: 3, minutes: 3, start: '2024-01-01T00:00:00.000Z' });
+    expect(report.slo).toEqual({ queueWaitMs: 30_000 });
+    expect(report.policies.map((p: { name: string }) => p.name)).toEqual(['predictive', 'reactive', 'static-peak', 'oracle']);
+    for (const p of report.policies) expect(p.jobs).toBe(200);
+    expect(readFileSync(path.join(out, 'report.md'), 'utf8')).toContain('| static-peak |');
+  });
+
+  it('cleans up', () => rmSync(dir, { recursive: true, force: true }));
+});
