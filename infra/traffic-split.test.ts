@@ -2,18 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import type { VersionWeight } from './deployments.ts';
 import { chooseVersion, servedVersions } from './traffic-split.ts';
-
-/** mulberry32: a small seeded PRNG, so a "random" run is the same run every time. */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { seededRandom } from './seeded-random.ts';
 
 function tally(versions: VersionWeight[], draws: number, random: () => number): Map<string, number> {
   const counts = new Map<string, number>();
@@ -61,7 +50,7 @@ describe('chooseVersion', () => {
   it('keeps a seeded random split within 4 standard deviations of the weights', () => {
     for (const seed of [1, 2, 3]) {
       const n = 20_000;
-      const canaryCount = tally(canary, n, seeded(seed)).get('canary') ?? 0;
+      const canaryCount = tally(canary, n, seededRandom(seed)).get('canary') ?? 0;
       const sd = Math.sqrt(n * 0.1 * 0.9);
       expect(Math.abs(canaryCount - n * 0.1)).toBeLessThan(4 * sd);
     }
@@ -69,8 +58,8 @@ describe('chooseVersion', () => {
 
   it('is deterministic for a given generator', () => {
     const run = (random: () => number) => Array.from({ length: 200 }, () => chooseVersion({ versions: canary }, random));
-    const first = run(seeded(7));
-    expect(run(seeded(7))).toEqual(first);
+    const first = run(seededRandom(7));
+    expect(run(seededRandom(7))).toEqual(first);
     expect(new Set(first)).toEqual(new Set(['stable', 'canary']));
   });
 

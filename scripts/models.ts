@@ -4,6 +4,7 @@
  * come from a seeded generator so every build of a model is byte-identical.
  */
 import { createRequire } from 'node:module';
+import { seededRandom } from '../infra/seeded-random.ts';
 
 const require = createRequire(import.meta.url);
 // onnx-proto's generated create() types want Long and enum instances where the wire format
@@ -35,17 +36,7 @@ interface Initializer {
   int64s?: number[];
 }
 
-/** Mulberry32: small, seeded, good enough for weights. */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export { seededRandom };
 
 function valueInfo(spec: IoSpec): unknown {
   const dim = [{ dimParam: 'batch' }, ...spec.dims.map((d) => ({ dimValue: d }))];

@@ -16,6 +16,7 @@ import {
   type WorkerCounts,
 } from './contracts.ts';
 import { decide } from './policy.ts';
+import { seededRandom } from '../seeded-random.ts';
 
 const MIN = 60_000;
 const T0 = Date.UTC(2024, 0, 8, 0, 0); // a Monday, midnight
@@ -351,18 +352,6 @@ describe('decide: scenarios on a fake clock', () => {
   });
 });
 
-/** mulberry32: a small seeded generator, so a failing case can be replayed. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 function randomInput(r: () => number): PolicyInput {
   const int = (n: number) => Math.floor(r() * n);
   const odd = <T>(value: () => number, ...specials: T[]) => (r() < 0.1 ? specials[int(specials.length)]! : value());
@@ -396,7 +385,7 @@ function randomInput(r: () => number): PolicyInput {
 }
 
 describe('decide: properties over random inputs (seeded)', () => {
-  const cases = Array.from({ length: 2000 }, (_, i) => randomInput(rng(1000 + i)));
+  const cases = Array.from({ length: 2000 }, (_, i) => randomInput(seededRandom(1000 + i)));
 
   it('keeps every invariant', () => {
     for (const input of cases) {

@@ -12,19 +12,10 @@
  *   policies in a run see the very same arrivals (common random numbers: their differences are
  *   the policies', not the dice's).
  */
-export type ArrivalPattern = { kind: 'uniform' } | { kind: 'poisson' } | { kind: 'gamma'; cv: number };
+import { seededRandom } from '../seeded-random.ts';
 
-/** mulberry32: a small, fast, seedable generator; uniform in [0, 1). */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export { seededRandom };
+export type ArrivalPattern = { kind: 'uniform' } | { kind: 'poisson' } | { kind: 'gamma'; cv: number };
 
 function minuteSeed(seed: number, minute: number, stream: number): number {
   return (Math.imul(seed ^ 0x5bd1e995, 0x9e3779b1) ^ Math.imul(minute + 1, 0x85ebca6b) ^ Math.imul(stream, 0xc2b2ae35)) >>> 0;
