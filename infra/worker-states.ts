@@ -50,6 +50,8 @@ export interface HeartbeatPayload {
   pid: number;
   host: string;
   startedAt: number;
+  /** Epoch ms the worker entered `state` (e.g. launching → standby is its cold start). */
+  stateSince?: number;
   updatedAt: number;
   /** Rows per second over the last heartbeat interval. */
   rowsPerS: number;

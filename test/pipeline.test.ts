@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../infra/clock.ts';
 import { closeRedis, createRedis } from '../infra/redis.ts';
 import { createArrivalHistory } from '../infra/scaler/arrival-history.ts';
+import { listHeartbeats } from '../infra/worker-states.ts';
 import { buildFp16Model, buildGatherModel, buildMlpModel, buildMultiTypeModel } from '../scripts/models.ts';
 import { KEY_B, startStack, waitForJob, type TestStack } from './support/stack.ts';
 
@@ -102,6 +103,10 @@ describe('publish → deploy → submit → results', () => {
 
     // The scaler's history saw every row arrive (API) and complete (worker).
     const redis = createRedis(stack.config.redisUrl);
+    // Heartbeats say since when a worker is in its state (cold-start timing, the pool view).
+    const scorer = (await listHeartbeats(redis, stack.config.queuePrefix)).find((b) => b.model === 'scorer');
+    expect(scorer?.state).toBe('active');
+    expect(scorer?.stateSince).toBeGreaterThanOrEqual(scorer?.startedAt ?? Number.POSITIVE_INFINITY);
     const history = createArrivalHistory(redis, stack.config.queuePrefix, systemClock);
     const total = (s: { perMinute: number[] }) => s.perMinute.reduce((a, b) => a + b, 0);
     expect(total(await history.series('scorer', Date.now() - 600_000, Date.now()))).toBe(48 + 3 + 70);

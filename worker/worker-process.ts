@@ -338,6 +338,7 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
     const previous = this.state;
     if (previous === next || !canTransition(previous, next)) return;
     this.state = next;
+    this.stateSince = this.deps.clock.now();
     this.deps.log.info({ state: next, previous }, 'worker state');
     this.emit('worker:state', next, previous);
     void this.heartbeat?.beat();
@@ -355,6 +356,7 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
       version: this.manifest?.version ?? this.target.version ?? '',
       state: this.state,
       startedAt: this.startedAt,
+      stateSince: this.stateSince,
       rowsPerS: Math.round(rowsPerS * 10) / 10,
       jobsInFlight: this.jobsInFlight,
       batchProfile: this.profile,
@@ -363,6 +365,8 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
   }
 
   private readonly startedAt = Date.now();
+  /** When the worker entered its current state: cold-start timing and the pool view use it. */
+  private stateSince = this.startedAt;
 }
 
 function summarise(p: BatchProfile) {

@@ -98,7 +98,7 @@ export function poolRoutes(deps: PoolRoutesDeps): Hono<AuthEnv> {
   return app;
 }
 
-function workerView(b: HeartbeatPayload & { stateSince?: number }): PoolWorkerView {
+function workerView(b: HeartbeatPayload): PoolWorkerView {
   return {
     id: b.id,
     version: b.version,

@@ -140,10 +140,10 @@ export function createColdStartMeter(redis: ColdStartRedis, ns: string) {
 }
 
 /**
- * When the worker became warm: the heartbeat's `stateSince` when the worker reports one (not in
- * the contract yet), else the beat's own time — a worker beats right after a state change.
+ * When the worker became warm: the heartbeat's `stateSince` (workers report it), else the beat's
+ * own time for an older worker — a worker beats right after a state change.
  */
-function readyAt(b: HeartbeatPayload & { stateSince?: number }): number {
+function readyAt(b: HeartbeatPayload): number {
   return typeof b.stateSince === 'number' ? b.stateSince : b.updatedAt;
 }
 
