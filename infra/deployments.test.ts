@@ -5,7 +5,7 @@
  */
 import type { Redis } from 'ioredis';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { testServices, uniqueId } from '../test/support/services.ts';
+import { redisPrefixes, testServices, uniqueId } from '../test/support/services.ts';
 import {
   applyChange,
   createDeploymentStore,
@@ -19,13 +19,10 @@ import { closeRedis, createRedis } from './redis.ts';
 
 const redis = createRedis(testServices().redisUrl);
 const other = createRedis(testServices().redisUrl); // a second client, as a second API process would be
-const prefixes: string[] = [];
+const prefixes = redisPrefixes(redis);
 
 afterEach(async () => {
-  for (const prefix of prefixes.splice(0)) {
-    const keys = await redis.keys(`${prefix}:*`);
-    if (keys.length > 0) await redis.del(...keys);
-  }
+  await prefixes.cleanup();
 });
 
 afterAll(async () => {
@@ -35,8 +32,7 @@ afterAll(async () => {
 
 let tick = Date.parse('2024-05-01T00:00:00.000Z');
 function newStore(options: { historyLimit?: number; client?: Redis; prefix?: string } = {}): DeploymentStore {
-  const prefix = options.prefix ?? uniqueId('deployments');
-  prefixes.push(prefix);
+  const prefix = options.prefix ? prefixes.track(options.prefix) : prefixes.take('deployments');
   return createDeploymentStore(options.client ?? redis, prefix, { now: () => (tick += 1000), historyLimit: options.historyLimit });
 }
 
@@ -169,7 +165,7 @@ describe('createDeploymentStore', () => {
 
   it('answers 409 to all but one of concurrent writes pinned to the same revision', async () => {
     const store = newStore();
-    const twin = createDeploymentStore(other, prefixes.at(-1) as string);
+    const twin = createDeploymentStore(other, prefixes.last() as string);
     await store.put({ ...base, version: '1' });
     const writes = Array.from({ length: 8 }, (_, i) =>
       (i % 2 === 0 ? store : twin).put({ ...base, version: '1', min: i, max: 10 }, { ifRevision: 1 }).then(
@@ -188,7 +184,7 @@ describe('createDeploymentStore', () => {
 
   it('loses no change when unpinned read-modify-writes race', async () => {
     const store = newStore();
-    const twin = createDeploymentStore(other, prefixes.at(-1) as string);
+    const twin = createDeploymentStore(other, prefixes.last() as string);
     await store.put({ ...base, version: '1', min: 0, max: 100 });
     await Promise.all(
       Array.from({ length: 10 }, (_, i) =>

@@ -1,18 +1,15 @@
 // The result cache on a real Redis: what makes two requests the same entry, and what never does.
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { testServices, uniqueId } from '../test/support/services.ts';
+import { redisPrefixes, testServices } from '../test/support/services.ts';
 import type { OipTensor } from './oip.ts';
 import { closeRedis, createRedis } from './redis.ts';
 import { createResultCache, requestDigest, resultCacheKey, type CacheTarget } from './result-cache.ts';
 
 const redis = createRedis(testServices().redisUrl);
-const prefixes: string[] = [];
+const prefixes = redisPrefixes(redis);
 
 afterEach(async () => {
-  for (const prefix of prefixes.splice(0)) {
-    const keys = await redis.keys(`${prefix}:*`);
-    if (keys.length > 0) await redis.del(...keys);
-  }
+  await prefixes.cleanup();
 });
 
 afterAll(async () => {
@@ -20,9 +17,7 @@ afterAll(async () => {
 });
 
 function newPrefix(): string {
-  const prefix = uniqueId('rc');
-  prefixes.push(prefix);
-  return prefix;
+  return prefixes.take('rc');
 }
 
 const features = (data: number[]): OipTensor => ({ name: 'features', datatype: 'FP32', shape: [1, data.length], data });

@@ -18,11 +18,11 @@ import { ManualClock } from '../infra/clock.ts';
 import { createDeploymentStore, type DeploymentStore } from '../infra/deployments.ts';
 import { EVENTS_STREAM_MAX_LEN, queueName, type JobResult } from '../infra/job-contract.ts';
 import { closeRedis, createRedis } from '../infra/redis.ts';
-import { testServices, uniqueId } from './support/services.ts';
+import { redisPrefixes, testServices } from './support/services.ts';
 
 const redis = createRedis(testServices().redisUrl);
 const second = createRedis(testServices().redisUrl); // as a second guard process would have
-const prefixes: string[] = [];
+const prefixes = redisPrefixes(redis);
 const guards: CanaryGuard[] = [];
 const MODEL = 'scorer';
 const policy: Partial<CanaryPolicy> = {
@@ -37,10 +37,7 @@ const silent = { info() {}, warn() {} };
 
 afterEach(async () => {
   await Promise.all(guards.splice(0).map((g) => g.close()));
-  for (const prefix of prefixes.splice(0)) {
-    const keys = await redis.keys(`${prefix}:*`);
-    if (keys.length > 0) await redis.del(...keys);
-  }
+  await prefixes.cleanup();
 });
 
 afterAll(async () => {
@@ -49,9 +46,7 @@ afterAll(async () => {
 });
 
 function newPrefix(): string {
-  const prefix = uniqueId('canary');
-  prefixes.push(prefix);
-  return prefix;
+  return prefixes.take('canary');
 }
 
 interface Traffic {

@@ -30,7 +30,7 @@ import { forecastArrivals } from '../infra/scaler/forecast.ts';
 import { decide } from '../infra/scaler/policy.ts';
 import { createQueueStats, type QueueStats } from '../infra/scaler/queue-stats.ts';
 import { workerKey, type HeartbeatPayload, type WorkerState } from '../infra/worker-states.ts';
-import { testServices, uniqueId } from './support/services.ts';
+import { redisPrefixes, testServices } from './support/services.ts';
 
 const redis = createRedis(testServices().redisUrl);
 const second = createRedis(testServices().redisUrl); // as a second scaler process would have
@@ -39,14 +39,11 @@ const MODEL = 'scorer';
 const silent = { info() {}, warn() {} };
 
 const cleanups: Array<() => Promise<void>> = [];
-const prefixes: string[] = [];
+const prefixes = redisPrefixes(redis);
 
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-  for (const prefix of prefixes.splice(0)) {
-    const keys = await redis.keys(`${prefix}:*`);
-    if (keys.length > 0) await redis.del(...keys);
-  }
+  await prefixes.cleanup();
 });
 
 afterAll(async () => {
@@ -141,8 +138,7 @@ interface Fixture {
 }
 
 async function fixture(): Promise<Fixture> {
-  const prefix = uniqueId('scaler');
-  prefixes.push(prefix);
+  const prefix = prefixes.take('scaler');
   const clock = new ManualClock(T0);
   const queueStats = createQueueStats({ redis, prefix, clock });
   cleanups.push(() => queueStats.close());

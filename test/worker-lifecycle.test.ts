@@ -5,10 +5,7 @@
  * - SIGTERM: the worker drains — takes no new job, finishes the ones it holds — and exits 0;
  *   the rest wait in the queue for the next worker.
  */
-import { Queue } from 'bullmq';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { queueName } from '../infra/job-contract.ts';
-import { closeRedis, createRedis } from '../infra/redis.ts';
 import { buildMlpModel } from '../scripts/models.ts';
 import { startStack, waitForJob, type TestStack } from './support/stack.ts';
 
@@ -29,35 +26,9 @@ afterAll(async () => {
   await stack?.close();
 });
 
-async function submitMany(model: string, count: number, rows = 1): Promise<string[]> {
-  return Promise.all(
-    Array.from({ length: count }, async (_, i) => {
-      const data = Array.from({ length: rows * F }, (_, k) => Math.cos(i + k));
-      const res = await stack.call(`/v1/models/${model}/jobs`, {
-        method: 'POST',
-        body: JSON.stringify({ inputs: [{ name: 'features', shape: [rows, F], datatype: 'FP32', data }] }),
-      });
-      expect(res.status).toBe(202);
-      return ((await res.json()) as { id: string }).id;
-    }),
-  );
-}
-
-/** BullMQ's own view of the model's queue, to act at the right moment and check the aftermath. */
-async function withQueue<T>(model: string, fn: (queue: Queue) => Promise<T>): Promise<T> {
-  const redis = createRedis(stack.config.redisUrl);
-  const queue = new Queue(queueName(model, '1'), { connection: redis, prefix: stack.config.queuePrefix });
-  try {
-    return await fn(queue);
-  } finally {
-    await queue.close();
-    await closeRedis(redis);
-  }
-}
-
 /** Waits until the worker holds jobs and has finished some: mid-stream, a batch in its pass. */
 function midStream(model: string): Promise<string[]> {
-  return withQueue(model, async (queue) => {
+  return stack.withQueue(model, '1', async (queue) => {
     for (let tries = 0; tries < 6000; tries++) {
       const [active, completed] = await Promise.all([queue.getActive(), queue.getCompletedCount()]);
       if (active.length > 0 && completed > 0) return active.map((j) => j.id as string);
@@ -69,7 +40,7 @@ function midStream(model: string): Promise<string[]> {
 
 it('a worker killed with SIGKILL mid-batch loses no job', async () => {
   // Queue everything first, then start the worker: the kill then lands mid-stream for sure.
-  const ids = await submitMany('slow', 300);
+  const ids = await stack.submitMany('slow', 300, { features: F });
   const first = await stack.startWorker('slow', '1', { INTRA_OP_THREADS: '1' });
   const running = await midStream('slow');
   expect(running.length).toBeGreaterThan(0);
@@ -85,7 +56,7 @@ it('a worker killed with SIGKILL mid-batch loses no job', async () => {
 it('SIGTERM drains: held jobs finish, the worker exits 0, the rest wait for the next worker', async () => {
   // Heavier jobs (8 rows each), all queued before the worker starts, so that plenty are still
   // queued when the signal lands.
-  const ids = await submitMany('slow-drain', 300, 8);
+  const ids = await stack.submitMany('slow-drain', 300, { features: F, rows: 8 });
   const first = await stack.startWorker('slow-drain', '1', { INTRA_OP_THREADS: '1' });
   const held = await midStream('slow-drain');
   expect(held.length).toBeGreaterThan(0);
@@ -93,7 +64,7 @@ it('SIGTERM drains: held jobs finish, the worker exits 0, the rest wait for the 
   const code = await new Promise<number | null>((resolve) => first.once('exit', (c) => resolve(c)));
   expect(code).toBe(0);
 
-  await withQueue('slow-drain', async (queue) => {
+  await stack.withQueue('slow-drain', '1', async (queue) => {
     // Nothing left held by the departed worker, nothing failed, and the jobs it held are done.
     expect(await queue.getActiveCount()).toBe(0);
     expect(await queue.getFailedCount()).toBe(0);

@@ -6,10 +6,9 @@
  * - `drain` behaves as SIGTERM: held jobs finish, the process exits 0, nothing is lost.
  */
 import type { ChildProcess } from 'node:child_process';
-import { Queue } from 'bullmq';
+import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { queueName } from '../infra/job-contract.ts';
 import { closeRedis, createRedis } from '../infra/redis.ts';
 import { controlStateKey, sendControl } from '../infra/worker-control.ts';
 import { listHeartbeats, type HeartbeatPayload } from '../infra/worker-states.ts';
@@ -35,30 +34,6 @@ afterAll(async () => {
   await stack?.close();
   if (redis) await closeRedis(redis);
 });
-
-async function submitMany(model: string, count: number, rows = 1): Promise<string[]> {
-  return Promise.all(
-    Array.from({ length: count }, async (_, i) => {
-      const data = Array.from({ length: rows * F }, (_, k) => Math.sin(i + k));
-      const res = await stack.call(`/v1/models/${model}/jobs`, {
-        method: 'POST',
-        body: JSON.stringify({ inputs: [{ name: 'features', shape: [rows, F], datatype: 'FP32', data }] }),
-      });
-      expect(res.status).toBe(202);
-      return ((await res.json()) as { id: string }).id;
-    }),
-  );
-}
-
-async function withQueue<T>(model: string, fn: (queue: Queue) => Promise<T>): Promise<T> {
-  const queue = new Queue(queueName(model, '1'), { connection: redis.duplicate(), prefix: stack.config.queuePrefix });
-  try {
-    return await fn(queue);
-  } finally {
-    await queue.close();
-    await queue.disconnect();
-  }
-}
 
 async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
@@ -96,7 +71,7 @@ async function heartbeats(child: ChildProcess, count: number): Promise<void> {
 
 /** The ids of the jobs the worker holds once it holds some and has finished some. */
 function midStream(model: string): Promise<string[]> {
-  return withQueue(model, (queue) =>
+  return stack.withQueue(model, '1', (queue) =>
     until('the worker mid-stream', async () => {
       const [active, completed] = await Promise.all([queue.getActive(), queue.getCompletedCount()]);
       return active.length > 0 && completed > 0 ? active.map((j) => j.id as string) : undefined;
@@ -111,13 +86,13 @@ async function counts(queue: Queue) {
 }
 
 it('a standby worker takes no job until activated, then drains the queue', async () => {
-  const ids = await submitMany('sb-idle', 40);
+  const ids = await stack.submitMany('sb-idle', 40, { features: F });
   const worker = await stack.startWorker('sb-idle', '1', { WARMPOOL_START_AS: 'standby', INTRA_OP_THREADS: '1' });
   const beat = await waitForState(worker, 'standby');
   expect(beat.batchProfile).toBeDefined(); // warmed before standing by
 
   await heartbeats(worker, 3);
-  await withQueue('sb-idle', async (queue) => {
+  await stack.withQueue('sb-idle', '1', async (queue) => {
     const c = await counts(queue);
     expect(c.active + c.completed + c.failed).toBe(0);
     expect(c.waiting + c.prioritized).toBe(ids.length);
@@ -128,7 +103,7 @@ it('a standby worker takes no job until activated, then drains the queue', async
   await waitForState(worker, 'active');
   const jobs = await Promise.all(ids.map((id) => waitForJob(stack, id, 120_000)));
   expect(jobs.filter((j) => j.status !== 'succeeded')).toEqual([]);
-  await withQueue('sb-idle', async (queue) => {
+  await stack.withQueue('sb-idle', '1', async (queue) => {
     const done = await queue.getJobs(['completed']);
     expect(done).toHaveLength(ids.length);
     expect(new Set(done.map((j) => j.returnvalue.workerId))).toEqual(new Set([beat.id]));
@@ -136,14 +111,14 @@ it('a standby worker takes no job until activated, then drains the queue', async
 }, 180_000);
 
 it('standby stops fetching while held jobs finish; a SET without publish is caught by the heartbeat', async () => {
-  const ids = await submitMany('sb-pause', 200, 4);
+  const ids = await stack.submitMany('sb-pause', 200, { features: F, rows: 4 });
   const worker = await stack.startWorker('sb-pause', '1', { INTRA_OP_THREADS: '1' });
   const { id } = await waitForState(worker, 'active');
   const held = await midStream('sb-pause');
 
   await sendControl(redis, stack.config.queuePrefix, id, 'standby');
   await waitForState(worker, 'standby');
-  const before = await withQueue('sb-pause', async (queue) => {
+  const before = await stack.withQueue('sb-pause', '1', async (queue) => {
     const c = await counts(queue);
     expect(c.active).toBe(0);
     expect(c.failed).toBe(0);
@@ -152,7 +127,7 @@ it('standby stops fetching while held jobs finish; a SET without publish is caug
     return c;
   });
   await heartbeats(worker, 3);
-  await withQueue('sb-pause', async (queue) => expect(await counts(queue)).toEqual(before));
+  await stack.withQueue('sb-pause', '1', async (queue) => expect(await counts(queue)).toEqual(before));
 
   // The doorbell is lost: only the desired-state key says activate.
   await redis.set(controlStateKey(stack.config.queuePrefix, id), JSON.stringify({ command: 'activate', sentAt: Date.now() }), 'PX', 30_000);
@@ -162,7 +137,7 @@ it('standby stops fetching while held jobs finish; a SET without publish is caug
 }, 180_000);
 
 it('drain finishes the held jobs and exits 0; the rest wait for the next worker', async () => {
-  const ids = await submitMany('sb-drain', 200, 4);
+  const ids = await stack.submitMany('sb-drain', 200, { features: F, rows: 4 });
   const worker = await stack.startWorker('sb-drain', '1', { INTRA_OP_THREADS: '1' });
   const exited = new Promise<number | null>((resolve) => worker.once('exit', (code) => resolve(code)));
   const { id } = await waitForState(worker, 'active');
@@ -170,7 +145,7 @@ it('drain finishes the held jobs and exits 0; the rest wait for the next worker'
 
   await sendControl(redis, stack.config.queuePrefix, id, 'drain');
   expect(await exited).toBe(0);
-  await withQueue('sb-drain', async (queue) => {
+  await stack.withQueue('sb-drain', '1', async (queue) => {
     const c = await counts(queue);
     expect(c.active).toBe(0);
     expect(c.failed).toBe(0);

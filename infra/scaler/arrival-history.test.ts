@@ -5,7 +5,7 @@
  * own prefix and deletes its keys.
  */
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { testServices, uniqueId } from '../../test/support/services.ts';
+import { redisPrefixes, testServices } from '../../test/support/services.ts';
 import { ManualClock } from '../clock.ts';
 import { InvalidInputError } from '../errors.ts';
 import { closeRedis, createRedis } from '../redis.ts';
@@ -14,13 +14,10 @@ import { createArrivalHistory } from './arrival-history.ts';
 const MIN = 60_000;
 const DAY = 86_400_000;
 const redis = createRedis(testServices().redisUrl);
-const prefixes: string[] = [];
+const prefixes = redisPrefixes(redis);
 
 afterEach(async () => {
-  for (const prefix of prefixes.splice(0)) {
-    const keys = await redis.keys(`${prefix}:*`);
-    if (keys.length > 0) await redis.del(...keys);
-  }
+  await prefixes.cleanup();
 });
 
 afterAll(async () => {
@@ -32,8 +29,7 @@ const midnight = Math.floor(Date.now() / DAY) * DAY + DAY;
 const stamp = (ms: number) => new Date(ms).toISOString().slice(0, 10).replaceAll('-', '');
 
 function setup(startAt = midnight - 90_000) {
-  const prefix = uniqueId('arrivals');
-  prefixes.push(prefix);
+  const prefix = prefixes.take('arrivals');
   const clock = new ManualClock(startAt);
   return { prefix, clock, history: createArrivalHistory(redis, prefix, clock) };
 }

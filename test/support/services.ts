@@ -106,3 +106,28 @@ export function testEnv(overrides: Record<string, string> = {}): NodeJS.ProcessE
     ...overrides,
   };
 }
+
+/**
+ * Key prefixes on the test Redis that a suite deletes after each test: `take(label)` hands out a
+ * fresh one (or `track` records one made elsewhere), `cleanup()` — in the suite's afterEach —
+ * deletes every key under the prefixes handed out since the last cleanup.
+ */
+export function redisPrefixes(redis: { keys(pattern: string): Promise<string[]>; del(...keys: string[]): Promise<number> }) {
+  const taken: string[] = [];
+  const track = (prefix: string): string => {
+    taken.push(prefix);
+    return prefix;
+  };
+  return {
+    track,
+    take: (label: string): string => track(uniqueId(label)),
+    /** The prefix handed out last. */
+    last: (): string | undefined => taken.at(-1),
+    async cleanup(): Promise<void> {
+      for (const prefix of taken.splice(0)) {
+        const keys = await redis.keys(`${prefix}:*`);
+        if (keys.length > 0) await redis.del(...keys);
+      }
+    },
+  };
+}

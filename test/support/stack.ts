@@ -3,11 +3,13 @@
  * API served in-process on a free port, workers as real child processes (`warmpool worker`),
  * so a test can SIGKILL one. Everything it starts is stopped by close().
  */
+import { Queue } from 'bullmq';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { startApiServer, type ApiServer } from '../../api/main.ts';
 import { loadConfig, type Config } from '../../infra/config.ts';
 import { createDeploymentStore, type DeploymentStore } from '../../infra/deployments.ts';
+import { queueName } from '../../infra/job-contract.ts';
 import { createLogger } from '../../infra/log.ts';
 import { closeRedis, createRedis } from '../../infra/redis.ts';
 import { createModelRegistry, type ModelRegistry } from '../../infra/registry.ts';
@@ -26,6 +28,13 @@ export interface TestStack {
   /** fetch against the API with tenant-a's key unless told otherwise. */
   call(path: string, init?: RequestInit & { key?: string | null }): Promise<Response>;
   startWorker(model: string, version: string, extraEnv?: Record<string, string>): Promise<ChildProcess>;
+  /**
+   * Submits `count` jobs of `rows` rows of `features` FP32 values each through the API (202
+   * expected; the data is a fixed function of the job index) and returns their ids.
+   */
+  submitMany(model: string, count: number, options: { features: number; rows?: number }): Promise<string[]>;
+  /** BullMQ's own view of a model version's queue, opened for `fn` and closed after. */
+  withQueue<T>(model: string, version: string, fn: (queue: Queue) => Promise<T>): Promise<T>;
   /** Resolves when `count` workers of the model report `state` in their heartbeats. */
   waitForWorkers(model: string, state: string, count?: number, timeoutMs?: number): Promise<void>;
   close(): Promise<void>;
@@ -65,6 +74,29 @@ export async function startStack(overrides: Record<string, string> = {}): Promis
       });
       children.push(child);
       return child;
+    },
+    submitMany(model, count, { features, rows = 1 }) {
+      return Promise.all(
+        Array.from({ length: count }, async (_, i) => {
+          const data = Array.from({ length: rows * features }, (_, k) => Math.sin(i + k));
+          const res = await stack.call(`/v1/models/${model}/jobs`, {
+            method: 'POST',
+            body: JSON.stringify({ inputs: [{ name: 'features', shape: [rows, features], datatype: 'FP32', data }] }),
+          });
+          if (res.status !== 202) throw new Error(`submit to ${model} answered ${res.status}: ${await res.text()}`);
+          return ((await res.json()) as { id: string }).id;
+        }),
+      );
+    },
+    async withQueue(model, version, fn) {
+      const connection = createRedis(config.redisUrl);
+      const queue = new Queue(queueName(model, version), { connection, prefix: config.queuePrefix });
+      try {
+        return await fn(queue);
+      } finally {
+        await queue.close();
+        await closeRedis(connection);
+      }
     },
     async waitForWorkers(model, state, count = 1, timeoutMs = 60_000) {
       const deadline = Date.now() + timeoutMs;
