@@ -19,9 +19,7 @@ import { Queue } from 'bullmq';
 import * as ort from 'onnxruntime-node';
 import { systemClock } from '../infra/clock.ts';
 import { loadConfig } from '../infra/config.ts';
-import { freePort } from '../infra/dev/free-port.ts';
-import { ensureRedisServer, startRedisServer } from '../infra/dev/redis-server.ts';
-import { startS3Server } from '../infra/dev/s3-server.ts';
+import { startEmbeddedServices } from '../infra/dev/embedded-services.ts';
 import { EVENTS_STREAM_MAX_LEN, queueName, type JobData, type JobResult } from '../infra/job-contract.ts';
 import { closeAll } from '../infra/lifecycle.ts';
 import { createLogger } from '../infra/log.ts';
@@ -148,22 +146,7 @@ async function benchServices(dir: string, closers: Array<[string, () => Promise<
     QUEUE_PREFIX: `bench${Date.now()}`,
     S3_PREFIX: `bench-${Date.now()}`,
   };
-  if (!env.REDIS_URL) {
-    const binary = await ensureRedisServer({ install: 'auto', log: (l) => process.stdout.write(`${l}\n`) });
-    const redis = await startRedisServer({ binary, dir: path.join(dir, 'redis'), port: await freePort() });
-    closers.push(['redis', () => redis.close()]);
-    env.REDIS_URL = redis.url;
-  }
-  if (!env.S3_ENDPOINT) {
-    const s3 = await startS3Server({ directory: path.join(dir, 's3'), buckets: ['warmpool'] });
-    closers.push(['s3', () => s3.close()]);
-    Object.assign(env, {
-      S3_ENDPOINT: s3.endpoint,
-      S3_BUCKET: 'warmpool',
-      AWS_ACCESS_KEY_ID: s3.accessKeyId,
-      AWS_SECRET_ACCESS_KEY: s3.secretAccessKey,
-    });
-  }
+  await startEmbeddedServices(env, { dir, log: (line) => process.stdout.write(`${line}\n`), closers });
   env.MODEL_CACHE_DIR = path.join(dir, 'cache');
   return env;
 }

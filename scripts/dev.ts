@@ -17,9 +17,8 @@ import { startDispatcher } from '../api/webhooks/main.ts';
 import { systemClock } from '../infra/clock.ts';
 import { loadConfig } from '../infra/config.ts';
 import { createDeploymentStore } from '../infra/deployments.ts';
-import { freePort } from '../infra/dev/free-port.ts';
-import { ensureRedisServer, startRedisServer } from '../infra/dev/redis-server.ts';
-import { startS3Server } from '../infra/dev/s3-server.ts';
+import { startEmbeddedServices } from '../infra/dev/embedded-services.ts';
+import { freePort, isPortOpen } from '../infra/dev/free-port.ts';
 import { NotFoundError } from '../infra/errors.ts';
 import { closeAll, onShutdownSignals } from '../infra/lifecycle.ts';
 import { createLogger } from '../infra/log.ts';
@@ -43,23 +42,8 @@ export async function devMain(_args: string[]): Promise<number> {
   const closers: Array<[string, () => Promise<void> | void]> = [];
   const shutdown = () => closeAll([...closers].reverse());
   try {
-    if (!env.REDIS_URL) {
-      const binary = await ensureRedisServer({ install: 'auto', log: say });
-      const port = (await isFree(6379)) ? 6379 : await freePort();
-      const redis = await startRedisServer({ binary, dir: path.resolve(STATE_DIR, 'redis'), port });
-      closers.push(['redis-server', () => redis.close()]);
-      env.REDIS_URL = redis.url;
-      say(`redis    ${redis.url} (redis-server, data in ${STATE_DIR}/redis)`);
-    }
-    if (!env.S3_ENDPOINT) {
-      const s3 = await startS3Server({ directory: path.resolve(STATE_DIR, 's3'), buckets: [env.S3_BUCKET ?? 'warmpool'] });
-      closers.push(['s3-server', () => s3.close()]);
-      env.S3_ENDPOINT = s3.endpoint;
-      env.AWS_ACCESS_KEY_ID ??= s3.accessKeyId;
-      env.AWS_SECRET_ACCESS_KEY ??= s3.secretAccessKey;
-      say(`s3       ${s3.endpoint} (embedded, data in ${STATE_DIR}/s3)`);
-    }
-    if (!env.PORT && !(await isFree(8080))) env.PORT = String(await freePort());
+    await startEmbeddedServices(env, { dir: STATE_DIR, preferredRedisPort: 6379, log: say, closers });
+    if (!env.PORT && (await isPortOpen(8080))) env.PORT = String(await freePort());
     if (!env.API_KEYS) {
       env.API_KEYS = `dev:${devKey()}`;
       env.ADMIN_TENANTS ??= 'dev';
@@ -227,13 +211,4 @@ function demoCurl(url: string, key: string): string {
     `  curl -s ${url}/v1/models/${DEMO_MODEL.name}/jobs -H 'Authorization: Bearer ${key}' -H 'Content-Type: application/json' -d '${body}'`,
     `  curl -s ${url}/v1/jobs/<id> -H 'Authorization: Bearer ${key}'`,
   ].join('\n');
-}
-
-async function isFree(port: number): Promise<boolean> {
-  const net = await import('node:net');
-  return new Promise((resolve) => {
-    const server = net.createServer();
-    server.once('error', () => resolve(false));
-    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
-  });
 }
