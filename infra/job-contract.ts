@@ -3,6 +3,7 @@
  * deployed model version, named here and nowhere else; job data carries OIP tensors; the
  * result stored on the job carries OIP outputs and timings.
  */
+import type { BulkChunkSpec, BulkPartResult } from './bulk/contract.ts';
 import type { OipRequestedOutput, OipTensor } from './oip.ts';
 
 /** BullMQ forbids ':' in queue names; model and version patterns (manifest.ts) exclude it too. */
@@ -19,6 +20,12 @@ export const EVENTS_STREAM_MAX_LEN = 100_000;
 
 export const PRIORITIES = { high: 1, normal: 5, low: 10 } as const;
 export type Priority = keyof typeof PRIORITIES;
+/**
+ * Bulk run chunks (infra/bulk) queue behind every online priority so online jobs go first and
+ * bulk fills the troughs; a run that would miss its deadline is raised to `urgent`, level with
+ * `normal` online traffic (never ahead of it).
+ */
+export const BULK_PRIORITIES = { bulk: 100, urgent: PRIORITIES.normal } as const;
 
 export interface JobData {
   tenant: string;
@@ -36,6 +43,8 @@ export interface JobData {
   timeoutMs?: number;
   /** The request opted out of the result cache (infra/result-cache.ts): the worker stores nothing for it. */
   cache?: false;
+  /** A bulk run's chunk: the worker writes the scored rows to S3 and returns `part` instead of outputs. */
+  bulk?: BulkChunkSpec;
   submittedAt: number;
 }
 
@@ -62,6 +71,8 @@ export interface JobResult {
   timings: JobTimings;
   /** The worker that ran it, for tracing. */
   workerId: string;
+  /** Bulk chunk jobs: the part written (outputs is then empty). */
+  part?: BulkPartResult;
 }
 
 export type JobStatus = 'queued' | 'running' | 'succeeded' | 'failed' | 'canceled';
