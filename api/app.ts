@@ -13,6 +13,7 @@ import { routePath } from 'hono/route';
 import type { Redis } from 'ioredis';
 import type { Registry } from 'prom-client';
 import type { CanaryPolicy } from '../infra/canary/index.ts';
+import type { BulkRuns } from '../infra/bulk/contract.ts';
 import type { ApiKey } from '../infra/config.ts';
 import type { Backlog } from '../infra/scaler/contracts.ts';
 import { InvalidInputError } from '../infra/errors.ts';
@@ -23,6 +24,7 @@ import { errorBody, errorHandler, notFoundHandler, type ErrorLog } from './error
 import { openApiRoutes } from './openapi/routes.ts';
 import type { Clock, DeploymentLookup, JobQueue, ModelCatalog } from './ports.ts';
 import { rateLimit, type RateLimitSettings } from './rate-limit.ts';
+import { bulkRunRoutes } from './routes/bulk-runs.ts';
 import { canaryRoutes } from './routes/canary.ts';
 import { deploymentRoutes } from './routes/deployments.ts';
 import { poolRoutes } from './routes/pool.ts';
@@ -45,6 +47,8 @@ export interface AppDeps {
   apiKeys: readonly ApiKey[];
   /** Webhook secrets and deliveries (api/webhooks) and canary status; absent without it. */
   webhooks?: { redis: Redis; prefix: string };
+  /** Bulk scoring runs (infra/bulk): `/v1/bulk-runs`; api/main.ts always wires it, absent = no such routes. */
+  bulkRuns?: BulkRuns;
   /** Per-minute arrival history the scaler forecasts from (infra/scaler/arrival-history.ts). */
   arrivals?: { recordArrival(model: string, count?: number): Promise<void> };
   /** The pool view (`GET /v1/pool`): a deployment's queues summed over its versions. */
@@ -134,6 +138,9 @@ export function createApp(deps: AppDeps): Hono<AuthEnv> {
   app.route('/', jobRoutes(useCaseDeps));
   app.route('/', jobEventRoutes({ jobs: deps.jobs, clock: deps.clock, heartbeatMs: deps.sseHeartbeatMs ?? 15_000, log: deps.log }));
   app.route('/', oipRoutes(useCaseDeps));
+  if (deps.bulkRuns) {
+    app.route('/', bulkRunRoutes({ bulkRuns: deps.bulkRuns, webhookAllowedPrivateHosts: useCaseDeps.webhookAllowedPrivateHosts }));
+  }
   // Reading deployments is for every tenant; changing one changes every tenant's jobs.
   app.use('/v1/deployments/*', adminOnly(deps.adminTenants ?? []));
   app.route('/', deploymentRoutes({ deployments: deps.deployments, catalog: deps.catalog }));

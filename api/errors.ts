@@ -5,6 +5,10 @@
 import type { Context } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { InvalidInputError, NotFoundError, OverloadedError, UnauthorizedError } from '../infra/errors.ts';
+import { isUnavailableError } from '../infra/redis.ts';
+
+/** Retry-After of a 503 `unavailable`: about what a Redis restart or failover takes. */
+export const UNAVAILABLE_RETRY_AFTER_S = 2;
 
 /** The slice of a pino logger the API uses. */
 export interface ErrorLog {
@@ -21,6 +25,7 @@ export function errorBody(code: string, message: string, extra: Record<string, u
 
 export function errorHandler(log: ErrorLog | undefined) {
   return (err: Error, c: Context): Response => {
+    closeIfBodyUnread(c);
     if (err instanceof InvalidInputError || err instanceof NotFoundError) {
       return c.json(errorBody(err.code, err.message), err.status as ContentfulStatusCode);
     }
@@ -32,12 +37,38 @@ export function errorHandler(log: ErrorLog | undefined) {
       c.header('WWW-Authenticate', 'Bearer');
       return c.json(errorBody(err.code, err.message), 401);
     }
+    if (isUnavailableError(err)) {
+      // Redis (or S3) is down or restarting; the API's Redis connections fail fast
+      // (infra/redis.ts). No 202 was given, so the caller retries (with the same
+      // Idempotency-Key, a job a cut-off request did create is not created twice). An outage,
+      // not a bug: no stack in the log.
+      log?.error({ err: err.message, method: c.req.method, path: c.req.path }, 'backing store unavailable');
+      c.header('Retry-After', String(UNAVAILABLE_RETRY_AFTER_S));
+      return c.json(
+        errorBody('unavailable', 'a backing store (Redis or S3) is unreachable; retry shortly', {
+          retry_after_s: UNAVAILABLE_RETRY_AFTER_S,
+        }),
+        503,
+      );
+    }
     // Anything else is ours, not the caller's: log it whole, answer without internals.
     log?.error({ err, method: c.req.method, path: c.req.path }, 'request failed');
     return c.json(errorBody('internal', 'internal error; the server has logged it'), 500);
   };
 }
 
+/**
+ * An error answered before the request body was read (auth, an unknown route) leaves the
+ * body's bytes on the connection; the server drains them only briefly before dropping the
+ * socket, and a client that reuses it meanwhile sees its *next* request fail ("other side
+ * closed"), found by the chaos suite's fuzzer. `Connection: close` tells the client not to.
+ */
+function closeIfBodyUnread(c: Context): void {
+  const raw = c.req.raw;
+  if (raw.body !== null && !raw.bodyUsed) c.header('Connection', 'close');
+}
+
 export function notFoundHandler(c: Context): Response {
+  closeIfBodyUnread(c);
   return c.json(errorBody('route_not_found', `no route for ${c.req.method} ${c.req.path}`), 404);
 }

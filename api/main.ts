@@ -5,6 +5,7 @@
 import { serve } from '@hono/node-server';
 import type { AddressInfo } from 'node:net';
 import { Registry } from 'prom-client';
+import { createBulkRuns } from '../infra/bulk/bulk-runs.ts';
 import { createBullJobQueue, type BullJobQueue } from '../infra/bullmq-job-queue.ts';
 import { systemClock, type Clock } from '../infra/clock.ts';
 import type { Config } from '../infra/config.ts';
@@ -17,10 +18,14 @@ import { cacheManifests } from '../infra/manifest-cache.ts';
 import { closeAll, onShutdownSignals } from '../infra/lifecycle.ts';
 import { createLogger, type Logger } from '../infra/log.ts';
 import { createApiMetrics, readMetricsSnapshots, renderClusterMetrics } from '../infra/metrics.ts';
-import { closeRedis, createRedis } from '../infra/redis.ts';
+import { closeRedis, createRedis, FAIL_FAST_REDIS_OPTIONS } from '../infra/redis.ts';
 import { createModelRegistry } from '../infra/registry.ts';
 import { createS3ObjectStore } from '../infra/s3-object-store.ts';
 import { createApp, type AppDeps } from './app.ts';
+import { answerParseErrorsAsJson } from './client-errors.ts';
+import { createBulkWiring } from './bulk-deps.ts';
+import { createBulkNotifier } from './webhooks/bulk-notifier.ts';
+import { createDeliveryStore } from './webhooks/delivery-store.ts';
 
 export interface ApiServer {
   url: string;
@@ -47,12 +52,14 @@ export function createApiRuntime(config: Config, log: Logger, overrides: ApiOver
   const { enabled: _guardRunsElsewhere, tickMs: _tick, ...canaryPolicy } = config.canary;
   if (config.api.apiKeys.length === 0) log.warn('API_KEYS is empty: every authenticated route will answer 401');
   const redisError = (err: Error) => log.warn({ err: err.message }, 'redis connection error');
-  const redis = createRedis(config.redisUrl, {}, redisError);
+  // Fail fast while Redis is down: a request answers 503 at once instead of hanging (infra/redis.ts).
+  const redis = createRedis(config.redisUrl, FAIL_FAST_REDIS_OPTIONS, redisError);
   const store = createS3ObjectStore(config.s3);
   const registry = createModelRegistry({ store, prefix: config.s3.prefix });
   const deployments = createDeploymentStore(redis, config.queuePrefix);
   const jobs = createBullJobQueue({
     connection: config.redisUrl,
+    redisOptions: FAIL_FAST_REDIS_OPTIONS,
     prefix: config.queuePrefix,
     retentionS: config.jobs.retentionS,
     attempts: config.jobs.attempts,
@@ -62,9 +69,19 @@ export function createApiRuntime(config: Config, log: Logger, overrides: ApiOver
   const queueStats = createQueueStats({ redis, prefix: config.queuePrefix, clock });
   const metricsRegistry = new Registry();
   const apiMetrics = createApiMetrics(metricsRegistry);
+  const catalog = overrides.deps?.catalog ?? cacheManifests(registry, { clock });
+  // The API starts, reads and cancels runs; the dispatcher's supervisor drives them. A cancel's
+  // webhook event is stored from here, for the dispatcher to deliver.
+  const bulk = createBulkWiring(config, {
+    redis,
+    log: log.child({ component: 'bulk' }),
+    clock,
+    getManifest: (model, version) => catalog.getManifest(model, version),
+    notify: createBulkNotifier({ store: createDeliveryStore(redis, config.queuePrefix), clock }),
+  });
   const app = createApp({
     jobs,
-    catalog: cacheManifests(registry, { clock }),
+    catalog,
     deployments,
     apiKeys: config.api.apiKeys,
     metrics: {
@@ -81,6 +98,7 @@ export function createApiRuntime(config: Config, log: Logger, overrides: ApiOver
     webhooks: { redis, prefix: config.queuePrefix },
     adminTenants: config.api.adminTenants,
     arrivals: createArrivalHistory(redis, config.queuePrefix, clock),
+    bulkRuns: createBulkRuns(bulk.deps),
     backlog: (target) => queueStats.backlog(target),
     canary: { policy: canaryPolicy, tickMs: config.canary.tickMs },
     ready: async () => redis.status === 'ready',
@@ -97,6 +115,7 @@ export function createApiRuntime(config: Config, log: Logger, overrides: ApiOver
         ['queue-stats', () => queueStats.close()],
         ['redis', () => closeRedis(redis)],
         ['s3', () => store.close()],
+        ['bulk-s3', () => bulk.close()],
       ]);
       return closing;
     },
@@ -108,6 +127,7 @@ export async function startApiServer(config: Config, log: Logger, overrides: Api
   const server = await new Promise<ReturnType<typeof serve>>((resolve) => {
     const s = serve({ fetch: app.fetch, hostname: config.api.host, port: config.api.port }, () => resolve(s));
   });
+  answerParseErrorsAsJson(server);
   const { port } = server.address() as AddressInfo;
   const host = config.api.host === '0.0.0.0' ? '127.0.0.1' : config.api.host;
   let closing: Promise<void> | undefined;

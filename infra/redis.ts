@@ -15,6 +15,57 @@ export function createRedis(url: string, options: RedisOptions = {}, onError: (e
   return redis;
 }
 
+/**
+ * Options for a connection that answers on a request's path (the API's): while Redis is
+ * unreachable a command fails at once instead of waiting in ioredis' offline queue until
+ * Redis returns. Without them a submission made during an outage hangs for as long as the
+ * outage lasts, and is then carried out after its client has given up (a job nobody was told
+ * about). Never for BullMQ Workers or QueueEvents: their blocking reads must wait out outages.
+ *
+ * - enableOfflineQueue false: no queueing while disconnected or reconnecting;
+ * - maxRetriesPerRequest 0: a command already sent when the connection drops is failed, not
+ *   resent after the reconnect (its effect is unknown: the caller's 503 says "retry");
+ * - commandTimeout: a Redis that accepts connections but does not answer (paused, swapping)
+ *   fails the command after this long instead of holding the request.
+ */
+export const FAIL_FAST_REDIS_OPTIONS: Readonly<RedisOptions> = {
+  enableOfflineQueue: false,
+  maxRetriesPerRequest: 0,
+  commandTimeout: 5_000,
+};
+
+/** Options for a blocking connection (BullMQ QueueEvents/Worker) derived from a fail-fast one's. */
+export function blockingOptions(options: RedisOptions): RedisOptions {
+  return { ...options, enableOfflineQueue: true, maxRetriesPerRequest: null, commandTimeout: undefined };
+}
+
+const UNAVAILABLE_MESSAGES = [
+  /Stream isn't writeable/i,
+  /Connection is closed/i,
+  /Command timed out/i,
+  /max retries per request/i,
+  // Replies of a Redis that is up but cannot serve yet (loading its AOF after a restart) or now.
+  /^(LOADING|BUSY|MASTERDOWN|TRYAGAIN|CLUSTERDOWN|READONLY)\b/,
+];
+const UNAVAILABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ENOTCONN', 'EHOSTUNREACH']);
+
+/**
+ * True when `err` (or one of its causes) says Redis could not be reached or could not serve,
+ * rather than that the command was wrong: the API answers 503 `unavailable` with Retry-After.
+ * The connection codes (ECONNREFUSED, …) are matched on any cause, so a store reached over
+ * TCP that is down (S3: the registry behind GET /v1/models) is answered the same way.
+ */
+export function isUnavailableError(err: unknown): boolean {
+  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+    if (e.name === 'MaxRetriesPerRequestError') return true;
+    const code = (e as NodeJS.ErrnoException).code;
+    if (typeof code === 'string' && UNAVAILABLE_CODES.has(code)) return true;
+    if (UNAVAILABLE_MESSAGES.some((re) => re.test(e instanceof Error ? e.message : ''))) return true;
+    if (e instanceof AggregateError && e.errors.some(isUnavailableError)) return true;
+  }
+  return false;
+}
+
 /** Closes politely (QUIT), falling back to disconnect when the server is already gone. */
 export async function closeRedis(redis: Redis): Promise<void> {
   if (redis.status === 'end') return;

@@ -24,6 +24,11 @@ Usage:
   warmpool deployments                      list deployments
   warmpool simulate --trace FILE.csv [--scale X] [--policy FILE.json] [--slo-ms N] [--cold-start-s N]
                     [--worker-rps N] [--out DIR]   replay arrivals through the scaler's policy and baselines
+  warmpool bulk run --model M [--version V] --input s3://bucket/in/ --output s3://bucket/out/
+                    [--format jsonl|csv] [--chunk-rows N] [--deadline HH:MM|ISO] [--webhook URL]
+                    [--run-id ID] [--max-bad-rows N] [--tenant T]
+                                            score every row under a prefix into parts; resumable by --run-id
+  warmpool bulk status ID | bulk cancel ID  a bulk run's progress, or cancel it
   warmpool bench [--quick] [--json FILE]    micro-batched vs one-job-per-run, measured side by side
 
 Configuration comes from environment variables (see README), validated at start.`;
@@ -56,6 +61,8 @@ export async function main(argv: string[]): Promise<number> {
         return await (await import('./commands/deploy.ts')).deployMain(command, args, config());
       case 'rollback':
         return await (await import('./commands/deploy.ts')).rollbackMain(args, config());
+      case 'bulk':
+        return await (await import('./commands/bulk.ts')).bulkMain(args, config());
       case 'simulate':
         return await (await import('./commands/simulate.ts')).simulateMain(args);
       case 'bench':

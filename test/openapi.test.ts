@@ -19,6 +19,7 @@ import { DEMO_MODEL, demoRow, OPERATIONS, type OperationExample, type OperationS
 import { openApiRoutes } from '../api/openapi/routes.ts';
 import { EventStream, JobResource } from '../api/openapi/schemas.ts';
 import { createLogger } from '../infra/log.ts';
+import { createS3ObjectStore } from '../infra/s3-object-store.ts';
 import { buildMlpModel } from '../scripts/models.ts';
 import { KEY_A, startStack, waitForJob, type TestStack } from './support/stack.ts';
 
@@ -169,6 +170,28 @@ describe('(b) examples and responses against the real API', () => {
     expect(status.current?.canaries).toHaveLength(1);
   });
 
+  it('bulk runs: start, resume, read, cancel', async () => {
+    const s3 = createS3ObjectStore(stack.config.s3);
+    const root = `${stack.config.s3.prefix}/openapi-bulk/`;
+    const url = (prefix: string) => `s3://${stack.config.s3.bucket}/${root}${prefix}`;
+    try {
+      const rows = [1, 2].map((n) => JSON.stringify({ id: `r${n}`, features: demoRow(n) }));
+      await s3.put(`${root}in/rows.jsonl`, `${rows.join('\n')}\n`);
+      // IDLE_MODEL has no worker: the run stays running until canceled.
+      const body = { model: IDLE_MODEL, version: '1', input: url('in/'), output: url('out/'), runId: 'openapi-bulk-1' };
+      const started = await send(op('startBulkRun'), { body, status: 202 });
+      const { id } = (await expectDocumented(op('startBulkRun'), started, 202)) as { id: string };
+      await expectDocumented(op('startBulkRun'), await send(op('startBulkRun'), { body, status: 200 }), 200);
+      await expectDocumented(op('getBulkRun'), await send(op('getBulkRun'), { params: { id }, status: 200 }), 200);
+      const cancel = await send(op('cancelBulkRun'), { params: { id }, status: 200 });
+      expect(((await expectDocumented(op('cancelBulkRun'), cancel, 200)) as Json).status).toBe('canceled');
+      const conflict = await send(op('startBulkRun'), { body: { ...body, chunkRows: 7 }, status: 409 });
+      await expectError(op('startBulkRun'), conflict, 409, 'run_conflict');
+    } finally {
+      s3.close();
+    }
+  });
+
   // Bad requests: each answer's status must be documented for its route, with its code.
   const errorCases: Array<[string, string, OperationExample & { contentType?: string }, string]> = [
     ['submit: not an object', 'submitJob', { params: { model: DEMO_MODEL }, body: [1], status: 400 }, 'invalid_body'],
@@ -196,6 +219,22 @@ describe('(b) examples and responses against the real API', () => {
       'submitJob',
       { params: { model: DEMO_MODEL }, headers: { 'Idempotency-Key': 'openapi-example-1' }, body: { inputs: [oneRow()] }, status: 409 },
       'idempotency_key_reused',
+    ],
+    ['bulk: unknown run', 'getBulkRun', { params: { id: 'no-such-run' }, status: 404 }, 'bulk_run_not_found'],
+    [
+      'bulk: chunkRows 0',
+      'startBulkRun',
+      { body: { model: DEMO_MODEL, input: 's3://bucket/in/', output: 's3://bucket/out/', chunkRows: 0 }, status: 400 },
+      'invalid_bulk_run',
+    ],
+    [
+      'bulk: blocked webhook',
+      'startBulkRun',
+      {
+        body: { model: DEMO_MODEL, input: 's3://bucket/in/', output: 's3://bucket/out/', webhook: { url: 'http://169.254.169.254/' } },
+        status: 422,
+      },
+      'webhook_url_blocked',
     ],
     ['read: unknown job', 'getJob', { params: { id: 'job_unknown' }, status: 404 }, 'job_not_found'],
     ['events: unknown job', 'jobEvents', { params: { id: 'job_unknown' }, status: 404 }, 'job_not_found'],

@@ -25,6 +25,7 @@ import type { OipTensor } from '../infra/oip.ts';
 import { validateInferRequest } from '../infra/oip-validate.ts';
 import type { ResultCache } from '../infra/result-cache.ts';
 import type { Batcher } from './batcher.ts';
+import type { BulkPartWriter } from './bulk-part.ts';
 import type { Slice, SliceResult } from './batch-runner.ts';
 import { EngineRejectedError, type EngineTensor } from './engine/engine.ts';
 import { concatRows, engineToOip, oipToEngine, sliceRows } from './engine/tensor-codec.ts';
@@ -45,6 +46,8 @@ export interface IntakeOptions {
   workerId: string;
   /** Where successful results are stored for repeats; no caching when absent. */
   results?: Pick<ResultCache, 'put'>;
+  /** Writes a bulk chunk's part (worker/bulk-part.ts); bulk chunk jobs fail (and retry) without it. */
+  writePart?: BulkPartWriter;
   /** A result that could not be stored (the job still succeeds). */
   onCacheError?: (err: unknown) => void;
   onJobDone?: (e: { outcome: 'succeeded' | 'failed' | 'retry'; queueMs: number; rows: number }) => void;
@@ -62,6 +65,14 @@ export function createIntake(options: IntakeOptions): Worker<JobData, JobResult>
     }
     try {
       const result = await runJob(job.data, options, queueMs);
+      const bulk = job.data.bulk;
+      if (bulk) {
+        // A bulk chunk's rows go to S3 as its part; the job carries only where (and no cache entry).
+        if (!options.writePart) throw new Error('this worker has no object store for bulk parts');
+        const part = await options.writePart(bulk, result.result.outputs);
+        options.onJobDone?.({ outcome: 'succeeded', queueMs, rows: result.rows });
+        return { ...result.result, outputs: [], part };
+      }
       await remember(job.data, result.result, options);
       options.onJobDone?.({ outcome: 'succeeded', queueMs, rows: result.rows });
       return result.result;

@@ -14,6 +14,7 @@ import { onShutdownSignals } from '../infra/lifecycle.ts';
 import { createLogger } from '../infra/log.ts';
 import { createRedis } from '../infra/redis.ts';
 import { createModelRegistry } from '../infra/registry.ts';
+import { createStoreFactory } from '../infra/bulk/store-factory.ts';
 import { createS3ObjectStore } from '../infra/s3-object-store.ts';
 import { createThreadEngine } from './engine/thread-engine.ts';
 import { WarmpoolWorker } from './worker-process.ts';
@@ -35,6 +36,8 @@ export async function workerMain(args: string[], config: Config, env: NodeJS.Pro
   }
   const log = createLogger(config.logLevel, { role: 'worker', model: values.model });
   const store = createS3ObjectStore(config.s3);
+  // Bulk chunks write their parts to the run's output bucket, which may not be the registry's.
+  const bulkStores = createStoreFactory(config.s3);
   const worker = new WarmpoolWorker(
     {
       config,
@@ -43,6 +46,7 @@ export async function workerMain(args: string[], config: Config, env: NodeJS.Pro
       engine: createThreadEngine(),
       clock: systemClock,
       log,
+      storeFor: bulkStores.storeFor,
     },
     { model: values.model, ...(values.version ? { version: values.version } : {}) },
     { startAs },
@@ -67,6 +71,7 @@ export async function workerMain(args: string[], config: Config, env: NodeJS.Pro
     log.error({ err }, 'worker failed to start');
     await worker.close();
     store.close();
+    bulkStores.close();
     return 1;
   }
   const code = await Promise.race([
@@ -78,6 +83,7 @@ export async function workerMain(args: string[], config: Config, env: NodeJS.Pro
     }),
   ]);
   store.close();
+  bulkStores.close();
   return code;
 }
 

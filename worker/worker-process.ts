@@ -29,6 +29,7 @@ import { TypedEmitter } from '../infra/events.ts';
 import type { JobData, JobResult } from '../infra/job-contract.ts';
 import type { Logger } from '../infra/log.ts';
 import type { ModelManifest } from '../infra/manifest.ts';
+import type { ObjectStore } from '../infra/object-store.ts';
 import { createWorkerMetrics, publishMetricsSnapshot } from '../infra/metrics.ts';
 import { closeRedis } from '../infra/redis.ts';
 import { createResultCache } from '../infra/result-cache.ts';
@@ -41,8 +42,10 @@ import { createBatchRunner, type BatchEvent, type Slice, type SliceResult } from
 import { createControlListener, type ControlListener } from './control.ts';
 import { EngineRejectedError, type InferenceEngine } from './engine/engine.ts';
 import { startHeartbeat, type Heartbeat } from './heartbeat.ts';
+import { createBulkPartWriter } from './bulk-part.ts';
 import { createIntake } from './intake.ts';
 import { createModelCache } from './model-cache.ts';
+import { withStartBackoff } from './start-backoff.ts';
 import { runWarmup, type BatchProfile } from './warmup.ts';
 
 export interface WorkerEvents extends Record<string, unknown[]> {
@@ -59,6 +62,8 @@ export interface WorkerDeps {
   engine: InferenceEngine;
   clock: Clock;
   log: Logger;
+  /** Object stores by bucket, for bulk chunks' parts; without it bulk chunk jobs fail and retry. */
+  storeFor?: (bucket: string) => ObjectStore;
 }
 
 export interface WorkerTarget {
@@ -88,6 +93,8 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
   private lastBeatAt: number;
   private jobsInFlight = 0;
   private error?: string;
+  /** Aborted by close(): ends a start-up retry wait at once. */
+  private readonly stopStarting = new AbortController();
   private closing?: Promise<void>;
   private lost?: (err: Error) => void;
   private control?: ControlListener;
@@ -176,10 +183,7 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
   private async phases(): Promise<void> {
     const { config, registry, engine, log } = this.deps;
     this.setState('downloading');
-    const manifest = await registry.getManifest(this.target.model, this.target.version);
-    this.manifest = manifest;
-    const cache = createModelCache({ dir: config.worker.modelCacheDir, registry });
-    const cached = await cache.ensure(manifest);
+    const { manifest, cached } = await this.download();
     if (this.closing) return;
 
     this.setState('loading');
@@ -208,6 +212,35 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
     this.startServing(manifest, this.profile);
     this.desired ??= this.startOptions.startAs === 'standby' ? 'standby' : 'activate';
     await this.steer();
+  }
+
+  /**
+   * Manifest and weights into the disk cache. While the registry is unreachable the worker stays
+   * `downloading` and retries with back-off (worker/start-backoff.ts); each retry is logged and
+   * shown in the heartbeat's `error` until an attempt succeeds. A drain ends the wait.
+   */
+  private async download() {
+    const { config, registry, clock, log } = this.deps;
+    const cache = createModelCache({ dir: config.worker.modelCacheDir, registry });
+    const result = await withStartBackoff(
+      async () => {
+        const manifest = await registry.getManifest(this.target.model, this.target.version);
+        this.manifest = manifest;
+        return { manifest, cached: await cache.ensure(manifest) };
+      },
+      {
+        clock,
+        signal: this.stopStarting.signal,
+        onRetry: ({ attempt, delayMs, error }) => {
+          const reason = error instanceof Error ? error.message : String(error);
+          this.error = `model download attempt ${attempt} failed, retrying in ${delayMs} ms: ${reason}`;
+          log.warn({ attempt, delayMs, err: reason }, 'model download failed; retrying');
+          void this.heartbeat?.beat();
+        },
+      },
+    );
+    this.error = undefined;
+    return result;
   }
 
   private onControl(command: ControlCommand): void {
@@ -295,6 +328,7 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
         ttlS: config.worker.resultCacheTtlS,
         maxBytes: config.worker.resultCacheMaxBytes,
       }),
+      ...(this.deps.storeFor ? { writePart: createBulkPartWriter(this.deps.storeFor) } : {}),
       onCacheError: (err) => this.deps.log.warn({ err }, 'result not cached'),
       onJobDone: (e) => {
         metrics.jobsProcessed.inc({ ...labels, outcome: e.outcome });
@@ -313,6 +347,7 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
 
   /** Drains: stop taking jobs, finish the ones held, release the engine. Idempotent. */
   close(): Promise<void> {
+    this.stopStarting.abort();
     this.closing ??= this.drain();
     return this.closing;
   }

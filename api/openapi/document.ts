@@ -34,6 +34,7 @@ const TAG_DESCRIPTIONS: Record<string, string> = {
   Jobs: 'Async inference: submit, poll or stream, cancel. Results are kept for JOB_RETENTION_S.',
   'Inference (Open Inference Protocol)': 'KServe v2 / Open Inference Protocol: sync inference, model metadata and readiness.',
   'Models and deployments': 'What the registry holds, and which versions serve each model (traffic split, pool bounds, backlog bound).',
+  'Bulk runs': 'Score every row under an S3 prefix into parts under another prefix, resumably and exactly once, behind online traffic.',
   Webhooks: 'Standard Webhooks signing secret, delivery log, dead letters and replay.',
   'Health and metrics': 'Open routes: probes, Prometheus metrics, this documentation.',
 };

@@ -22,6 +22,7 @@ import {
   tooLarge,
   webhookOrFallback,
 } from './operation-spec.ts';
+import { BULK_RUN_OPERATIONS } from './bulk-operations.ts';
 import * as S from './schemas.ts';
 
 export { DEMO_MODEL, demoRow, type OperationExample, type OperationSpec, type ResponseSpec } from './operation-spec.ts';
@@ -343,6 +344,7 @@ export const OPERATIONS: readonly OperationSpec[] = [
       ...authed,
     },
   },
+  ...BULK_RUN_OPERATIONS,
   // ---- Open Inference Protocol ----
   inferOperation('infer', '/v2/models/:model/infer', false),
   inferOperation('inferVersion', '/v2/models/:model/versions/:version/infer', true),

@@ -9,6 +9,7 @@
  * `strictObject` where it refuses them (the deployment bodies, a job's `webhook`).
  */
 import { z } from 'zod';
+import { BULK_FORMATS, BULK_RUN_STATUSES, BULK_WEBHOOK_EVENTS } from '../../infra/bulk/contract.ts';
 import { WEBHOOK_EVENTS } from '../../infra/job-contract.ts';
 import { MODEL_NAME_PATTERN, VERSION_PATTERN } from '../../infra/manifest.ts';
 import { DATATYPES } from '../../infra/oip.ts';
@@ -362,8 +363,8 @@ export const DeliveryQuery = z.object({
 
 export const Delivery = z.object({
   id: z.string().describe('The `webhook-id`, stable across retries'),
-  event: z.enum(WEBHOOK_EVENTS),
-  jobId: z.string(),
+  event: z.enum([...WEBHOOK_EVENTS, ...BULK_WEBHOOK_EVENTS]),
+  jobId: z.string().describe('The job, or for `bulk.*` events the bulk run'),
   url: z.string(),
   status: DeliveryState,
   reason: z.string().optional().describe('Why it finished unsuccessfully (`gone`, `retries_exhausted`)'),
@@ -382,6 +383,80 @@ export const Delivery = z.object({
 
 export const DeliveryList = z.object({ deliveries: z.array(Delivery).describe('Newest first') });
 export const DeliveryReplayed = z.object({ id: z.string(), status: z.literal('pending') });
+
+// ---- Bulk runs --------------------------------------------------------------------------------
+
+const s3Url = z
+  .string()
+  .regex(/^s3:\/\/[^/]+(\/.*)?$/)
+  .describe('`s3://bucket/prefix/`');
+
+export const BulkRunRequest = z
+  .strictObject({
+    model: ModelName,
+    version: VersionName.optional().describe("Absent: the deployment's serving version, fixed for the run"),
+    input: s3Url.describe('`s3://bucket/prefix/`: every object under it is read (JSONL lines `{"id", "<input>": …}`, or CSV)'),
+    output: s3Url.describe('`s3://bucket/prefix/`: `part-NNNNNN.jsonl` per chunk, then `_manifest.json`'),
+    format: z.enum(BULK_FORMATS).optional().describe("Absent: from each object's extension (.jsonl/.json or .csv)"),
+    chunkRows: z.number().int().min(1).optional().describe('Rows per chunk (one part object each)'),
+    deadline: z
+      .union([z.number().int().describe('Epoch ms'), z.string().describe('ISO 8601, or `HH:MM` (the next one)')])
+      .optional()
+      .describe('Finish by: a run the ETA says will be late is raised to urgent priority and asks the scaler for capacity'),
+    webhook: z
+      .object({
+        url: z.string().min(1).max(2048).describe('http(s); private, loopback and metadata addresses are refused (422) unless allowed'),
+        events: z.array(z.enum(BULK_WEBHOOK_EVENTS)).min(1).optional().describe('Default: all four'),
+      })
+      .optional()
+      .describe('Signed (Standard Webhooks) progress and completion events; `bulk.progress` at most every few seconds'),
+    maxBadRows: nonNegativeInt.optional().describe('The run fails once more malformed rows than this were seen; default unlimited'),
+    runId: z
+      .string()
+      .optional()
+      .describe('Your id for the run: the same id with the same spec resumes it (200); with another spec it is a 409'),
+  })
+  .describe('A bulk scoring run: S3 in, S3 out');
+
+export const BulkRunProgress = z.object({
+  rowsDone: nonNegativeInt.describe('Rows with a written part'),
+  rowsTotal: nonNegativeInt.describe('Exact once the input was read to the end, estimated from bytes before'),
+  rowsTotalExact: z.boolean(),
+  chunksDone: nonNegativeInt,
+  chunksTotal: nonNegativeInt.optional().describe('Known once the input was read to the end'),
+  badRows: nonNegativeInt,
+  rowsPerSecond: z.number().nonnegative().describe('Recent throughput'),
+  etaSeconds: z.number().nonnegative().optional().describe('Absent until there is a rate'),
+  etaAt: isoTime.optional(),
+  onTrack: z.boolean().optional().describe('With a deadline: whether the ETA is before it'),
+});
+
+export const BulkRunResource = z
+  .object({
+    id: z.string(),
+    model: z.string(),
+    version: z.string(),
+    status: z.enum(BULK_RUN_STATUSES),
+    input: z.string(),
+    output: z.string(),
+    chunkRows: z.number().int().positive(),
+    deadline: isoTime.optional(),
+    webhook: z.object({ url: z.string(), events: z.array(z.enum(BULK_WEBHOOK_EVENTS)) }).optional(),
+    priority: z.enum(['bulk', 'urgent']).describe('`urgent` once the ETA said the deadline would be missed'),
+    progress: BulkRunProgress,
+    badRowSamples: z
+      .array(z.object({ object: z.string().describe('Input object key'), line: z.number().int().positive(), message: z.string() }))
+      .describe('The first few malformed rows'),
+    error: z.object({ code: z.string(), message: z.string() }).optional().describe('When failed or canceled'),
+    manifest: z.string().optional().describe('`s3://…/_manifest.json` once succeeded'),
+    createdAt: isoTime,
+    startedAt: isoTime.optional(),
+    finishedAt: isoTime.optional(),
+    links: z.object({ self: z.string() }),
+  })
+  .describe('A bulk run as GET /v1/bulk-runs/{id} shows it');
+
+export const BulkRunId = z.string().describe('Bulk run id; another tenant’s run is a 404 like an unknown one');
 
 // ---- Plain text -------------------------------------------------------------------------------
 
@@ -429,4 +504,7 @@ export const NAMED_SCHEMAS = {
   Delivery,
   DeliveryList,
   DeliveryReplayed,
+  BulkRunRequest,
+  BulkRunProgress,
+  BulkRunResource,
 } as const;

@@ -20,7 +20,11 @@
  */
 import type { Redis } from 'ioredis';
 import { randomBytes } from 'node:crypto';
+import type { BulkWebhookEvent } from '../../infra/bulk/contract.ts';
 import type { WebhookEvent } from '../../infra/job-contract.ts';
+
+/** Job events, and bulk runs' progress and completion events (the run id stands in `jobId`). */
+export type DeliveryEvent = WebhookEvent | BulkWebhookEvent;
 
 export const DELIVERY_STATES = ['pending', 'succeeded', 'failed', 'dead'] as const;
 export type DeliveryState = (typeof DELIVERY_STATES)[number];
@@ -38,7 +42,7 @@ export interface NewDelivery {
   id: string;
   tenant: string;
   jobId: string;
-  event: WebhookEvent;
+  event: DeliveryEvent;
   url: string;
   /** The JSON body, exactly as signed and sent. */
   payload: string;
@@ -269,7 +273,7 @@ function toDelivery(h: Record<string, string>): Delivery {
     id: h.id ?? '',
     tenant: h.tenant ?? '',
     jobId: h.jobId ?? '',
-    event: h.event as WebhookEvent,
+    event: h.event as DeliveryEvent,
     url: h.url ?? '',
     payload: h.payload ?? '',
     state: h.state as DeliveryState,

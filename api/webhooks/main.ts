@@ -1,8 +1,13 @@
 /**
  * `warmpool dispatcher`: the webhook dispatcher process (issue 3 §3), which also runs the canary
- * guard (infra/canary: both read the queues' events streams, neither is on a request's path).
+ * guard (infra/canary: both read the queues' events streams, neither is on a request's path) and
+ * the bulk run supervisor (infra/bulk: it drives API-created runs, and adopts any run whose
+ * driver's lease lapsed; a run's webhook events go into this dispatcher's delivery store).
  * `startDispatcher` is the same thing without signal handling, for `warmpool dev` in-process.
  */
+import { randomBytes } from 'node:crypto';
+import os from 'node:os';
+import { startBulkSupervisor } from '../../infra/bulk/supervisor.ts';
 import { systemClock } from '../../infra/clock.ts';
 import type { Config } from '../../infra/config.ts';
 import { closeAll, onShutdownSignals } from '../../infra/lifecycle.ts';
@@ -10,6 +15,8 @@ import { createLogger, type Logger } from '../../infra/log.ts';
 import { closeRedis, createRedis } from '../../infra/redis.ts';
 import { createCanaryGuard } from '../../infra/canary/index.ts';
 import { createDeploymentStore } from '../../infra/deployments.ts';
+import { createBulkWiring } from '../bulk-deps.ts';
+import { BULK_PROGRESS_WEBHOOK_INTERVAL_MS, createBulkNotifier } from './bulk-notifier.ts';
 import { createDispatcher } from './dispatcher.ts';
 
 export interface RunningDispatcher {
@@ -17,7 +24,12 @@ export interface RunningDispatcher {
   close(): Promise<void>;
 }
 
-export function startDispatcher(config: Config, log: Logger): RunningDispatcher {
+export interface DispatcherOptions {
+  /** Minimum time between two `bulk.progress` webhooks of a run this dispatcher drives. Default 10 s. */
+  bulkProgressIntervalMs?: number;
+}
+
+export function startDispatcher(config: Config, log: Logger, options: DispatcherOptions = {}): RunningDispatcher {
   const redis = createRedis(config.redisUrl, {}, (err) => log.warn({ err: err.message }, 'redis connection error'));
   const dispatcher = createDispatcher({
     redis,
@@ -38,12 +50,26 @@ export function startDispatcher(config: Config, log: Logger): RunningDispatcher 
     tickMs,
   });
   if (enabled) guard.start();
+  const bulk = createBulkWiring(config, {
+    redis,
+    log: log.child({ component: 'bulk' }),
+    notify: createBulkNotifier({ store: dispatcher.store, clock: systemClock }),
+  });
+  // Unique per process: a restarted dispatcher must not mistake its predecessor's leases for its own.
+  const owner = `dispatcher:${os.hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
+  const supervisor = startBulkSupervisor(bulk.deps, {
+    owner,
+    drive: { webhookIntervalMs: options.bulkProgressIntervalMs ?? BULK_PROGRESS_WEBHOOK_INTERVAL_MS },
+  });
   let closing: Promise<void> | undefined;
   return {
     close() {
       closing ??= closeAll([
+        // First: a driver mid-run may still notify into the dispatcher's store.
+        ['bulk-supervisor', () => supervisor.close()],
         ['canary', () => guard.close()],
         ['dispatcher', () => dispatcher.close()],
+        ['bulk-s3', () => bulk.close()],
         ['redis', () => closeRedis(redis)],
       ]);
       return closing;

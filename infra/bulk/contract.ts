@@ -97,6 +97,8 @@ export interface BulkRunView {
   output: string;
   chunkRows: number;
   deadline?: number;
+  /** Where the run's webhooks go (bulk-core addition: `notify` needs it, and the caller may check it). */
+  webhook?: { url: string; events: BulkWebhookEvent[] };
   /** `bulk` normally; `urgent` once the ETA said the deadline would be missed. */
   priority: 'bulk' | 'urgent';
   progress: BulkProgress;

@@ -73,6 +73,11 @@ export interface PolicyInput {
   perWorkerRatePerSec: number;
   settings: PolicySettings;
   memory: PolicyMemory;
+  /**
+   * Rows/s that late bulk runs ask for on top of the forecast (infra/bulk/capacity-request.ts):
+   * the policy plans active workers for it, within min/max like any other demand.
+   */
+  capacityRequest?: { rowsPerSecondNeeded: number };
 }
 
 export interface PolicyDecision {

@@ -36,6 +36,7 @@ import { createTicker } from '../ticker.ts';
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import type { Redis } from 'ioredis';
+import { readCapacityRequest } from '../bulk/capacity-request.ts';
 import type { Registry } from 'prom-client';
 import type { Clock } from '../clock.ts';
 import type { Deployment, DeploymentStore } from '../deployments.ts';
@@ -173,7 +174,17 @@ export function createScalerController(deps: ScalerControllerDeps): ScalerContro
     const horizonS = Math.ceil((s.coldStartMs + tickMs) / 1000);
     const forecast = deps.forecast({ series, now, horizonS });
     const memory = await loadMemory(d.model);
-    const decision = deps.decide({ now, forecast, backlog, workers, perWorkerRatePerSec, settings: s, memory });
+    const capacityRequest = await readCapacityRequest(deps.redis, deps.prefix, d.model, now);
+    const decision = deps.decide({
+      now,
+      forecast,
+      backlog,
+      workers,
+      perWorkerRatePerSec,
+      settings: s,
+      memory,
+      ...(capacityRequest ? { capacityRequest } : {}),
+    });
     await deps.redis.set(memoryKey(d.model), JSON.stringify(decision.memory), 'PX', Math.max(86_400_000, 2 * s.scaleDownStabilizationMs));
 
     const targets = allocate(decision, weighted);

@@ -8,7 +8,9 @@
  *    yet (rate ≤ 0 or not finite) it assumes FALLBACK_PER_WORKER_RATE_PER_SEC, deliberately low
  *    so the pool errs toward more workers (max caps it), and on such a tick it neither scales
  *    down nor remembers its guess: a guess must not hold the pool up once a real profile exists.
- * 2. Need. needed active = ⌈(forecast rate + backlog / clearing budget) / capacity⌉. The forecast
+ * 2. Need. needed active = ⌈(forecast rate + backlog / clearing budget) / capacity⌉, and at least
+ *    ⌈(forecast rate + the rows/s late bulk runs ask for) / capacity⌉ (a deadline asks through
+ *    the same min/max as everything else: max caps it). The forecast
  *    covers the lead time (the controller asks for a horizon ≥ coldStartMs), so a worker launched
  *    now is ready for the demand it was launched for. Backlog = waiting + prioritized + delayed
  *    (active jobs are already being served). Clearing budget = half the SLO (the other half is
@@ -91,7 +93,9 @@ function neededActive(input: PolicyInput, settings: PolicySettings, capacity: Ca
   if (forecast.horizonS * 1000 < settings.coldStartMs) {
     reasons.push(`forecast horizon ${forecast.horizonS}s is shorter than the ${secs(settings.coldStartMs)} cold start`);
   }
-  const forRate = ceilCount(ratePerSec / capacity.plannedPerSec);
+  const bulkPerSec = nonNegative(input.capacityRequest?.rowsPerSecondNeeded ?? 0);
+  if (bulkPerSec > 0) reasons.push(`late bulk runs ask for ${rate(bulkPerSec)} more`);
+  const forRate = ceilCount((ratePerSec + bulkPerSec) / capacity.plannedPerSec);
   const need = Math.max(forRate, backlogNeed(input, settings, capacity, workers, reasons));
   reasons.push(`needs ${need} active`);
   return need;

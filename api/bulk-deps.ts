@@ -1,0 +1,73 @@
+/**
+ * What a bulk run needs from the world (infra/bulk `BulkDeps`), built from config the same way
+ * for the three processes that touch runs: the API (starts, reads, cancels), the dispatcher
+ * (its supervisor drives API-created runs) and the `warmpool bulk` CLI (drives its own run).
+ *
+ * Input and output may live in any bucket, so object stores are made per bucket on first use
+ * (same endpoint and credentials as the registry's) and kept until close().
+ */
+import type { Redis } from 'ioredis';
+import type { BulkDeps } from '../infra/bulk/bulk-runs.ts';
+import { systemClock, type Clock } from '../infra/clock.ts';
+import type { Config } from '../infra/config.ts';
+import { createDeploymentStore } from '../infra/deployments.ts';
+import type { Logger } from '../infra/log.ts';
+import { cacheManifests } from '../infra/manifest-cache.ts';
+import type { ObjectStore } from '../infra/object-store.ts';
+import { createModelRegistry } from '../infra/registry.ts';
+import { createS3ObjectStore } from '../infra/s3-object-store.ts';
+
+export interface BulkWiringOptions {
+  /** Used, not closed: the caller owns it. */
+  redis: Redis;
+  log: Logger;
+  clock?: Clock;
+  /** Manifest lookups; default: the registry through a short-lived cache. */
+  getManifest?: BulkDeps['getManifest'];
+  notify?: BulkDeps['notify'];
+}
+
+export interface BulkWiring {
+  deps: BulkDeps;
+  /** Closes the object stores it made; idempotent. */
+  close(): void;
+}
+
+export function createBulkWiring(config: Config, options: BulkWiringOptions): BulkWiring {
+  const clock = options.clock ?? systemClock;
+  const stores = new Map<string, ObjectStore & { close(): void }>();
+  const storeFor = (bucket: string): ObjectStore => {
+    let store = stores.get(bucket);
+    if (!store) {
+      // Spelled out: config.s3.credentials is non-enumerable (never serialised), so a spread drops it.
+      store = createS3ObjectStore({ ...config.s3, credentials: config.s3.credentials, bucket });
+      stores.set(bucket, store);
+    }
+    return store;
+  };
+  const deployments = createDeploymentStore(options.redis, config.queuePrefix);
+  const getManifest =
+    options.getManifest ??
+    ((): BulkDeps['getManifest'] => {
+      const catalog = cacheManifests(createModelRegistry({ store: storeFor(config.s3.bucket), prefix: config.s3.prefix }), { clock });
+      return (model, version) => catalog.getManifest(model, version);
+    })();
+  const deps: BulkDeps = {
+    redis: options.redis,
+    prefix: config.queuePrefix,
+    storeFor,
+    getManifest,
+    servingVersion: async (model) => (await deployments.get(model))?.version ?? null,
+    clock,
+    log: options.log,
+    jobs: { attempts: config.jobs.attempts, retentionS: config.jobs.retentionS },
+    ...(options.notify ? { notify: options.notify } : {}),
+  };
+  return {
+    deps,
+    close() {
+      for (const store of stores.values()) store.close();
+      stores.clear();
+    },
+  };
+}

@@ -1,0 +1,65 @@
+/**
+ * A bulk run's webhook events (`bulk.progress`, `bulk.succeeded`, `bulk.failed`,
+ * `bulk.canceled`) as deliveries in the job webhooks' own store, so the dispatcher signs,
+ * retries, dead-letters and replays them exactly like job events. This is the `notify` port of
+ * infra/bulk's BulkDeps.
+ *
+ * How often `bulk.progress` comes is the driver's to say (DriveOptions.webhookIntervalMs: it knows
+ * when the run last reported, across its whole drive). Delivery ids are derived from the run and
+ * the event (and, for progress, the rows done), so a driver that reports the same thing twice —
+ * say, after taking over a run whose driver crashed — stores it once.
+ */
+import type { BulkRunView, BulkWebhookEvent } from '../../infra/bulk/contract.ts';
+import type { Clock } from '../../infra/clock.ts';
+import type { WebhookEvent } from '../../infra/job-contract.ts';
+import { iso } from '../use-cases/get-job.ts';
+import { type BulkRunResource, toBulkRunResource } from '../use-cases/bulk-runs.ts';
+import type { DeliveryStore } from './delivery-store.ts';
+
+/** `bulk.progress` webhooks of one run at most this often: what the dispatcher and the CLI ask their drivers for. */
+export const BULK_PROGRESS_WEBHOOK_INTERVAL_MS = 10_000;
+
+export interface BulkWebhookPayload {
+  type: BulkWebhookEvent;
+  /** When the event was stored (ISO 8601). */
+  timestamp: string;
+  data: BulkRunResource;
+}
+
+export interface BulkNotifierDeps {
+  store: Pick<DeliveryStore, 'enqueue'>;
+  clock: Pick<Clock, 'now'>;
+  /** Called after a delivery is stored, to wake the delivery loop. */
+  onEnqueued?: () => void;
+}
+
+export type BulkNotify = (event: BulkWebhookEvent, run: BulkRunView) => Promise<void>;
+
+/** The webhook-id of a run's event: the same on every retry, and for a repeated report. */
+export function bulkDeliveryId(run: Pick<BulkRunView, 'id' | 'progress'>, event: BulkWebhookEvent): string {
+  const kind = event.slice('bulk.'.length);
+  return kind === 'progress' ? `msg_bulk_${run.id}_progress_${run.progress.rowsDone}` : `msg_bulk_${run.id}_${kind}`;
+}
+
+export function createBulkNotifier(deps: BulkNotifierDeps): BulkNotify {
+  return async (event, run) => {
+    const webhook = run.webhook;
+    if (!webhook?.events.includes(event)) return;
+    const now = deps.clock.now();
+    const payload: BulkWebhookPayload = { type: event, timestamp: iso(now), data: toBulkRunResource(run) };
+    const added = await deps.store.enqueue(
+      {
+        id: bulkDeliveryId(run, event),
+        tenant: run.tenant,
+        // The store's field names are the job events'; a run's id fills `jobId`, and its event
+        // name is stored as the string it is (the store and the dispatcher never branch on it).
+        jobId: run.id,
+        event,
+        url: webhook.url,
+        payload: JSON.stringify(payload),
+      },
+      now,
+    );
+    if (added) deps.onEnqueued?.();
+  };
+}

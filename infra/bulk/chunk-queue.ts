@@ -1,0 +1,126 @@
+/**
+ * The driver's view of a model version's BullMQ queue, for chunk jobs only: add by the
+ * deterministic id `bulk:<runId>:<chunk>` (adding an id BullMQ still holds is a no-op, so a
+ * retried enqueue never duplicates), read where a chunk's job stands, change its priority while
+ * it waits, remove it unless a worker holds it.
+ *
+ * Completed chunk jobs are removed by the driver once counted (their part is in S3 and in the
+ * run's record), so a run never leaves more than its window of jobs in Redis; `removeOnComplete`
+ * by age is the fallback for a driver that died between the two.
+ */
+import { Job, Queue, QueueEvents } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { EVENTS_STREAM_MAX_LEN, queueName, type JobData, type JobResult } from '../job-contract.ts';
+import type { BulkPartResult } from './contract.ts';
+
+export type ChunkState =
+  | { kind: 'done'; part: BulkPartResult }
+  | { kind: 'failed'; reason: string }
+  /** Waiting, prioritized, delayed (a retry's back-off) or held by a worker. */
+  | { kind: 'pending' }
+  | { kind: 'missing' };
+
+export interface ChunkQueue {
+  add(data: JobData & { bulk: NonNullable<JobData['bulk']> }, priority: number): Promise<void>;
+  state(runId: string, chunk: number): Promise<ChunkState>;
+  changePriority(runId: string, chunk: number, priority: number): Promise<void>;
+  /** Removes the job unless a worker holds it; true when it is gone. */
+  remove(runId: string, chunk: number): Promise<boolean>;
+  close(): Promise<void>;
+}
+
+export interface ChunkQueueOptions {
+  attempts: number;
+  backoffMs: number;
+  retentionS: number;
+  onError?: (err: Error) => void;
+  /**
+   * Called when a job of this queue completes or fails for good (any job: the driver re-reads
+   * its own). Opens a QueueEvents, so the driver wakes at once instead of at its next poll.
+   */
+  onFinished?: () => void;
+}
+
+export function chunkJobId(runId: string, chunk: number): string {
+  return `bulk:${runId}:${chunk}`;
+}
+
+export function createChunkQueue(redis: Redis, prefix: string, model: string, version: string, options: ChunkQueueOptions): ChunkQueue {
+  const queue = new Queue<JobData, JobResult>(queueName(model, version), {
+    connection: redis,
+    prefix,
+    streams: { events: { maxLen: EVENTS_STREAM_MAX_LEN } },
+  });
+  // An 'error' event with no listener would crash the process.
+  queue.on('error', options.onError ?? (() => undefined));
+  const events = options.onFinished ? watch(redis, prefix, queue.name, options.onFinished, options.onError) : undefined;
+  let closing: Promise<void> | undefined;
+
+  return {
+    async add(data, priority) {
+      await queue.add('bulk', data, {
+        jobId: chunkJobId(data.bulk.runId, data.bulk.chunk),
+        priority,
+        attempts: options.attempts,
+        backoff: { type: 'exponential', delay: options.backoffMs },
+        removeOnComplete: { age: options.retentionS },
+        removeOnFail: { age: options.retentionS },
+      });
+    },
+
+    async state(runId, chunk) {
+      // The state and the one field needed, never the whole job hash: it carries the chunk's rows.
+      const id = chunkJobId(runId, chunk);
+      const state = await queue.getJobState(id);
+      if (state === 'unknown') return { kind: 'missing' };
+      if (state === 'completed') {
+        const result = parseResult(await redis.hget(queue.toKey(id), 'returnvalue'));
+        return result?.part ? { kind: 'done', part: result.part } : { kind: 'failed', reason: 'the chunk job completed without a part' };
+      }
+      if (state === 'failed') return { kind: 'failed', reason: (await redis.hget(queue.toKey(id), 'failedReason')) ?? 'failed' };
+      return { kind: 'pending' };
+    },
+
+    async changePriority(runId, chunk, priority) {
+      const job = await Job.fromId<JobData, JobResult>(queue, chunkJobId(runId, chunk));
+      // A job a worker already holds keeps its place: the new priority only matters while waiting.
+      await job?.changePriority({ priority }).catch(() => undefined);
+    },
+
+    async remove(runId, chunk) {
+      const id = chunkJobId(runId, chunk);
+      if ((await queue.remove(id)) === 1) return true;
+      return (await queue.getJobState(id)) === 'unknown';
+    },
+
+    close() {
+      closing ??= Promise.allSettled([queue.close(), events?.then((e) => e.close())]).then(() => undefined);
+      return closing;
+    },
+  };
+}
+
+async function watch(
+  redis: Redis,
+  prefix: string,
+  name: string,
+  onFinished: () => void,
+  onError?: (err: Error) => void,
+): Promise<QueueEvents> {
+  // QueueEvents duplicates the client into a blocking connection of its own, and closes that.
+  const events = new QueueEvents(name, { connection: redis, prefix });
+  events.on('error', onError ?? (() => undefined));
+  events.on('completed', onFinished);
+  events.on('failed', onFinished);
+  await events.waitUntilReady().catch((err: unknown) => onError?.(err as Error));
+  return events;
+}
+
+function parseResult(json: string | null): JobResult | undefined {
+  if (!json) return undefined;
+  try {
+    return JSON.parse(json) as JobResult;
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,74 @@
+/**
+ * Cuts an object's rows into chunks of `chunkRows` and turns a chunk into a chunk job's inputs.
+ *
+ * Chunks never span objects, and chunk numbers count on across objects in key order, so with the
+ * run's input listing pinned the same input always gives the same chunks under the same numbers
+ * (the job id `bulk:<runId>:<chunk>` and the part name depend on nothing else). Bad lines pass
+ * through in order, between the chunks.
+ */
+import type { JobData } from '../job-contract.ts';
+import type { ModelManifest } from '../manifest.ts';
+import type { OipTensor } from '../oip.ts';
+import type { BulkRunSpec } from './contract.ts';
+import type { BadLine, GoodRow, RowEvent } from './row-reader.ts';
+
+export interface Chunk {
+  kind: 'chunk';
+  index: number;
+  rows: GoodRow[];
+  /** Bytes of the object read up to the end of the chunk's last row. */
+  offset: number;
+}
+
+export type ChunkEvent = Chunk | BadLine;
+
+/** Chunks of one object, numbered from `firstIndex`; the last one may be short. */
+export async function* chunkRows(events: AsyncIterable<RowEvent>, chunkRows: number, firstIndex: number): AsyncGenerator<ChunkEvent> {
+  let index = firstIndex;
+  let rows: GoodRow[] = [];
+  for await (const event of events) {
+    if (event.kind === 'bad') {
+      yield event;
+      continue;
+    }
+    rows.push(event);
+    if (rows.length >= chunkRows) {
+      yield { kind: 'chunk', index: index++, rows, offset: event.offset };
+      rows = [];
+    }
+  }
+  const last = rows.at(-1);
+  if (last) yield { kind: 'chunk', index, rows, offset: last.offset };
+}
+
+/** The chunk job's OIP inputs: the rows stacked along a new first axis, in the manifest's input order. */
+export function chunkTensors(rows: readonly GoodRow[], manifest: Pick<ModelManifest, 'inputs'>): OipTensor[] {
+  return manifest.inputs.map((spec) => {
+    const first = rows[0]?.values[spec.name];
+    const dims = first?.dims ?? [];
+    const data: OipTensor['data'] = [];
+    for (const row of rows) {
+      const values = row.values[spec.name]?.data ?? [];
+      for (let i = 0; i < values.length; i++) data.push(values[i] as OipTensor['data'][number]);
+    }
+    return { name: spec.name, datatype: spec.datatype, shape: [rows.length, ...dims], data };
+  });
+}
+
+/** A chunk job: the rows as OIP inputs, no result cache, and where the worker writes the part. */
+export function chunkJobData(
+  spec: BulkRunSpec,
+  manifest: Pick<ModelManifest, 'inputs'>,
+  chunk: Chunk,
+  now: number,
+): JobData & { bulk: NonNullable<JobData['bulk']> } {
+  return {
+    tenant: spec.tenant,
+    model: spec.model,
+    version: spec.version,
+    inputs: chunkTensors(chunk.rows, manifest),
+    cache: false,
+    bulk: { runId: spec.id, chunk: chunk.index, ids: chunk.rows.map((r) => r.id), output: spec.output },
+    submittedAt: now,
+  };
+}

@@ -1,0 +1,95 @@
+/**
+ * Progress arithmetic of a run (pure; the driver passes the clock's `now`): rows/s over a recent
+ * window, rows total estimated from bytes read until the inputs were read to the end, ETA,
+ * whether a deadline will be met, and the rate a late run needs to make it.
+ *
+ * The rate counts rows whose parts were written during this window only, so a resumed run's
+ * earlier parts do not inflate it, and a stall shows as a falling rate within one window.
+ */
+import type { BulkProgress } from './contract.ts';
+
+export const DEFAULT_RATE_WINDOW_MS = 60_000;
+
+interface Sample {
+  at: number;
+  rowsDone: number;
+}
+
+/** Rows done over time; rows/s over the last `windowMs` (from the sample in force at its start). */
+export class RateWindow {
+  private samples: Sample[] = [];
+
+  constructor(private readonly windowMs = DEFAULT_RATE_WINDOW_MS) {}
+
+  add(at: number, rowsDone: number): void {
+    // The clock went back: what came before no longer measures anything.
+    const last = this.samples.at(-1);
+    if (last && at < last.at) this.samples = [];
+    this.samples.push({ at, rowsDone });
+    const start = at - this.windowMs;
+    let first = 0;
+    this.samples.forEach((s, i) => {
+      if (s.at <= start) first = i;
+    });
+    this.samples = this.samples.slice(first);
+  }
+
+  rowsPerSecond(): number {
+    const first = this.samples[0];
+    const last = this.samples.at(-1);
+    if (!first || !last || last.at <= first.at) return 0;
+    return Math.max(0, (last.rowsDone - first.rowsDone) / ((last.at - first.at) / 1000));
+  }
+}
+
+/** Rows total so far: exact once every object was read, else scaled from bytes read. */
+export function estimateRowsTotal(input: { rowsSeen: number; bytesSeen: number; bytesTotal: number; exact: boolean }): number {
+  const { rowsSeen, bytesSeen, bytesTotal, exact } = input;
+  if (exact || bytesSeen <= 0) return rowsSeen;
+  return Math.max(rowsSeen, Math.round((rowsSeen / bytesSeen) * bytesTotal));
+}
+
+export interface ProgressInput {
+  now: number;
+  rowsDone: number;
+  rowsTotal: number;
+  rowsTotalExact: boolean;
+  chunksDone: number;
+  chunksTotal?: number;
+  badRows: number;
+  rowsPerSecond: number;
+  deadline?: number;
+}
+
+export function computeProgress(input: ProgressInput): BulkProgress {
+  const rowsLeft = Math.max(0, input.rowsTotal - input.rowsDone);
+  const progress: BulkProgress = {
+    rowsDone: input.rowsDone,
+    rowsTotal: Math.max(input.rowsTotal, input.rowsDone),
+    rowsTotalExact: input.rowsTotalExact,
+    chunksDone: input.chunksDone,
+    badRows: input.badRows,
+    rowsPerSecond: round(input.rowsPerSecond),
+  };
+  if (input.chunksTotal !== undefined) progress.chunksTotal = input.chunksTotal;
+  const finished = input.rowsTotalExact && rowsLeft === 0;
+  if (finished || input.rowsPerSecond > 0) {
+    const etaSeconds = finished ? 0 : rowsLeft / input.rowsPerSecond;
+    progress.etaSeconds = Math.ceil(etaSeconds);
+    progress.etaAt = Math.round(input.now + etaSeconds * 1000);
+  }
+  if (input.deadline !== undefined) {
+    // Before there is a rate, a run is on track until its deadline has passed with rows left.
+    progress.onTrack = progress.etaAt !== undefined ? progress.etaAt <= input.deadline : input.now <= input.deadline || finished;
+  }
+  return progress;
+}
+
+/** Rows/s the run needs from now on to finish by its deadline (past it: all that is left, within a second). */
+export function rowsPerSecondNeeded(progress: BulkProgress, now: number, deadline: number): number {
+  const rowsLeft = Math.max(0, progress.rowsTotal - progress.rowsDone);
+  const secondsLeft = Math.max(1, (deadline - now) / 1000);
+  return rowsLeft / secondsLeft;
+}
+
+const round = (x: number) => Math.round(x * 10) / 10;

@@ -1,0 +1,101 @@
+/**
+ * What a drive tells the world about its run: progress saved in the record (at most every
+ * progressIntervalMs), the caller's onProgress, `bulk.progress` webhooks (at most every
+ * webhookIntervalMs) and the end events; and the deadline rule — once the ETA says the deadline
+ * will be missed, the run goes `urgent` for good (its queued chunks too, through the driver's
+ * `raise`) and from then on asks the scaler for the rows/s the rest needs.
+ */
+import { notifyRun, type BulkDeps } from './bulk-runs.ts';
+import { publishCapacityRequest } from './capacity-request.ts';
+import type { BadRow, BulkProgress, BulkRunSpec, BulkWebhookEvent } from './contract.ts';
+import { computeProgress, estimateRowsTotal, RateWindow, rowsPerSecondNeeded } from './progress.ts';
+import type { DriveSettings } from './run-driver.ts';
+import { viewOf, type RunStore } from './run-store.ts';
+
+/** The drive's counts at a moment. */
+export interface RunCounters {
+  rowsDone: number;
+  chunksDone: number;
+  /** Rows read so far (counted or not) and the input bytes they came from. */
+  rowsSeen: number;
+  bytesSeen: number;
+  bytesTotal: number;
+  badRows: number;
+  /** Known once every object was read. */
+  chunksTotal?: number;
+  samples: BadRow[];
+}
+
+export class RunReporter {
+  private readonly rate = new RateWindow();
+  private lastProgressAt = Number.NEGATIVE_INFINITY;
+  private lastWebhookAt: number;
+
+  constructor(
+    private readonly deps: BulkDeps,
+    private readonly store: RunStore,
+    private readonly spec: BulkRunSpec,
+    private readonly settings: DriveSettings,
+    public priority: 'bulk' | 'urgent',
+  ) {
+    this.lastWebhookAt = deps.clock.now();
+  }
+
+  progress(c: RunCounters, now: number): BulkProgress {
+    const exact = c.chunksTotal !== undefined;
+    return computeProgress({
+      now,
+      rowsDone: c.rowsDone,
+      rowsTotal: estimateRowsTotal({ rowsSeen: c.rowsSeen, bytesSeen: c.bytesSeen, bytesTotal: c.bytesTotal, exact }),
+      rowsTotalExact: exact,
+      chunksDone: c.chunksDone,
+      ...(c.chunksTotal !== undefined ? { chunksTotal: c.chunksTotal } : {}),
+      badRows: c.badRows,
+      rowsPerSecond: this.rate.rowsPerSecond(),
+      ...(this.spec.deadline !== undefined ? { deadline: this.spec.deadline } : {}),
+    });
+  }
+
+  /** Saves progress (unless it was saved within the interval and not forced), acts on the deadline, tells watchers. */
+  async report(c: RunCounters, force: boolean, raise: () => Promise<void>): Promise<void> {
+    const now = this.deps.clock.now();
+    if (!force && now - this.lastProgressAt < this.settings.progressIntervalMs) return;
+    this.lastProgressAt = now;
+    this.rate.add(now, c.rowsDone);
+    const progress = this.progress(c, now);
+    await this.store.saveProgress(this.spec.id, progress, c.samples);
+    await this.actOnDeadline(progress, now, raise);
+    const record = await this.store.read(this.spec.id);
+    if (!record) return;
+    const view = viewOf(record);
+    this.settings.onProgress?.(view);
+    if (now - this.lastWebhookAt >= this.settings.webhookIntervalMs && record.status === 'running') {
+      this.lastWebhookAt = now;
+      await notifyRun(this.deps, 'bulk.progress', view);
+    }
+  }
+
+  /** The run ended: the last view to the caller, and its end event to the webhook. */
+  async told(event: BulkWebhookEvent): Promise<void> {
+    const record = await this.store.read(this.spec.id);
+    if (!record) return;
+    const view = viewOf(record);
+    this.settings.onProgress?.(view);
+    await notifyRun(this.deps, event, view);
+  }
+
+  private async actOnDeadline(progress: BulkProgress, now: number, raise: () => Promise<void>): Promise<void> {
+    const { deps, spec } = this;
+    if (spec.deadline === undefined) return;
+    if (this.priority === 'bulk' && progress.onTrack === false) {
+      this.priority = 'urgent';
+      await this.store.setPriority(spec.id, 'urgent');
+      await raise();
+      deps.log.info({ runId: spec.id, etaAt: progress.etaAt, deadline: spec.deadline }, 'bulk run is late: raised to urgent');
+    }
+    if (this.priority !== 'urgent') return;
+    const needed = rowsPerSecondNeeded(progress, now, spec.deadline);
+    const entry = { runId: spec.id, version: spec.version, rowsPerSecondNeeded: needed, deadline: spec.deadline };
+    await publishCapacityRequest(deps.redis, deps.prefix, spec.model, entry, now);
+  }
+}

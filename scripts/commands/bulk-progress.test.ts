@@ -1,0 +1,102 @@
+import { describe, expect, it } from 'vitest';
+import type { BulkProgress, BulkRunView } from '../../infra/bulk/contract.ts';
+import { formatBadRows, formatDuration, formatProgressBar, formatProgressLine, formatSummary, fractionDone } from './bulk-progress.ts';
+
+function run(progress: Partial<BulkProgress> = {}, extra: Partial<BulkRunView> = {}): BulkRunView {
+  return {
+    id: 'nightly',
+    tenant: 't',
+    model: 'm',
+    version: '1',
+    status: 'running',
+    input: 's3://in-bucket/day/',
+    output: 's3://out-bucket/day/',
+    chunkRows: 100,
+    priority: 'bulk',
+    progress: { rowsDone: 0, rowsTotal: 0, rowsTotalExact: false, chunksDone: 0, badRows: 0, rowsPerSecond: 0, ...progress },
+    badRowSamples: [],
+    createdAt: 0,
+    ...extra,
+  };
+}
+
+describe('formatDuration', () => {
+  it.each([
+    [0, '0s'],
+    [44.6, '45s'],
+    [60, '1m00s'],
+    [185, '3m05s'],
+    [3600, '1h00m'],
+    [7620, '2h07m'],
+    [86_400 * 3 + 3600 * 4, '3d04h'],
+    [-5, '0s'],
+  ])('%s s → %s', (seconds, text) => expect(formatDuration(seconds)).toBe(text));
+});
+
+describe('fractionDone', () => {
+  it('is 0 while the total is unknown and 1 only once the run succeeded', () => {
+    expect(fractionDone(run())).toBe(0);
+    expect(fractionDone(run({ rowsDone: 250, rowsTotal: 1000 }))).toBe(0.25);
+    // An estimate that fell short of the rows done does not claim completion.
+    expect(fractionDone(run({ rowsDone: 1200, rowsTotal: 1000 }))).toBe(0.999);
+    expect(fractionDone(run({ rowsDone: 1000, rowsTotal: 1000, rowsTotalExact: true }, { status: 'succeeded' }))).toBe(1);
+  });
+});
+
+describe('formatProgressBar', () => {
+  it('shows the bar, percentage, rows, rate, ETA and bad rows, and marks a late run', () => {
+    const line = formatProgressBar(
+      run({ rowsDone: 5230, rowsTotal: 10_000, rowsTotalExact: true, rowsPerSecond: 812.4, etaSeconds: 5.8, badRows: 2, onTrack: false }),
+      100,
+    );
+    expect(line).toMatch(/^\[█+░+\] 52\.3% 5,230\/10,000 rows 812 rows\/s ETA 6s 2 bad late$/);
+    const bar = /^\[([█░]+)\]/.exec(line)?.[1] ?? '';
+    expect([...bar].filter((c) => c === '█').length / [...bar].length).toBeCloseTo(0.523, 1);
+  });
+
+  it('marks an estimated total with ~ and an unknown ETA with ?', () => {
+    const line = formatProgressBar(run({ rowsDone: 10, rowsTotal: 400, rowsPerSecond: 2.25 }), 100);
+    expect(line).toContain('10/~400 rows 2.3 rows/s ETA ?');
+    expect(line).not.toContain('late');
+    expect(line).not.toContain('bad');
+  });
+
+  it('fits the terminal width', () => {
+    const view = run({
+      rowsDone: 123_456_789,
+      rowsTotal: 987_654_321,
+      rowsPerSecond: 123_456,
+      etaSeconds: 7000,
+      badRows: 99_999,
+      onTrack: false,
+    });
+    for (const width of [40, 60, 80, 120]) expect(formatProgressBar(view, width).length).toBeLessThanOrEqual(width);
+  });
+});
+
+describe('formatProgressLine and formatSummary', () => {
+  it('a plain progress line names the run', () => {
+    expect(formatProgressLine(run({ rowsDone: 50, rowsTotal: 200, rowsTotalExact: true, rowsPerSecond: 10, etaSeconds: 15 }))).toBe(
+      'bulk nightly: 50/200 rows (25.0%), 10.0 rows/s, ETA 15s',
+    );
+  });
+
+  it('a succeeded run names its manifest and duration', () => {
+    const done = run(
+      { rowsDone: 200, rowsTotal: 200, rowsTotalExact: true, rowsPerSecond: 10, badRows: 3 },
+      { status: 'succeeded', startedAt: 1000, finishedAt: 126_000, manifest: 's3://out-bucket/day/_manifest.json' },
+    );
+    expect(formatSummary(done)).toBe('bulk nightly succeeded: 200 rows, 3 bad rows in 2m05s; manifest s3://out-bucket/day/_manifest.json');
+  });
+
+  it('a failed run gives its reason; a canceled one its rows done', () => {
+    const failed = run({}, { status: 'failed', error: { code: 'too_many_bad_rows', message: '11 bad rows, more than 10' } });
+    expect(formatSummary(failed)).toBe('bulk nightly failed: too_many_bad_rows: 11 bad rows, more than 10');
+    expect(formatSummary(run({ rowsDone: 40 }, { status: 'canceled' }))).toBe('bulk nightly canceled after 40 rows');
+  });
+
+  it('bad row samples read as s3 URLs with line numbers', () => {
+    const view = run({ badRows: 1 }, { badRowSamples: [{ object: 'day/a.jsonl', line: 7, message: 'missing "id"' }] });
+    expect(formatBadRows(view)).toEqual(['  s3://in-bucket/day/a.jsonl line 7: missing "id"']);
+  });
+});

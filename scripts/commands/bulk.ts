@@ -1,0 +1,293 @@
+/**
+ * `warmpool bulk run|status|cancel` (DESIGN §7). `run` starts a run (or resumes the one named by
+ * `--run-id`), prints its id first so it can always be resumed, and drives it in this process
+ * with a progress bar (a TTY) or a line every few seconds (anything else). When another live
+ * process holds the run's lease, it watches instead, and takes over if that lease lapses.
+ * Ctrl-C stops driving (the run stays resumable; a running `warmpool dispatcher` adopts it once
+ * the lease lapses) and prints how to resume.
+ *
+ * Exit codes: 0 succeeded; 1 failed or canceled (with the reason); 2 bad flags; 130 interrupted.
+ * Like `warmpool deploy`, it talks to Redis and S3 directly with the environment's config.
+ */
+import { randomBytes } from 'node:crypto';
+import os from 'node:os';
+import { parseArgs } from 'node:util';
+import { createBulkRuns } from '../../infra/bulk/bulk-runs.ts';
+import type { BulkRunRequest, BulkRuns, BulkRunView } from '../../infra/bulk/contract.ts';
+import { driveBulkRun } from '../../infra/bulk/driver.ts';
+import type { Config } from '../../infra/config.ts';
+import { InvalidInputError, NotFoundError } from '../../infra/errors.ts';
+import { createLogger } from '../../infra/log.ts';
+import { closeRedis, createRedis } from '../../infra/redis.ts';
+import { createBulkWiring } from '../../api/bulk-deps.ts';
+import { checkWebhookUrl } from '../../api/use-cases/bulk-runs.ts';
+import { BULK_PROGRESS_WEBHOOK_INTERVAL_MS, createBulkNotifier } from '../../api/webhooks/bulk-notifier.ts';
+import { createDeliveryStore } from '../../api/webhooks/delivery-store.ts';
+import { createBulkDisplay, type BulkIo, processBulkIo } from './bulk-display.ts';
+import { formatBadRows, formatProgressLine, formatSummary } from './bulk-progress.ts';
+
+export type { BulkIo };
+
+const USAGE = `Usage:
+  warmpool bulk run --model M [--version V] --input s3://bucket/in/ --output s3://bucket/out/
+                    [--format jsonl|csv] [--chunk-rows N] [--deadline HH:MM|ISO] [--webhook URL]
+                    [--run-id ID] [--max-bad-rows N] [--tenant T]
+  warmpool bulk status ID [--tenant T] [--json]
+  warmpool bulk cancel ID [--tenant T]`;
+
+/** Request fields as the CLI's flags, for messages from the shared request parser. */
+const FLAG_OF: Record<string, string> = {
+  model: '--model',
+  version: '--version',
+  input: '--input',
+  output: '--output',
+  format: '--format',
+  chunkRows: '--chunk-rows',
+  deadline: '--deadline',
+  'webhook.url': '--webhook',
+  webhook: '--webhook',
+  maxBadRows: '--max-bad-rows',
+  runId: '--run-id',
+};
+
+/** How often a watcher looks at a run another process drives (and tries to take it over). */
+const WATCH_INTERVAL_MS = 2_000;
+
+interface Session {
+  io: BulkIo;
+  tenant: string;
+  bulkRuns: BulkRuns;
+  wiring: ReturnType<typeof createBulkWiring>;
+}
+
+export async function bulkMain(args: string[], config: Config, io: BulkIo = processBulkIo()): Promise<number> {
+  const [sub, ...rest] = args;
+  if (sub !== 'run' && sub !== 'status' && sub !== 'cancel') {
+    io.err(`warmpool bulk: ${sub ? `unknown subcommand "${sub}"` : 'name a subcommand'}\n${USAGE}\n`);
+    return 2;
+  }
+  try {
+    if (sub === 'run') return await runCommand(rest, config, io);
+    return await idCommand(sub, rest, config, io);
+  } catch (err) {
+    const message = usageError(err);
+    if (message === undefined) throw err;
+    io.err(`warmpool bulk ${sub}: ${message}\n`);
+    return 2;
+  }
+}
+
+/** The message of a mistake in the command line (or the request it makes); undefined for anything else. */
+function usageError(err: unknown): string | undefined {
+  if (err instanceof Error && 'code' in err && String(err.code).startsWith('ERR_PARSE_ARGS')) return `${err.message}\n${USAGE}`;
+  if (err instanceof InvalidInputError || err instanceof NotFoundError) {
+    return err.message.replace(/"([A-Za-z.]+)"/g, (whole, field: string) => FLAG_OF[field] ?? whole);
+  }
+  return undefined;
+}
+
+async function runCommand(args: string[], config: Config, io: BulkIo): Promise<number> {
+  const { values } = parseArgs({
+    args,
+    allowPositionals: false,
+    options: {
+      model: { type: 'string' },
+      version: { type: 'string' },
+      input: { type: 'string' },
+      output: { type: 'string' },
+      format: { type: 'string' },
+      'chunk-rows': { type: 'string' },
+      deadline: { type: 'string' },
+      webhook: { type: 'string' },
+      'run-id': { type: 'string' },
+      'max-bad-rows': { type: 'string' },
+      tenant: { type: 'string' },
+    },
+  });
+  const request = toRequest(values);
+  try {
+    checkWebhookUrl(request, config.webhooks.allowedPrivateHosts);
+  } catch (err) {
+    if (err instanceof InvalidInputError) throw new InvalidInputError(err.code, `--webhook: ${err.message}`, { cause: err });
+    throw err;
+  }
+  return withSession(config, io, values.tenant, async (s) => {
+    // Listening before the id is printed: a Ctrl-C from then on stops the drive, not the process.
+    const stop = new AbortController();
+    const offInterrupt = io.onInterrupt(() => stop.abort());
+    try {
+      const started = await s.bulkRuns.start(s.tenant, request);
+      // First, before anything can go wrong: the id is what resumes the run.
+      io.out(`bulk run ${started.id}: ${started.model}@${started.version}, ${started.input} → ${started.output}\n`);
+      if (started.status !== 'running') return finish(io, started);
+      const run = await drive(s, started, stop.signal);
+      return run.status === 'running' ? interrupted(io, run, resumeCommand(args, started.id)) : finish(io, run);
+    } finally {
+      offInterrupt();
+    }
+  });
+}
+
+/** Flags → the request the API would get; values are checked by the shared parser, named as flags. */
+function toRequest(values: Record<string, string | undefined>): BulkRunRequest {
+  for (const flag of ['model', 'input', 'output'] as const) {
+    if (values[flag] === undefined) throw new InvalidInputError('invalid_argument', `--${flag} is required\n${USAGE}`);
+  }
+  const request: Record<string, unknown> = { model: values.model, input: values.input, output: values.output };
+  const copy: Array<[string, keyof BulkRunRequest]> = [
+    ['version', 'version'],
+    ['format', 'format'],
+    ['deadline', 'deadline'],
+    ['run-id', 'runId'],
+  ];
+  for (const [flag, field] of copy) if (values[flag] !== undefined) request[field] = values[flag];
+  if (values['chunk-rows'] !== undefined) request.chunkRows = toInt('--chunk-rows', values['chunk-rows']);
+  if (values['max-bad-rows'] !== undefined) request.maxBadRows = toInt('--max-bad-rows', values['max-bad-rows']);
+  if (values.webhook !== undefined) request.webhook = { url: values.webhook };
+  return request as unknown as BulkRunRequest; // its shape is the shared parser's to check, in start()
+}
+
+function toInt(flag: string, raw: string): number {
+  if (!/^\d+$/.test(raw.trim())) throw new InvalidInputError('invalid_argument', `${flag} must be a whole number (got "${raw}")`);
+  return Number(raw);
+}
+
+/** Drives until the run ends or Ctrl-C; watches (and retries taking over) while another process holds it. */
+async function drive(s: Session, started: BulkRunView, signal: AbortSignal): Promise<BulkRunView> {
+  const display = createBulkDisplay(s.io);
+  const owner = `cli:${os.hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
+  let run = started;
+  let watching = false;
+  try {
+    display.update(run);
+    while (run.status === 'running' && !signal.aborted) {
+      const result = await driveBulkRun(s.wiring.deps, run.id, {
+        owner,
+        signal,
+        onProgress: (view) => display.update(view),
+        progressIntervalMs: s.io.isTTY ? 250 : 1_000,
+        webhookIntervalMs: BULK_PROGRESS_WEBHOOK_INTERVAL_MS,
+      });
+      run = result.run;
+      if (result.leaseHeldBy === undefined || run.status !== 'running') continue;
+      if (!watching) display.note(`${result.leaseHeldBy} is driving run ${run.id}; watching it (Ctrl-C stops watching, not the run)`);
+      watching = true;
+      await sleep(WATCH_INTERVAL_MS, signal);
+      run = (await s.bulkRuns.get(s.tenant, run.id)) ?? run;
+      display.update(run);
+    }
+    if (run.status !== 'running') display.update(run);
+    return run;
+  } finally {
+    display.close();
+  }
+}
+
+function finish(io: BulkIo, run: BulkRunView): number {
+  if (run.status === 'succeeded') {
+    io.out(`${formatSummary(run)}\n`);
+    if (run.badRowSamples.length > 0) io.out(`bad rows (first ${run.badRowSamples.length}):\n${formatBadRows(run).join('\n')}\n`);
+    return 0;
+  }
+  io.err(`${formatSummary(run)}\n`);
+  if (run.badRowSamples.length > 0) io.err(`bad rows (first ${run.badRowSamples.length}):\n${formatBadRows(run).join('\n')}\n`);
+  return 1;
+}
+
+function interrupted(io: BulkIo, run: BulkRunView, resume: string): number {
+  io.err(
+    `stopped driving bulk run ${run.id} at ${formatProgressLine(run).replace(/^bulk \S+: /, '')}\n` +
+      `It stays resumable (parts written are kept; a running \`warmpool dispatcher\` takes it over). Resume here with:\n  ${resume}\n`,
+  );
+  return 130;
+}
+
+/** The command line that resumes this run: the same flags, with `--run-id`. */
+export function resumeCommand(args: readonly string[], runId: string): string {
+  const kept: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i] as string;
+    if (arg === '--run-id') i++;
+    else if (!arg.startsWith('--run-id=')) kept.push(arg);
+  }
+  return ['warmpool', 'bulk', 'run', ...kept, '--run-id', runId].map(shellQuote).join(' ');
+}
+
+function shellQuote(word: string): string {
+  return /^[A-Za-z0-9_@%+=:,./-]+$/.test(word) ? word : `'${word.replaceAll("'", "'\\''")}'`;
+}
+
+async function idCommand(sub: 'status' | 'cancel', args: string[], config: Config, io: BulkIo): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args,
+    allowPositionals: true,
+    options: { tenant: { type: 'string' }, json: { type: 'boolean' } },
+  });
+  const id = positionals[0];
+  if (!id || positionals.length > 1)
+    throw new InvalidInputError('invalid_argument', `name one run id, e.g. warmpool bulk ${sub} nightly-1`);
+  if (sub === 'cancel' && values.json) throw new InvalidInputError('invalid_argument', '--json is for status');
+  return withSession(config, io, values.tenant, async (s) => {
+    const before = await s.bulkRuns.get(s.tenant, id);
+    if (!before) {
+      io.err(`warmpool bulk ${sub}: no bulk run ${id} for tenant ${s.tenant}\n`);
+      return 1;
+    }
+    if (sub === 'status') return status(io, before, values.json === true);
+    if (before.status === 'succeeded' || before.status === 'failed') {
+      io.err(`warmpool bulk cancel: run ${id} has already ${before.status}\n`);
+      return 1;
+    }
+    const run = (await s.bulkRuns.cancel(s.tenant, id)) ?? before;
+    io.out(`${formatSummary(run)}\n`);
+    return run.status === 'canceled' ? 0 : 1;
+  });
+}
+
+function status(io: BulkIo, run: BulkRunView, json: boolean): number {
+  if (json) {
+    io.out(`${JSON.stringify(run, null, 2)}\n`);
+    return 0;
+  }
+  const lines = [
+    `${run.id}: ${run.status}${run.priority === 'urgent' ? ' (urgent)' : ''}`,
+    `  ${run.model}@${run.version}, ${run.input} → ${run.output}, ${run.chunkRows} rows per chunk`,
+    `  ${run.status === 'running' ? formatProgressLine(run) : formatSummary(run)}`,
+  ];
+  if (run.deadline !== undefined) lines.push(`  deadline ${new Date(run.deadline).toISOString()}`);
+  if (run.badRowSamples.length > 0) lines.push('  bad rows:', ...formatBadRows(run).map((l) => `  ${l}`));
+  io.out(`${lines.join('\n')}\n`);
+  return 0;
+}
+
+async function withSession(
+  config: Config,
+  io: BulkIo,
+  tenantFlag: string | undefined,
+  body: (s: Session) => Promise<number>,
+): Promise<number> {
+  const redis = createRedis(config.redisUrl);
+  const log = createLogger(config.logLevel === 'info' ? 'warn' : config.logLevel, { role: 'bulk-cli' });
+  // A CLI-driven run's webhooks go through the dispatcher's store like any other.
+  const notify = createBulkNotifier({ store: createDeliveryStore(redis, config.queuePrefix), clock: { now: () => Date.now() } });
+  const wiring = createBulkWiring(config, { redis, log, notify });
+  const tenant = tenantFlag ?? config.api.apiKeys[0]?.tenant ?? 'cli';
+  try {
+    return await body({ io, tenant, bulkRuns: createBulkRuns(wiring.deps), wiring });
+  } finally {
+    wiring.close();
+    await closeRedis(redis);
+  }
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done, { once: true });
+  });
+}
