@@ -7,15 +7,24 @@
 import { handle } from 'hono/aws-lambda';
 import { loadConfig } from '../infra/config.ts';
 import { createLogger } from '../infra/log.ts';
-import { createApiRuntime } from './main.ts';
+import { createApiRuntime, STARTUP_REDIS_WAIT_MS } from './main.ts';
 
 type LambdaHandler = ReturnType<typeof handle>;
-let handler: LambdaHandler | undefined;
+let handler: Promise<LambdaHandler> | undefined;
 
-export const lambdaHandler: LambdaHandler = (event, context) => {
-  if (!handler) {
-    const config = loadConfig(process.env);
-    handler = handle(createApiRuntime(config, createLogger(config.logLevel, { role: 'api-lambda' })).app);
-  }
-  return handler(event, context);
+export const lambdaHandler = async (...args: Parameters<LambdaHandler>): Promise<Awaited<ReturnType<LambdaHandler>>> => {
+  // A start that failed (bad config) is retried by the next invocation, which reports it again.
+  handler ??= start().catch((err: unknown) => {
+    handler = undefined;
+    throw err;
+  });
+  return (await handler)(...args);
 };
+
+async function start(): Promise<LambdaHandler> {
+  const config = loadConfig(process.env);
+  const runtime = createApiRuntime(config, createLogger(config.logLevel, { role: 'api-lambda' }));
+  // The first invocation of a cold environment would otherwise meet a connection still opening.
+  await runtime.connected(STARTUP_REDIS_WAIT_MS);
+  return handle(runtime.app);
+}

@@ -33,9 +33,37 @@ export interface ApiServer {
   close(): Promise<void>;
 }
 
+/** How long an API entry waits for its first Redis connection before serving anyway. */
+export const STARTUP_REDIS_WAIT_MS = 3_000;
+
+function redisReady(
+  redis: { status: string; once(event: 'ready', fn: () => void): unknown; off(event: 'ready', fn: () => void): unknown },
+  timeoutMs: number,
+): Promise<boolean> {
+  if (redis.status === 'ready') return Promise.resolve(true);
+  return new Promise((resolve) => {
+    const onReady = () => {
+      clearTimeout(timer);
+      resolve(true);
+    };
+    const timer = setTimeout(() => {
+      redis.off('ready', onReady);
+      resolve(false);
+    }, timeoutMs);
+    timer.unref();
+    redis.once('ready', onReady);
+  });
+}
+
 export interface ApiRuntime {
   app: ReturnType<typeof createApp>;
   jobs: BullJobQueue;
+  /**
+   * Resolves true once the Redis connection is ready, false after `timeoutMs`. Commands fail
+   * fast while it is not (FAIL_FAST_REDIS_OPTIONS), so an entry waits for this before its first
+   * request rather than answering that request 503 on a cold start.
+   */
+  connected(timeoutMs: number): Promise<boolean>;
   /** Closes the connections the app uses; idempotent. */
   close(): Promise<void>;
 }
@@ -109,6 +137,7 @@ export function createApiRuntime(config: Config, log: Logger, overrides: ApiOver
   return {
     app,
     jobs,
+    connected: (timeoutMs) => redisReady(redis, timeoutMs),
     close() {
       closing ??= closeAll([
         ['jobs', () => jobs.close()],
@@ -123,7 +152,9 @@ export function createApiRuntime(config: Config, log: Logger, overrides: ApiOver
 }
 
 export async function startApiServer(config: Config, log: Logger, overrides: ApiOverrides = {}): Promise<ApiServer> {
-  const { app, jobs, close } = createApiRuntime(config, log, overrides);
+  const { app, jobs, close, connected } = createApiRuntime(config, log, overrides);
+  // Serve even when Redis is down (readiness and job routes answer 503 until it is back).
+  if (!(await connected(STARTUP_REDIS_WAIT_MS))) log.warn({ waitedMs: STARTUP_REDIS_WAIT_MS }, 'redis not ready; serving anyway');
   const server = await new Promise<ReturnType<typeof serve>>((resolve) => {
     const s = serve({ fetch: app.fetch, hostname: config.api.host, port: config.api.port }, () => resolve(s));
   });

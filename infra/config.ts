@@ -52,6 +52,7 @@ const schema = z.object({
   STALLED_INTERVAL_MS: int(1000).default(30_000),
   HEARTBEAT_INTERVAL_MS: int(100).default(2_000),
   HEARTBEAT_TTL_MS: int(500).default(10_000),
+  WORKER_HEALTH_PORT: int(0, 65535).default(0),
   WEBHOOK_ALLOWED_PRIVATE_HOSTS: z.string().default(''),
   WEBHOOK_TIMEOUT_MS: int(100, 120_000).default(10_000),
   /** Delays before each retry, after the first attempt; default ≈ a day, Svix-like. */
@@ -162,6 +163,8 @@ export interface Config {
     stalledIntervalMs: number;
     heartbeatIntervalMs: number;
     heartbeatTtlMs: number;
+    /** The worker's /live, /ready and /drain endpoint (worker/health-server.ts); 0 = none. */
+    healthPort: number;
   };
   logLevel: string;
 }
@@ -269,6 +272,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       stalledIntervalMs: e.STALLED_INTERVAL_MS,
       heartbeatIntervalMs: e.HEARTBEAT_INTERVAL_MS,
       heartbeatTtlMs: e.HEARTBEAT_TTL_MS,
+      healthPort: e.WORKER_HEALTH_PORT,
     },
     logLevel: e.LOG_LEVEL,
   };

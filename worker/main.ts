@@ -17,6 +17,7 @@ import { createModelRegistry } from '../infra/registry.ts';
 import { createStoreFactory } from '../infra/bulk/store-factory.ts';
 import { createS3ObjectStore } from '../infra/s3-object-store.ts';
 import { createThreadEngine } from './engine/thread-engine.ts';
+import { startHealthServer, type HealthServer } from './health-server.ts';
 import { WarmpoolWorker } from './worker-process.ts';
 
 export async function workerMain(args: string[], config: Config, env: NodeJS.ProcessEnv = process.env): Promise<number> {
@@ -51,25 +52,34 @@ export async function workerMain(args: string[], config: Config, env: NodeJS.Pro
     { model: values.model, ...(values.version ? { version: values.version } : {}) },
     { startAs },
   );
+  let health: HealthServer | undefined;
+  let resolveDone: (code: number) => void = () => {};
   const done = new Promise<number>((resolve) => {
-    const drain = async (reason: string) => {
-      log.info({ reason }, 'draining');
-      await worker.close();
-      resolve(0);
-    };
-    onShutdownSignals({
-      drain,
-      // onShutdownSignals exits with 128 + signal right after this; held jobs return to the
-      // queue when their locks expire.
-      force: (signal) => log.warn({ signal }, 'forced exit'),
-    });
-    void worker.drainRequested.then(() => drain('control: drain'));
+    resolveDone = resolve;
   });
+  const drain = async (reason: string) => {
+    log.info({ reason }, 'draining');
+    await worker.close();
+    // The health server closes after this resolves: a /drain caller gets its answer first.
+    resolveDone(0);
+  };
+  onShutdownSignals({
+    drain,
+    // onShutdownSignals exits with 128 + signal right after this; held jobs return to the
+    // queue when their locks expire.
+    force: (signal) => log.warn({ signal }, 'forced exit'),
+  });
+  void worker.drainRequested.then(() => drain('control: drain'));
   try {
+    // Before start(): probes see `launching`/`warming` as not ready rather than refused.
+    if (config.worker.healthPort > 0) {
+      health = await startHealthServer({ source: worker, port: config.worker.healthPort, drain: () => drain('health: /drain') });
+    }
     await worker.start();
   } catch (err) {
     log.error({ err }, 'worker failed to start');
     await worker.close();
+    await health?.close();
     store.close();
     bulkStores.close();
     return 1;
@@ -82,6 +92,7 @@ export async function workerMain(args: string[], config: Config, env: NodeJS.Pro
       return 1;
     }),
   ]);
+  await health?.close();
   store.close();
   bulkStores.close();
   return code;

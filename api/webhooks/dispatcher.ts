@@ -8,6 +8,7 @@
  * Lifecycle: start() once; close() stops claiming, stops the event source, waits for the
  * attempts in flight to be recorded, and is safe to call twice.
  */
+import type { WebhookMetrics } from './delivery-metrics.ts';
 import type { Redis } from 'ioredis';
 import type { Clock } from '../../infra/clock.ts';
 import type { Config } from '../../infra/config.ts';
@@ -38,6 +39,8 @@ export interface DispatcherDeps {
   /** How often new model queues are looked for. Default 3 s. */
   discoverIntervalMs?: number;
   random?: () => number;
+  /** Counts each recorded attempt (api/webhooks/delivery-metrics.ts); none when absent. */
+  metrics?: Pick<WebhookMetrics, 'record'>;
 }
 
 export interface Dispatcher {
@@ -88,6 +91,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
     const outcome = outcomeOf(result, d.attempts.length + 1, now);
     const recorded = await store.recordAttempt(d, { at, ...statusOf(result), durationMs: result.durationMs }, outcome, now);
     const fields = { delivery: d.id, url: d.url, outcome: result.outcome, state: outcome.state, ...statusOf(result) };
+    if (recorded) deps.metrics?.record(d.event, outcome);
     if (!recorded) deps.log.warn(fields, 'webhook attempt finished after its claim was lost; another dispatcher has it');
     else if (outcome.state === 'dead' || outcome.state === 'failed') deps.log.warn(fields, 'webhook delivery gave up');
     else deps.log.debug(fields, 'webhook attempt');

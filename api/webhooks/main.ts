@@ -17,7 +17,13 @@ import { createCanaryGuard } from '../../infra/canary/index.ts';
 import { createDeploymentStore } from '../../infra/deployments.ts';
 import { createBulkWiring } from '../bulk-deps.ts';
 import { BULK_PROGRESS_WEBHOOK_INTERVAL_MS, createBulkNotifier } from './bulk-notifier.ts';
+import { Registry } from 'prom-client';
+import { metricsKey, publishMetricsSnapshot } from '../../infra/metrics.ts';
+import { createWebhookMetrics } from './delivery-metrics.ts';
 import { createDispatcher } from './dispatcher.ts';
+
+/** How often the dispatcher's webhook metrics are published for the API's /metrics. */
+const METRICS_PUBLISH_MS = 5_000;
 
 export interface RunningDispatcher {
   /** Drains attempts in flight, then closes its connections; idempotent. */
@@ -31,14 +37,26 @@ export interface DispatcherOptions {
 
 export function startDispatcher(config: Config, log: Logger, options: DispatcherOptions = {}): RunningDispatcher {
   const redis = createRedis(config.redisUrl, {}, (err) => log.warn({ err: err.message }, 'redis connection error'));
+  // Unique per process: a restarted dispatcher must not mistake its predecessor's leases for its own.
+  const owner = `dispatcher:${os.hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
+  const registry = new Registry();
   const dispatcher = createDispatcher({
     redis,
     prefix: config.queuePrefix,
     clock: systemClock,
     config: config.webhooks,
     log,
+    metrics: createWebhookMetrics(registry),
   });
   dispatcher.start();
+  // The API's /metrics merges this snapshot with the workers' and the scaler's.
+  const metricsTtlMs = 3 * METRICS_PUBLISH_MS;
+  const publish = () =>
+    publishMetricsSnapshot(redis, metricsKey(config.queuePrefix, owner.replaceAll(':', '-')), registry, metricsTtlMs).catch(
+      (err: unknown) => log.debug({ err: err instanceof Error ? err.message : String(err) }, 'dispatcher metrics not published'),
+    );
+  const publisher = setInterval(publish, METRICS_PUBLISH_MS);
+  publisher.unref();
   const { enabled, tickMs, ...policy } = config.canary;
   const guard = createCanaryGuard({
     redis,
@@ -55,8 +73,6 @@ export function startDispatcher(config: Config, log: Logger, options: Dispatcher
     log: log.child({ component: 'bulk' }),
     notify: createBulkNotifier({ store: dispatcher.store, clock: systemClock }),
   });
-  // Unique per process: a restarted dispatcher must not mistake its predecessor's leases for its own.
-  const owner = `dispatcher:${os.hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
   const supervisor = startBulkSupervisor(bulk.deps, {
     owner,
     drive: { webhookIntervalMs: options.bulkProgressIntervalMs ?? BULK_PROGRESS_WEBHOOK_INTERVAL_MS },
@@ -67,6 +83,7 @@ export function startDispatcher(config: Config, log: Logger, options: Dispatcher
       closing ??= closeAll([
         // First: a driver mid-run may still notify into the dispatcher's store.
         ['bulk-supervisor', () => supervisor.close()],
+        ['metrics', () => clearInterval(publisher)],
         ['canary', () => guard.close()],
         ['dispatcher', () => dispatcher.close()],
         ['bulk-s3', () => bulk.close()],
