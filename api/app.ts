@@ -20,6 +20,8 @@ import { InvalidInputError } from '../infra/errors.ts';
 import type { IdempotencyStore } from '../infra/idempotency.ts';
 import type { ApiMetrics } from '../infra/metrics.ts';
 import { bearerAuth, type AuthEnv } from './auth.ts';
+import { dashboardPageRoutes } from './dashboard/page.ts';
+import { dashboardRoutes, sessionRoutes } from './dashboard/routes.ts';
 import { errorBody, errorHandler, notFoundHandler, type ErrorLog } from './errors.ts';
 import { openApiRoutes } from './openapi/routes.ts';
 import type { Clock, DeploymentLookup, JobQueue, ModelCatalog } from './ports.ts';
@@ -109,6 +111,8 @@ export function createApp(deps: AppDeps): Hono<AuthEnv> {
   });
   // The API described (/openapi.json) and browsable (/docs), open like health and metrics.
   app.route('/', openApiRoutes());
+  // The dashboard's page and assets are open too: the shell holds no data, its calls carry a key.
+  app.route('/', dashboardPageRoutes());
   app.get('/metrics', async (c) => c.body(await deps.metrics.render(), 200, { 'Content-Type': PROMETHEUS_CONTENT_TYPE }));
 
   const auth = bearerAuth(deps.apiKeys);
@@ -147,8 +151,12 @@ export function createApp(deps: AppDeps): Hono<AuthEnv> {
   if (deps.webhooks) {
     app.route('/', webhookRoutes({ ...deps.webhooks, clock: deps.clock }));
     app.route('/', canaryRoutes({ ...deps.webhooks, ...deps.canary, clock: deps.clock }));
-    if (deps.backlog) app.route('/', poolRoutes({ ...deps.webhooks, backlog: deps.backlog, clock: deps.clock }));
+    if (deps.backlog) {
+      app.route('/', poolRoutes({ ...deps.webhooks, backlog: deps.backlog, clock: deps.clock }));
+      app.route('/', dashboardRoutes({ ...deps.webhooks, backlog: deps.backlog, clock: deps.clock }));
+    }
   }
+  app.route('/', sessionRoutes(deps.adminTenants ?? []));
   return app;
 }
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // `npm test`: everything CI checks, in the order a failure is cheapest to read.
-//   1. redis-server is present (installed with apt-get when missing and we are root)
+//   1. redis-server is present (installed with apt-get when missing and we are root), and so is
+//      Debian's chromium for the dashboard's browser tests (same rule; without it they skip, saying why)
 //   2. typecheck (tsc -p .)
 //   3. layering (scripts/check-layers.mjs)
 //   4. lint and formatting (biome ci: reports, never rewrites)
@@ -8,6 +9,7 @@
 // Every step runs even when an earlier one fails, so one CI run shows every problem; the exit
 // code is the first non-zero one.
 import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { register } from 'tsx/esm/api';
@@ -43,8 +45,34 @@ async function ensureRedis() {
   }
 }
 
+const CHROMIUM = '/usr/bin/chromium';
+
+/** test/dashboard-e2e.test.ts drives Debian's chromium; install it like redis-server, or say why the browser tests will skip. */
+async function ensureChromium() {
+  if (existsSync(CHROMIUM)) {
+    console.log(`chromium: ${CHROMIUM}`);
+    return 0;
+  }
+  const isRoot = process.getuid?.() === 0;
+  if (!isRoot || !existsSync('/usr/bin/apt-get')) {
+    const why = isRoot ? 'there is no apt-get here' : 'installing needs root';
+    console.log(`chromium: ${CHROMIUM} is missing and ${why}: the dashboard browser tests will be skipped (apt-get install chromium)`);
+    return 0;
+  }
+  console.log('chromium: installing with apt-get…');
+  process.env.DEBIAN_FRONTEND ??= 'noninteractive';
+  // Wait for another apt (e.g. the redis-server install) rather than failing on its lock.
+  const lock = ['-o', 'DPkg::Lock::Timeout=300'];
+  const update = await run('apt-get', [...lock, 'update']);
+  const code = update === 0 ? await run('apt-get', [...lock, 'install', '-y', '--no-install-recommends', 'chromium']) : update;
+  if (code === 0 && existsSync(CHROMIUM)) return 0;
+  console.error(`chromium: apt-get install chromium failed (exit ${code}): the dashboard browser tests would be skipped`);
+  return code || 1;
+}
+
 const steps = [
   ['redis-server', ensureRedis],
+  ['chromium (dashboard browser tests)', ensureChromium],
   ['typecheck: tsc -p .', () => run(bin('tsc'), ['-p', '.'])],
   ['layering: scripts/check-layers.mjs', () => run(process.execPath, [path.join(root, 'scripts', 'check-layers.mjs')])],
   ['lint and format: biome ci', () => run(bin('biome'), ['ci', '.'])],

@@ -35,6 +35,8 @@ const TAG_DESCRIPTIONS: Record<string, string> = {
   'Inference (Open Inference Protocol)': 'KServe v2 / Open Inference Protocol: sync inference, model metadata and readiness.',
   'Models and deployments': 'What the registry holds, and which versions serve each model (traffic split, pool bounds, backlog bound).',
   'Bulk runs': 'Score every row under an S3 prefix into parts under another prefix, resumably and exactly once, behind online traffic.',
+  Dashboard:
+    'What the operator dashboard (/dashboard) reads: the session, chart series per deployment, and a replay of its recorded arrivals through chosen settings.',
   Webhooks: 'Standard Webhooks signing secret, delivery log, dead letters and replay.',
   'Health and metrics': 'Open routes: probes, Prometheus metrics, this documentation.',
 };

@@ -23,6 +23,7 @@ import {
   webhookOrFallback,
 } from './operation-spec.ts';
 import { BULK_RUN_OPERATIONS } from './bulk-operations.ts';
+import { DASHBOARD_OPERATIONS } from '../dashboard/operations.ts';
 import * as S from './schemas.ts';
 
 export { DEMO_MODEL, demoRow, type OperationExample, type OperationSpec, type ResponseSpec } from './operation-spec.ts';
@@ -345,6 +346,7 @@ export const OPERATIONS: readonly OperationSpec[] = [
     },
   },
   ...BULK_RUN_OPERATIONS,
+  ...DASHBOARD_OPERATIONS,
   // ---- Open Inference Protocol ----
   inferOperation('infer', '/v2/models/:model/infer', false),
   inferOperation('inferVersion', '/v2/models/:model/versions/:version/infer', true),

@@ -1,0 +1,423 @@
+// The operator dashboard's page module (served by api/dashboard/page.ts). Plain ES module, no
+// build step, no framework: it signs in with an API key (kept in sessionStorage, sent as a
+// Bearer token), polls the JSON routes and draws them with uPlot (loaded before this module).
+// Data from the API is only ever written with textContent, never parsed as HTML.
+//
+// `window.__dashboard` exposes the state (charts, last answers) to tests and to curious operators.
+
+const KEY = 'warmpool.apiKey';
+const params = new URLSearchParams(location.search);
+const POLL_MS = Math.max(500, Number(params.get('poll')) || 2000);
+const MINUTES = Math.max(1, Number(params.get('minutes')) || 15);
+const COLORS = { blue: '#1f6feb', orange: '#d4700b', green: '#1a7f37', purple: '#8250df', red: '#cf222e', grey: '#6e7781' };
+
+const $ = (id) => document.getElementById(id);
+const state = { key: sessionStorage.getItem(KEY), session: null, model: null, deployment: null, charts: {}, last: {}, polls: 0 };
+window.__dashboard = state;
+
+/** An element with attributes and children (strings become text nodes). */
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) if (v !== undefined && v !== null) node.setAttribute(k, String(v));
+  for (const child of children) node.append(child instanceof Node ? child : document.createTextNode(String(child ?? '')));
+  return node;
+}
+
+class ApiError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+async function api(path, init = {}) {
+  const headers = { Authorization: `Bearer ${state.key}` };
+  if (init.body) headers['Content-Type'] = 'application/json';
+  const res = await fetch(path, { ...init, headers });
+  const text = await res.text();
+  let body = null;
+  try {
+    body = text ? JSON.parse(text) : null;
+  } catch {
+    body = null;
+  }
+  if (!res.ok) throw new ApiError(res.status, body?.error?.code ?? '', body?.error?.message ?? `${res.status} ${res.statusText}`);
+  return body;
+}
+
+// ---- sign in / out ----
+
+async function signIn(key) {
+  state.key = key;
+  state.session = await api('v1/session');
+  sessionStorage.setItem(KEY, key);
+}
+
+function signOut(message = '') {
+  sessionStorage.removeItem(KEY);
+  state.key = null;
+  state.session = null;
+  $('app').hidden = true;
+  $('logout').hidden = true;
+  $('deployment').hidden = true;
+  $('who').textContent = '';
+  $('login').hidden = false;
+  $('login-error').textContent = message;
+}
+
+$('login-form').addEventListener('submit', async (event) => {
+  event.preventDefault();
+  $('login-error').textContent = '';
+  try {
+    await signIn($('api-key').value.trim());
+    $('api-key').value = '';
+    await start();
+  } catch (err) {
+    state.key = null;
+    $('login-error').textContent = err.status === 401 ? 'That API key is not known to this server.' : `Could not sign in: ${err.message}`;
+  }
+});
+
+$('logout').addEventListener('click', () => signOut());
+
+// ---- polling ----
+
+let timer;
+
+async function start() {
+  $('login').hidden = true;
+  $('app').hidden = false;
+  $('logout').hidden = false;
+  $('who').textContent = `${state.session.tenant}${state.session.admin ? ' (admin)' : ' (read-only)'}`;
+  const pool = await api('v1/pool');
+  const select = $('deployment');
+  select.replaceChildren(...pool.deployments.map((d) => el('option', { value: d.model }, d.model)));
+  select.hidden = pool.deployments.length === 0;
+  const wanted = params.get('model');
+  state.model = pool.deployments.find((d) => d.model === wanted)?.model ?? pool.deployments[0]?.model ?? null;
+  if (state.model) select.value = state.model;
+  if (!state.model) $('status').textContent = 'No deployments yet: deploy a model (warmpool deploy M).';
+  await loadSettings();
+  await poll();
+}
+
+$('deployment').addEventListener('change', async (event) => {
+  state.model = event.target.value;
+  for (const chart of Object.values(state.charts)) chart.destroy();
+  state.charts = {};
+  await loadSettings();
+  await poll();
+});
+
+async function poll() {
+  clearTimeout(timer);
+  if (!state.key || !state.model) return;
+  const model = encodeURIComponent(state.model);
+  try {
+    const [pool, series] = await Promise.all([api('v1/pool'), api(`v1/deployments/${model}/series?minutes=${MINUTES}`)]);
+    state.last.pool = pool;
+    state.last.series = series;
+    const view = pool.deployments.find((d) => d.model === state.model);
+    if (view) renderPool(view);
+    renderCharts(series);
+    state.polls++;
+    $('status').className = '';
+    $('status').textContent = `updated ${new Date().toLocaleTimeString()}`;
+  } catch (err) {
+    if (err.status === 401) return signOut('Your API key was refused: sign in again.');
+    $('status').className = 'error';
+    $('status').textContent = `update failed: ${err.message}`;
+  }
+  timer = setTimeout(poll, POLL_MS);
+}
+
+// ---- the pool and the decision log ----
+
+const time = (ms) => new Date(ms).toLocaleTimeString();
+
+function renderPool(view) {
+  const q = view.queue;
+  const byState = {};
+  for (const w of view.workers) byState[w.state] = (byState[w.state] ?? 0) + 1;
+  const figures = [
+    ['workers', view.workers.length],
+    ...Object.entries(byState).map(([s, n]) => [s, n]),
+    ['waiting', q.waiting + q.prioritized + q.delayed],
+    ['running', q.active],
+    ['oldest waiting', `${(q.oldestAgeMs / 1000).toFixed(1)} s`],
+    ['forecast', view.forecast ? `${view.forecast.ratePerSec.toFixed(2)} rows/s (${view.forecast.method})` : '—'],
+    ['desired', view.desired ? `${view.desired.active} active + ${view.desired.standby} standby` : '—'],
+  ];
+  $('pool-figures').replaceChildren(...figures.map(([k, v]) => el('span', { 'data-figure': k }, `${k} `, el('b', {}, v))));
+  $('workers')
+    .querySelector('tbody')
+    .replaceChildren(
+      ...view.workers.map((w) =>
+        el(
+          'tr',
+          { 'data-worker': w.id, 'data-state': w.state },
+          el('td', {}, w.id),
+          el('td', {}, w.version),
+          el('td', { class: `state-${w.state}` }, w.state),
+          el('td', {}, w.rowsPerSec.toFixed(0)),
+          el('td', {}, time(w.since)),
+        ),
+      ),
+    );
+  $('shadow').textContent = !view.desired
+    ? 'No scaler decision recorded for this deployment yet.'
+    : view.desired.shadow
+      ? 'Only a shadow scaler decides for this deployment (warmpool scaler --shadow): its decisions are recorded, not applied. Shadow mode is a property of the scaler process, not of a deployment.'
+      : 'A live scaler applies these settings; a shadow scaler (warmpool scaler --shadow) may run beside it to judge another policy.';
+  renderDecisions(view.decisions);
+}
+
+function renderDecisions(decisions) {
+  const rows = decisions.map((d) => {
+    const b = d.backlog;
+    const w = d.workers;
+    const inputs = {
+      forecast: d.forecast,
+      backlog: d.backlog,
+      workers: d.workers,
+      perWorkerRatePerSec: d.perWorkerRatePerSec,
+      settings: d.settings,
+      planned: d.planned,
+      applied: d.applied,
+    };
+    return el(
+      'tr',
+      {},
+      el('td', {}, time(d.at)),
+      el('td', {}, d.shadow ? 'shadow' : 'live'),
+      el('td', {}, `${d.forecast.ratePerSec.toFixed(2)} (${d.forecast.method})`),
+      el('td', {}, `${b.waiting + b.prioritized + b.delayed} waiting, ${b.active} running`),
+      el('td', {}, `${w.starting}/${w.standby}/${w.active}/${w.draining}`),
+      el('td', {}, `${d.decision.active}/${d.decision.standby}/+${d.decision.launch}/−${d.decision.drain}`),
+      el(
+        'td',
+        { class: 'reasons' },
+        d.decision.reasons.join('; '),
+        el('details', {}, el('summary', {}, 'inputs'), el('pre', {}, JSON.stringify(inputs, null, 2))),
+      ),
+    );
+  });
+  $('decisions')
+    .querySelector('tbody')
+    .replaceChildren(...rows);
+}
+
+// ---- charts ----
+
+const CHARTS = {
+  arrivals: {
+    x: (s) => s.arrivals.t,
+    lines: [
+      ['arrivals', (s) => s.arrivals.perMin, COLORS.blue],
+      ['forecast', (s) => s.arrivals.forecastPerMin, COLORS.orange, [6, 4]],
+    ],
+  },
+  queue: {
+    x: (s) => s.pool.t,
+    lines: [
+      ['waiting', (s) => s.pool.queued, COLORS.red],
+      ['running', (s) => s.pool.running, COLORS.blue],
+      ['oldest waiting (s)', (s) => s.pool.oldestAgeS, COLORS.grey, [4, 4], 'age'],
+    ],
+  },
+  workers: {
+    x: (s) => s.pool.t,
+    lines: [
+      ['starting', (s) => s.pool.starting, COLORS.orange],
+      ['standby', (s) => s.pool.standby, COLORS.blue],
+      ['active', (s) => s.pool.active, COLORS.green],
+      ['draining', (s) => s.pool.draining, COLORS.grey],
+    ],
+  },
+  batch: { x: (s) => s.batches.t, lines: [['mean rows', (s) => s.batches.meanRows, COLORS.purple]] },
+  latency: {
+    x: (s) => s.batches.t,
+    lines: [
+      ['p50', (s) => s.batches.waitP50Ms, COLORS.green],
+      ['p95', (s) => s.batches.waitP95Ms, COLORS.orange],
+      ['p99', (s) => s.batches.waitP99Ms, COLORS.red],
+    ],
+  },
+};
+
+function chartOptions(container, lines) {
+  const secondScale = lines.some((l) => l[4]);
+  return {
+    width: Math.max(300, container.clientWidth),
+    height: 220,
+    scales: {
+      x: { time: true },
+      y: { range: (_u, _min, max) => [0, Math.max(1, max * 1.1)] },
+      age: { range: (_u, _min, max) => [0, Math.max(1, max * 1.1)] },
+    },
+    series: [
+      {},
+      ...lines.map(([label, , stroke, dash, scale]) => ({
+        label,
+        stroke,
+        width: 2,
+        dash,
+        scale: scale ?? 'y',
+        spanGaps: false,
+        points: { show: false },
+      })),
+    ],
+    axes: [{}, { scale: 'y' }, ...(secondScale ? [{ scale: 'age', side: 1, grid: { show: false } }] : [])],
+  };
+}
+
+function renderCharts(series) {
+  for (const [name, def] of Object.entries(CHARTS)) {
+    const data = [def.x(series), ...def.lines.map(([, pick]) => pick(series))];
+    const container = $(`chart-${name}`);
+    if (!state.charts[name]) state.charts[name] = new window.uPlot(chartOptions(container, def.lines), data, container);
+    else state.charts[name].setData(data);
+    container.dataset.points = String(data[0].length);
+  }
+}
+
+window.addEventListener('resize', () => {
+  for (const [name, chart] of Object.entries(state.charts))
+    chart.setSize({ width: Math.max(300, $(`chart-${name}`).clientWidth), height: 220 });
+});
+
+// ---- settings ----
+
+const FIELDS = ['min', 'max', 'standby'];
+
+async function loadSettings() {
+  if (!state.model) return;
+  state.deployment = await api(`v1/deployments/${encodeURIComponent(state.model)}`);
+  const form = $('settings-form');
+  for (const f of FIELDS) form.elements[f].value = state.deployment[f];
+  const simForm = $('sim-form');
+  for (const f of FIELDS) simForm.elements[f].placeholder = state.deployment[f];
+  const readOnly = !state.session.admin;
+  for (const input of form.querySelectorAll('input, button')) input.disabled = readOnly;
+  $('settings-note').textContent = readOnly
+    ? `Read-only: tenant "${state.session.tenant}" may not change deployments (it is not in ADMIN_TENANTS).`
+    : `Revision ${state.deployment.revision}, updated ${new Date(state.deployment.updatedAt).toLocaleString()}. Changes go through PUT /v1/deployments/${state.model}.`;
+}
+
+let pending = null;
+
+$('settings-form').addEventListener('submit', (event) => {
+  event.preventDefault();
+  const form = event.target;
+  const change = {};
+  for (const f of FIELDS) {
+    const value = Number(form.elements[f].value);
+    if (value !== state.deployment[f]) change[f] = value;
+  }
+  $('settings-result').textContent = '';
+  if (Object.keys(change).length === 0) {
+    $('settings-result').textContent = 'Nothing to change.';
+    return;
+  }
+  pending = { change, revision: state.deployment.revision };
+  const what = Object.entries(change).map(([f, v]) => `${f} ${state.deployment[f]} → ${v}`);
+  $('confirm-text').textContent = `Change ${state.model}: ${what.join(', ')}? The scaler acts on it at its next tick.`;
+  $('confirm').hidden = false;
+});
+
+$('confirm-cancel').addEventListener('click', () => {
+  pending = null;
+  $('confirm').hidden = true;
+});
+
+$('confirm-apply').addEventListener('click', async () => {
+  if (!pending) return;
+  const { change, revision } = pending;
+  pending = null;
+  $('confirm').hidden = true;
+  const result = $('settings-result');
+  try {
+    const body = JSON.stringify({ ...change, ifRevision: revision });
+    const updated = await api(`v1/deployments/${encodeURIComponent(state.model)}`, { method: 'PUT', body });
+    result.className = 'ok';
+    result.textContent = `Applied: revision ${updated.revision} (min ${updated.min}, max ${updated.max}, standby ${updated.standby}).`;
+  } catch (err) {
+    result.className = 'error';
+    result.textContent =
+      err.status === 403
+        ? `Not allowed: tenant "${state.session.tenant}" may not change deployments (ask for it to be added to ADMIN_TENANTS).`
+        : err.code === 'revision_conflict'
+          ? 'Someone changed this deployment meanwhile: the form shows the new settings, review and apply again.'
+          : `Not applied: ${err.message}`;
+  }
+  await loadSettings();
+});
+
+// ---- simulator ----
+
+$('sim-form').addEventListener('submit', async (event) => {
+  event.preventDefault();
+  const query = new URLSearchParams();
+  for (const input of event.target.querySelectorAll('input')) if (input.value !== '') query.set(input.name, input.value);
+  $('sim-note').textContent = 'Replaying…';
+  try {
+    const sim = await api(`v1/deployments/${encodeURIComponent(state.model)}/simulation?${query}`);
+    state.last.simulation = sim;
+    renderSimulation(sim);
+  } catch (err) {
+    $('sim-note').textContent = `Simulation failed: ${err.message}`;
+  }
+});
+
+function renderSimulation(sim) {
+  const w = sim.world;
+  const clipped =
+    sim.minutes < sim.requestedMinutes
+      ? ` (observed for only the last ${sim.minutes} of the ${sim.requestedMinutes} minutes asked for)`
+      : '';
+  $('sim-note').textContent =
+    `${sim.minutes} minutes${clipped}, ${w.replayedRows} rows replayed (${w.historyMinutes} minutes of history for the forecaster); ` +
+    `worker ${w.workerRowsPerSec} rows/s${w.batchProfile ? ' (measured batch profile)' : ''}, cold start ${(w.coldStartMs / 1000).toFixed(0)} s; SLO ${sim.sloMs} ms.`;
+  const pct = (x) => (x === null ? '—' : `${(x * 100).toFixed(1)} %`);
+  const row = (label, ws, cost, jobs, slo, p95, cold) =>
+    el(
+      'tr',
+      {},
+      el('th', {}, label),
+      ...[cost, ws.active, ws.standby, ws.starting, jobs, pct(slo), p95 ?? '—', cold].map((v) => el('td', {}, v)),
+    );
+  const a = sim.actual;
+  const rows = [row(`actual (observed ${a.observedMinutes} min)`, a.workerSeconds, a.cost, a.jobs, a.sloAttainment, a.queueWaitP95Ms, '—')];
+  for (const r of sim.runs) {
+    const s = r.settings;
+    const label = `simulated, ${r.name} settings (min ${s.min}, max ${s.max}, standby ${s.standby}, util ${s.targetUtilization})`;
+    rows.push(row(label, r.workerSeconds, r.cost, r.jobs, r.sloAttainment, r.queueWaitMs.p95.toFixed(0), r.coldStarts));
+  }
+  $('sim-table')
+    .querySelector('tbody')
+    .replaceChildren(...rows);
+  $('sim-table').hidden = false;
+  const container = $('chart-sim');
+  state.charts.sim?.destroy();
+  const lines = [
+    ['actual', null, COLORS.grey],
+    ['simulated, current', null, COLORS.blue],
+    ['simulated, chosen', null, COLORS.green, [6, 4]],
+  ];
+  state.charts.sim = new window.uPlot(
+    chartOptions(container, lines),
+    [sim.pool.t, sim.pool.actual, sim.pool.current, sim.pool.chosen],
+    container,
+  );
+}
+
+// ---- boot ----
+
+if (state.key) {
+  signIn(state.key)
+    .then(start)
+    .catch(() => signOut('Your saved API key was refused: sign in again.'));
+} else {
+  signOut();
+}

@@ -1,0 +1,112 @@
+/**
+ * The dashboard's JSON routes as zod schemas: the routes parse their queries with them, and the
+ * OpenAPI table (api/openapi/operations.ts) documents the routes with them.
+ */
+import { z } from 'zod';
+import { MAX_SERIES_MINUTES } from '../use-cases/deployment-series.ts';
+import { MAX_SIMULATION_MINUTES } from '../use-cases/simulate-deployment.ts';
+
+const minutes = (max: number, fallback: number) =>
+  z.coerce.number().int().min(1).max(max).default(fallback).describe(`Minutes back from now, 1–${max}`);
+const count = z.coerce.number().int().min(0).max(10_000);
+
+export const SeriesQuery = z.object({ minutes: minutes(MAX_SERIES_MINUTES, 15) });
+
+export const SimulationQuery = z.object({
+  minutes: minutes(MAX_SIMULATION_MINUTES, 60),
+  min: count.optional().describe('Policy to try: min workers (default: the deployment’s)'),
+  max: count.optional().describe('Policy to try: max workers'),
+  standby: count.optional().describe('Policy to try: warmed standby workers'),
+  targetUtilization: z.coerce.number().gt(0).max(1).optional().describe('Policy to try: target utilisation of active workers'),
+  sloMs: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(86_400_000)
+    .optional()
+    .describe('Queue-wait SLO the runs are judged by (default: the policy’s)'),
+});
+
+export const Session = z.object({
+  tenant: z.string(),
+  admin: z.boolean().describe('Whether this tenant may change deployments (ADMIN_TENANTS)'),
+});
+
+const nums = z.array(z.number());
+const maybeNums = z.array(z.number().nullable());
+
+export const DeploymentSeries = z.object({
+  model: z.string(),
+  at: z.number().describe('Epoch ms'),
+  minutes: z.number().int(),
+  arrivals: z
+    .object({ t: nums, perMin: nums, forecastPerMin: maybeNums })
+    .describe('Per minute (t in epoch s): rows arrived, and rows per minute the scaler forecast'),
+  pool: z
+    .object({
+      t: nums,
+      queued: nums,
+      running: nums,
+      oldestAgeS: nums,
+      starting: nums,
+      standby: nums,
+      active: nums,
+      draining: nums,
+    })
+    .describe('Per sample (t in epoch s): jobs waiting and running, the oldest waiting job’s age, workers by state'),
+  batches: z
+    .object({ t: nums, meanRows: maybeNums, waitP50Ms: maybeNums, waitP95Ms: maybeNums, waitP99Ms: maybeNums, jobs: nums })
+    .describe('Per interval between samples: mean rows per forward pass, queue-wait percentiles, jobs taken'),
+});
+
+const workerSeconds = z.object({ active: z.number(), standby: z.number(), starting: z.number(), total: z.number() });
+const policySettings = z.object({
+  min: z.number(),
+  max: z.number(),
+  standby: z.number(),
+  sloQueueWaitMs: z.number(),
+  coldStartMs: z.number(),
+  scaleDownStabilizationMs: z.number(),
+  targetUtilization: z.number(),
+});
+
+export const Simulation = z.object({
+  model: z.string(),
+  from: z.number(),
+  to: z.number(),
+  minutes: z.number().int().describe('Minutes replayed: those asked for, or fewer when the deployment was observed for less of them'),
+  requestedMinutes: z.number().int(),
+  sloMs: z.number(),
+  world: z.object({
+    workerRowsPerSec: z.number(),
+    coldStartMs: z.number(),
+    batchProfile: z.boolean(),
+    historyMinutes: z.number(),
+    replayedRows: z.number(),
+  }),
+  runs: z
+    .array(
+      z.object({
+        name: z.enum(['current', 'chosen']),
+        settings: policySettings,
+        cost: z.number().describe('Worker-seconds: active + starting + standby'),
+        workerSeconds,
+        jobs: z.number(),
+        sloAttainment: z.number(),
+        queueWaitMs: z.object({ p50: z.number(), p95: z.number(), p99: z.number(), max: z.number() }),
+        coldStarts: z.number(),
+      }),
+    )
+    .describe('The recorded arrivals replayed through the policy with the current and the chosen settings'),
+  actual: z
+    .object({
+      observedMinutes: z.number(),
+      workerSeconds,
+      cost: z.number(),
+      jobs: z.number(),
+      sloAttainment: z.number().nullable(),
+      queueWaitP95Ms: z.number().nullable(),
+    })
+    .describe('What the deployment actually did over the window, as far as it was observed'),
+  pool: z.object({ t: nums, actual: maybeNums, current: nums, chosen: nums }).describe('Workers in the pool per interval'),
+});

@@ -1,0 +1,51 @@
+/**
+ * A deployment's recent history for the dashboard's charts (api/dashboard/series.ts shapes it):
+ * per-minute arrivals, the scaler's forecast from its decision records, and the pool samples —
+ * taking one first when it is due, so an open dashboard keeps the record going
+ * (api/dashboard/samples.ts).
+ */
+import type { Clock } from '../../infra/clock.ts';
+import type { Deployment } from '../../infra/deployments.ts';
+import { InvalidInputError, NotFoundError } from '../../infra/errors.ts';
+import type { ArrivalSeries } from '../../infra/scaler/contracts.ts';
+import type { DecisionRecord } from '../../infra/scaler/decision-log.ts';
+import type { PoolSamples } from '../dashboard/samples.ts';
+import { shapeSeries, type SeriesView } from '../dashboard/series.ts';
+
+export const MAX_SERIES_MINUTES = 1440;
+
+export interface DeploymentSeriesDeps {
+  deployments: { get(model: string): Promise<Deployment | null> };
+  arrivals: { series(model: string, fromMs: number, toMs: number): Promise<ArrivalSeries> };
+  /** The model's decision records taken at or after `fromMs`, oldest first. */
+  decisionsSince(model: string, fromMs: number): Promise<DecisionRecord[]>;
+  samples: PoolSamples;
+  clock: Clock;
+}
+
+export async function deploymentSeries(deps: DeploymentSeriesDeps, model: string, minutes: number): Promise<SeriesView> {
+  checkMinutes(minutes);
+  const deployment = await deployedOrThrow(deps, model);
+  await deps.samples.sampleIfDue({ model, versions: deployment.versions.map((v) => v.version) });
+  const at = deps.clock.now();
+  // The current minute is included (so far): a burst shows at once, not a minute later.
+  const fromMs = at - (minutes - 1) * 60_000;
+  const [arrivals, decisions, samples] = await Promise.all([
+    deps.arrivals.series(model, fromMs, at),
+    deps.decisionsSince(model, fromMs - 60_000),
+    deps.samples.read(model, fromMs, at),
+  ]);
+  return shapeSeries({ model, at, minutes, arrivals, decisions, samples });
+}
+
+export function checkMinutes(minutes: number, max = MAX_SERIES_MINUTES): void {
+  if (!Number.isInteger(minutes) || minutes < 1 || minutes > max) {
+    throw new InvalidInputError('invalid_query', `minutes must be an integer between 1 and ${max} (got ${minutes})`);
+  }
+}
+
+export async function deployedOrThrow(deps: { deployments: { get(model: string): Promise<Deployment | null> } }, model: string) {
+  const deployment = await deps.deployments.get(model);
+  if (!deployment) throw new NotFoundError('deployment_not_found', `model ${model} is not deployed`);
+  return deployment;
+}

@@ -1,0 +1,224 @@
+/**
+ * The dashboard's simulator view: a deployment's own recorded arrivals replayed through the live
+ * policy (infra/simulator compare, the same forecaster and policy code the scaler runs) with the
+ * settings it has now and with the settings an operator chose, beside what actually happened over
+ * the same window (api/dashboard/outcome.ts).
+ *
+ * The world model is the deployment's own measurements where there are any: the cold start and
+ * the per-worker rate from the scaler's latest decision, the batch profile from a live worker's
+ * warm-up. The forecaster gets up to HISTORY_DAYS of recorded history before the window.
+ *
+ * Bounded, because it runs in the API process: at most MAX_SIMULATION_MINUTES replayed, at most
+ * MAX_REPLAY_ROWS arrivals in them (422 beyond), and one simulation at a time per process (503 with
+ * Retry-After while one runs). The replay is synchronous CPU work proportional to those bounds.
+ */
+import type { Clock } from '../../infra/clock.ts';
+import type { Deployment } from '../../infra/deployments.ts';
+import { InvalidInputError, OverloadedError } from '../../infra/errors.ts';
+import type { ArrivalSeries, PolicySettings } from '../../infra/scaler/contracts.ts';
+import { DEFAULT_SCALER_SETTINGS } from '../../infra/scaler/controller.ts';
+import type { DecisionRecord } from '../../infra/scaler/decision-log.ts';
+import { compare, defaultSettings, type PolicyReport } from '../../infra/simulator/compare.ts';
+import { batchPointsFrom } from '../../infra/simulator/service.ts';
+import type { HeartbeatPayload } from '../../infra/worker-states.ts';
+import { actualOutcome, type Outcome, workerTimeline } from '../dashboard/outcome.ts';
+import type { PoolSamples } from '../dashboard/samples.ts';
+import { round } from '../dashboard/series.ts';
+import { checkMinutes, deployedOrThrow } from './deployment-series.ts';
+
+export const MAX_SIMULATION_MINUTES = 1440;
+export const MAX_REPLAY_ROWS = 1_000_000;
+export const HISTORY_DAYS = 7;
+const MINUTE_MS = 60_000;
+
+/** The settings an operator may try; the rest come from the deployment and the scaler. */
+export type PolicyChoice = Partial<Pick<PolicySettings, 'min' | 'max' | 'standby' | 'targetUtilization' | 'sloQueueWaitMs'>>;
+
+export interface SimulateDeploymentDeps {
+  deployments: { get(model: string): Promise<Deployment | null> };
+  arrivals: { series(model: string, fromMs: number, toMs: number): Promise<ArrivalSeries> };
+  decisionsSince(model: string, fromMs: number): Promise<DecisionRecord[]>;
+  samples: Pick<PoolSamples, 'read'>;
+  heartbeats(): Promise<HeartbeatPayload[]>;
+  clock: Clock;
+}
+
+export interface SimulatedRun {
+  name: 'current' | 'chosen';
+  settings: PolicySettings;
+  cost: number;
+  workerSeconds: { active: number; standby: number; starting: number; total: number };
+  jobs: number;
+  sloAttainment: number;
+  queueWaitMs: { p50: number; p95: number; p99: number; max: number };
+  coldStarts: number;
+}
+
+export interface SimulationView {
+  model: string;
+  from: number;
+  to: number;
+  /** Replayed: the minutes asked for, or fewer when the deployment was observed for less of them. */
+  minutes: number;
+  requestedMinutes: number;
+  sloMs: number;
+  /** What the world model was built from. */
+  world: { workerRowsPerSec: number; coldStartMs: number; batchProfile: boolean; historyMinutes: number; replayedRows: number };
+  runs: SimulatedRun[];
+  actual: Outcome;
+  /** Workers in the pool (starting + standby + active) per interval, x in epoch seconds. */
+  pool: { t: number[]; actual: Array<number | null>; current: number[]; chosen: number[] };
+}
+
+/** A simulator for the deployments of one API process: one replay at a time. */
+export function createDeploymentSimulator(deps: SimulateDeploymentDeps) {
+  let running = false;
+  return async (model: string, minutes: number, choice: PolicyChoice): Promise<SimulationView> => {
+    checkMinutes(minutes, MAX_SIMULATION_MINUTES);
+    if (running) throw new OverloadedError('simulation_busy', 'a simulation is running in this API process; try again shortly', 5);
+    running = true;
+    try {
+      return await simulateDeployment(deps, model, minutes, choice);
+    } finally {
+      running = false;
+    }
+  };
+}
+
+async function simulateDeployment(deps: SimulateDeploymentDeps, model: string, requestedMinutes: number, choice: PolicyChoice) {
+  const deployment = await deployedOrThrow(deps, model);
+  // Whole minutes only, the arrivals' grain: the minute in progress is neither replayed nor judged.
+  const to = Math.floor(deps.clock.now() / MINUTE_MS) * MINUTE_MS;
+  const requestedFrom = to - requestedMinutes * MINUTE_MS;
+  const [series, decisions, samples, beats] = await Promise.all([
+    deps.arrivals.series(model, requestedFrom - HISTORY_DAYS * 1440 * MINUTE_MS, to - 1),
+    deps.decisionsSince(model, requestedFrom - MINUTE_MS),
+    deps.samples.read(model, requestedFrom, to),
+    deps.heartbeats(),
+  ]);
+  // Cost is only comparable over what was observed: when the record starts inside the window,
+  // replay from there (the arrivals before it still feed the forecaster as history).
+  const firstSeen = workerTimeline(decisions, samples).find((p) => p.at >= requestedFrom && p.at < to)?.at;
+  const minutes =
+    firstSeen === undefined ? requestedMinutes : Math.max(1, Math.min(requestedMinutes, Math.ceil((to - firstSeen) / MINUTE_MS)));
+  const from = to - minutes * MINUTE_MS;
+  const trace = trimLeadingZeros(series, minutes);
+  const replayedRows = trace.series.perMinute.slice(-minutes).reduce((a, b) => a + b, 0);
+  if (replayedRows > MAX_REPLAY_ROWS) {
+    const message = `${replayedRows} arrivals in ${minutes} minutes; at most ${MAX_REPLAY_ROWS}: choose fewer minutes`;
+    throw new InvalidInputError('simulation_too_large', message, { status: 422 });
+  }
+  const latest = [...decisions].reverse().find((d) => !d.shadow) ?? decisions.at(-1);
+  const current = currentSettings(deployment, latest);
+  const chosen = chooseSettings(current, choice);
+  const profile = beats.filter((b) => b.model === model && b.batchProfile).map((b) => batchPointsFrom(b))[0];
+  const workerRowsPerSec = latest?.perWorkerRatePerSec || 100;
+  const historyMinutes = trace.series.perMinute.length - minutes;
+  const run = (name: SimulatedRun['name'], policy: PolicySettings) => {
+    const settings = defaultSettings({
+      sloMs: chosen.sloQueueWaitMs,
+      coldStartMs: current.coldStartMs,
+      workerRps: workerRowsPerSec,
+      ...(profile ? { batchProfile: profile.points, maxBatch: profile.chosenBatch ?? 32 } : {}),
+      historyDays: historyMinutes / 1440,
+      policy,
+    });
+    return summary(name, policy, compare(trace, settings, ['predictive']).policies[0] as PolicyReport);
+  };
+  const runs = [run('current', current), run('chosen', chosen)];
+  const actual = actualOutcome({ decisions, samples, fromMs: from, toMs: to, sloMs: chosen.sloQueueWaitMs });
+  return {
+    model,
+    from,
+    to,
+    minutes,
+    requestedMinutes,
+    sloMs: chosen.sloQueueWaitMs,
+    world: {
+      workerRowsPerSec: round(workerRowsPerSec, 1),
+      coldStartMs: current.coldStartMs,
+      batchProfile: !!profile,
+      historyMinutes,
+      replayedRows,
+    },
+    runs: runs.map((r) => r.run),
+    actual,
+    pool: poolColumns(trace.series.startMs + historyMinutes * MINUTE_MS, runs, workerTimeline(decisions, samples)),
+  } satisfies SimulationView;
+}
+
+/** History before the first recorded minute is not "no traffic", it is "not recorded": leave it out. */
+function trimLeadingZeros(series: ArrivalSeries, minutes: number) {
+  const first = series.perMinute.findIndex((n) => n > 0);
+  const keepFrom = Math.min(first < 0 ? series.perMinute.length : first, Math.max(0, series.perMinute.length - minutes));
+  const perMinute = series.perMinute.slice(keepFrom);
+  return {
+    series: { startMs: series.startMs + keepFrom * MINUTE_MS, perMinute },
+    missing: perMinute.map(() => false),
+    rows: perMinute.reduce((a, b) => a + b, 0),
+  };
+}
+
+/** The settings the scaler decided with last (they merge the deployment's policy overrides), else the deployment's and the defaults. */
+export function currentSettings(d: Deployment, latest: DecisionRecord | undefined): PolicySettings {
+  const base = latest?.settings ?? { ...DEFAULT_SCALER_SETTINGS, ...numericOverrides(d.policy) };
+  return { ...base, min: d.min, max: d.max, standby: d.standby };
+}
+
+function numericOverrides(policy: Record<string, unknown> | undefined): Partial<PolicySettings> {
+  const out: Record<string, number> = {};
+  for (const key of ['sloQueueWaitMs', 'coldStartMs', 'scaleDownStabilizationMs', 'targetUtilization'] as const) {
+    const v = policy?.[key];
+    if (typeof v === 'number' && Number.isFinite(v)) out[key] = v;
+  }
+  return out;
+}
+
+export function chooseSettings(current: PolicySettings, choice: PolicyChoice): PolicySettings {
+  const chosen = { ...current, ...Object.fromEntries(Object.entries(choice).filter(([, v]) => v !== undefined)) };
+  if (chosen.max < chosen.min) throw new InvalidInputError('invalid_query', `max (${chosen.max}) is below min (${chosen.min})`);
+  if (chosen.max < 1) throw new InvalidInputError('invalid_query', 'max must be at least 1');
+  return chosen;
+}
+
+function summary(name: SimulatedRun['name'], settings: PolicySettings, r: PolicyReport) {
+  const run: SimulatedRun = {
+    name,
+    settings,
+    cost: round(r.cost, 1),
+    workerSeconds: {
+      active: round(r.workerSeconds.active, 1),
+      standby: round(r.workerSeconds.standby, 1),
+      starting: round(r.workerSeconds.starting, 1),
+      total: round(r.workerSeconds.total, 1),
+    },
+    jobs: r.jobs,
+    sloAttainment: round(r.sloAttainment, 4),
+    queueWaitMs: r.queueWaitMs,
+    coldStarts: r.coldStarts,
+  };
+  return { run, series: r.series };
+}
+
+/** Pool size per interval of the simulated runs, and the observed one averaged over the same intervals. */
+function poolColumns(
+  startMs: number,
+  runs: Array<ReturnType<typeof summary>>,
+  timeline: Array<{ at: number; workers: { starting: number; standby: number; active: number } }>,
+): SimulationView['pool'] {
+  const size = (s: (typeof runs)[number]['series'], i: number) => round((s.starting[i] ?? 0) + (s.standby[i] ?? 0) + (s.active[i] ?? 0), 2);
+  const [current, chosen] = runs as [ReturnType<typeof summary>, ReturnType<typeof summary>];
+  const stepMs = current.series.intervalMin * MINUTE_MS;
+  const t = current.series.active.map((_, i) => (startMs + i * stepMs) / 1000);
+  const actual = t.map((x) => {
+    const inside = timeline.filter((p) => p.at >= x * 1000 && p.at < x * 1000 + stepMs);
+    if (inside.length === 0) return null;
+    return round(inside.reduce((sum, p) => sum + p.workers.starting + p.workers.standby + p.workers.active, 0) / inside.length, 2);
+  });
+  return {
+    t,
+    actual,
+    current: t.map((_, i) => size(current.series, i)),
+    chosen: t.map((_, i) => size(chosen.series, i)),
+  };
+}

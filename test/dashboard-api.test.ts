@@ -1,0 +1,184 @@
+/**
+ * The dashboard's routes over HTTP on the real API (real Redis, S3), with the clock held still:
+ * the page and its assets (open, cached by content hash), the session route, the chart series
+ * built from recorded arrivals and decisions, and the simulator view on recorded arrivals,
+ * with its bounds.
+ */
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ManualClock } from '../infra/clock.ts';
+import { loadConfig } from '../infra/config.ts';
+import { createDeploymentStore } from '../infra/deployments.ts';
+import { closeRedis, createRedis } from '../infra/redis.ts';
+import { createArrivalHistory } from '../infra/scaler/arrival-history.ts';
+import { createDecisionLog, type DecisionRecord } from '../infra/scaler/decision-log.ts';
+import { MAX_REPLAY_ROWS } from '../api/use-cases/simulate-deployment.ts';
+import { startTestApi, type TestApi } from './support/api-app.ts';
+import { testEnv } from './support/services.ts';
+
+const KEY_ADMIN = 'key-aaaaaaaa'; // tenant-a, in ADMIN_TENANTS (testEnv)
+const KEY_OTHER = 'key-bbbbbbbb';
+const MINUTE = 60_000;
+const config = loadConfig(testEnv());
+const redis = createRedis(config.redisUrl);
+// Still, in the middle of a minute, near the real time (stream ids are Redis's clock).
+const clock = new ManualClock(Math.floor(Date.now() / MINUTE) * MINUTE + 30_000);
+const history = createArrivalHistory(redis, config.queuePrefix, clock);
+let api: TestApi;
+
+beforeAll(async () => {
+  const deployments = createDeploymentStore(redis, config.queuePrefix);
+  await deployments.put({ model: 'dash', version: '1', min: 1, max: 4, standby: 0 });
+  await deployments.put({ model: 'sim', version: '1', min: 1, max: 4, standby: 0 });
+  await deployments.put({ model: 'flood', version: '1', min: 1, max: 4, standby: 0 });
+  api = await startTestApi(config, { clock });
+});
+
+afterAll(async () => {
+  await api?.close();
+  const keys = await redis.keys(`${config.queuePrefix}:*`);
+  if (keys.length > 0) await redis.del(...keys);
+  await closeRedis(redis);
+});
+
+describe('page and assets', () => {
+  it('serves the page without a key, with a CSP and asset URLs that carry a content hash', async () => {
+    const res = await api.call('/dashboard');
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-security-policy')).toContain("script-src 'self'");
+    expect(res.headers.get('cache-control')).toBe('no-cache');
+    const html = await res.text();
+    const src = /src="(dashboard\/assets\/uPlot\.iife\.min\.js\?v=([0-9a-f]+))"/.exec(html);
+    expect(src).not.toBeNull();
+    const asset = await api.call(`/${src?.[1]}`);
+    expect(asset.status).toBe(200);
+    expect(asset.headers.get('cache-control')).toBe('public, max-age=31536000, immutable');
+    expect(asset.headers.get('etag')).toBe(`"${src?.[2]}"`);
+    const file = createRequire(import.meta.url).resolve('uplot/dist/uPlot.iife.min.js');
+    expect(await asset.text()).toBe(readFileSync(file, 'utf8'));
+    expect((await api.call('/dashboard/assets/uPlot.min.css')).headers.get('content-type')).toContain('text/css');
+  });
+
+  it('answers 404 for a file it does not serve', async () => {
+    const res = await api.call('/dashboard/assets/..%2Fpackage.json');
+    expect(res.status).toBe(404);
+    expect(((await res.json()) as { error: { code: string } }).error.code).toBe('asset_not_found');
+  });
+});
+
+describe('GET /v1/session', () => {
+  it('names the tenant and whether it may change deployments; refuses without a key', async () => {
+    expect(await (await api.call('/v1/session', { key: KEY_ADMIN })).json()).toEqual({ tenant: 'tenant-a', admin: true });
+    expect(await (await api.call('/v1/session', { key: KEY_OTHER })).json()).toEqual({ tenant: 'tenant-b', admin: false });
+    expect((await api.call('/v1/session')).status).toBe(401);
+  });
+});
+
+function decision(model: string, at: number, ratePerSec: number): DecisionRecord {
+  return {
+    at,
+    model,
+    version: '1',
+    shadow: false,
+    leader: 'test',
+    forecast: { ratePerSec, burstRatePerSec: ratePerSec, horizonS: 60, method: 'reactive', components: {} },
+    backlog: { waiting: 0, prioritized: 0, delayed: 0, active: 0, oldestAgeMs: 0 },
+    workers: { starting: 0, standby: 0, active: 1, draining: 0 },
+    perWorkerRatePerSec: 50,
+    settings: {
+      min: 1,
+      max: 4,
+      standby: 0,
+      sloQueueWaitMs: 5_000,
+      coldStartMs: 20_000,
+      scaleDownStabilizationMs: 60_000,
+      targetUtilization: 0.8,
+    },
+    decision: { active: 1, standby: 0, launch: 0, drain: 0, reasons: ['test'] },
+    planned: [],
+    applied: [],
+  };
+}
+
+describe('GET /v1/deployments/:model/series', () => {
+  it('returns the recorded arrivals per minute with the forecast, and a pool sample', async () => {
+    const now = clock.now();
+    await history.recordArrival('dash', 7, now - 2 * MINUTE);
+    await history.recordArrival('dash', 3, now);
+    await createDecisionLog(redis, config.queuePrefix).record(decision('dash', now - MINUTE, 0.5));
+    const res = await api.call('/v1/deployments/dash/series?minutes=3', { key: KEY_OTHER });
+    expect(res.status).toBe(200);
+    const view = (await res.json()) as {
+      arrivals: { t: number[]; perMin: number[]; forecastPerMin: Array<number | null> };
+      pool: { t: number[]; active: number[] };
+    };
+    const minute0 = (Math.floor(now / MINUTE) - 2) * 60;
+    expect(view.arrivals).toEqual({ t: [minute0, minute0 + 60, minute0 + 120], perMin: [7, 0, 3], forecastPerMin: [null, 30, null] });
+    expect(view.pool.t).toEqual([now / 1000]);
+    expect(view.pool.active).toEqual([0]); // no worker runs in this test
+  });
+
+  it.each([
+    ['/v1/deployments/dash/series?minutes=0', 400, 'invalid_query'],
+    ['/v1/deployments/dash/series?minutes=99999', 400, 'invalid_query'],
+    ['/v1/deployments/nobody/series', 404, 'deployment_not_found'],
+  ])('%s → %i %s', async (path, status, code) => {
+    const res = await api.call(path, { key: KEY_ADMIN });
+    expect(res.status).toBe(status);
+    expect(((await res.json()) as { error: { code: string } }).error.code).toBe(code);
+  });
+});
+
+describe('GET /v1/deployments/:model/simulation', () => {
+  it('replays the recorded arrivals of the observed window with the current and the chosen settings', async () => {
+    const now = clock.now();
+    let recorded = 0;
+    for (let m = 1; m <= 20; m++) {
+      await history.recordArrival('sim', 30 * m, now - m * MINUTE);
+      recorded += 30 * m;
+    }
+    // The scaler has been deciding for the last 20 minutes: the record starts there.
+    await createDecisionLog(redis, config.queuePrefix).record(decision('sim', now - 20 * MINUTE, 5));
+    await createDecisionLog(redis, config.queuePrefix).record(decision('sim', now - MINUTE, 5));
+    const res = await api.call('/v1/deployments/sim/simulation?minutes=60&standby=2&sloMs=4000', { key: KEY_OTHER });
+    expect(res.status).toBe(200);
+    type Run = {
+      name: string;
+      settings: { standby: number; min: number; coldStartMs: number };
+      jobs: number;
+      workerSeconds: { standby: number };
+    };
+    const sim = (await res.json()) as {
+      minutes: number;
+      requestedMinutes: number;
+      world: { replayedRows: number; coldStartMs: number };
+      sloMs: number;
+      runs: Run[];
+      pool: { t: number[] };
+    };
+    // Asked for an hour, replayed the 20 minutes observed, so cost compares like with like.
+    expect([sim.requestedMinutes, sim.minutes]).toEqual([60, 20]);
+    expect(sim.world.replayedRows).toBe(recorded);
+    expect(sim.sloMs).toBe(4000);
+    // The scaler's last decision supplies the measured cold start.
+    expect(sim.world.coldStartMs).toBe(20_000);
+    const [current, chosen] = sim.runs as [Run, Run];
+    expect([current.name, chosen.name]).toEqual(['current', 'chosen']);
+    expect(current.settings).toMatchObject({ standby: 0, min: 1 });
+    expect(chosen.settings).toMatchObject({ standby: 2, min: 1 });
+    expect(current.jobs).toBe(recorded);
+    expect(chosen.jobs).toBe(recorded);
+    expect(chosen.workerSeconds.standby).toBeGreaterThan(current.workerSeconds.standby);
+    expect(sim.pool.t.length).toBeGreaterThan(0);
+  });
+
+  it('refuses settings that do not hold together, and a window with more arrivals than it replays here', async () => {
+    const bad = await api.call('/v1/deployments/dash/simulation?min=5&max=2', { key: KEY_ADMIN });
+    expect(bad.status).toBe(400);
+    await history.recordArrival('flood', MAX_REPLAY_ROWS + 1, clock.now() - MINUTE);
+    const flood = await api.call('/v1/deployments/flood/simulation?minutes=5', { key: KEY_ADMIN });
+    expect(flood.status).toBe(422);
+    expect(((await flood.json()) as { error: { code: string } }).error.code).toBe('simulation_too_large');
+  });
+});
