@@ -10,7 +10,7 @@ import { createRequire } from 'node:module';
 import { Hono, type MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { routePath } from 'hono/route';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../infra/redis.ts';
 import type { Registry } from 'prom-client';
 import type { CanaryPolicy } from '../infra/canary/index.ts';
 import type { BulkRuns } from '../infra/bulk/contract.ts';
@@ -48,7 +48,7 @@ export interface AppDeps {
   deployments: DeploymentLookup & DeploymentAdmin;
   apiKeys: readonly ApiKey[];
   /** Webhook secrets and deliveries (api/webhooks) and canary status; absent without it. */
-  webhooks?: { redis: Redis; prefix: string };
+  webhooks?: { redis: RedisClient; prefix: string };
   /** Bulk scoring runs (infra/bulk): `/v1/bulk-runs`; api/main.ts always wires it, absent = no such routes. */
   bulkRuns?: BulkRuns;
   /** Per-minute arrival history the scaler forecasts from (infra/scaler/arrival-history.ts). */

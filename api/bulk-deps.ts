@@ -6,7 +6,7 @@
  * Input and output may live in any bucket, so object stores are made per bucket on first use
  * (same endpoint and credentials as the registry's) and kept until close().
  */
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../infra/redis.ts';
 import type { BulkDeps } from '../infra/bulk/bulk-runs.ts';
 import { systemClock, type Clock } from '../infra/clock.ts';
 import type { Config } from '../infra/config.ts';
@@ -19,7 +19,7 @@ import { createS3ObjectStore } from '../infra/s3-object-store.ts';
 
 export interface BulkWiringOptions {
   /** Used, not closed: the caller owns it. */
-  redis: Redis;
+  redis: RedisClient;
   log: Logger;
   clock?: Clock;
   /** Manifest lookups; default: the registry through a short-lived cache. */

@@ -17,7 +17,10 @@
  * overdue job still counts in depth(). Ending a queued job is one script that removes it from
  * BullMQ's wait/paused/prioritized/delayed sets and writes the tombstone, atomically with
  * respect to a worker's fetch (also a script): a job a worker already took is never touched.
- * (Single Redis: the index key and the queue's keys are not in one hash slot.)
+ * The script writes the tombstone next to the queue's keys (`<prefix>:{queue}:tomb:<id>`, the
+ * queue's hash slot on a Redis Cluster, where one script cannot also reach the index key);
+ * the index key is then pointed at the same tombstone. Until it is (or if the API dies in
+ * between) a reader that finds the job gone from the queue reads the tombstone there.
  *
  * A result-cache hit (infra/result-cache.ts) is the same kind of record: the job's final view,
  * written at submit instead of a queue name, so every reader (GET, SSE, sync waits, cancel)
@@ -41,13 +44,18 @@ import {
   type JobView,
   type Priority,
 } from './job-contract.ts';
-import { closeRedis, createRedis } from './redis.ts';
+import { closeRedis, createRedis, type RedisClient } from './redis.ts';
 import { createResultCache } from './result-cache.ts';
 
 export type { JobView };
 
 export interface BullJobQueueOptions {
   connection: RedisOptions | string;
+  /**
+   * Over the defaults of the shared (non-blocking) client, e.g. FAIL_FAST_REDIS_OPTIONS so
+   * calls fail at once while Redis is down.
+   */
+  redisOptions?: RedisOptions;
   /** BullMQ key prefix (QUEUE_PREFIX); the job index keys live under it too. */
   prefix: string;
   /** How long finished jobs (and their index keys and tombstones) are kept. */
@@ -126,7 +134,7 @@ const TERMINAL: ReadonlySet<JobStatus> = new Set(['succeeded', 'failed', 'cancel
 const CHANGE_EVENTS = ['active', 'waiting', 'delayed', 'completed', 'failed', 'removed'] as const;
 
 /**
- * KEYS: wait, paused, prioritized, delayed, index. ARGV: job id, tombstone, ttl s.
+ * KEYS: wait, paused, prioritized, delayed, tombstone (all in the queue's slot). ARGV: job id, tombstone, ttl s.
  * The same sets BullMQ's own fetch (moveToActive) pops from: once out of them, no worker can
  * take the job. BullMQ's removeJob then deletes the rest (it is no longer in any set).
  */
@@ -153,16 +161,18 @@ interface Snapshot {
 export function createBullJobQueue(options: BullJobQueueOptions): BullJobQueue {
   const clock = options.clock ?? systemClock;
   const onError = options.onError ?? (() => undefined);
-  const client =
+  const client: RedisClient =
     typeof options.connection === 'string'
-      ? createRedis(options.connection)
-      : new Redis({ ...options.connection, maxRetriesPerRequest: null });
+      ? createRedis(options.connection, options.redisOptions)
+      : new Redis({ ...options.connection, maxRetriesPerRequest: null, ...options.redisOptions });
   const queues = new Map<string, Queue<JobData, JobResult>>();
   const events = new Map<string, Promise<QueueEvents>>();
   /** Per queue, per job id: the wake-ups of pending waitFor/watch calls. */
   const waiters = new Map<string, Map<string, Set<() => void>>>();
   let waiterCount = 0;
   const indexKey = (jobId: string) => `${options.prefix}:job:${jobId}`;
+  /** Beside the queue's own keys, in its hash slot: what BURY writes (see the header). */
+  const tombKey = (name: string, jobId: string) => queue(name).toKey(`tomb:${jobId}`);
   const results = createResultCache(client, { prefix: options.prefix });
   let closing: Promise<void> | undefined;
 
@@ -185,8 +195,8 @@ export function createBullJobQueue(options: BullJobQueueOptions): BullJobQueue {
   async function locate(jobId: string): Promise<Location | null> {
     const raw = await client.get(indexKey(jobId));
     if (raw === null) return null;
-    // Queue names start with "infer." (job-contract.ts); tombstones are JSON objects.
-    if (raw.startsWith('{')) return { kind: 'tombstone', view: JSON.parse(raw) as JobView };
+    // Queue names are "{infer.…}" (job-contract.ts); tombstones are JSON objects.
+    if (raw.startsWith('{"')) return { kind: 'tombstone', view: JSON.parse(raw) as JobView };
     return { kind: 'queue', name: raw };
   }
 
@@ -203,7 +213,12 @@ export function createBullJobQueue(options: BullJobQueueOptions): BullJobQueue {
       const q = queue(at.name);
       const state = await q.getJobState(jobId);
       const job = state === 'unknown' ? undefined : await Job.fromId<JobData, JobResult>(q, jobId);
-      if (!job) continue; // gone meanwhile: buried (the index now says so) or aged out
+      if (!job) {
+        // Gone meanwhile: aged out, or buried (its tombstone is beside the queue, and soon in the index).
+        const tomb = await client.get(tombKey(at.name, jobId));
+        if (tomb !== null) return { view: JSON.parse(tomb) as JobView };
+        continue;
+      }
       const view = jobView(job, STATUS[state as JobState]);
       const { timeoutMs, submittedAt } = job.data;
       if (view.status !== 'queued' || timeoutMs === undefined) return { view, queue: at.name };
@@ -225,9 +240,10 @@ export function createBullJobQueue(options: BullJobQueueOptions): BullJobQueue {
   async function bury(name: string, view: JobView, status: JobStatus, error: { code: string; message: string }): Promise<JobView | null> {
     const tombstone: JobView = { ...view, status, error, finishedAt: clock.now() };
     const q = queue(name);
-    const keys = [q.toKey('wait'), q.toKey('paused'), q.toKey('prioritized'), q.toKey('delayed'), indexKey(view.id)];
+    const keys = [q.toKey('wait'), q.toKey('paused'), q.toKey('prioritized'), q.toKey('delayed'), tombKey(name, view.id)];
     const done = await client.eval(BURY, keys.length, ...keys, view.id, JSON.stringify(tombstone), options.retentionS);
     if (done !== 1) return null;
+    await client.set(indexKey(view.id), JSON.stringify(tombstone), 'EX', options.retentionS);
     // Deletes the job's hash and emits `removed`, which wakes watchers in every API process.
     await q.remove(view.id).catch(onError);
     return tombstone;
@@ -416,7 +432,7 @@ export function createBullJobQueue(options: BullJobQueueOptions): BullJobQueue {
 }
 
 /** Every Queue and QueueEvents, then the shared client; each runs even if another fails. */
-async function closeAllOf(queues: Map<string, Queue>, events: Map<string, Promise<QueueEvents>>, client: Redis): Promise<void> {
+async function closeAllOf(queues: Map<string, Queue>, events: Map<string, Promise<QueueEvents>>, client: RedisClient): Promise<void> {
   const results = await Promise.allSettled([
     ...[...queues.values()].map((q) => q.close()),
     ...[...events.values()].map(async (pending) => (await pending).close()),

@@ -268,7 +268,7 @@ describe('createDeploymentStore', () => {
     const prefix = uniqueId('deployments');
     const store = newStore({ prefix });
     const legacy = { model: 'scorer', version: '4', min: 1, max: 1, standby: 0, updatedAt: '2024-01-01T00:00:00.000Z' };
-    await redis.hset(`${prefix}:deployments`, 'scorer', JSON.stringify(legacy));
+    await redis.hset(`${prefix}:{deployments}`, 'scorer', JSON.stringify(legacy));
     expect(await store.get('scorer')).toEqual({ ...legacy, versions: [{ version: '4', weight: 100 }], revision: 0 });
     expect(await store.update('scorer', (current) => applyChange('scorer', current, { min: 1, max: 3 }))).toMatchObject({
       version: '4',

@@ -3,8 +3,11 @@
  * pool's bounds, the scaler's policy (opaque here) and the backlog bound admission enforces. The
  * API, the pool, the CLI and later the scaler read the same record from Redis:
  *
- *   <prefix>:deployments                  hash; field = model, value = the current record (JSON)
- *   <prefix>:deployments:history:<model>  list, newest first: every revision written, capped
+ *   <prefix>:{deployments}                  hash; field = model, value = the current record (JSON)
+ *   <prefix>:{deployments}:history:<model>  list, newest first: every revision written, capped
+ *
+ * (`{deployments}`: one Redis Cluster hash tag for all of them, so the commit script's two keys
+ * share a slot.)
  *
  * Each write is a new revision (1, 2, 3… per model, never reused, even across a remove). Writes
  * are compare-and-set in one Lua script: the script checks that neither the current record nor
@@ -22,7 +25,7 @@
  * another version of the same model, but never one this deployment serves: that queue is the
  * one that is full.
  */
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis.ts';
 import { InvalidInputError, NotFoundError } from './errors.ts';
 import { MODEL_NAME_PATTERN, VERSION_PATTERN } from './manifest.ts';
 
@@ -277,13 +280,13 @@ export interface DeploymentStoreOptions {
 }
 
 export function createDeploymentStore(
-  redis: Redis,
+  redis: RedisClient,
   prefix: string,
   options: DeploymentStoreOptions | (() => number) = {},
 ): DeploymentStore {
   const { now = Date.now, historyLimit = DEFAULT_HISTORY_LIMIT } = typeof options === 'function' ? { now: options } : options;
-  const key = `${prefix}:deployments`;
-  const historyKey = (model: string) => `${prefix}:deployments:history:${model}`;
+  const key = `${prefix}:{deployments}`;
+  const historyKey = (model: string) => `${prefix}:{deployments}:history:${model}`;
 
   const get = async (model: string) => {
     const raw = await redis.hget(key, model);

@@ -6,9 +6,25 @@
 import type { BulkChunkSpec, BulkPartResult } from './bulk/contract.ts';
 import type { OipRequestedOutput, OipTensor } from './oip.ts';
 
-/** BullMQ forbids ':' in queue names; model and version patterns (manifest.ts) exclude it too. */
+/**
+ * BullMQ forbids ':' in queue names; model and version patterns (manifest.ts) exclude it too.
+ *
+ * The name is a Redis Cluster hash tag, `{infer.<model>.<version>}`: BullMQ's keys for the
+ * queue are `<prefix>:{infer.m.v}:<type>`, so all of them (and every key of ours that embeds
+ * the queue's name: tombstones, canary aggregates) hash to one slot, which BullMQ's Lua
+ * scripts require, while different versions' queues hash to different slots and so spread
+ * over a cluster's shards. On a single node the braces are just part of the name. QUEUE_PREFIX
+ * must not contain braces (config.ts forbids them), or its tag would win.
+ */
 export function queueName(model: string, version: string): string {
-  return `infer.${model}.${version}`;
+  return `{infer.${model}.${version}}`;
+}
+
+/** The model and version of a queue `queueName` made (also the names before hash tags: `infer.m.v`); null otherwise. */
+export function parseQueueName(name: string): { model: string; version: string } | null {
+  const match = /^\{?infer\.([^.{}]+)\.([^{}]+?)\}?$/.exec(name);
+  if (!match || name.startsWith('{') !== name.endsWith('}')) return null;
+  return { model: match[1] as string, version: match[2] as string };
 }
 
 /**

@@ -11,6 +11,7 @@
  */
 import { AggregatorRegistry, Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import { WORKER_STATES, type WorkerState } from './worker-states.ts';
+import { getMany, scanKeys } from './redis.ts';
 
 export function createApiMetrics(registry: Registry) {
   const registers = [registry];
@@ -107,6 +108,7 @@ export interface MetricsRedis {
   set(key: string, value: string, px: 'PX', ttlMs: number): Promise<unknown>;
   scan(cursor: string, match: 'MATCH', pattern: string, count: 'COUNT', n: number): Promise<[string, string[]]>;
   mget(keys: string[]): Promise<Array<string | null>>;
+  get(key: string): Promise<string | null>;
 }
 
 export function metricsKey(queuePrefix: string, workerId: string): string {
@@ -123,14 +125,10 @@ export async function publishMetricsSnapshot(redis: MetricsRedis, key: string, r
 export async function readMetricsSnapshots(redis: MetricsRedis, queuePrefix: string): Promise<object[]> {
   const pattern = `${escapeGlob(queuePrefix)}:metrics:*`;
   const keys = new Set<string>();
-  let cursor = '0';
-  do {
-    const [next, batch] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 200);
-    for (const key of batch) keys.add(key);
-    cursor = next;
-  } while (cursor !== '0');
+  // Every master of a Redis Cluster, and per-key reads there (the keys lie in many slots).
+  for await (const batch of scanKeys(redis, pattern, 200)) for (const key of batch) keys.add(key);
   if (keys.size === 0) return [];
-  const values = await redis.mget([...keys]);
+  const values = await getMany(redis, [...keys]);
   const snapshots: object[] = [];
   for (const raw of values) {
     const snapshot = raw === null ? undefined : parseSnapshot(raw);

@@ -1,18 +1,162 @@
 /**
  * Redis connections. BullMQ needs `maxRetriesPerRequest: null` on connections it blocks on;
  * every connection here is created on demand (never at import time) and closed by its owner.
+ *
+ * Single node or Redis Cluster, chosen by REDIS_URL alone (so every process and every child
+ * a process spawns agrees from one variable): `redis://…` is one node, and
+ * `redis+cluster://[user:pass@]host:port,host:port[,…]` (or `rediss+cluster://` for TLS) is a
+ * cluster reached through any of the listed nodes. A cluster client is an ioredis `Cluster`.
+ *
+ * Why `RedisClient = Redis | Cluster` rather than an interface of our own: both are ioredis
+ * Commanders with the same command signatures, so every command call compiles unchanged on
+ * the union, while the few things only one node can do (`scanStream`, `SCAN` itself, `MGET`
+ * across slots, `duplicate(options)`) stop compiling or are routed through the helpers here
+ * (scanKeys, getMany, duplicateClient), which visit every master of a cluster.
  */
-import { Redis, type RedisOptions } from 'ioredis';
+import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
+
+/** A connection to one Redis node or to a Redis Cluster (see the header). */
+export type RedisClient = Redis | Cluster;
+
+const CLUSTER_URL = /^(rediss?)\+cluster:\/\/(?:([^@/]*)@)?([^/?#]+)\/?$/;
+
+export interface ClusterAddress {
+  nodes: Array<{ host: string; port: number }>;
+  username?: string;
+  password?: string;
+  tls: boolean;
+}
+
+/** The nodes of a `redis+cluster://` URL; null for any other URL (a single node). */
+export function parseClusterUrl(url: string): ClusterAddress | null {
+  const match = CLUSTER_URL.exec(url.trim());
+  if (!match) return null;
+  const [, scheme, auth, hosts] = match as unknown as [string, string, string | undefined, string];
+  const nodes = hosts.split(',').map((hostPort) => {
+    const at = hostPort.lastIndexOf(':');
+    const host = at > 0 ? hostPort.slice(0, at).replace(/^\[|\]$/g, '') : hostPort;
+    const port = at > 0 ? Number(hostPort.slice(at + 1)) : 6379;
+    if (host === '' || !Number.isInteger(port) || port < 1 || port > 65535) throw new Error(`bad cluster node "${hostPort}" in REDIS_URL`);
+    return { host, port };
+  });
+  const address: ClusterAddress = { nodes, tls: scheme === 'rediss' };
+  if (auth !== undefined) {
+    const colon = auth.indexOf(':');
+    const user = decodeURIComponent(colon >= 0 ? auth.slice(0, colon) : auth);
+    if (user !== '') address.username = user;
+    if (colon >= 0) address.password = decodeURIComponent(auth.slice(colon + 1));
+  }
+  return address;
+}
+
+/** True for a `redis+cluster://` URL. */
+export function isClusterUrl(url: string): boolean {
+  return CLUSTER_URL.test(url.trim());
+}
+
+/** Type guard: the client talks to a Redis Cluster (also for a narrowed `Pick<RedisClient, …>`). */
+export function isCluster(redis: object): redis is Cluster {
+  return redis instanceof Cluster || (redis as { isCluster?: boolean }).isCluster === true;
+}
 
 /**
  * ioredis reconnects by itself and fails the commands issued meanwhile, so callers see the
  * outage where it matters; without a listener it would also print every connection error as
  * "Unhandled error event". `onError` receives them (default: ignored, the commands report).
+ *
+ * For a cluster, `options` apply to every node connection; `enableOfflineQueue` also to the
+ * cluster's own queue (commands issued before the slot map is known or while it is refreshed).
  */
-export function createRedis(url: string, options: RedisOptions = {}, onError: (err: Error) => void = () => {}): Redis {
-  const redis = new Redis(url, { maxRetriesPerRequest: null, enableReadyCheck: true, lazyConnect: false, ...options });
+export function createRedis(url: string, options: RedisOptions = {}, onError: (err: Error) => void = () => {}): RedisClient {
+  const base: RedisOptions = { maxRetriesPerRequest: null, enableReadyCheck: true, lazyConnect: false, ...options };
+  const cluster = parseClusterUrl(url);
+  const redis = cluster ? new Cluster(cluster.nodes, clusterOptions(cluster, base)) : new Redis(url, base);
   redis.on('error', onError);
   return redis;
+}
+
+function clusterOptions(address: ClusterAddress, base: RedisOptions): ClusterOptions {
+  const { enableOfflineQueue, enableReadyCheck, lazyConnect, ...nodeOptions } = base;
+  const redisOptions: RedisOptions = { ...nodeOptions };
+  if (address.username !== undefined) redisOptions.username = address.username;
+  if (address.password !== undefined) redisOptions.password = address.password;
+  if (address.tls) redisOptions.tls = {};
+  const options: ClusterOptions = { redisOptions, enableReadyCheck: enableReadyCheck ?? true, lazyConnect: lazyConnect ?? false };
+  if (enableOfflineQueue !== undefined) options.enableOfflineQueue = enableOfflineQueue;
+  return options;
+}
+
+/**
+ * A second connection to the same Redis with the same options (plus `overrides`): for blocking
+ * reads and subscriptions, which must not share a connection with ordinary commands.
+ */
+export function duplicateClient(redis: RedisClient, overrides: RedisOptions = {}): RedisClient {
+  if (!isCluster(redis)) return redis.duplicate(overrides);
+  const redisOptions = { ...redis.options.redisOptions, ...overrides };
+  return redis.duplicate(undefined, { ...redis.options, redisOptions });
+}
+
+/** What scanKeys needs: SCAN (a client, a Cluster, or a narrow test double of one node). */
+export interface KeyScanner {
+  scan(cursor: string, match: 'MATCH', pattern: string, count: 'COUNT', n: number): Promise<[string, string[]]>;
+}
+
+/** What getMany needs. */
+export interface ValueReader {
+  mget(keys: string[]): Promise<Array<string | null>>;
+  get(key: string): Promise<string | null>;
+}
+
+/** The connections that hold keys: the masters of a cluster, or the one node. */
+export async function masterNodes<R extends object>(redis: R): Promise<Array<R | Redis>> {
+  if (!isCluster(redis)) return [redis];
+  // The node list is filled in from the slot map once the cluster is ready: a command waits
+  // for that (or fails at once when the offline queue is off, like any command during an outage).
+  if (redis.status !== 'ready') await redis.ping();
+  return redis.nodes('master');
+}
+
+/**
+ * Every key matching `pattern`, batch by batch. On a cluster SCAN only sees the node it is
+ * sent to, so each master is scanned in turn; a key may be reported twice if slots move
+ * meanwhile (callers treat the result as a set).
+ */
+export async function* scanKeys(redis: KeyScanner, pattern: string, count = 500): AsyncGenerator<string[]> {
+  for (const node of await masterNodes(redis)) {
+    let cursor = '0';
+    do {
+      const [next, batch] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', count);
+      cursor = next;
+      if (batch.length > 0) yield batch;
+    } while (cursor !== '0');
+  }
+}
+
+/**
+ * MGET for keys of any slots: one MGET on a single node; on a cluster one GET per key (run
+ * concurrently, so ioredis pipelines them per node), since MGET across slots is refused.
+ */
+export async function getMany(redis: ValueReader, keys: readonly string[]): Promise<Array<string | null>> {
+  if (keys.length === 0) return [];
+  if (!isCluster(redis)) return redis.mget([...keys]);
+  return Promise.all(keys.map((key) => redis.get(key)));
+}
+
+/** Deletes keys of any slots (DEL of several keys on a cluster needs them in one slot). */
+export async function deleteMany(redis: Pick<RedisClient, 'del'>, keys: readonly string[]): Promise<number> {
+  if (keys.length === 0) return 0;
+  if (!isCluster(redis)) return redis.del(...keys);
+  const counts = await Promise.all(keys.map((key) => redis.del(key)));
+  return counts.reduce((a, b) => a + b, 0);
+}
+
+/**
+ * `{name}`: a Redis Cluster hash tag. Keys that contain the same tag (the first `{…}` in the
+ * key) hash to the same slot, which Lua scripts, MULTI and multi-key commands over them need.
+ * On a single node it is just part of the name.
+ */
+export function hashTag(name: string): string {
+  return `{${name}}`;
 }
 
 /**
@@ -67,7 +211,7 @@ export function isUnavailableError(err: unknown): boolean {
 }
 
 /** Closes politely (QUIT), falling back to disconnect when the server is already gone. */
-export async function closeRedis(redis: Redis): Promise<void> {
+export async function closeRedis(redis: RedisClient): Promise<void> {
   if (redis.status === 'end') return;
   try {
     await redis.quit();

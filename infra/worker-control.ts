@@ -16,7 +16,7 @@
  * A command sent before the worker is warmed waits for warm-up to finish; a missing key means
  * "no change", so a key that expired leaves the worker where it was.
  */
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis.ts';
 import type { WorkerState } from './worker-states.ts';
 
 export const CONTROL_COMMANDS = ['activate', 'standby', 'drain'] as const;
@@ -58,7 +58,7 @@ export interface SendControlOptions {
 
 /** Records the desired state, then rings the doorbell. Idempotent: sending twice is harmless. */
 export async function sendControl(
-  redis: Pick<Redis, 'set' | 'publish'>,
+  redis: Pick<RedisClient, 'set' | 'publish'>,
   prefix: string,
   workerId: string,
   command: ControlCommand,
@@ -70,7 +70,7 @@ export async function sendControl(
 }
 
 /** The worker's desired state, if one was sent within the TTL. */
-export async function readControl(redis: Pick<Redis, 'get'>, prefix: string, workerId: string): Promise<ControlMessage | undefined> {
+export async function readControl(redis: Pick<RedisClient, 'get'>, prefix: string, workerId: string): Promise<ControlMessage | undefined> {
   return parseControlMessage(await redis.get(controlStateKey(prefix, workerId)));
 }
 

@@ -6,7 +6,7 @@
  *
  * Only `active` workers take jobs. `standby` holds a warmed session and takes none.
  */
-import type { Redis } from 'ioredis';
+import { getMany, scanKeys, type RedisClient } from './redis.ts';
 export const WORKER_STATES = [
   'launching',
   'downloading',
@@ -68,17 +68,13 @@ export interface HeartbeatPayload {
 }
 
 /** Live workers' heartbeats (expired ones are gone with their TTL). SCAN, never KEYS. */
-export async function listHeartbeats(redis: Pick<Redis, 'scan' | 'mget'>, prefix: string): Promise<HeartbeatPayload[]> {
-  const keys: string[] = [];
-  let cursor = '0';
-  do {
-    const [next, batch] = await redis.scan(cursor, 'MATCH', workerKey(prefix, '*'), 'COUNT', 500);
-    keys.push(...batch);
-    cursor = next;
-  } while (cursor !== '0');
-  if (keys.length === 0) return [];
+/** On a Redis Cluster every master is scanned, and the values are read per key (they lie in many slots). */
+export async function listHeartbeats(redis: Pick<RedisClient, 'scan' | 'mget' | 'get'>, prefix: string): Promise<HeartbeatPayload[]> {
+  const keys = new Set<string>();
+  for await (const batch of scanKeys(redis, workerKey(prefix, '*'))) for (const key of batch) keys.add(key);
+  if (keys.size === 0) return [];
   const beats: HeartbeatPayload[] = [];
-  for (const raw of await redis.mget(keys)) {
+  for (const raw of await getMany(redis, [...keys])) {
     if (!raw) continue;
     try {
       beats.push(JSON.parse(raw) as HeartbeatPayload);

@@ -26,7 +26,7 @@ import { createLocalProvider } from '../infra/pool/local-provider.ts';
 import { startScaler } from '../infra/scaler/main.ts';
 import { closeRedis, createRedis } from '../infra/redis.ts';
 import { listHeartbeats, type WorkerState } from '../infra/worker-states.ts';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../infra/redis.ts';
 import { createModelRegistry, type ModelRegistry } from '../infra/registry.ts';
 import { createS3ObjectStore } from '../infra/s3-object-store.ts';
 import { buildMlpModel } from './models.ts';
@@ -119,7 +119,7 @@ export async function devMain(_args: string[]): Promise<number> {
 }
 
 /** Prints each worker's state changes from the heartbeats, the same view the pool API has. */
-function watchWorkers(redis: Redis, prefix: string, say: (line: string) => void) {
+function watchWorkers(redis: RedisClient, prefix: string, say: (line: string) => void) {
   const seen = new Map<string, WorkerState>();
   const stop = new AbortController();
   const poll = async () => {

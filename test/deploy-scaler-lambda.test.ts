@@ -8,12 +8,11 @@
  * beside it; the scaler's metrics reach Redis for the API's /metrics; a bad variable fails the
  * invocation by name, and the next invocation reads the config again.
  */
-import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createDeploymentStore } from '../infra/deployments.ts';
 import { metricsKey } from '../infra/metrics.ts';
 import { defaultGroupName } from '../infra/pool/asg-provider.ts';
-import { closeRedis, createRedis } from '../infra/redis.ts';
+import { closeRedis, createRedis, type RedisClient } from '../infra/redis.ts';
 import { createScalerLambda, type ScalerLambda } from '../infra/scaler/lambda.ts';
 import { FakeAutoScaling } from './fakes/aws-autoscaling-api.ts';
 import { testEnv, uniqueId } from './support/services.ts';
@@ -25,7 +24,7 @@ const group = defaultGroupName(target);
 const env = testEnv({ POOL_PROVIDER: 'aws', SCALER_TICK_MS: '60000', AWS_LAMBDA_FUNCTION_NAME: 'warmpool-test-scaler' });
 const lambdas: ScalerLambda[] = [];
 let fake: FakeAutoScaling;
-let redis: Redis;
+let redis: RedisClient;
 
 beforeAll(async () => {
   fake = await FakeAutoScaling.start();

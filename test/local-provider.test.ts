@@ -5,12 +5,11 @@
  * process behind. The shared provider behaviour suite runs against it too.
  */
 import { fileURLToPath } from 'node:url';
-import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 import { systemClock } from '../infra/clock.ts';
 import { createLogger } from '../infra/log.ts';
 import { createLocalProvider } from '../infra/pool/local-provider.ts';
-import { closeRedis, createRedis } from '../infra/redis.ts';
+import { closeRedis, createRedis, type RedisClient } from '../infra/redis.ts';
 import type { PoolProvider, PoolTarget, PoolWorker } from '../infra/scaler/contracts.ts';
 import { WORKER_STATES, type WorkerState } from '../infra/worker-states.ts';
 import { buildMlpModel } from '../scripts/models.ts';
@@ -20,7 +19,7 @@ import { startStack, type TestStack } from './support/stack.ts';
 const BIN = fileURLToPath(new URL('../bin/warmpool.mjs', import.meta.url));
 const target: PoolTarget = { model: 'lp-mlp', version: '1' };
 let stack: TestStack;
-let redis: Redis;
+let redis: RedisClient;
 let provider: PoolProvider | undefined;
 
 /** A provider the afterEach hook closes. */

@@ -18,7 +18,7 @@ import { systemClock } from '../infra/clock.ts';
 import { loadConfig, type Config } from '../infra/config.ts';
 import { queueName, type JobData, type JobResult, type WebhookEvent } from '../infra/job-contract.ts';
 import { createLogger } from '../infra/log.ts';
-import { closeRedis, createRedis } from '../infra/redis.ts';
+import { closeRedis, createRedis, deleteMany, scanKeys } from '../infra/redis.ts';
 import { testEnv, testServices, uniqueId } from './support/services.ts';
 
 interface Received {
@@ -159,8 +159,8 @@ describe('webhooks, end to end', () => {
     await queue?.obliterate({ force: true }).catch(() => undefined);
     await queue?.close();
     await r.close();
-    for await (const keys of redis.scanStream({ match: `${prefix}:*`, count: 500 })) {
-      if ((keys as string[]).length > 0) await redis.del(...(keys as string[]));
+    for await (const keys of scanKeys(redis, `${prefix}:*`)) {
+      await deleteMany(redis, keys);
     }
     await closeRedis(redis);
   });
@@ -342,8 +342,8 @@ describe('startDispatcher (the `warmpool dispatcher` wiring)', () => {
       await worker.close();
       await queue.obliterate({ force: true }).catch(() => undefined);
       await queue.close();
-      for await (const keys of redis.scanStream({ match: `${config.queuePrefix}:*`, count: 500 })) {
-        if ((keys as string[]).length > 0) await redis.del(...(keys as string[]));
+      for await (const keys of scanKeys(redis, `${config.queuePrefix}:*`)) {
+        await deleteMany(redis, keys);
       }
       await closeRedis(redis);
       await r.close();

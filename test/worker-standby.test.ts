@@ -7,9 +7,8 @@
  */
 import type { ChildProcess } from 'node:child_process';
 import type { Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { closeRedis, createRedis } from '../infra/redis.ts';
+import { closeRedis, createRedis, type RedisClient } from '../infra/redis.ts';
 import { controlStateKey, sendControl } from '../infra/worker-control.ts';
 import { listHeartbeats, type HeartbeatPayload } from '../infra/worker-states.ts';
 import { buildMlpModel } from '../scripts/models.ts';
@@ -17,7 +16,7 @@ import { startStack, waitForJob, type TestStack } from './support/stack.ts';
 
 const F = 256;
 let stack: TestStack;
-let redis: Redis;
+let redis: RedisClient;
 
 beforeAll(async () => {
   stack = await startStack({ HEARTBEAT_INTERVAL_MS: '200', HEARTBEAT_TTL_MS: '2000', WARMUP_ITERATIONS: '1' });

@@ -3,15 +3,14 @@
  * desired-state key is the truth (a stale doorbell never undoes a newer command, a SET without
  * its publish is caught by the next check), foreign values are ignored, close() is idempotent.
  */
-import type { Redis } from 'ioredis';
 import { afterEach, beforeEach, expect, it } from 'vitest';
-import { closeRedis, createRedis } from '../infra/redis.ts';
+import { closeRedis, createRedis, type RedisClient } from '../infra/redis.ts';
 import { controlChannel, controlStateKey, sendControl, type ControlCommand } from '../infra/worker-control.ts';
 import { testServices, uniqueId } from '../test/support/services.ts';
 import { createControlListener, type ControlListener } from './control.ts';
 
-let redis: Redis;
-let subscriber: Redis;
+let redis: RedisClient;
+let subscriber: RedisClient;
 let listener: ControlListener;
 let received: ControlCommand[];
 let prefix: string;

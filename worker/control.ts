@@ -8,15 +8,15 @@
  * SET is delivered before the doorbell's read that sees it. `onCommand` sees repeats (every beat
  * re-delivers the current command) and must be idempotent.
  */
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../infra/redis.ts';
 import { closeRedis } from '../infra/redis.ts';
 import { controlChannel, parseControlMessage, readControl, type ControlCommand, type ControlMessage } from '../infra/worker-control.ts';
 
 export interface ControlListenerOptions {
   /** For GET; shared with the worker's other commands. */
-  redis: Pick<Redis, 'get'>;
+  redis: Pick<RedisClient, 'get'>;
   /** A connection of its own: once subscribed it can run no other command. Closed by close(). */
-  subscriber: Redis;
+  subscriber: RedisClient;
   prefix: string;
   workerId: string;
   onCommand: (command: ControlCommand) => void;

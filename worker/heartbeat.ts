@@ -4,14 +4,14 @@
  * view by itself. The same tick publishes the worker's metrics snapshot for the API's /metrics.
  */
 import os from 'node:os';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../infra/redis.ts';
 import type { Clock } from '../infra/clock.ts';
 import type { HeartbeatPayload } from '../infra/worker-states.ts';
 
 export type { HeartbeatPayload };
 
 export interface HeartbeatOptions {
-  redis: Redis;
+  redis: RedisClient;
   key: string;
   intervalMs: number;
   ttlMs: number;

@@ -16,7 +16,7 @@
  * it never fails the job: the cache is an optimisation.
  */
 import { UnrecoverableError, Worker, type Job } from 'bullmq';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../infra/redis.ts';
 import { InvalidInputError } from '../infra/errors.ts';
 import type { JobData, JobResult } from '../infra/job-contract.ts';
 import { queueName } from '../infra/job-contract.ts';
@@ -34,7 +34,7 @@ import { concatRows, engineToOip, oipToEngine, sliceRows } from './engine/tensor
 export class SliceFailedError extends Error {}
 
 export interface IntakeOptions {
-  connection: Redis;
+  connection: RedisClient;
   prefix: string;
   manifest: ModelManifest;
   batcher: Batcher<Slice, SliceResult>;

@@ -21,7 +21,7 @@
 import os from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { Worker } from 'bullmq';
-import type { Redis } from 'ioredis';
+import { duplicateClient, type RedisClient } from '../infra/redis.ts';
 import { Registry } from 'prom-client';
 import type { Clock } from '../infra/clock.ts';
 import type { Config } from '../infra/config.ts';
@@ -57,7 +57,7 @@ export interface WorkerEvents extends Record<string, unknown[]> {
 
 export interface WorkerDeps {
   config: Config;
-  redis: Redis;
+  redis: RedisClient;
   registry: Pick<ModelRegistry, 'getManifest' | 'openModel'>;
   engine: InferenceEngine;
   clock: Clock;
@@ -167,7 +167,7 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
   /** Subscribes to the control channel; its first read picks up a command sent before we listened. */
   private async listen(): Promise<void> {
     const { config, redis, log } = this.deps;
-    const subscriber = redis.duplicate();
+    const subscriber = duplicateClient(redis);
     subscriber.on('error', (err: Error) => log.warn({ err: err.message }, 'control connection error'));
     this.control = createControlListener({
       redis,

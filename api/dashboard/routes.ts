@@ -9,7 +9,7 @@
  * serve them (`GET /v1/pool`, `GET/PUT /v1/deployments/:model`).
  */
 import { Hono } from 'hono';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../../infra/redis.ts';
 import type { z } from 'zod';
 import type { Clock } from '../../infra/clock.ts';
 import { createDeploymentStore } from '../../infra/deployments.ts';
@@ -25,7 +25,7 @@ import { createPoolSamples } from './samples.ts';
 import { SeriesQuery, SimulationQuery } from './schemas.ts';
 
 export interface DashboardRoutesDeps {
-  redis: Redis;
+  redis: RedisClient;
   prefix: string;
   clock: Clock;
   backlog: (target: { model: string; versions: readonly string[] }) => Promise<Backlog>;
@@ -66,7 +66,7 @@ export function dashboardRoutes(deps: DashboardRoutesDeps): Hono<AuthEnv> {
 }
 
 /** The model's decision records from `fromMs` on, oldest first (stream ids are the records' times). */
-async function decisionsSince(redis: Redis, prefix: string, model: string, fromMs: number): Promise<DecisionRecord[]> {
+async function decisionsSince(redis: RedisClient, prefix: string, model: string, fromMs: number): Promise<DecisionRecord[]> {
   const entries = await redis.xrange(decisionStreamKey(prefix, model), String(Math.max(0, Math.floor(fromMs))), '+');
   const records: DecisionRecord[] = [];
   for (const [, fields] of entries) {

@@ -14,14 +14,14 @@
  *   <prefix>:dashboard:counters:<model>  the workers' raw counters at the last sample (for the next difference)
  *   <prefix>:dashboard:due:<model>       the guard
  */
-import type { Redis } from 'ioredis';
+import { getMany, scanKeys, type RedisClient } from '../../infra/redis.ts';
 import type { Clock } from '../../infra/clock.ts';
 import { countWorkers } from '../../infra/scaler/controller-observe.ts';
 import type { Backlog } from '../../infra/scaler/contracts.ts';
 import { listHeartbeats } from '../../infra/worker-states.ts';
 import { type CountersByWorker, type Histogram, intervalHistogram, type PoolSample, type WorkerCounters } from './series.ts';
 
-export type SamplesRedis = Pick<Redis, 'set' | 'get' | 'xadd' | 'xrange' | 'scan' | 'mget'>;
+export type SamplesRedis = Pick<RedisClient, 'set' | 'get' | 'xadd' | 'xrange' | 'scan' | 'mget'>;
 
 export interface PoolSamplesDeps {
   redis: SamplesRedis;
@@ -93,15 +93,11 @@ export function createPoolSamples(deps: PoolSamplesDeps): PoolSamples {
 async function readCounters(redis: SamplesRedis, prefix: string, model: string): Promise<CountersByWorker> {
   const head = `${prefix}:metrics:`;
   const keys: string[] = [];
-  let cursor = '0';
-  do {
-    const [next, batch] = await redis.scan(cursor, 'MATCH', `${head.replace(/[*?[\]\\]/g, '\\$&')}*`, 'COUNT', 200);
-    keys.push(...batch);
-    cursor = next;
-  } while (cursor !== '0');
+  // Every master of a Redis Cluster, and per-key reads there (the keys lie in many slots).
+  for await (const batch of scanKeys(redis, `${head.replace(/[*?[\]\\]/g, '\\$&')}*`, 200)) keys.push(...batch);
   const unique = [...new Set(keys)];
   if (unique.length === 0) return {};
-  const values = await redis.mget(unique);
+  const values = await getMany(redis, unique);
   const out: CountersByWorker = {};
   for (const [i, raw] of values.entries()) {
     const counters = raw === null ? undefined : countersOf(parseJson(raw), model);

@@ -6,7 +6,7 @@
  * Auth is applied by app.ts to `/v1/*`; deployments are not per tenant.
  */
 import { Hono } from 'hono';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../../infra/redis.ts';
 import { createCanaryStatusReader, type CanaryPolicy } from '../../infra/canary/index.ts';
 import { systemClock } from '../../infra/clock.ts';
 import { createDeploymentStore } from '../../infra/deployments.ts';
@@ -16,7 +16,7 @@ import type { AuthEnv } from '../auth.ts';
 import type { Clock } from '../ports.ts';
 
 export interface CanaryRoutesDeps {
-  redis: Redis;
+  redis: RedisClient;
   prefix: string;
   /** The guard's policy and tick period (CANARY_* settings), so the verdicts shown match its. */
   policy?: Partial<CanaryPolicy>;

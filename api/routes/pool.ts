@@ -7,7 +7,7 @@
  * a shadow scaler runs. Auth is applied by app.ts to `/v1/*`; deployments are not per tenant.
  */
 import { Hono } from 'hono';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../../infra/redis.ts';
 import { systemClock } from '../../infra/clock.ts';
 import { createDeploymentStore, type Deployment, type DeploymentStore } from '../../infra/deployments.ts';
 import type { Backlog } from '../../infra/scaler/contracts.ts';
@@ -19,7 +19,7 @@ import type { Clock } from '../ports.ts';
 export const POOL_DECISIONS_SHOWN = 20;
 
 export interface PoolRoutesDeps {
-  redis: Redis;
+  redis: RedisClient;
   prefix: string;
   /** Default: the deployment store on `redis`. */
   deployments?: Pick<DeploymentStore, 'list'>;

@@ -4,7 +4,7 @@
  * sees only the calling tenant's secret and deliveries.
  */
 import { Hono } from 'hono';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../../infra/redis.ts';
 import { z } from 'zod';
 import { InvalidInputError, NotFoundError } from '../../infra/errors.ts';
 import type { AuthEnv } from '../auth.ts';
@@ -14,7 +14,7 @@ import { createDeliveryStore, DELIVERY_STATES, type Delivery } from '../webhooks
 import { createWebhookSecrets, type TenantSecret } from '../webhooks/secrets.ts';
 
 export interface WebhookRoutesDeps {
-  redis: Redis;
+  redis: RedisClient;
   prefix: string;
   clock: Clock;
   /** How long the previous secret keeps signing after a rotation. Default 24 h. */

@@ -83,7 +83,7 @@ describe('createDeliveryStore', () => {
     const dead = await store.list('tenant-a', 'dead', 10, 600);
     expect(dead.map((d) => [d.id, d.reason, d.attempts.length])).toEqual([['r', 'retries_exhausted', 2]]);
     expect(await store.list('tenant-a', 'pending', 10, 600)).toEqual([]);
-    expect(await redis.pttl(`${prefix}:webhooks:delivery:r`)).toBeGreaterThan(0);
+    expect(await redis.pttl(`${prefix}:{webhooks}:delivery:r`)).toBeGreaterThan(0);
   });
 
   it('lists newest first, per tenant, and every state when none is named', async () => {
@@ -106,7 +106,7 @@ describe('createDeliveryStore', () => {
     expect(await store.replay('tenant-a', 'z', 3)).toBe('replayed');
     expect(await store.get('z')).toMatchObject({ state: 'pending', attempts: [], nextAttemptAt: 3 });
     expect(await store.list('tenant-a', 'dead', 10, 4)).toEqual([]);
-    expect(await redis.pttl(`${prefix}:webhooks:delivery:z`)).toBe(-1);
+    expect(await redis.pttl(`${prefix}:{webhooks}:delivery:z`)).toBe(-1);
     expect((await store.claimDue(3, 1)).map((d) => d.id)).toEqual(['z']);
   });
 

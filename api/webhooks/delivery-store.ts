@@ -8,7 +8,7 @@
  *   pending --error, schedule used up--> dead (the dead-letter list)
  *   failed | dead | succeeded --replay--> pending (attempts reset)
  *
- * Keys (under `<prefix>:webhooks:`): `delivery:<id>` a hash; `due` a ZSET of pending ids by
+ * Keys (under `<prefix>:{webhooks}:`, one Redis Cluster hash tag): `delivery:<id>` a hash; `due` a ZSET of pending ids by
  * due time; `index:<tenant>:<state>` a ZSET of ids by last change, for listing. Finished
  * deliveries expire after `retentionMs`; their index entries are trimmed when listed.
  *
@@ -16,9 +16,9 @@
  * claim token, in one Lua script, so two dispatchers never claim the same delivery at once.
  * `recordAttempt` only applies while the token still matches: a dispatcher that outlived its
  * lease cannot overwrite the newer claimant's outcome. The scripts touch hash keys they derive
- * from ids, so this store needs a single Redis node (not Redis Cluster), like the rest of warmpool.
+ * from ids: the shared `{webhooks}` tag keeps all of them in one slot on a Redis Cluster.
  */
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../../infra/redis.ts';
 import { randomBytes } from 'node:crypto';
 import type { BulkWebhookEvent } from '../../infra/bulk/contract.ts';
 import type { WebhookEvent } from '../../infra/job-contract.ts';
@@ -147,10 +147,10 @@ redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3])
 return 'replayed'
 `;
 
-export function createDeliveryStore(redis: Redis, prefix: string, options: DeliveryStoreOptions = {}): DeliveryStore {
+export function createDeliveryStore(redis: RedisClient, prefix: string, options: DeliveryStoreOptions = {}): DeliveryStore {
   const leaseMs = options.leaseMs ?? 60_000;
   const retentionMs = options.retentionMs ?? 7 * DAY_MS;
-  const base = `${prefix}:webhooks:`;
+  const base = `${prefix}:{webhooks}:`;
   const hashKey = (id: string) => `${base}delivery:${id}`;
   const dueKey = `${base}due`;
   const indexKey = (tenant: string, state: DeliveryState) => `${base}index:${tenant}:${state}`;

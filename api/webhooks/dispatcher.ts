@@ -9,7 +9,7 @@
  * attempts in flight to be recorded, and is safe to call twice.
  */
 import type { WebhookMetrics } from './delivery-metrics.ts';
-import type { Redis } from 'ioredis';
+import { duplicateClient, type RedisClient } from '../../infra/redis.ts';
 import type { Clock } from '../../infra/clock.ts';
 import type { Config } from '../../infra/config.ts';
 import { createDeliveryStore, type AttemptOutcome, type ClaimedDelivery, type DeliveryStore } from './delivery-store.ts';
@@ -25,7 +25,7 @@ export interface DispatcherLog extends EventSourceLog {
 
 export interface DispatcherDeps {
   /** Used for commands; the dispatcher duplicates it once for its blocking reads. Not closed here. */
-  redis: Redis;
+  redis: RedisClient;
   prefix: string;
   clock: Clock;
   config: Config['webhooks'];
@@ -57,8 +57,8 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
   // A claim outlives the slowest attempt (DNS + request, both under timeoutMs) with room to record it.
   const store = createDeliveryStore(deps.redis, deps.prefix, { leaseMs: 2 * deps.config.timeoutMs + 30_000 });
   const secrets = createWebhookSecrets(deps.redis, deps.prefix, deps.clock);
-  const blocking = deps.redis.duplicate();
-  blocking.on('error', (err) => deps.log.warn({ err: err.message }, 'webhook dispatcher: redis error'));
+  const blocking = duplicateClient(deps.redis);
+  blocking.on('error', (err: Error) => deps.log.warn({ err: err.message }, 'webhook dispatcher: redis error'));
   const stop = new AbortController();
   const inFlight = new Set<Promise<void>>();
   let wake: AbortController | undefined;

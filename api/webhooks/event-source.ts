@@ -12,9 +12,14 @@
  * store's idempotent enqueue (the delivery id is derived from job id and event) drops the
  * repeats. A queue seen for the first time is read from its start for the same reason.
  * Events trimmed from a stream before they were read are lost: see the stream's maxLen.
+ *
+ * On a Redis Cluster each queue's stream lies in its own slot (job-contract.ts), and one XREAD
+ * cannot span slots: the source then reads every stream with its own non-blocking XREAD
+ * (concurrently, so ioredis batches them per node) and polls every `clusterPollMs` while all
+ * are empty. Discovery scans every master.
  */
 import { Job, Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
+import { isCluster, scanKeys, type RedisClient } from '../../infra/redis.ts';
 import type { Clock } from '../../infra/clock.ts';
 import { jobView } from '../../infra/bullmq-job-queue.ts';
 import type { JobData, JobResult, JobStatus, WebhookEvent } from '../../infra/job-contract.ts';
@@ -28,9 +33,9 @@ export interface EventSourceLog {
 
 export interface EventSourceDeps {
   /** Plain commands and BullMQ job reads. */
-  redis: Redis;
+  redis: RedisClient;
   /** A connection of its own for the blocking XREAD; the source disconnects it when stopped. */
-  blocking: Redis;
+  blocking: RedisClient;
   prefix: string;
   clock: Clock;
   store: Pick<DeliveryStore, 'enqueue'>;
@@ -40,6 +45,8 @@ export interface EventSourceDeps {
   discoverIntervalMs?: number;
   blockMs?: number;
   batchSize?: number;
+  /** Redis Cluster only: the pause between reads that found nothing. Default 100 ms. */
+  clusterPollMs?: number;
 }
 
 export interface WebhookPayload {
@@ -70,6 +77,7 @@ export function createEventSource(deps: EventSourceDeps): { run(signal: AbortSig
   const discoverIntervalMs = deps.discoverIntervalMs ?? 3000;
   const blockMs = deps.blockMs ?? 1000;
   const batchSize = deps.batchSize ?? 100;
+  const clusterPollMs = deps.clusterPollMs ?? 100;
   const streamPrefix = `${deps.prefix}:`;
   const cursorKey = (queue: string) => `${deps.prefix}:webhooks:cursor:${queue}`;
   /** Queue name → the id of the last entry handled. */
@@ -78,15 +86,13 @@ export function createEventSource(deps: EventSourceDeps): { run(signal: AbortSig
   let discoveredAt = Number.NEGATIVE_INFINITY;
 
   async function discover(): Promise<void> {
-    let scan = '0';
-    do {
-      const [next, keys] = await deps.redis.scan(scan, 'MATCH', `${streamPrefix}infer.*:events`, 'COUNT', 1000);
-      scan = next;
+    // Queue names are `{infer.<model>.<version>}` (job-contract.ts).
+    for await (const keys of scanKeys(deps.redis, `${streamPrefix}{infer.*}:events`, 1000)) {
       for (const key of keys) {
         const name = key.slice(streamPrefix.length, -':events'.length);
         if (!cursors.has(name)) cursors.set(name, (await deps.redis.get(cursorKey(name))) ?? '0-0');
       }
-    } while (scan !== '0');
+    }
     discoveredAt = deps.clock.now();
   }
 
@@ -126,18 +132,27 @@ export function createEventSource(deps: EventSourceDeps): { run(signal: AbortSig
     );
   }
 
-  async function readOnce(): Promise<void> {
-    const names = [...cursors.keys()];
-    const reply = (await deps.blocking.xread(
-      'COUNT',
-      batchSize,
-      'BLOCK',
-      blockMs,
-      'STREAMS',
-      ...names.map((n) => `${streamPrefix}${n}:events`),
-      ...names.map((n) => cursors.get(n) ?? '0-0'),
-    )) as Array<[string, Array<[string, string[]]>]> | null;
-    for (const [key, entries] of reply ?? []) {
+  /** The streams' entries after their cursors: one blocking XREAD, or on a cluster one read per stream. */
+  async function readStreams(names: string[], signal: AbortSignal): Promise<StreamReply> {
+    const key = (n: string) => `${streamPrefix}${n}:events`;
+    if (!isCluster(deps.blocking)) {
+      const streams = [...names.map(key), ...names.map((n) => cursors.get(n) ?? '0-0')];
+      return ((await deps.blocking.xread('COUNT', batchSize, 'BLOCK', blockMs, 'STREAMS', ...streams)) as StreamReply | null) ?? [];
+    }
+    const cluster = deps.blocking;
+    const replies = await Promise.all(
+      names.map(
+        async (n) => ((await cluster.xread('COUNT', batchSize, 'STREAMS', key(n), cursors.get(n) ?? '0-0')) as StreamReply | null) ?? [],
+      ),
+    );
+    const reply = replies.flat();
+    if (reply.length === 0) await deps.clock.sleep(clusterPollMs, signal).catch(() => undefined);
+    return reply;
+  }
+
+  async function readOnce(signal: AbortSignal): Promise<void> {
+    const reply = await readStreams([...cursors.keys()], signal);
+    for (const [key, entries] of reply) {
       const name = key.slice(streamPrefix.length, -':events'.length);
       let added = 0;
       for (const [id, flat] of entries) if (await handle(name, id, pairs(flat))) added++;
@@ -157,7 +172,7 @@ export function createEventSource(deps: EventSourceDeps): { run(signal: AbortSig
         try {
           if (deps.clock.now() - discoveredAt >= discoverIntervalMs) await discover();
           if (cursors.size === 0) await deps.clock.sleep(Math.min(discoverIntervalMs, 1000), signal);
-          else await readOnce();
+          else await readOnce(signal);
         } catch (err) {
           if (signal.aborted) break;
           // Redis away or a job unreadable: the cursor has not moved, so the same entries come again.
@@ -173,6 +188,8 @@ export function createEventSource(deps: EventSourceDeps): { run(signal: AbortSig
 
   return { run };
 }
+
+type StreamReply = Array<[string, Array<[string, string[]]>]>;
 
 function pairs(flat: string[]): Record<string, string> {
   const fields: Record<string, string> = {};

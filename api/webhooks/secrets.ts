@@ -6,7 +6,7 @@
  * until `previousExpiresAt`, so receivers can switch at their own pace (Standard Webhooks'
  * multiple-signature header). Secrets are stored as given: signing needs the key itself.
  */
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../../infra/redis.ts';
 import type { Clock } from '../../infra/clock.ts';
 import { newSecret } from './signing.ts';
 
@@ -35,7 +35,7 @@ redis.call('HSET', KEYS[1], 'current', ARGV[1])
 return 1
 `;
 
-export function createWebhookSecrets(redis: Redis, prefix: string, clock: Pick<Clock, 'now'>): WebhookSecrets {
+export function createWebhookSecrets(redis: RedisClient, prefix: string, clock: Pick<Clock, 'now'>): WebhookSecrets {
   const key = (tenant: string) => `${prefix}:webhooks:secret:${tenant}`;
 
   async function read(tenant: string, now: number): Promise<TenantSecret> {

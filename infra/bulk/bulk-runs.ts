@@ -12,7 +12,7 @@
  * deadline, webhook and maxBadRows given on a resume replace the stored ones.
  */
 import { randomBytes } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis.ts';
 import type { Clock } from '../clock.ts';
 import { InvalidInputError, NotFoundError } from '../errors.ts';
 import type { Logger } from '../log.ts';
@@ -36,7 +36,7 @@ import { parseS3Url } from './s3-url.ts';
 export { parseBulkRunRequest };
 
 export interface BulkDeps {
-  redis: Redis;
+  redis: RedisClient;
   prefix: string;
   /** An object store for any bucket (input and output may be in different buckets). */
   storeFor(bucket: string): ObjectStore;

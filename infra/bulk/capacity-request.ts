@@ -7,7 +7,7 @@
  *
  * Key: `<prefix>:bulk:capacity:<model>`, a hash runId → JSON entry.
  */
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis.ts';
 
 export const CAPACITY_REQUEST_TTL_MS = 60_000;
 
@@ -28,7 +28,7 @@ export interface CapacityRequest {
 const key = (prefix: string, model: string) => `${prefix}:bulk:capacity:${model}`;
 
 export async function publishCapacityRequest(
-  redis: Pick<Redis, 'hset' | 'pexpire'>,
+  redis: Pick<RedisClient, 'hset' | 'pexpire'>,
   prefix: string,
   model: string,
   entry: Omit<CapacityEntry, 'expiresAt'>,
@@ -39,13 +39,13 @@ export async function publishCapacityRequest(
   await redis.pexpire(key(prefix, model), ttlMs);
 }
 
-export async function clearCapacityRequest(redis: Pick<Redis, 'hdel'>, prefix: string, model: string, runId: string): Promise<void> {
+export async function clearCapacityRequest(redis: Pick<RedisClient, 'hdel'>, prefix: string, model: string, runId: string): Promise<void> {
   await redis.hdel(key(prefix, model), runId);
 }
 
 /** The live requests for a model, summed; undefined when there are none. Expired entries are dropped. */
 export async function readCapacityRequest(
-  redis: Pick<Redis, 'hgetall' | 'hdel'>,
+  redis: Pick<RedisClient, 'hgetall' | 'hdel'>,
   prefix: string,
   model: string,
   now: number,

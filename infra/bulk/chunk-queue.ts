@@ -9,7 +9,7 @@
  * by age is the fallback for a driver that died between the two.
  */
 import { Job, Queue, QueueEvents } from 'bullmq';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis.ts';
 import { EVENTS_STREAM_MAX_LEN, queueName, type JobData, type JobResult } from '../job-contract.ts';
 import type { BulkPartResult } from './contract.ts';
 
@@ -45,7 +45,13 @@ export function chunkJobId(runId: string, chunk: number): string {
   return `bulk:${runId}:${chunk}`;
 }
 
-export function createChunkQueue(redis: Redis, prefix: string, model: string, version: string, options: ChunkQueueOptions): ChunkQueue {
+export function createChunkQueue(
+  redis: RedisClient,
+  prefix: string,
+  model: string,
+  version: string,
+  options: ChunkQueueOptions,
+): ChunkQueue {
   const queue = new Queue<JobData, JobResult>(queueName(model, version), {
     connection: redis,
     prefix,
@@ -101,7 +107,7 @@ export function createChunkQueue(redis: Redis, prefix: string, model: string, ve
 }
 
 async function watch(
-  redis: Redis,
+  redis: RedisClient,
   prefix: string,
   name: string,
   onFinished: () => void,

@@ -6,7 +6,7 @@
  *
  * The TTL runs on Redis's clock, the same for every contender.
  */
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis.ts';
 
 const RENEW = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end`;
 const RELEASE = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end`;
@@ -22,7 +22,7 @@ export interface Lease {
   holder(): Promise<string | null>;
 }
 
-export function createLease(redis: Pick<Redis, 'set' | 'get' | 'eval'>, key: string, owner: string, ttlMs: number): Lease {
+export function createLease(redis: Pick<RedisClient, 'set' | 'get' | 'eval'>, key: string, owner: string, ttlMs: number): Lease {
   const ttl = Math.max(1, Math.round(ttlMs));
   const renew = async () => (await redis.eval(RENEW, 1, key, owner, ttl)) === 1;
   return {

@@ -1,20 +1,24 @@
 /**
  * A bulk run's record in Redis, under the queue prefix:
  *
- *   <p>:bulk:run:<id>              hash: spec, status, priority, error, listing (pinned at first
+ *   <p>:{bulk}:run:<id>              hash: spec, status, priority, error, listing (pinned at first
  *                                  drive), progress, samples, badRows, rowsDone, chunksDone,
  *                                  manifest, startedAt, finishedAt
- *   <p>:bulk:run:<id>:parts        hash: chunk → its BulkPartResult (a chunk counts once)
- *   <p>:bulk:run:<id>:objects      hash: input key → ObjectStats, once that object was read whole
- *   <p>:bulk:run:<id>:outstanding  set: chunks enqueued and not yet counted (cancel removes their jobs)
- *   <p>:bulk:running               set: ids of running runs (the supervisor's worklist)
+ *   <p>:{bulk}:run:<id>:parts        hash: chunk → its BulkPartResult (a chunk counts once)
+ *   <p>:{bulk}:run:<id>:objects      hash: input key → ObjectStats, once that object was read whole
+ *   <p>:{bulk}:run:<id>:outstanding  set: chunks enqueued and not yet counted (cancel removes their jobs)
+ *   <p>:{bulk}:running               set: ids of running runs (the supervisor's worklist)
  *
  * Status: running → succeeded | failed | canceled, each end written by a script that first
  * checks the run is still running (a driver that finishes a run someone canceled meanwhile
  * changes nothing). A failed or canceled run can be reopened (started again with the same id).
  * Ended runs expire after RETENTION_S; parts and manifests in S3 are the lasting record.
+ *
+ * `{bulk}` is a Redis Cluster hash tag shared by every run's keys: the scripts touch a run's
+ * keys together with the `running` set, so all of them must be in one slot. (Only records live
+ * here; the chunk jobs are in the model queues, which spread over the shards.)
  */
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis.ts';
 import type { BadRow, BulkPartResult, BulkProgress, BulkRunSpec, BulkRunStatus, BulkRunView } from './contract.ts';
 import { formatS3Url } from './s3-url.ts';
 
@@ -86,9 +90,9 @@ return 1`;
 
 export type RunStore = ReturnType<typeof createRunStore>;
 
-export function createRunStore(redis: Redis, prefix: string) {
-  const running = `${prefix}:bulk:running`;
-  const rec = (id: string) => `${prefix}:bulk:run:${id}`;
+export function createRunStore(redis: RedisClient, prefix: string) {
+  const running = `${prefix}:{bulk}:running`;
+  const rec = (id: string) => `${prefix}:{bulk}:run:${id}`;
   const keys = (id: string) => [rec(id), running, `${rec(id)}:parts`, `${rec(id)}:objects`, `${rec(id)}:outstanding`];
 
   return {

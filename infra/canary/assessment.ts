@@ -11,7 +11,7 @@
  *
  *   <prefix>:canary:breach:<model>:<version>   JSON Breach, expiring once it is too old to continue
  */
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis.ts';
 import { stableVersion, type VersionWeight } from '../deployments.ts';
 import type { OutcomeStore, WindowStats } from './outcomes.ts';
 import { judgeCanary, type Breach, type CanaryPolicy, type Verdict } from './verdict.ts';
@@ -37,7 +37,7 @@ export interface Assessment {
 }
 
 export interface AssessorDeps {
-  redis: Redis;
+  redis: RedisClient;
   prefix: string;
   outcomes: Pick<OutcomeStore, 'window'>;
   policy: CanaryPolicy;

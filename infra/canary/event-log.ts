@@ -6,7 +6,7 @@
  * Written only by the guard whose deployment write took effect, so two guards racing on one
  * rollback leave one event.
  */
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis.ts';
 import type { WindowStats } from './outcomes.ts';
 
 /** Events kept per model. */
@@ -35,7 +35,7 @@ export interface CanaryEvent {
 
 const key = (prefix: string, model: string) => `${prefix}:canary:events:${model}`;
 
-export async function recordCanaryEvent(redis: Redis, prefix: string, event: CanaryEvent): Promise<void> {
+export async function recordCanaryEvent(redis: RedisClient, prefix: string, event: CanaryEvent): Promise<void> {
   await redis
     .multi()
     .lpush(key(prefix, event.model), JSON.stringify(event))
@@ -44,6 +44,6 @@ export async function recordCanaryEvent(redis: Redis, prefix: string, event: Can
 }
 
 /** Newest first. */
-export async function listCanaryEvents(redis: Redis, prefix: string, model: string): Promise<CanaryEvent[]> {
+export async function listCanaryEvents(redis: RedisClient, prefix: string, model: string): Promise<CanaryEvent[]> {
   return (await redis.lrange(key(prefix, model), 0, -1)).map((raw) => JSON.parse(raw) as CanaryEvent);
 }

@@ -15,7 +15,7 @@
  * Redis connection is the caller's: not closed here.
  */
 import { createTicker } from '../ticker.ts';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis.ts';
 import type { Clock } from '../clock.ts';
 import { configOf, type Deployment, type DeploymentStore } from '../deployments.ts';
 import { createAssessor, splitOf, type Assessment, type CanaryStanding, type Split } from './assessment.ts';
@@ -36,7 +36,7 @@ export interface CanaryGuardLog {
 }
 
 export interface CanaryGuardDeps {
-  redis: Redis;
+  redis: RedisClient;
   prefix: string;
   deployments: Pick<DeploymentStore, 'list' | 'update'>;
   clock: Clock;

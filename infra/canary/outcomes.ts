@@ -26,7 +26,7 @@
  * are applied by one script that first checks the cursor is still where the batch was read
  * from; a reader that lost the race drops its batch (the winner counted it) and stops.
  */
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis.ts';
 import { parseFailure } from '../bullmq-job-queue.ts';
 import { queueName } from '../job-contract.ts';
 import { bucketIndex, estimateQuantile, type LatencyCounts } from './latency-histogram.ts';
@@ -59,7 +59,7 @@ export interface WindowStats {
 }
 
 export interface OutcomeStoreDeps {
-  redis: Redis;
+  redis: RedisClient;
   prefix: string;
   /** Length of the sliding window. */
   windowMs: number;

@@ -4,7 +4,7 @@
  * the guard decides with, read-only: it reflects the outcomes the guard has aggregated so far
  * and the breach it carries, and never ingests or acts itself.
  */
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis.ts';
 import type { VersionWeight } from '../deployments.ts';
 import { createAssessor, splitOf } from './assessment.ts';
 import { listCanaryEvents, type CanaryEvent } from './event-log.ts';
@@ -22,7 +22,7 @@ export interface CanaryStatus {
 }
 
 export interface CanaryStatusDeps {
-  redis: Redis;
+  redis: RedisClient;
   prefix: string;
   /** The guard's policy and tick, so verdicts here match its. Defaults: the guard's. */
   policy?: Partial<CanaryPolicy>;

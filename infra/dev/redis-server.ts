@@ -36,6 +36,8 @@ export interface StartRedisOptions {
   /** 0 or undefined: pick a free port. */
   port?: number;
   host?: string;
+  /** More server arguments, e.g. `['--cluster-enabled', 'yes']` (infra/dev/redis-cluster.ts). */
+  extraArgs?: string[];
 }
 
 export interface EnsureRedisOptions {
@@ -172,6 +174,7 @@ async function startOn(options: StartRedisOptions, host: string, port: number): 
     'no',
     '--daemonize',
     'no',
+    ...(options.extraArgs ?? []),
   ];
   const child = spawn(options.binary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   const output = collectOutput(child);

@@ -16,7 +16,7 @@
  * Only `close()` escalates, to SIGKILL after `drainTimeoutMs`.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis.ts';
 import type { Clock } from '../clock.ts';
 import { once } from '../lifecycle.ts';
 import type { Logger } from '../log.ts';
@@ -29,7 +29,7 @@ export interface LocalProviderOptions {
   command: string[];
   env: NodeJS.ProcessEnv;
   /** Reads heartbeats and sends control commands; owned by the caller. */
-  redis: Pick<Redis, 'scan' | 'mget' | 'set' | 'publish'>;
+  redis: Pick<RedisClient, 'scan' | 'mget' | 'get' | 'set' | 'publish'>;
   /** QUEUE_PREFIX the workers use. */
   prefix: string;
   clock: Clock;

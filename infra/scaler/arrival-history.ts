@@ -15,7 +15,7 @@
  * round trip whatever the span; 28 days is 29 GETRANGEs, ~160 KB). Minutes never written read 0:
  * a counter with no arrivals and a counter never touched are the same thing here.
  */
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis.ts';
 import type { Clock } from '../clock.ts';
 import { InvalidInputError } from '../errors.ts';
 import type { ArrivalSeries } from './contracts.ts';
@@ -42,7 +42,12 @@ export interface ArrivalHistory {
 
 type Kind = 'arrivals' | 'completions';
 
-export function createArrivalHistory(redis: Redis, prefix: string, clock: Clock, options: ArrivalHistoryOptions = {}): ArrivalHistory {
+export function createArrivalHistory(
+  redis: RedisClient,
+  prefix: string,
+  clock: Clock,
+  options: ArrivalHistoryOptions = {},
+): ArrivalHistory {
   const retentionMs = (options.retentionDays ?? 35) * DAY_MS;
   const key = (kind: Kind, model: string, dayStart: number) => `${prefix}:${kind}:${model}:${dayStamp(dayStart)}`;
 
@@ -68,16 +73,18 @@ export function createArrivalHistory(redis: Redis, prefix: string, clock: Clock,
     const perMinute = new Array<number>(length).fill(0);
     if (length === 0) return { startMs, perMinute };
     const days: Array<{ offset: number; count: number }> = [];
-    const pipeline = redis.pipeline();
+    // Concurrent reads, not one pipeline: the days' keys lie in different slots, which a
+    // pipeline on a Redis Cluster refuses; ioredis still batches concurrent commands per node.
+    const reads: Array<Promise<Buffer>> = [];
     for (let dayStart = startOfDay(startMs); dayStart <= toMs; dayStart += DAY_MS) {
       const first = Math.max(startMs, dayStart);
       const last = Math.min(floorMinute(toMs), dayStart + DAY_MS - MINUTE_MS);
       const fromByte = ((first - dayStart) / MINUTE_MS) * BYTES_PER_MINUTE;
       const toByte = ((last - dayStart) / MINUTE_MS + 1) * BYTES_PER_MINUTE - 1;
-      pipeline.getrangeBuffer(key(kind, model, dayStart), fromByte, toByte);
+      reads.push(redis.getrangeBuffer(key(kind, model, dayStart), fromByte, toByte));
       days.push({ offset: (first - startMs) / MINUTE_MS, count: (last - first) / MINUTE_MS + 1 });
     }
-    const buffers = replyValues(await pipeline.exec());
+    const buffers = await Promise.all(reads);
     for (const [i, day] of days.entries()) decodeInto(perMinute, day.offset, day.count, buffers[i] as Buffer);
     return { startMs, perMinute };
   }

@@ -11,7 +11,7 @@
  *
  * The TTL runs on Redis's clock, not the injected one: it is the same clock for every contender.
  */
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis.ts';
 
 /** PEXPIRE only if the key still holds our token. */
 const RENEW = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end`;
@@ -26,7 +26,7 @@ export interface LeaderLock {
   release(): Promise<void>;
 }
 
-export function createLeaderLock(redis: Pick<Redis, 'set' | 'eval'>, key: string, token: string, ttlMs: number): LeaderLock {
+export function createLeaderLock(redis: Pick<RedisClient, 'set' | 'eval'>, key: string, token: string, ttlMs: number): LeaderLock {
   const ttl = Math.max(1, Math.round(ttlMs));
   return {
     token,

@@ -16,7 +16,7 @@
  * late by at most a tick). Workers already warm when first seen say nothing (their start
  * predates us). The estimate is the median of the last COLD_START_SAMPLES samples.
  */
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis.ts';
 import type { HeartbeatPayload, WorkerState } from '../worker-states.ts';
 import type { Backlog, PoolProvider, PoolTarget, WorkerCounts } from './contracts.ts';
 import { queuedJobs } from './queue-stats.ts';
@@ -72,7 +72,7 @@ export function countWorkers(workers: readonly ObservedWorker[]): WorkerCounts {
 }
 
 /** Per-worker throughput (see the header). Keys: `<ns>:worker-rate:<model>`. */
-export function createThroughputMeter(redis: Pick<Redis, 'get' | 'set'>, ns: string) {
+export function createThroughputMeter(redis: Pick<RedisClient, 'get' | 'set'>, ns: string) {
   const key = (model: string) => `${ns}:worker-rate:${model}`;
   return {
     /** Folds this tick's busy samples in and returns rows/s per active worker (0 = unknown). */
@@ -95,7 +95,7 @@ export function bestProfileRate(beats: readonly HeartbeatPayload[]): number {
   return beats.reduce((best, b) => Math.max(best, b.batchProfile?.rowsPerS ?? 0), 0);
 }
 
-type ColdStartRedis = Pick<Redis, 'hgetall' | 'hsetnx' | 'hdel' | 'lpush' | 'ltrim' | 'lrange' | 'pexpire'>;
+type ColdStartRedis = Pick<RedisClient, 'hgetall' | 'hsetnx' | 'hdel' | 'lpush' | 'ltrim' | 'lrange' | 'pexpire'>;
 
 /** Cold-start times (see the header). Keys: `<ns>:cold-start:<model>` (samples), `…:pending`. */
 export function createColdStartMeter(redis: ColdStartRedis, ns: string) {

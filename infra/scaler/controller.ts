@@ -35,7 +35,7 @@
 import { createTicker } from '../ticker.ts';
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis.ts';
 import { readCapacityRequest } from '../bulk/capacity-request.ts';
 import type { Registry } from 'prom-client';
 import type { Clock } from '../clock.ts';
@@ -79,7 +79,7 @@ export interface ScalerLog {
 }
 
 export interface ScalerControllerDeps {
-  redis: Redis;
+  redis: RedisClient;
   prefix: string;
   deployments: Pick<DeploymentStore, 'list'>;
   history: { series(model: string, fromMs: number, toMs: number): Promise<ArrivalSeries> };

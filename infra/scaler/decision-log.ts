@@ -5,7 +5,7 @@
  * DecisionRecord as JSON: everything the policy saw and what was done about it, so the pool API
  * and a dashboard can explain each decision, and a policy change can be replayed against it.
  */
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis.ts';
 import type { Backlog, Forecast, PolicyDecision, PolicySettings, WorkerCounts } from './contracts.ts';
 
 export const DECISION_LOG_MAX_LEN = 1000;
@@ -46,7 +46,7 @@ export function decisionStreamKey(prefix: string, model: string): string {
   return `${prefix}:scaler:decisions:${model}`;
 }
 
-export function createDecisionLog(redis: Pick<Redis, 'xadd' | 'xrevrange'>, prefix: string): DecisionLog {
+export function createDecisionLog(redis: Pick<RedisClient, 'xadd' | 'xrevrange'>, prefix: string): DecisionLog {
   return {
     async record(entry) {
       const key = decisionStreamKey(prefix, entry.model);

@@ -21,7 +21,7 @@
  * it was handed); `close()` closes the Queues, once.
  */
 import { Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis.ts';
 import type { Clock } from '../clock.ts';
 import { queueName } from '../job-contract.ts';
 import { once } from '../lifecycle.ts';
@@ -40,7 +40,7 @@ export interface QueueStats {
 }
 
 export interface QueueStatsDeps {
-  redis: Redis;
+  redis: RedisClient;
   /** BullMQ key prefix (QUEUE_PREFIX). */
   prefix: string;
   clock: Clock;
@@ -114,7 +114,7 @@ export function createQueueStats(deps: QueueStatsDeps): QueueStats {
 }
 
 /** The age of the oldest job of one queue not yet taken (see the header for how each set is read). */
-async function oldestAge(redis: Redis, q: Queue, now: number): Promise<number> {
+async function oldestAge(redis: RedisClient, q: Queue, now: number): Promise<number> {
   const submitted: number[] = [];
   const waitHead = await redis.lindex(q.toKey('wait'), -1);
   const heads = [...(waitHead ? [waitHead] : []), ...(await priorityHeads(redis, q.toKey('prioritized')))];
@@ -130,7 +130,7 @@ async function oldestAge(redis: Redis, q: Queue, now: number): Promise<number> {
 }
 
 /** The first job id of each priority level present, lowest level first. */
-async function priorityHeads(redis: Redis, key: string): Promise<string[]> {
+async function priorityHeads(redis: RedisClient, key: string): Promise<string[]> {
   const heads: string[] = [];
   let min = 0;
   for (let i = 0; i < MAX_PRIORITY_LEVELS; i++) {

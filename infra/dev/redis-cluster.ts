@@ -1,0 +1,93 @@
+/**
+ * A throwaway local Redis Cluster for tests and benchmarks: `masters` redis-server processes in
+ * cluster mode (no replicas, no persistence) on free ports, each with its own folder, the 16384
+ * slots split evenly between them. Created with plain CLUSTER commands (SET-CONFIG-EPOCH,
+ * ADDSLOTSRANGE, MEET) rather than `redis-cli --cluster create`, so only `redis-server` is needed.
+ *
+ * `url` is the `redis+cluster://…` form REDIS_URL accepts (infra/redis.ts). close() stops every
+ * server, once; a failed start stops the ones already running.
+ */
+import { mkdir } from 'node:fs/promises';
+import path from 'node:path';
+import { Redis } from 'ioredis';
+import { startRedisServer, type RedisServerHandle } from './redis-server.ts';
+
+const SLOTS = 16384;
+const READY_TIMEOUT_MS = 30_000;
+
+export interface RedisClusterHandle {
+  /** `redis+cluster://127.0.0.1:p1,127.0.0.1:p2,…` */
+  url: string;
+  nodes: Array<{ host: string; port: number }>;
+  /** Stops every server and waits for them to exit. Safe to call twice. */
+  close(): Promise<void>;
+}
+
+export interface StartRedisClusterOptions {
+  binary: string;
+  /** A folder of its own per node is made under it. */
+  dir: string;
+  /** Default 3. */
+  masters?: number;
+  host?: string;
+}
+
+export async function startRedisCluster(options: StartRedisClusterOptions): Promise<RedisClusterHandle> {
+  const host = options.host ?? '127.0.0.1';
+  const count = options.masters ?? 3;
+  const servers: RedisServerHandle[] = [];
+  let closing: Promise<void> | undefined;
+  const close = () => {
+    closing ??= Promise.allSettled(servers.map((s) => s.close())).then(() => undefined);
+    return closing;
+  };
+  try {
+    for (let i = 0; i < count; i++) {
+      const dir = path.join(options.dir, `node-${i}`);
+      await mkdir(dir, { recursive: true });
+      servers.push(await startRedisServer({ binary: options.binary, dir, host, extraArgs: clusterArgs() }));
+    }
+    const nodes = servers.map((s) => ({ host, port: s.port }));
+    await formCluster(nodes);
+    return { url: `redis+cluster://${nodes.map((n) => `${n.host}:${n.port}`).join(',')}`, nodes, close };
+  } catch (err) {
+    await close();
+    throw err;
+  }
+}
+
+function clusterArgs(): string[] {
+  // nodes.conf lands in the server's own --dir; a short node timeout keeps a test's failover
+  // detection quick (none is expected: there are no replicas).
+  return ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '5000'];
+}
+
+/** Gives each node its slot range and a distinct epoch, introduces them, and waits for `cluster_state:ok` everywhere. */
+async function formCluster(nodes: Array<{ host: string; port: number }>): Promise<void> {
+  const clients = nodes.map((n) => new Redis({ host: n.host, port: n.port, lazyConnect: true, maxRetriesPerRequest: 1 }));
+  try {
+    await Promise.all(clients.map((c) => c.connect()));
+    for (const [i, client] of clients.entries()) {
+      const first = Math.floor((i * SLOTS) / clients.length);
+      const last = Math.floor(((i + 1) * SLOTS) / clients.length) - 1;
+      await client.call('CLUSTER', 'SET-CONFIG-EPOCH', String(i + 1));
+      await client.call('CLUSTER', 'ADDSLOTSRANGE', String(first), String(last));
+    }
+    const [seed] = clients;
+    for (const n of nodes.slice(1)) await seed?.call('CLUSTER', 'MEET', n.host, String(n.port));
+    await waitUntilOk(clients, nodes.length);
+  } finally {
+    for (const c of clients) c.disconnect();
+  }
+}
+
+async function waitUntilOk(clients: Redis[], expectedNodes: number): Promise<void> {
+  const deadline = Date.now() + READY_TIMEOUT_MS;
+  for (;;) {
+    const infos = await Promise.all(clients.map((c) => c.call('CLUSTER', 'INFO') as Promise<string>));
+    const ok = infos.every((info) => info.includes('cluster_state:ok') && info.includes(`cluster_known_nodes:${expectedNodes}`));
+    if (ok) return;
+    if (Date.now() > deadline) throw new Error(`the local Redis Cluster did not become ready:\n${infos.join('\n---\n')}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
