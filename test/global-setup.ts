@@ -3,6 +3,9 @@
  * folder removed at the end. Tests isolate themselves by key prefix (see test/support/services.ts),
  * so sharing two servers is safe and far cheaper than one per file.
  *
+ * `WARMPOOL_TEST_REDIS=cluster` runs the suite against a local 3-master Redis Cluster instead
+ * (infra/dev/redis-cluster.ts): REDIS_URL is then its `redis+cluster://` URL.
+ *
  * The endpoints reach tests two ways: environment variables (inherited by the forked test
  * workers and by any process a test spawns) and vitest's `provide`/`inject`.
  */
@@ -10,6 +13,7 @@ import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { TestProject } from 'vitest/node';
+import { startRedisCluster } from '../infra/dev/redis-cluster.ts';
 import { ensureRedisServer, startRedisServer } from '../infra/dev/redis-server.ts';
 import { startS3Server } from '../infra/dev/s3-server.ts';
 import { TEST_BUCKET, TEST_SERVICE_ENV, type ProvidedServices } from './support/services.ts';
@@ -33,7 +37,10 @@ export default async function setup(project: TestProject): Promise<() => Promise
   };
   try {
     const binary = await ensureRedisServer({ install: 'auto', log: (line) => console.log(`[global-setup] ${line}`) });
-    const redis = await startRedisServer({ binary, dir });
+    const redis =
+      process.env.WARMPOOL_TEST_REDIS === 'cluster'
+        ? await startRedisCluster({ binary, dir: path.join(dir, 'redis-cluster') })
+        : await startRedisServer({ binary, dir });
     cleanups.push(() => redis.close());
     const s3 = await startS3Server({ directory: path.join(dir, 's3'), buckets: [TEST_BUCKET] });
     cleanups.push(() => s3.close());

@@ -9,6 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
 import path from 'node:path';
 import { inject } from 'vitest';
+import { deleteMany, isCluster, scanKeys, type KeyScanner } from '../../infra/redis.ts';
 
 export const TEST_BUCKET = 'warmpool-test';
 export const TEST_REGION = 'us-east-1';
@@ -112,7 +113,9 @@ export function testEnv(overrides: Record<string, string> = {}): NodeJS.ProcessE
  * fresh one (or `track` records one made elsewhere), `cleanup()` — in the suite's afterEach —
  * deletes every key under the prefixes handed out since the last cleanup.
  */
-export function redisPrefixes(redis: { keys(pattern: string): Promise<string[]>; del(...keys: string[]): Promise<number> }) {
+export function redisPrefixes(
+  redis: { keys(pattern: string): Promise<string[]>; del(...keys: string[]): Promise<number> } & Partial<KeyScanner>,
+) {
   const taken: string[] = [];
   const track = (prefix: string): string => {
     taken.push(prefix);
@@ -125,6 +128,11 @@ export function redisPrefixes(redis: { keys(pattern: string): Promise<string[]>;
     last: (): string | undefined => taken.at(-1),
     async cleanup(): Promise<void> {
       for (const prefix of taken.splice(0)) {
+        if (isCluster(redis)) {
+          // KEYS sees one node and DEL one slot: scan every master, delete key by key.
+          for await (const keys of scanKeys(redis, `${prefix}:*`)) await deleteMany(redis, keys);
+          continue;
+        }
         const keys = await redis.keys(`${prefix}:*`);
         if (keys.length > 0) await redis.del(...keys);
       }
