@@ -123,7 +123,9 @@ async function measure(o: MeasureOptions): Promise<number> {
         spawn(process.execPath, [BIN, 'worker', '--model', model, '--version', '1'], { env, stdio: ['ignore', 'ignore', 'inherit'] }),
       );
     }
+    process.stdout.write(`${o.label}: waiting for ${o.models.length} workers\n`);
     await waitForActive(redis, config.queuePrefix, o.models.length);
+    process.stdout.write(`${o.label}: workers active, driving jobs\n`);
     const started = performance.now();
     await Promise.all(o.models.map((model) => drive(queue, model, o.jobs, o.concurrency, o.label)));
     return (o.models.length * o.jobs) / ((performance.now() - started) / 1000);

@@ -45,7 +45,7 @@ export async function startRedisCluster(options: StartRedisClusterOptions): Prom
     for (let i = 0; i < count; i++) {
       const dir = path.join(options.dir, `node-${i}`);
       await mkdir(dir, { recursive: true });
-      servers.push(await startRedisServer({ binary: options.binary, dir, host, extraArgs: clusterArgs() }));
+      servers.push(await startRedisServer({ binary: options.binary, dir, host, extraArgs: clusterArgs(host) }));
     }
     const nodes = servers.map((s) => ({ host, port: s.port }));
     await formCluster(nodes);
@@ -56,10 +56,20 @@ export async function startRedisCluster(options: StartRedisClusterOptions): Prom
   }
 }
 
-function clusterArgs(): string[] {
+function clusterArgs(host: string): string[] {
   // nodes.conf lands in the server's own --dir; a short node timeout keeps a test's failover
-  // detection quick (none is expected: there are no replicas).
-  return ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '5000'];
+  // detection quick (none is expected: there are no replicas). The announced address: a node
+  // that never met another (a 1-master cluster) otherwise reports an empty IP in CLUSTER SLOTS.
+  return [
+    '--cluster-enabled',
+    'yes',
+    '--cluster-config-file',
+    'nodes.conf',
+    '--cluster-node-timeout',
+    '5000',
+    '--cluster-announce-ip',
+    host,
+  ];
 }
 
 /** Gives each node its slot range and a distinct epoch, introduces them, and waits for `cluster_state:ok` everywhere. */
