@@ -29,7 +29,8 @@ Usage:
                     [--run-id ID] [--max-bad-rows N] [--tenant T]
                                             score every row under a prefix into parts; resumable by --run-id
   warmpool bulk status ID | bulk cancel ID  a bulk run's progress, or cancel it
-  warmpool bench [--quick] [--json FILE]    micro-batched vs one-job-per-run, measured side by side
+  warmpool bench [--quick] [--json FILE] [--model FILE.onnx]
+                                            micro-batched vs one-job-per-run, measured side by side
 
 Configuration comes from environment variables (see README), validated at start.`;
 

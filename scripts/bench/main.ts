@@ -16,6 +16,7 @@ import { builtInModels, publishBenchModel, userModel, type BenchModel } from './
 import type { ApiMode } from './e2e.ts';
 import { formatTable, judgedRows, toJson, type BenchModelInfo, type BenchReport, type BenchRow } from './report.ts';
 import { startBenchContext } from './services.ts';
+import { measureBulkVsRawOrt } from './bulk.ts';
 import { benchModel, benchSizes, benchSystem } from './suite.ts';
 
 export async function benchMain(args: string[]): Promise<number> {
@@ -53,6 +54,8 @@ export async function benchMain(args: string[]): Promise<number> {
       infos.push(modelInfo(manifest));
       const run = await benchModel(ctx, manifest, writeModel(dir, model), sizes);
       rows.push(...run.rows);
+      // Per model: with a cheap model bulk is bound by JSON and S3, with a heavy one by ONNX Runtime.
+      rows.push(await measureBulkVsRawOrt(ctx, manifest, run.raw));
       first ??= { manifest, run };
     }
     if (first) rows.push(...(await benchSystem(ctx, first.manifest, first.run, sizes, api)));

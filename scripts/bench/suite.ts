@@ -10,7 +10,6 @@ import os from 'node:os';
 import { loadConfig } from '../../infra/config.ts';
 import type { ModelManifest } from '../../infra/manifest.ts';
 import { BENCH_BATCHES, BENCH_MAX_BATCH } from './bench-models.ts';
-import { measureBulkVsRawOrt } from './bulk.ts';
 import { measureColdStart } from './cold-start.ts';
 import { measureE2e, type ApiMode } from './e2e.ts';
 import { rawBullmqRate } from './raw-bullmq.ts';
@@ -171,7 +170,7 @@ async function coldStartRows(ctx: BenchContext, manifest: ModelManifest): Promis
   }
 }
 
-/** End to end and bulk, on one model: the rows that do not repeat per model. */
+/** End to end, on one model: the rows that do not repeat per model. */
 export async function benchSystem(
   ctx: BenchContext,
   manifest: ModelManifest,
@@ -214,6 +213,5 @@ export async function benchSystem(
   } catch (err) {
     rows.push(...failedRows(m, ['e2e_vs_raw_bullmq', 'e2e_latency_p99_ms'], err));
   }
-  rows.push(await measureBulkVsRawOrt(ctx, manifest, run.raw));
   return rows;
 }
