@@ -23,7 +23,9 @@ Usage:
   warmpool rollback M                       restore the deployment's previous revision
   warmpool deployments                      list deployments
   warmpool simulate --trace FILE.csv [--scale X] [--policy FILE.json] [--slo-ms N] [--cold-start-s N]
-                    [--worker-rps N] [--out DIR]   replay arrivals through the scaler's policy and baselines
+                    [--worker-rps N] [--batch-profile FILE] [--job-overhead-ms N] [--out DIR]
+                    [--sweep NAME=V1,V2 …]   replay arrivals through the scaler's policy and baselines
+  warmpool simulate calibrate [--trace FILE.csv]   the simulator's prediction vs a real worker
   warmpool bulk run --model M [--version V] --input s3://bucket/in/ --output s3://bucket/out/
                     [--format jsonl|csv] [--chunk-rows N] [--deadline HH:MM|ISO] [--webhook URL]
                     [--run-id ID] [--max-bad-rows N] [--tenant T]
