@@ -103,7 +103,9 @@ export function createApp(deps: AppDeps): Hono<AuthEnv> {
     '*',
     bodyLimit({
       maxSize: deps.bodyLimitBytes,
-      onError: (c) => c.json(errorBody('body_too_large', `request body is larger than ${deps.bodyLimitBytes} bytes`), 413),
+      // Connection: close: the rest of the body is never read, so the connection cannot carry another request.
+      onError: (c) =>
+        c.json(errorBody('body_too_large', `request body is larger than ${deps.bodyLimitBytes} bytes`), 413, { Connection: 'close' }),
     }),
   );
 

@@ -24,10 +24,11 @@
  * sees a finished job and no worker ever hears of it.
  *
  * Connections: one ioredis client shared by every Queue and the index keys (BullMQ does not
- * close a client it was handed); each QueueEvents duplicates it into a blocking connection of
- * its own, which it closes itself. `close()` closes all of them, once.
+ * close a client it was handed); each QueueEvents opens a blocking connection of its own from
+ * the client's options (minus any fail-fast settings), which it closes itself. `close()`
+ * closes all of them, once.
  */
-import { Job, Queue, QueueEvents, type JobState } from 'bullmq';
+import { Job, Queue, QueueEvents, type ConnectionOptions, type JobState } from 'bullmq';
 import { Redis, type RedisOptions } from 'ioredis';
 import { systemClock, type Clock } from './clock.ts';
 import { NotFoundError } from './errors.ts';
@@ -41,13 +42,18 @@ import {
   type JobView,
   type Priority,
 } from './job-contract.ts';
-import { closeRedis, createRedis } from './redis.ts';
+import { blockingOptions, closeRedis, createRedis } from './redis.ts';
 import { createResultCache } from './result-cache.ts';
 
 export type { JobView };
 
 export interface BullJobQueueOptions {
   connection: RedisOptions | string;
+  /**
+   * Over the defaults of the shared (non-blocking) client, e.g. FAIL_FAST_REDIS_OPTIONS so
+   * calls fail at once while Redis is down. QueueEvents' blocking connections never take them.
+   */
+  redisOptions?: RedisOptions;
   /** BullMQ key prefix (QUEUE_PREFIX); the job index keys live under it too. */
   prefix: string;
   /** How long finished jobs (and their index keys and tombstones) are kept. */
@@ -155,8 +161,8 @@ export function createBullJobQueue(options: BullJobQueueOptions): BullJobQueue {
   const onError = options.onError ?? (() => undefined);
   const client =
     typeof options.connection === 'string'
-      ? createRedis(options.connection)
-      : new Redis({ ...options.connection, maxRetriesPerRequest: null });
+      ? createRedis(options.connection, options.redisOptions)
+      : new Redis({ ...options.connection, maxRetriesPerRequest: null, ...options.redisOptions });
   const queues = new Map<string, Queue<JobData, JobResult>>();
   const events = new Map<string, Promise<QueueEvents>>();
   /** Per queue, per job id: the wake-ups of pending waitFor/watch calls. */
@@ -250,7 +256,11 @@ export function createBullJobQueue(options: BullJobQueueOptions): BullJobQueue {
   async function openQueueEvents(name: string): Promise<QueueEvents> {
     const last = await client.xrevrange(queue(name).toKey('events'), '+', '-', 'COUNT', 1);
     const lastEventId = last[0]?.[0] ?? '0-0';
-    const qe = new QueueEvents(name, { connection: client, prefix: options.prefix, lastEventId });
+    // Its own connection from the client's options, made fit to block (no fail-fast settings):
+    // a blocking read waits out an outage and resumes, where a request should fail at once.
+    // (Cast: BullMQ declares ioredis' retryStrategy without its `null` return; the value is ioredis' own.)
+    const connection = blockingOptions(client.options) as ConnectionOptions;
+    const qe = new QueueEvents(name, { connection, prefix: options.prefix, lastEventId });
     qe.on('error', onError);
     const notify = ({ jobId }: { jobId: string }) => {
       for (const wake of waiters.get(name)?.get(jobId) ?? []) wake();

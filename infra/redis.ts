@@ -26,17 +26,22 @@ export function createRedis(url: string, options: RedisOptions = {}, onError: (e
  * - maxRetriesPerRequest 0: a command already sent when the connection drops is failed, not
  *   resent after the reconnect (its effect is unknown: the caller's 503 says "retry");
  * - commandTimeout: a Redis that accepts connections but does not answer (paused, swapping)
- *   fails the command after this long instead of holding the request.
+ *   fails the command after this long instead of holding the request;
+ * - retryStrategy: reconnect soon after Redis returns.
  */
 export const FAIL_FAST_REDIS_OPTIONS: Readonly<RedisOptions> = {
   enableOfflineQueue: false,
   maxRetriesPerRequest: 0,
   commandTimeout: 5_000,
+  // Reconnect attempts at most 500 ms apart (ioredis' default backs off to 2 s): while the
+  // connection is down every request is a 503, so coming back soon after Redis does matters.
+  retryStrategy: (times) => Math.min(times * 50, 500),
 };
 
 /** Options for a blocking connection (BullMQ QueueEvents/Worker) derived from a fail-fast one's. */
 export function blockingOptions(options: RedisOptions): RedisOptions {
-  return { ...options, enableOfflineQueue: true, maxRetriesPerRequest: null, commandTimeout: undefined };
+  // No auto-pipelining either: a blocking read must not hold other commands behind it.
+  return { ...options, enableOfflineQueue: true, maxRetriesPerRequest: null, commandTimeout: undefined, enableAutoPipelining: false };
 }
 
 const UNAVAILABLE_MESSAGES = [

@@ -51,9 +51,11 @@ export interface E2eResult {
 export async function measureE2e(ctx: BenchContext, manifest: ModelManifest, options: E2eOptions): Promise<E2eResult> {
   const { env, config } = scopedEnv(ctx, `e2e-${options.api}`, { PORT: String(await freePort()) });
   const redis = createRedis(config.redisUrl);
+  // A reader: skipMetasUpdate keeps BullMQ from resetting the events stream's maxLen.
   const queue = new Queue<JobData, JobResult>(queueName(manifest.name, manifest.version), {
     connection: redis,
     prefix: config.queuePrefix,
+    skipMetasUpdate: true,
   });
   const stops: Array<() => Promise<void>> = [];
   try {
