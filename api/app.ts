@@ -51,8 +51,12 @@ export interface AppDeps {
   webhooks?: { redis: RedisClient; prefix: string };
   /** Bulk scoring runs (infra/bulk): `/v1/bulk-runs`; api/main.ts always wires it, absent = no such routes. */
   bulkRuns?: BulkRuns;
-  /** Per-minute arrival history the scaler forecasts from (infra/scaler/arrival-history.ts). */
-  arrivals?: { recordArrival(model: string, count?: number): Promise<void> };
+  /**
+   * Arrivals per minute for the scaler's forecast, held in memory and flushed to the history
+   * (infra/scaler/arrival-counter.ts): recording never waits on Redis, and a failed flush is
+   * the counter's to report, so a queued job never fails for it.
+   */
+  arrivals?: { recordArrival(model: string, count?: number): void };
   /** The pool view (`GET /v1/pool`): a deployment's queues summed over its versions. */
   backlog?: (target: { model: string; versions: readonly string[] }) => Promise<Backlog>;
   /** Tenants allowed to change deployments (ADMIN_TENANTS); none when absent. */
@@ -99,7 +103,9 @@ export function createApp(deps: AppDeps): Hono<AuthEnv> {
     '*',
     bodyLimit({
       maxSize: deps.bodyLimitBytes,
-      onError: (c) => c.json(errorBody('body_too_large', `request body is larger than ${deps.bodyLimitBytes} bytes`), 413),
+      // Connection: close: the rest of the body is never read, so the connection cannot carry another request.
+      onError: (c) =>
+        c.json(errorBody('body_too_large', `request body is larger than ${deps.bodyLimitBytes} bytes`), 413, { Connection: 'close' }),
     }),
   );
 
@@ -134,9 +140,8 @@ export function createApp(deps: AppDeps): Hono<AuthEnv> {
     syncTimeoutMs: deps.syncTimeoutMs,
     onSubmitted: (e: { model: string; version: string; kind: 'async' | 'sync'; rows: number }) => {
       jobMetrics?.inc({ model: e.model, version: e.version, kind: e.kind });
-      // The scaler forecasts from these (rows, the unit of a worker's measured throughput); a
-      // Redis hiccup here must not fail a job that is already queued.
-      deps.arrivals?.recordArrival(e.model, e.rows).catch((err: unknown) => deps.log?.error({ err }, 'arrival not recorded'));
+      // The scaler forecasts from these (rows, the unit of a worker's measured throughput).
+      deps.arrivals?.recordArrival(e.model, e.rows);
     },
   };
   app.route('/', jobRoutes(useCaseDeps));

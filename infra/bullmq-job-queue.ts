@@ -27,10 +27,11 @@
  * sees a finished job and no worker ever hears of it.
  *
  * Connections: one ioredis client shared by every Queue and the index keys (BullMQ does not
- * close a client it was handed); each QueueEvents duplicates it into a blocking connection of
- * its own, which it closes itself. `close()` closes all of them, once.
+ * close a client it was handed); each QueueEvents opens a blocking connection of its own from
+ * the client's options (minus any fail-fast settings), which it closes itself. `close()`
+ * closes all of them, once.
  */
-import { Job, Queue, QueueEvents, type JobState } from 'bullmq';
+import { Job, Queue, QueueEvents, type ConnectionOptions, type JobState } from 'bullmq';
 import { Redis, type RedisOptions } from 'ioredis';
 import { systemClock, type Clock } from './clock.ts';
 import { NotFoundError } from './errors.ts';
@@ -44,7 +45,7 @@ import {
   type JobView,
   type Priority,
 } from './job-contract.ts';
-import { closeRedis, createRedis, type RedisClient } from './redis.ts';
+import { blockingOptions, closeRedis, createRedis, duplicateClient, isCluster, type RedisClient } from './redis.ts';
 import { createResultCache } from './result-cache.ts';
 
 export type { JobView };
@@ -53,7 +54,7 @@ export interface BullJobQueueOptions {
   connection: RedisOptions | string;
   /**
    * Over the defaults of the shared (non-blocking) client, e.g. FAIL_FAST_REDIS_OPTIONS so
-   * calls fail at once while Redis is down.
+   * calls fail at once while Redis is down. QueueEvents' blocking connections never take them.
    */
   redisOptions?: RedisOptions;
   /** BullMQ key prefix (QUEUE_PREFIX); the job index keys live under it too. */
@@ -167,6 +168,8 @@ export function createBullJobQueue(options: BullJobQueueOptions): BullJobQueue {
       : new Redis({ ...options.connection, maxRetriesPerRequest: null, ...options.redisOptions });
   const queues = new Map<string, Queue<JobData, JobResult>>();
   const events = new Map<string, Promise<QueueEvents>>();
+  /** The QueueEvents' own cluster clients (see openQueueEvents): BullMQ does not close a client it was given. */
+  const ownClients = new Set<RedisClient>();
   /** Per queue, per job id: the wake-ups of pending waitFor/watch calls. */
   const waiters = new Map<string, Map<string, Set<() => void>>>();
   let waiterCount = 0;
@@ -266,7 +269,15 @@ export function createBullJobQueue(options: BullJobQueueOptions): BullJobQueue {
   async function openQueueEvents(name: string): Promise<QueueEvents> {
     const last = await client.xrevrange(queue(name).toKey('events'), '+', '-', 'COUNT', 1);
     const lastEventId = last[0]?.[0] ?? '0-0';
-    const qe = new QueueEvents(name, { connection: client, prefix: options.prefix, lastEventId });
+    // Its own connection from the client's options, made fit to block (no fail-fast settings):
+    // a blocking read waits out an outage and resumes, where a request should fail at once.
+    // (Cast: BullMQ declares ioredis' retryStrategy without its `null` return; the value is ioredis' own.)
+    // On a Redis Cluster the client's options are the cluster's, which BullMQ would read as one
+    // node's (127.0.0.1:6379): there it gets a cluster client of its own, closed with it.
+    const own = isCluster(client) ? duplicateClient(client, blockingOptions({})) : undefined;
+    const connection = own ?? (blockingOptions(client.options) as ConnectionOptions);
+    const qe = new QueueEvents(name, { connection, prefix: options.prefix, lastEventId });
+    if (own) ownClients.add(own);
     qe.on('error', onError);
     const notify = ({ jobId }: { jobId: string }) => {
       for (const wake of waiters.get(name)?.get(jobId) ?? []) wake();
@@ -277,6 +288,10 @@ export function createBullJobQueue(options: BullJobQueueOptions): BullJobQueue {
     } catch (err) {
       events.delete(name);
       await qe.close().catch(() => undefined);
+      if (own) {
+        ownClients.delete(own);
+        await closeRedis(own).catch(() => undefined);
+      }
       throw err;
     }
     return qe;
@@ -425,19 +440,23 @@ export function createBullJobQueue(options: BullJobQueueOptions): BullJobQueue {
     waiting: () => waiterCount,
 
     close() {
-      closing ??= closeAllOf(queues, events, client);
+      closing ??= closeAllOf(queues, events, [...ownClients, client]);
       return closing;
     },
   };
 }
 
-/** Every Queue and QueueEvents, then the shared client; each runs even if another fails. */
-async function closeAllOf(queues: Map<string, Queue>, events: Map<string, Promise<QueueEvents>>, client: RedisClient): Promise<void> {
+/** Every Queue and QueueEvents, then the clients; each runs even if another fails. */
+async function closeAllOf(
+  queues: Map<string, Queue>,
+  events: Map<string, Promise<QueueEvents>>,
+  clients: readonly RedisClient[],
+): Promise<void> {
   const results = await Promise.allSettled([
     ...[...queues.values()].map((q) => q.close()),
     ...[...events.values()].map(async (pending) => (await pending).close()),
   ]);
-  await closeRedis(client);
+  await Promise.allSettled(clients.map((c) => closeRedis(c)));
   const errors = results.flatMap((r) => (r.status === 'rejected' ? [r.reason as unknown] : []));
   if (errors.length > 0) throw new AggregateError(errors, 'closing the job queue failed');
 }

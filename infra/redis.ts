@@ -76,13 +76,15 @@ export function createRedis(url: string, options: RedisOptions = {}, onError: (e
 }
 
 function clusterOptions(address: ClusterAddress, base: RedisOptions): ClusterOptions {
-  const { enableOfflineQueue, enableReadyCheck, lazyConnect, ...nodeOptions } = base;
+  const { enableOfflineQueue, enableReadyCheck, lazyConnect, enableAutoPipelining, ...nodeOptions } = base;
   const redisOptions: RedisOptions = { ...nodeOptions };
   if (address.username !== undefined) redisOptions.username = address.username;
   if (address.password !== undefined) redisOptions.password = address.password;
   if (address.tls) redisOptions.tls = {};
   const options: ClusterOptions = { redisOptions, enableReadyCheck: enableReadyCheck ?? true, lazyConnect: lazyConnect ?? false };
   if (enableOfflineQueue !== undefined) options.enableOfflineQueue = enableOfflineQueue;
+  // The cluster pipelines by itself (per node); its nodes' own setting is not consulted.
+  if (enableAutoPipelining !== undefined) options.enableAutoPipelining = enableAutoPipelining;
   return options;
 }
 
@@ -92,8 +94,11 @@ function clusterOptions(address: ClusterAddress, base: RedisOptions): ClusterOpt
  */
 export function duplicateClient(redis: RedisClient, overrides: RedisOptions = {}): RedisClient {
   if (!isCluster(redis)) return redis.duplicate(overrides);
-  const redisOptions = { ...redis.options.redisOptions, ...overrides };
-  return redis.duplicate(undefined, { ...redis.options, redisOptions });
+  const { enableOfflineQueue, enableAutoPipelining, ...nodeOverrides } = overrides;
+  const options: ClusterOptions = { ...redis.options, redisOptions: { ...redis.options.redisOptions, ...nodeOverrides } };
+  if (enableOfflineQueue !== undefined) options.enableOfflineQueue = enableOfflineQueue;
+  if (enableAutoPipelining !== undefined) options.enableAutoPipelining = enableAutoPipelining;
+  return redis.duplicate(undefined, options);
 }
 
 /** What scanKeys needs: SCAN (a client, a Cluster, or a narrow test double of one node). */
@@ -170,17 +175,22 @@ export function hashTag(name: string): string {
  * - maxRetriesPerRequest 0: a command already sent when the connection drops is failed, not
  *   resent after the reconnect (its effect is unknown: the caller's 503 says "retry");
  * - commandTimeout: a Redis that accepts connections but does not answer (paused, swapping)
- *   fails the command after this long instead of holding the request.
+ *   fails the command after this long instead of holding the request;
+ * - retryStrategy: reconnect soon after Redis returns.
  */
 export const FAIL_FAST_REDIS_OPTIONS: Readonly<RedisOptions> = {
   enableOfflineQueue: false,
   maxRetriesPerRequest: 0,
   commandTimeout: 5_000,
+  // Reconnect attempts at most 500 ms apart (ioredis' default backs off to 2 s): while the
+  // connection is down every request is a 503, so coming back soon after Redis does matters.
+  retryStrategy: (times) => Math.min(times * 50, 500),
 };
 
 /** Options for a blocking connection (BullMQ QueueEvents/Worker) derived from a fail-fast one's. */
 export function blockingOptions(options: RedisOptions): RedisOptions {
-  return { ...options, enableOfflineQueue: true, maxRetriesPerRequest: null, commandTimeout: undefined };
+  // No auto-pipelining either: a blocking read must not hold other commands behind it.
+  return { ...options, enableOfflineQueue: true, maxRetriesPerRequest: null, commandTimeout: undefined, enableAutoPipelining: false };
 }
 
 const UNAVAILABLE_MESSAGES = [

@@ -23,13 +23,16 @@ Usage:
   warmpool rollback M                       restore the deployment's previous revision
   warmpool deployments                      list deployments
   warmpool simulate --trace FILE.csv [--scale X] [--policy FILE.json] [--slo-ms N] [--cold-start-s N]
-                    [--worker-rps N] [--out DIR]   replay arrivals through the scaler's policy and baselines
+                    [--worker-rps N] [--batch-profile FILE] [--job-overhead-ms N] [--out DIR]
+                    [--sweep NAME=V1,V2 …]   replay arrivals through the scaler's policy and baselines
+  warmpool simulate calibrate [--trace FILE.csv]   the simulator's prediction vs a real worker
   warmpool bulk run --model M [--version V] --input s3://bucket/in/ --output s3://bucket/out/
                     [--format jsonl|csv] [--chunk-rows N] [--deadline HH:MM|ISO] [--webhook URL]
                     [--run-id ID] [--max-bad-rows N] [--tenant T]
                                             score every row under a prefix into parts; resumable by --run-id
   warmpool bulk status ID | bulk cancel ID  a bulk run's progress, or cancel it
-  warmpool bench [--quick] [--json FILE]    micro-batched vs one-job-per-run, measured side by side
+  warmpool bench [--quick] [--json FILE] [--model FILE.onnx]
+                                            micro-batched vs one-job-per-run, measured side by side
 
 Configuration comes from environment variables (see README), validated at start.`;
 

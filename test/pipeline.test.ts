@@ -109,8 +109,13 @@ describe('publish → deploy → submit → results', () => {
     expect(scorer?.stateSince).toBeGreaterThanOrEqual(scorer?.startedAt ?? Number.POSITIVE_INFINITY);
     const history = createArrivalHistory(redis, stack.config.queuePrefix, systemClock);
     const total = (s: { perMinute: number[] }) => s.perMinute.reduce((a, b) => a + b, 0);
-    expect(total(await history.series('scorer', Date.now() - 600_000, Date.now()))).toBe(48 + 3 + 70);
-    expect(total(await history.completions('scorer', Date.now() - 600_000, Date.now()))).toBe(48 + 3 + 70);
+    // The API and the worker flush their counts once a second (infra/scaler/arrival-counter.ts).
+    await expect
+      .poll(async () => total(await history.series('scorer', Date.now() - 600_000, Date.now())), { timeout: 5_000 })
+      .toBe(48 + 3 + 70);
+    await expect
+      .poll(async () => total(await history.completions('scorer', Date.now() - 600_000, Date.now())), { timeout: 5_000 })
+      .toBe(48 + 3 + 70);
     await closeRedis(redis);
   });
 

@@ -69,6 +69,10 @@ describe('warmpool simulate (CLI)', () => {
       [['--trace', good, '--arrivals', 'bursty'], /--arrivals must be uniform, poisson or gamma/],
       [['--trace', good, '--policy', write('p.json', '{"standbyy": 1}')], /unknown key "standbyy"/],
       [['--trace', good, '--frobnicate'], /Unknown option '--frobnicate'/],
+      [['--trace', good, '--sweep', 'standbyy=0,1'], /--sweep: unknown setting "standbyy"/],
+      [['--trace', good, '--sweep', 'headroom=0.2,abc'], /--sweep: "headroom" must be a number ≥ 0 and < 1, got "abc"/],
+      [['--trace', good, '--cold-start-phases', 'booting=3'], /cannot read cold-start phase "booting=3"/],
+      [['--trace', good, '--batch-profile', write('profile.json', '{"entries": []}')], /--batch-profile .*expected a heartbeat/],
     ];
     for (const [args, message] of cases) {
       const r = await run(args);
@@ -86,8 +90,72 @@ describe('warmpool simulate (CLI)', () => {
     expect(report.slo).toEqual({ queueWaitMs: 30_000 });
     expect(report.policies.map((p: { name: string }) => p.name)).toEqual(['predictive', 'reactive', 'static-peak', 'oracle']);
     for (const p of report.policies) expect(p.jobs).toBe(200);
-    expect(readFileSync(path.join(out, 'report.md'), 'utf8')).toContain('| static-peak |');
+    const md = readFileSync(path.join(out, 'report.md'), 'utf8');
+    expect(md).toContain('| static-peak |');
+    // Three charts per policy, linked from the report.
+    for (const name of ['predictive', 'reactive', 'static-peak', 'oracle']) {
+      for (const chart of ['arrivals', 'workers', 'queue-wait']) {
+        const file = `${name}-${chart}.svg`;
+        expect(md).toContain(`(${file})`);
+        expect(readFileSync(path.join(out, file), 'utf8')).toMatch(/^<svg [^>]*>[\s\S]*<\/svg>\n$/);
+      }
+    }
   });
+
+  it('takes cold-start phases and a measured batch profile', async () => {
+    const out = path.join(dir, 'phases');
+    const profile = write(
+      'beat.json',
+      JSON.stringify({
+        batchProfile: {
+          chosenBatch: 8,
+          entries: [
+            { batch: 1, p50Ms: 100 },
+            { batch: 8, p50Ms: 400 },
+          ],
+        },
+      }),
+    );
+    const args = ['--trace', good, '--cold-start-phases', 'launching=5,downloading=10:0.5', '--batch-profile', profile, '--out', out];
+    expect((await run(args)).code).toBe(0);
+    const report = JSON.parse(readFileSync(path.join(out, 'report.json'), 'utf8'));
+    expect(report.settings.coldStart.downloading).toEqual({ meanMs: 10_000, cv: 0.5 });
+    expect(report.settings.maxBatch).toBe(8);
+    // The policy is told the profile's rate at its chosen batch: 8 rows in 400 ms.
+    expect(report.settings.coldStartMs).toBe(5_000 + 10_000 + 12_000 + 18_000);
+    expect(readFileSync(path.join(out, 'report.md'), 'utf8')).toContain('20.0 rows/s at batch 8');
+  });
+
+  it('--sweep writes sweep.json, sweep.md and pareto.svg and names the cheapest setting meeting the SLO', async () => {
+    const out = path.join(dir, 'sweep');
+    const r = await run([
+      '--trace',
+      good,
+      '--worker-rps',
+      '1',
+      '--sweep',
+      'standby=0,1',
+      'headroom=0.1,0.3',
+      '--threads',
+      '2',
+      '--out',
+      out,
+    ]);
+    expect(r.code, r.err).toBe(0);
+    const sweep = JSON.parse(readFileSync(path.join(out, 'sweep.json'), 'utf8'));
+    expect(sweep.points.map((p: { setting: object }) => p.setting)).toEqual([
+      { standby: 0, headroom: 0.1 },
+      { standby: 0, headroom: 0.3 },
+      { standby: 1, headroom: 0.1 },
+      { standby: 1, headroom: 0.3 },
+    ]);
+    expect(sweep.baselines.map((b: { name: string }) => b.name)).toEqual(['reactive', 'static-peak', 'oracle']);
+    const md = readFileSync(path.join(out, 'sweep.md'), 'utf8');
+    expect(md).toMatch(/Cheapest setting that meets the SLO target|No setting meets the SLO target/);
+    expect(md).toContain('★');
+    expect(readFileSync(path.join(out, 'pareto.svg'), 'utf8')).toContain('Pareto front');
+    expect(r.out).toContain('wrote');
+  }, 60_000);
 
   it('cleans up', () => rmSync(dir, { recursive: true, force: true }));
 });

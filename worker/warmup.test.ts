@@ -11,7 +11,7 @@ import type { ModelManifest, TensorSpec } from '../infra/manifest.ts';
 import { buildFp16Model, buildGatherModel, buildMlpModel, buildMultiTypeModel } from '../scripts/models.ts';
 import type { EngineLoadOptions, InferenceEngine } from './engine/engine.ts';
 import { createThreadEngine, type ThreadEngine } from './engine/thread-engine.ts';
-import { defaultWarmupBatches, representativeInputs, runWarmup, type WarmupProgress } from './warmup.ts';
+import { defaultWarmupBatches, MORE_THREADS_MIN_GAIN, representativeInputs, runWarmup, type WarmupProgress } from './warmup.ts';
 
 function manifest(inputs: TensorSpec[], outputs: TensorSpec[], maxBatch: number, warmupBatches: number[] = []): ModelManifest {
   return {
@@ -106,9 +106,11 @@ describe('runWarmup', () => {
     }
     expect(sizes).toContain(profile.chosenBatch);
     expect(profile.rowsPerS).toBeGreaterThan(0);
-    // Everything fits this budget, so the choice is simply the fastest cell measured.
-    const best = Math.max(...profile.candidates.flatMap((c) => c.entries.map((e) => e.rowsPerS)));
-    expect(profile.rowsPerS).toBe(best);
+    // Everything fits this budget: the fastest cell on 1 thread, unless more threads clearly beat it.
+    const bestOn = (t: number) => Math.max(...(profile.candidates.find((c) => c.threads === t)?.entries.map((e) => e.rowsPerS) ?? [0]));
+    const many = threadCandidates.at(-1) ?? 1;
+    const expected = bestOn(many) >= MORE_THREADS_MIN_GAIN * bestOn(1) ? bestOn(many) : bestOn(1);
+    expect(profile.rowsPerS).toBe(expected);
     expect(o.loads.at(-1)?.intraOpThreads).toBe(profile.threads);
     expect(events.filter((e) => e.type === 'load')).toHaveLength(threadCandidates.length);
     expect(events.filter((e) => e.type === 'measured')).toHaveLength(threadCandidates.length * sizes.length);
@@ -135,6 +137,25 @@ describe('runWarmup', () => {
     expect(profile.candidates.find((c) => c.threads === 1)?.entries.map((e) => e.p95Ms)).toEqual([3, 4, 6, 10, 18]);
     expect(o.loads.map((l) => l.intraOpThreads)).toEqual([2, 1, 2]);
     expect(profile.measuredAt).toBe(o.clock.now());
+  });
+
+  it.each([
+    // [ms per row on the more-threaded candidate (1 thread: 1 ms/row), candidates, chosen threads]
+    [0.8, [2, 1], 1], // 1.25× the rows/s: not worth a second core
+    [0.5, [2, 1], 2], // 2×: worth it, whatever order the candidates are listed in
+    [0.8, [0, 1], 1], // 0 (ONNX Runtime's default) counts as more threads than 1
+  ])('takes more threads only for a clear gain (%s ms/row, candidates %j)', async (msPerRow, threadCandidates, chosen) => {
+    const o = observed(engine, (batch, threads) => batch * (threads === 1 ? 1 : msPerRow));
+    const profile = await runWarmup({
+      ...base,
+      engine: o.engine,
+      modelPath: paths.mlp ?? '',
+      manifest: MLP,
+      threadCandidates,
+      clock: o.clock,
+    });
+    expect(profile.threads).toBe(chosen);
+    expect(o.loads.at(-1)?.intraOpThreads).toBe(chosen);
   });
 
   it('takes the smallest batch at the lowest-latency thread count when nothing fits the budget', async () => {

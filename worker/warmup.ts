@@ -2,7 +2,8 @@
  * Warm-up and the batch profile (DESIGN §6). Before a worker is ready it runs representative
  * batches at several sizes (the manifest's hints, else 1, 2, 4, …, maxBatch), records the
  * latency per batch size, and picks the batch size, and the intra-op thread count where the
- * host has a choice, with the best rows/s whose p95 stays within the latency budget.
+ * host has a choice, with the best rows/s whose p95 stays within the latency budget; more
+ * threads only when they clearly pay (MORE_THREADS_MIN_GAIN).
  *
  * Each (threads, batch) cell gets one discarded run (first runs pay for allocations and kernel
  * selection) and then `iterations` timed runs. The engine is left loaded with the chosen thread
@@ -147,28 +148,50 @@ interface Choice {
 }
 
 /**
- * Best rows/s among the cells whose p95 fits the budget (ties: the smaller batch, then fewer
- * threads, as listed). When nothing fits, the model is slower than the budget allows: take the
- * smallest batch, at the thread count that runs it with the lowest p95.
+ * More intra-op threads are taken only for at least this much more rows/s than the best choice
+ * with fewer. ONNX Runtime's extra threads cost whole cores (they spin, and on a small host the
+ * core they take is the one the worker's main thread needs for the queue), and warm-up's timings
+ * are noisy: on 2 cores, 2 threads measured 1.30M vs 1.34M rows/s for `demo` at batch 128, yet
+ * cost a draining worker 0.64–0.77 ms of CPU per job against 0.51 at 1 thread
+ * (docs/BENCHMARKS.md). A gain under 30% is within what that noise and that cost take back.
+ */
+export const MORE_THREADS_MIN_GAIN = 1.3;
+
+/**
+ * Per thread count, the best rows/s among the cells whose p95 fits the budget (ties: the
+ * smaller batch). Then the fewest threads win unless more threads give MORE_THREADS_MIN_GAIN ×
+ * their rows/s (0 = ONNX Runtime's default counts as the most). When nothing fits, the model is
+ * slower than the budget allows: take the smallest batch, at the thread count that runs it with
+ * the lowest p95.
  */
 function choose(candidates: BatchProfile['candidates'], latencyBudgetMs: number): Choice {
+  const byThreads = [...candidates].sort((a, b) => threadRank(a.threads) - threadRank(b.threads));
   let best: Choice | undefined;
-  for (const { threads, entries } of candidates) {
-    for (const entry of entries) {
-      if (entry.p95Ms > latencyBudgetMs) continue;
-      const better =
-        !best || entry.rowsPerS > best.entry.rowsPerS || (entry.rowsPerS === best.entry.rowsPerS && entry.batch < best.entry.batch);
-      if (better) best = { threads, entry };
-    }
+  for (const { threads, entries } of byThreads) {
+    const entry = bestWithin(entries, latencyBudgetMs);
+    if (entry && (!best || entry.rowsPerS >= best.entry.rowsPerS * MORE_THREADS_MIN_GAIN)) best = { threads, entry };
   }
   if (best) return best;
   let fallback: Choice | undefined;
-  for (const { threads, entries } of candidates) {
+  for (const { threads, entries } of byThreads) {
     const smallest = entries[0];
     if (smallest && (!fallback || smallest.p95Ms < fallback.entry.p95Ms)) fallback = { threads, entry: smallest };
   }
   if (!fallback) throw new Error('warm-up measured nothing');
   return fallback;
+}
+
+function bestWithin(entries: BatchProfileEntry[], latencyBudgetMs: number): BatchProfileEntry | undefined {
+  let best: BatchProfileEntry | undefined;
+  for (const entry of entries) {
+    if (entry.p95Ms > latencyBudgetMs) continue;
+    if (!best || entry.rowsPerS > best.rowsPerS || (entry.rowsPerS === best.rowsPerS && entry.batch < best.batch)) best = entry;
+  }
+  return best;
+}
+
+function threadRank(threads: number): number {
+  return threads === 0 ? Number.POSITIVE_INFINITY : threads;
 }
 
 function emit(options: WarmupOptions, e: WarmupProgress): void {

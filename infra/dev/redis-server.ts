@@ -33,6 +33,13 @@ export interface StartRedisOptions {
   binary: string;
   /** Working directory of the server (it writes nothing there with persistence off). */
   dir: string;
+  /**
+   * Persistence: an append-only file in `dir`, replayed on the next start in the same `dir`
+   * (the chaos suite restarts Redis on it). Off by default: dev and tests want a clean slate.
+   */
+  appendonly?: boolean;
+  /** When the AOF is fsynced (with `appendonly`); default everysec. See docs/RELIABILITY.md. */
+  appendfsync?: 'always' | 'everysec' | 'no';
   /** 0 or undefined: pick a free port. */
   port?: number;
   host?: string;
@@ -141,7 +148,7 @@ function collectOutput(child: ChildProcess): () => string {
   return () => tail.trim();
 }
 
-/** Starts a throwaway, non-persistent redis-server and resolves once it answers. */
+/** Starts a redis-server (throwaway and non-persistent unless `appendonly`) and resolves once it answers. */
 export async function startRedisServer(options: StartRedisOptions): Promise<RedisServerHandle> {
   const host = options.host ?? '127.0.0.1';
   const pickPort = options.port === undefined || options.port === 0;
@@ -167,7 +174,8 @@ async function startOn(options: StartRedisOptions, host: string, port: number): 
     '--save',
     '',
     '--appendonly',
-    'no',
+    options.appendonly ? 'yes' : 'no',
+    ...(options.appendonly ? ['--appendfsync', options.appendfsync ?? 'everysec'] : []),
     '--dir',
     options.dir,
     '--protected-mode',

@@ -99,4 +99,27 @@ describe('arrival history', () => {
     await history.recordArrival('scorer', 5, midnight);
     expect((await history.series('scorer', midnight, midnight)).perMinute).toEqual([2 ** 32 - 1]);
   });
+  it('writes many counts in one MULTI, summing repeats and expiring each key once', async () => {
+    const { prefix, history } = setup();
+    await history.recordMany([
+      { kind: 'arrivals', model: 'scorer', count: 2, at: midnight - MIN },
+      { kind: 'arrivals', model: 'scorer', count: 3, at: midnight - MIN + 5_000 },
+      { kind: 'completions', model: 'scorer', count: 4, at: midnight },
+      { kind: 'arrivals', model: 'scorer', count: 0, at: midnight },
+    ]);
+    expect((await history.series('scorer', midnight - MIN, midnight)).perMinute).toEqual([5, 0]);
+    expect((await history.completions('scorer', midnight - MIN, midnight)).perMinute).toEqual([0, 4]);
+    expect(await redis.pexpiretime(`${prefix}:completions:scorer:${stamp(midnight)}`)).toBe(midnight + DAY + 35 * DAY);
+
+    // One bad count refuses the whole batch; an expired day stays gone even when written twice.
+    await expect(history.recordMany([{ kind: 'arrivals', model: 'scorer', count: -1, at: midnight }])).rejects.toBeInstanceOf(
+      InvalidInputError,
+    );
+    const longAgo = midnight - 40 * DAY;
+    await history.recordMany([
+      { kind: 'arrivals', model: 'old', count: 1, at: longAgo },
+      { kind: 'arrivals', model: 'old', count: 1, at: longAgo + MIN },
+    ]);
+    expect(await redis.exists(`${prefix}:arrivals:old:${stamp(longAgo)}`)).toBe(0);
+  });
 });

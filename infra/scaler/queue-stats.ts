@@ -80,7 +80,11 @@ export function createQueueStats(deps: QueueStatsDeps): QueueStats {
     const name = queueName(model, version);
     let q = queues.get(name);
     if (!q) {
-      q = new Queue(name, { connection: deps.redis, prefix: deps.prefix });
+      // skipMetasUpdate: a reader must not rewrite the queue's settings. Without it BullMQ
+      // resets the events stream's maxLen to its default (10,000, not EVENTS_STREAM_MAX_LEN) on
+      // every open, and the webhook event source loses events once it lags that far (the
+      // chaos suite's webhook-down scenario found webhooks that were never delivered).
+      q = new Queue(name, { connection: deps.redis, prefix: deps.prefix, skipMetasUpdate: true });
       queues.set(name, q);
     }
     return q;

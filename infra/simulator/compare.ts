@@ -5,18 +5,26 @@
 import type { PolicySettings } from '../scaler/contracts.ts';
 import type { Trace } from '../scaler/trace.ts';
 import { type ArrivalPattern, realiseCounts } from './arrivals.ts';
+import { type ColdStartModel, coldStartModel, drawColdStart, meanColdStartMs } from './cold-start.ts';
 import { oraclePolicy, type PolicyContext, predictivePolicy, reactivePolicy, staticPeakPolicy } from './policies.ts';
 import type { PolicyRun } from './recorder.ts';
-import { fullBatchRate, linearService } from './service.ts';
-import { simulate } from './world.ts';
+import { type BatchPoint, fullBatchRate, linearService, profileService } from './service.ts';
+import { type Scaler, simulate } from './world.ts';
 
 export interface SimulationSettings {
   /** Multiplies the trace's rate (never its time). */
   scale: number;
   sloMs: number;
+  /** Mean launch-to-warmed time (the policy's assumption unless its file says otherwise). */
   coldStartMs: number;
-  /** Rows/s one worker serves at a full batch. */
+  /** The world's cold starts: phases and their spread (default: coldStartMs, fixed). */
+  coldStart: ColdStartModel;
+  /** Rows/s one worker serves at a full batch (ignored when batchProfile is given). */
   workerRps: number;
+  /** Measured (batch, ms) points, e.g. from a worker's warm-up: the service time model. */
+  batchProfile?: BatchPoint[];
+  /** Per-job time a worker spends outside the forward pass (queue fetch, result write), e.g. as calibrated. */
+  jobOverheadMs: number;
   maxBatch: number;
   tickMs: number;
   /** Standby→active delay (a control message). */
@@ -31,7 +39,9 @@ export interface SimulationSettings {
   standbyPrice: number;
   /** The predictive policy's settings (a policy file overrides these). */
   policy: PolicySettings;
-  reactiveBacklogPerWorker: number;
+  /** Waiting jobs per replica the reactive baseline targets (default: what one clears in half the SLO). */
+  reactiveBacklogPerWorker?: number;
+  reactiveTargetUtilization: number;
   oracleUtilization: number;
   staleMetrics: boolean;
 }
@@ -43,6 +53,8 @@ export interface PolicyReport extends PolicyRun {
 
 export interface Comparison {
   settings: SimulationSettings;
+  /** Epoch ms of the trace's minute 0 (replayed minutes count from it). */
+  startMs: number;
   minutes: { from: number; to: number };
   policies: PolicyReport[];
 }
@@ -51,13 +63,13 @@ export function defaultSettings(given: Partial<SimulationSettings> = {}): Simula
   // A flag not given arrives as undefined and must not hide the default.
   const over = Object.fromEntries(Object.entries(given).filter(([, v]) => v !== undefined)) as Partial<SimulationSettings>;
   const sloMs = over.sloMs ?? 30_000;
-  const coldStartMs = over.coldStartMs ?? 60_000;
-  const workerRps = over.workerRps ?? 100;
+  const coldStart = over.coldStart ?? coldStartModel(over.coldStartMs ?? 60_000);
+  const coldStartMs = meanColdStartMs(coldStart);
   return {
     scale: 1,
     sloMs,
-    coldStartMs,
-    workerRps,
+    workerRps: 100,
+    jobOverheadMs: 0,
     maxBatch: 32,
     tickMs: 5_000,
     activateMs: 1_000,
@@ -65,10 +77,12 @@ export function defaultSettings(given: Partial<SimulationSettings> = {}): Simula
     pattern: { kind: 'poisson' },
     historyDays: 0,
     standbyPrice: 1,
-    reactiveBacklogPerWorker: Math.max(1, (workerRps * sloMs) / 4000),
+    reactiveTargetUtilization: 0.8,
     oracleUtilization: 0.9,
     staleMetrics: true,
     ...over,
+    coldStartMs,
+    coldStart,
     policy: {
       min: 1,
       max: 1000,
@@ -82,31 +96,43 @@ export function defaultSettings(given: Partial<SimulationSettings> = {}): Simula
   };
 }
 
-export function compare(trace: Trace, s: SimulationSettings): Comparison {
+export const POLICY_NAMES = ['predictive', 'reactive', 'static-peak', 'oracle'] as const;
+export type PolicyName = (typeof POLICY_NAMES)[number];
+
+/** The service-time model and the full-batch rate the policies are told. */
+export function serviceModel(s: SimulationSettings): { serviceMs: (batch: number) => number; maxBatch: number; workerRate: number } {
+  const pass = s.batchProfile ? profileService(s.batchProfile) : linearService(s.workerRps, s.maxBatch);
+  const serviceMs = s.jobOverheadMs > 0 ? (batch: number) => pass(batch) + batch * s.jobOverheadMs : pass;
+  return { serviceMs, maxBatch: s.maxBatch, workerRate: fullBatchRate(serviceMs, s.maxBatch) };
+}
+
+/** Runs the policies named in `only` (default: all four) over the same realised arrivals. */
+export function compare(trace: Trace, s: SimulationSettings, only: readonly PolicyName[] = POLICY_NAMES): Comparison {
   const counts = realiseCounts(trace.series.perMinute, trace.missing, s.scale, s.seed);
   const from = Math.min(counts.length, Math.round(s.historyDays * 1440));
   const to = s.days === undefined ? counts.length : Math.min(counts.length, from + Math.round(s.days * 1440));
-  const service = linearService(s.workerRps, s.maxBatch);
+  const service = serviceModel(s);
   const ctx: PolicyContext = {
     series: { startMs: trace.series.startMs, perMinute: counts },
     missing: trace.missing,
-    workerRate: fullBatchRate(service, s.maxBatch),
+    workerRate: service.workerRate,
     tickMs: s.tickMs,
     fromMinute: from,
   };
   const peak = counts.slice(from, to).reduce((m, n) => Math.max(m, n), 0);
-  const scalers = [
-    predictivePolicy(ctx, s.policy),
-    reactivePolicy(ctx, {
-      min: s.policy.min,
-      max: s.policy.max,
-      backlogPerWorker: s.reactiveBacklogPerWorker,
-      targetUtilization: s.policy.targetUtilization,
-      scaleDownStabilizationMs: 300_000,
-    }),
-    staticPeakPolicy(ctx, peak),
-    oraclePolicy(ctx, s.coldStartMs, s.oracleUtilization),
-  ];
+  const make: Record<PolicyName, () => Scaler> = {
+    predictive: () => predictivePolicy(ctx, s.policy),
+    reactive: () =>
+      reactivePolicy(ctx, {
+        min: 1,
+        max: s.policy.max,
+        backlogPerWorker: s.reactiveBacklogPerWorker ?? Math.max(1, (service.workerRate * s.sloMs) / 2000),
+        targetUtilization: s.reactiveTargetUtilization,
+        scaleDownStabilizationMs: 300_000,
+      }),
+    'static-peak': () => staticPeakPolicy(ctx, peak),
+    oracle: () => oraclePolicy(ctx, s.coldStartMs, s.oracleUtilization),
+  };
   const world = {
     counts,
     startMs: trace.series.startMs,
@@ -114,18 +140,18 @@ export function compare(trace: Trace, s: SimulationSettings): Comparison {
     toMinute: to,
     pattern: s.pattern,
     seed: s.seed,
-    coldStartMs: s.coldStartMs,
+    coldStartMs: (n: number) => drawColdStart(s.coldStart, s.seed, n),
     activateMs: s.activateMs,
     maxBatch: s.maxBatch,
-    serviceMs: service,
+    serviceMs: service.serviceMs,
     tickMs: s.tickMs,
     sloMs: s.sloMs,
     staleMetrics: s.staleMetrics,
   };
-  const policies = scalers.map((scaler) => {
-    const run = simulate(scaler, world);
+  const policies = only.map((name) => {
+    const run = simulate(make[name](), world);
     const ws = run.workerSeconds;
     return { ...run, cost: ws.active + ws.starting + ws.standby * s.standbyPrice };
   });
-  return { settings: s, minutes: { from, to }, policies };
+  return { settings: s, startMs: trace.series.startMs, minutes: { from, to }, policies };
 }

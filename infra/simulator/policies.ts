@@ -5,9 +5,17 @@
  *
  * - predictive: the live forecaster and policy, unchanged: forecastArrivals over a cold start
  *   plus a tick (what the controller asks for), then decide() with the settings given.
- * - reactive: a queue-length scaler like KEDA/HPA: desired = max(⌈backlog / backlogPerWorker⌉,
- *   ⌈busy worker-equivalents / targetUtilization⌉); up at once, down only to the most desired
- *   over the last 300 s; no forecast, no standby; launches as active.
+ * - reactive: a queue-length scaler like KEDA/HPA, with two triggers and the larger answer
+ *   winning, as HPA does with several metrics: the waiting list (waiting + prioritized +
+ *   delayed, as KEDA's list-length trigger reads it) at `backlogPerWorker` jobs per replica, and
+ *   throughput (jobs served per second, averaged over the last minute like a Prometheus
+ *   `rate(…[1m])` trigger) at the full-batch rate × targetUtilization per replica. Up at once,
+ *   down only to the most desired over the last 300 s; no forecast, no standby; launches as
+ *   active. Jobs in service are not queue (a worker holding a full batch is busy, not behind),
+ *   and the second trigger counts work done, not busy time: with greedy micro-batching, busy
+ *   time grows with the replica count (more workers, smaller batches, more per-batch overhead),
+ *   so a CPU-style trigger feeds on itself — measured, it held twice the needed pool on quiet
+ *   traffic, a baseline too weak to be worth beating.
  * - static-peak: ⌈peak minute's rate / worker rate⌉ workers, active all the time.
  * - oracle: perfect foresight of the per-minute counts. need(m) = ⌈rate(m) / (worker rate ×
  *   oracleUtilization)⌉; at time t it holds max need over [t, t + cold start + tick]: a worker is
@@ -50,7 +58,8 @@ const perSec = (ctx: PolicyContext, minute: number) => (ctx.series.perMinute[min
 export function predictivePolicy(ctx: PolicyContext, settings: PolicySettings): Scaler {
   let memory = emptyPolicyMemory();
   let cached: { minute: number; forecast: ReturnType<typeof forecastArrivals> } | undefined;
-  const horizonS = (settings.coldStartMs + ctx.tickMs) / 1000;
+  // As the live controller asks (controller.ts): a cold start plus a tick, in whole seconds.
+  const horizonS = Math.ceil((settings.coldStartMs + ctx.tickMs) / 1000);
   const forecastAt = (now: number) => {
     const minute = Math.floor((now - ctx.series.startMs) / MINUTE_MS);
     // The forecaster reads only complete minutes, so within a minute its answer cannot change.
@@ -77,6 +86,9 @@ export function predictivePolicy(ctx: PolicyContext, settings: PolicySettings): 
         memory,
       });
       memory = d.memory;
+      // Most ticks change nothing; planVersion would say so, only slower (it is the replay's hot spot).
+      const w = obs.workers;
+      if (d.launch === 0 && d.drain === 0 && d.active === w.active && d.standby === w.standby) return [];
       return planVersion({ version: VERSION, active: d.active, standby: d.standby, launch: d.launch, drain: d.drain }, obs.list);
     },
     plannedRatePerSec: () => cached?.forecast.ratePerSec,
@@ -91,8 +103,12 @@ export interface ReactiveOptions {
   scaleDownStabilizationMs: number;
 }
 
+/** The window the reactive baseline's throughput trigger averages over (a `rate(…[1m])`). */
+const RATE_WINDOW_MS = 60_000;
+
 export function reactivePolicy(ctx: PolicyContext, o: ReactiveOptions): Scaler {
   const recent: Array<{ at: number; desired: number }> = [];
+  const served: Array<{ at: number; jobs: number }> = [];
   return {
     name: 'reactive',
     initial: () => ({
@@ -100,8 +116,13 @@ export function reactivePolicy(ctx: PolicyContext, o: ReactiveOptions): Scaler {
       standby: 0,
     }),
     tick(obs) {
-      const queued = obs.backlog.waiting + obs.backlog.active;
-      const raw = Math.max(Math.ceil(queued / o.backlogPerWorker), Math.ceil(obs.busyWorkers / o.targetUtilization - 1e-9));
+      const b = obs.backlog;
+      const queued = b.waiting + b.prioritized + b.delayed;
+      served.push({ at: obs.now, jobs: obs.servedJobs });
+      while ((served[0]?.at ?? obs.now) <= obs.now - RATE_WINDOW_MS) served.shift();
+      const perSec = served.reduce((t, e) => t + e.jobs, 0) / ((served.length * ctx.tickMs) / 1000);
+      const forRate = Math.ceil(perSec / (ctx.workerRate * o.targetUtilization) - 1e-9);
+      const raw = Math.max(Math.ceil(queued / o.backlogPerWorker - 1e-9), forRate);
       recent.push({ at: obs.now, desired: Math.min(o.max, Math.max(o.min, raw)) });
       while ((recent[0]?.at ?? obs.now) < obs.now - o.scaleDownStabilizationMs) recent.shift();
       const desired = recent.reduce((m, e) => Math.max(m, e.desired), 0);

@@ -1,10 +1,11 @@
 /**
- * The comparison as files (issue 5 §4): report.json (without the per-minute series, which stay
- * in the Comparison object for the charts) and report.md, a table a person reads.
+ * The comparison as files (issue 5 §4): report.json (without the per-interval series, which go
+ * into the charts), report.md (a table a person reads, with the charts under it) and the charts.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import type { Comparison } from './compare.ts';
+import { writeCharts } from './charts.ts';
+import { type Comparison, serviceModel } from './compare.ts';
 
 export interface TraceInfo {
   file: string;
@@ -38,7 +39,7 @@ export function reportTable(c: Comparison): string {
   return [header, rule, ...rows].join('\n');
 }
 
-export function reportMarkdown(trace: TraceInfo, c: Comparison): string {
+export function reportMarkdown(trace: TraceInfo, c: Comparison, charts: Array<{ policy: string; files: string[] }> = []): string {
   const st = c.settings;
   const staticPeak = c.policies.find((p) => p.name === 'static-peak');
   const ratios = staticPeak ? c.policies.map((p) => `${p.name} ${(p.cost / staticPeak.cost).toFixed(2)}×`).join(', ') : '';
@@ -46,18 +47,33 @@ export function reportMarkdown(trace: TraceInfo, c: Comparison): string {
     `# Policy simulation: ${path.basename(trace.file)}`,
     '',
     `Trace: ${trace.rows} rows, ${trace.minutes} minutes, ${trace.start} → ${trace.end}; replayed minutes ${c.minutes.from}–${c.minutes.to}.`,
-    `Settings: scale ${st.scale}, SLO ${st.sloMs} ms queue wait, cold start ${st.coldStartMs / 1000} s, ${st.workerRps} rows/s per worker at batch ${st.maxBatch}, tick ${st.tickMs / 1000} s, arrivals ${st.pattern.kind}${st.pattern.kind === 'gamma' ? ` CV ${st.pattern.cv}` : ''}, seed ${st.seed}, standby price ${st.standbyPrice}.`,
+    `Settings: scale ${st.scale}, SLO ${st.sloMs} ms queue wait, cold start ${st.coldStartMs / 1000} s on average (${coldPhases(c)}), ${workerText(c)}, tick ${st.tickMs / 1000} s, arrivals ${st.pattern.kind}${st.pattern.kind === 'gamma' ? ` CV ${st.pattern.cv}` : ''}, seed ${st.seed}, standby price ${st.standbyPrice}.`,
     `Predictive policy: ${JSON.stringify(st.policy)}`,
     '',
     reportTable(c),
     '',
     `Cost relative to static-peak: ${ratios}.`,
     '',
+    ...charts.flatMap((c) => [`## ${c.policy}`, '', ...c.files.map((f) => `![${c.policy} ${f}](${f})`), '']),
   ].join('\n');
+}
+
+function coldPhases(c: Comparison): string {
+  return Object.entries(c.settings.coldStart)
+    .map(([phase, t]) => `${phase} ${(t.meanMs / 1000).toFixed(1)} s${t.cv > 0 ? ` CV ${t.cv}` : ''}`)
+    .join(', ');
+}
+
+function workerText(c: Comparison): string {
+  const st = c.settings;
+  const rate = serviceModel(st).workerRate.toFixed(1);
+  return st.batchProfile
+    ? `measured batch profile (${st.batchProfile.map((p) => `${p.batch}: ${p.ms.toFixed(1)} ms`).join(', ')}), ${rate} rows/s at batch ${st.maxBatch}`
+    : `${rate} rows/s per worker at batch ${st.maxBatch}`;
 }
 
 export function writeReport(dir: string, trace: TraceInfo, c: Comparison): void {
   mkdirSync(dir, { recursive: true });
   writeFileSync(path.join(dir, 'report.json'), `${JSON.stringify(reportJson(trace, c), null, 2)}\n`);
-  writeFileSync(path.join(dir, 'report.md'), reportMarkdown(trace, c));
+  writeFileSync(path.join(dir, 'report.md'), reportMarkdown(trace, c, writeCharts(dir, c)));
 }

@@ -8,9 +8,8 @@
  * batch finishes it and leaves; one holding nothing leaves at once. A worker moved to standby
  * while busy finishes its batch and takes no more.
  *
- * Cold start: `coldStartMs`, split into the live worker's phases launching 20 %, downloading
- * 30 %, loading 20 %, warming 30 % (a rough shape of pod start, S3 fetch, session create,
- * warm-up batches); only the total decides when the worker serves, the split is reported.
+ * Cold start: `coldStartMs`, a fixed time or the n-th launch's draw from a phase model
+ * (cold-start.ts: launching, downloading, loading, warming, each a distribution).
  *
  * Serving: an idle active worker takes up to maxBatch waiting jobs, oldest first, the moment
  * any is waiting, and holds them for serviceMs(batch size) (see service.ts).
@@ -44,6 +43,8 @@ export interface Observation {
   workers: WorkerCounts;
   /** Workers' busy time over the last tick, in worker-equivalents (busy ms / tick ms). */
   busyWorkers: number;
+  /** Jobs workers took over the last tick (what a completions counter reports). */
+  servedJobs: number;
   list: ObservedWorker[];
 }
 
@@ -65,13 +66,21 @@ export interface WorldOptions {
   toMinute?: number;
   pattern: ArrivalPattern;
   seed: number;
-  coldStartMs: number;
+  /** Launch to warmed: a fixed time, or the n-th cold start's time (cold-start.ts drawColdStart). */
+  coldStartMs: number | ((n: number) => number);
   activateMs: number;
   maxBatch: number;
   serviceMs: (batch: number) => number;
   tickMs: number;
   sloMs: number;
   staleMetrics?: boolean;
+  /**
+   * Exact arrival times (epoch ms, sorted) instead of placing `counts` within each minute, e.g.
+   * the submit times a real run recorded (calibration); `counts` must count them per minute.
+   */
+  arrivalTimes?: Float64Array;
+  /** Called for every job as a worker takes it: when it arrived, started, and will be done. */
+  onJob?: (arrivedMs: number, startedMs: number, doneMs: number) => void;
 }
 
 type State = 'starting' | 'standby' | 'active' | 'draining' | 'gone';
@@ -111,8 +120,10 @@ class World {
   private readonly to: number;
   private readonly rec: Recorder;
   private startingActive = 0;
+  private coldStarts = 0;
   private lastStartingActiveEnd = Number.NEGATIVE_INFINITY;
   private busyMs = 0;
+  private servedJobs = 0;
   private snapshot: Observation | undefined;
 
   constructor(
@@ -157,10 +168,26 @@ class World {
   private minute(m: number): void {
     if (m > this.from) this.sampleMinute(m - 1 - this.from);
     const count = this.o.counts[m] ?? 0;
-    this.pending = minuteArrivals(count, this.o.startMs + m * MINUTE_MS, m, this.o.pattern, this.o.seed);
+    this.pending = this.minuteArrivals(m, count);
     this.pendingPos = 0;
     this.rec.arrivals(m - this.from, count);
     if (m + 1 < this.to) this.events.push(this.o.startMs + (m + 1) * MINUTE_MS, { kind: 'minute', minute: m + 1 });
+  }
+
+  private minuteArrivals(m: number, count: number): Float64Array {
+    const startMs = this.o.startMs + m * MINUTE_MS;
+    const given = this.o.arrivalTimes;
+    if (!given) return minuteArrivals(count, startMs, m, this.o.pattern, this.o.seed);
+    let lo = 0;
+    let hi = given.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if ((given[mid] as number) < startMs) lo = mid + 1;
+      else hi = mid;
+    }
+    let end = lo;
+    while (end < given.length && (given[end] as number) < startMs + MINUTE_MS) end++;
+    return given.subarray(lo, end);
   }
 
   private sampleMinute(i: number): void {
@@ -193,16 +220,18 @@ class World {
 
   private startBatch(w: Worker): void {
     const n = Math.min(this.o.maxBatch, this.tail - this.head);
+    const ms = this.o.serviceMs(n);
     for (let i = 0; i < n; i++) {
       const arrived = this.queue[this.head++] as number;
       const wait = this.now - arrived;
       const delayed = wait > 0 && (this.startingActive > 0 || this.lastStartingActiveEnd > arrived);
       this.rec.job(wait, delayed);
+      this.o.onJob?.(arrived, this.now, this.now + ms);
     }
-    const ms = this.o.serviceMs(n);
     w.busy = true;
     w.held = n;
     this.busyMs += ms;
+    this.servedJobs += n;
     this.events.push(this.now + ms, { kind: 'done', worker: w });
   }
 
@@ -227,14 +256,14 @@ class World {
   }
 
   private tick(): void {
-    const fresh = this.observe();
     // The scaler's clock is now; only what it measures lags.
-    const seen = this.o.staleMetrics === false || !this.snapshot ? fresh : { ...this.snapshot, now: this.now };
+    const seen = this.o.staleMetrics === false || !this.snapshot ? this.observe() : { ...this.snapshot, now: this.now };
     const actions = this.scaler.tick(seen);
     if (actions.length > 0) this.rec.scaleEvent();
     for (const a of actions) this.apply(a);
     this.snapshot = this.observe();
     this.busyMs = 0;
+    this.servedJobs = 0;
     this.events.push(this.now + this.o.tickMs, { kind: 'tick' });
   }
 
@@ -275,7 +304,8 @@ class World {
     if (state !== 'starting') return;
     this.rec.coldStart();
     if (startAs === 'active') this.startingActive++;
-    this.events.push(this.now + this.o.coldStartMs, { kind: 'ready', worker: w });
+    const cold = this.o.coldStartMs;
+    this.events.push(this.now + (typeof cold === 'number' ? cold : cold(this.coldStarts++)), { kind: 'ready', worker: w });
   }
 
   /** Moves a worker and settles its bill for the state it leaves. */
@@ -309,6 +339,7 @@ class World {
       backlog: { waiting, prioritized: 0, delayed: 0, active: inService, oldestAgeMs: oldest },
       workers: this.counts(),
       busyWorkers: this.busyMs / this.o.tickMs,
+      servedJobs: this.servedJobs,
       list,
     };
   }

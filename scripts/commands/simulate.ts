@@ -2,11 +2,14 @@
  * `warmpool simulate --trace FILE.csv [--time-col NAME] [--count-col NAME] [--scale X]
  * [--policy FILE.json] [--slo-ms N] [--cold-start-s N] [--worker-rps N] [--max-batch N]
  * [--tick-s N] [--seed N] [--arrivals uniform|poisson|gamma] [--cv N] [--history-days N]
- * [--days N] [--standby-price X] [--out DIR]`
+ * [--days N] [--standby-price X] [--cold-start-phases launching=S,…] [--cold-start-cv X]
+ * [--batch-profile FILE.json] [--job-overhead-ms N] [--out DIR] [--sweep NAME=V1,V2,… …] [--slo-target X] [--threads N]`
+ * `warmpool simulate calibrate …` (simulate-calibrate.ts): the simulator against a real worker.
  *
  * Replays a trace through predictive, reactive, static-peak and oracle (infra/simulator) and
- * writes report.json and report.md to --out (default ./simulation). Bad input exits 2 with a
- * message naming the problem: a flag, a column, a time, rows out of order.
+ * writes report.json, report.md and the charts to --out (default ./simulation); with --sweep,
+ * the predictive policy over a grid of its settings: sweep.json, sweep.md and pareto.svg. Bad
+ * input exits 2 with a message naming the problem: a flag, a column, a time, rows out of order.
  */
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
@@ -14,8 +17,13 @@ import { InvalidInputError } from '../../infra/errors.ts';
 import type { PolicySettings } from '../../infra/scaler/contracts.ts';
 import { parseTime, readTraceFile, type Trace } from '../../infra/scaler/trace.ts';
 import type { ArrivalPattern } from '../../infra/simulator/arrivals.ts';
+import { coldStartModel, parsePhases } from '../../infra/simulator/cold-start.ts';
 import { compare, defaultSettings, type SimulationSettings } from '../../infra/simulator/compare.ts';
+import { readPolicyFile } from '../../infra/simulator/policy-file.ts';
 import { reportTable, type TraceInfo, writeReport } from '../../infra/simulator/report.ts';
+import { batchPointsFrom } from '../../infra/simulator/service.ts';
+import { parseSweep, runSweep } from '../../infra/simulator/sweep.ts';
+import { cheapestLine, sweepTable, writeSweep } from '../../infra/simulator/sweep-report.ts';
 
 export interface SimulateOut {
   out(text: string): void;
@@ -41,21 +49,39 @@ const OPTIONS = {
   'history-days': { type: 'string' },
   days: { type: 'string' },
   'standby-price': { type: 'string' },
+  'cold-start-phases': { type: 'string' },
+  'cold-start-cv': { type: 'string' },
+  'batch-profile': { type: 'string' },
+  'job-overhead-ms': { type: 'string' },
+  'slo-target': { type: 'string' },
+  threads: { type: 'string' },
   out: { type: 'string' },
 } as const;
 
 export async function simulateMain(args: string[], out: SimulateOut = processOut): Promise<number> {
+  if (args[0] === 'calibrate') return (await import('./simulate-calibrate.ts')).calibrateMain(args.slice(1), out);
   try {
-    const { values } = parseArgs({ args, options: OPTIONS, allowPositionals: false, strict: true });
+    const { flags, sweep } = splitSweep(args);
+    const { values } = parseArgs({ args: flags, options: OPTIONS, allowPositionals: false, strict: true });
     if (!values.trace) throw new InvalidInputError('invalid_flag', '--trace FILE.csv is required');
+    const axes = sweep === undefined ? undefined : parseSweep(sweep);
     const traceOptions = { timeColumn: values['time-col'], countColumn: values['count-col'] };
     checkSorted(values.trace, values['time-col']);
     const trace = readTraceFile(values.trace, traceOptions);
     const settings = settingsFrom(values);
-    const comparison = compare(trace, settings);
     const dir = values.out ?? 'simulation';
-    writeReport(dir, traceInfo(values.trace, trace), comparison);
-    out.out(`${reportTable(comparison)}\n\nwrote ${dir}/report.json and ${dir}/report.md\n`);
+    const info = traceInfo(values.trace, trace);
+    if (axes) {
+      const sloTarget = num(values, 'slo-target', { min: 0, max: 1 }) ?? 0.99;
+      const threads = num(values, 'threads', { min: 1, integer: true });
+      const result = await runSweep(trace, settings, axes, { sloTarget, threads });
+      writeSweep(dir, info, result, settings.sloMs);
+      out.out(`${sweepTable(result)}\n\n${cheapestLine(result)}\n\nwrote ${dir}/sweep.json, ${dir}/sweep.md and ${dir}/pareto.svg\n`);
+      return 0;
+    }
+    const comparison = compare(trace, settings);
+    writeReport(dir, info, comparison);
+    out.out(`${reportTable(comparison)}\n\nwrote ${dir}/report.json, ${dir}/report.md and the charts (${dir}/*.svg)\n`);
     return 0;
   } catch (err) {
     if (err instanceof InvalidInputError || isParseArgsError(err)) {
@@ -66,19 +92,36 @@ export async function simulateMain(args: string[], out: SimulateOut = processOut
   }
 }
 
+/**
+ * `--sweep` takes every following word up to the next flag (`--sweep standby=0,1 headroom=0.2`),
+ * which parseArgs cannot express; it is split off here.
+ */
+function splitSweep(args: string[]): { flags: string[]; sweep: string[] | undefined } {
+  const at = args.indexOf('--sweep');
+  if (at < 0) return { flags: args, sweep: undefined };
+  let end = at + 1;
+  while (end < args.length && !(args[end] as string).startsWith('--')) end++;
+  return { flags: [...args.slice(0, at), ...args.slice(end)], sweep: args.slice(at + 1, end) };
+}
+
 type Values = { [K in keyof typeof OPTIONS]?: string };
 
 function settingsFrom(v: Values): SimulationSettings {
   const sloMs = num(v, 'slo-ms', { min: 1 });
   const coldS = num(v, 'cold-start-s', { min: 0 });
   const tickS = num(v, 'tick-s', { min: 0.1 });
-  const policy = v.policy ? readPolicy(v.policy) : {};
+  const policy = v.policy ? readPolicyFile(v.policy) : {};
+  const profile = v['batch-profile'] ? readBatchProfile(v['batch-profile']) : undefined;
+  const cv = num(v, 'cold-start-cv', { min: 0 }) ?? 0;
+  const base = coldStartModel(coldS === undefined ? 60_000 : coldS * 1000, cv);
   return defaultSettings({
     scale: num(v, 'scale', { min: 0, exclusive: true }),
     sloMs,
-    coldStartMs: coldS === undefined ? undefined : coldS * 1000,
+    coldStart: v['cold-start-phases'] ? parsePhases(v['cold-start-phases'], base) : base,
     workerRps: num(v, 'worker-rps', { min: 0, exclusive: true }),
-    maxBatch: num(v, 'max-batch', { min: 1, integer: true }),
+    batchProfile: profile?.points,
+    jobOverheadMs: num(v, 'job-overhead-ms', { min: 0 }),
+    maxBatch: num(v, 'max-batch', { min: 1, integer: true }) ?? profile?.chosenBatch,
     tickMs: tickS === undefined ? undefined : tickS * 1000,
     seed: num(v, 'seed', { min: 0, integer: true }),
     pattern: pattern(v),
@@ -90,16 +133,38 @@ function settingsFrom(v: Values): SimulationSettings {
 }
 
 /** Drops undefined values, so defaults stand where a flag was not given. */
-function num(v: Values, flag: keyof Values, rule: { min: number; exclusive?: boolean; integer?: boolean }): number | undefined {
+function num(
+  v: Values,
+  flag: keyof Values,
+  rule: { min: number; max?: number; exclusive?: boolean; integer?: boolean },
+): number | undefined {
   const text = v[flag];
   if (text === undefined) return undefined;
   const x = Number(text);
-  const bad = !Number.isFinite(x) || (rule.exclusive ? x <= rule.min : x < rule.min) || (rule.integer && !Number.isInteger(x));
+  const low = rule.exclusive ? x <= rule.min : x < rule.min;
+  const bad = !Number.isFinite(x) || low || (rule.max !== undefined && x > rule.max) || (rule.integer && !Number.isInteger(x));
   if (bad) {
-    const what = `${rule.integer ? 'an integer' : 'a number'} ${rule.exclusive ? '>' : '≥'} ${rule.min}`;
-    throw new InvalidInputError('invalid_flag', `--${flag} must be ${what}, got "${text}"`);
+    const range = `${rule.exclusive ? '>' : '≥'} ${rule.min}${rule.max === undefined ? '' : ` and ≤ ${rule.max}`}`;
+    throw new InvalidInputError('invalid_flag', `--${flag} must be ${rule.integer ? 'an integer' : 'a number'} ${range}, got "${text}"`);
   }
   return x;
+}
+
+function readBatchProfile(file: string): { points: Array<{ batch: number; ms: number }>; chosenBatch?: number } {
+  let json: unknown;
+  try {
+    json = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (err) {
+    throw new InvalidInputError('invalid_flag', `--batch-profile ${file}: ${(err as Error).message}`, { cause: err });
+  }
+  const profile = batchPointsFrom(json);
+  if (!profile) {
+    throw new InvalidInputError(
+      'invalid_flag',
+      `--batch-profile ${file}: expected a heartbeat, its batchProfile ({entries: [{batch, p50Ms}]}) or [{batch, ms}]`,
+    );
+  }
+  return profile;
 }
 
 function pattern(v: Values): ArrivalPattern | undefined {
@@ -108,28 +173,6 @@ function pattern(v: Values): ArrivalPattern | undefined {
   if (kind === 'uniform' || kind === 'poisson') return { kind };
   if (kind === 'gamma') return { kind, cv: num(v, 'cv', { min: 0, exclusive: true }) ?? 2 };
   throw new InvalidInputError('invalid_flag', `--arrivals must be uniform, poisson or gamma, got "${kind}"`);
-}
-
-const POLICY_KEYS = ['min', 'max', 'standby', 'sloQueueWaitMs', 'coldStartMs', 'scaleDownStabilizationMs', 'targetUtilization'];
-
-function readPolicy(file: string): Partial<PolicySettings> {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(readFileSync(file, 'utf8'));
-  } catch (err) {
-    throw new InvalidInputError('invalid_flag', `--policy ${file}: ${(err as Error).message}`, { cause: err });
-  }
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
-    throw new InvalidInputError('invalid_flag', `--policy ${file}: expected a JSON object`);
-  }
-  for (const [key, value] of Object.entries(parsed)) {
-    if (!POLICY_KEYS.includes(key))
-      throw new InvalidInputError('invalid_flag', `--policy ${file}: unknown key "${key}" (known: ${POLICY_KEYS.join(', ')})`);
-    if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
-      throw new InvalidInputError('invalid_flag', `--policy ${file}: "${key}" must be a non-negative number`);
-    }
-  }
-  return parsed as Partial<PolicySettings>;
 }
 
 /**

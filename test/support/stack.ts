@@ -90,7 +90,8 @@ export async function startStack(overrides: Record<string, string> = {}): Promis
     },
     async withQueue(model, version, fn) {
       const connection = createRedis(config.redisUrl);
-      const queue = new Queue(queueName(model, version), { connection, prefix: config.queuePrefix });
+      // skipMetasUpdate: a reader must not reset the events stream's maxLen (infra/scaler/queue-stats.ts).
+      const queue = new Queue(queueName(model, version), { connection, prefix: config.queuePrefix, skipMetasUpdate: true });
       try {
         return await fn(queue);
       } finally {

@@ -120,6 +120,15 @@ async function load(modelPath: string, options: EngineLoadOptions): Promise<Thre
 }
 
 /**
+ * With more than one intra-op thread (or ORT's default pool, 0), ORT's threads busy-wait
+ * between and after kernels. On a small host that spinning takes the core the worker's main
+ * thread needs for the queue: draining `demo` at 2 threads cost 0.64–0.77 ms of CPU per job
+ * against 0.51 at 1 (docs/BENCHMARKS.md). The node binding flattens `extra` into session config
+ * entries, here `session.intra_op.allow_spinning` (onnxruntime_session_options_config_keys.h).
+ */
+const NO_SPINNING = { extra: { session: { intra_op: { allow_spinning: '0' } } } };
+
+/**
  * ORT refuses the whole session when one listed provider cannot be set up (e.g. CUDA libraries
  * missing), so drop providers from the front until one list works; 'cpu' is always the last.
  */
@@ -136,6 +145,7 @@ async function createWithFallback(
         graphOptimizationLevel: 'all',
         logSeverityLevel: severity,
         ...(options.intraOpThreads > 0 ? { intraOpNumThreads: options.intraOpThreads } : {}),
+        ...(options.intraOpThreads !== 1 ? NO_SPINNING : {}),
       });
       return { created, providers };
     } catch (err) {

@@ -1,0 +1,62 @@
+/**
+ * The token bucket on a real Redis: burst, refusal with the wait, refill, a clock going
+ * backwards, and that the script's text crosses the wire once, not with every request (seen
+ * through MONITOR, filtered to this test's own connection).
+ */
+import type { Redis } from 'ioredis';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { redisPrefixes, testServices } from '../test/support/services.ts';
+import { createRateLimiter } from './rate-limiter.ts';
+import { closeRedis, createRedis, isClusterUrl } from './redis.ts';
+
+const redis = createRedis(testServices().redisUrl);
+const prefixes = redisPrefixes(redis);
+
+afterEach(async () => {
+  await prefixes.cleanup();
+});
+
+afterAll(async () => {
+  await closeRedis(redis);
+});
+
+describe('rate limiter', () => {
+  it('allows the burst, refuses with the wait until a token is back, and refills at rps', async () => {
+    const limiter = createRateLimiter(redis, { prefix: prefixes.take('rl') });
+    const t0 = 1_000_000;
+    const take = (now: number, key = 'tenant-a') => limiter.take(key, { now, rps: 2, burst: 3 });
+    for (let i = 0; i < 3; i++) expect(await take(t0)).toEqual({ allowed: true, retryAfterMs: 0 });
+    expect(await take(t0)).toEqual({ allowed: false, retryAfterMs: 500 });
+    expect(await take(t0 + 200)).toEqual({ allowed: false, retryAfterMs: 300 }); // 0.4 token back
+    expect(await take(t0, 'tenant-b')).toEqual({ allowed: true, retryAfterMs: 0 });
+    expect(await take(t0 + 500)).toEqual({ allowed: true, retryAfterMs: 0 });
+    // A clock that went backwards refills nothing.
+    expect((await take(t0 - 60_000)).allowed).toBe(false);
+  });
+
+  // MONITOR watches one node; on a Redis Cluster the other tests cover the limiter.
+  it.skipIf(isClusterUrl(testServices().redisUrl))('sends the script once, then calls it by its SHA', async () => {
+    const conn = createRedis(testServices().redisUrl) as Redis;
+    const monitor = await (redis as Redis).monitor();
+    try {
+      await conn.ping();
+      const me = `${conn.stream.localAddress}:${conn.stream.localPort}`;
+      const seen: string[] = [];
+      monitor.on('monitor', (_time: string, args: string[], source: string) => {
+        if (source.endsWith(me)) seen.push(String(args[0]).toLowerCase());
+      });
+      const limiter = createRateLimiter(conn, { prefix: prefixes.take('rl') });
+      const take = (i: number) => limiter.take('tenant-a', { now: 1_000 + i, rps: 10, burst: 10 });
+      for (let i = 0; i < 3; i++) await take(i);
+      await conn.script('FLUSH'); // as after a Redis restart: NOSCRIPT, then the text once more
+      for (let i = 3; i < 6; i++) await take(i);
+      await conn.ping();
+      await expect.poll(() => seen.at(-1)).toBe('ping');
+      const calls = seen.filter((c) => c === 'eval' || c === 'evalsha');
+      expect(calls).toEqual(['eval', 'evalsha', 'evalsha', 'evalsha', 'eval', 'evalsha', 'evalsha']);
+    } finally {
+      monitor.disconnect();
+      await closeRedis(conn);
+    }
+  });
+});

@@ -1,0 +1,167 @@
+/**
+ * Sweeps (issue 5 §5): the predictive policy over a grid of its settings, each point replayed
+ * over the same realised arrivals, beside the baselines (which do not depend on the grid, so
+ * they run once). Points run in parallel on worker threads, at most one per core.
+ *
+ * The result names the Pareto front on (cost, SLO attainment) — a point is on it when no other
+ * point is at least as cheap and at least as good, and strictly better in one — and the cheapest
+ * point whose attainment meets the target.
+ */
+import os from 'node:os';
+import { Worker } from 'node:worker_threads';
+import { InvalidInputError } from '../errors.ts';
+import type { Trace } from '../scaler/trace.ts';
+import type { PolicyName, PolicyReport, SimulationSettings } from './compare.ts';
+import { checkField, withSettings } from './policy-file.ts';
+
+export interface SweepAxis {
+  name: string;
+  values: number[];
+}
+
+/** One policy's figures, without the chart series. */
+export type PolicySummary = Omit<PolicyReport, 'series'>;
+
+export interface SweepPoint {
+  /** The grid's values at this point, by axis name. */
+  setting: Record<string, number>;
+  result: PolicySummary;
+  pareto: boolean;
+}
+
+export interface SweepResult {
+  axes: SweepAxis[];
+  sloTarget: number;
+  baselines: PolicySummary[];
+  points: SweepPoint[];
+  /** Index into points of the cheapest meeting sloTarget; undefined when none does. */
+  cheapest: number | undefined;
+}
+
+/** Task sent to a sweep thread: run `only` with these settings. */
+export interface SweepTask {
+  id: number;
+  settings: SimulationSettings;
+  only: PolicyName[];
+}
+
+export interface SweepReply {
+  id: number;
+  policies?: PolicySummary[];
+  error?: string;
+}
+
+/** Parses `name=v1,v2,…` specs, checking every name and value. */
+export function parseSweep(specs: readonly string[]): SweepAxis[] {
+  if (specs.length === 0) throw new InvalidInputError('invalid_flag', '--sweep needs at least one NAME=V1,V2,… (e.g. standby=0,1,2)');
+  const seen = new Set<string>();
+  return specs.map((spec) => {
+    const m = /^([A-Za-z]+)=(.+)$/.exec(spec.trim());
+    if (!m) throw new InvalidInputError('invalid_flag', `--sweep: cannot read "${spec}" (expected NAME=V1,V2,…)`);
+    const [, name = '', list = ''] = m;
+    if (seen.has(name)) throw new InvalidInputError('invalid_flag', `--sweep: "${name}" is given twice`);
+    seen.add(name);
+    const values = list.split(',').map((text) => {
+      const value = text.trim() === '' ? Number.NaN : Number(text);
+      const problem = checkField(name, value);
+      if (problem) throw new InvalidInputError('invalid_flag', `--sweep: ${problem.replace(`got ${value}`, `got "${text}"`)}`);
+      return value;
+    });
+    return { name, values: [...new Set(values)] };
+  });
+}
+
+/** Every combination of the axes' values, the first axis varying slowest. */
+export function sweepGrid(axes: readonly SweepAxis[]): Array<Record<string, number>> {
+  return axes.reduce<Array<Record<string, number>>>(
+    (grid, axis) => grid.flatMap((point) => axis.values.map((v) => ({ ...point, [axis.name]: v }))),
+    [{}],
+  );
+}
+
+/** true where a point is on the Pareto front (lower cost, higher attainment are better). */
+export function paretoFront(points: ReadonlyArray<{ cost: number; sloAttainment: number }>): boolean[] {
+  return points.map(
+    (p) =>
+      !points.some((q) => q.cost <= p.cost && q.sloAttainment >= p.sloAttainment && (q.cost < p.cost || q.sloAttainment > p.sloAttainment)),
+  );
+}
+
+export function cheapestMeeting(points: ReadonlyArray<{ cost: number; sloAttainment: number }>, target: number): number | undefined {
+  let best: number | undefined;
+  points.forEach((p, i) => {
+    if (p.sloAttainment >= target && (best === undefined || p.cost < (points[best]?.cost ?? Infinity))) best = i;
+  });
+  return best;
+}
+
+export interface SweepOptions {
+  sloTarget: number;
+  /** Worker threads; default: the cores, at most one per task. */
+  threads?: number;
+}
+
+export async function runSweep(trace: Trace, settings: SimulationSettings, axes: SweepAxis[], o: SweepOptions): Promise<SweepResult> {
+  const grid = sweepGrid(axes);
+  const tasks: SweepTask[] = [
+    { id: 0, settings, only: ['reactive', 'static-peak', 'oracle'] },
+    ...grid.map((point, i) => ({
+      id: i + 1,
+      settings: { ...settings, policy: withSettings(settings.policy, point) },
+      only: ['predictive'] as PolicyName[],
+    })),
+  ];
+  const threads = Math.max(1, Math.min(o.threads ?? os.availableParallelism(), tasks.length));
+  const results = await runTasks(trace, tasks, threads);
+  const results0 = results[0] ?? [];
+  const predictive = grid.map((_, i) => (results[i + 1] ?? [])[0] as PolicySummary);
+  const front = paretoFront(predictive);
+  return {
+    axes,
+    sloTarget: o.sloTarget,
+    baselines: results0,
+    points: grid.map((setting, i) => ({ setting, result: predictive[i] as PolicySummary, pareto: front[i] === true })),
+    cheapest: cheapestMeeting(predictive, o.sloTarget),
+  };
+}
+
+/** A pool of `threads` worker threads draining the task list; results by task id. */
+async function runTasks(trace: Trace, tasks: SweepTask[], threads: number): Promise<PolicySummary[][]> {
+  const results: PolicySummary[][] = [];
+  const queue = [...tasks];
+  const workers: Worker[] = [];
+  try {
+    await Promise.all(
+      Array.from({ length: threads }, async () => {
+        const worker = new Worker(new URL('./sweep-thread.mjs', import.meta.url), { workerData: { trace } });
+        workers.push(worker);
+        for (let task = queue.shift(); task; task = queue.shift()) results[task.id] = await runOne(worker, task);
+      }),
+    );
+  } finally {
+    await Promise.all(workers.map((w) => w.terminate()));
+  }
+  return results;
+}
+
+function runOne(worker: Worker, task: SweepTask): Promise<PolicySummary[]> {
+  return new Promise((resolve, reject) => {
+    const cleanup = () => {
+      worker.off('message', onMessage);
+      worker.off('error', onError);
+    };
+    const onMessage = (reply: SweepReply) => {
+      if (reply.id !== task.id) return;
+      cleanup();
+      if (reply.error !== undefined || !reply.policies) reject(new Error(`sweep task ${task.id} failed: ${reply.error}`));
+      else resolve(reply.policies);
+    };
+    const onError = (err: Error) => {
+      cleanup();
+      reject(err);
+    };
+    worker.on('message', onMessage);
+    worker.on('error', onError);
+    worker.postMessage(task);
+  });
+}

@@ -1,0 +1,64 @@
+import { describe, expect, it } from 'vitest';
+import type { TensorSpec } from '../../infra/manifest.ts';
+import { benchInputs, benchJobData, rowWidth, unbenchable } from './bench-models.ts';
+import { nest } from './bulk.ts';
+
+const spec = (datatype: TensorSpec['datatype'], shape: number[]): TensorSpec => ({ name: 'x', datatype, shape });
+
+describe('unbenchable', () => {
+  it('accepts one input with fixed non-batch dimensions', () => {
+    expect(unbenchable({ inputs: [spec('FP32', [-1, 64])] })).toBeUndefined();
+    expect(unbenchable({ inputs: [spec('INT64', [-1, 2, 3])] })).toBeUndefined();
+  });
+
+  it('says why it cannot make up rows', () => {
+    expect(unbenchable({ inputs: [spec('FP32', [-1, 4]), spec('FP32', [-1, 4])] })).toMatch(/exactly one input/);
+    expect(unbenchable({ inputs: [spec('FP32', [-1, -1])] })).toMatch(/dynamic non-batch dimension/);
+    expect(unbenchable({ inputs: [spec('BYTES', [-1, 1])] })).toMatch(/BYTES/);
+  });
+});
+
+describe('benchInputs', () => {
+  it('gives rows × the row width values in the input shape', () => {
+    const [t] = benchInputs({ inputs: [spec('FP32', [-1, 2, 3])] }, 4, 0);
+    expect(rowWidth(spec('FP32', [-1, 2, 3]))).toBe(6);
+    expect(t).toMatchObject({ name: 'x', datatype: 'FP32', shape: [4, 2, 3] });
+    expect(t?.data).toHaveLength(24);
+  });
+
+  it('makes every row different, across jobs too, so none is a cache hit or a collapsed duplicate', () => {
+    for (const datatype of ['FP32', 'INT64', 'BOOL'] as const) {
+      const manifest = { inputs: [spec(datatype, [-1, 32])] };
+      const rows = new Set<string>();
+      for (let seed = 0; seed < 200; seed++) rows.add(JSON.stringify(benchInputs(manifest, 1, seed)[0]?.data));
+      expect(rows.size, datatype).toBe(200);
+    }
+  });
+
+  it('keeps integers and booleans to values every model accepts', () => {
+    const ints = benchInputs({ inputs: [spec('INT32', [-1, 8])] }, 3, 77)[0]?.data ?? [];
+    expect(ints.every((v) => v === 0 || v === 1)).toBe(true);
+    const bools = benchInputs({ inputs: [spec('BOOL', [-1, 8])] }, 1, 5)[0]?.data ?? [];
+    expect(bools.every((v) => typeof v === 'boolean')).toBe(true);
+  });
+});
+
+describe('benchJobData', () => {
+  it('is job data as the API enqueues it', () => {
+    const manifest = { name: 'm', version: '2', inputs: [spec('FP32', [-1, 2])] };
+    const data = benchJobData(manifest as Parameters<typeof benchJobData>[0], 1, 3, 99);
+    expect(data).toMatchObject({ tenant: 'bench', model: 'm', version: '2', submittedAt: 99 });
+    expect(data.inputs[0]?.shape).toEqual([1, 2]);
+  });
+});
+
+describe('nest', () => {
+  it('turns a flat row into nested arrays of its dimensions', () => {
+    expect(nest([1, 2, 3, 4, 5, 6], [2, 3])).toEqual([
+      [1, 2, 3],
+      [4, 5, 6],
+    ]);
+    expect(nest([7, 8], [2])).toEqual([7, 8]);
+    expect(nest([9], [])).toBe(9);
+  });
+});

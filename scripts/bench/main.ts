@@ -1,0 +1,99 @@
+/**
+ * `warmpool bench [--model FILE.onnx] [--json FILE] [--quick] [--api child|in-process]`
+ *
+ * One table, each row a ratio or a percentile measured side by side in this one run, because
+ * absolute times on shared machines are noise; each row with a target says met or gap (a report,
+ * never a failing exit). What the rows mean and the latest table: docs/BENCHMARKS.md.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import * as ort from 'onnxruntime-node';
+import { closeAll, type Closer } from '../../infra/lifecycle.ts';
+import type { ModelManifest } from '../../infra/manifest.ts';
+import { builtInModels, publishBenchModel, userModel, type BenchModel } from './bench-models.ts';
+import type { ApiMode } from './e2e.ts';
+import { formatTable, judgedRows, toJson, type BenchModelInfo, type BenchReport, type BenchRow } from './report.ts';
+import { startBenchContext } from './services.ts';
+import { measureBulkVsRawOrt } from './bulk.ts';
+import { benchModel, benchSizes, benchSystem } from './suite.ts';
+
+export async function benchMain(args: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args,
+    options: {
+      quick: { type: 'boolean', default: false },
+      json: { type: 'string' },
+      model: { type: 'string' },
+      api: { type: 'string', default: 'child' },
+    },
+    strict: true,
+  });
+  if (values.api !== 'child' && values.api !== 'in-process') {
+    process.stderr.write(`warmpool bench: --api is 'child' or 'in-process' (got '${values.api}')\n`);
+    return 2;
+  }
+  const api: ApiMode = values.api;
+  const models = values.model ? [userModel(values.model)] : builtInModels();
+  const sizes = benchSizes(values.quick);
+  const out = (line: string) => process.stdout.write(`${line}\n`);
+  const started = Date.now();
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'warmpool-bench-'));
+  const closers: Closer[] = [];
+  try {
+    const ctx = await startBenchContext(dir, values.quick, out, closers);
+    out(
+      `bench${values.quick ? ' --quick' : ''}: ${os.availableParallelism()} cpus (${cpuModel()}), node ${process.version}, onnxruntime ${ort.env.versions.common}`,
+    );
+    const rows: BenchRow[] = [];
+    const infos: BenchModelInfo[] = [];
+    let first: { manifest: ModelManifest; run: Awaited<ReturnType<typeof benchModel>> } | undefined;
+    for (const model of models) {
+      const manifest = await publishBenchModel(ctx.registry, model);
+      infos.push(modelInfo(manifest));
+      const run = await benchModel(ctx, manifest, writeModel(dir, model), sizes);
+      rows.push(...run.rows);
+      // Per model: with a cheap model bulk is bound by JSON and S3, with a heavy one by ONNX Runtime.
+      rows.push(await measureBulkVsRawOrt(ctx, manifest, run.raw));
+      first ??= { manifest, run };
+    }
+    if (first) rows.push(...(await benchSystem(ctx, first.manifest, first.run, sizes, api)));
+    out('');
+    out(formatTable(rows));
+    if (values.json) {
+      const report: BenchReport = {
+        machine: { cpus: os.availableParallelism(), cpuModel: cpuModel(), node: process.version, ort: ort.env.versions.common },
+        model: infos[0] as BenchModelInfo,
+        models: infos,
+        options: { quick: values.quick, api },
+        startedAt: new Date(started).toISOString(),
+        durationS: Math.round((Date.now() - started) / 1000),
+        rows: judgedRows(rows),
+      };
+      writeFileSync(values.json, toJson(report));
+      out(`wrote ${values.json}`);
+    }
+    out(`bench took ${Math.round((Date.now() - started) / 1000)} s`);
+    return 0;
+  } finally {
+    await closeAll([...closers].reverse()).catch(() => undefined);
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+function cpuModel(): string {
+  return os.cpus()[0]?.model.trim() ?? 'unknown';
+}
+
+/** The model bytes on disk, for raw ONNX Runtime to load as the worker does (from a file). */
+function writeModel(dir: string, model: BenchModel): string {
+  const file = path.join(dir, `${model.name}.onnx`);
+  writeFileSync(file, model.bytes);
+  return file;
+}
+
+function modelInfo(m: ModelManifest): BenchModelInfo {
+  const spec = ({ name, datatype, shape }: ModelManifest['inputs'][number]) => ({ name, datatype, shape });
+  return { name: m.name, bytes: m.sizeBytes, sha256: m.sha256, inputs: m.inputs.map(spec), outputs: m.outputs.map(spec) };
+}

@@ -1,0 +1,87 @@
+import { describe, expect, it } from 'vitest';
+import {
+  formatMarkdown,
+  formatTable,
+  formatValue,
+  judge,
+  judgedRows,
+  measurementOf,
+  toJson,
+  type BenchReport,
+  type BenchRow,
+} from './report.ts';
+
+const row = (name: string, value: number): BenchRow => ({ name, value, unit: 'ratio', detail: 'd' });
+
+describe('judge', () => {
+  it('holds a row to the target of its measurement, whatever the model prefix', () => {
+    expect(judge(row('demo.worker_vs_raw_ort', 0.9))).toMatchObject({ target: '≥ 0.85', verdict: 'met' });
+    expect(judge(row('mlp-1024.worker_vs_raw_ort', 0.5))).toMatchObject({ target: '≥ 0.85', verdict: 'gap' });
+  });
+
+  it('meets an upper bound at or below it, and counts a value that is not a number as a gap', () => {
+    expect(judge(row('demo.e2e_latency_p99_ms', 500)).verdict).toBe('met');
+    expect(judge(row('demo.e2e_latency_p99_ms', 500.1)).verdict).toBe('gap');
+    expect(judge(row('demo.cold_start_vs_raw', Number.NaN)).verdict).toBe('gap');
+  });
+
+  it('leaves rows without a target unjudged', () => {
+    const judged = judge(row('demo.job_in_worker_p50_ms', 3));
+    expect(judged.verdict).toBe('');
+    expect(judged.target).toBeUndefined();
+  });
+});
+
+describe('measurementOf', () => {
+  it('drops the model prefix only', () => {
+    expect(measurementOf('demo.e2e_vs_raw_bullmq')).toBe('e2e_vs_raw_bullmq');
+    expect(measurementOf('plain')).toBe('plain');
+  });
+});
+
+describe('formatValue', () => {
+  it('keeps three significant figures at most and says n/a for non-numbers', () => {
+    expect(formatValue(1234.56)).toBe('1235');
+    expect(formatValue(3.456)).toBe('3.46');
+    expect(formatValue(0.012345)).toBe('0.012');
+    expect(formatValue(0)).toBe('0');
+    expect(formatValue(Number.POSITIVE_INFINITY)).toBe('n/a');
+  });
+});
+
+describe('formatTable', () => {
+  it('aligns the columns and puts the target and verdict beside each judged row', () => {
+    const lines = formatTable([row('demo.worker_vs_raw_ort', 0.5), { ...row('demo.job_in_worker_p50_ms', 12.5), unit: 'ms' }]).split('\n');
+    expect(lines).toHaveLength(3);
+    expect(lines[1]).toMatch(/^demo\.worker_vs_raw_ort\s+0\.50\s+ratio\s+≥ 0\.85\s+gap\s+d$/);
+    expect(lines[2]).toMatch(/^demo\.job_in_worker_p50_ms\s+12\.50\s+ms\s+d$/);
+    // Values are right-aligned in one column.
+    const end = (line: string | undefined, value: string) => (line ?? '').indexOf(` ${value} `) + value.length + 1;
+    expect(end(lines[1], '0.50')).toBe(end(lines[2], '12.50'));
+    expect(end(lines[0], 'value')).toBe(end(lines[1], '0.50'));
+  });
+});
+
+describe('formatMarkdown', () => {
+  it('writes one table row per bench row, escaping pipes in details', () => {
+    const md = formatMarkdown([{ ...row('demo.e2e_vs_raw_bullmq', 0.6), detail: 'a | b' }]).split('\n');
+    expect(md).toHaveLength(3);
+    expect(md[2]).toBe('| demo.e2e_vs_raw_bullmq | 0.60 | ratio | ≥ 0.5 | met | a \\| b |');
+  });
+});
+
+describe('toJson', () => {
+  it('writes NaN as null, which JSON can carry', () => {
+    const report: BenchReport = {
+      machine: { cpus: 2, cpuModel: 'x', node: 'v20', ort: '1' },
+      model: { name: 'demo', bytes: 1, sha256: 'a', inputs: [], outputs: [] },
+      models: [],
+      options: { quick: true, api: 'child' },
+      startedAt: 'now',
+      durationS: 1,
+      rows: judgedRows([row('demo.bulk_vs_raw_ort', Number.NaN)]),
+    };
+    const parsed = JSON.parse(toJson(report)) as { rows: Array<{ value: unknown; verdict: string }> };
+    expect(parsed.rows[0]).toMatchObject({ value: null, verdict: 'gap' });
+  });
+});

@@ -1,0 +1,217 @@
+/**
+ * Which measurements make which rows. Per model: raw ONNX Runtime (every thread count and batch
+ * size), the worker unbatched and micro-batched, cold start. Once, on the first model: end to
+ * end over HTTP against raw BullMQ, latency at 80% of the maximum, and bulk scoring.
+ *
+ * A measurement that fails gives its rows as n/a with the reason, and the others still run:
+ * a bench that stops at the first broken piece hides how the rest performs.
+ */
+import os from 'node:os';
+import { loadConfig } from '../../infra/config.ts';
+import type { ModelManifest } from '../../infra/manifest.ts';
+import { BENCH_BATCHES, BENCH_MAX_BATCH } from './bench-models.ts';
+import { measureColdStart } from './cold-start.ts';
+import { measureE2e, type ApiMode } from './e2e.ts';
+import { rawBullmqRate } from './raw-bullmq.ts';
+import { cellAt, describeSweep, rawOrtSweep, type RawSweep } from './raw-ort.ts';
+import type { BenchRow } from './report.ts';
+import type { BenchContext } from './services.ts';
+import { measureWorkerDrain } from './worker-drain.ts';
+
+export interface BenchSizes {
+  /** Single-row jobs per worker drain. */
+  jobs: number;
+  /** Jobs of BENCH_MAX_BATCH rows each, for the full-batch drain. */
+  fullBatchJobs: number;
+  /** Timed ms per raw ONNX Runtime cell. */
+  cellMs: number;
+  rawBullmqJobs: number;
+  e2eJobs: number;
+  latencyDurationS: number;
+}
+
+export function benchSizes(quick: boolean): BenchSizes {
+  return quick
+    ? { jobs: 1500, fullBatchJobs: 120, cellMs: 300, rawBullmqJobs: 3000, e2eJobs: 2000, latencyDurationS: 6 }
+    : { jobs: 6000, fullBatchJobs: 400, cellMs: 1000, rawBullmqJobs: 10000, e2eJobs: 6000, latencyDurationS: 20 };
+}
+
+const f0 = (v: number) => (Number.isFinite(v) ? Math.round(v).toLocaleString('en-US') : 'n/a');
+
+/** Rows named `<model>.<name>` with value NaN and the failure as detail. */
+function failedRows(model: string, names: string[], err: unknown): BenchRow[] {
+  const reason = err instanceof Error ? err.message : String(err);
+  return names.map((name) => ({ name: `${model}.${name}`, value: NaN, unit: '', detail: `failed: ${reason.split('\n')[0]}` }));
+}
+
+export interface ModelRun {
+  rows: BenchRow[];
+  raw?: RawSweep;
+  /** Jobs the worker holds in flight: the no-op BullMQ worker gets the same. */
+  concurrency: number;
+}
+
+export async function benchModel(ctx: BenchContext, manifest: ModelManifest, modelPath: string, sizes: BenchSizes): Promise<ModelRun> {
+  const m = manifest.name;
+  const rows: BenchRow[] = [];
+  ctx.out(`[${m}]`);
+  const threads = Array.from({ length: os.availableParallelism() }, (_, i) => i + 1);
+  const raw = await rawOrtSweep(modelPath, manifest, { batches: BENCH_BATCHES, threads, cellMs: sizes.cellMs });
+  ctx.out(`  raw ORT rows/s: ${describeSweep(raw)}`);
+  rows.push({
+    name: `${m}.ort_best_vs_batch1`,
+    value: raw.best.rowsPerS / raw.batch1.rowsPerS,
+    unit: 'x',
+    detail: `ONNX Runtime alone: batch ${raw.best.batch} × ${raw.best.threads} thread(s) ${f0(raw.best.rowsPerS)} rows/s vs batch 1 × ${raw.batch1.threads} ${f0(raw.batch1.rowsPerS)}`,
+  });
+
+  let concurrency = Math.max(4, BENCH_MAX_BATCH * 2);
+  try {
+    const unbatched = await measureWorkerDrain(ctx, manifest, `${m}-b1`, [{ jobs: sizes.jobs, rowsPerJob: 1 }], { BATCH_MAX_ROWS: '1' });
+    const u = unbatched.phases[0];
+    ctx.out(`  worker, one row per pass: ${f0(u?.rowsPerS ?? NaN)} rows/s`);
+    const batched = await measureWorkerDrain(ctx, manifest, `${m}-mb`, [
+      { jobs: sizes.jobs, rowsPerJob: 1 },
+      { jobs: sizes.fullBatchJobs, rowsPerJob: BENCH_MAX_BATCH },
+    ]);
+    const [single, full] = batched.phases;
+    if (!u || !single || !full) throw new Error('a drain phase measured nothing');
+    const configured = loadConfig(ctx.env).worker.concurrency;
+    concurrency = configured > 0 ? configured : Math.max(4, batched.maxRows * 2);
+    ctx.out(
+      `  worker, micro-batched (batch ≤ ${batched.maxRows}, ${batched.threads} thread(s)): ${f0(single.rowsPerS)} rows/s single-row jobs, ${f0(full.rowsPerS)} rows/s ${BENCH_MAX_BATCH}-row jobs`,
+    );
+    const atWorker = cellAt(raw, batched.threads, batched.maxRows)?.rowsPerS ?? NaN;
+    const gain = single.rowsPerS / u.rowsPerS;
+    const failures = u.failed + single.failed + full.failed;
+    rows.push(
+      {
+        name: `${m}.batched_vs_unbatched`,
+        value: gain,
+        unit: 'x',
+        detail: `worker, ${sizes.jobs} single-row jobs: ${f0(single.rowsPerS)} vs ${f0(u.rowsPerS)} rows/s; mean batch ${single.meanBatchRows.toFixed(1)} rows, engine busy ${pct(single.engineBusy)}${failures ? `; ${failures} jobs FAILED` : ''}`,
+      },
+      {
+        name: `${m}.batching_gain_kept`,
+        value: gain / (raw.best.rowsPerS / raw.batch1.rowsPerS),
+        unit: 'ratio',
+        detail: 'batched_vs_unbatched / ort_best_vs_batch1',
+      },
+      {
+        name: `${m}.worker_vs_raw_ort`,
+        value: single.rowsPerS / raw.best.rowsPerS,
+        unit: 'ratio',
+        detail: `single-row jobs vs the best raw cell (batch ${raw.best.batch} × ${raw.best.threads} thread(s))`,
+      },
+      {
+        name: `${m}.worker_vs_raw_ort_same_config`,
+        value: single.rowsPerS / atWorker,
+        unit: 'ratio',
+        detail: `single-row jobs vs raw at the worker's own batch ${batched.maxRows} × ${batched.threads} thread(s)`,
+      },
+      {
+        name: `${m}.full_batch_jobs_vs_raw_ort`,
+        value: full.rowsPerS / raw.best.rowsPerS,
+        unit: 'ratio',
+        detail: `${sizes.fullBatchJobs} jobs of ${BENCH_MAX_BATCH} rows: ${f0(full.rowsPerS)} rows/s; engine busy ${pct(full.engineBusy)} (per-job cost out of the way)`,
+      },
+      ...(['p50', 'p99'] as const).map((p) => ({
+        name: `${m}.job_in_worker_${p}_ms`,
+        value: single.inWorker[p],
+        unit: 'ms',
+        detail: 'micro-batched, full queue: worker took the job → result stored',
+      })),
+    );
+  } catch (err) {
+    rows.push(...failedRows(m, ['batched_vs_unbatched', 'batching_gain_kept', 'worker_vs_raw_ort'], err));
+  }
+
+  rows.push(...(await coldStartRows(ctx, manifest)));
+  return { rows, raw, concurrency };
+}
+
+function pct(share: number): string {
+  return Number.isFinite(share) ? `${Math.round(share * 100)}%` : 'n/a';
+}
+
+async function coldStartRows(ctx: BenchContext, manifest: ModelManifest): Promise<BenchRow[]> {
+  const m = manifest.name;
+  try {
+    const r = await measureColdStart(ctx, manifest, m);
+    const mb = (manifest.sizeBytes / 1e6).toFixed(1);
+    ctx.out(
+      `  cold start: empty cache ${f0(r.cold.boot + r.cold.ready)} ms, warm cache ${f0(r.warm.boot + r.warm.ready)} ms (boot included); raw ${f0(r.rawMs)} ms`,
+    );
+    const phase = (name: string, value: number, detail: string): BenchRow => ({
+      name: `${m}.cold_start_${name}_ms`,
+      value,
+      unit: 'ms',
+      detail,
+    });
+    return [
+      phase('boot', r.cold.boot, 'spawn → downloading: node, the TypeScript loader, Redis, control channel'),
+      phase('download', r.cold.download, `empty cache: manifest + ${mb} MB weights from S3, sha256-checked`),
+      phase('load', r.cold.load, 'ONNX Runtime session in the engine thread'),
+      phase('warmup', r.cold.warmup, `batch profile over ${manifest.batching.warmupBatches.join('/')} rows, threads chosen`),
+      phase(
+        'warm_cache',
+        r.warm.ready,
+        `from a warm disk cache, boot aside: verify ${f0(r.warm.download)} + load ${f0(r.warm.load)} + warm-up ${f0(r.warm.warmup)} ms`,
+      ),
+      {
+        name: `${m}.cold_start_vs_raw`,
+        value: r.warm.ready / r.rawMs,
+        unit: 'ratio',
+        detail: `warm-cache start vs raw InferenceSession.create + the same warm-up batches (${f0(r.rawMs)} ms, ${r.threads} thread(s))`,
+      },
+    ];
+  } catch (err) {
+    return failedRows(m, ['cold_start_warm_cache_ms', 'cold_start_vs_raw'], err);
+  }
+}
+
+/** End to end, on one model: the rows that do not repeat per model. */
+export async function benchSystem(
+  ctx: BenchContext,
+  manifest: ModelManifest,
+  run: ModelRun,
+  sizes: BenchSizes,
+  api: ApiMode,
+): Promise<BenchRow[]> {
+  const m = manifest.name;
+  const rows: BenchRow[] = [];
+  ctx.out(`[${m}: end to end]`);
+  let bullPerS = NaN;
+  let bullDetail = 'BullMQ no-op failed';
+  try {
+    const bull = await rawBullmqRate(ctx, manifest, { jobs: sizes.rawBullmqJobs, concurrency: run.concurrency });
+    ctx.out(`  raw BullMQ no-op: ${f0(bull.jobsPerS)} jobs/s (concurrency ${bull.concurrency})`);
+    [bullPerS, bullDetail] = [bull.jobsPerS, `BullMQ no-op add+process ${f0(bull.jobsPerS)}/s`];
+  } catch (err) {
+    bullDetail = `BullMQ no-op failed: ${err instanceof Error ? err.message : String(err)}`;
+  }
+  try {
+    const e2e = await measureE2e(ctx, manifest, { jobs: sizes.e2eJobs, latencyDurationS: sizes.latencyDurationS, api });
+    const trouble = e2e.rejected + e2e.failed > 0 ? `; ${e2e.rejected} rejected, ${e2e.failed} failed` : '';
+    rows.push({
+      name: `${m}.e2e_vs_raw_bullmq`,
+      value: e2e.maxJobsPerS / bullPerS,
+      unit: 'ratio',
+      detail: `${f0(e2e.maxJobsPerS)} jobs/s HTTP submit → succeeded (API ${api}, accepts ${f0(e2e.submitPerS)}/s) vs ${bullDetail}${trouble}`,
+    });
+    const at = `at ${f0(e2e.plan.ratePerS)} jobs/s (80% of max), open loop`;
+    for (const p of ['p50', 'p95', 'p99'] as const) {
+      rows.push({
+        name: `${m}.e2e_latency_${p}_ms`,
+        value: e2e.latency[p],
+        unit: 'ms',
+        detail: e2e.latencyError
+          ? `failed ${at}: ${e2e.latencyError}`
+          : `submit → succeeded ${at}, ${e2e.latency.count} jobs; HTTP 202 ${p} ${e2e.http[p].toFixed(1)} ms`,
+      });
+    }
+  } catch (err) {
+    rows.push(...failedRows(m, ['e2e_vs_raw_bullmq', 'e2e_latency_p99_ms'], err));
+  }
+  return rows;
+}

@@ -1,0 +1,132 @@
+/**
+ * One worker (in this process: the engine still runs in its own thread) draining a full queue.
+ * The queue is paused while it is filled and while the worker warms up, so the clock starts
+ * with a full queue and a warmed worker, and several phases (single-row jobs, then jobs of a
+ * full batch each) can run on the same worker.
+ */
+import { Queue } from 'bullmq';
+import { systemClock } from '../../infra/clock.ts';
+import { EVENTS_STREAM_MAX_LEN, queueName, type JobData, type JobResult } from '../../infra/job-contract.ts';
+import { createLogger } from '../../infra/log.ts';
+import type { ModelManifest } from '../../infra/manifest.ts';
+import { closeRedis, createRedis } from '../../infra/redis.ts';
+import { createThreadEngine } from '../../worker/engine/thread-engine.ts';
+import type { BatchProfile } from '../../worker/warmup.ts';
+import { WarmpoolWorker } from '../../worker/worker-process.ts';
+import { benchJobData } from './bench-models.ts';
+import { forEachCompleted, resetFinished, waitFinished } from './queue-watch.ts';
+import { scopedEnv, type BenchContext } from './services.ts';
+import { ratePerS, summarizeMs, type LatencySummary } from './stats.ts';
+
+export interface DrainPhase {
+  jobs: number;
+  rowsPerJob: number;
+}
+
+export interface DrainResult extends DrainPhase {
+  rowsPerS: number;
+  jobsPerS: number;
+  failed: number;
+  /** Rows per forward pass, as jobs brought them. */
+  meanBatchRows: number;
+  /** Share of the drain's wall time the engine spent in forward passes. */
+  engineBusy: number;
+  /** Took the job → result stored (BullMQ processedOn → finishedOn). */
+  inWorker: LatencySummary;
+}
+
+export interface DrainRun {
+  /** The worker's batch size (BATCH_MAX_ROWS, else its warm-up's choice) and threads. */
+  maxRows: number;
+  threads: number;
+  profile?: BatchProfile;
+  phases: DrainResult[];
+}
+
+export async function measureWorkerDrain(
+  ctx: BenchContext,
+  manifest: ModelManifest,
+  label: string,
+  phases: DrainPhase[],
+  overrides: Record<string, string> = {},
+): Promise<DrainRun> {
+  const { config } = scopedEnv(ctx, label, overrides);
+  const connection = createRedis(config.redisUrl);
+  const queue = new Queue<JobData, JobResult>(queueName(manifest.name, manifest.version), {
+    connection,
+    prefix: config.queuePrefix,
+    streams: { events: { maxLen: EVENTS_STREAM_MAX_LEN } },
+  });
+  const worker = new WarmpoolWorker(
+    {
+      config,
+      redis: createRedis(config.redisUrl),
+      registry: ctx.registry,
+      engine: createThreadEngine(),
+      clock: systemClock,
+      log: createLogger('warn'),
+    },
+    { model: manifest.name, version: manifest.version },
+  );
+  const batches = { count: 0, rows: 0, inferMs: 0 };
+  worker.on('batch:flushed', (e) => {
+    batches.count++;
+    batches.rows += e.rows;
+    batches.inferMs += e.inferMs;
+  });
+  try {
+    await queue.pause();
+    await worker.start();
+    const results: DrainResult[] = [];
+    for (const phase of phases) {
+      Object.assign(batches, { count: 0, rows: 0, inferMs: 0 });
+      await fill(queue, manifest, phase);
+      const started = Date.now();
+      await queue.resume();
+      const { lastFinishedAt: finishedAt } = await waitFinished(queue, phase.jobs);
+      const inWorker = await inWorkerLatencies(queue);
+      const failed = await queue.getFailedCount();
+      const jobsPerS = ratePerS(phase.jobs, started, finishedAt);
+      results.push({
+        ...phase,
+        jobsPerS,
+        rowsPerS: jobsPerS * phase.rowsPerJob,
+        failed,
+        meanBatchRows: batches.count > 0 ? batches.rows / batches.count : NaN,
+        engineBusy: batches.inferMs / Math.max(1, finishedAt - started),
+        inWorker,
+      });
+      await queue.pause();
+      await resetFinished(queue);
+    }
+    const profile = worker.batchProfile;
+    const maxRows = config.worker.batchMaxRows > 0 ? config.worker.batchMaxRows : (profile?.chosenBatch ?? 0);
+    return { maxRows, threads: profile?.threads ?? 0, phases: results, ...(profile ? { profile } : {}) };
+  } finally {
+    await worker.close();
+    await queue.obliterate({ force: true }).catch(() => undefined);
+    await queue.close();
+    await closeRedis(connection);
+  }
+}
+
+async function fill(queue: Queue<JobData, JobResult>, manifest: ModelManifest, phase: DrainPhase): Promise<void> {
+  const submittedAt = Date.now();
+  for (let start = 0; start < phase.jobs; start += 500) {
+    const size = Math.min(500, phase.jobs - start);
+    await queue.addBulk(
+      Array.from({ length: size }, (_, j) => ({
+        name: 'infer',
+        data: benchJobData(manifest, phase.rowsPerJob, (start + j) * phase.rowsPerJob, submittedAt),
+      })),
+    );
+  }
+}
+
+async function inWorkerLatencies(queue: Queue<JobData, JobResult>): Promise<LatencySummary> {
+  const durations: number[] = [];
+  await forEachCompleted(queue, (job) => {
+    if (job.finishedOn && job.processedOn) durations.push(job.finishedOn - job.processedOn);
+  });
+  return summarizeMs(durations);
+}

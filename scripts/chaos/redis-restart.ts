@@ -1,0 +1,208 @@
+/**
+ * redis-restart: Redis with an append-only file is stopped mid-run — once with SIGTERM (a clean
+ * shutdown: the AOF is flushed and fsynced) and once with SIGKILL (no shutdown at all) — and
+ * started again on the same port and folder, while submissions keep coming.
+ *
+ * Invariants: every job that got a 202 survives and ends terminal; while Redis is down every
+ * submission is answered 503 `unavailable` (with Retry-After) within the client's timeout,
+ * never hangs; the API, the workers and the webhook dispatcher reconnect by themselves (the
+ * same worker processes serve after the restart, and every job's webhook is delivered).
+ */
+import { startDispatcher } from '../../api/webhooks/main.ts';
+import { createLogger } from '../../infra/log.ts';
+import { pushTo, reconcile, submitJobs, waitSettled, type SubmitOutcome } from './load.ts';
+import { startReceiver, waitForDeliveries } from './receiver.ts';
+import { jobViolations, percentile, round, type ChaosContext, type ScenarioReport } from './report.ts';
+import { sleep } from './sleep.ts';
+import { startChaosStack, type ChaosStack } from './stack.ts';
+
+export interface RedisRestartSizes {
+  /** Submissions while Redis is up, before, between and after the outages. */
+  jobsPerPhase: number;
+  /** How long each outage lasts. */
+  downMs: number;
+  workers: number;
+  appendfsync: 'always' | 'everysec';
+}
+
+export const REDIS_RESTART_FULL: RedisRestartSizes = { jobsPerPhase: 2_000, downMs: 8_000, workers: 2, appendfsync: 'everysec' };
+export const REDIS_RESTART_SHORT: RedisRestartSizes = { jobsPerPhase: 200, downMs: 3_000, workers: 1, appendfsync: 'everysec' };
+
+const MODEL = 'chaos-redis';
+/** What a submission must get while Redis is down (load.ts answerKey). */
+const UNAVAILABLE = '503 unavailable';
+/** A request unanswered this long is a hang. */
+const CLIENT_TIMEOUT_MS = 10_000;
+
+export async function redisRestart(ctx: ChaosContext, sizes: RedisRestartSizes): Promise<ScenarioReport> {
+  const receiver = await startReceiver();
+  const stack = await startChaosStack({
+    dir: ctx.dir,
+    log: ctx.log,
+    appendonly: true,
+    appendfsync: sizes.appendfsync,
+    env: { WEBHOOK_ALLOWED_PRIVATE_HOSTS: 'localhost', WEBHOOK_RETRY_SCHEDULE_MS: '500,1000,2000,4000,8000,8000,8000' },
+  });
+  const dispatcher = startDispatcher(stack.config, createLogger('silent'));
+  try {
+    await stack.deployModel(MODEL);
+    for (let i = 0; i < sizes.workers; i++) stack.startWorker(MODEL);
+    await stack.waitForWorkers(MODEL, 'active', sizes.workers);
+    const pids = stack.liveWorkers().map((w) => w.pid);
+    const webhook = { webhook: { url: receiver.url } };
+    const load = steadyLoad(stack, webhook);
+    const outages: Outage[] = [];
+    await load.until(sizes.jobsPerPhase);
+    for (const signal of ['SIGTERM', 'SIGKILL'] as const) {
+      ctx.log(`redis-restart: ${signal} to redis-server, down for ${sizes.downMs} ms`);
+      outages.push(await outage(stack, signal, sizes.downMs, load, webhook));
+      await load.until(load.sent() + sizes.jobsPerPhase);
+    }
+    const submitted = await load.stop();
+    const settled = await waitSettled(stack, MODEL, submitted.accepted.length);
+    const jobs = await reconcile(stack, MODEL, submitted.accepted);
+    const webhooksMissing = await waitForDeliveries(receiver, submitted.accepted);
+    const sameWorkers = stack.liveWorkers().map((w) => w.pid);
+    return report(sizes, {
+      jobs,
+      settled,
+      outages,
+      submitted,
+      webhooksMissing,
+      workersRestarted: pids.filter((p) => !sameWorkers.includes(p)).length,
+    });
+  } finally {
+    await dispatcher.close().catch(() => undefined);
+    await stack.close();
+    await receiver.stop();
+  }
+}
+
+interface Outage {
+  signal: string;
+  /** Answers to requests sent while Redis was down: status → latencies (ms). */
+  answers: Record<string, number[]>;
+  /** From the restart until a submission is accepted again. */
+  recoveryMs: number;
+}
+
+/** Stops Redis with `signal`, probes the API while it is down, starts it again on the same port and folder. */
+async function outage(
+  stack: ChaosStack,
+  signal: 'SIGTERM' | 'SIGKILL',
+  downMs: number,
+  load: SteadyLoad,
+  extra: Record<string, unknown>,
+): Promise<Outage> {
+  await stack.redis.stop(signal);
+  const downSince = Date.now();
+  const answers: Record<string, number[]> = {};
+  // Submissions sent only while down: a probe pool that stops at the restart.
+  let up = false;
+  const probe = submitJobs(stack, {
+    model: MODEL,
+    count: 1_000_000,
+    concurrency: 4,
+    from: 50_000_000 + downSince,
+    timeoutMs: CLIENT_TIMEOUT_MS,
+    extra,
+    stop: () => up || Date.now() - downSince > downMs,
+  });
+  await sleep(downMs);
+  const probed = await probe;
+  up = true;
+  for (const [status, ms] of Object.entries(probed.latencyMs)) pushTo(answers, status, ms);
+  load.absorb(probed);
+  await stack.redis.start();
+  const restartedAt = Date.now();
+  const before = load.acceptedCount();
+  while (load.acceptedCount() === before && Date.now() - restartedAt < 60_000) await sleep(50);
+  return { signal, answers, recoveryMs: Date.now() - restartedAt };
+}
+
+interface SteadyLoad {
+  /** Resolves once `n` submissions have been sent. */
+  until(n: number): Promise<void>;
+  sent(): number;
+  acceptedCount(): number;
+  /** Counts a probe's 202s with the rest (a probe's requests race the restart). */
+  absorb(outcome: SubmitOutcome): void;
+  stop(): Promise<SubmitOutcome>;
+}
+
+/** Submissions at a steady pace through the whole scenario, each with a webhook. */
+function steadyLoad(stack: ChaosStack, extra: Record<string, unknown>): SteadyLoad {
+  const total: SubmitOutcome = { accepted: [], rejected: {}, latencyMs: {} };
+  let stopped = false;
+  let sent = 0;
+  const running = (async () => {
+    for (let round = 0; !stopped; round++) {
+      const out = await submitJobs(stack, {
+        model: MODEL,
+        count: 20,
+        concurrency: 4,
+        from: round * 20,
+        timeoutMs: CLIENT_TIMEOUT_MS,
+        extra,
+      });
+      sent += 20;
+      merge(total, out);
+      // A pause while Redis is down: the outage's own probe measures the API then.
+      if (out.accepted.length === 0) await sleep(100);
+    }
+  })();
+  return {
+    async until(n) {
+      while (sent < n) await sleep(20);
+    },
+    sent: () => sent,
+    acceptedCount: () => total.accepted.length,
+    absorb: (outcome) => merge(total, { ...outcome, latencyMs: {} }),
+    async stop() {
+      stopped = true;
+      await running;
+      return total;
+    },
+  };
+}
+
+function merge(into: SubmitOutcome, from: SubmitOutcome): void {
+  into.accepted.push(...from.accepted);
+  for (const [k, n] of Object.entries(from.rejected)) into.rejected[k] = (into.rejected[k] ?? 0) + n;
+  for (const [k, ms] of Object.entries(from.latencyMs)) pushTo(into.latencyMs, k, ms);
+}
+
+function report(
+  sizes: RedisRestartSizes,
+  r: {
+    jobs: Awaited<ReturnType<typeof reconcile>>;
+    settled: boolean;
+    outages: Outage[];
+    submitted: SubmitOutcome;
+    webhooksMissing: number;
+    workersRestarted: number;
+  },
+): ScenarioReport {
+  const violations = jobViolations(r.jobs);
+  if (!r.settled) violations.push('the queue never settled after the restarts');
+  const figures: Record<string, number | string> = { appendfsync: sizes.appendfsync };
+  for (const o of r.outages) {
+    const all = Object.values(o.answers).flat();
+    const non503 = Object.entries(o.answers).filter(([s]) => s !== UNAVAILABLE && s !== '202');
+    figures[`${o.signal}: requests while down`] = all.length;
+    figures[`${o.signal}: 503 unavailable answers`] = o.answers[UNAVAILABLE]?.length ?? 0;
+    figures[`${o.signal}: 503 answer ms p50/p99/max`] = latencies(o.answers[UNAVAILABLE] ?? []);
+    figures[`${o.signal}: recovery ms (restart → first 202)`] = o.recoveryMs;
+    if (all.length === 0) violations.push(`${o.signal}: no request was answered while Redis was down`);
+    for (const [status, ms] of non503) violations.push(`${o.signal}: ${ms.length} request(s) answered ${status} while Redis was down`);
+  }
+  figures['workers restarted'] = r.workersRestarted;
+  figures['webhooks not delivered'] = r.webhooksMissing;
+  if (r.workersRestarted > 0) violations.push(`${r.workersRestarted} worker process(es) exited`);
+  if (r.webhooksMissing > 0) violations.push(`${r.webhooksMissing} webhook(s) never delivered: the dispatcher did not recover`);
+  return { name: 'redis-restart', jobs: r.jobs, figures, violations };
+}
+
+function latencies(ms: number[]): string {
+  return [50, 99, 100].map((p) => round(percentile(ms, p))).join(' / ');
+}

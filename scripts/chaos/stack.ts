@@ -1,0 +1,249 @@
+/**
+ * The stack one chaos scenario runs against, all of it owned by the scenario so it can break
+ * any part: its own redis-server (AOF on when asked) and S3-protocol server on fixed ports in a
+ * folder of its own (so either can be stopped and started again on the same port and data),
+ * the API in this process, and workers as real child processes (`warmpool worker`) that can be
+ * SIGKILLed. Never the test suite's shared services: stopping those would break other suites.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream, mkdirSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { startApiServer, type ApiServer } from '../../api/main.ts';
+import { loadConfig, type Config } from '../../infra/config.ts';
+import { ensureRedisServer, startRedisServer, type RedisServerHandle } from '../../infra/dev/redis-server.ts';
+import { startS3Server, type S3ServerHandle } from '../../infra/dev/s3-server.ts';
+import { freePort } from '../../infra/dev/free-port.ts';
+import { createDeploymentStore } from '../../infra/deployments.ts';
+import { closeAll, type Closer } from '../../infra/lifecycle.ts';
+import { createLogger } from '../../infra/log.ts';
+import type { ModelManifest } from '../../infra/manifest.ts';
+import { closeRedis, createRedis } from '../../infra/redis.ts';
+import { createModelRegistry } from '../../infra/registry.ts';
+import { createS3ObjectStore } from '../../infra/s3-object-store.ts';
+import { listHeartbeats, type HeartbeatPayload } from '../../infra/worker-states.ts';
+import { buildMlpModel } from '../models.ts';
+
+const BIN = fileURLToPath(new URL('../../bin/warmpool.mjs', import.meta.url));
+export const CHAOS_KEY = 'chaos-key-0123456789';
+export const FEATURES = 16;
+const BUCKET = 'warmpool-chaos';
+
+export interface ChaosStackOptions {
+  /** A fresh folder: Redis data, S3 objects, the model cache and worker logs go under it. */
+  dir: string;
+  /** Variables for the API and every worker, over the chaos defaults. */
+  env?: Record<string, string>;
+  /** Redis persistence; off unless asked. */
+  appendonly?: boolean;
+  appendfsync?: 'always' | 'everysec' | 'no';
+  log: (line: string) => void;
+}
+
+/** A server the scenario can stop and start again on the same port and data. */
+export interface Restartable {
+  readonly running: boolean;
+  stop(signal?: 'SIGKILL' | 'SIGTERM' | 'graceful'): Promise<void>;
+  start(): Promise<void>;
+}
+
+export interface ChaosStack {
+  env: NodeJS.ProcessEnv;
+  config: Config;
+  api: ApiServer;
+  redis: Restartable & { url: string };
+  s3: Restartable;
+  /** fetch against the API with the chaos tenant's key. */
+  call(urlPath: string, init?: RequestInit): Promise<Response>;
+  /** Publishes a small MLP as `name` version 1 and deploys it; returns its manifest. */
+  deployModel(name: string): Promise<ModelManifest>;
+  startWorker(model: string, extraEnv?: Record<string, string>): ChildProcess;
+  /** Workers started and not yet exited. */
+  liveWorkers(): ChildProcess[];
+  heartbeats(): Promise<HeartbeatPayload[]>;
+  /** Resolves when `count` workers of `model` report `state`. */
+  waitForWorkers(model: string, state: string, count?: number, timeoutMs?: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+export async function startChaosStack(options: ChaosStackOptions): Promise<ChaosStack> {
+  const closers: Closer[] = [];
+  try {
+    return await build(options, closers);
+  } catch (err) {
+    await closeAll([...closers].reverse()).catch(() => undefined);
+    throw err;
+  }
+}
+
+async function build(options: ChaosStackOptions, closers: Closer[]): Promise<ChaosStack> {
+  const redis = await restartableRedis(options);
+  closers.push(['redis-server', () => redis.stop('graceful')]);
+  const s3 = await restartableS3(path.join(options.dir, 's3'));
+  closers.push(['s3-server', () => s3.stop()]);
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    REDIS_URL: redis.url,
+    QUEUE_PREFIX: 'chaos',
+    S3_ENDPOINT: s3.endpoint,
+    S3_BUCKET: BUCKET,
+    S3_PREFIX: 'chaos',
+    AWS_REGION: 'us-east-1',
+    AWS_ACCESS_KEY_ID: s3.accessKeyId,
+    AWS_SECRET_ACCESS_KEY: s3.secretAccessKey,
+    MODEL_CACHE_DIR: path.join(options.dir, 'cache'),
+    API_KEYS: `chaos:${CHAOS_KEY}`,
+    ADMIN_TENANTS: 'chaos',
+    HOST: '127.0.0.1',
+    PORT: '0',
+    // The suite is about faults, not limits: no rate limit in the way of its load.
+    RATE_LIMIT_RPS: '1000000',
+    RATE_LIMIT_BURST: '1000000',
+    // Fast recovery of a killed worker's jobs (lock expiry + stalled check), fast heartbeats.
+    LOCK_DURATION_MS: '5000',
+    STALLED_INTERVAL_MS: '2000',
+    HEARTBEAT_INTERVAL_MS: '500',
+    HEARTBEAT_TTL_MS: '3000',
+    WARMUP_ITERATIONS: '2',
+    INTRA_OP_THREADS: '1',
+    CANARY_ENABLED: 'false',
+    LOG_LEVEL: 'warn',
+    ...options.env,
+  };
+  const config = loadConfig(env);
+  const store = createS3ObjectStore(config.s3);
+  closers.push(['s3-client', () => store.close()]);
+  const registry = createModelRegistry({ store, prefix: config.s3.prefix });
+  const admin = createRedis(config.redisUrl);
+  closers.push(['admin-redis', () => closeRedis(admin)]);
+  const deployments = createDeploymentStore(admin, config.queuePrefix);
+  const api = await startApiServer(config, createLogger('silent', { role: 'chaos-api' }));
+  closers.push(['api', () => api.close()]);
+  const workers = workerPool(env, path.join(options.dir, 'logs'));
+  closers.push(['workers', () => workers.stopAll()]);
+
+  const stack: ChaosStack = {
+    env,
+    config,
+    api,
+    redis,
+    s3,
+    call(urlPath, init = {}) {
+      const headers = new Headers(init.headers);
+      if (!headers.has('authorization')) headers.set('authorization', `Bearer ${CHAOS_KEY}`);
+      if (init.body !== undefined && !headers.has('content-type')) headers.set('content-type', 'application/json');
+      return fetch(`${api.url}${urlPath}`, { ...init, headers });
+    },
+    async deployModel(name) {
+      const bytes = buildMlpModel({ features: FEATURES, hidden: 32, layers: 2 });
+      const manifest = await registry.publish({ name, version: '1', bytes, maxBatch: 64, warmupBatches: [1, 16, 64] });
+      await deployments.put({ model: name, version: '1', min: 1, max: 8, standby: 0 });
+      return manifest;
+    },
+    startWorker: (model, extraEnv) => workers.start(model, extraEnv),
+    liveWorkers: () => workers.live(),
+    heartbeats: () => listHeartbeats(admin, config.queuePrefix),
+    async waitForWorkers(model, state, count = 1, timeoutMs = 120_000) {
+      const deadline = Date.now() + timeoutMs;
+      while (Date.now() < deadline) {
+        const beats = (await listHeartbeats(admin, config.queuePrefix).catch(() => [])).filter((b) => b.model === model);
+        if (beats.filter((b) => b.state === state).length >= count) return;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      throw new Error(`timed out waiting for ${count} ${state} worker(s) of ${model}`);
+    },
+    close: once(() => closeAll([...closers].reverse())),
+  };
+  return stack;
+}
+
+function once(fn: () => Promise<void>): () => Promise<void> {
+  let done: Promise<void> | undefined;
+  return () => {
+    done ??= fn();
+    return done;
+  };
+}
+
+/** Worker child processes; each one's stderr goes to a log file of its own. */
+function workerPool(env: NodeJS.ProcessEnv, logDir: string) {
+  mkdirSync(logDir, { recursive: true });
+  const children = new Set<ChildProcess>();
+  let n = 0;
+  return {
+    start(model: string, extraEnv: Record<string, string> = {}): ChildProcess {
+      const child = spawn(process.execPath, [BIN, 'worker', '--model', model, '--version', '1'], {
+        env: { ...env, ...extraEnv },
+        stdio: ['ignore', 'ignore', 'pipe'],
+      });
+      child.stderr?.pipe(createWriteStream(path.join(logDir, `worker-${++n}.log`)));
+      children.add(child);
+      child.once('exit', () => children.delete(child));
+      return child;
+    },
+    live: () => [...children],
+    async stopAll(): Promise<void> {
+      await Promise.all([...children].map((c) => stopChild(c)));
+    },
+  };
+}
+
+/** SIGTERM (a worker drains), SIGKILL after 15 s. */
+export function stopChild(child: ChildProcess, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resolve();
+    child.once('exit', () => resolve());
+    child.kill(signal);
+    setTimeout(() => child.kill('SIGKILL'), 15_000).unref();
+  });
+}
+
+async function restartableRedis(options: ChaosStackOptions): Promise<Restartable & { url: string }> {
+  const binary = await ensureRedisServer({ install: 'auto', log: options.log });
+  const dir = path.join(options.dir, 'redis');
+  const port = await freePort();
+  const settings = { binary, dir, port, appendonly: options.appendonly, appendfsync: options.appendfsync };
+  let handle: RedisServerHandle | undefined = await startRedisServer(settings);
+  return {
+    url: handle.url,
+    get running() {
+      return handle !== undefined;
+    },
+    async stop(signal = 'graceful') {
+      const h = handle;
+      handle = undefined;
+      if (!h) return;
+      // A signal is the fault; close() then reaps the process (or shuts down a graceful one).
+      if (signal !== 'graceful') process.kill(h.pid, signal);
+      await h.close();
+    },
+    async start() {
+      handle ??= await startRedisServer(settings);
+    },
+  };
+}
+
+async function restartableS3(directory: string): Promise<Restartable & S3ServerHandle> {
+  let handle: S3ServerHandle | undefined = await startS3Server({ directory, buckets: [BUCKET] });
+  const first = handle;
+  const port = Number(new URL(first.endpoint).port);
+  return {
+    endpoint: first.endpoint,
+    accessKeyId: first.accessKeyId,
+    secretAccessKey: first.secretAccessKey,
+    get running() {
+      return handle !== undefined;
+    },
+    async stop() {
+      const h = handle;
+      handle = undefined;
+      await h?.close();
+    },
+    async start() {
+      handle ??= await startS3Server({ directory, port, buckets: [BUCKET] });
+    },
+    close: async () => {
+      await handle?.close();
+    },
+  };
+}

@@ -1,0 +1,73 @@
+/**
+ * worker-kill: SIGKILL a random worker every few seconds (and start a replacement) while a run
+ * of single-row jobs is submitted and drained. A killed worker's jobs are held under BullMQ
+ * locks that nobody renews; when a lock expires the stalled check puts the job back (or, past
+ * maxStalledCount, fails it with a reason). Invariant: every accepted job ends succeeded or
+ * failed-with-reason, none missing, and the counts reconcile exactly.
+ */
+import type { ChildProcess } from 'node:child_process';
+import { reconcile, submitJobs, waitSettled } from './load.ts';
+import { jobViolations, round, type ChaosContext, type ScenarioReport } from './report.ts';
+import { startChaosStack, type ChaosStack } from './stack.ts';
+import { sleep } from './sleep.ts';
+
+export interface WorkerKillSizes {
+  jobs: number;
+  workers: number;
+  killEveryMs: number;
+}
+
+export const WORKER_KILL_FULL: WorkerKillSizes = { jobs: 20_000, workers: 3, killEveryMs: 3_000 };
+export const WORKER_KILL_SHORT: WorkerKillSizes = { jobs: 1_000, workers: 2, killEveryMs: 3_000 };
+
+const MODEL = 'chaos-kill';
+
+export async function workerKill(ctx: ChaosContext, sizes: WorkerKillSizes): Promise<ScenarioReport> {
+  const stack = await startChaosStack({ dir: ctx.dir, log: ctx.log });
+  try {
+    await stack.deployModel(MODEL);
+    for (let i = 0; i < sizes.workers; i++) stack.startWorker(MODEL);
+    await stack.waitForWorkers(MODEL, 'active', sizes.workers);
+    ctx.log(`worker-kill: ${sizes.workers} workers active; submitting ${sizes.jobs} jobs, one SIGKILL every ${sizes.killEveryMs} ms`);
+
+    // Kills go on while jobs are submitted and while the backlog drains, until it has settled.
+    const stopKills = new AbortController();
+    const kills = killLoop(stack, sizes, stopKills.signal);
+    const started = performance.now();
+    const submitted = await submitJobs(stack, { model: MODEL, count: sizes.jobs, concurrency: 32 });
+    const settled = await waitSettled(stack, MODEL, submitted.accepted.length);
+    stopKills.abort();
+    const killed = await kills;
+    const elapsedS = (performance.now() - started) / 1000;
+    const jobs = await reconcile(stack, MODEL, submitted.accepted);
+    const violations = jobViolations(jobs);
+    if (!settled) violations.push('the queue never settled');
+    if (killed === 0) violations.push('no worker was killed: the run was too short to prove anything');
+    const rejected = Object.values(submitted.rejected).reduce((a, b) => a + b, 0);
+    if (rejected > 0) violations.push(`${rejected} submission(s) not accepted: ${JSON.stringify(submitted.rejected)}`);
+    return {
+      name: 'worker-kill',
+      jobs,
+      figures: { 'workers SIGKILLed': killed, 'jobs/s (submit → all terminal)': round(jobs.accepted / elapsedS) },
+      violations,
+    };
+  } finally {
+    await stack.close();
+  }
+}
+
+/** Kills a random live worker every `killEveryMs` and starts a replacement; returns the kill count. */
+async function killLoop(stack: ChaosStack, sizes: WorkerKillSizes, stop: AbortSignal): Promise<number> {
+  let killed = 0;
+  while (!stop.aborted) {
+    await sleep(sizes.killEveryMs, stop);
+    if (stop.aborted) break;
+    const live = stack.liveWorkers();
+    const victim: ChildProcess | undefined = live[Math.floor(Math.random() * live.length)];
+    if (!victim) continue;
+    victim.kill('SIGKILL');
+    killed++;
+    stack.startWorker(MODEL);
+  }
+  return killed;
+}
