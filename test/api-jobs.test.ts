@@ -7,6 +7,7 @@ import { Worker } from 'bullmq';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../infra/clock.ts';
 import { queueName, type JobData, type JobResult } from '../infra/job-contract.ts';
+import { closeRedis, createRedis, type RedisClient } from '../infra/redis.ts';
 import { buildMlpModel } from '../scripts/models.ts';
 import { startTestApi, type TestApi } from './support/api-app.ts';
 import { uniqueId } from './support/services.ts';
@@ -18,6 +19,8 @@ const rowsOf = (n: number, seed = 0) => ({
 });
 
 let stack: TestStack;
+/** The holding workers' shared connection (a Cluster client on a cluster URL). */
+let workerRedis: RedisClient | undefined;
 let api: TestApi;
 /** Plain BullMQ workers started by a test, closed after it. */
 const workers: Worker[] = [];
@@ -38,6 +41,7 @@ afterEach(async () => {
 
 afterAll(async () => {
   await api?.close();
+  if (workerRedis) await closeRedis(workerRedis);
   await stack?.close();
 });
 
@@ -58,6 +62,11 @@ async function submitId(model: string, body: unknown, via?: TestApi): Promise<st
 
 const errorOf = async (res: Response) => ((await res.json()) as { error: { code: string; message: string } }).error;
 
+function workerConnection(): RedisClient {
+  workerRedis ??= createRedis(stack.config.redisUrl);
+  return workerRedis;
+}
+
 /** A plain BullMQ worker on a model's queue; its jobs wait for `release()`. Records the order it takes them. */
 function holdingWorker(model: string, concurrency = 1) {
   let release: () => void = () => undefined;
@@ -73,7 +82,7 @@ function holdingWorker(model: string, concurrency = 1) {
       await gate;
       return { outputs: [], timings: { queueMs: 0, inferMs: 0, batchRows: 1 }, workerId: 'test' };
     },
-    { connection: { url: stack.config.redisUrl, maxRetriesPerRequest: null }, prefix: stack.config.queuePrefix, concurrency },
+    { connection: workerConnection(), prefix: stack.config.queuePrefix, concurrency },
   );
   workers.push(worker);
   return { order, taken, release, worker };

@@ -64,7 +64,8 @@ type Kind = 'ok' | 'fail' | 'invalid';
 /** Runs the traffic through a real Queue and Worker on the version's queue, until every job has finished. */
 async function serve(prefix: string, version: string, traffic: Traffic): Promise<void> {
   const name = queueName(MODEL, version);
-  const connection = { url: testServices().redisUrl };
+  // Its own client (a Cluster client on a cluster URL); Worker and Queue share it, and it closes last.
+  const connection = createRedis(testServices().redisUrl);
   const queue = new Queue<{ kind: Kind; spread: number }>(name, {
     connection,
     prefix,
@@ -100,6 +101,7 @@ async function serve(prefix: string, version: string, traffic: Traffic): Promise
   } finally {
     await worker.close();
     await queue.close();
+    await closeRedis(connection);
   }
 }
 

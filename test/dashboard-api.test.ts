@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../infra/clock.ts';
 import { loadConfig } from '../infra/config.ts';
 import { createDeploymentStore } from '../infra/deployments.ts';
-import { closeRedis, createRedis } from '../infra/redis.ts';
+import { closeRedis, createRedis, deleteMany, scanKeys } from '../infra/redis.ts';
 import { createArrivalHistory } from '../infra/scaler/arrival-history.ts';
 import { createDecisionLog, type DecisionRecord } from '../infra/scaler/decision-log.ts';
 import { MAX_REPLAY_ROWS } from '../api/use-cases/simulate-deployment.ts';
@@ -37,8 +37,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await api?.close();
-  const keys = await redis.keys(`${config.queuePrefix}:*`);
-  if (keys.length > 0) await redis.del(...keys);
+  for await (const keys of scanKeys(redis, `${config.queuePrefix}:*`)) await deleteMany(redis, keys);
   await closeRedis(redis);
 });
 

@@ -12,7 +12,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { closeRedis, createRedis } from '../infra/redis.ts';
+import { closeRedis, createRedis, deleteMany, scanKeys } from '../infra/redis.ts';
 import { CHROMIUM, DEMO, type DevStack, dashboardEnv, KEYS, signIn, startDev, submitJobs } from '../scripts/dashboard-screenshots.ts';
 import { testEnv, testServices } from './support/services.ts';
 
@@ -44,8 +44,7 @@ describe.skipIf(!hasChromium)('dashboard against warmpool dev', () => {
     await dev?.stop();
     const redis = createRedis(env.REDIS_URL as string);
     try {
-      const keys = await redis.keys(`${env.QUEUE_PREFIX}:*`);
-      if (keys.length > 0) await redis.del(...keys);
+      for await (const keys of scanKeys(redis, `${env.QUEUE_PREFIX}:*`)) await deleteMany(redis, keys);
     } finally {
       await closeRedis(redis);
       rmSync(cwd, { recursive: true, force: true });

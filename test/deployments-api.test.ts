@@ -10,7 +10,7 @@ import { errorHandler, notFoundHandler } from '../api/errors.ts';
 import { deploymentRoutes } from '../api/routes/deployments.ts';
 import { loadConfig } from '../infra/config.ts';
 import { createDeploymentStore } from '../infra/deployments.ts';
-import { closeRedis, createRedis } from '../infra/redis.ts';
+import { closeRedis, createRedis, deleteMany, scanKeys } from '../infra/redis.ts';
 import { createModelRegistry } from '../infra/registry.ts';
 import { createS3ObjectStore } from '../infra/s3-object-store.ts';
 import { buildMlpModel } from '../scripts/models.ts';
@@ -37,8 +37,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  const keys = await redis.keys(`${config.queuePrefix}:*`);
-  if (keys.length > 0) await redis.del(...keys);
+  for await (const keys of scanKeys(redis, `${config.queuePrefix}:*`)) await deleteMany(redis, keys);
   for (const o of await store.list(`${config.s3.prefix}/`)) await store.delete(o.key);
   await closeRedis(redis);
   store.close();

@@ -13,7 +13,7 @@ import { poolRoutes, POOL_DECISIONS_SHOWN, type PoolView } from '../api/routes/p
 import { ManualClock } from '../infra/clock.ts';
 import { createDeploymentStore } from '../infra/deployments.ts';
 import { queueName } from '../infra/job-contract.ts';
-import { closeRedis, createRedis } from '../infra/redis.ts';
+import { closeRedis, createRedis, deleteMany, scanKeys } from '../infra/redis.ts';
 import { createArrivalHistory } from '../infra/scaler/arrival-history.ts';
 import type { PoolProvider, PoolWorker } from '../infra/scaler/contracts.ts';
 import { createScalerController } from '../infra/scaler/controller.ts';
@@ -33,8 +33,7 @@ const queue = new Queue(queueName('ranker', '2'), { connection: redis, prefix })
 afterAll(async () => {
   await queue.close();
   await queueStats.close();
-  const keys = await redis.keys(`${prefix}:*`);
-  if (keys.length > 0) await redis.del(...keys);
+  for await (const keys of scanKeys(redis, `${prefix}:*`)) await deleteMany(redis, keys);
   await closeRedis(redis);
 });
 

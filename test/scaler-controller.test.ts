@@ -413,7 +413,7 @@ it('computes the backlog over waiting, prioritized, delayed and active jobs of e
   const q1 = new Queue(queueName(MODEL, '1'), { connection: redis, prefix: f.prefix });
   const q2 = new Queue(queueName(MODEL, '2'), { connection: redis, prefix: f.prefix });
   const q3 = new Queue(queueName(MODEL, '3'), { connection: redis, prefix: f.prefix });
-  const taker = new Worker(queueName(MODEL, '1'), null, { connection: { url: testServices().redisUrl }, prefix: f.prefix, autorun: false });
+  const taker = new Worker(queueName(MODEL, '1'), null, { connection: redis, prefix: f.prefix, autorun: false });
   cleanups.push(async () => {
     await taker.close();
     await Promise.all([q1.close(), q2.close(), q3.close()]);

@@ -133,7 +133,7 @@ describe('webhooks, end to end', () => {
           workerId: 'w1',
         };
       },
-      { connection: { url: testServices().redisUrl, maxRetriesPerRequest: null }, prefix, concurrency: 8 },
+      { connection: redis, prefix, concurrency: 8 },
     );
     // Two dispatchers for the whole file: every exactly-once assertion below holds with both racing.
     for (let i = 0; i < 2; i++) {
@@ -319,7 +319,7 @@ describe('startDispatcher (the `warmpool dispatcher` wiring)', () => {
     const worker = new Worker<JobData, JobResult>(
       queueName('wired', '1'),
       async () => ({ outputs: [], timings: { queueMs: 0, inferMs: 0, batchRows: 1 }, workerId: 'w' }),
-      { connection: { url: config.redisUrl, maxRetriesPerRequest: null }, prefix: config.queuePrefix },
+      { connection: redis, prefix: config.queuePrefix },
     );
     const running = startDispatcher(config, createLogger('silent'));
     try {

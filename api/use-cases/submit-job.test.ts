@@ -12,7 +12,7 @@ import { createIdempotencyStore } from '../../infra/idempotency.ts';
 import { queueName, type JobData } from '../../infra/job-contract.ts';
 import type { ModelManifest } from '../../infra/manifest.ts';
 import type { OipTensor } from '../../infra/oip.ts';
-import { closeRedis, createRedis } from '../../infra/redis.ts';
+import { closeRedis, createRedis, deleteMany, scanKeys } from '../../infra/redis.ts';
 import { createResultCache } from '../../infra/result-cache.ts';
 import { testServices, uniqueId } from '../../test/support/services.ts';
 import type { ModelCatalog } from '../ports.ts';
@@ -102,8 +102,7 @@ beforeAll(() => {
 });
 
 beforeEach(async () => {
-  const keys = await redis.keys(`${prefix}:*`);
-  if (keys.length > 0) await redis.del(...keys);
+  for await (const keys of scanKeys(redis, `${prefix}:*`)) await deleteMany(redis, keys);
   manifests = new Map(
     [manifest('scorer', '1'), manifest('scorer', '2'), manifest('lite', '1'), manifest('wide', '1', 8)].map((m) => [
       `${m.name}@${m.version}`,
@@ -124,8 +123,7 @@ beforeEach(async () => {
 });
 
 afterAll(async () => {
-  const keys = await redis.keys(`${prefix}:*`);
-  if (keys.length > 0) await redis.del(...keys);
+  for await (const keys of scanKeys(redis, `${prefix}:*`)) await deleteMany(redis, keys);
   await jobs?.close();
   await closeRedis(redis);
 });
