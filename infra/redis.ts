@@ -76,15 +76,15 @@ export function createRedis(url: string, options: RedisOptions = {}, onError: (e
 }
 
 function clusterOptions(address: ClusterAddress, base: RedisOptions): ClusterOptions {
-  const { enableOfflineQueue, enableReadyCheck, lazyConnect, enableAutoPipelining, ...nodeOptions } = base;
+  const { enableOfflineQueue, enableReadyCheck, lazyConnect, enableAutoPipelining: _autoPipelining, ...nodeOptions } = base;
   const redisOptions: RedisOptions = { ...nodeOptions };
   if (address.username !== undefined) redisOptions.username = address.username;
   if (address.password !== undefined) redisOptions.password = address.password;
   if (address.tls) redisOptions.tls = {};
   const options: ClusterOptions = { redisOptions, enableReadyCheck: enableReadyCheck ?? true, lazyConnect: lazyConnect ?? false };
   if (enableOfflineQueue !== undefined) options.enableOfflineQueue = enableOfflineQueue;
-  // The cluster pipelines by itself (per node); its nodes' own setting is not consulted.
-  if (enableAutoPipelining !== undefined) options.enableAutoPipelining = enableAutoPipelining;
+  // No auto-pipelining on a cluster whatever was asked: ioredis' cluster auto-pipeline cannot run
+  // the commands BullMQ defines (its Lua scripts: "pipeline[functionName] is not a function").
   return options;
 }
 
@@ -94,10 +94,9 @@ function clusterOptions(address: ClusterAddress, base: RedisOptions): ClusterOpt
  */
 export function duplicateClient(redis: RedisClient, overrides: RedisOptions = {}): RedisClient {
   if (!isCluster(redis)) return redis.duplicate(overrides);
-  const { enableOfflineQueue, enableAutoPipelining, ...nodeOverrides } = overrides;
+  const { enableOfflineQueue, enableAutoPipelining: _autoPipelining, ...nodeOverrides } = overrides;
   const options: ClusterOptions = { ...redis.options, redisOptions: { ...redis.options.redisOptions, ...nodeOverrides } };
   if (enableOfflineQueue !== undefined) options.enableOfflineQueue = enableOfflineQueue;
-  if (enableAutoPipelining !== undefined) options.enableAutoPipelining = enableAutoPipelining;
   return redis.duplicate(undefined, options);
 }
 
