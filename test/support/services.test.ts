@@ -2,8 +2,8 @@
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import { HeadBucketCommand, S3Client } from '@aws-sdk/client-s3';
-import { Redis } from 'ioredis';
 import { describe, expect, inject, it } from 'vitest';
+import { closeRedis, createRedis } from '../../infra/redis.ts';
 import { TEST_SERVICE_ENV, testEnv, testServices, uniqueId } from './services.ts';
 
 describe('test services', () => {
@@ -15,14 +15,15 @@ describe('test services', () => {
   });
 
   it('serves a real Redis', async () => {
-    const client = new Redis(testServices().redisUrl, { maxRetriesPerRequest: 0 });
+    // createRedis: a Cluster client when the suite runs on a Redis Cluster (WARMPOOL_TEST_REDIS=cluster).
+    const client = createRedis(testServices().redisUrl, { maxRetriesPerRequest: 0 });
     const key = uniqueId('services-test');
     try {
       await client.set(key, 'ok', 'EX', 60);
       expect(await client.get(key)).toBe('ok');
       await client.del(key);
     } finally {
-      client.disconnect();
+      await closeRedis(client);
     }
   });
 
