@@ -1,5 +1,4 @@
 // Cross-process metrics through a real Redis: workers publish snapshots, the API reads and merges.
-import { Redis } from 'ioredis';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -10,22 +9,21 @@ import {
   readMetricsSnapshots,
   renderClusterMetrics,
 } from '../infra/metrics.ts';
+import { closeRedis, createRedis, deleteMany, type RedisClient, scanKeys } from '../infra/redis.ts';
 import { testServices, uniqueId } from './support/services.ts';
 
 describe('metrics snapshots in Redis', () => {
-  let redis: Redis;
+  let redis: RedisClient;
   let prefix: string;
 
   beforeAll(() => {
-    redis = new Redis(testServices().redisUrl, { maxRetriesPerRequest: null });
+    redis = createRedis(testServices().redisUrl);
     prefix = uniqueId('metrics');
   });
 
   afterAll(async () => {
-    for await (const keys of redis.scanStream({ match: `${prefix}*`, count: 500 })) {
-      if ((keys as string[]).length > 0) await redis.del(...(keys as string[]));
-    }
-    redis.disconnect();
+    for await (const keys of scanKeys(redis, `${prefix}*`)) await deleteMany(redis, keys);
+    await closeRedis(redis);
   });
 
   async function publishWorker(workerId: string, rows: number[], keyPrefix = prefix): Promise<void> {
