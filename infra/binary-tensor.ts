@@ -40,7 +40,8 @@ export const BINARY_ITEM_BYTES: Record<BinaryDatatype, number> = {
   FP64: 8,
 };
 
-type Packed =
+/** Every typed array a numeric tensor packs into (the engine's EngineData is these or string[]). */
+export type PackedArray =
   | Float32Array
   | Float64Array
   | Int8Array
@@ -52,7 +53,7 @@ type Packed =
   | BigInt64Array
   | BigUint64Array;
 
-const ARRAY_OF: Record<BinaryDatatype, new (length: number) => Packed> = {
+const ARRAY_OF: Record<BinaryDatatype, new (length: number) => PackedArray> = {
   BOOL: Uint8Array,
   UINT8: Uint8Array,
   INT8: Int8Array,
