@@ -47,6 +47,7 @@ import {
 } from './job-contract.ts';
 import { blockingOptions, closeRedis, createRedis, duplicateClient, isCluster, type RedisClient } from './redis.ts';
 import { createResultCache } from './result-cache.ts';
+import { Wakeup } from './wakeup.ts';
 
 export type { JobView };
 
@@ -96,27 +97,6 @@ export interface BullJobQueue {
   /** Pending waitFor/watch calls: each holds one listener slot until it ends. */
   waiting(): number;
   close(): Promise<void>;
-}
-
-/** A wake-up that is remembered when it fires while nobody is waiting. */
-class Wakeup {
-  private pending = false;
-  private resolve: (() => void) | undefined;
-
-  readonly fire = (): void => {
-    const resolve = this.resolve;
-    this.resolve = undefined;
-    if (resolve) resolve();
-    else this.pending = true;
-  };
-
-  next(): Promise<void> {
-    if (this.pending) {
-      this.pending = false;
-      return Promise.resolve();
-    }
-    return new Promise((resolve) => (this.resolve = resolve));
-  }
 }
 
 const STATUS: Record<JobState, JobStatus> = {

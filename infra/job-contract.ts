@@ -3,6 +3,7 @@
  * deployed model version, named here and nowhere else; job data carries OIP tensors; the
  * result stored on the job carries OIP outputs and timings.
  */
+import type { BinaryTensor } from './binary-tensor.ts';
 import type { BulkChunkSpec, BulkPartResult } from './bulk/contract.ts';
 import type { OipRequestedOutput, OipTensor } from './oip.ts';
 
@@ -47,8 +48,11 @@ export interface JobData {
   tenant: string;
   model: string;
   version: string;
-  /** Validated against the manifest at submit: flat data, shape[0] = rows ≥ 1. */
-  inputs: OipTensor[];
+  /**
+   * Validated against the manifest at submit: flat data, shape[0] = rows ≥ 1. Bulk chunk jobs
+   * carry numeric inputs in the binary form (infra/binary-tensor.ts); API jobs never do.
+   */
+  inputs: Array<OipTensor | BinaryTensor>;
   outputs?: OipRequestedOutput[];
   parameters?: Record<string, unknown>;
   /** OIP request id echoed back, when the caller gave one. */

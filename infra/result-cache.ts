@@ -92,7 +92,13 @@ export function resultCacheKey(prefix: string, target: CacheTarget): string {
 export function requestDigest(target: Pick<CacheTarget, 'tenant' | 'modelSha256' | 'inputs' | 'outputs'>): string {
   const inputs = [...target.inputs]
     .sort((a, b) => compare(a.name, b.name))
-    .map((t) => ({ name: t.name, datatype: t.datatype, shape: t.shape, data: keepNegativeZero(t.data) }));
+    // A string is a bulk chunk's packed data (infra/binary-tensor.ts): never cached, but still keyed exactly.
+    .map((t) => ({
+      name: t.name,
+      datatype: t.datatype,
+      shape: t.shape,
+      data: typeof t.data === 'string' ? t.data : keepNegativeZero(t.data),
+    }));
   const outputs = target.outputs ? target.outputs.map((o) => o.name).sort(compare) : null;
   // The tenant is part of the key: a hit (visible as `cached: true`) must never tell one tenant
   // what another recently sent.

@@ -21,10 +21,11 @@ import { InvalidInputError } from '../infra/errors.ts';
 import type { JobData, JobResult } from '../infra/job-contract.ts';
 import { queueName } from '../infra/job-contract.ts';
 import type { ModelManifest } from '../infra/manifest.ts';
-import type { OipTensor } from '../infra/oip.ts';
+import type { OipRequestedOutput, OipTensor } from '../infra/oip.ts';
 import { validateInferRequest } from '../infra/oip-validate.ts';
 import type { ResultCache } from '../infra/result-cache.ts';
 import type { Batcher } from './batcher.ts';
+import { decodeBulkInputs, hasBinaryInputs } from './bulk-inputs.ts';
 import type { BulkPartWriter } from './bulk-part.ts';
 import type { Slice, SliceResult } from './batch-runner.ts';
 import { EngineRejectedError, type EngineTensor } from './engine/engine.ts';
@@ -100,9 +101,9 @@ async function runJob(data: JobData, options: IntakeOptions, queueMs: number): P
   const { manifest, batcher, maxRows } = options;
   // Jobs normally come validated from the API; validating again keeps any other producer
   // (or a stale job from an older model version) from crashing a forward pass for others.
-  const request = validateInferRequest({ inputs: data.inputs, outputs: data.outputs }, manifest);
-  const tensors: Record<string, EngineTensor> = {};
-  for (const input of request.inputs) tensors[input.name] = oipToEngine(input);
+  // Bulk chunks with packed inputs (the decoded path) name no outputs: their parts hold all of them.
+  const request: DecodedJob = hasBinaryInputs(data) ? decodeBulkInputs(data.inputs, manifest) : validated(data, manifest);
+  const { tensors } = request;
 
   const slices: Slice[] = [];
   for (let start = 0; start < request.rows; start += maxRows) {
@@ -136,6 +137,19 @@ async function runJob(data: JobData, options: IntakeOptions, queueMs: number): P
       workerId: options.workerId,
     },
   };
+}
+
+interface DecodedJob {
+  tensors: Record<string, EngineTensor>;
+  rows: number;
+  outputs?: OipRequestedOutput[];
+}
+
+function validated(data: JobData, manifest: ModelManifest): DecodedJob {
+  const request = validateInferRequest({ inputs: data.inputs, outputs: data.outputs }, manifest);
+  const tensors: Record<string, EngineTensor> = {};
+  for (const input of request.inputs) tensors[input.name] = oipToEngine(input);
+  return { ...request, tensors };
 }
 
 async function remember(data: JobData, result: JobResult, options: IntakeOptions): Promise<void> {

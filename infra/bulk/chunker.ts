@@ -6,6 +6,7 @@
  * (the job id `bulk:<runId>:<chunk>` and the part name depend on nothing else). Bad lines pass
  * through in order, between the chunks.
  */
+import { encodeBinaryTensor, isBinaryDatatype, type BinaryTensor } from '../binary-tensor.ts';
 import type { JobData } from '../job-contract.ts';
 import type { ModelManifest } from '../manifest.ts';
 import type { OipTensor } from '../oip.ts';
@@ -41,17 +42,18 @@ export async function* chunkRows(events: AsyncIterable<RowEvent>, chunkRows: num
   if (last) yield { kind: 'chunk', index, rows, offset: last.offset };
 }
 
-/** The chunk job's OIP inputs: the rows stacked along a new first axis, in the manifest's input order. */
-export function chunkTensors(rows: readonly GoodRow[], manifest: Pick<ModelManifest, 'inputs'>): OipTensor[] {
+/**
+ * The chunk job's inputs: the rows stacked along a new first axis, in the manifest's input order.
+ * Numeric inputs are packed (infra/binary-tensor.ts): JSON numbers cost the driver and the
+ * worker far more than the forward pass. BYTES inputs stay OIP JSON.
+ */
+export function chunkTensors(rows: readonly GoodRow[], manifest: Pick<ModelManifest, 'inputs'>): Array<OipTensor | BinaryTensor> {
   return manifest.inputs.map((spec) => {
-    const first = rows[0]?.values[spec.name];
-    const dims = first?.dims ?? [];
-    const data: OipTensor['data'] = [];
-    for (const row of rows) {
-      const values = row.values[spec.name]?.data ?? [];
-      for (let i = 0; i < values.length; i++) data.push(values[i] as OipTensor['data'][number]);
-    }
-    return { name: spec.name, datatype: spec.datatype, shape: [rows.length, ...dims], data };
+    const dims = rows[0]?.values[spec.name]?.dims ?? [];
+    const shape = [rows.length, ...dims];
+    const values = rows.map((row) => row.values[spec.name]?.data ?? []);
+    if (isBinaryDatatype(spec.datatype)) return encodeBinaryTensor(spec.name, spec.datatype, shape, values);
+    return { name: spec.name, datatype: spec.datatype, shape, data: values.flat() };
   });
 }
 

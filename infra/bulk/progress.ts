@@ -49,17 +49,8 @@ export function estimateRowsTotal(input: { rowsSeen: number; bytesSeen: number; 
   return Math.max(rowsSeen, Math.round((rowsSeen / bytesSeen) * bytesTotal));
 }
 
-export interface ProgressInput {
-  now: number;
-  rowsDone: number;
-  rowsTotal: number;
-  rowsTotalExact: boolean;
-  chunksDone: number;
-  chunksTotal?: number;
-  badRows: number;
-  rowsPerSecond: number;
-  deadline?: number;
-}
+/** The counts a progress view is computed from: the view's own fields, less what is derived here. */
+export type ProgressInput = Omit<BulkProgress, 'etaSeconds' | 'etaAt' | 'onTrack'> & { now: number; deadline?: number };
 
 export function computeProgress(input: ProgressInput): BulkProgress {
   const rowsLeft = Math.max(0, input.rowsTotal - input.rowsDone);

@@ -28,7 +28,7 @@ import { writeRunManifest } from './run-manifest.ts';
 import { RunReporter, type RunCounters } from './run-reporter.ts';
 import type { ObjectStats, PinnedObject, RunRecord, RunStore } from './run-store.ts';
 import { formatS3Url } from './s3-url.ts';
-import { Wakeup } from './wakeup.ts';
+import { Wakeup } from '../wakeup.ts';
 
 export const MAX_BAD_ROW_SAMPLES = 20;
 

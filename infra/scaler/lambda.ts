@@ -16,20 +16,13 @@
  * What a provider keeps in memory (e.g. start-as states queued for launching workers) lives as
  * long as the environment; losing it costs one tick of correction (see the providers' headers).
  */
-import { Registry } from 'prom-client';
-import { systemClock } from '../clock.ts';
 import { loadConfig } from '../config.ts';
-import { createDeploymentStore } from '../deployments.ts';
 import { closeAll, once } from '../lifecycle.ts';
 import { createLogger } from '../log.ts';
 import { closeRedis, createRedis } from '../redis.ts';
-import { createArrivalHistory } from './arrival-history.ts';
 import type { PoolProvider } from './contracts.ts';
-import { createScalerController, type ScalerController } from './controller.ts';
-import { forecastArrivals } from './forecast.ts';
-import { createPoolProvider, scalerSettingsOf } from './main.ts';
-import { decide } from './policy.ts';
-import { createQueueStats } from './queue-stats.ts';
+import type { ScalerController } from './controller.ts';
+import { createPoolProvider, createScaler, scalerSettingsOf } from './main.ts';
 
 export interface ScalerTickResult {
   /** Whether this invocation held the leader lock (a follower does nothing). */
@@ -85,36 +78,14 @@ async function startRuntime(env: NodeJS.ProcessEnv): Promise<Runtime> {
     await closeRedis(redis);
     throw err;
   }
-  const queueStats = createQueueStats({ redis, prefix: config.queuePrefix, clock: systemClock });
-  const controller = createScalerController({
-    redis,
-    prefix: config.queuePrefix,
-    deployments: createDeploymentStore(redis, config.queuePrefix),
-    history: createArrivalHistory(redis, config.queuePrefix, systemClock),
-    queueStats,
-    provider,
-    forecast: forecastArrivals,
-    decide,
-    clock: systemClock,
-    log,
-    settings: {
-      sloQueueWaitMs: s.sloQueueWaitMs,
-      coldStartMs: s.coldStartDefaultMs,
-      scaleDownStabilizationMs: s.scaleDownStabilizationMs,
-      targetUtilization: s.targetUtilization,
-    },
-    tickMs: s.tickMs,
-    metrics: new Registry(),
-    identity: `lambda:${env.AWS_LAMBDA_FUNCTION_NAME ?? 'warmpool-scaler'}`,
-  });
+  const scaler = createScaler(config, log, provider, { identity: `lambda:${env.AWS_LAMBDA_FUNCTION_NAME ?? 'warmpool-scaler'}` }, redis);
   log.info({ provider: provider.name, tickMs: s.tickMs }, 'scaler lambda ready');
   return {
-    controller,
+    controller: scaler.controller,
     close: () =>
       closeAll([
-        ['scaler', () => controller.close()],
+        ['scaler', () => scaler.close()],
         ['provider', () => provider.close()],
-        ['queue-stats', () => queueStats.close()],
         ['redis', () => closeRedis(redis)],
       ]),
   };

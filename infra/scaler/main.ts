@@ -87,8 +87,25 @@ export function scalerSettingsOf(config: Config, options: ScalerOptions = {}): S
  * undefined only with `shadow`.
  */
 export function startScaler(config: Config, log: Logger, provider: PoolProvider | undefined, options: ScalerOptions = {}): RunningScaler {
+  const scaler = createScaler(config, log, provider, options);
+  scaler.controller.start();
+  return scaler;
+}
+
+/**
+ * The controller wired to its Redis-backed inputs, not yet ticking: `startScaler` starts it on a
+ * timer, the scaler Lambda (lambda.ts) ticks it once per invocation. `redis`, when given, is the
+ * caller's (not closed here); otherwise the scaler opens and closes its own connection.
+ */
+export function createScaler(
+  config: Config,
+  log: Logger,
+  provider: PoolProvider | undefined,
+  options: ScalerOptions & { identity?: string } = {},
+  shared?: ReturnType<typeof createRedis>,
+): RunningScaler {
   const s = scalerSettingsOf(config, options);
-  const redis = createRedis(config.redisUrl, {}, (err) => log.warn({ err: err.message }, 'redis connection error'));
+  const redis = shared ?? createRedis(config.redisUrl, {}, (err) => log.warn({ err: err.message }, 'redis connection error'));
   const queueStats = createQueueStats({ redis, prefix: config.queuePrefix, clock: systemClock });
   const settings: ScalerSettings = {
     sloQueueWaitMs: s.sloQueueWaitMs,
@@ -111,16 +128,16 @@ export function startScaler(config: Config, log: Logger, provider: PoolProvider 
     shadow: options.shadow ?? false,
     tickMs: s.tickMs,
     ...(options.historyWindowMs ? { historyWindowMs: options.historyWindowMs } : {}),
+    ...(options.identity ? { identity: options.identity } : {}),
     metrics: new Registry(),
   });
-  controller.start();
   return {
     controller,
     close: once(() =>
       closeAll([
         ['scaler', () => controller.close()],
         ['queue-stats', () => queueStats.close()],
-        ['redis', () => closeRedis(redis)],
+        ['redis', () => (shared ? undefined : closeRedis(redis))],
       ]),
     ),
   };

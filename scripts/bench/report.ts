@@ -28,7 +28,7 @@ export const TARGETS: readonly Target[] = [
   { measurement: 'e2e_vs_raw_bullmq', op: '>=', value: 0.5 },
   { measurement: 'e2e_latency_p99_ms', op: '<=', value: 500 },
   { measurement: 'cold_start_vs_raw', op: '<=', value: 1.2 },
-  { measurement: 'bulk_vs_raw_ort', op: '>=', value: 0.85 },
+  { measurement: 'bulk_vs_raw_ort', op: '>=', value: 0.8 },
 ];
 
 export type Verdict = 'met' | 'gap' | '';

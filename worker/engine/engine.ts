@@ -5,6 +5,8 @@
  */
 
 /** ONNX Runtime's tensor type names that warmpool supports. */
+import type { PackedArray } from '../../infra/binary-tensor.ts';
+
 export type EngineDtype =
   | 'float32'
   | 'float16'
@@ -20,18 +22,7 @@ export type EngineDtype =
   | 'bool'
   | 'string';
 
-export type EngineData =
-  | Float32Array
-  | Float64Array
-  | Int8Array
-  | Uint8Array
-  | Int16Array
-  | Uint16Array
-  | Int32Array
-  | Uint32Array
-  | BigInt64Array
-  | BigUint64Array
-  | string[];
+export type EngineData = PackedArray | string[];
 
 /** float16 data is the raw IEEE half bits in a Uint16Array; bool is a Uint8Array of 0/1. */
 export interface EngineTensor {

@@ -8,7 +8,11 @@
  */
 import { InvalidInputError } from '../../infra/errors.ts';
 import type { Datatype, OipTensor } from '../../infra/oip.ts';
+import { binaryBytes, type BinaryTensor } from '../../infra/binary-tensor.ts';
+import { decodeHalf, encodeHalf } from '../../infra/half-float.ts';
 import type { EngineData, EngineDtype, EngineTensor } from './engine.ts';
+
+export { decodeHalf, encodeHalf };
 const DTYPE_OF: Record<Datatype, EngineDtype> = {
   BOOL: 'bool',
   UINT8: 'uint8',
@@ -82,6 +86,31 @@ export function oipToEngine(t: OipTensor): EngineTensor {
   const dims = checkedShape(t);
   const data = type === 'string' ? encodeStrings(t) : encodeNumeric(type, t);
   return { type, dims, data };
+}
+
+/**
+ * A bulk chunk's packed input (infra/binary-tensor.ts) as an engine tensor: a typed array over
+ * the decoded bytes, no number arrays. Invalid input when the bytes do not fit the shape, a BOOL
+ * byte is not 0/1, or a float is not finite (the same values a JSON request is refused for).
+ */
+export function decodeBinaryTensor(t: BinaryTensor): EngineTensor {
+  const type = datatypeToDtype(t.datatype);
+  if (type === 'string') throw new InvalidInputError('invalid_data', `input "${t.name}": BYTES has no binary form`);
+  const bytes = binaryBytes(t);
+  const Ctor = ARRAY_OF[type] as unknown as new (buffer: ArrayBuffer) => NumericData;
+  const data = new Ctor(bytes.buffer as ArrayBuffer);
+  const bad = badBinaryElement(type, data);
+  if (bad >= 0) throw new InvalidInputError('invalid_data', `input "${t.name}": element ${bad} is not a valid ${t.datatype}`);
+  return { type, dims: [...t.shape], data };
+}
+
+/** Index of the first element a JSON request would be refused for, or -1. */
+function badBinaryElement(type: Exclude<EngineDtype, 'string'>, data: NumericData): number {
+  if (type === 'bool') return (data as Uint8Array).findIndex((v) => v > 1);
+  if (type === 'float32' || type === 'float64') return (data as Float32Array).findIndex((v) => !Number.isFinite(v));
+  // Exponent all ones: ±inf or NaN.
+  if (type === 'float16') return (data as Uint16Array).findIndex((v) => (v & 0x7c00) === 0x7c00);
+  return -1;
 }
 
 export function engineToOip(name: string, t: EngineTensor): OipTensor {
@@ -301,46 +330,4 @@ export function forTransfer(tensors: Record<string, EngineTensor>): { tensors: R
     out[name] = { type: t.type, dims: [...t.dims], data };
   }
   return { tensors: out, transfer: [...transfer] };
-}
-
-const f64 = new DataView(new ArrayBuffer(8));
-
-/**
- * IEEE half bits of a JS number, rounded to nearest even straight from float64 (going through
- * float32 first would round twice and miss some ties). Overflow → ±inf, NaN → quiet NaN,
- * tiny values → subnormals or ±0.
- */
-export function encodeHalf(value: number): number {
-  f64.setFloat64(0, value);
-  const hi = f64.getUint32(0);
-  const sign = (hi >>> 16) & 0x8000;
-  const exp = (hi >>> 20) & 0x7ff;
-  if (exp === 0x7ff) return sign | (Number.isNaN(value) ? 0x7e00 : 0x7c00);
-  const halfExp = exp - 1023 + 15;
-  if (halfExp >= 31) return sign | 0x7c00;
-  // The 53-bit significand is an exact JS integer; dropping `shift` bits with round-half-even
-  // gives the half significand. Normal halves keep 11 bits (implicit 1 included), so the sum
-  // below carries into the exponent, and up to infinity, by itself.
-  const significand = (hi & 0xfffff) * 2 ** 32 + f64.getUint32(4) + (exp === 0 ? 0 : 2 ** 52);
-  if (halfExp >= 1) return sign | (((halfExp - 1) << 10) + roundShift(significand, 42));
-  const shift = 1051 - exp; // subnormal half: units of 2^-24
-  return shift > 53 ? sign : sign | roundShift(significand, shift);
-}
-
-function roundShift(n: number, shift: number): number {
-  const unit = 2 ** shift;
-  const q = Math.floor(n / unit);
-  const rem = n - q * unit;
-  const half = unit / 2;
-  return rem > half || (rem === half && q % 2 === 1) ? q + 1 : q;
-}
-
-/** The JS number that IEEE half bits stand for. */
-export function decodeHalf(bits: number): number {
-  const sign = bits & 0x8000 ? -1 : 1;
-  const exp = (bits >>> 10) & 0x1f;
-  const fraction = bits & 0x3ff;
-  if (exp === 0) return sign * fraction * 2 ** -24;
-  if (exp === 31) return fraction === 0 ? sign * Infinity : NaN;
-  return sign * (1024 + fraction) * 2 ** (exp - 25);
 }
