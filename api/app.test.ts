@@ -1,6 +1,5 @@
 // The HTTP API through app.request(), over in-memory fakes of its job queue and registry ports;
 // idempotency and rate limits run on the real Redis of the test services (their logic lives there).
-import { Redis } from 'ioredis';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { testServices, uniqueId } from '../test/support/services.ts';
@@ -13,6 +12,7 @@ import { createApiMetrics } from '../infra/metrics.ts';
 import { createRateLimiter } from '../infra/rate-limiter.ts';
 import { createApp, type AppDeps, type AppJobQueue } from './app.ts';
 import type { JobView, ModelCatalog } from './ports.ts';
+import { closeRedis, createRedis, deleteMany, scanKeys, type RedisClient } from '../infra/redis.ts';
 
 const KEY_A = 'key-aaaaaaaa';
 const KEY_B = 'key-bbbbbbbb';
@@ -117,21 +117,19 @@ describe('createApp', () => {
   let clock: ManualClock;
   let deps: AppDeps;
   let app: ReturnType<typeof createApp>;
-  let redis: Redis;
+  let redis: RedisClient;
   let prefix: string;
 
   beforeAll(() => {
-    redis = new Redis(testServices().redisUrl, { maxRetriesPerRequest: null });
+    redis = createRedis(testServices().redisUrl);
   });
 
   const prefixes: string[] = [];
   afterAll(async () => {
     for (const p of prefixes) {
-      for await (const keys of redis.scanStream({ match: `${p}:*`, count: 500 })) {
-        if ((keys as string[]).length > 0) await redis.del(...(keys as string[]));
-      }
+      for await (const keys of scanKeys(redis, `${p}:*`)) await deleteMany(redis, keys);
     }
-    redis.disconnect();
+    await closeRedis(redis);
   });
 
   beforeEach(() => {

@@ -199,6 +199,12 @@ const UNAVAILABLE_MESSAGES = [
   /max retries per request/i,
   // Replies of a Redis that is up but cannot serve yet (loading its AOF after a restart) or now.
   /^(LOADING|BUSY|MASTERDOWN|TRYAGAIN|CLUSTERDOWN|READONLY)\b/,
+  // ioredis' Cluster while its nodes are unreachable (it has no offline queue on the API's connections).
+  /Cluster isn't ready/i,
+  /None of startup nodes is available/i,
+  /Failed to refresh slots cache/i,
+  /Too many Cluster redirections/i,
+  /^(Cluster|Node) is disconnected/i,
 ];
 const UNAVAILABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ENOTCONN', 'EHOSTUNREACH']);
 

@@ -1,12 +1,12 @@
 // The delivery store against a real Redis: idempotent enqueue, exclusive claims, leases,
 // stale claims, dead letters, listing, replay and tenant isolation.
-import { Redis } from 'ioredis';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { testServices, uniqueId } from '../../test/support/services.ts';
 import { createDeliveryStore, type DeliveryStore, type NewDelivery } from './delivery-store.ts';
+import { closeRedis, createRedis, deleteMany, scanKeys } from '../../infra/redis.ts';
 
 describe('createDeliveryStore', () => {
-  const redis = new Redis(testServices().redisUrl, { maxRetriesPerRequest: null });
+  const redis = createRedis(testServices().redisUrl);
   const prefixes: string[] = [];
   let prefix: string;
   let store: DeliveryStore;
@@ -29,11 +29,9 @@ describe('createDeliveryStore', () => {
 
   afterAll(async () => {
     for (const p of prefixes) {
-      for await (const keys of redis.scanStream({ match: `${p}:*`, count: 500 })) {
-        if ((keys as string[]).length > 0) await redis.del(...(keys as string[]));
-      }
+      for await (const keys of scanKeys(redis, `${p}:*`)) await deleteMany(redis, keys);
     }
-    redis.disconnect();
+    await closeRedis(redis);
   });
 
   it('enqueues once per id, whatever the repeats', async () => {

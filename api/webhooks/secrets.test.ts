@@ -1,17 +1,16 @@
-import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../infra/clock.ts';
 import { testServices, uniqueId } from '../../test/support/services.ts';
 import { createWebhookSecrets } from './secrets.ts';
+import { closeRedis, createRedis, deleteMany, scanKeys } from '../../infra/redis.ts';
 
 describe('createWebhookSecrets', () => {
-  const redis = new Redis(testServices().redisUrl, { maxRetriesPerRequest: null });
+  const redis = createRedis(testServices().redisUrl);
   const prefix = uniqueId('sec');
 
   afterAll(async () => {
-    const keys = await redis.keys(`${prefix}:*`);
-    if (keys.length > 0) await redis.del(...keys);
-    redis.disconnect();
+    for await (const keys of scanKeys(redis, `${prefix}:*`)) await deleteMany(redis, keys);
+    await closeRedis(redis);
   });
 
   it('creates one secret per tenant on first use, the same for concurrent first uses', async () => {
