@@ -44,7 +44,12 @@ interface Tally {
 }
 
 export async function apiFuzz(ctx: ChaosContext, sizes: ApiFuzzSizes): Promise<ScenarioReport> {
-  const stack = await startChaosStack({ dir: ctx.dir, log: ctx.log, env: { BODY_LIMIT_BYTES: String(BODY_LIMIT_BYTES) } });
+  const stack = await startChaosStack({
+    dir: ctx.dir,
+    log: ctx.log,
+    redis: ctx.redis,
+    env: { BODY_LIMIT_BYTES: String(BODY_LIMIT_BYTES) },
+  });
   try {
     await stack.deployModel(MODEL);
     // A worker serves the valid requests the fuzzer happens to make (sync ones wait for it).

@@ -1,5 +1,5 @@
 /**
- * `npm run chaos [-- --short] [--only NAME[,NAME]] [--json FILE]`: the chaos suite. Each
+ * `npm run chaos [-- --short] [--only NAME[,NAME]] [--redis single|cluster] [--json FILE]`: the chaos suite. Each
  * scenario starts a stack of its own (scripts/chaos/stack.ts), injects its fault, and reports
  * counts; this prints one table per scenario and exits non-zero when any job is missing or any
  * invariant broke. `--short` runs every scenario small (what test/chaos.test.ts runs in CI).
@@ -12,6 +12,7 @@ import { parseArgs } from 'node:util';
 import { API_FUZZ_FULL, API_FUZZ_SHORT, apiFuzz } from './api-fuzz.ts';
 import { REDIS_RESTART_FULL, REDIS_RESTART_SHORT, redisRestart } from './redis-restart.ts';
 import { formatReport, type ChaosContext, type ScenarioReport } from './report.ts';
+import { CLUSTER_MASTERS, type RedisTopology } from './stack.ts';
 import { S3_OUTAGE_FULL, S3_OUTAGE_SHORT, s3Outage } from './s3-outage.ts';
 import { WEBHOOK_DOWN_FULL, WEBHOOK_DOWN_SHORT, webhookDown } from './webhook-down.ts';
 import { WORKER_KILL_FULL, WORKER_KILL_SHORT, workerKill } from './worker-kill.ts';
@@ -30,8 +31,18 @@ export const SCENARIOS: Record<string, Run> = {
 export async function chaosMain(args: string[]): Promise<number> {
   const { values } = parseArgs({
     args,
-    options: { short: { type: 'boolean', default: false }, only: { type: 'string' }, json: { type: 'string' } },
+    options: {
+      short: { type: 'boolean', default: false },
+      only: { type: 'string' },
+      json: { type: 'string' },
+      redis: { type: 'string', default: 'single' },
+    },
   });
+  const redis = values.redis;
+  if (redis !== 'single' && redis !== 'cluster') {
+    process.stderr.write(`chaos: --redis must be single or cluster, not ${JSON.stringify(redis)}\n`);
+    return 2;
+  }
   const names = values.only ? values.only.split(',').map((n) => n.trim()) : Object.keys(SCENARIOS);
   const unknown = names.filter((n) => !(n in SCENARIOS));
   if (unknown.length > 0) {
@@ -44,27 +55,33 @@ export async function chaosMain(args: string[]): Promise<number> {
   const reports: ScenarioReport[] = [];
   const startedAt = Date.now();
   for (const name of names) {
-    reports.push(await runOne(name, SCENARIOS[name] as Run, values.short, log));
+    reports.push(await runOne(name, SCENARIOS[name] as Run, { short: values.short, redis }, log));
     process.stdout.write(`\n${formatReport(reports.at(-1) as ScenarioReport)}\n\n`);
   }
   const failed = reports.filter((r) => r.violations.length > 0);
   process.stdout.write(`${'='.repeat(60)}\n`);
   for (const r of reports) process.stdout.write(`${formatReport(r)}\n`);
   const minutes = ((Date.now() - startedAt) / 60_000).toFixed(1);
-  process.stdout.write(`\nchaos: ${reports.length - failed.length}/${reports.length} scenarios passed in ${minutes} min\n`);
+  const on = redis === 'cluster' ? `a ${CLUSTER_MASTERS}-master Redis Cluster` : 'one redis-server';
+  process.stdout.write(`\nchaos: ${reports.length - failed.length}/${reports.length} scenarios passed on ${on} in ${minutes} min\n`);
   if (values.json) {
-    const machine = { cpus: os.availableParallelism(), node: process.version, short: values.short };
+    const machine = { cpus: os.availableParallelism(), node: process.version, short: values.short, redis };
     writeFileSync(values.json, `${JSON.stringify({ machine, reports }, null, 2)}\n`);
   }
   return failed.length === 0 ? 0 : 1;
 }
 
 /** One scenario in a folder of its own; a scenario that throws is a failed scenario, not a crash. */
-async function runOne(name: string, run: Run, short: boolean, log: (line: string) => void): Promise<ScenarioReport> {
+async function runOne(
+  name: string,
+  run: Run,
+  { short, redis }: { short: boolean; redis: RedisTopology },
+  log: (line: string) => void,
+): Promise<ScenarioReport> {
   const dir = mkdtempSync(path.join(os.tmpdir(), `warmpool-chaos-${name}-`));
-  log(`${name}: starting${short ? ' (short)' : ''}`);
+  log(`${name}: starting${short ? ' (short)' : ''}${redis === 'cluster' ? ' on a Redis Cluster' : ''}`);
   try {
-    return await run({ dir, log }, short);
+    return await run({ dir, log, redis }, short);
   } catch (err) {
     const message = err instanceof Error ? (err.stack ?? err.message) : String(err);
     log(`${name}: threw ${message}`);

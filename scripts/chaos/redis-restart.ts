@@ -39,6 +39,7 @@ export async function redisRestart(ctx: ChaosContext, sizes: RedisRestartSizes):
   const stack = await startChaosStack({
     dir: ctx.dir,
     log: ctx.log,
+    redis: ctx.redis,
     appendonly: true,
     appendfsync: sizes.appendfsync,
     env: { WEBHOOK_ALLOWED_PRIVATE_HOSTS: 'localhost', WEBHOOK_RETRY_SCHEDULE_MS: '500,1000,2000,4000,8000,8000,8000' },

@@ -3,6 +3,7 @@
  * verdicts on timing: `violations` lists every invariant that broke (a missing job, a 5xx, a
  * worker that never recovered), and the suite fails when any scenario has one.
  */
+import type { RedisTopology } from './stack.ts';
 
 /** The fate of the jobs a scenario submitted. */
 export interface JobCounts {
@@ -34,6 +35,8 @@ export interface ScenarioReport {
 export interface ChaosContext {
   dir: string;
   log: (line: string) => void;
+  /** Which Redis the scenario's stack starts; one redis-server unless asked. */
+  redis?: RedisTopology;
 }
 
 /** A scenario, sized by `S` (each exports a full and a short size). */

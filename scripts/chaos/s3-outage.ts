@@ -26,7 +26,7 @@ export const S3_OUTAGE_SHORT: S3OutageSizes = { downMs: 4_000, jobs: 50 };
 const MODEL = 'chaos-s3';
 
 export async function s3Outage(ctx: ChaosContext, sizes: S3OutageSizes): Promise<ScenarioReport> {
-  const stack = await startChaosStack({ dir: ctx.dir, log: ctx.log });
+  const stack = await startChaosStack({ dir: ctx.dir, log: ctx.log, redis: ctx.redis });
   try {
     await stack.deployModel(MODEL);
     const before = await submitJobs(stack, { model: MODEL, count: sizes.jobs, concurrency: 8 });

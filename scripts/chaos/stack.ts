@@ -11,6 +11,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startApiServer, type ApiServer } from '../../api/main.ts';
 import { loadConfig, type Config } from '../../infra/config.ts';
+import { startRedisCluster, type RedisClusterHandle } from '../../infra/dev/redis-cluster.ts';
 import { ensureRedisServer, startRedisServer, type RedisServerHandle } from '../../infra/dev/redis-server.ts';
 import { startS3Server, type S3ServerHandle } from '../../infra/dev/s3-server.ts';
 import { freePort } from '../../infra/dev/free-port.ts';
@@ -37,8 +38,13 @@ export interface ChaosStackOptions {
   /** Redis persistence; off unless asked. */
   appendonly?: boolean;
   appendfsync?: 'always' | 'everysec' | 'no';
+  /** One redis-server (default), or a local 3-master Redis Cluster (`npm run chaos -- --redis cluster`). */
+  redis?: RedisTopology;
   log: (line: string) => void;
 }
+
+export type RedisTopology = 'single' | 'cluster';
+export const CLUSTER_MASTERS = 3;
 
 /** A server the scenario can stop and start again on the same port and data. */
 export interface Restartable {
@@ -51,7 +57,8 @@ export interface ChaosStack {
   env: NodeJS.ProcessEnv;
   config: Config;
   api: ApiServer;
-  redis: Restartable & { url: string };
+  /** On a cluster, stop/start act on every node; `cluster` reaches single nodes. */
+  redis: Restartable & { url: string; cluster?: RedisClusterHandle };
   s3: Restartable;
   /** fetch against the API with the chaos tenant's key. */
   call(urlPath: string, init?: RequestInit): Promise<Response>;
@@ -77,7 +84,7 @@ export async function startChaosStack(options: ChaosStackOptions): Promise<Chaos
 }
 
 async function build(options: ChaosStackOptions, closers: Closer[]): Promise<ChaosStack> {
-  const redis = await restartableRedis(options);
+  const redis = options.redis === 'cluster' ? await restartableCluster(options) : await restartableRedis(options);
   closers.push(['redis-server', () => redis.stop('graceful')]);
   const s3 = await restartableS3(path.join(options.dir, 's3'));
   closers.push(['s3-server', () => s3.stop()]);
@@ -219,6 +226,32 @@ async function restartableRedis(options: ChaosStackOptions): Promise<Restartable
     },
     async start() {
       handle ??= await startRedisServer(settings);
+    },
+  };
+}
+
+/** A local cluster whose nodes all stop and start together (each keeps its port, folder and AOF). */
+async function restartableCluster(options: ChaosStackOptions): Promise<Restartable & { url: string; cluster: RedisClusterHandle }> {
+  const binary = await ensureRedisServer({ install: 'auto', log: options.log });
+  const cluster = await startRedisCluster({
+    binary,
+    dir: path.join(options.dir, 'redis-cluster'),
+    masters: CLUSTER_MASTERS,
+    appendonly: options.appendonly,
+    appendfsync: options.appendfsync,
+  });
+  const indexes = cluster.nodes.map((_, i) => i);
+  return {
+    url: cluster.url,
+    cluster,
+    get running() {
+      return indexes.some((i) => cluster.isRunning(i));
+    },
+    async stop(signal = 'graceful') {
+      await Promise.all(indexes.map((i) => cluster.stopNode(i, signal)));
+    },
+    async start() {
+      for (const i of indexes) await cluster.startNode(i);
     },
   };
 }

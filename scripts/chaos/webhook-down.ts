@@ -32,6 +32,7 @@ export async function webhookDown(ctx: ChaosContext, sizes: WebhookDownSizes): P
   const stack = await startChaosStack({
     dir: ctx.dir,
     log: ctx.log,
+    redis: ctx.redis,
     // Retries every few seconds, so the scenario sees them happen (the default spreads over a day).
     env: { WEBHOOK_ALLOWED_PRIVATE_HOSTS: 'localhost', WEBHOOK_RETRY_SCHEDULE_MS: '1000,2000,4000,4000,4000,4000,4000,4000' },
   });

@@ -23,7 +23,7 @@ export const WORKER_KILL_SHORT: WorkerKillSizes = { jobs: 1_000, workers: 2, kil
 const MODEL = 'chaos-kill';
 
 export async function workerKill(ctx: ChaosContext, sizes: WorkerKillSizes): Promise<ScenarioReport> {
-  const stack = await startChaosStack({ dir: ctx.dir, log: ctx.log });
+  const stack = await startChaosStack({ dir: ctx.dir, log: ctx.log, redis: ctx.redis });
   try {
     await stack.deployModel(MODEL);
     for (let i = 0; i < sizes.workers; i++) stack.startWorker(MODEL);
