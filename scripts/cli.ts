@@ -22,6 +22,9 @@ Usage:
                     [--backlog-max N|off] [--policy FILE]   (flags not given keep their value)
   warmpool rollback M                       restore the deployment's previous revision
   warmpool deployments                      list deployments
+  warmpool migrate-keys [--dry-run] [--force]
+                                            move a deployment's Redis keys to the Redis Cluster layout
+                                            (on the old single node, every process stopped)
   warmpool simulate --trace FILE.csv [--scale X] [--policy FILE.json] [--slo-ms N] [--cold-start-s N]
                     [--worker-rps N] [--batch-profile FILE] [--job-overhead-ms N] [--out DIR]
                     [--sweep NAME=V1,V2 …]   replay arrivals through the scaler's policy and baselines
@@ -31,7 +34,7 @@ Usage:
                     [--run-id ID] [--max-bad-rows N] [--tenant T]
                                             score every row under a prefix into parts; resumable by --run-id
   warmpool bulk status ID | bulk cancel ID  a bulk run's progress, or cancel it
-  warmpool bench [--quick] [--json FILE] [--model FILE.onnx]
+  warmpool bench [--quick] [--json FILE] [--model FILE.onnx] [--no-cluster]
                                             micro-batched vs one-job-per-run, measured side by side
 
 Configuration comes from environment variables (see README), validated at start.`;
@@ -62,6 +65,8 @@ export async function main(argv: string[]): Promise<number> {
       case 'deploy':
       case 'deployments':
         return await (await import('./commands/deploy.ts')).deployMain(command, args, config());
+      case 'migrate-keys':
+        return await (await import('./commands/migrate-keys.ts')).migrateKeysMain(args, config());
       case 'rollback':
         return await (await import('./commands/deploy.ts')).rollbackMain(args, config());
       case 'bulk':
