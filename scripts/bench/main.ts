@@ -1,9 +1,11 @@
 /**
- * `warmpool bench [--model FILE.onnx] [--json FILE] [--quick] [--api child|in-process]`
+ * `warmpool bench [--model FILE.onnx] [--json FILE] [--quick] [--api child|in-process] [--no-cluster]`
  *
  * One table, each row a ratio or a percentile measured side by side in this one run, because
  * absolute times on shared machines are noise; each row with a target says met or gap (a report,
  * never a failing exit). What the rows mean and the latest table: docs/BENCHMARKS.md.
+ * --no-cluster skips the Redis Cluster row (1 vs 3 masters), for a redis-server without cluster
+ * support or a shorter run.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -17,7 +19,7 @@ import type { ApiMode } from './e2e.ts';
 import { formatTable, judgedRows, toJson, type BenchModelInfo, type BenchReport, type BenchRow } from './report.ts';
 import { startBenchContext } from './services.ts';
 import { measureBulkVsRawOrt } from './bulk.ts';
-import { benchModel, benchSizes, benchSystem } from './suite.ts';
+import { benchCluster, benchModel, benchSizes, benchSystem } from './suite.ts';
 
 export async function benchMain(args: string[]): Promise<number> {
   const { values } = parseArgs({
@@ -27,6 +29,7 @@ export async function benchMain(args: string[]): Promise<number> {
       json: { type: 'string' },
       model: { type: 'string' },
       api: { type: 'string', default: 'child' },
+      'no-cluster': { type: 'boolean', default: false },
     },
     strict: true,
   });
@@ -59,6 +62,7 @@ export async function benchMain(args: string[]): Promise<number> {
       first ??= { manifest, run };
     }
     if (first) rows.push(...(await benchSystem(ctx, first.manifest, first.run, sizes, api)));
+    if (!values['no-cluster']) rows.push(...(await benchCluster(ctx, sizes)));
     out('');
     out(formatTable(rows));
     if (values.json) {

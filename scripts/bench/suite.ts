@@ -1,7 +1,8 @@
 /**
  * Which measurements make which rows. Per model: raw ONNX Runtime (every thread count and batch
  * size), the worker unbatched and micro-batched, cold start. Once, on the first model: end to
- * end over HTTP against raw BullMQ, latency at 80% of the maximum, and bulk scoring.
+ * end over HTTP against raw BullMQ, latency at 80% of the maximum, and bulk scoring. Once, on
+ * models of its own: end to end on a 1-master Redis Cluster vs a 3-master one.
  *
  * A measurement that fails gives its rows as n/a with the reason, and the others still run:
  * a bench that stops at the first broken piece hides how the rest performs.
@@ -10,6 +11,7 @@ import os from 'node:os';
 import { loadConfig } from '../../infra/config.ts';
 import type { ModelManifest } from '../../infra/manifest.ts';
 import { BENCH_BATCHES, BENCH_MAX_BATCH } from './bench-models.ts';
+import { CLUSTER_ROW, measureClusterScaling } from './cluster.ts';
 import { measureColdStart } from './cold-start.ts';
 import { measureE2e, type ApiMode } from './e2e.ts';
 import { rawBullmqRate } from './raw-bullmq.ts';
@@ -28,20 +30,43 @@ export interface BenchSizes {
   rawBullmqJobs: number;
   e2eJobs: number;
   latencyDurationS: number;
+  /** Models, single-row jobs per model and jobs in flight per model, per cluster run. */
+  cluster: { models: number; jobs: number; concurrency: number };
 }
 
 export function benchSizes(quick: boolean): BenchSizes {
   return quick
-    ? { jobs: 1500, fullBatchJobs: 120, cellMs: 300, rawBullmqJobs: 3000, e2eJobs: 2000, latencyDurationS: 6 }
-    : { jobs: 6000, fullBatchJobs: 400, cellMs: 1000, rawBullmqJobs: 10000, e2eJobs: 6000, latencyDurationS: 20 };
+    ? {
+        jobs: 1500,
+        fullBatchJobs: 120,
+        cellMs: 300,
+        rawBullmqJobs: 3000,
+        e2eJobs: 2000,
+        latencyDurationS: 6,
+        cluster: { models: 3, jobs: 300, concurrency: 48 },
+      }
+    : {
+        jobs: 6000,
+        fullBatchJobs: 400,
+        cellMs: 1000,
+        rawBullmqJobs: 10000,
+        e2eJobs: 6000,
+        latencyDurationS: 20,
+        cluster: { models: 3, jobs: 1000, concurrency: 48 },
+      };
 }
 
 const f0 = (v: number) => (Number.isFinite(v) ? Math.round(v).toLocaleString('en-US') : 'n/a');
 
-/** Rows named `<model>.<name>` with value NaN and the failure as detail. */
-function failedRows(model: string, names: string[], err: unknown): BenchRow[] {
+/** Rows named `<model>.<name>` (`<name>` for no model) with value NaN and the failure as detail. */
+function failedRows(model: string | undefined, names: string[], err: unknown): BenchRow[] {
   const reason = err instanceof Error ? err.message : String(err);
-  return names.map((name) => ({ name: `${model}.${name}`, value: NaN, unit: '', detail: `failed: ${reason.split('\n')[0]}` }));
+  return names.map((name) => ({
+    name: model === undefined ? name : `${model}.${name}`,
+    value: NaN,
+    unit: '',
+    detail: `failed: ${reason.split('\n')[0]}`,
+  }));
 }
 
 export interface ModelRun {
@@ -214,4 +239,16 @@ export async function benchSystem(
     rows.push(...failedRows(m, ['e2e_vs_raw_bullmq', 'e2e_latency_p99_ms'], err));
   }
   return rows;
+}
+
+/** Redis Cluster scaling, once per bench on models of its own; needs redis-server with cluster support. */
+export async function benchCluster(ctx: BenchContext, sizes: BenchSizes): Promise<BenchRow[]> {
+  const { models, jobs, concurrency } = sizes.cluster;
+  ctx.out(`[Redis Cluster: ${models} models, 1 vs 3 masters]`);
+  try {
+    return await measureClusterScaling(ctx, { models, jobs, concurrency });
+  } catch (err) {
+    const reason = err instanceof Error ? err.message.split('\n')[0] : String(err);
+    return failedRows(undefined, [CLUSTER_ROW], `${reason} (--no-cluster skips this row)`);
+  }
 }
