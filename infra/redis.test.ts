@@ -12,7 +12,10 @@ describe('isUnavailableError', () => {
     ['a Cluster client before its nodes answer', new Error("Cluster isn't ready and enableOfflineQueue options is false")],
     ['a Cluster client with every node down', new Error('None of startup nodes is available')],
     ['a Cluster client that cannot learn the slots', new Error('Failed to refresh slots cache.')],
-    ['a Cluster client bounced between failing nodes', new Error('Too many Cluster redirections. Last error: Error: Connection is closed.')],
+    [
+      'a Cluster client bounced between failing nodes',
+      new Error('Too many Cluster redirections. Last error: Error: Connection is closed.'),
+    ],
     ['a cause further down', new Error('enqueue failed', { cause: connError('ECONNRESET') })],
     ['one of an AggregateError', new AggregateError([new Error('x'), connError('ETIMEDOUT')])],
   ])('is true for %s', (_, err) => {
