@@ -22,7 +22,7 @@
 import os from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { Worker } from 'bullmq';
-import { duplicateClient, type RedisClient } from '../infra/redis.ts';
+import { duplicateClient, isCluster, type RedisClient } from '../infra/redis.ts';
 import { Registry } from 'prom-client';
 import type { Clock } from '../infra/clock.ts';
 import type { Config } from '../infra/config.ts';
@@ -274,10 +274,32 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
       else if (!intake.isRunning()) void intake.run().catch((err: unknown) => this.deps.log.error({ err }, 'intake stopped'));
       this.setState('active');
     } else if (this.desired === 'standby' && this.state !== 'standby') {
-      // pause() stops fetching and waits for the jobs held, which finish through the batcher.
-      if (this.state === 'active') await intake.pause();
+      if (this.state === 'active') await this.pauseIntake(intake);
       if (!this.closing) this.setState('standby');
     }
+  }
+
+  /**
+   * Stops fetching and waits for the jobs held, which finish through the batcher. BullMQ's own
+   * pause() does both on one Redis, but never resolves on a Redis Cluster (bullmq 6.7): it
+   * disconnects the blocking connection under an in-flight BZPOPMIN, and BullMQ's cluster
+   * recovery keeps reconnecting and retrying that read, so its main loop never ends. There the
+   * intake stops fetching without waiting (pause(true)) and the jobs held are counted down here;
+   * a fetch already blocked in BZPOPMIN on an empty queue may still take one job within
+   * drainDelay, and serves it like any other.
+   */
+  private async pauseIntake(intake: Worker<JobData, JobResult>): Promise<void> {
+    if (!isCluster(this.deps.redis)) return intake.pause();
+    await intake.pause(true);
+    await new Promise<void>((resolve) => {
+      const check = () => {
+        if (this.jobsInFlight > 0) return;
+        intake.off('completed', check).off('failed', check);
+        resolve();
+      };
+      intake.on('completed', check).on('failed', check);
+      check();
+    });
   }
 
   private startServing(manifest: ModelManifest, profile: BatchProfile): void {
