@@ -18,7 +18,7 @@ describe('migratedKey', () => {
     ['wp:webhooks:delivery:msg_j1_succeeded', 'webhooks', 'wp:{webhooks}:delivery:msg_j1_succeeded'],
     ['wp:webhooks:due', 'webhooks', 'wp:{webhooks}:due'],
     ['wp:webhooks:index:tenant-a:pending', 'webhooks', 'wp:{webhooks}:index:tenant-a:pending'],
-    ['wp:webhooks:cursor:infer.m.1', 'webhooks', 'wp:webhooks:cursor:{infer.m.1}'],
+    ['wp:webhooks:cursor:infer.m.1', 'webhooks', 'wp:{webhooks}:cursor:{infer.m.1}'],
     ['wp:bulk:running', 'bulk', 'wp:{bulk}:running'],
     ['wp:bulk:run:r1', 'bulk', 'wp:{bulk}:run:r1'],
     ['wp:bulk:run:r1:parts', 'bulk', 'wp:{bulk}:run:r1:parts'],
@@ -34,7 +34,7 @@ describe('migratedKey', () => {
     'wp:{infer.m.1}:wait',
     'wp:{deployments}',
     'wp:{webhooks}:due',
-    'wp:webhooks:cursor:{infer.m.1}',
+    'wp:{webhooks}:cursor:{infer.m.1}',
     'wp:canary:agg:{infer.m.1}:1700000000000',
     'wp:{bulk}:run:r1',
     // Keys whose names did not change.

@@ -11,7 +11,7 @@
  *                deployments:history:<m>            → {deployments}:history:<m>
  *   webhooks     webhooks:delivery:<id>, webhooks:due, webhooks:index:<tenant>:<state>
  *                                                  → {webhooks}:…   (the delivery store's keys only)
- *                webhooks:cursor:infer.<m>.<v>      → webhooks:cursor:{infer.<m>.<v>}
+ *                webhooks:cursor:infer.<m>.<v>      → {webhooks}:cursor:{infer.<m>.<v>}
  *   bulk         bulk:running, bulk:run:<id>[:parts|:objects|:outstanding|:lease] → {bulk}:…
  *   canary       canary:cursor:infer.<m>.<v>        → canary:cursor:{infer.<m>.<v>}
  *                canary:agg:infer.<m>.<v>:<bucket>  → canary:agg:{infer.<m>.<v>}:<bucket>
@@ -109,9 +109,9 @@ const TAGGED_HEADS: ReadonlyArray<{ family: KeyFamily; test: (rest: string) => b
   { family: 'bulk', test: (r) => r === 'bulk:running' || r.startsWith('bulk:run:'), from: 'bulk', to: '{bulk}' },
 ];
 
-/** Keys of ours that embed a queue name after a fixed head. */
-const QUEUE_NAMED_HEADS: ReadonlyArray<{ family: KeyFamily; head: string }> = [
-  { family: 'webhooks', head: 'webhooks:cursor:' },
+/** Keys of ours that embed a queue name after a fixed head (`to`: the head's new name, when it moves too). */
+const QUEUE_NAMED_HEADS: ReadonlyArray<{ family: KeyFamily; head: string; to?: string }> = [
+  { family: 'webhooks', head: 'webhooks:cursor:', to: '{webhooks}:cursor:' },
   { family: 'canary', head: 'canary:cursor:' },
   { family: 'canary', head: 'canary:agg:' },
 ];
@@ -129,10 +129,10 @@ export function migratedKey(prefix: string, key: string): { family: KeyFamily; t
   for (const t of TAGGED_HEADS) {
     if (t.test(rest)) return { family: t.family, to: head + t.to + rest.slice(t.from.length) };
   }
-  for (const { family, head: named } of QUEUE_NAMED_HEADS) {
+  for (const { family, head: named, to = named } of QUEUE_NAMED_HEADS) {
     if (!rest.startsWith(named)) continue;
     const moved = retagQueueHead(rest.slice(named.length));
-    if (moved !== null) return { family, to: head + named + moved };
+    if (moved !== null) return { family, to: head + to + moved };
   }
   return null;
 }

@@ -219,7 +219,7 @@ describe.skipIf(isClusterUrl(testServices().redisUrl))('key migration to the Red
     expect((await deliveries.claimDue(Date.now(), 10)).map((d) => d.id)).toEqual(['msg_pending']);
     expect(await createWebhookSecrets(redis, prefix, clock).getOrCreate('tenant-a')).toEqual(secret);
     const [lastEvent] = await redis.xrevrange(`${prefix}:${NEW_QUEUE}:events`, '+', '-', 'COUNT', 1);
-    expect(await redis.get(`${prefix}:webhooks:cursor:${NEW_QUEUE}`)).toBe(lastEvent?.[0]);
+    expect(await redis.get(`${prefix}:{webhooks}:cursor:${NEW_QUEUE}`)).toBe(lastEvent?.[0]);
 
     // Bulk: the run record, its parts and outstanding chunks.
     const runs = createRunStore(redis, prefix);

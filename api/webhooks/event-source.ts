@@ -7,10 +7,14 @@
  *   completed                           → job.succeeded
  *   failed, and the job is now `failed` → job.failed    (an attempt that will be retried is not)
  *
- * At least once: a queue's cursor (`<prefix>:webhooks:cursor:<queue>`) advances only after the
+ * At least once: a queue's cursor (`<prefix>:{webhooks}:cursor:<queue>`) advances only after the
  * deliveries of the entries before it are stored, so a crash re-reads some entries, and the
  * store's idempotent enqueue (the delivery id is derived from job id and event) drops the
  * repeats. A queue seen for the first time is read from its start for the same reason.
+ * The cursor shares the delivery store's hash tag, so on a Redis Cluster it lives on the same
+ * node as the deliveries it vouches for: a node that loses its last writes (SIGKILL under
+ * `appendfsync everysec`) loses a delivery and the cursor past it together — an AOF keeps a
+ * prefix of the writes — and never keeps a cursor that moved past a delivery it lost.
  * Events trimmed from a stream before they were read are lost: see the stream's maxLen.
  *
  * On a Redis Cluster each queue's stream lies in its own slot (job-contract.ts), and one XREAD
@@ -79,7 +83,7 @@ export function createEventSource(deps: EventSourceDeps): { run(signal: AbortSig
   const batchSize = deps.batchSize ?? 100;
   const clusterPollMs = deps.clusterPollMs ?? 100;
   const streamPrefix = `${deps.prefix}:`;
-  const cursorKey = (queue: string) => `${deps.prefix}:webhooks:cursor:${queue}`;
+  const cursorKey = (queue: string) => `${deps.prefix}:{webhooks}:cursor:${queue}`;
   /** Queue name → the id of the last entry handled. */
   const cursors = new Map<string, string>();
   const queues = new Map<string, Queue<JobData, JobResult>>();
