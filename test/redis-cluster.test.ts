@@ -2,20 +2,21 @@
  * warmpool on a Redis Cluster (a local 3-master cluster this file starts, beside the suite's
  * single node): one queue's keys in one slot, different queues on different masters, the
  * multi-key stores (deployments, webhook deliveries) and cross-shard SCANs working, and the
- * pipeline end to end with two API servers and two worker processes per model, as on
- * several hosts.
+ * pipeline end to end with three API servers (two of them `warmpool api` processes) and two
+ * worker processes per model, as on several hosts.
  */
 import { Queue } from 'bullmq';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startApiServer, type ApiServer } from '../api/main.ts';
 import { createDeliveryStore } from '../api/webhooks/delivery-store.ts';
-import { createLogger } from '../infra/log.ts';
 import { createBullJobQueue } from '../infra/bullmq-job-queue.ts';
 import { startRedisCluster, type RedisClusterHandle } from '../infra/dev/redis-cluster.ts';
+import { freePort } from '../infra/dev/free-port.ts';
 import { ensureRedisServer } from '../infra/dev/redis-server.ts';
 import { createDeploymentStore } from '../infra/deployments.ts';
 import { queueName, type JobData } from '../infra/job-contract.ts';
@@ -26,6 +27,17 @@ import { uniqueId } from './support/services.ts';
 import { startStack, waitForJob, type TestStack } from './support/stack.ts';
 
 const F = 8;
+const BIN = fileURLToPath(new URL('../bin/warmpool.mjs', import.meta.url));
+
+/** SIGTERM (the API drains), SIGKILL if it has not exited in 15 s. */
+function stopProcess(child: ChildProcess): Promise<void> {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resolve();
+    child.once('exit', () => resolve());
+    child.kill('SIGTERM');
+    setTimeout(() => child.kill('SIGKILL'), 15_000).unref();
+  });
+}
 
 let dir: string;
 let cluster: RedisClusterHandle;
@@ -139,18 +151,25 @@ describe('keys on a Redis Cluster', () => {
   });
 });
 
-describe('the pipeline on a Redis Cluster: 2 API servers, 2 worker processes × 2 models', () => {
+describe('the pipeline on a Redis Cluster: 3 API servers (2 `warmpool api` processes), 2 worker processes × 2 models', () => {
   let stack: TestStack;
-  let secondApi: ApiServer | undefined;
-  let secondUrl: string;
+  const apis: ChildProcess[] = [];
+  const apiUrls: string[] = [];
 
   beforeAll(async () => {
     stack = await startStack({ REDIS_URL: cluster.url, BATCH_MAX_WAIT_MS: '10', WARMUP_ITERATIONS: '1', HEARTBEAT_INTERVAL_MS: '300' });
-    // A second API server with Redis connections, queues and QueueEvents of its own. In this
-    // test's process: `warmpool api` as a child cannot start at this commit (an unrelated import
-    // error in api/use-cases/simulate-deployment.ts); it needs nothing else to be one.
-    secondApi = await startApiServer(stack.config, createLogger(stack.config.logLevel, { role: 'api-test-2' }));
-    secondUrl = secondApi.url;
+    // Two more API servers as separate processes, as on other hosts: Redis connections, queues
+    // and QueueEvents of their own, sharing only the cluster with the in-process one.
+    for (let i = 0; i < 2; i++) {
+      const port = await freePort();
+      const child = spawn(process.execPath, [BIN, 'api'], {
+        env: { ...stack.env, PORT: String(port), HOST: '127.0.0.1' },
+        stdio: ['ignore', 'ignore', 'pipe'],
+      });
+      child.stderr?.on('data', (chunk: Buffer) => process.stderr.write(`[api-${i + 2}] ${chunk}`));
+      apis.push(child);
+      apiUrls.push(`http://127.0.0.1:${port}`);
+    }
     for (const model of ['alpha', 'beta']) {
       await stack.registry.publish({
         name: model,
@@ -164,11 +183,11 @@ describe('the pipeline on a Redis Cluster: 2 API servers, 2 worker processes × 
     }
     await stack.waitForWorkers('alpha', 'active', 2, 90_000);
     await stack.waitForWorkers('beta', 'active', 2, 90_000);
-    await waitForReady(secondUrl);
+    for (const url of apiUrls) await waitForReady(url);
   }, 150_000);
 
   afterAll(async () => {
-    await secondApi?.close();
+    await Promise.all(apis.map((child) => stopProcess(child)));
     await stack?.close();
   });
 
@@ -182,7 +201,7 @@ describe('the pipeline on a Redis Cluster: 2 API servers, 2 worker processes × 
       if (ok) return;
       await new Promise((r) => setTimeout(r, 100));
     }
-    throw new Error(`the second API at ${url} did not become ready`);
+    throw new Error(`the API process at ${url} did not become ready`);
   }
 
   function submit(base: string, model: string, i: number): Promise<string> {
@@ -197,20 +216,27 @@ describe('the pipeline on a Redis Cluster: 2 API servers, 2 worker processes × 
     });
   }
 
-  it('runs jobs submitted through either API to success, each readable through the other', async () => {
-    const bases = [stack.api.url, secondUrl];
+  it('runs jobs submitted through any API to success, each readable through the others', async () => {
+    const bases = [stack.api.url, ...apiUrls];
     const submitted = await Promise.all(
-      Array.from({ length: 40 }, async (_, i) => {
+      Array.from({ length: 60 }, async (_, i) => {
         const model = i % 2 === 0 ? 'alpha' : 'beta';
-        return { model, id: await submit(bases[i % 4 < 2 ? 0 : 1] as string, model, i) };
+        return {
+          model,
+          id: await submit(bases[Math.floor(i / 2) % bases.length] as string, model, i),
+          via: Math.floor(i / 2) % bases.length,
+        };
       }),
     );
     const finished = await Promise.all(submitted.map(({ id }) => waitForJob(stack, id)));
     expect(finished.map((j) => j.status)).toEqual(submitted.map(() => 'succeeded'));
     expect(finished.map((j) => j.model)).toEqual(submitted.map((s) => s.model));
-    // The second API process reads a job the first accepted, from the same cluster.
-    const res = await fetch(`${secondUrl}/v1/jobs/${submitted[0]?.id}`, { headers: { authorization: 'Bearer key-aaaaaaaa' } });
-    expect(((await res.json()) as { status: string }).status).toBe('succeeded');
+    // Each API process reads, from the same cluster, the jobs another one accepted.
+    for (const [n, base] of bases.entries()) {
+      const other = submitted.find((s) => s.via !== n) as (typeof submitted)[number];
+      const res = await fetch(`${base}/v1/jobs/${other.id}`, { headers: { authorization: 'Bearer key-aaaaaaaa' } });
+      expect(((await res.json()) as { status: string; model: string }).status).toBe('succeeded');
+    }
     // Every worker is listed from whichever shard holds its heartbeat.
     const beats = await listHeartbeats(redis, stack.config.queuePrefix);
     expect(beats.filter((b) => b.model === 'alpha' && b.state === 'active')).toHaveLength(2);

@@ -1,7 +1,9 @@
 /**
  * redis-restart: Redis with an append-only file is stopped mid-run — once with SIGTERM (a clean
  * shutdown: the AOF is flushed and fsynced) and once with SIGKILL (no shutdown at all) — and
- * started again on the same port and folder, while submissions keep coming.
+ * started again on the same port and folder, while submissions keep coming. On a Redis Cluster
+ * (`--redis cluster`) every node is stopped each time, and then the queue's own shard alone is
+ * SIGKILLed and restarted.
  *
  * Invariants: every job that got a 202 survives and ends terminal; while Redis is down every
  * submission is answered 503 `unavailable` (with Retry-After) within the client's timeout,
@@ -9,7 +11,10 @@
  * same worker processes serve after the restart, and every job's webhook is delivered).
  */
 import { startDispatcher } from '../../api/webhooks/main.ts';
+import type { RedisClusterHandle } from '../../infra/dev/redis-cluster.ts';
+import { queueName } from '../../infra/job-contract.ts';
 import { createLogger } from '../../infra/log.ts';
+import { closeRedis, createRedis } from '../../infra/redis.ts';
 import { pushTo, reconcile, submitJobs, waitSettled, type SubmitOutcome } from './load.ts';
 import { startReceiver, waitForDeliveries } from './receiver.ts';
 import { jobViolations, percentile, round, type ChaosContext, type ScenarioReport } from './report.ts';
@@ -54,9 +59,9 @@ export async function redisRestart(ctx: ChaosContext, sizes: RedisRestartSizes):
     const load = steadyLoad(stack, webhook);
     const outages: Outage[] = [];
     await load.until(sizes.jobsPerPhase);
-    for (const signal of ['SIGTERM', 'SIGKILL'] as const) {
-      ctx.log(`redis-restart: ${signal} to redis-server, down for ${sizes.downMs} ms`);
-      outages.push(await outage(stack, signal, sizes.downMs, load, webhook));
+    for (const fault of await faults(stack)) {
+      ctx.log(`redis-restart: ${fault.label}, down for ${sizes.downMs} ms`);
+      outages.push(await outage(stack, fault, sizes.downMs, load, webhook));
       await load.until(load.sent() + sizes.jobsPerPhase);
     }
     const submitted = await load.stop();
@@ -79,6 +84,57 @@ export async function redisRestart(ctx: ChaosContext, sizes: RedisRestartSizes):
   }
 }
 
+/** A way to take Redis down and bring it back; `name` labels its figures. */
+interface Fault {
+  name: string;
+  label: string;
+  stop(): Promise<void>;
+  start(): Promise<void>;
+}
+
+/**
+ * SIGTERM then SIGKILL to every Redis node. On a cluster also SIGKILL to the one master that
+ * holds the model's queue: the other shards keep serving their slots until the cluster marks
+ * itself down (cluster-node-timeout, 5 s here), and the queue's jobs must survive on that
+ * node's AOF.
+ */
+async function faults(stack: ChaosStack): Promise<Fault[]> {
+  const all = (['SIGTERM', 'SIGKILL'] as const).map((signal) => ({
+    name: signal,
+    label: `${signal} to every redis-server`,
+    stop: () => stack.redis.stop(signal),
+    start: () => stack.redis.start(),
+  }));
+  const cluster = stack.redis.cluster;
+  if (!cluster) return all;
+  const shard = await queueShard(stack, cluster);
+  return [
+    ...all,
+    {
+      name: 'SIGKILL queue shard',
+      label: `SIGKILL to the master holding the queue (node ${shard} of ${cluster.nodes.length})`,
+      stop: () => cluster.stopNode(shard, 'SIGKILL'),
+      start: () => cluster.startNode(shard),
+    },
+  ];
+}
+
+/** The index of the cluster node whose slots include the model's queue. */
+async function queueShard(stack: ChaosStack, cluster: RedisClusterHandle): Promise<number> {
+  const redis = createRedis(stack.redis.url);
+  try {
+    const key = `${stack.config.queuePrefix}:${queueName(MODEL, '1')}:wait`;
+    const slot = Number(await redis.call('CLUSTER', 'KEYSLOT', key));
+    const ranges = (await redis.call('CLUSTER', 'SLOTS')) as Array<[number, number, [string, number, ...unknown[]]]>;
+    const owner = ranges.find(([first, last]) => slot >= first && slot <= last);
+    const index = cluster.nodes.findIndex((n) => n.port === owner?.[2][1]);
+    if (index < 0) throw new Error(`no node of the local cluster holds slot ${slot}`);
+    return index;
+  } finally {
+    await closeRedis(redis);
+  }
+}
+
 interface Outage {
   signal: string;
   /** Answers to requests sent while Redis was down: status → latencies (ms). */
@@ -87,15 +143,9 @@ interface Outage {
   recoveryMs: number;
 }
 
-/** Stops Redis with `signal`, probes the API while it is down, starts it again on the same port and folder. */
-async function outage(
-  stack: ChaosStack,
-  signal: 'SIGTERM' | 'SIGKILL',
-  downMs: number,
-  load: SteadyLoad,
-  extra: Record<string, unknown>,
-): Promise<Outage> {
-  await stack.redis.stop(signal);
+/** Takes Redis down by `fault`, probes the API while it is down, starts it again on the same port and folder. */
+async function outage(stack: ChaosStack, fault: Fault, downMs: number, load: SteadyLoad, extra: Record<string, unknown>): Promise<Outage> {
+  await fault.stop();
   const downSince = Date.now();
   const answers: Record<string, number[]> = {};
   // Submissions sent only while down: a probe pool that stops at the restart.
@@ -114,11 +164,11 @@ async function outage(
   up = true;
   for (const [status, ms] of Object.entries(probed.latencyMs)) pushTo(answers, status, ms);
   load.absorb(probed);
-  await stack.redis.start();
+  await fault.start();
   const restartedAt = Date.now();
   const before = load.acceptedCount();
   while (load.acceptedCount() === before && Date.now() - restartedAt < 60_000) await sleep(50);
-  return { signal, answers, recoveryMs: Date.now() - restartedAt };
+  return { signal: fault.name, answers, recoveryMs: Date.now() - restartedAt };
 }
 
 interface SteadyLoad {
