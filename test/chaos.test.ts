@@ -4,7 +4,8 @@
  * the suite's shared ones, since it stops and restarts them — injects its fault and reports
  * counts. A scenario's `violations` list every invariant that broke (a missing job, a 5xx, a
  * hang, a worker that died or never recovered); here they must be empty. Timings are reported
- * by the scenarios, never asserted.
+ * by the scenarios, never asserted. The worker-kill and redis-restart scenarios run again on a
+ * local 3-master Redis Cluster (`npm run chaos:cluster` runs all of them there).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
@@ -14,15 +15,16 @@ import { API_FUZZ_SHORT, apiFuzz } from '../scripts/chaos/api-fuzz.ts';
 import { REDIS_RESTART_SHORT, redisRestart } from '../scripts/chaos/redis-restart.ts';
 import { formatReport, type ChaosContext, type ScenarioReport } from '../scripts/chaos/report.ts';
 import { S3_OUTAGE_SHORT, s3Outage } from '../scripts/chaos/s3-outage.ts';
+import type { RedisTopology } from '../scripts/chaos/stack.ts';
 import { WEBHOOK_DOWN_SHORT, webhookDown } from '../scripts/chaos/webhook-down.ts';
 import { WORKER_KILL_SHORT, workerKill } from '../scripts/chaos/worker-kill.ts';
 
 const dirs: string[] = [];
 
-function context(name: string): ChaosContext {
+function context(name: string, redis: RedisTopology = 'single'): ChaosContext {
   const dir = mkdtempSync(path.join(os.tmpdir(), `warmpool-chaos-${name}-`));
   dirs.push(dir);
-  return { dir, log: () => undefined };
+  return { dir, log: () => undefined, redis };
 }
 
 afterEach(() => {
@@ -70,4 +72,24 @@ describe('chaos (short)', () => {
     expect(report.figures['requests sent']).toBeGreaterThanOrEqual(1_000);
     expect(report.figures['5xx answers']).toBe(0);
   }, 180_000);
+});
+
+describe('chaos on a local 3-master Redis Cluster (short)', () => {
+  it('worker-kill: SIGKILLed workers lose no accepted job; counts reconcile', async () => {
+    const report = await workerKill(context('kill-cluster', 'cluster'), { ...WORKER_KILL_SHORT, jobs: 400 });
+    expectClean(report);
+    expect(report.figures['workers SIGKILLed']).toBeGreaterThan(0);
+    expect(report.jobs?.accepted).toBe(400);
+    expect((report.jobs?.succeeded ?? 0) + (report.jobs?.failed ?? 0)).toBe(400);
+  }, 180_000);
+
+  it('redis-restart: jobs survive every node stopped (SIGTERM, SIGKILL) and the queue shard SIGKILLed; 503 while down', async () => {
+    const report = await redisRestart(context('redis-cluster', 'cluster'), REDIS_RESTART_SHORT);
+    expectClean(report);
+    for (const fault of ['SIGTERM', 'SIGKILL', 'SIGKILL queue shard']) {
+      expect(report.figures[`${fault}: 503 unavailable answers`]).toBeGreaterThan(0);
+    }
+    expect(report.jobs?.missing).toBe(0);
+    expect(report.figures['webhooks not delivered']).toBe(0);
+  }, 240_000);
 });

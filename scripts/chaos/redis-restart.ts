@@ -10,6 +10,8 @@
  * never hangs; the API, the workers and the webhook dispatcher reconnect by themselves (the
  * same worker processes serve after the restart, and every job's webhook is delivered).
  */
+import { createDeliveryStore } from '../../api/webhooks/delivery-store.ts';
+import { deliveryId } from '../../api/webhooks/event-source.ts';
 import { startDispatcher } from '../../api/webhooks/main.ts';
 import type { RedisClusterHandle } from '../../infra/dev/redis-cluster.ts';
 import { queueName } from '../../infra/job-contract.ts';
@@ -68,6 +70,7 @@ export async function redisRestart(ctx: ChaosContext, sizes: RedisRestartSizes):
     const settled = await waitSettled(stack, MODEL, submitted.accepted.length);
     const jobs = await reconcile(stack, MODEL, submitted.accepted);
     const webhooksMissing = await waitForDeliveries(receiver, submitted.accepted);
+    const undelivered = webhooksMissing > 0 ? await describeUndelivered(stack, submitted.accepted.filter((id) => !receiver.delivered.has(id))) : '';
     const sameWorkers = stack.liveWorkers().map((w) => w.pid);
     return report(sizes, {
       jobs,
@@ -75,6 +78,7 @@ export async function redisRestart(ctx: ChaosContext, sizes: RedisRestartSizes):
       outages,
       submitted,
       webhooksMissing,
+      undelivered,
       workersRestarted: pids.filter((p) => !sameWorkers.includes(p)).length,
     });
   } finally {
@@ -231,6 +235,7 @@ function report(
     outages: Outage[];
     submitted: SubmitOutcome;
     webhooksMissing: number;
+    undelivered: string;
     workersRestarted: number;
   },
 ): ScenarioReport {
@@ -249,9 +254,29 @@ function report(
   }
   figures['workers restarted'] = r.workersRestarted;
   figures['webhooks not delivered'] = r.webhooksMissing;
+  if (r.undelivered) figures['undelivered, first few'] = r.undelivered;
   if (r.workersRestarted > 0) violations.push(`${r.workersRestarted} worker process(es) exited`);
   if (r.webhooksMissing > 0) violations.push(`${r.webhooksMissing} webhook(s) never delivered: the dispatcher did not recover`);
   return { name: 'redis-restart', jobs: r.jobs, figures, violations };
+}
+
+/** What the delivery store holds for the first few jobs whose webhook never arrived: where the chain broke. */
+async function describeUndelivered(stack: ChaosStack, jobIds: string[]): Promise<string> {
+  const redis = createRedis(stack.redis.url);
+  try {
+    const store = createDeliveryStore(redis, stack.config.queuePrefix);
+    const parts: string[] = [];
+    for (const jobId of jobIds.slice(0, 5)) {
+      const delivery = await store.get(deliveryId(jobId, 'job.succeeded'));
+      const what = delivery
+        ? `${delivery.state}${delivery.reason ? ` (${delivery.reason})` : ''}, ${delivery.attempts.length} attempt(s)`
+        : 'no delivery record';
+      parts.push(`${jobId}: ${what}`);
+    }
+    return parts.join('; ');
+  } finally {
+    await closeRedis(redis);
+  }
 }
 
 function latencies(ms: number[]): string {
