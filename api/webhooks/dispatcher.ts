@@ -50,12 +50,21 @@ export interface Dispatcher {
   readonly store: DeliveryStore;
 }
 
+/**
+ * How long a claim holds a delivery: it outlives the slowest attempt (DNS + request, both under
+ * timeoutMs) with room to record it. A claim whose reply never reached the dispatcher (Redis
+ * went away after applying it) is picked up again when it ends: that webhook is late by up to
+ * this long, never lost.
+ */
+export function deliveryLeaseMs(config: Pick<Config['webhooks'], 'timeoutMs'>): number {
+  return 2 * config.timeoutMs + 30_000;
+}
+
 export function createDispatcher(deps: DispatcherDeps): Dispatcher {
   const concurrency = deps.concurrency ?? 16;
   const pollIntervalMs = deps.pollIntervalMs ?? 250;
   const random = deps.random ?? Math.random;
-  // A claim outlives the slowest attempt (DNS + request, both under timeoutMs) with room to record it.
-  const store = createDeliveryStore(deps.redis, deps.prefix, { leaseMs: 2 * deps.config.timeoutMs + 30_000 });
+  const store = createDeliveryStore(deps.redis, deps.prefix, { leaseMs: deliveryLeaseMs(deps.config) });
   const secrets = createWebhookSecrets(deps.redis, deps.prefix, deps.clock);
   const blocking = duplicateClient(deps.redis);
   blocking.on('error', (err: Error) => deps.log.warn({ err: err.message }, 'webhook dispatcher: redis error'));

@@ -80,15 +80,18 @@ async function runOne(
 ): Promise<ScenarioReport> {
   const dir = mkdtempSync(path.join(os.tmpdir(), `warmpool-chaos-${name}-`));
   log(`${name}: starting${short ? ' (short)' : ''}${redis === 'cluster' ? ' on a Redis Cluster' : ''}`);
+  let report: ScenarioReport;
   try {
-    return await run({ dir, log, redis }, short);
+    report = await run({ dir, log, redis }, short);
   } catch (err) {
     const message = err instanceof Error ? (err.stack ?? err.message) : String(err);
     log(`${name}: threw ${message}`);
-    return { name, figures: {}, violations: [`the scenario threw: ${err instanceof Error ? err.message : String(err)}`] };
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
+    report = { name, figures: {}, violations: [`the scenario threw: ${err instanceof Error ? err.message : String(err)}`] };
   }
+  // A failed scenario's folder (worker logs, Redis and S3 data) is kept for a post-mortem.
+  if (report.violations.length > 0) log(`${name}: failed; its folder is kept: ${dir}`);
+  else rmSync(dir, { recursive: true, force: true });
+  return report;
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {

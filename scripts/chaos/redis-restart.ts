@@ -12,6 +12,7 @@
  */
 import { createDeliveryStore } from '../../api/webhooks/delivery-store.ts';
 import { deliveryId } from '../../api/webhooks/event-source.ts';
+import { deliveryLeaseMs } from '../../api/webhooks/dispatcher.ts';
 import { startDispatcher } from '../../api/webhooks/main.ts';
 import type { RedisClusterHandle } from '../../infra/dev/redis-cluster.ts';
 import { queueName } from '../../infra/job-contract.ts';
@@ -69,8 +70,15 @@ export async function redisRestart(ctx: ChaosContext, sizes: RedisRestartSizes):
     const submitted = await load.stop();
     const settled = await waitSettled(stack, MODEL, submitted.accepted.length);
     const jobs = await reconcile(stack, MODEL, submitted.accepted);
-    const webhooksMissing = await waitForDeliveries(receiver, submitted.accepted);
-    const undelivered = webhooksMissing > 0 ? await describeUndelivered(stack, submitted.accepted.filter((id) => !receiver.delivered.has(id))) : '';
+    // A claim applied as Redis went away (its reply lost) is retried once its lease ends: late, not lost.
+    const webhooksMissing = await waitForDeliveries(receiver, submitted.accepted, deliveryLeaseMs(stack.config.webhooks) + 15_000);
+    const undelivered =
+      webhooksMissing > 0
+        ? await describeUndelivered(
+            stack,
+            submitted.accepted.filter((id) => !receiver.delivered.has(id)),
+          )
+        : '';
     const sameWorkers = stack.liveWorkers().map((w) => w.pid);
     return report(sizes, {
       jobs,
@@ -268,8 +276,9 @@ async function describeUndelivered(stack: ChaosStack, jobIds: string[]): Promise
     const parts: string[] = [];
     for (const jobId of jobIds.slice(0, 5)) {
       const delivery = await store.get(deliveryId(jobId, 'job.succeeded'));
+      const due = delivery?.nextAttemptAt == null ? '' : `, due in ${Math.round((delivery.nextAttemptAt - Date.now()) / 1000)} s`;
       const what = delivery
-        ? `${delivery.state}${delivery.reason ? ` (${delivery.reason})` : ''}, ${delivery.attempts.length} attempt(s)`
+        ? `${delivery.state}${delivery.reason ? ` (${delivery.reason})` : ''}, ${delivery.attempts.length} attempt(s)${due}`
         : 'no delivery record';
       parts.push(`${jobId}: ${what}`);
     }

@@ -172,7 +172,7 @@ function once(fn: () => Promise<void>): () => Promise<void> {
   };
 }
 
-/** Worker child processes; each one's stderr goes to a log file of its own. */
+/** Worker child processes; each one's output goes to a log file of its own. */
 function workerPool(env: NodeJS.ProcessEnv, logDir: string) {
   mkdirSync(logDir, { recursive: true });
   const children = new Set<ChildProcess>();
@@ -181,9 +181,13 @@ function workerPool(env: NodeJS.ProcessEnv, logDir: string) {
     start(model: string, extraEnv: Record<string, string> = {}): ChildProcess {
       const child = spawn(process.execPath, [BIN, 'worker', '--model', model, '--version', '1'], {
         env: { ...env, ...extraEnv },
-        stdio: ['ignore', 'ignore', 'pipe'],
+        stdio: ['ignore', 'pipe', 'pipe'],
       });
-      child.stderr?.pipe(createWriteStream(path.join(logDir, `worker-${++n}.log`)));
+      // Its logs (pino writes to stdout) and anything on stderr, in one file per worker.
+      const log = createWriteStream(path.join(logDir, `worker-${++n}.log`));
+      child.stdout?.pipe(log, { end: false });
+      child.stderr?.pipe(log, { end: false });
+      child.once('exit', () => log.end());
       children.add(child);
       child.once('exit', () => children.delete(child));
       return child;
