@@ -70,6 +70,10 @@ export async function workerMain(args: string[], config: Config, env: NodeJS.Pro
     force: (signal) => log.warn({ signal }, 'forced exit'),
   });
   void worker.drainRequested.then(() => drain('control: drain'));
+  // `kill -USR2 <pid>`: where the worker and its Redis connections stand, logged at warn.
+  process.on('SIGUSR2', () => {
+    void worker.diagnostics().then((d) => log.warn(d, 'diagnostics'));
+  });
   try {
     // Before start(): probes see `launching`/`warming` as not ready rather than refused.
     if (config.worker.healthPort > 0) {

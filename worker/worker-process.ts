@@ -373,6 +373,36 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
     this.intake.on('error', (err) => this.deps.log.warn({ err }, 'intake error'));
   }
 
+  /**
+   * What an operator needs to tell a stuck worker from an idle one (`kill -USR2 <pid>` logs it):
+   * its state, the jobs it holds, and where each Redis connection stands, including BullMQ's
+   * blocking one (protected in BullMQ's types: read through a narrow cast).
+   */
+  async diagnostics(): Promise<Record<string, unknown>> {
+    const status = (client: unknown) => {
+      const c = client as { status?: string; nodes?: () => unknown[] } | undefined;
+      return c ? { status: c.status, ...(typeof c.nodes === 'function' ? { nodes: c.nodes().length } : {}) } : null;
+    };
+    const intake = this.intake;
+    const internals = intake as unknown as { client?: Promise<unknown>; blockingConnection?: { client: Promise<unknown> } };
+    const within = <T>(p: Promise<T> | undefined) =>
+      p ? Promise.race([p, new Promise<undefined>((r) => setTimeout(r, 500))]).catch(() => undefined) : undefined;
+    return {
+      state: this.state,
+      desired: this.desired,
+      jobsInFlight: this.jobsInFlight,
+      redis: status(this.deps.redis),
+      intake: intake
+        ? {
+            running: intake.isRunning(),
+            paused: intake.isPaused(),
+            client: status(await within(internals.client)),
+            blocking: status(await within(internals.blockingConnection?.client)),
+          }
+        : null,
+    };
+  }
+
   /** Drains: stop taking jobs, finish the ones held, release the engine. Idempotent. */
   close(): Promise<void> {
     this.stopStarting.abort();

@@ -69,6 +69,11 @@ export async function redisRestart(ctx: ChaosContext, sizes: RedisRestartSizes):
     }
     const submitted = await load.stop();
     const settled = await waitSettled(stack, MODEL, submitted.accepted.length);
+    if (!settled) {
+      // Each worker logs where it and its Redis connections stand (worker/main.ts), into the kept folder's logs.
+      for (const w of stack.liveWorkers()) w.kill('SIGUSR2');
+      await sleep(1_000);
+    }
     const jobs = await reconcile(stack, MODEL, submitted.accepted);
     // A claim applied as Redis went away (its reply lost) is retried once its lease ends: late, not lost.
     const webhooksMissing = await waitForDeliveries(receiver, submitted.accepted, deliveryLeaseMs(stack.config.webhooks) + 15_000);
