@@ -27,7 +27,7 @@ import { Registry } from 'prom-client';
 import type { Clock } from '../infra/clock.ts';
 import type { Config } from '../infra/config.ts';
 import { TypedEmitter } from '../infra/events.ts';
-import type { JobData, JobResult } from '../infra/job-contract.ts';
+import { queueName, type JobData, type JobResult } from '../infra/job-contract.ts';
 import type { Logger } from '../infra/log.ts';
 import type { ModelManifest } from '../infra/manifest.ts';
 import type { ObjectStore } from '../infra/object-store.ts';
@@ -46,6 +46,7 @@ import { EngineRejectedError, type InferenceEngine } from './engine/engine.ts';
 import { startHeartbeat, type Heartbeat } from './heartbeat.ts';
 import { createBulkPartWriter } from './bulk-part.ts';
 import { createIntake } from './intake.ts';
+import { createIntakeWatchdog, type IntakeWatchdog, type StallInfo } from './intake-watchdog.ts';
 import { createModelCache } from './model-cache.ts';
 import { withStartBackoff } from './start-backoff.ts';
 import { runWarmup, type BatchProfile } from './warmup.ts';
@@ -89,6 +90,13 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
   private profile?: BatchProfile;
   private heartbeat?: Heartbeat;
   private intake?: Worker<JobData, JobResult>;
+  /** Builds an intake on a connection (startServing sets it): the first on the shared client, replacements on their own. */
+  private makeIntake?: (connection: RedisClient) => Worker<JobData, JobResult>;
+  private watchdog?: IntakeWatchdog;
+  /** Connections of replacement intakes, closed with the worker. */
+  private intakeConnections: RedisClient[] = [];
+  private intakeReplacements = 0;
+  private lastTakenAt = 0;
   private batcher?: Batcher<Slice, SliceResult>;
   /** Completions summed in memory, flushed once a second (a MULTI per job cost 15% of the CPU). */
   private completions?: ArrivalCounter;
@@ -272,6 +280,7 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
     if (this.desired === 'activate' && this.state !== 'active') {
       if (intake.isPaused()) await intake.resume();
       else if (!intake.isRunning()) void intake.run().catch((err: unknown) => this.deps.log.error({ err }, 'intake stopped'));
+      this.lastTakenAt = this.deps.clock.now();
       this.setState('active');
     } else if (this.desired === 'standby' && this.state !== 'standby') {
       if (this.state === 'active') await this.pauseIntake(intake);
@@ -322,7 +331,7 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
         this.emit('batch:flushed', e);
       },
     );
-    this.batcher = createBatcher<Slice, SliceResult>({
+    const batcher = createBatcher<Slice, SliceResult>({
       maxRows,
       maxWaitMs: config.worker.batchMaxWaitMs,
       rowsOf: (s) => s.rows,
@@ -341,36 +350,95 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
       },
       clock,
     });
-    this.intake = createIntake({
-      connection: redis,
-      prefix: config.queuePrefix,
-      manifest,
-      batcher: this.batcher,
-      maxRows,
-      concurrency: config.worker.concurrency > 0 ? config.worker.concurrency : Math.max(4, maxRows * 2),
-      lockDurationMs: config.worker.lockDurationMs,
-      stalledIntervalMs: config.worker.stalledIntervalMs,
-      workerId: this.id,
-      results: createResultCache(redis, {
+    this.batcher = batcher;
+    const concurrency = config.worker.concurrency > 0 ? config.worker.concurrency : Math.max(4, maxRows * 2);
+    this.makeIntake = (connection) => {
+      const intake = createIntake({
+        connection,
         prefix: config.queuePrefix,
-        ttlS: config.worker.resultCacheTtlS,
-        maxBytes: config.worker.resultCacheMaxBytes,
-      }),
-      ...(this.deps.storeFor ? { writePart: createBulkPartWriter(this.deps.storeFor) } : {}),
-      onCacheError: (err) => this.deps.log.warn({ err }, 'result not cached'),
-      onJobDone: (e) => {
-        metrics.jobsProcessed.inc({ ...labels, outcome: e.outcome });
-        metrics.jobQueueSeconds.observe(labels, e.queueMs / 1000);
-        // Completions per minute, beside the API's arrivals (the scaler's history, DESIGN §8).
-        if (e.outcome === 'succeeded') {
-          completions.recordCompletion(manifest.name, e.rows);
-        }
-      },
+        manifest,
+        batcher,
+        maxRows,
+        concurrency,
+        lockDurationMs: config.worker.lockDurationMs,
+        stalledIntervalMs: config.worker.stalledIntervalMs,
+        workerId: this.id,
+        results: createResultCache(redis, {
+          prefix: config.queuePrefix,
+          ttlS: config.worker.resultCacheTtlS,
+          maxBytes: config.worker.resultCacheMaxBytes,
+        }),
+        ...(this.deps.storeFor ? { writePart: createBulkPartWriter(this.deps.storeFor) } : {}),
+        onCacheError: (err) => this.deps.log.warn({ err }, 'result not cached'),
+        onJobDone: (e) => {
+          metrics.jobsProcessed.inc({ ...labels, outcome: e.outcome });
+          metrics.jobQueueSeconds.observe(labels, e.queueMs / 1000);
+          // Completions per minute, beside the API's arrivals (the scaler's history, DESIGN §8).
+          if (e.outcome === 'succeeded') {
+            completions.recordCompletion(manifest.name, e.rows);
+          }
+        },
+      });
+      intake.on('active', () => {
+        this.jobsInFlight++;
+        this.lastTakenAt = clock.now();
+      });
+      intake.on('completed', () => this.jobsInFlight--);
+      intake.on('failed', () => (this.jobsInFlight = Math.max(0, this.jobsInFlight - 1)));
+      intake.on('error', (err) => this.deps.log.warn({ err }, 'intake error'));
+      return intake;
+    };
+    this.intake = this.makeIntake(redis);
+    this.watchdog = createIntakeWatchdog({
+      clock,
+      // A free BullMQ worker takes a waiting job in milliseconds; a lock's lifetime, thrice, is
+      // far beyond any reconnect that ends by itself.
+      stallMs: Math.max(20_000, 3 * config.worker.lockDurationMs),
+      wantsJobs: () => this.wantsJobs(concurrency),
+      lastTakenAt: () => this.lastTakenAt,
+      waiting: () => this.waitingJobs(manifest),
+      onStall: (info) => this.replaceIntake(info),
     });
-    this.intake.on('active', () => this.jobsInFlight++);
-    this.intake.on('completed', () => this.jobsInFlight--);
-    this.intake.on('failed', () => (this.jobsInFlight = Math.max(0, this.jobsInFlight - 1)));
-    this.intake.on('error', (err) => this.deps.log.warn({ err }, 'intake error'));
+    this.watchdog.start();
+  }
+
+  private wantsJobs(concurrency: number): boolean {
+    const intake = this.intake;
+    return this.state === 'active' && !this.closing && !!intake?.isRunning() && !intake.isPaused() && this.jobsInFlight < concurrency;
+  }
+
+  /** Jobs waiting in this worker's queue (wait + prioritized), or undefined when Redis does not answer within 2 s. */
+  private async waitingJobs(manifest: ModelManifest): Promise<number | undefined> {
+    const { redis, config } = this.deps;
+    const key = (type: string) => `${config.queuePrefix}:${queueName(manifest.name, manifest.version)}:${type}`;
+    const counts = Promise.all([redis.llen(key('wait')), redis.zcard(key('prioritized'))]).then(([w, p]) => w + p);
+    const timeout = new Promise<undefined>((resolve) => setTimeout(resolve, 2_000));
+    return Promise.race([counts, timeout]).catch(() => undefined);
+  }
+
+  /**
+   * A new intake on a connection of its own in place of one that stopped taking jobs (see
+   * intake-watchdog.ts). The old one is closed without waiting: whatever it still holds returns
+   * to the queue when its locks expire, as after a crash.
+   */
+  private async replaceIntake(info: StallInfo): Promise<void> {
+    const old = this.intake;
+    const make = this.makeIntake;
+    if (!old || !make || this.closing) return;
+    this.deps.log.warn(
+      { ...info, diagnostics: await this.diagnostics() },
+      'intake stalled: jobs wait and none was taken; replacing it with a fresh one on a new connection',
+    );
+    old.removeAllListeners();
+    old.on('error', () => undefined);
+    void old.close(true).catch(() => undefined);
+    this.jobsInFlight = 0;
+    this.lastTakenAt = this.deps.clock.now();
+    this.intakeReplacements++;
+    const connection = duplicateClient(this.deps.redis);
+    this.intakeConnections.push(connection);
+    this.intake = make(connection);
+    void this.intake.run().catch((err: unknown) => this.deps.log.error({ err }, 'intake stopped'));
   }
 
   /**
@@ -384,7 +452,9 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
       return c ? { status: c.status, ...(typeof c.nodes === 'function' ? { nodes: c.nodes().length } : {}) } : null;
     };
     const intake = this.intake;
-    const internals = intake as unknown as { client?: Promise<unknown>; blockingConnection?: { client: Promise<unknown> } };
+    const internals = (
+      intake as unknown as { backend?: { connection?: { client: Promise<unknown> }; blockingConnection?: { client: Promise<unknown> } } }
+    )?.backend;
     const within = <T>(p: Promise<T> | undefined) =>
       p ? Promise.race([p, new Promise<undefined>((r) => setTimeout(r, 500))]).catch(() => undefined) : undefined;
     return {
@@ -396,8 +466,9 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
         ? {
             running: intake.isRunning(),
             paused: intake.isPaused(),
-            client: status(await within(internals.client)),
-            blocking: status(await within(internals.blockingConnection?.client)),
+            replacements: this.intakeReplacements,
+            client: status(await within(internals?.connection?.client)),
+            blocking: status(await within(internals?.blockingConnection?.client)),
           }
         : null,
     };
@@ -415,6 +486,7 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
     if (this.state !== 'failed') this.setState('draining');
     const steps: Array<[string, () => Promise<unknown>]> = [
       ['control', async () => this.control?.close()],
+      ['watchdog', async () => this.watchdog?.close()],
       ['intake', async () => this.intake?.close()],
       ['batcher', async () => this.batcher?.close()],
       ['completions', async () => this.completions?.close()],
@@ -425,6 +497,7 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
     }
     this.setState('stopped');
     await this.heartbeat?.close().catch(() => undefined);
+    await Promise.all(this.intakeConnections.map((c) => closeRedis(c)));
     await closeRedis(redis);
   }
 
