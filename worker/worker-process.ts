@@ -21,13 +21,11 @@
  */
 import os from 'node:os';
 import { randomBytes } from 'node:crypto';
-import type { Worker } from 'bullmq';
-import { duplicateClient, isCluster, type RedisClient } from '../infra/redis.ts';
+import { duplicateClient, type RedisClient } from '../infra/redis.ts';
 import { Registry } from 'prom-client';
 import type { Clock } from '../infra/clock.ts';
 import type { Config } from '../infra/config.ts';
 import { TypedEmitter } from '../infra/events.ts';
-import { queueName, type JobData, type JobResult } from '../infra/job-contract.ts';
 import type { Logger } from '../infra/log.ts';
 import type { ModelManifest } from '../infra/manifest.ts';
 import type { ObjectStore } from '../infra/object-store.ts';
@@ -46,7 +44,7 @@ import { EngineRejectedError, type InferenceEngine } from './engine/engine.ts';
 import { startHeartbeat, type Heartbeat } from './heartbeat.ts';
 import { createBulkPartWriter } from './bulk-part.ts';
 import { createIntake } from './intake.ts';
-import { createIntakeWatchdog, type IntakeWatchdog, type StallInfo } from './intake-watchdog.ts';
+import { connectionState, IntakeSupervisor } from './intake-supervisor.ts';
 import { createModelCache } from './model-cache.ts';
 import { withStartBackoff } from './start-backoff.ts';
 import { runWarmup, type BatchProfile } from './warmup.ts';
@@ -89,21 +87,13 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
   private manifest?: ModelManifest;
   private profile?: BatchProfile;
   private heartbeat?: Heartbeat;
-  private intake?: Worker<JobData, JobResult>;
-  /** Builds an intake on a connection (startServing sets it): the first on the shared client, replacements on their own. */
-  private makeIntake?: (connection: RedisClient) => Worker<JobData, JobResult>;
-  private watchdog?: IntakeWatchdog;
-  /** Connections of replacement intakes, closed with the worker. */
-  private intakeConnections: RedisClient[] = [];
-  private intakeReplacements = 0;
-  private lastTakenAt = 0;
+  private intake?: IntakeSupervisor;
   private batcher?: Batcher<Slice, SliceResult>;
   /** Completions summed in memory, flushed once a second (a MULTI per job cost 15% of the CPU). */
   private completions?: ArrivalCounter;
   private readonly metricsRegistry = new Registry();
   private rowsSinceBeat = 0;
   private lastBeatAt: number;
-  private jobsInFlight = 0;
   private error?: string;
   /** Aborted by close(): ends a start-up retry wait at once. */
   private readonly stopStarting = new AbortController();
@@ -278,37 +268,13 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
     const intake = this.intake;
     if (!intake || this.closing || !STEERABLE.includes(this.state)) return;
     if (this.desired === 'activate' && this.state !== 'active') {
-      if (intake.isPaused()) await intake.resume();
-      else if (!intake.isRunning()) void intake.run().catch((err: unknown) => this.deps.log.error({ err }, 'intake stopped'));
-      this.lastTakenAt = this.deps.clock.now();
+      await intake.activate();
       this.setState('active');
     } else if (this.desired === 'standby' && this.state !== 'standby') {
-      if (this.state === 'active') await this.pauseIntake(intake);
+      // Stops fetching and waits for the jobs held, which finish through the batcher.
+      if (this.state === 'active') await intake.standby();
       if (!this.closing) this.setState('standby');
     }
-  }
-
-  /**
-   * Stops fetching and waits for the jobs held, which finish through the batcher. BullMQ's own
-   * pause() does both on one Redis, but never resolves on a Redis Cluster (bullmq 6.7): it
-   * disconnects the blocking connection under an in-flight BZPOPMIN, and BullMQ's cluster
-   * recovery keeps reconnecting and retrying that read, so its main loop never ends. There the
-   * intake stops fetching without waiting (pause(true)) and the jobs held are counted down here;
-   * a fetch already blocked in BZPOPMIN on an empty queue may still take one job within
-   * drainDelay, and serves it like any other.
-   */
-  private async pauseIntake(intake: Worker<JobData, JobResult>): Promise<void> {
-    if (!isCluster(this.deps.redis)) return intake.pause();
-    await intake.pause(true);
-    await new Promise<void>((resolve) => {
-      const check = () => {
-        if (this.jobsInFlight > 0) return;
-        intake.off('completed', check).off('failed', check);
-        resolve();
-      };
-      intake.on('completed', check).on('failed', check);
-      check();
-    });
   }
 
   private startServing(manifest: ModelManifest, profile: BatchProfile): void {
@@ -352,125 +318,54 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
     });
     this.batcher = batcher;
     const concurrency = config.worker.concurrency > 0 ? config.worker.concurrency : Math.max(4, maxRows * 2);
-    this.makeIntake = (connection) => {
-      const intake = createIntake({
-        connection,
-        prefix: config.queuePrefix,
-        manifest,
-        batcher,
-        maxRows,
-        concurrency,
-        lockDurationMs: config.worker.lockDurationMs,
-        stalledIntervalMs: config.worker.stalledIntervalMs,
-        workerId: this.id,
-        results: createResultCache(redis, {
-          prefix: config.queuePrefix,
-          ttlS: config.worker.resultCacheTtlS,
-          maxBytes: config.worker.resultCacheMaxBytes,
-        }),
-        ...(this.deps.storeFor ? { writePart: createBulkPartWriter(this.deps.storeFor) } : {}),
-        onCacheError: (err) => this.deps.log.warn({ err }, 'result not cached'),
-        onJobDone: (e) => {
-          metrics.jobsProcessed.inc({ ...labels, outcome: e.outcome });
-          metrics.jobQueueSeconds.observe(labels, e.queueMs / 1000);
-          // Completions per minute, beside the API's arrivals (the scaler's history, DESIGN §8).
-          if (e.outcome === 'succeeded') {
-            completions.recordCompletion(manifest.name, e.rows);
-          }
-        },
-      });
-      intake.on('active', () => {
-        this.jobsInFlight++;
-        this.lastTakenAt = clock.now();
-      });
-      intake.on('completed', () => this.jobsInFlight--);
-      intake.on('failed', () => (this.jobsInFlight = Math.max(0, this.jobsInFlight - 1)));
-      intake.on('error', (err) => this.deps.log.warn({ err }, 'intake error'));
-      return intake;
-    };
-    this.intake = this.makeIntake(redis);
-    this.watchdog = createIntakeWatchdog({
+    this.intake = new IntakeSupervisor({
+      redis,
       clock,
-      // A free BullMQ worker takes a waiting job in milliseconds; a lock's lifetime, thrice, is
-      // far beyond any reconnect that ends by itself.
+      log: this.deps.log,
+      prefix: config.queuePrefix,
+      manifest,
+      concurrency,
+      // A free BullMQ worker takes a waiting job in milliseconds; three lock lifetimes are far
+      // beyond any reconnect that ends by itself.
       stallMs: Math.max(20_000, 3 * config.worker.lockDurationMs),
-      wantsJobs: () => this.wantsJobs(concurrency),
-      lastTakenAt: () => this.lastTakenAt,
-      waiting: () => this.waitingJobs(manifest),
-      onStall: (info) => this.replaceIntake(info),
+      serving: () => this.state === 'active' && !this.closing,
+      build: (connection) =>
+        createIntake({
+          connection,
+          prefix: config.queuePrefix,
+          manifest,
+          batcher,
+          maxRows,
+          concurrency,
+          lockDurationMs: config.worker.lockDurationMs,
+          stalledIntervalMs: config.worker.stalledIntervalMs,
+          workerId: this.id,
+          results: createResultCache(redis, {
+            prefix: config.queuePrefix,
+            ttlS: config.worker.resultCacheTtlS,
+            maxBytes: config.worker.resultCacheMaxBytes,
+          }),
+          ...(this.deps.storeFor ? { writePart: createBulkPartWriter(this.deps.storeFor) } : {}),
+          onCacheError: (err) => this.deps.log.warn({ err }, 'result not cached'),
+          onJobDone: (e) => {
+            metrics.jobsProcessed.inc({ ...labels, outcome: e.outcome });
+            metrics.jobQueueSeconds.observe(labels, e.queueMs / 1000);
+            // Completions per minute, beside the API's arrivals (the scaler's history, DESIGN §8).
+            if (e.outcome === 'succeeded') {
+              completions.recordCompletion(manifest.name, e.rows);
+            }
+          },
+        }),
     });
-    this.watchdog.start();
   }
 
-  private wantsJobs(concurrency: number): boolean {
-    const intake = this.intake;
-    return this.state === 'active' && !this.closing && !!intake?.isRunning() && !intake.isPaused() && this.jobsInFlight < concurrency;
-  }
-
-  /** Jobs waiting in this worker's queue (wait + prioritized), or undefined when Redis does not answer within 2 s. */
-  private async waitingJobs(manifest: ModelManifest): Promise<number | undefined> {
-    const { redis, config } = this.deps;
-    const key = (type: string) => `${config.queuePrefix}:${queueName(manifest.name, manifest.version)}:${type}`;
-    const counts = Promise.all([redis.llen(key('wait')), redis.zcard(key('prioritized'))]).then(([w, p]) => w + p);
-    const timeout = new Promise<undefined>((resolve) => setTimeout(resolve, 2_000));
-    return Promise.race([counts, timeout]).catch(() => undefined);
-  }
-
-  /**
-   * A new intake on a connection of its own in place of one that stopped taking jobs (see
-   * intake-watchdog.ts). The old one is closed without waiting: whatever it still holds returns
-   * to the queue when its locks expire, as after a crash.
-   */
-  private async replaceIntake(info: StallInfo): Promise<void> {
-    const old = this.intake;
-    const make = this.makeIntake;
-    if (!old || !make || this.closing) return;
-    this.deps.log.warn(
-      { ...info, diagnostics: await this.diagnostics() },
-      'intake stalled: jobs wait and none was taken; replacing it with a fresh one on a new connection',
-    );
-    old.removeAllListeners();
-    old.on('error', () => undefined);
-    void old.close(true).catch(() => undefined);
-    this.jobsInFlight = 0;
-    this.lastTakenAt = this.deps.clock.now();
-    this.intakeReplacements++;
-    const connection = duplicateClient(this.deps.redis);
-    this.intakeConnections.push(connection);
-    this.intake = make(connection);
-    void this.intake.run().catch((err: unknown) => this.deps.log.error({ err }, 'intake stopped'));
-  }
-
-  /**
-   * What an operator needs to tell a stuck worker from an idle one (`kill -USR2 <pid>` logs it):
-   * its state, the jobs it holds, and where each Redis connection stands, including BullMQ's
-   * blocking one (protected in BullMQ's types: read through a narrow cast).
-   */
+  /** What an operator needs to tell a stuck worker from an idle one (`kill -USR2 <pid>` logs it). */
   async diagnostics(): Promise<Record<string, unknown>> {
-    const status = (client: unknown) => {
-      const c = client as { status?: string; nodes?: () => unknown[] } | undefined;
-      return c ? { status: c.status, ...(typeof c.nodes === 'function' ? { nodes: c.nodes().length } : {}) } : null;
-    };
-    const intake = this.intake;
-    const internals = (
-      intake as unknown as { backend?: { connection?: { client: Promise<unknown> }; blockingConnection?: { client: Promise<unknown> } } }
-    )?.backend;
-    const within = <T>(p: Promise<T> | undefined) =>
-      p ? Promise.race([p, new Promise<undefined>((r) => setTimeout(r, 500))]).catch(() => undefined) : undefined;
     return {
       state: this.state,
       desired: this.desired,
-      jobsInFlight: this.jobsInFlight,
-      redis: status(this.deps.redis),
-      intake: intake
-        ? {
-            running: intake.isRunning(),
-            paused: intake.isPaused(),
-            replacements: this.intakeReplacements,
-            client: status(await within(internals?.connection?.client)),
-            blocking: status(await within(internals?.blockingConnection?.client)),
-          }
-        : null,
+      redis: connectionState(this.deps.redis),
+      intake: (await this.intake?.diagnostics()) ?? null,
     };
   }
 
@@ -486,7 +381,6 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
     if (this.state !== 'failed') this.setState('draining');
     const steps: Array<[string, () => Promise<unknown>]> = [
       ['control', async () => this.control?.close()],
-      ['watchdog', async () => this.watchdog?.close()],
       ['intake', async () => this.intake?.close()],
       ['batcher', async () => this.batcher?.close()],
       ['completions', async () => this.completions?.close()],
@@ -497,7 +391,6 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
     }
     this.setState('stopped');
     await this.heartbeat?.close().catch(() => undefined);
-    await Promise.all(this.intakeConnections.map((c) => closeRedis(c)));
     await closeRedis(redis);
   }
 
@@ -525,7 +418,7 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
       startedAt: this.startedAt,
       stateSince: this.stateSince,
       rowsPerS: Math.round(rowsPerS * 10) / 10,
-      jobsInFlight: this.jobsInFlight,
+      jobsInFlight: this.intake?.jobsHeld ?? 0,
       batchProfile: this.profile,
       ...(this.error ? { error: this.error } : {}),
     };

@@ -10,6 +10,8 @@
  * never hangs; the API, the workers and the webhook dispatcher reconnect by themselves (the
  * same worker processes serve after the restart, and every job's webhook is delivered).
  */
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
 import { createDeliveryStore } from '../../api/webhooks/delivery-store.ts';
 import { deliveryId } from '../../api/webhooks/event-source.ts';
 import { deliveryLeaseMs } from '../../api/webhooks/dispatcher.ts';
@@ -85,6 +87,7 @@ export async function redisRestart(ctx: ChaosContext, sizes: RedisRestartSizes):
           )
         : '';
     const sameWorkers = stack.liveWorkers().map((w) => w.pid);
+    const intakesReplaced = countInLogs(path.join(ctx.dir, 'logs'), 'intake stalled');
     return report(sizes, {
       jobs,
       settled,
@@ -92,6 +95,7 @@ export async function redisRestart(ctx: ChaosContext, sizes: RedisRestartSizes):
       submitted,
       webhooksMissing,
       undelivered,
+      intakesReplaced,
       workersRestarted: pids.filter((p) => !sameWorkers.includes(p)).length,
     });
   } finally {
@@ -249,6 +253,7 @@ function report(
     submitted: SubmitOutcome;
     webhooksMissing: number;
     undelivered: string;
+    intakesReplaced: number;
     workersRestarted: number;
   },
 ): ScenarioReport {
@@ -266,11 +271,18 @@ function report(
     for (const [status, ms] of non503) violations.push(`${o.signal}: ${ms.length} request(s) answered ${status} while Redis was down`);
   }
   figures['workers restarted'] = r.workersRestarted;
+  figures['stalled intakes replaced (worker watchdog)'] = r.intakesReplaced;
   figures['webhooks not delivered'] = r.webhooksMissing;
   if (r.undelivered) figures['undelivered, first few'] = r.undelivered;
   if (r.workersRestarted > 0) violations.push(`${r.workersRestarted} worker process(es) exited`);
   if (r.webhooksMissing > 0) violations.push(`${r.webhooksMissing} webhook(s) never delivered: the dispatcher did not recover`);
   return { name: 'redis-restart', jobs: r.jobs, figures, violations };
+}
+
+/** Lines containing `text` over every worker's log (the stack writes one file per worker). */
+function countInLogs(dir: string, text: string): number {
+  if (!existsSync(dir)) return 0;
+  return readdirSync(dir).reduce((n, file) => n + readFileSync(path.join(dir, file), 'utf8').split(text).length - 1, 0);
 }
 
 /** What the delivery store holds for the first few jobs whose webhook never arrived: where the chain broke. */

@@ -1,0 +1,130 @@
+/**
+ * IntakeSupervisor on a real Redis and real BullMQ: an intake that cannot take jobs (its
+ * connection points at a port nothing listens on, standing in for BullMQ wedged in a reconnect)
+ * is replaced once jobs wait beside it, and the replacement drains the queue; standby and
+ * activate stop and restart taking jobs.
+ */
+import { Queue, Worker } from 'bullmq';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { systemClock } from '../infra/clock.ts';
+import { freePort } from '../infra/dev/free-port.ts';
+import { queueName, type JobData, type JobResult } from '../infra/job-contract.ts';
+import type { ModelManifest } from '../infra/manifest.ts';
+import { closeRedis, createRedis, deleteMany, scanKeys, type RedisClient } from '../infra/redis.ts';
+import { IntakeSupervisor } from '../worker/intake-supervisor.ts';
+import { testServices, uniqueId } from './support/services.ts';
+
+const manifest = { name: 'sup', version: '1' } as ModelManifest;
+const NAME = queueName(manifest.name, manifest.version);
+
+let redis: RedisClient;
+const prefixes: string[] = [];
+const closers: Array<() => Promise<unknown>> = [];
+
+beforeAll(() => {
+  redis = createRedis(testServices().redisUrl);
+});
+
+afterEach(async () => {
+  for (const close of closers.splice(0).reverse()) await close().catch(() => undefined);
+  for (const p of prefixes.splice(0)) for await (const keys of scanKeys(redis, `${p}:*`)) await deleteMany(redis, keys);
+});
+
+afterAll(async () => {
+  await closeRedis(redis);
+});
+
+async function fill(prefix: string, count: number): Promise<void> {
+  const queue = new Queue(NAME, { connection: redis, prefix });
+  await queue.addBulk(Array.from({ length: count }, (_, i) => ({ name: 'infer', data: { i } as unknown as JobData })));
+  await queue.close();
+}
+
+async function until(what: string, probe: () => boolean | Promise<boolean>, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await probe())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+describe('IntakeSupervisor', () => {
+  it('replaces an intake that takes no job while jobs wait, and the replacement drains the queue', async () => {
+    const prefix = uniqueId('sup');
+    prefixes.push(prefix);
+    await fill(prefix, 20);
+    const dead = createRedis(`redis://127.0.0.1:${await freePort()}`);
+    closers.push(async () => dead.disconnect());
+    let done = 0;
+    const connections: RedisClient[] = [];
+    const supervisor = new IntakeSupervisor({
+      redis,
+      clock: systemClock,
+      log: { warn: () => undefined, error: () => undefined },
+      prefix,
+      manifest,
+      concurrency: 4,
+      stallMs: 600,
+      serving: () => true,
+      build: (connection) => {
+        connections.push(connection);
+        // The first intake gets a connection that never connects: it can take nothing.
+        return new Worker<JobData, JobResult>(
+          NAME,
+          async () => {
+            done++;
+            return {} as JobResult;
+          },
+          { connection: connections.length === 1 ? dead : connection, prefix, autorun: false, concurrency: 4 },
+        );
+      },
+    });
+    closers.push(() => supervisor.close());
+    await supervisor.activate();
+    await until('the queue drained by a replacement intake', () => done === 20);
+    const d = await supervisor.diagnostics();
+    expect(d.replacements).toBeGreaterThanOrEqual(1);
+    // The first build got the shared client; the replacement a connection of its own.
+    expect(connections[0]).toBe(redis);
+    expect(connections[1]).not.toBe(redis);
+  }, 60_000);
+
+  it('takes no job in standby, and takes them again once activated; a healthy idle intake is left alone', async () => {
+    const prefix = uniqueId('sup');
+    prefixes.push(prefix);
+    let done = 0;
+    const supervisor = new IntakeSupervisor({
+      redis,
+      clock: systemClock,
+      log: { warn: () => undefined, error: () => undefined },
+      prefix,
+      manifest,
+      concurrency: 2,
+      stallMs: 600,
+      serving: () => true,
+      build: (connection) =>
+        new Worker<JobData, JobResult>(
+          NAME,
+          async () => {
+            done++;
+            return {} as JobResult;
+          },
+          { connection, prefix, autorun: false, concurrency: 2 },
+        ),
+    });
+    closers.push(() => supervisor.close());
+    await supervisor.activate();
+    await fill(prefix, 5);
+    await until('the first jobs', () => done === 5);
+    await supervisor.standby();
+    await fill(prefix, 5);
+    await new Promise((r) => setTimeout(r, 1_500));
+    expect(done).toBe(5);
+    await supervisor.activate();
+    await until('the jobs sent during standby', () => done === 10);
+    // Idle beside an empty queue for longer than stallMs: nothing to replace.
+    await new Promise((r) => setTimeout(r, 1_500));
+    expect((await supervisor.diagnostics()).replacements).toBe(0);
+    expect(supervisor.jobsHeld).toBe(0);
+  }, 60_000);
+});

@@ -1,0 +1,187 @@
+/**
+ * The worker's BullMQ intake over its life: started or resumed on `activate`, paused on
+ * `standby`, replaced when it wedges, closed on drain. It also counts the jobs it holds (the
+ * heartbeat's `jobsInFlight`) and says where its connections stand (`diagnostics`).
+ *
+ * Two BullMQ 6.7 behaviours on a Redis Cluster shape it:
+ * - `Worker.pause()` never resolves there: it disconnects the blocking connection under an
+ *   in-flight BZPOPMIN, and BullMQ's cluster recovery keeps reconnecting and retrying that
+ *   read, so its main loop never ends. On a cluster `standby` stops fetching without BullMQ's
+ *   wait (pause(true)) and counts the held jobs down itself; a fetch already blocked in
+ *   BZPOPMIN on an empty queue may still take one job within drainDelay and serves it.
+ * - After a cluster node restarts, the worker can wedge for good in its own reconnect: alive,
+ *   no error, no job. The watchdog (intake-watchdog.ts) sees jobs waiting beside an intake that
+ *   took none for `stallMs`, and the intake is replaced by a fresh one on a connection of its
+ *   own. Whatever the old one held returns to the queue when its locks expire, as after a crash.
+ *
+ * The first intake runs on the worker's shared Redis client; each replacement on its own
+ * duplicate, closed with the supervisor.
+ */
+import type { Worker } from 'bullmq';
+import type { Clock } from '../infra/clock.ts';
+import { queueName, type JobData, type JobResult } from '../infra/job-contract.ts';
+import type { Logger } from '../infra/log.ts';
+import type { ModelManifest } from '../infra/manifest.ts';
+import { closeRedis, duplicateClient, isCluster, type RedisClient } from '../infra/redis.ts';
+import { createIntakeWatchdog, type IntakeWatchdog, type StallInfo } from './intake-watchdog.ts';
+
+type Intake = Worker<JobData, JobResult>;
+
+export interface IntakeSupervisorDeps {
+  redis: RedisClient;
+  clock: Clock;
+  log: Pick<Logger, 'warn' | 'error'>;
+  prefix: string;
+  manifest: ModelManifest;
+  /** Jobs one intake holds at most (BullMQ's concurrency). */
+  concurrency: number;
+  /** Idle time beside waiting jobs that counts as wedged. */
+  stallMs: number;
+  /** A BullMQ intake on `connection` (createIntake with the worker's batcher and result cache), not yet running. */
+  build(connection: RedisClient): Intake;
+  /** True while the worker is active and not draining: only then is an idle intake suspect. */
+  serving(): boolean;
+}
+
+export class IntakeSupervisor {
+  private intake: Intake;
+  private held = 0;
+  private lastTakenAt: number;
+  private replacements = 0;
+  private readonly connections: RedisClient[] = [];
+  private readonly watchdog: IntakeWatchdog;
+
+  constructor(private readonly deps: IntakeSupervisorDeps) {
+    this.lastTakenAt = deps.clock.now();
+    this.intake = this.attach(deps.build(deps.redis));
+    this.watchdog = createIntakeWatchdog({
+      clock: deps.clock,
+      stallMs: deps.stallMs,
+      wantsJobs: () => this.wantsJobs(),
+      lastTakenAt: () => this.lastTakenAt,
+      waiting: () => this.waitingJobs(),
+      onStall: (info) => this.replace(info),
+    });
+    this.watchdog.start();
+  }
+
+  /** Jobs taken and not yet finished. */
+  get jobsHeld(): number {
+    return this.held;
+  }
+
+  /** Starts taking jobs, or resumes after a standby. */
+  async activate(): Promise<void> {
+    if (this.intake.isPaused()) await this.intake.resume();
+    else if (!this.intake.isRunning()) this.run(this.intake);
+    this.lastTakenAt = this.deps.clock.now();
+  }
+
+  /** Stops taking jobs and resolves once the ones held have finished. */
+  async standby(): Promise<void> {
+    const intake = this.intake;
+    if (!isCluster(this.deps.redis)) return intake.pause();
+    await intake.pause(true);
+    await new Promise<void>((resolve) => {
+      const check = () => {
+        if (this.held > 0) return;
+        intake.off('completed', check).off('failed', check);
+        resolve();
+      };
+      intake.on('completed', check).on('failed', check);
+      check();
+    });
+  }
+
+  /** What an operator needs to tell a wedged intake from an idle one. */
+  async diagnostics(): Promise<Record<string, unknown>> {
+    const backend = (
+      this.intake as unknown as { backend?: Record<'connection' | 'blockingConnection', { client: Promise<unknown> } | undefined> }
+    ).backend;
+    return {
+      running: this.intake.isRunning(),
+      paused: this.intake.isPaused(),
+      jobsHeld: this.held,
+      idleMs: this.deps.clock.now() - this.lastTakenAt,
+      replacements: this.replacements,
+      client: connectionState(await within(backend?.connection?.client)),
+      blocking: connectionState(await within(backend?.blockingConnection?.client)),
+    };
+  }
+
+  /** Stops the watchdog, finishes the jobs held (BullMQ's close), then closes the replacements' connections. */
+  async close(): Promise<void> {
+    this.watchdog.close();
+    try {
+      await this.intake.close();
+    } finally {
+      await Promise.all(this.connections.map((c) => closeRedis(c)));
+    }
+  }
+
+  private attach(intake: Intake): Intake {
+    intake.on('active', () => {
+      this.held++;
+      this.lastTakenAt = this.deps.clock.now();
+    });
+    intake.on('completed', () => this.held--);
+    intake.on('failed', () => (this.held = Math.max(0, this.held - 1)));
+    intake.on('error', (err) => this.deps.log.warn({ err }, 'intake error'));
+    return intake;
+  }
+
+  private run(intake: Intake): void {
+    void intake.run().catch((err: unknown) => this.deps.log.error({ err }, 'intake stopped'));
+  }
+
+  private wantsJobs(): boolean {
+    const intake = this.intake;
+    return this.deps.serving() && intake.isRunning() && !intake.isPaused() && this.held < this.deps.concurrency;
+  }
+
+  /** wait + prioritized of this queue, or undefined when Redis does not answer within 2 s. */
+  private async waitingJobs(): Promise<number | undefined> {
+    const { redis, prefix, manifest } = this.deps;
+    const key = (type: string) => `${prefix}:${queueName(manifest.name, manifest.version)}:${type}`;
+    const counts = Promise.all([redis.llen(key('wait')), redis.zcard(key('prioritized'))]).then(([w, p]) => w + p);
+    return within(counts, 2_000);
+  }
+
+  private async replace(info: StallInfo): Promise<void> {
+    this.deps.log.warn(
+      { ...info, diagnostics: await this.diagnostics() },
+      'intake stalled: jobs wait and none was taken; replacing it with a fresh one on a new connection',
+    );
+    const old = this.intake;
+    old.removeAllListeners();
+    old.on('error', () => undefined);
+    void old.close(true).catch(() => undefined);
+    this.held = 0;
+    this.lastTakenAt = this.deps.clock.now();
+    this.replacements++;
+    const connection = duplicateClient(this.deps.redis);
+    this.connections.push(connection);
+    this.intake = this.attach(this.deps.build(connection));
+    this.run(this.intake);
+  }
+}
+
+/** The promise's value, or undefined if it rejects or takes longer than `ms`. */
+function within<T>(promise: Promise<T> | undefined, ms = 500): Promise<T | undefined> {
+  if (!promise) return Promise.resolve(undefined);
+  let cancel = () => {};
+  const timeout = new Promise<undefined>((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    cancel = () => clearTimeout(timer);
+  });
+  return Promise.race([promise, timeout])
+    .catch(() => undefined)
+    .finally(() => cancel());
+}
+
+/** ioredis' status (and a cluster's node count) of a client, or null when none answered. */
+export function connectionState(client: unknown): { status?: string; nodes?: number } | null {
+  const c = client as { status?: string; nodes?: () => unknown[] } | undefined;
+  if (!c) return null;
+  return { status: c.status, ...(typeof c.nodes === 'function' ? { nodes: c.nodes().length } : {}) };
+}
