@@ -1,14 +1,13 @@
 import { afterAll, expect, it } from 'vitest';
 import { testServices, uniqueId } from '../../test/support/services.ts';
-import { closeRedis, createRedis } from '../redis.ts';
+import { closeRedis, createRedis, deleteMany, scanKeys } from '../redis.ts';
 import { createDecisionLog, DECISION_LOG_MAX_LEN, decisionStreamKey, type DecisionRecord } from './decision-log.ts';
 
 const redis = createRedis(testServices().redisUrl);
 const prefix = uniqueId('decisions');
 
 afterAll(async () => {
-  const keys = await redis.keys(`${prefix}:*`);
-  if (keys.length > 0) await redis.del(...keys);
+  for await (const keys of scanKeys(redis, `${prefix}:*`)) await deleteMany(redis, keys);
   await closeRedis(redis);
 });
 

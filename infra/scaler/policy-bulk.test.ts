@@ -5,7 +5,7 @@
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { clearCapacityRequest, publishCapacityRequest, readCapacityRequest } from '../bulk/capacity-request.ts';
-import { closeRedis, createRedis } from '../redis.ts';
+import { closeRedis, createRedis, deleteMany, scanKeys } from '../redis.ts';
 import { testServices, uniqueId } from '../../test/support/services.ts';
 import { emptyPolicyMemory, type PolicyInput } from './contracts.ts';
 import { decide } from './policy.ts';
@@ -49,8 +49,7 @@ describe('capacity requests in Redis', () => {
   const redis = createRedis(testServices().redisUrl);
   const prefix = uniqueId('cap');
   afterAll(async () => {
-    const keys = await redis.keys(`${prefix}:*`);
-    if (keys.length > 0) await redis.del(...keys);
+    for await (const keys of scanKeys(redis, `${prefix}:*`)) await deleteMany(redis, keys);
     await closeRedis(redis);
   });
 
