@@ -40,6 +40,23 @@ async function fill(prefix: string, count: number): Promise<void> {
   await queue.close();
 }
 
+/** A supervisor over `build`'s intakes for the queue under `prefix`, closed after the test. */
+function supervise(prefix: string, concurrency: number, build: (connection: RedisClient) => Worker<JobData, JobResult>): IntakeSupervisor {
+  const supervisor = new IntakeSupervisor({
+    redis,
+    clock: systemClock,
+    log: { warn: () => undefined, error: () => undefined },
+    prefix,
+    manifest,
+    concurrency,
+    stallMs: 600,
+    serving: () => true,
+    build,
+  });
+  closers.push(() => supervisor.close());
+  return supervisor;
+}
+
 async function until(what: string, probe: () => boolean | Promise<boolean>, timeoutMs = 30_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!(await probe())) {
@@ -57,29 +74,18 @@ describe('IntakeSupervisor', () => {
     closers.push(async () => dead.disconnect());
     let done = 0;
     const connections: RedisClient[] = [];
-    const supervisor = new IntakeSupervisor({
-      redis,
-      clock: systemClock,
-      log: { warn: () => undefined, error: () => undefined },
-      prefix,
-      manifest,
-      concurrency: 4,
-      stallMs: 600,
-      serving: () => true,
-      build: (connection) => {
-        connections.push(connection);
-        // The first intake gets a connection that never connects: it can take nothing.
-        return new Worker<JobData, JobResult>(
-          NAME,
-          async () => {
-            done++;
-            return {} as JobResult;
-          },
-          { connection: connections.length === 1 ? dead : connection, prefix, autorun: false, concurrency: 4 },
-        );
-      },
+    const supervisor = supervise(prefix, 4, (connection) => {
+      connections.push(connection);
+      // The first intake gets a connection that never connects: it can take nothing.
+      return new Worker<JobData, JobResult>(
+        NAME,
+        async () => {
+          done++;
+          return {} as JobResult;
+        },
+        { connection: connections.length === 1 ? dead : connection, prefix, autorun: false, concurrency: 4 },
+      );
     });
-    closers.push(() => supervisor.close());
     await supervisor.activate();
     await until('the queue drained by a replacement intake', () => done === 20);
     const d = await supervisor.diagnostics();
@@ -93,16 +99,10 @@ describe('IntakeSupervisor', () => {
     const prefix = uniqueId('sup');
     prefixes.push(prefix);
     let done = 0;
-    const supervisor = new IntakeSupervisor({
-      redis,
-      clock: systemClock,
-      log: { warn: () => undefined, error: () => undefined },
+    const supervisor = supervise(
       prefix,
-      manifest,
-      concurrency: 2,
-      stallMs: 600,
-      serving: () => true,
-      build: (connection) =>
+      2,
+      (connection) =>
         new Worker<JobData, JobResult>(
           NAME,
           async () => {
@@ -111,8 +111,7 @@ describe('IntakeSupervisor', () => {
           },
           { connection, prefix, autorun: false, concurrency: 2 },
         ),
-    });
-    closers.push(() => supervisor.close());
+    );
     await supervisor.activate();
     await fill(prefix, 5);
     await until('the first jobs', () => done === 5);
