@@ -9,8 +9,8 @@
  *   read, so its main loop never ends. On a cluster `standby` stops fetching without BullMQ's
  *   wait (pause(true)) and counts the held jobs down itself; a fetch already blocked in
  *   BZPOPMIN on an empty queue may still take one job within drainDelay and serves it.
- * - After a cluster node restarts, the worker can wedge for good in its own reconnect: alive,
- *   no error, no job. The watchdog (intake-watchdog.ts) sees jobs waiting beside an intake that
+ * - After a cluster node restarts, BullMQ's worker can stop fetching for good: alive, no
+ *   error, no job. The watchdog (intake-watchdog.ts) sees jobs waiting beside an intake that
  *   took none for `stallMs`, and the intake is replaced by a fresh one on a connection of its
  *   own. Whatever the old one held returns to the queue when its locks expire, as after a crash.
  *

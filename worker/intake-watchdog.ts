@@ -2,11 +2,11 @@
  * Notices an intake that stopped taking jobs while jobs wait for it, so the worker can replace
  * it instead of sitting idle beside a full queue.
  *
- * Why it exists: after a Redis Cluster node restarts, BullMQ's worker (6.7) can wedge for good
- * in its own reconnect of the blocking connection — no error, no job, the process alive and
- * `active`. The chaos suite's redis-restart scenario on a cluster caught it about one run in
- * four under load. Nothing in BullMQ's public API says so; what can be seen from outside is the
- * symptom, and that is what this watches:
+ * Why it exists: after a Redis Cluster node restarts, BullMQ's worker (6.7) can stop fetching
+ * for good — no error, no job, the process alive and `active`, its shared connection ready.
+ * The chaos suite's redis-restart scenario on a cluster caught it about one short run in five
+ * on a loaded machine. Nothing in BullMQ's public API says so; what can be seen from outside is
+ * the symptom, and that is what this watches:
  *
  *   the worker wants jobs (active, intake running, room for more) and
  *   none was taken for `stallMs` and
