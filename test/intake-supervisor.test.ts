@@ -11,6 +11,7 @@ import { freePort } from '../infra/dev/free-port.ts';
 import { queueName, type JobData, type JobResult } from '../infra/job-contract.ts';
 import type { ModelManifest } from '../infra/manifest.ts';
 import { closeRedis, createRedis, deleteMany, scanKeys, type RedisClient } from '../infra/redis.ts';
+import { admitOrReturn, type IntakeGate } from '../worker/intake.ts';
 import { IntakeSupervisor } from '../worker/intake-supervisor.ts';
 import { testServices, uniqueId } from './support/services.ts';
 
@@ -41,7 +42,11 @@ async function fill(prefix: string, count: number): Promise<void> {
 }
 
 /** A supervisor over `build`'s intakes for the queue under `prefix`, closed after the test. */
-function supervise(prefix: string, concurrency: number, build: (connection: RedisClient) => Worker<JobData, JobResult>): IntakeSupervisor {
+function supervise(
+  prefix: string,
+  concurrency: number,
+  build: (connection: RedisClient, gate: IntakeGate) => Worker<JobData, JobResult>,
+): IntakeSupervisor {
   const supervisor = new IntakeSupervisor({
     redis,
     clock: systemClock,
@@ -102,10 +107,11 @@ describe('IntakeSupervisor', () => {
     const supervisor = supervise(
       prefix,
       2,
-      (connection) =>
+      (connection, gate) =>
         new Worker<JobData, JobResult>(
           NAME,
-          async () => {
+          async (job, token) => {
+            await admitOrReturn(job, token, gate);
             done++;
             return {} as JobResult;
           },

@@ -8,7 +8,8 @@
  *   in-flight BZPOPMIN, and BullMQ's cluster recovery keeps reconnecting and retrying that
  *   read, so its main loop never ends. On a cluster `standby` stops fetching without BullMQ's
  *   wait (pause(true)) and counts the held jobs down itself; a fetch already blocked in
- *   BZPOPMIN on an empty queue may still take one job within drainDelay and serves it.
+ *   BZPOPMIN on an empty queue may still take one job within drainDelay, and the intake's gate
+ *   (intake.ts IntakeGate) puts that job back in the queue untouched.
  * - After a cluster node restarts, BullMQ's worker can stop fetching for good: alive, no
  *   error, no job. The watchdog (intake-watchdog.ts) sees jobs waiting beside an intake that
  *   took none for `stallMs`, and the intake is replaced by a fresh one on a connection of its
@@ -23,6 +24,7 @@ import { queueName, type JobData, type JobResult } from '../infra/job-contract.t
 import type { Logger } from '../infra/log.ts';
 import type { ModelManifest } from '../infra/manifest.ts';
 import { closeRedis, duplicateClient, isCluster, type RedisClient } from '../infra/redis.ts';
+import type { IntakeGate } from './intake.ts';
 import { createIntakeWatchdog, type IntakeWatchdog, type StallInfo } from './intake-watchdog.ts';
 
 type Intake = Worker<JobData, JobResult>;
@@ -37,8 +39,8 @@ export interface IntakeSupervisorDeps {
   concurrency: number;
   /** Idle time beside waiting jobs that counts as wedged. */
   stallMs: number;
-  /** A BullMQ intake on `connection` (createIntake with the worker's batcher and result cache), not yet running. */
-  build(connection: RedisClient): Intake;
+  /** A BullMQ intake on `connection` (createIntake with the worker's batcher and result cache), not yet running, honouring `gate`. */
+  build(connection: RedisClient, gate: IntakeGate): Intake;
   /** True while the worker is active and not draining: only then is an idle intake suspect. */
   serving(): boolean;
 }
@@ -46,6 +48,14 @@ export interface IntakeSupervisorDeps {
 export class IntakeSupervisor {
   private intake: Intake;
   private held = 0;
+  /** Resolved when the jobs held reach zero (standby waits on them). */
+  private idleWaiters: Array<() => void> = [];
+  /** When standby began (wall clock, as BullMQ stamps processedOn); undefined while active. */
+  private standbySince: number | undefined;
+  private readonly gate: IntakeGate = {
+    admit: (takenAt) => this.standbySince === undefined || takenAt < this.standbySince,
+    returned: () => this.setHeld(this.held - 1),
+  };
   private lastTakenAt: number;
   private replacements = 0;
   private readonly connections: RedisClient[] = [];
@@ -53,7 +63,7 @@ export class IntakeSupervisor {
 
   constructor(private readonly deps: IntakeSupervisorDeps) {
     this.lastTakenAt = deps.clock.now();
-    this.intake = this.attach(deps.build(deps.redis));
+    this.intake = this.attach(deps.build(deps.redis, this.gate));
     this.watchdog = createIntakeWatchdog({
       clock: deps.clock,
       stallMs: deps.stallMs,
@@ -72,6 +82,7 @@ export class IntakeSupervisor {
 
   /** Starts taking jobs, or resumes after a standby. */
   async activate(): Promise<void> {
+    this.standbySince = undefined;
     if (this.intake.isPaused()) await this.intake.resume();
     else if (!this.intake.isRunning()) this.run(this.intake);
     this.lastTakenAt = this.deps.clock.now();
@@ -79,18 +90,10 @@ export class IntakeSupervisor {
 
   /** Stops taking jobs and resolves once the ones held have finished. */
   async standby(): Promise<void> {
-    const intake = this.intake;
-    if (!isCluster(this.deps.redis)) return intake.pause();
-    await intake.pause(true);
-    await new Promise<void>((resolve) => {
-      const check = () => {
-        if (this.held > 0) return;
-        intake.off('completed', check).off('failed', check);
-        resolve();
-      };
-      intake.on('completed', check).on('failed', check);
-      check();
-    });
+    this.standbySince = Date.now();
+    if (!isCluster(this.deps.redis)) return this.intake.pause();
+    await this.intake.pause(true);
+    if (this.held > 0) await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
   }
 
   /** What an operator needs to tell a wedged intake from an idle one. */
@@ -119,13 +122,18 @@ export class IntakeSupervisor {
     }
   }
 
+  private setHeld(n: number): void {
+    this.held = Math.max(0, n);
+    if (this.held === 0) for (const resolve of this.idleWaiters.splice(0)) resolve();
+  }
+
   private attach(intake: Intake): Intake {
     intake.on('active', () => {
       this.held++;
       this.lastTakenAt = this.deps.clock.now();
     });
-    intake.on('completed', () => this.held--);
-    intake.on('failed', () => (this.held = Math.max(0, this.held - 1)));
+    intake.on('completed', () => this.setHeld(this.held - 1));
+    intake.on('failed', () => this.setHeld(this.held - 1));
     intake.on('error', (err) => this.deps.log.warn({ err }, 'intake error'));
     return intake;
   }
@@ -156,12 +164,12 @@ export class IntakeSupervisor {
     old.removeAllListeners();
     old.on('error', () => undefined);
     void old.close(true).catch(() => undefined);
-    this.held = 0;
+    this.setHeld(0);
     this.lastTakenAt = this.deps.clock.now();
     this.replacements++;
     const connection = duplicateClient(this.deps.redis);
     this.connections.push(connection);
-    this.intake = this.attach(this.deps.build(connection));
+    this.intake = this.attach(this.deps.build(connection, this.gate));
     this.run(this.intake);
   }
 }

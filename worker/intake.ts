@@ -15,7 +15,7 @@
  * the job completes, so a repeat sent after the job is seen succeeded finds it. Failing to write
  * it never fails the job: the cache is an optimisation.
  */
-import { UnrecoverableError, Worker, type Job } from 'bullmq';
+import { UnrecoverableError, WaitingError, Worker, type Job } from 'bullmq';
 import type { RedisClient } from '../infra/redis.ts';
 import { InvalidInputError } from '../infra/errors.ts';
 import type { JobData, JobResult } from '../infra/job-contract.ts';
@@ -52,11 +52,34 @@ export interface IntakeOptions {
   /** A result that could not be stored (the job still succeeds). */
   onCacheError?: (err: unknown) => void;
   onJobDone?: (e: { outcome: 'succeeded' | 'failed' | 'retry'; queueMs: number; rows: number }) => void;
+  /** Whether to run jobs now (see IntakeGate); every job runs when absent. */
+  gate?: IntakeGate;
+}
+
+/**
+ * Says whether the intake may run a job it took. A standby worker's intake can still take a job
+ * after it was told to stop — a fetch already under way (on a Redis Cluster, where BullMQ's
+ * pause cannot cut it short) — and such a job goes back to the queue untouched: no attempt
+ * counted, no event, `returned()` called instead. Jobs taken before the stop still run.
+ */
+export interface IntakeGate {
+  /** `takenAt`: when BullMQ moved the job to active (its processedOn, this host's clock). */
+  admit(takenAt: number): boolean;
+  returned(): void;
+}
+
+/** Returns when `job` may run; otherwise moves it back to wait and throws BullMQ's WaitingError (no attempt is counted). */
+export async function admitOrReturn(job: Job, token: string | undefined, gate: IntakeGate | undefined): Promise<void> {
+  if (!gate || gate.admit(job.processedOn ?? Date.now())) return;
+  await job.moveToWait(token);
+  gate.returned();
+  throw new WaitingError();
 }
 
 export function createIntake(options: IntakeOptions): Worker<JobData, JobResult> {
   const { manifest } = options;
-  const process = async (job: Job<JobData, JobResult>): Promise<JobResult> => {
+  const process = async (job: Job<JobData, JobResult>, token?: string): Promise<JobResult> => {
+    await admitOrReturn(job, token, options.gate);
     const startedAt = job.processedOn ?? Date.now();
     const queueMs = Math.max(0, startedAt - job.data.submittedAt);
     const { timeoutMs } = job.data;

@@ -329,8 +329,9 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
       // beyond any reconnect that ends by itself.
       stallMs: Math.max(20_000, 3 * config.worker.lockDurationMs),
       serving: () => this.state === 'active' && !this.closing,
-      build: (connection) =>
+      build: (connection, gate) =>
         createIntake({
+          gate,
           connection,
           prefix: config.queuePrefix,
           manifest,
