@@ -35,6 +35,15 @@ describe('benchInputs', () => {
     }
   });
 
+  it('keeps float rows apart whose sines agree to 4 digits (seeds a run apart, as the bench phases use)', () => {
+    // 31 × (3,003,706 − 1,000,028) is within 1e-4 of a multiple of 2π: the sine values alone repeat.
+    const manifest = { inputs: [spec('FP32', [-1, 64])] };
+    const a = benchInputs(manifest, 1, 1_000_028)[0]?.data ?? [];
+    const b = benchInputs(manifest, 1, 3_003_706)[0]?.data ?? [];
+    expect(Float32Array.from(a as number[]).slice(1)).toEqual(Float32Array.from(b as number[]).slice(1));
+    expect(Float32Array.from(a as number[])).not.toEqual(Float32Array.from(b as number[]));
+  });
+
   it('keeps integers and booleans to values every model accepts', () => {
     const ints = benchInputs({ inputs: [spec('INT32', [-1, 8])] }, 3, 77)[0]?.data ?? [];
     expect(ints.every((v) => v === 0 || v === 1)).toBe(true);

@@ -83,10 +83,24 @@ export function benchInputs(manifest: Pick<ModelManifest, 'inputs'>, rows: numbe
       spec.datatype === 'BOOL'
         ? Array.from({ length: n }, (_, k) => bit(k) === 1)
         : spec.datatype.startsWith('FP')
-          ? Array.from({ length: n }, (_, k) => Math.round(Math.sin(seed * 31 + k) * 1e4) / 2e4)
+          ? Array.from({ length: n }, (_, k) =>
+              k % width === 0 ? rowTag(seed + Math.floor(k / width)) : Math.round(Math.sin(seed * 31 + k) * 1e4) / 2e4,
+            )
           : Array.from({ length: n }, (_, k) => bit(k));
     return { name: spec.name, datatype: spec.datatype, shape: [rows, ...spec.shape.slice(1)], data };
   });
+}
+
+/**
+ * A float row's first value: the row's index in the endless table, exact in FP32 (an integer
+ * below 2^24 over a power of two), so no two rows are equal and none is answered from the result
+ * cache. The sine values alone collided now and then: rounded to 4 digits, sin(31·a + k) and
+ * sin(31·b + k) agree for every k when 31·(a − b) is close enough to a multiple of 2π. Rows
+ * 3,003,706… of the latency run repeated rows 1,000,028… of the warm-up (22 of them), were
+ * answered from the cache without a BullMQ job, and the run waited for jobs that never existed.
+ */
+function rowTag(row: number): number {
+  return (row % 2 ** 24) / 2 ** 24;
 }
 
 /** Job data as the API would enqueue it, for producers that skip HTTP (raw queue fills). */
