@@ -143,7 +143,10 @@ export function createEventSource(deps: EventSourceDeps): { run(signal: AbortSig
       const streams = [...names.map(key), ...names.map((n) => cursors.get(n) ?? '0-0')];
       return ((await deps.blocking.xread('COUNT', batchSize, 'BLOCK', blockMs, 'STREAMS', ...streams)) as StreamReply | null) ?? [];
     }
-    const cluster = deps.blocking;
+    // Non-blocking reads: on the command connection, so the blocking one's disconnect at stop
+    // (ioredis' cluster client can queue a command sent while it disconnects, for good) never
+    // strands one and close() never waits on it.
+    const cluster = deps.redis;
     const replies = await Promise.all(
       names.map(
         async (n) => ((await cluster.xread('COUNT', batchSize, 'STREAMS', key(n), cursors.get(n) ?? '0-0')) as StreamReply | null) ?? [],
