@@ -17,6 +17,7 @@ import { createDeliveryStore } from '../api/webhooks/delivery-store.ts';
 import { createBullJobQueue } from '../infra/bullmq-job-queue.ts';
 import { startRedisCluster, type RedisClusterHandle } from '../infra/dev/redis-cluster.ts';
 import { freePort } from '../infra/dev/free-port.ts';
+import { stopChild } from '../infra/dev/stop-child.ts';
 import { ensureRedisServer } from '../infra/dev/redis-server.ts';
 import { createDeploymentStore } from '../infra/deployments.ts';
 import { queueName, type JobData } from '../infra/job-contract.ts';
@@ -28,16 +29,6 @@ import { startStack, waitForJob, type TestStack } from './support/stack.ts';
 
 const F = 8;
 const BIN = fileURLToPath(new URL('../bin/warmpool.mjs', import.meta.url));
-
-/** SIGTERM (the API drains), SIGKILL if it has not exited in 15 s. */
-function stopProcess(child: ChildProcess): Promise<void> {
-  return new Promise((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null) return resolve();
-    child.once('exit', () => resolve());
-    child.kill('SIGTERM');
-    setTimeout(() => child.kill('SIGKILL'), 15_000).unref();
-  });
-}
 
 let dir: string;
 let cluster: RedisClusterHandle;
@@ -187,7 +178,7 @@ describe('the pipeline on a Redis Cluster: 3 API servers (2 `warmpool api` proce
   }, 150_000);
 
   afterAll(async () => {
-    await Promise.all(apis.map((child) => stopProcess(child)));
+    await Promise.all(apis.map((child) => stopChild(child)));
     await stack?.close();
   });
 

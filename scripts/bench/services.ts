@@ -11,6 +11,7 @@ import type { RedisClient } from '../../infra/redis.ts';
 import { systemClock } from '../../infra/clock.ts';
 import { loadConfig, type Config } from '../../infra/config.ts';
 import { startEmbeddedServices } from '../../infra/dev/embedded-services.ts';
+import { stopChild } from '../../infra/dev/stop-child.ts';
 import type { Closer } from '../../infra/lifecycle.ts';
 import { createModelRegistry, type ModelRegistry } from '../../infra/registry.ts';
 import { createS3ObjectStore } from '../../infra/s3-object-store.ts';
@@ -98,20 +99,13 @@ export function spawnRole(args: string[], env: NodeJS.ProcessEnv, options: Spawn
     stderr = (stderr + chunk.toString()).slice(-4096);
   });
   let stopping: Promise<void> | undefined;
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   child.once('exit', (code, signal) => {
     if (!stopping) process.stderr.write(`bench: warmpool ${args[0]} exited early (${code ?? signal})\n${stderr}`);
   });
   return {
     child,
     stop(graceMs = 15_000) {
-      stopping ??= (async () => {
-        if (child.exitCode !== null || child.signalCode !== null) return;
-        child.kill('SIGTERM');
-        const force = setTimeout(() => child.kill('SIGKILL'), graceMs);
-        await exited;
-        clearTimeout(force);
-      })();
+      stopping ??= stopChild(child, { graceMs });
       return stopping;
     },
   };

@@ -15,6 +15,7 @@ import { startRedisCluster, type RedisClusterHandle } from '../../infra/dev/redi
 import { ensureRedisServer, startRedisServer, type RedisServerHandle } from '../../infra/dev/redis-server.ts';
 import { startS3Server, type S3ServerHandle } from '../../infra/dev/s3-server.ts';
 import { freePort } from '../../infra/dev/free-port.ts';
+import { stopChild } from '../../infra/dev/stop-child.ts';
 import { createDeploymentStore } from '../../infra/deployments.ts';
 import { closeAll, type Closer } from '../../infra/lifecycle.ts';
 import { createLogger } from '../../infra/log.ts';
@@ -197,16 +198,6 @@ function workerPool(env: NodeJS.ProcessEnv, logDir: string) {
       await Promise.all([...children].map((c) => stopChild(c)));
     },
   };
-}
-
-/** SIGTERM (a worker drains), SIGKILL after 15 s. */
-export function stopChild(child: ChildProcess, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
-  return new Promise((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null) return resolve();
-    child.once('exit', () => resolve());
-    child.kill(signal);
-    setTimeout(() => child.kill('SIGKILL'), 15_000).unref();
-  });
 }
 
 async function restartableRedis(options: ChaosStackOptions): Promise<Restartable & { url: string }> {

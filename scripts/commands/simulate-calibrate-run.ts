@@ -24,6 +24,7 @@ import { startApiServer } from '../../api/main.ts';
 import { systemClock } from '../../infra/clock.ts';
 import { loadConfig } from '../../infra/config.ts';
 import { startEmbeddedServices } from '../../infra/dev/embedded-services.ts';
+import { stopChild } from '../../infra/dev/stop-child.ts';
 import { EVENTS_STREAM_MAX_LEN, type JobData, type JobResult, queueName } from '../../infra/job-contract.ts';
 import { closeAll } from '../../infra/lifecycle.ts';
 import { createLogger } from '../../infra/log.ts';
@@ -157,7 +158,7 @@ async function startWorkers(env: NodeJS.ProcessEnv, count: number, closers: Clos
       env,
       stdio: ['ignore', 'pipe', 'inherit'],
     });
-    closers.push(['worker', () => stop(child)]);
+    closers.push(['worker', () => stopChild(child)]);
     return phasesOf(child, spawnedAt);
   });
 }
@@ -192,15 +193,6 @@ function phasesOf(child: ChildProcess, spawnedAt: number): Promise<Record<Phase,
       });
     });
     child.once('exit', (code) => reject(new Error(`a calibration worker exited (${code}) before it was active`)));
-  });
-}
-
-function stop(child: ChildProcess): Promise<void> {
-  return new Promise((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null) return resolve();
-    child.once('exit', () => resolve());
-    child.kill('SIGTERM');
-    setTimeout(() => child.kill('SIGKILL'), 15_000).unref();
   });
 }
 

@@ -5,6 +5,7 @@
  */
 import { Queue } from 'bullmq';
 import { spawn, type ChildProcess } from 'node:child_process';
+import { stopChild } from '../../infra/dev/stop-child.ts';
 import { fileURLToPath } from 'node:url';
 import { startApiServer, type ApiServer } from '../../api/main.ts';
 import { loadConfig, type Config } from '../../infra/config.ts';
@@ -111,17 +112,7 @@ export async function startStack(overrides: Record<string, string> = {}): Promis
       throw new Error(`timed out waiting for ${count} ${state} worker(s) of ${model}`);
     },
     async close() {
-      await Promise.all(
-        children.map(
-          (c) =>
-            new Promise<void>((resolve) => {
-              if (c.exitCode !== null || c.signalCode !== null) return resolve();
-              c.once('exit', () => resolve());
-              c.kill('SIGTERM');
-              setTimeout(() => c.kill('SIGKILL'), 15_000).unref();
-            }),
-        ),
-      );
+      await Promise.all(children.map((c) => stopChild(c)));
       await api.close();
       await closeRedis(redis);
       store.close();
