@@ -37,6 +37,10 @@ export interface RedisClusterHandle {
   startNode(index: number): Promise<void>;
   /** Whether node `index` is running (not stopped by stopNode). */
   isRunning(index: number): boolean;
+  /** The index (in `nodes`) of the master that owns `slot`, as CLUSTER SLOTS says on a running node. */
+  nodeOfSlot(slot: number): Promise<number>;
+  /** The index of the master that holds `key` (its slot from CLUSTER KEYSLOT). */
+  nodeOfKey(key: string): Promise<number>;
   /** Stops every server and waits for them to exit. Safe to call twice. */
   close(): Promise<void>;
 }
@@ -82,6 +86,11 @@ export async function startRedisCluster(options: StartRedisClusterOptions): Prom
     }
     const nodes = servers.map((s) => ({ host, port: (s as RedisServerHandle).port }));
     await formCluster(nodes);
+    const withRunningNode = <T>(fn: (client: Redis) => Promise<T>): Promise<T> => {
+      const running = nodes.find((_, i) => servers[i] !== undefined);
+      if (!running) throw new Error('no node of the local cluster is running');
+      return withClients([running], ([client]) => fn(client as Redis));
+    };
     const at = (index: number): StartRedisOptions => {
       const s = settings[index];
       if (!s) throw new RangeError(`no node ${index} in a ${count}-node cluster`);
@@ -103,6 +112,8 @@ export async function startRedisCluster(options: StartRedisClusterOptions): Prom
         if (servers.every((server) => server !== undefined)) await waitUntilOk(nodes, nodes.length);
       },
       isRunning: (index) => servers[index] !== undefined,
+      nodeOfSlot: (slot) => withRunningNode((client) => ownerOf(client, nodes, slot)),
+      nodeOfKey: (key) => withRunningNode(async (client) => ownerOf(client, nodes, Number(await client.call('CLUSTER', 'KEYSLOT', key)))),
       close,
     };
   } catch (err) {
@@ -150,6 +161,15 @@ async function withClients<T>(nodes: Array<{ host: string; port: number }>, fn: 
   } finally {
     for (const c of clients) c.disconnect();
   }
+}
+
+/** The index in `nodes` of the master whose slot ranges (CLUSTER SLOTS) include `slot`. */
+async function ownerOf(client: Redis, nodes: Array<{ port: number }>, slot: number): Promise<number> {
+  const ranges = (await client.call('CLUSTER', 'SLOTS')) as Array<[number, number, [string, number, ...unknown[]]]>;
+  const owner = ranges.find(([first, last]) => slot >= first && slot <= last);
+  const index = nodes.findIndex((n) => n.port === owner?.[2][1]);
+  if (index < 0) throw new Error(`no node of the local cluster holds slot ${slot}`);
+  return index;
 }
 
 /** Until every one of `nodes` reports `cluster_state:ok` and knows `expectedNodes` nodes. */

@@ -89,13 +89,6 @@ describe('slots on a real 3-master cluster', () => {
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 
-  /** The index (in cluster.nodes) of the master that owns `slot`, from CLUSTER SLOTS. */
-  async function ownerIndex(slot: number): Promise<number> {
-    const ranges = (await clients[0]?.call('CLUSTER', 'SLOTS')) as Array<[number, number, [string, number, ...unknown[]]]>;
-    const range = ranges.find(([first, last]) => first <= slot && slot <= last);
-    return cluster.nodes.findIndex((n) => n.port === range?.[2][1]);
-  }
-
   it('computes the slot of a hash tag as the cluster does', async () => {
     for (const tag of ['infer.demo.1', 'infer.cluster-m0.1', 'infer.mlp-1024.7', 'x']) {
       expect(keySlot(tag)).toBe(await clients[0]?.call('CLUSTER', 'KEYSLOT', tag));
@@ -104,13 +97,13 @@ describe('slots on a real 3-master cluster', () => {
 
   it('names the master that owns a slot as the cluster does, at the ranges edges too', async () => {
     for (const slot of [0, 5460, 5461, 10922, 10923, 16383, keySlot('foo')]) {
-      expect(shardOf(slot, 3)).toBe(await ownerIndex(slot));
+      expect(shardOf(slot, 3)).toBe(await cluster.nodeOfSlot(slot));
     }
   });
 
   it('spreads the models over distinct masters, round robin', async () => {
     const names = spreadModelNames(4, 3);
-    const owners = await Promise.all(names.map((name) => ownerIndex(keySlot(`infer.${name}.1`))));
+    const owners = await Promise.all(names.map((name) => cluster.nodeOfSlot(keySlot(`infer.${name}.1`))));
     expect(owners).toEqual([0, 1, 2, 0]);
     expect(new Set(names).size).toBe(4);
   });

@@ -16,7 +16,6 @@ import { createDeliveryStore } from '../../api/webhooks/delivery-store.ts';
 import { deliveryId } from '../../api/webhooks/event-source.ts';
 import { deliveryLeaseMs } from '../../api/webhooks/dispatcher.ts';
 import { startDispatcher } from '../../api/webhooks/main.ts';
-import type { RedisClusterHandle } from '../../infra/dev/redis-cluster.ts';
 import { queueName } from '../../infra/job-contract.ts';
 import { createLogger } from '../../infra/log.ts';
 import { closeRedis, createRedis } from '../../infra/redis.ts';
@@ -128,7 +127,7 @@ async function faults(stack: ChaosStack): Promise<Fault[]> {
   }));
   const cluster = stack.redis.cluster;
   if (!cluster) return all;
-  const shard = await queueShard(stack, cluster);
+  const shard = await cluster.nodeOfKey(`${stack.config.queuePrefix}:${queueName(MODEL, '1')}:wait`);
   return [
     ...all,
     {
@@ -138,22 +137,6 @@ async function faults(stack: ChaosStack): Promise<Fault[]> {
       start: () => cluster.startNode(shard),
     },
   ];
-}
-
-/** The index of the cluster node whose slots include the model's queue. */
-async function queueShard(stack: ChaosStack, cluster: RedisClusterHandle): Promise<number> {
-  const redis = createRedis(stack.redis.url);
-  try {
-    const key = `${stack.config.queuePrefix}:${queueName(MODEL, '1')}:wait`;
-    const slot = Number(await redis.call('CLUSTER', 'KEYSLOT', key));
-    const ranges = (await redis.call('CLUSTER', 'SLOTS')) as Array<[number, number, [string, number, ...unknown[]]]>;
-    const owner = ranges.find(([first, last]) => slot >= first && slot <= last);
-    const index = cluster.nodes.findIndex((n) => n.port === owner?.[2][1]);
-    if (index < 0) throw new Error(`no node of the local cluster holds slot ${slot}`);
-    return index;
-  } finally {
-    await closeRedis(redis);
-  }
 }
 
 interface Outage {
