@@ -4,21 +4,12 @@
  * through MONITOR, filtered to this test's own connection).
  */
 import type { Redis } from 'ioredis';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { redisPrefixes, testServices } from '../test/support/services.ts';
+import { describe, expect, it } from 'vitest';
+import { testServices, useTestRedis } from '../test/support/services.ts';
 import { createRateLimiter } from './rate-limiter.ts';
 import { closeRedis, createRedis, isClusterUrl } from './redis.ts';
 
-const redis = createRedis(testServices().redisUrl);
-const prefixes = redisPrefixes(redis);
-
-afterEach(async () => {
-  await prefixes.cleanup();
-});
-
-afterAll(async () => {
-  await closeRedis(redis);
-});
+const { redis, prefixes } = useTestRedis();
 
 describe('rate limiter', () => {
   it('allows the burst, refuses with the wait until a token is back, and refills at rps', async () => {

@@ -1,20 +1,10 @@
 // The result cache on a real Redis: what makes two requests the same entry, and what never does.
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { redisPrefixes, testServices } from '../test/support/services.ts';
+import { describe, expect, it } from 'vitest';
+import { useTestRedis } from '../test/support/services.ts';
 import type { OipTensor } from './oip.ts';
-import { closeRedis, createRedis } from './redis.ts';
 import { createResultCache, requestDigest, resultCacheKey, type CacheTarget } from './result-cache.ts';
 
-const redis = createRedis(testServices().redisUrl);
-const prefixes = redisPrefixes(redis);
-
-afterEach(async () => {
-  await prefixes.cleanup();
-});
-
-afterAll(async () => {
-  await closeRedis(redis);
-});
+const { redis, prefixes } = useTestRedis();
 
 function newPrefix(): string {
   return prefixes.take('rc');

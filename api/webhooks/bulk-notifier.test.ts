@@ -1,10 +1,9 @@
 // The bulk notifier against the real delivery store on a real Redis: which events become
 // deliveries, stable ids, and the payload a receiver gets.
-import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { redisPrefixes, testServices } from '../../test/support/services.ts';
+import { beforeEach, describe, expect, it } from 'vitest';
+import { useTestRedis } from '../../test/support/services.ts';
 import type { BulkRunView, BulkWebhookEvent } from '../../infra/bulk/contract.ts';
 import { ManualClock } from '../../infra/clock.ts';
-import { closeRedis, createRedis } from '../../infra/redis.ts';
 import { bulkDeliveryId, type BulkNotify, type BulkWebhookPayload, createBulkNotifier } from './bulk-notifier.ts';
 import { createDeliveryStore, type DeliveryStore } from './delivery-store.ts';
 
@@ -30,8 +29,7 @@ function run(rowsDone: number, extra: Partial<BulkRunView> = {}): BulkRunView {
 }
 
 describe('createBulkNotifier', () => {
-  const redis = createRedis(testServices().redisUrl);
-  const prefixes = redisPrefixes(redis);
+  const { redis, prefixes } = useTestRedis();
   let store: DeliveryStore;
   let clock: ManualClock;
   let notify: BulkNotify;
@@ -44,8 +42,6 @@ describe('createBulkNotifier', () => {
     wakes = 0;
     notify = createBulkNotifier({ store, clock, onEnqueued: () => wakes++ });
   });
-  afterEach(() => prefixes.cleanup());
-  afterAll(() => closeRedis(redis));
 
   const stored = async () => (await store.list('tenant-a', 'pending', 100, clock.now())).map((d) => d.id).sort();
 

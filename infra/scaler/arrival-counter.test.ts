@@ -4,25 +4,16 @@
  * recorded in, flushed by close(), and a refused flush is reported. Time is a ManualClock near
  * the real clock (Redis expires the day keys against its own).
  */
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { redisPrefixes, testServices } from '../../test/support/services.ts';
+import { describe, expect, it } from 'vitest';
+import { testServices, useTestRedis } from '../../test/support/services.ts';
 import { ManualClock } from '../clock.ts';
 import { InvalidInputError } from '../errors.ts';
-import { closeRedis, createRedis, FAIL_FAST_REDIS_OPTIONS } from '../redis.ts';
+import { createRedis, FAIL_FAST_REDIS_OPTIONS } from '../redis.ts';
 import { type ArrivalCount, createArrivalHistory } from './arrival-history.ts';
 import { createArrivalCounter } from './arrival-counter.ts';
 
 const MIN = 60_000;
-const redis = createRedis(testServices().redisUrl);
-const prefixes = redisPrefixes(redis);
-
-afterEach(async () => {
-  await prefixes.cleanup();
-});
-
-afterAll(async () => {
-  await closeRedis(redis);
-});
+const { redis, prefixes } = useTestRedis();
 
 /** A minute start in the recent past, so the day keys it writes are not already expired. */
 const minute0 = Math.floor(Date.now() / MIN) * MIN - 10 * MIN;

@@ -4,25 +4,16 @@
  * Redis expires keys against its own clock (a 2001 date would expire at once). Each test has its
  * own prefix and deletes its keys.
  */
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { redisPrefixes, testServices } from '../../test/support/services.ts';
+import { describe, expect, it } from 'vitest';
+import { useTestRedis } from '../../test/support/services.ts';
 import { ManualClock } from '../clock.ts';
 import { InvalidInputError } from '../errors.ts';
-import { closeRedis, createRedis, scanKeys } from '../redis.ts';
+import { scanKeys } from '../redis.ts';
 import { createArrivalHistory } from './arrival-history.ts';
 
 const MIN = 60_000;
 const DAY = 86_400_000;
-const redis = createRedis(testServices().redisUrl);
-const prefixes = redisPrefixes(redis);
-
-afterEach(async () => {
-  await prefixes.cleanup();
-});
-
-afterAll(async () => {
-  await closeRedis(redis);
-});
+const { redis, prefixes } = useTestRedis();
 
 /** Tonight's UTC midnight: the day boundary the tests straddle. */
 const midnight = Math.floor(Date.now() / DAY) * DAY + DAY;

@@ -8,8 +8,8 @@
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
 import path from 'node:path';
-import { inject } from 'vitest';
-import { deleteMany, isCluster, scanKeys, type KeyScanner } from '../../infra/redis.ts';
+import { afterAll, afterEach, inject } from 'vitest';
+import { closeRedis, createRedis, deleteMany, isCluster, scanKeys, type KeyScanner, type RedisClient } from '../../infra/redis.ts';
 
 export const TEST_BUCKET = 'warmpool-test';
 export const TEST_REGION = 'us-east-1';
@@ -138,4 +138,17 @@ export function redisPrefixes(
       }
     },
   };
+}
+
+/**
+ * The suite's Redis for a test file (or a describe block): one client, the key prefixes handed
+ * out through `prefixes` deleted after each test, the client closed after all of them. Call it
+ * where hooks may be registered: at the top level of a test file or inside a describe.
+ */
+export function useTestRedis(): { redis: RedisClient; prefixes: ReturnType<typeof redisPrefixes> } {
+  const redis = createRedis(testServices().redisUrl);
+  const prefixes = redisPrefixes(redis);
+  afterEach(() => prefixes.cleanup());
+  afterAll(() => closeRedis(redis));
+  return { redis, prefixes };
 }
