@@ -318,6 +318,13 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
     });
     this.batcher = batcher;
     const concurrency = config.worker.concurrency > 0 ? config.worker.concurrency : Math.max(4, maxRows * 2);
+    // Built once: a replacement intake (IntakeSupervisor) shares them with the one it replaces.
+    const results = createResultCache(redis, {
+      prefix: config.queuePrefix,
+      ttlS: config.worker.resultCacheTtlS,
+      maxBytes: config.worker.resultCacheMaxBytes,
+    });
+    const writePart = this.deps.storeFor ? { writePart: createBulkPartWriter(this.deps.storeFor) } : {};
     this.intake = new IntakeSupervisor({
       redis,
       clock,
@@ -341,12 +348,8 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
           lockDurationMs: config.worker.lockDurationMs,
           stalledIntervalMs: config.worker.stalledIntervalMs,
           workerId: this.id,
-          results: createResultCache(redis, {
-            prefix: config.queuePrefix,
-            ttlS: config.worker.resultCacheTtlS,
-            maxBytes: config.worker.resultCacheMaxBytes,
-          }),
-          ...(this.deps.storeFor ? { writePart: createBulkPartWriter(this.deps.storeFor) } : {}),
+          results,
+          ...writePart,
           onCacheError: (err) => this.deps.log.warn({ err }, 'result not cached'),
           onJobDone: (e) => {
             metrics.jobsProcessed.inc({ ...labels, outcome: e.outcome });
