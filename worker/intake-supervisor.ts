@@ -6,10 +6,10 @@
  * Two BullMQ 6.7 behaviours on a Redis Cluster shape it:
  * - `Worker.pause()` never resolves there: it disconnects the blocking connection under an
  *   in-flight BZPOPMIN, and BullMQ's cluster recovery keeps reconnecting and retrying that
- *   read, so its main loop never ends. On a cluster `standby` stops fetching without BullMQ's
- *   wait (pause(true)) and counts the held jobs down itself; a fetch already blocked in
- *   BZPOPMIN on an empty queue may still take one job within drainDelay, and the intake's gate
- *   (intake.ts IntakeGate) puts that job back in the queue untouched.
+ *   read, so its main loop never ends. So `standby` never uses BullMQ's wait, on any Redis: it
+ *   stops fetching (pause(true)) and counts the held jobs down itself; a fetch already blocked
+ *   in BZPOPMIN on an empty queue may still take one job within drainDelay, and the intake's
+ *   gate (intake.ts IntakeGate) puts that job back in the queue untouched.
  * - After a cluster node restarts, BullMQ's worker can stop fetching for good: alive, no
  *   error, no job. The watchdog (intake-watchdog.ts) sees jobs waiting beside an intake that
  *   took none for `stallMs`, and the intake is replaced by a fresh one on a connection of its
@@ -23,7 +23,7 @@ import type { Clock } from '../infra/clock.ts';
 import { queueName, type JobData, type JobResult } from '../infra/job-contract.ts';
 import type { Logger } from '../infra/log.ts';
 import type { ModelManifest } from '../infra/manifest.ts';
-import { closeRedis, duplicateClient, isCluster, type RedisClient } from '../infra/redis.ts';
+import { closeRedis, duplicateClient, type RedisClient } from '../infra/redis.ts';
 import type { IntakeGate } from './intake.ts';
 import { createIntakeWatchdog, type IntakeWatchdog, type StallInfo } from './intake-watchdog.ts';
 
@@ -91,7 +91,6 @@ export class IntakeSupervisor {
   /** Stops taking jobs and resolves once the ones held have finished. */
   async standby(): Promise<void> {
     this.standbySince = Date.now();
-    if (!isCluster(this.deps.redis)) return this.intake.pause();
     await this.intake.pause(true);
     if (this.held > 0) await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
   }
