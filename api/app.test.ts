@@ -3,16 +3,16 @@
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { testServices, uniqueId } from '../test/support/services.ts';
-import { ManualClock } from '../infra/clock.ts';
-import { NotFoundError } from '../infra/errors.ts';
-import { createIdempotencyStore } from '../infra/idempotency.ts';
-import type { JobData, JobResult, Priority } from '../infra/job-contract.ts';
-import type { ModelManifest } from '../infra/manifest.ts';
-import { createApiMetrics } from '../infra/metrics.ts';
-import { createRateLimiter } from '../infra/rate-limiter.ts';
+import { ManualClock } from '../infra/kernel/clock.ts';
+import { NotFoundError } from '../infra/kernel/errors.ts';
+import { createIdempotencyStore } from './http/idempotency.ts';
+import type { JobData, JobResult, Priority } from '../infra/contracts/job.ts';
+import type { ModelManifest } from '../infra/contracts/manifest.ts';
+import { createApiMetrics } from '../infra/telemetry/metrics.ts';
+import { createRateLimiter } from './http/rate-limiter.ts';
 import { createApp, type AppDeps, type AppJobQueue } from './app.ts';
 import type { JobView, ModelCatalog } from './ports.ts';
-import { closeRedis, createRedis, deleteMany, scanKeys, type RedisClient } from '../infra/redis.ts';
+import { closeRedis, createRedis, deleteMany, scanKeys, type RedisClient } from '../infra/redis/client.ts';
 
 const KEY_A = 'key-aaaaaaaa';
 const KEY_B = 'key-bbbbbbbb';

@@ -10,22 +10,22 @@ import { createRequire } from 'node:module';
 import { Hono, type MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { routePath } from 'hono/route';
-import type { RedisClient } from '../infra/redis.ts';
+import type { RedisClient } from '../infra/redis/client.ts';
 import type { Registry } from 'prom-client';
 import type { CanaryPolicy } from '../infra/canary/index.ts';
-import type { BulkRuns } from '../infra/bulk/contract.ts';
-import type { ApiKey } from '../infra/config.ts';
-import type { Backlog } from '../infra/scaler/contracts.ts';
-import { InvalidInputError } from '../infra/errors.ts';
-import type { IdempotencyStore } from '../infra/idempotency.ts';
-import type { ApiMetrics } from '../infra/metrics.ts';
-import { bearerAuth, type AuthEnv } from './auth.ts';
+import type { BulkRuns } from '../infra/contracts/bulk.ts';
+import type { ApiKey } from '../infra/kernel/config.ts';
+import type { Backlog } from '../infra/contracts/pool.ts';
+import { InvalidInputError } from '../infra/kernel/errors.ts';
+import type { IdempotencyStore } from './http/idempotency.ts';
+import type { ApiMetrics } from '../infra/telemetry/metrics.ts';
+import { bearerAuth, type AuthEnv } from './http/auth.ts';
 import { dashboardPageRoutes } from './dashboard/page.ts';
 import { dashboardRoutes, sessionRoutes } from './dashboard/routes.ts';
-import { errorBody, errorHandler, notFoundHandler, type ErrorLog } from './errors.ts';
+import { errorBody, errorHandler, notFoundHandler, type ErrorLog } from './http/errors.ts';
 import { openApiRoutes } from './openapi/routes.ts';
 import type { Clock, DeploymentLookup, JobQueue, ModelCatalog } from './ports.ts';
-import { rateLimit, type RateLimitSettings } from './rate-limit.ts';
+import { rateLimit, type RateLimitSettings } from './http/rate-limit.ts';
 import { bulkRunRoutes } from './routes/bulk-runs.ts';
 import { canaryRoutes } from './routes/canary.ts';
 import { deploymentRoutes } from './routes/deployments.ts';
@@ -53,7 +53,7 @@ export interface AppDeps {
   bulkRuns?: BulkRuns;
   /**
    * Arrivals per minute for the scaler's forecast, held in memory and flushed to the history
-   * (infra/scaler/arrival-counter.ts): recording never waits on Redis, and a failed flush is
+   * (infra/telemetry/arrival-counter.ts): recording never waits on Redis, and a failed flush is
    * the counter's to report, so a queued job never fails for it.
    */
   arrivals?: { recordArrival(model: string, count?: number): void };
@@ -75,7 +75,7 @@ export interface AppDeps {
   syncTimeoutMs: number;
   /** Rows one request may carry; unlimited when absent. */
   maxRows?: number;
-  /** Idempotency-Key on job submission (infra/idempotency.ts, TTL IDEMPOTENCY_TTL_S). */
+  /** Idempotency-Key on job submission (api/http/idempotency.ts, TTL IDEMPOTENCY_TTL_S). */
   idempotency: IdempotencyStore;
   /** Per-tenant token bucket on `/v1/*` and `/v2/models/*` (RATE_LIMIT_RPS/BURST); no limit when absent. */
   rateLimit?: RateLimitSettings;

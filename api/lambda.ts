@@ -5,8 +5,8 @@
  * execution environment lives.
  */
 import { handle } from 'hono/aws-lambda';
-import { loadConfig } from '../infra/config.ts';
-import { createLogger } from '../infra/log.ts';
+import { loadConfig } from '../infra/kernel/config.ts';
+import { createLogger } from '../infra/kernel/log.ts';
 import { createApiRuntime, STARTUP_REDIS_WAIT_MS } from './main.ts';
 
 type LambdaHandler = ReturnType<typeof handle>;

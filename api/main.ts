@@ -6,25 +6,25 @@ import { serve } from '@hono/node-server';
 import type { AddressInfo } from 'node:net';
 import { Registry } from 'prom-client';
 import { createBulkRuns } from '../infra/bulk/bulk-runs.ts';
-import { createBullJobQueue, type BullJobQueue } from '../infra/bullmq-job-queue.ts';
-import { systemClock, type Clock } from '../infra/clock.ts';
-import type { Config } from '../infra/config.ts';
-import { createDeploymentStore } from '../infra/deployments.ts';
-import { createIdempotencyStore } from '../infra/idempotency.ts';
-import { createRateLimiter } from '../infra/rate-limiter.ts';
-import { createArrivalCounter } from '../infra/scaler/arrival-counter.ts';
-import { createArrivalHistory } from '../infra/scaler/arrival-history.ts';
-import { createQueueStats } from '../infra/scaler/queue-stats.ts';
-import { cacheManifests } from '../infra/manifest-cache.ts';
-import { closeAll, onShutdownSignals } from '../infra/lifecycle.ts';
-import { createLogger, type Logger } from '../infra/log.ts';
-import { createApiMetrics, readMetricsSnapshots, renderClusterMetrics } from '../infra/metrics.ts';
-import { closeRedis, createRedis, FAIL_FAST_REDIS_OPTIONS } from '../infra/redis.ts';
-import { createModelRegistry } from '../infra/registry.ts';
-import { createS3ObjectStore } from '../infra/s3-object-store.ts';
+import { createBullJobQueue, type BullJobQueue } from '../infra/queue/job-queue.ts';
+import { systemClock, type Clock } from '../infra/kernel/clock.ts';
+import type { Config } from '../infra/kernel/config.ts';
+import { createDeploymentStore } from '../infra/deployments/deployment-store.ts';
+import { createIdempotencyStore } from './http/idempotency.ts';
+import { createRateLimiter } from './http/rate-limiter.ts';
+import { createArrivalCounter } from '../infra/telemetry/arrival-counter.ts';
+import { createArrivalHistory } from '../infra/telemetry/arrival-history.ts';
+import { createQueueStats } from '../infra/queue/queue-stats.ts';
+import { cacheManifests } from '../infra/registry/manifest-cache.ts';
+import { closeAll, onShutdownSignals } from '../infra/kernel/lifecycle.ts';
+import { createLogger, type Logger } from '../infra/kernel/log.ts';
+import { createApiMetrics, readMetricsSnapshots, renderClusterMetrics } from '../infra/telemetry/metrics.ts';
+import { closeRedis, createRedis, FAIL_FAST_REDIS_OPTIONS } from '../infra/redis/client.ts';
+import { createModelRegistry } from '../infra/registry/model-registry.ts';
+import { createS3ObjectStore } from '../infra/registry/s3-object-store.ts';
 import { createApp, type AppDeps } from './app.ts';
-import { answerParseErrorsAsJson } from './client-errors.ts';
-import { createBulkWiring } from './bulk-deps.ts';
+import { answerParseErrorsAsJson } from './http/client-errors.ts';
+import { createBulkWiring } from '../infra/bulk/wiring.ts';
 import { createBulkNotifier } from './webhooks/bulk-notifier.ts';
 import { createDeliveryStore } from './webhooks/delivery-store.ts';
 
@@ -35,7 +35,7 @@ export interface ApiServer {
 }
 
 /**
- * The API's connections: fail fast (infra/redis.ts), and auto-pipelined. A submit issues several
+ * The API's connections: fail fast (infra/redis/client.ts), and auto-pipelined. A submit issues several
  * commands from concurrent requests in the same event-loop turn (rate limit, idempotency, cache
  * lookup, Queue.add); ioredis then writes them to the socket together. Measured: API CPU −5 to
  * −15%, Redis CPU per submit −25 to −35% (docs/BENCHMARKS.md). Only the API's: the worker gained
@@ -90,7 +90,7 @@ export function createApiRuntime(config: Config, log: Logger, overrides: ApiOver
   const { enabled: _guardRunsElsewhere, tickMs: _tick, ...canaryPolicy } = config.canary;
   if (config.api.apiKeys.length === 0) log.warn('API_KEYS is empty: every authenticated route will answer 401');
   const redisError = (err: Error) => log.warn({ err: err.message }, 'redis connection error');
-  // Fail fast while Redis is down: a request answers 503 at once instead of hanging (infra/redis.ts).
+  // Fail fast while Redis is down: a request answers 503 at once instead of hanging (infra/redis/client.ts).
   const redis = createRedis(config.redisUrl, API_REDIS_OPTIONS, redisError);
   const store = createS3ObjectStore(config.s3);
   const registry = createModelRegistry({ store, prefix: config.s3.prefix });

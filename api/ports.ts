@@ -3,12 +3,12 @@
  * (bullmq-job-queue.ts, registry.ts, deployments.ts) satisfy them structurally, and the tests
  * fake them in a few lines.
  */
-import type { JobData, JobView, Priority } from '../infra/job-contract.ts';
-import type { Deployment } from '../infra/deployments.ts';
-import type { ModelManifest } from '../infra/manifest.ts';
+import type { JobData, JobView, Priority } from '../infra/contracts/job.ts';
+import type { Deployment } from '../infra/deployments/deployment-store.ts';
+import type { ModelManifest } from '../infra/contracts/manifest.ts';
 
-export type { Clock } from '../infra/clock.ts';
-export type { JobView } from '../infra/job-contract.ts';
+export type { Clock } from '../infra/kernel/clock.ts';
+export type { JobView } from '../infra/contracts/job.ts';
 
 export interface JobQueue {
   enqueue(data: JobData, options: { priority: Priority; jobId: string }): Promise<void>;

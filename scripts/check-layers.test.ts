@@ -37,9 +37,9 @@ afterEach(async () => {
 describe('check-layers', () => {
   it('accepts api/ and worker/ importing infra/, packages and their own files', async () => {
     const root = await tree({
-      'infra/clock.ts': `export const now = () => 0;\n`,
-      'api/app.ts': `import { now } from '../infra/clock.ts';\nimport { Hono } from 'hono';\nimport { x } from './routes/x.ts';\n`,
-      'worker/main.ts': `import type { Clock } from '../infra/clock.ts';\nexport * from './engine/engine.ts';\n`,
+      'infra/kernel/clock.ts': `export const now = () => 0;\n`,
+      'api/app.ts': `import { now } from '../infra/kernel/clock.ts';\nimport { Hono } from 'hono';\nimport { x } from './routes/x.ts';\n`,
+      'worker/main.ts': `import type { Clock } from '../infra/kernel/clock.ts';\nexport * from './engine/engine.ts';\n`,
       // Prose that merely mentions the other layer is not an import.
       'infra/notes.ts': `/**\n * import { y } from '../worker/main.ts'\n */\n// see import('../api/app.ts')\nexport {};\n`,
     });
@@ -50,7 +50,7 @@ describe('check-layers', () => {
     const root = await tree({
       'api/routes/jobs.ts': `import { a } from '../../infra/a.ts';\nimport {\n  run,\n} from '../../worker/runner.ts';\n`,
       'worker/intake.ts': `export { route } from '../api/route.ts';\n`,
-      'infra/dev/stack.ts': `const m = await import('../../worker/main.ts');\nimport type { App } from '../../api/app.ts';\n`,
+      'scripts/dev/stack.ts': `const m = await import('../../worker/main.ts');\nimport type { App } from '../../api/app.ts';\n`,
       'infra/side.mjs': `import '../api/side-effect.js';\n`,
     });
     const { code, stderr } = await check(root);
@@ -60,8 +60,8 @@ describe('check-layers', () => {
       expect.arrayContaining([
         "api/routes/jobs.ts:4 imports '../../worker/runner.ts': api/ must not import from worker/",
         "worker/intake.ts:1 imports '../api/route.ts': worker/ must not import from api/",
-        "infra/dev/stack.ts:1 imports '../../worker/main.ts': infra/ must not import from worker/",
-        "infra/dev/stack.ts:2 imports '../../api/app.ts': infra/ must not import from api/",
+        "scripts/dev/stack.ts:1 imports '../../worker/main.ts': infra/ must not import from worker/",
+        "scripts/dev/stack.ts:2 imports '../../api/app.ts': infra/ must not import from api/",
         "infra/side.mjs:1 imports '../api/side-effect.js': infra/ must not import from api/",
       ]),
     );

@@ -5,8 +5,8 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { loadConfig, type Config } from '../infra/config.ts';
-import { ConfigError } from '../infra/errors.ts';
+import { loadConfig, type Config } from '../infra/kernel/config.ts';
+import { ConfigError } from '../infra/kernel/errors.ts';
 
 const USAGE = `warmpool — autoscaling ONNX inference workers behind a queue
 
@@ -51,7 +51,7 @@ export async function main(argv: string[]): Promise<number> {
   try {
     switch (command) {
       case 'dev':
-        return await (await import('./dev.ts')).devMain(args);
+        return await (await import('./dev/main.ts')).devMain(args);
       case 'api':
         return await (await import('../api/main.ts')).apiMain(config());
       case 'scaler':

@@ -15,7 +15,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { chromium, type Page } from 'playwright-core';
-import { freePort } from '../infra/dev/free-port.ts';
+import { freePort } from './dev/free-port.ts';
 
 export const CHROMIUM = '/usr/bin/chromium';
 const BIN = fileURLToPath(new URL('../bin/warmpool.mjs', import.meta.url));

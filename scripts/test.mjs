@@ -5,7 +5,7 @@
 //   2. typecheck (tsc -p .)
 //   3. layering (scripts/check-layers.mjs)
 //   4. lint and formatting (biome ci: reports, never rewrites)
-//   5. vitest run, with any extra arguments passed through: `npm test -- infra/dev`
+//   5. vitest run, with any extra arguments passed through: `npm test -- scripts/dev`
 // Every step runs even when an earlier one fails, so one CI run shows every problem; the exit
 // code is the first non-zero one.
 import { spawn } from 'node:child_process';
@@ -33,7 +33,7 @@ async function ensureRedis() {
   // The same code `warmpool dev` uses, loaded through tsx: no second copy of the install logic.
   const unregister = register();
   try {
-    const { ensureRedisServer } = await import('../infra/dev/redis-server.ts');
+    const { ensureRedisServer } = await import('./dev/redis-server.ts');
     const binary = await ensureRedisServer({ install: 'auto', log: (line) => console.log(line) });
     console.log(`redis-server: ${binary}`);
     return 0;

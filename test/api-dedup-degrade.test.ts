@@ -7,9 +7,9 @@
 import { Queue } from 'bullmq';
 import * as ort from 'onnxruntime-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { queueName } from '../infra/job-contract.ts';
-import { closeRedis, createRedis } from '../infra/redis.ts';
-import { buildMlpModel } from '../scripts/models.ts';
+import { queueName } from '../infra/contracts/job.ts';
+import { closeRedis, createRedis } from '../infra/redis/client.ts';
+import { buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
 import { startStack, waitForJob, type TestStack } from './support/stack.ts';
 
 const F = 8;

@@ -5,10 +5,10 @@
  */
 import { Worker } from 'bullmq';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { ManualClock } from '../infra/clock.ts';
-import { queueName, type JobData, type JobResult } from '../infra/job-contract.ts';
-import { closeRedis, createRedis, type RedisClient } from '../infra/redis.ts';
-import { buildMlpModel } from '../scripts/models.ts';
+import { ManualClock } from '../infra/kernel/clock.ts';
+import { queueName, type JobData, type JobResult } from '../infra/contracts/job.ts';
+import { closeRedis, createRedis, type RedisClient } from '../infra/redis/client.ts';
+import { buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
 import { startTestApi, type TestApi } from './support/api-app.ts';
 import { uniqueId } from './support/services.ts';
 import { KEY_A, KEY_B, startStack, type TestStack } from './support/stack.ts';

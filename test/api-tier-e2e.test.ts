@@ -10,10 +10,10 @@ import type { AddressInfo } from 'node:net';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDispatcher, type RunningDispatcher } from '../api/webhooks/main.ts';
-import { queueName } from '../infra/job-contract.ts';
-import { createLogger } from '../infra/log.ts';
-import { closeRedis, createRedis } from '../infra/redis.ts';
-import { buildMlpModel } from '../scripts/models.ts';
+import { queueName } from '../infra/contracts/job.ts';
+import { createLogger } from '../infra/kernel/log.ts';
+import { closeRedis, createRedis } from '../infra/redis/client.ts';
+import { buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
 import { KEY_B, startStack, waitForJob, type TestStack } from './support/stack.ts';
 
 const F = 8;

@@ -9,10 +9,10 @@ import * as ort from 'onnxruntime-node';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDispatcher, type RunningDispatcher } from '../api/webhooks/main.ts';
-import { createLogger } from '../infra/log.ts';
-import type { ObjectStore } from '../infra/object-store.ts';
-import { createS3ObjectStore } from '../infra/s3-object-store.ts';
-import { buildMlpModel } from '../scripts/models.ts';
+import { createLogger } from '../infra/kernel/log.ts';
+import type { ObjectStore } from '../infra/registry/object-store.ts';
+import { createS3ObjectStore } from '../infra/registry/s3-object-store.ts';
+import { buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
 import { uniqueId } from './support/services.ts';
 import { KEY_B, startStack, type TestStack } from './support/stack.ts';
 

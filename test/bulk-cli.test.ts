@@ -7,11 +7,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../infra/config.ts';
-import type { ObjectStore } from '../infra/object-store.ts';
-import { createS3ObjectStore } from '../infra/s3-object-store.ts';
+import { loadConfig } from '../infra/kernel/config.ts';
+import type { ObjectStore } from '../infra/registry/object-store.ts';
+import { createS3ObjectStore } from '../infra/registry/s3-object-store.ts';
 import { type BulkIo, bulkMain } from '../scripts/commands/bulk.ts';
-import { buildMlpModel } from '../scripts/models.ts';
+import { buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
 import { startStack, type TestStack } from './support/stack.ts';
 
 const BIN = fileURLToPath(new URL('../bin/warmpool.mjs', import.meta.url));

@@ -4,11 +4,11 @@ import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { JobQueue } from '../api/ports.ts';
 import type { AppJobQueue } from '../api/app.ts';
-import { createBullJobQueue, parseFailure, type BullJobQueue } from '../infra/bullmq-job-queue.ts';
-import { ManualClock } from '../infra/clock.ts';
-import { NotFoundError } from '../infra/errors.ts';
-import { queueName, type JobData, type JobResult, type JobStatus, type JobView } from '../infra/job-contract.ts';
-import { closeRedis, createRedis, deleteMany, isClusterUrl, scanKeys, type RedisClient } from '../infra/redis.ts';
+import { createBullJobQueue, parseFailure, type BullJobQueue } from '../infra/queue/job-queue.ts';
+import { ManualClock } from '../infra/kernel/clock.ts';
+import { NotFoundError } from '../infra/kernel/errors.ts';
+import { queueName, type JobData, type JobResult, type JobStatus, type JobView } from '../infra/contracts/job.ts';
+import { closeRedis, createRedis, deleteMany, isClusterUrl, scanKeys, type RedisClient } from '../infra/redis/client.ts';
 import { testServices, uniqueId } from './support/services.ts';
 
 const result = (id: string): JobResult => ({

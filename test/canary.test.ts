@@ -8,16 +8,16 @@
 import { Queue, UnrecoverableError, Worker } from 'bullmq';
 import { Hono } from 'hono';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
-import { errorHandler, notFoundHandler } from '../api/errors.ts';
-import type { AuthEnv } from '../api/auth.ts';
+import { errorHandler, notFoundHandler } from '../api/http/errors.ts';
+import type { AuthEnv } from '../api/http/auth.ts';
 import { canaryRoutes } from '../api/routes/canary.ts';
 import { createCanaryGuard, type CanaryGuard, type CanaryStatus } from '../infra/canary/index.ts';
 import { createOutcomeStore } from '../infra/canary/outcomes.ts';
 import type { CanaryPolicy } from '../infra/canary/verdict.ts';
-import { ManualClock } from '../infra/clock.ts';
-import { createDeploymentStore, type DeploymentStore } from '../infra/deployments.ts';
-import { EVENTS_STREAM_MAX_LEN, queueName, type JobResult } from '../infra/job-contract.ts';
-import { closeRedis, createRedis } from '../infra/redis.ts';
+import { ManualClock } from '../infra/kernel/clock.ts';
+import { createDeploymentStore, type DeploymentStore } from '../infra/deployments/deployment-store.ts';
+import { EVENTS_STREAM_MAX_LEN, queueName, type JobResult } from '../infra/contracts/job.ts';
+import { closeRedis, createRedis } from '../infra/redis/client.ts';
 import { redisPrefixes, testServices } from './support/services.ts';
 
 const redis = createRedis(testServices().redisUrl);

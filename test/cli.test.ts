@@ -5,13 +5,13 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { loadConfig } from '../infra/config.ts';
-import { createDeploymentStore } from '../infra/deployments.ts';
-import { closeRedis, createRedis } from '../infra/redis.ts';
-import { createModelRegistry } from '../infra/registry.ts';
-import { createS3ObjectStore } from '../infra/s3-object-store.ts';
+import { loadConfig } from '../infra/kernel/config.ts';
+import { createDeploymentStore } from '../infra/deployments/deployment-store.ts';
+import { closeRedis, createRedis } from '../infra/redis/client.ts';
+import { createModelRegistry } from '../infra/registry/model-registry.ts';
+import { createS3ObjectStore } from '../infra/registry/s3-object-store.ts';
 import { rollbackMain, type CliIo } from '../scripts/commands/deploy.ts';
-import { buildMlpModel } from '../scripts/models.ts';
+import { buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
 import { testEnv } from './support/services.ts';
 
 const BIN = fileURLToPath(new URL('../bin/warmpool.mjs', import.meta.url));

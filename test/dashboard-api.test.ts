@@ -7,11 +7,11 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ManualClock } from '../infra/clock.ts';
-import { loadConfig } from '../infra/config.ts';
-import { createDeploymentStore } from '../infra/deployments.ts';
-import { closeRedis, createRedis, deleteMany, scanKeys } from '../infra/redis.ts';
-import { createArrivalHistory } from '../infra/scaler/arrival-history.ts';
+import { ManualClock } from '../infra/kernel/clock.ts';
+import { loadConfig } from '../infra/kernel/config.ts';
+import { createDeploymentStore } from '../infra/deployments/deployment-store.ts';
+import { closeRedis, createRedis, deleteMany, scanKeys } from '../infra/redis/client.ts';
+import { createArrivalHistory } from '../infra/telemetry/arrival-history.ts';
 import { createDecisionLog, type DecisionRecord } from '../infra/scaler/decision-log.ts';
 import { MAX_REPLAY_ROWS } from '../api/use-cases/simulate-deployment.ts';
 import { startTestApi, type TestApi } from './support/api-app.ts';

@@ -12,7 +12,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { closeRedis, createRedis, deleteMany, scanKeys } from '../infra/redis.ts';
+import { closeRedis, createRedis, deleteMany, scanKeys } from '../infra/redis/client.ts';
 import { CHROMIUM, DEMO, type DevStack, dashboardEnv, KEYS, signIn, startDev, submitJobs } from '../scripts/dashboard-screenshots.ts';
 import { testEnv, testServices } from './support/services.ts';
 

@@ -5,8 +5,8 @@
  */
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { actualOutcome } from '../api/dashboard/outcome.ts';
-import { countersOf } from '../api/dashboard/samples.ts';
+import { actualOutcome } from '../api/insights/outcome.ts';
+import { countersOf } from '../api/insights/samples.ts';
 import {
   fractionAtMost,
   type Histogram,
@@ -16,9 +16,9 @@ import {
   type PoolSample,
   quantile,
   shapeSeries,
-} from '../api/dashboard/series.ts';
+} from '../api/insights/series.ts';
 import { chooseSettings } from '../api/use-cases/simulate-deployment.ts';
-import { createWorkerMetrics } from '../infra/metrics.ts';
+import { createWorkerMetrics } from '../infra/telemetry/metrics.ts';
 import type { DecisionRecord } from '../infra/scaler/decision-log.ts';
 
 const h = (counts: number[], count: number, sum = 0): Histogram => ({ bounds: [1, 2, 4], counts, sum, count });

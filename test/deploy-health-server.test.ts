@@ -5,14 +5,14 @@
  * preStop hook) drains the worker and answers only once it has stopped.
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { systemClock } from '../infra/clock.ts';
-import { loadConfig } from '../infra/config.ts';
-import { createLogger } from '../infra/log.ts';
-import { createRedis } from '../infra/redis.ts';
-import { createModelRegistry } from '../infra/registry.ts';
-import { createS3ObjectStore } from '../infra/s3-object-store.ts';
-import type { WorkerState } from '../infra/worker-states.ts';
-import { buildMlpModel } from '../scripts/models.ts';
+import { systemClock } from '../infra/kernel/clock.ts';
+import { loadConfig } from '../infra/kernel/config.ts';
+import { createLogger } from '../infra/kernel/log.ts';
+import { createRedis } from '../infra/redis/client.ts';
+import { createModelRegistry } from '../infra/registry/model-registry.ts';
+import { createS3ObjectStore } from '../infra/registry/s3-object-store.ts';
+import type { WorkerState } from '../infra/fleet/worker-states.ts';
+import { buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
 import { createThreadEngine } from '../worker/engine/thread-engine.ts';
 import { startHealthServer } from '../worker/health-server.ts';
 import { WarmpoolWorker } from '../worker/worker-process.ts';

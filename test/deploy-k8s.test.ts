@@ -92,9 +92,9 @@ function unknownFields(value: unknown, type: string, at: string): string[] {
   });
 }
 
-/** The variables infra/config.ts reads, from its schema, and the few read elsewhere by name. */
+/** The variables infra/kernel/config.ts reads, from its schema, and the few read elsewhere by name. */
 function knownVariables(): Set<string> {
-  const source = readFileSync(path.join(ROOT, 'infra/config.ts'), 'utf8');
+  const source = readFileSync(path.join(ROOT, 'infra/kernel/config.ts'), 'utf8');
   const schema = source.slice(source.indexOf('const schema = z.object({'), source.indexOf('});', source.indexOf('const schema')));
   const names = [...schema.matchAll(/^ {2}([A-Z][A-Z0-9_]+):/gm)].map((m) => m[1] as string);
   expect(names.length).toBeGreaterThan(30);

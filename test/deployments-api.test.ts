@@ -5,15 +5,15 @@
  */
 import { Hono } from 'hono';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { AuthEnv } from '../api/auth.ts';
-import { errorHandler, notFoundHandler } from '../api/errors.ts';
+import type { AuthEnv } from '../api/http/auth.ts';
+import { errorHandler, notFoundHandler } from '../api/http/errors.ts';
 import { deploymentRoutes } from '../api/routes/deployments.ts';
-import { loadConfig } from '../infra/config.ts';
-import { createDeploymentStore } from '../infra/deployments.ts';
-import { closeRedis, createRedis, deleteMany, scanKeys } from '../infra/redis.ts';
-import { createModelRegistry } from '../infra/registry.ts';
-import { createS3ObjectStore } from '../infra/s3-object-store.ts';
-import { buildMlpModel } from '../scripts/models.ts';
+import { loadConfig } from '../infra/kernel/config.ts';
+import { createDeploymentStore } from '../infra/deployments/deployment-store.ts';
+import { closeRedis, createRedis, deleteMany, scanKeys } from '../infra/redis/client.ts';
+import { createModelRegistry } from '../infra/registry/model-registry.ts';
+import { createS3ObjectStore } from '../infra/registry/s3-object-store.ts';
+import { buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
 import { testEnv } from './support/services.ts';
 
 const config = loadConfig(testEnv());

@@ -18,8 +18,8 @@ import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { forecastArrivals } from '../infra/scaler/forecast.ts';
-import { InvalidInputError } from '../infra/errors.ts';
-import { parseTrace, parseTime, readTraceFile, type Trace } from '../infra/scaler/trace.ts';
+import { InvalidInputError } from '../infra/kernel/errors.ts';
+import { parseTrace, parseTime, readTraceFile, type Trace } from '../infra/simulator/trace.ts';
 
 const TRACES = fileURLToPath(new URL('../../shared/traces/', import.meta.url));
 const present = existsSync(TRACES);

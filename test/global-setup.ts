@@ -4,7 +4,7 @@
  * so sharing two servers is safe and far cheaper than one per file.
  *
  * `WARMPOOL_TEST_REDIS=cluster` runs the suite against a local 3-master Redis Cluster instead
- * (infra/dev/redis-cluster.ts): REDIS_URL is then its `redis+cluster://` URL.
+ * (scripts/dev/redis-cluster.ts): REDIS_URL is then its `redis+cluster://` URL.
  *
  * The endpoints reach tests two ways: environment variables (inherited by the forked test
  * workers and by any process a test spawns) and vitest's `provide`/`inject`.
@@ -13,9 +13,9 @@ import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { TestProject } from 'vitest/node';
-import { startRedisCluster } from '../infra/dev/redis-cluster.ts';
-import { ensureRedisServer, startRedisServer } from '../infra/dev/redis-server.ts';
-import { startS3Server } from '../infra/dev/s3-server.ts';
+import { startRedisCluster } from '../scripts/dev/redis-cluster.ts';
+import { ensureRedisServer, startRedisServer } from '../scripts/dev/redis-server.ts';
+import { startS3Server } from '../scripts/dev/s3-server.ts';
 import { TEST_BUCKET, TEST_SERVICE_ENV, type ProvidedServices } from './support/services.ts';
 
 declare module 'vitest' {

@@ -6,11 +6,11 @@
  */
 import { Queue, Worker } from 'bullmq';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { systemClock } from '../infra/clock.ts';
-import { freePort } from '../infra/dev/free-port.ts';
-import { queueName, type JobData, type JobResult } from '../infra/job-contract.ts';
-import type { ModelManifest } from '../infra/manifest.ts';
-import { closeRedis, createRedis, deleteMany, scanKeys, type RedisClient } from '../infra/redis.ts';
+import { systemClock } from '../infra/kernel/clock.ts';
+import { freePort } from '../scripts/dev/free-port.ts';
+import { queueName, type JobData, type JobResult } from '../infra/contracts/job.ts';
+import type { ModelManifest } from '../infra/contracts/manifest.ts';
+import { closeRedis, createRedis, deleteMany, scanKeys, type RedisClient } from '../infra/redis/client.ts';
 import { admitOrReturn, type IntakeGate } from '../worker/intake.ts';
 import { IntakeSupervisor } from '../worker/intake-supervisor.ts';
 import { testServices, uniqueId } from './support/services.ts';

@@ -13,7 +13,7 @@ import {
   POD_DELETION_COST,
   RETIRE_COST,
 } from '../infra/pool/k8s-provider.ts';
-import type { PoolProvider, PoolTarget, PoolWorker } from '../infra/scaler/contracts.ts';
+import type { PoolProvider, PoolTarget, PoolWorker } from '../infra/contracts/pool.ts';
 import { FakeKubernetes, type RecordedRequest } from './fakes/k8s-api.ts';
 import { poolProviderBehaviour } from './support/pool-provider-behaviour.ts';
 import { uniqueId } from './support/services.ts';

@@ -6,17 +6,17 @@ import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createDeliveryStore } from '../api/webhooks/delivery-store.ts';
 import { createWebhookSecrets } from '../api/webhooks/secrets.ts';
-import type { BulkRunSpec } from '../infra/bulk/contract.ts';
+import type { BulkRunSpec } from '../infra/contracts/bulk.ts';
 import { createRunStore } from '../infra/bulk/run-store.ts';
-import { createBullJobQueue, type BullJobQueue } from '../infra/bullmq-job-queue.ts';
+import { createBullJobQueue, type BullJobQueue } from '../infra/queue/job-queue.ts';
 import { BUCKET_MS, createOutcomeStore } from '../infra/canary/outcomes.ts';
-import { loadConfig } from '../infra/config.ts';
-import { createDeploymentStore } from '../infra/deployments.ts';
-import { InvalidInputError } from '../infra/errors.ts';
-import { queueName, type JobData, type JobResult, type JobView } from '../infra/job-contract.ts';
-import { applyKeyMigration, planKeyMigration } from '../infra/key-migration.ts';
-import { closeRedis, isClusterUrl } from '../infra/redis.ts';
-import { workerKey } from '../infra/worker-states.ts';
+import { loadConfig } from '../infra/kernel/config.ts';
+import { createDeploymentStore } from '../infra/deployments/deployment-store.ts';
+import { InvalidInputError } from '../infra/kernel/errors.ts';
+import { queueName, type JobData, type JobResult, type JobView } from '../infra/contracts/job.ts';
+import { applyKeyMigration, planKeyMigration } from '../infra/redis/key-migration.ts';
+import { closeRedis, isClusterUrl } from '../infra/redis/client.ts';
+import { workerKey } from '../infra/fleet/worker-states.ts';
 import { migrateKeysMain } from '../scripts/commands/migrate-keys.ts';
 import { redisPrefixes, testEnv, testServices } from './support/services.ts';
 
@@ -37,7 +37,7 @@ const jobResult = (id: string): JobResult => ({
   workerId: `w-${id}`,
 });
 
-// Records in the shapes branch main wrote (infra/deployments.ts toRecord).
+// Records in the shapes branch main wrote (infra/deployments/deployment-store.ts toRecord).
 const rev1 = {
   model: 'm',
   version: '1',

@@ -6,13 +6,13 @@
  */
 import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
-import { systemClock } from '../infra/clock.ts';
-import { createLogger } from '../infra/log.ts';
+import { systemClock } from '../infra/kernel/clock.ts';
+import { createLogger } from '../infra/kernel/log.ts';
 import { createLocalProvider } from '../infra/pool/local-provider.ts';
-import { closeRedis, createRedis, type RedisClient } from '../infra/redis.ts';
-import type { PoolProvider, PoolTarget, PoolWorker } from '../infra/scaler/contracts.ts';
-import { WORKER_STATES, type WorkerState } from '../infra/worker-states.ts';
-import { buildMlpModel } from '../scripts/models.ts';
+import { closeRedis, createRedis, type RedisClient } from '../infra/redis/client.ts';
+import type { PoolProvider, PoolTarget, PoolWorker } from '../infra/contracts/pool.ts';
+import { WORKER_STATES, type WorkerState } from '../infra/fleet/worker-states.ts';
+import { buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
 import { poolProviderBehaviour } from './support/pool-provider-behaviour.ts';
 import { startStack, type TestStack } from './support/stack.ts';
 

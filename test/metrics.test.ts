@@ -8,8 +8,8 @@ import {
   publishMetricsSnapshot,
   readMetricsSnapshots,
   renderClusterMetrics,
-} from '../infra/metrics.ts';
-import { closeRedis, createRedis, deleteMany, type RedisClient, scanKeys } from '../infra/redis.ts';
+} from '../infra/telemetry/metrics.ts';
+import { closeRedis, createRedis, deleteMany, type RedisClient, scanKeys } from '../infra/redis/client.ts';
 import { testServices, uniqueId } from './support/services.ts';
 
 describe('metrics snapshots in Redis', () => {

@@ -142,7 +142,7 @@ function specSchema(name: keyof typeof SPEC_SCHEMAS): z.ZodType {
 
 const require = createRequire(import.meta.url);
 // onnx-proto's generated create() types want Long and enum instances where the wire format takes
-// plain numbers (as in scripts/models.ts).
+// plain numbers (as in scripts/fixtures/onnx-models.ts).
 // biome-ignore lint/suspicious/noExplicitAny: see above
 const { onnx } = require('onnx-proto') as { onnx: any };
 const ELEM = { FLOAT: 1, UINT32: 12, BOOL: 9 } as const;

@@ -18,9 +18,9 @@ import { buildOpenApiDocument, openApiPath } from '../api/openapi/document.ts';
 import { DEMO_MODEL, demoRow, OPERATIONS, type OperationExample, type OperationSpec } from '../api/openapi/operations.ts';
 import { openApiRoutes } from '../api/openapi/routes.ts';
 import { EventStream, JobResource } from '../api/openapi/schemas.ts';
-import { createLogger } from '../infra/log.ts';
-import { createS3ObjectStore } from '../infra/s3-object-store.ts';
-import { buildMlpModel } from '../scripts/models.ts';
+import { createLogger } from '../infra/kernel/log.ts';
+import { createS3ObjectStore } from '../infra/registry/s3-object-store.ts';
+import { buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
 import { KEY_A, startStack, waitForJob, type TestStack } from './support/stack.ts';
 
 type Json = Record<string, unknown>;

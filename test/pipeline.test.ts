@@ -5,11 +5,11 @@
  */
 import * as ort from 'onnxruntime-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { systemClock } from '../infra/clock.ts';
-import { closeRedis, createRedis } from '../infra/redis.ts';
-import { createArrivalHistory } from '../infra/scaler/arrival-history.ts';
-import { listHeartbeats } from '../infra/worker-states.ts';
-import { buildFp16Model, buildGatherModel, buildMlpModel, buildMultiTypeModel } from '../scripts/models.ts';
+import { systemClock } from '../infra/kernel/clock.ts';
+import { closeRedis, createRedis } from '../infra/redis/client.ts';
+import { createArrivalHistory } from '../infra/telemetry/arrival-history.ts';
+import { listHeartbeats } from '../infra/fleet/worker-states.ts';
+import { buildFp16Model, buildGatherModel, buildMlpModel, buildMultiTypeModel } from '../scripts/fixtures/onnx-models.ts';
 import { KEY_B, startStack, waitForJob, type TestStack } from './support/stack.ts';
 
 const F = 16;
@@ -109,7 +109,7 @@ describe('publish → deploy → submit → results', () => {
     expect(scorer?.stateSince).toBeGreaterThanOrEqual(scorer?.startedAt ?? Number.POSITIVE_INFINITY);
     const history = createArrivalHistory(redis, stack.config.queuePrefix, systemClock);
     const total = (s: { perMinute: number[] }) => s.perMinute.reduce((a, b) => a + b, 0);
-    // The API and the worker flush their counts once a second (infra/scaler/arrival-counter.ts).
+    // The API and the worker flush their counts once a second (infra/telemetry/arrival-counter.ts).
     await expect
       .poll(async () => total(await history.series('scorer', Date.now() - 600_000, Date.now())), { timeout: 5_000 })
       .toBe(48 + 3 + 70);

@@ -6,10 +6,10 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, expect, it } from 'vitest';
-import { loadConfig } from '../infra/config.ts';
-import { createLogger } from '../infra/log.ts';
+import { loadConfig } from '../infra/kernel/config.ts';
+import { createLogger } from '../infra/kernel/log.ts';
 import { defaultDeploymentName } from '../infra/pool/k8s-provider.ts';
-import { closeRedis, createRedis } from '../infra/redis.ts';
+import { closeRedis, createRedis } from '../infra/redis/client.ts';
 import { createPoolProvider } from '../infra/scaler/main.ts';
 import { FakeKubernetes } from './fakes/k8s-api.ts';
 import { testEnv, testServices } from './support/services.ts';

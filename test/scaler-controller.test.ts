@@ -9,12 +9,12 @@
 import { Queue, Worker } from 'bullmq';
 import { Registry } from 'prom-client';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { ManualClock } from '../infra/clock.ts';
-import { createDeploymentStore, type DeploymentInput } from '../infra/deployments.ts';
-import { queueName } from '../infra/job-contract.ts';
-import { metricsKey } from '../infra/metrics.ts';
-import { closeRedis, createRedis } from '../infra/redis.ts';
-import { createArrivalHistory } from '../infra/scaler/arrival-history.ts';
+import { ManualClock } from '../infra/kernel/clock.ts';
+import { createDeploymentStore, type DeploymentInput } from '../infra/deployments/deployment-store.ts';
+import { queueName } from '../infra/contracts/job.ts';
+import { metricsKey } from '../infra/telemetry/metrics.ts';
+import { closeRedis, createRedis } from '../infra/redis/client.ts';
+import { createArrivalHistory } from '../infra/telemetry/arrival-history.ts';
 import type {
   ArrivalSeries,
   Forecast,
@@ -23,13 +23,13 @@ import type {
   PoolProvider,
   PoolTarget,
   PoolWorker,
-} from '../infra/scaler/contracts.ts';
+} from '../infra/contracts/pool.ts';
 import { createScalerController, type ScalerController, type ScalerControllerDeps } from '../infra/scaler/controller.ts';
 import { createDecisionLog } from '../infra/scaler/decision-log.ts';
 import { forecastArrivals } from '../infra/scaler/forecast.ts';
 import { decide } from '../infra/scaler/policy.ts';
-import { createQueueStats, type QueueStats } from '../infra/scaler/queue-stats.ts';
-import { workerKey, type HeartbeatPayload, type WorkerState } from '../infra/worker-states.ts';
+import { createQueueStats, type QueueStats } from '../infra/queue/queue-stats.ts';
+import { workerKey, type HeartbeatPayload, type WorkerState } from '../infra/fleet/worker-states.ts';
 import { redisPrefixes, testServices } from './support/services.ts';
 
 const redis = createRedis(testServices().redisUrl);

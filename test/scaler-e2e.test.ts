@@ -8,15 +8,15 @@
 import { Queue } from 'bullmq';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { PRIORITIES, queueName, type JobData, type JobResult } from '../infra/job-contract.ts';
-import { createLogger } from '../infra/log.ts';
+import { PRIORITIES, queueName, type JobData, type JobResult } from '../infra/contracts/job.ts';
+import { createLogger } from '../infra/kernel/log.ts';
 import { createLocalProvider } from '../infra/pool/local-provider.ts';
-import { closeRedis, createRedis } from '../infra/redis.ts';
-import type { PoolProvider } from '../infra/scaler/contracts.ts';
+import { closeRedis, createRedis } from '../infra/redis/client.ts';
+import type { PoolProvider } from '../infra/contracts/pool.ts';
 import { startScaler, type RunningScaler } from '../infra/scaler/main.ts';
-import { listHeartbeats, type HeartbeatPayload } from '../infra/worker-states.ts';
-import { systemClock } from '../infra/clock.ts';
-import { buildMlpModel } from '../scripts/models.ts';
+import { listHeartbeats, type HeartbeatPayload } from '../infra/fleet/worker-states.ts';
+import { systemClock } from '../infra/kernel/clock.ts';
+import { buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
 import { startStack, type TestStack } from './support/stack.ts';
 
 const BIN = fileURLToPath(new URL('../bin/warmpool.mjs', import.meta.url));

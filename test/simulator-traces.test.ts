@@ -8,7 +8,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { readTraceFile } from '../infra/scaler/trace.ts';
+import { readTraceFile } from '../infra/simulator/trace.ts';
 import { compare, defaultSettings } from '../infra/simulator/compare.ts';
 import { reportTable } from '../infra/simulator/report.ts';
 import { simulateMain } from '../scripts/commands/simulate.ts';

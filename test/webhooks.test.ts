@@ -7,18 +7,18 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { AuthEnv } from '../api/auth.ts';
-import { errorHandler } from '../api/errors.ts';
+import type { AuthEnv } from '../api/http/auth.ts';
+import { errorHandler } from '../api/http/errors.ts';
 import { webhookRoutes } from '../api/routes/webhooks.ts';
 import { createDeliveryStore, type Delivery } from '../api/webhooks/delivery-store.ts';
 import { createDispatcher, type Dispatcher } from '../api/webhooks/dispatcher.ts';
 import { deliveryId } from '../api/webhooks/event-source.ts';
 import { startDispatcher } from '../api/webhooks/main.ts';
-import { systemClock } from '../infra/clock.ts';
-import { loadConfig, type Config } from '../infra/config.ts';
-import { queueName, type JobData, type JobResult, type WebhookEvent } from '../infra/job-contract.ts';
-import { createLogger } from '../infra/log.ts';
-import { closeRedis, createRedis, deleteMany, scanKeys } from '../infra/redis.ts';
+import { systemClock } from '../infra/kernel/clock.ts';
+import { loadConfig, type Config } from '../infra/kernel/config.ts';
+import { queueName, type JobData, type JobResult, type WebhookEvent } from '../infra/contracts/job.ts';
+import { createLogger } from '../infra/kernel/log.ts';
+import { closeRedis, createRedis, deleteMany, scanKeys } from '../infra/redis/client.ts';
 import { testEnv, testServices, uniqueId } from './support/services.ts';
 
 interface Received {

@@ -6,15 +6,15 @@
  * its thread's death simulated at the one call that matters.
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { systemClock } from '../infra/clock.ts';
-import { createBullJobQueue } from '../infra/bullmq-job-queue.ts';
-import { loadConfig } from '../infra/config.ts';
-import { createLogger } from '../infra/log.ts';
-import { closeRedis, createRedis } from '../infra/redis.ts';
-import { createModelRegistry } from '../infra/registry.ts';
-import { createS3ObjectStore } from '../infra/s3-object-store.ts';
-import { listHeartbeats } from '../infra/worker-states.ts';
-import { buildMlpModel } from '../scripts/models.ts';
+import { systemClock } from '../infra/kernel/clock.ts';
+import { createBullJobQueue } from '../infra/queue/job-queue.ts';
+import { loadConfig } from '../infra/kernel/config.ts';
+import { createLogger } from '../infra/kernel/log.ts';
+import { closeRedis, createRedis } from '../infra/redis/client.ts';
+import { createModelRegistry } from '../infra/registry/model-registry.ts';
+import { createS3ObjectStore } from '../infra/registry/s3-object-store.ts';
+import { listHeartbeats } from '../infra/fleet/worker-states.ts';
+import { buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
 import type { InferenceEngine } from '../worker/engine/engine.ts';
 import { createThreadEngine } from '../worker/engine/thread-engine.ts';
 import { WarmpoolWorker } from '../worker/worker-process.ts';

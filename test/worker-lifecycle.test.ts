@@ -6,7 +6,7 @@
  *   the rest wait in the queue for the next worker.
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { buildMlpModel } from '../scripts/models.ts';
+import { buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
 import { startStack, waitForJob, type TestStack } from './support/stack.ts';
 
 const F = 256;

@@ -8,10 +8,10 @@
 import type { ChildProcess } from 'node:child_process';
 import type { Queue } from 'bullmq';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { closeRedis, createRedis, type RedisClient } from '../infra/redis.ts';
-import { controlStateKey, sendControl } from '../infra/worker-control.ts';
-import { listHeartbeats, type HeartbeatPayload } from '../infra/worker-states.ts';
-import { buildMlpModel } from '../scripts/models.ts';
+import { closeRedis, createRedis, type RedisClient } from '../infra/redis/client.ts';
+import { controlStateKey, sendControl } from '../infra/fleet/worker-control.ts';
+import { listHeartbeats, type HeartbeatPayload } from '../infra/fleet/worker-states.ts';
+import { buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
 import { startStack, waitForJob, type TestStack } from './support/stack.ts';
 
 const F = 256;

@@ -7,7 +7,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildMlpModel, buildMultiTypeModel, seededRandom } from '../scripts/models.ts';
+import { buildMlpModel, buildMultiTypeModel, seededRandom } from '../scripts/fixtures/onnx-models.ts';
 import { createBatchRunner, type BatchEvent, type Slice } from './batch-runner.ts';
 import type { EngineTensor, InferenceEngine } from './engine/engine.ts';
 import { concatRows, splitRows } from './engine/tensor-codec.ts';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { flushMicrotasks, ManualClock } from '../infra/clock.ts';
+import { flushMicrotasks, ManualClock } from '../infra/kernel/clock.ts';
 import { createBatcher, type Batcher, type BatcherOptions, type FlushEvent } from './batcher.ts';
 
 interface Item {

@@ -38,8 +38,8 @@
  *   a negative interval, so waits are never negative and the rate never NaN.
  * - onFlush is observed, never trusted: an exception from it is swallowed.
  */
-import type { Clock } from '../infra/clock.ts';
-import { once } from '../infra/lifecycle.ts';
+import type { Clock } from '../infra/kernel/clock.ts';
+import { once } from '../infra/kernel/lifecycle.ts';
 
 export type FlushReason = 'full' | 'timer' | 'idle' | 'slot' | 'drain';
 

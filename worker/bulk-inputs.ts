@@ -1,15 +1,15 @@
 /**
  * A bulk chunk job's inputs → engine tensors. Chunks carry numeric inputs packed
- * (infra/binary-tensor.ts), which the OIP validator rightly refuses, so they get the same
+ * (infra/contracts/binary-tensor.ts), which the OIP validator rightly refuses, so they get the same
  * manifest checks here instead: every model input once, its datatype, its rank and fixed dims,
  * the same rows ≥ 1 throughout. Element checks happen while decoding (tensor-codec.ts). Any
  * failure is invalid input: the chunk is refused, not retried.
  */
-import { isBinaryTensor, type BinaryTensor } from '../infra/binary-tensor.ts';
-import { InvalidInputError } from '../infra/errors.ts';
-import type { JobData } from '../infra/job-contract.ts';
-import type { ModelManifest, TensorSpec } from '../infra/manifest.ts';
-import type { OipTensor } from '../infra/oip.ts';
+import { isBinaryTensor, type BinaryTensor } from '../infra/contracts/binary-tensor.ts';
+import { InvalidInputError } from '../infra/kernel/errors.ts';
+import type { JobData } from '../infra/contracts/job.ts';
+import type { ModelManifest, TensorSpec } from '../infra/contracts/manifest.ts';
+import type { OipTensor } from '../infra/contracts/oip.ts';
 import type { EngineTensor } from './engine/engine.ts';
 import { decodeBinaryTensor, oipToEngine } from './engine/tensor-codec.ts';
 

@@ -4,8 +4,8 @@
  * its publish is caught by the next check), foreign values are ignored, close() is idempotent.
  */
 import { afterEach, beforeEach, expect, it } from 'vitest';
-import { closeRedis, createRedis, type RedisClient } from '../infra/redis.ts';
-import { controlChannel, controlStateKey, sendControl, type ControlCommand } from '../infra/worker-control.ts';
+import { closeRedis, createRedis, type RedisClient } from '../infra/redis/client.ts';
+import { controlChannel, controlStateKey, sendControl, type ControlCommand } from '../infra/fleet/worker-control.ts';
 import { testServices, uniqueId } from '../test/support/services.ts';
 import { createControlListener, type ControlListener } from './control.ts';
 

@@ -1,5 +1,5 @@
 /**
- * The worker's end of the control channel (infra/worker-control.ts): subscribes to its doorbell
+ * The worker's end of the control channel (infra/fleet/worker-control.ts): subscribes to its doorbell
  * and reads its desired-state key, on the doorbell and whenever `check()` is called (every
  * heartbeat), and hands each command it reads to `onCommand`.
  *
@@ -8,9 +8,15 @@
  * SET is delivered before the doorbell's read that sees it. `onCommand` sees repeats (every beat
  * re-delivers the current command) and must be idempotent.
  */
-import type { RedisClient } from '../infra/redis.ts';
-import { closeRedis } from '../infra/redis.ts';
-import { controlChannel, parseControlMessage, readControl, type ControlCommand, type ControlMessage } from '../infra/worker-control.ts';
+import type { RedisClient } from '../infra/redis/client.ts';
+import { closeRedis } from '../infra/redis/client.ts';
+import {
+  controlChannel,
+  parseControlMessage,
+  readControl,
+  type ControlCommand,
+  type ControlMessage,
+} from '../infra/fleet/worker-control.ts';
 
 export interface ControlListenerOptions {
   /** For GET; shared with the worker's other commands. */

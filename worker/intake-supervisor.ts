@@ -19,11 +19,11 @@
  * duplicate, closed with the supervisor.
  */
 import type { Worker } from 'bullmq';
-import type { Clock } from '../infra/clock.ts';
-import { queueName, type JobData, type JobResult } from '../infra/job-contract.ts';
-import type { Logger } from '../infra/log.ts';
-import type { ModelManifest } from '../infra/manifest.ts';
-import { closeRedis, duplicateClient, type RedisClient } from '../infra/redis.ts';
+import type { Clock } from '../infra/kernel/clock.ts';
+import { queueName, type JobData, type JobResult } from '../infra/contracts/job.ts';
+import type { Logger } from '../infra/kernel/log.ts';
+import type { ModelManifest } from '../infra/contracts/manifest.ts';
+import { closeRedis, duplicateClient, type RedisClient } from '../infra/redis/client.ts';
 import type { IntakeGate } from './intake.ts';
 import { createIntakeWatchdog, type IntakeWatchdog, type StallInfo } from './intake-watchdog.ts';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ManualClock } from '../infra/clock.ts';
+import { ManualClock } from '../infra/kernel/clock.ts';
 import { createIntakeWatchdog, type IntakeWatchdogOptions, type StallInfo } from './intake-watchdog.ts';
 
 function setup(overrides: Partial<IntakeWatchdogOptions> = {}) {

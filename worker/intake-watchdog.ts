@@ -16,7 +16,7 @@
  * beside waiting jobs is never healthy. A Redis that does not answer the question is an outage,
  * not a stall: the check skips that round.
  */
-import type { Clock } from '../infra/clock.ts';
+import type { Clock } from '../infra/kernel/clock.ts';
 
 export interface StallInfo {
   waiting: number;

@@ -10,20 +10,20 @@
  * bisected it out) → UnrecoverableError (`inference_failed: …`); anything else is thrown as
  * is and retried with back-off.
  *
- * A job that succeeds leaves its outputs in the result cache (infra/result-cache.ts) for the
+ * A job that succeeds leaves its outputs in the result cache (infra/redis/result-cache.ts) for the
  * API to answer repeats with, unless it opted out (`cache: false`). The entry is written before
  * the job completes, so a repeat sent after the job is seen succeeded finds it. Failing to write
  * it never fails the job: the cache is an optimisation.
  */
 import { UnrecoverableError, WaitingError, Worker, type Job } from 'bullmq';
-import type { RedisClient } from '../infra/redis.ts';
-import { InvalidInputError } from '../infra/errors.ts';
-import type { JobData, JobResult } from '../infra/job-contract.ts';
-import { queueName } from '../infra/job-contract.ts';
-import type { ModelManifest } from '../infra/manifest.ts';
-import type { OipRequestedOutput, OipTensor } from '../infra/oip.ts';
-import { validateInferRequest } from '../infra/oip-validate.ts';
-import type { ResultCache } from '../infra/result-cache.ts';
+import type { RedisClient } from '../infra/redis/client.ts';
+import { InvalidInputError } from '../infra/kernel/errors.ts';
+import type { JobData, JobResult } from '../infra/contracts/job.ts';
+import { queueName } from '../infra/contracts/job.ts';
+import type { ModelManifest } from '../infra/contracts/manifest.ts';
+import type { OipRequestedOutput, OipTensor } from '../infra/contracts/oip.ts';
+import { validateInferRequest } from '../infra/contracts/oip-validate.ts';
+import type { ResultCache } from '../infra/redis/result-cache.ts';
 import type { Batcher } from './batcher.ts';
 import { decodeBulkInputs, hasBinaryInputs } from './bulk-inputs.ts';
 import type { BulkPartWriter } from './bulk-part.ts';

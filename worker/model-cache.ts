@@ -14,10 +14,10 @@ import { createHash, randomBytes } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { systemClock, type Clock } from '../infra/clock.ts';
-import { IntegrityError } from '../infra/errors.ts';
-import type { ModelManifest } from '../infra/manifest.ts';
-import type { ModelRegistry } from '../infra/registry.ts';
+import { systemClock, type Clock } from '../infra/kernel/clock.ts';
+import { IntegrityError } from '../infra/kernel/errors.ts';
+import type { ModelManifest } from '../infra/contracts/manifest.ts';
+import type { ModelRegistry } from '../infra/registry/model-registry.ts';
 
 /** A pino-compatible subset. */
 export interface ModelCacheLog {

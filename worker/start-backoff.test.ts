@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { ManualClock } from '../infra/clock.ts';
-import { IntegrityError, NotFoundError } from '../infra/errors.ts';
+import { ManualClock } from '../infra/kernel/clock.ts';
+import { IntegrityError, NotFoundError } from '../infra/kernel/errors.ts';
 import { withStartBackoff } from './start-backoff.ts';
 
 /** A step that fails with `errors` in turn, then succeeds with 'ok'. */

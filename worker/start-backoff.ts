@@ -9,8 +9,8 @@
  * short, so they are retried a few times, then fail the worker: such bytes are never served.
  * The wait ends early, without a result, when `signal` aborts (the worker is draining).
  */
-import type { Clock } from '../infra/clock.ts';
-import { IntegrityError, isClientError } from '../infra/errors.ts';
+import type { Clock } from '../infra/kernel/clock.ts';
+import { IntegrityError, isClientError } from '../infra/kernel/errors.ts';
 
 export interface StartBackoffOptions {
   clock: Clock;

@@ -1,5 +1,5 @@
 /**
- * One worker's life (states in infra/worker-states.ts):
+ * One worker's life (states in infra/fleet/worker-states.ts):
  *
  *   launching → downloading (manifest + weights into the disk cache, sha256-checked)
  *             → loading (ONNX Runtime session in a worker thread)
@@ -9,7 +9,7 @@
  *             → draining (SIGTERM or `drain`: stop taking jobs, finish those held) → stopped
  *
  * After warm-up the worker goes where it is told: the control channel's desired state
- * (worker/control.ts, infra/worker-control.ts) if one was sent, else `startAs` (default active).
+ * (worker/control.ts, infra/fleet/worker-control.ts) if one was sent, else `startAs` (default active).
  * `activate` starts (or resumes) the intake; `standby` pauses it, which stops fetching and waits
  * for the jobs held, and only then reports standby. Transitions run one at a time, each towards
  * the latest desired state, so a burst of commands settles on the last one.
@@ -21,22 +21,22 @@
  */
 import os from 'node:os';
 import { randomBytes } from 'node:crypto';
-import { duplicateClient, type RedisClient } from '../infra/redis.ts';
+import { duplicateClient, type RedisClient } from '../infra/redis/client.ts';
 import { Registry } from 'prom-client';
-import type { Clock } from '../infra/clock.ts';
-import type { Config } from '../infra/config.ts';
-import { TypedEmitter } from '../infra/events.ts';
-import type { Logger } from '../infra/log.ts';
-import type { ModelManifest } from '../infra/manifest.ts';
-import type { ObjectStore } from '../infra/object-store.ts';
-import { createWorkerMetrics, publishMetricsSnapshot } from '../infra/metrics.ts';
-import { closeRedis } from '../infra/redis.ts';
-import { createResultCache } from '../infra/result-cache.ts';
-import { createArrivalHistory } from '../infra/scaler/arrival-history.ts';
-import { createArrivalCounter, type ArrivalCounter } from '../infra/scaler/arrival-counter.ts';
-import type { ModelRegistry } from '../infra/registry.ts';
-import type { ControlCommand } from '../infra/worker-control.ts';
-import { canTransition, workerKey, type WorkerState } from '../infra/worker-states.ts';
+import type { Clock } from '../infra/kernel/clock.ts';
+import type { Config } from '../infra/kernel/config.ts';
+import { TypedEmitter } from '../infra/kernel/events.ts';
+import type { Logger } from '../infra/kernel/log.ts';
+import type { ModelManifest } from '../infra/contracts/manifest.ts';
+import type { ObjectStore } from '../infra/registry/object-store.ts';
+import { createWorkerMetrics, publishMetricsSnapshot } from '../infra/telemetry/metrics.ts';
+import { closeRedis } from '../infra/redis/client.ts';
+import { createResultCache } from '../infra/redis/result-cache.ts';
+import { createArrivalHistory } from '../infra/telemetry/arrival-history.ts';
+import { createArrivalCounter, type ArrivalCounter } from '../infra/telemetry/arrival-counter.ts';
+import type { ModelRegistry } from '../infra/registry/model-registry.ts';
+import type { ControlCommand } from '../infra/fleet/worker-control.ts';
+import { canTransition, workerKey, type WorkerState } from '../infra/fleet/worker-states.ts';
 import { createBatcher, type Batcher } from './batcher.ts';
 import { createBatchRunner, type BatchEvent, type Slice, type SliceResult } from './batch-runner.ts';
 import { createControlListener, type ControlListener } from './control.ts';

@@ -12,7 +12,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { Hono } from 'hono';
-import { NotFoundError } from '../../infra/errors.ts';
+import { NotFoundError } from '../../infra/kernel/errors.ts';
 
 interface Asset {
   body: string;

@@ -9,19 +9,19 @@
  * serve them (`GET /v1/pool`, `GET/PUT /v1/deployments/:model`).
  */
 import { Hono } from 'hono';
-import type { RedisClient } from '../../infra/redis.ts';
+import type { RedisClient } from '../../infra/redis/client.ts';
 import type { z } from 'zod';
-import type { Clock } from '../../infra/clock.ts';
-import { createDeploymentStore } from '../../infra/deployments.ts';
-import { InvalidInputError } from '../../infra/errors.ts';
-import { createArrivalHistory } from '../../infra/scaler/arrival-history.ts';
-import type { Backlog } from '../../infra/scaler/contracts.ts';
+import type { Clock } from '../../infra/kernel/clock.ts';
+import { createDeploymentStore } from '../../infra/deployments/deployment-store.ts';
+import { InvalidInputError } from '../../infra/kernel/errors.ts';
+import { createArrivalHistory } from '../../infra/telemetry/arrival-history.ts';
+import type { Backlog } from '../../infra/contracts/pool.ts';
 import { type DecisionRecord, decisionStreamKey } from '../../infra/scaler/decision-log.ts';
-import { listHeartbeats } from '../../infra/worker-states.ts';
-import type { AuthEnv } from '../auth.ts';
+import { listHeartbeats } from '../../infra/fleet/worker-states.ts';
+import type { AuthEnv } from '../http/auth.ts';
 import { deploymentSeries } from '../use-cases/deployment-series.ts';
 import { createDeploymentSimulator } from '../use-cases/simulate-deployment.ts';
-import { createPoolSamples } from './samples.ts';
+import { createPoolSamples } from '../insights/samples.ts';
 import { SeriesQuery, SimulationQuery } from './schemas.ts';
 
 export interface DashboardRoutesDeps {

@@ -5,8 +5,8 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { MiddlewareHandler } from 'hono';
-import type { ApiKey } from '../infra/config.ts';
-import { UnauthorizedError } from '../infra/errors.ts';
+import type { ApiKey } from '../../infra/kernel/config.ts';
+import { UnauthorizedError } from '../../infra/kernel/errors.ts';
 
 export interface AuthEnv {
   Variables: { tenant: string };

@@ -4,8 +4,8 @@
  */
 import type { Context } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
-import { InvalidInputError, NotFoundError, OverloadedError, UnauthorizedError } from '../infra/errors.ts';
-import { isUnavailableError } from '../infra/redis.ts';
+import { InvalidInputError, NotFoundError, OverloadedError, UnauthorizedError } from '../../infra/kernel/errors.ts';
+import { isUnavailableError } from '../../infra/redis/client.ts';
 
 /** Retry-After of a 503 `unavailable`: about what a Redis restart or failover takes. */
 export const UNAVAILABLE_RETRY_AFTER_S = 2;
@@ -39,7 +39,7 @@ export function errorHandler(log: ErrorLog | undefined) {
     }
     if (isUnavailableError(err)) {
       // Redis (or S3) is down or restarting; the API's Redis connections fail fast
-      // (infra/redis.ts). No 202 was given, so the caller retries (with the same
+      // (infra/redis/client.ts). No 202 was given, so the caller retries (with the same
       // Idempotency-Key, a job a cut-off request did create is not created twice). An outage,
       // not a bug: no stack in the log.
       log?.error({ err: err.message, method: c.req.method, path: c.req.path }, 'backing store unavailable');

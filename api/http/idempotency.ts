@@ -16,8 +16,8 @@
  * is still this claim's own pending marker (compare-and-set in one script).
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { systemClock, type Clock } from './clock.ts';
-import { InvalidInputError } from './errors.ts';
+import { systemClock, type Clock } from '../../infra/kernel/clock.ts';
+import { InvalidInputError } from '../../infra/kernel/errors.ts';
 
 /** The slice of ioredis this module uses. */
 export interface IdempotencyRedis {

@@ -1,13 +1,13 @@
 /**
- * Per-tenant rate limits (issue 3 §5): a token bucket per tenant in Redis (infra/rate-limiter.ts),
+ * Per-tenant rate limits (issue 3 §5): a token bucket per tenant in Redis (api/http/rate-limiter.ts),
  * shared by every API process. Runs after auth, so the bucket is the tenant's, not the caller's
  * address. Over the limit: 429 `rate_limited` with `Retry-After` in whole seconds, rounded up.
  */
 import type { MiddlewareHandler } from 'hono';
-import type { RateLimiter } from '../infra/rate-limiter.ts';
+import type { RateLimiter } from './rate-limiter.ts';
 import type { AuthEnv } from './auth.ts';
 import { errorBody } from './errors.ts';
-import type { Clock } from './ports.ts';
+import type { Clock } from '../ports.ts';
 
 export interface RateLimitSettings {
   limiter: RateLimiter;

@@ -5,9 +5,9 @@
  */
 import type { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { testServices, useTestRedis } from '../test/support/services.ts';
+import { testServices, useTestRedis } from '../../test/support/services.ts';
 import { createRateLimiter } from './rate-limiter.ts';
-import { closeRedis, createRedis, isClusterUrl } from './redis.ts';
+import { closeRedis, createRedis, isClusterUrl } from '../../infra/redis/client.ts';
 
 const { redis, prefixes } = useTestRedis();
 

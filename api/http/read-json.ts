@@ -1,6 +1,6 @@
 /** Small request helpers shared by the routes. */
 import type { Context } from 'hono';
-import { InvalidInputError } from '../../infra/errors.ts';
+import { InvalidInputError } from '../../infra/kernel/errors.ts';
 
 const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
 

@@ -10,7 +10,7 @@
  * - Queue waits: the sampled interval histograms summed; SLO attainment is the share of jobs
  *   taken within the SLO (linear within a histogram bucket, so approximate), null with no jobs.
  */
-import type { WorkerCounts } from '../../infra/scaler/contracts.ts';
+import type { WorkerCounts } from '../../infra/contracts/pool.ts';
 import type { DecisionRecord } from '../../infra/scaler/decision-log.ts';
 import { addHistograms, fractionAtMost, type Histogram, type PoolSample, quantile, round } from './series.ts';
 

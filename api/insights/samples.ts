@@ -1,6 +1,6 @@
 /**
  * The dashboard's own record of a deployment's pool over time: what is not recorded elsewhere.
- * Arrivals are per-minute counters (infra/scaler/arrival-history.ts) and the forecast is in the
+ * Arrivals are per-minute counters (infra/telemetry/arrival-history.ts) and the forecast is in the
  * scaler's decision log; queue depth at a finer grain, workers by state, batch sizes and queue
  * waits are sampled here.
  *
@@ -14,11 +14,11 @@
  *   <prefix>:dashboard:counters:<model>  the workers' raw counters at the last sample (for the next difference)
  *   <prefix>:dashboard:due:<model>       the guard
  */
-import { getMany, scanKeys, type RedisClient } from '../../infra/redis.ts';
-import type { Clock } from '../../infra/clock.ts';
+import { getMany, scanKeys, type RedisClient } from '../../infra/redis/client.ts';
+import type { Clock } from '../../infra/kernel/clock.ts';
 import { countWorkers } from '../../infra/scaler/controller-observe.ts';
-import type { Backlog } from '../../infra/scaler/contracts.ts';
-import { listHeartbeats } from '../../infra/worker-states.ts';
+import type { Backlog } from '../../infra/contracts/pool.ts';
+import { listHeartbeats } from '../../infra/fleet/worker-states.ts';
 import { type CountersByWorker, type Histogram, intervalHistogram, type PoolSample, type WorkerCounters } from './series.ts';
 
 export type SamplesRedis = Pick<RedisClient, 'set' | 'get' | 'xadd' | 'xrange' | 'scan' | 'mget'>;
@@ -89,7 +89,7 @@ export function createPoolSamples(deps: PoolSamplesDeps): PoolSamples {
   return { sampleIfDue, read };
 }
 
-/** Every worker's published counters for `model` (infra/metrics.ts snapshots), by worker id. */
+/** Every worker's published counters for `model` (infra/telemetry/metrics.ts snapshots), by worker id. */
 async function readCounters(redis: SamplesRedis, prefix: string, model: string): Promise<CountersByWorker> {
   const head = `${prefix}:metrics:`;
   const keys: string[] = [];

@@ -5,13 +5,13 @@
  * data" so a gap is drawn as a gap, never as a zero).
  *
  * Batch size and latency come from Prometheus histograms that every worker publishes
- * cumulatively (infra/metrics.ts). The sampler keeps each worker's own counters from one sample
+ * cumulatively (infra/telemetry/metrics.ts). The sampler keeps each worker's own counters from one sample
  * to the next, so an interval's histogram is the sum of each worker's difference
  * (intervalHistogram): a worker that restarted (its counters went down) is left out of that
  * interval rather than read as a negative burst. Samples store the interval
  * histograms, not the raw counters, so reading an hour of them stays small.
  */
-import type { ArrivalSeries, Backlog, WorkerCounts } from '../../infra/scaler/contracts.ts';
+import type { ArrivalSeries, Backlog, WorkerCounts } from '../../infra/contracts/pool.ts';
 import type { DecisionRecord } from '../../infra/scaler/decision-log.ts';
 
 /**

@@ -23,7 +23,7 @@ import {
   webhookOrFallback,
 } from './operation-spec.ts';
 import { BULK_RUN_OPERATIONS } from './bulk-operations.ts';
-import { DASHBOARD_OPERATIONS } from '../dashboard/operations.ts';
+import { DASHBOARD_OPERATIONS } from './dashboard-operations.ts';
 import * as S from './schemas.ts';
 
 export { DEMO_MODEL, demoRow, type OperationExample, type OperationSpec, type ResponseSpec } from './operation-spec.ts';

@@ -9,10 +9,10 @@
  * `strictObject` where it refuses them (the deployment bodies, a job's `webhook`).
  */
 import { z } from 'zod';
-import { BULK_FORMATS, BULK_RUN_STATUSES, BULK_WEBHOOK_EVENTS } from '../../infra/bulk/contract.ts';
-import { WEBHOOK_EVENTS } from '../../infra/job-contract.ts';
-import { MODEL_NAME_PATTERN, VERSION_PATTERN } from '../../infra/manifest.ts';
-import { DATATYPES } from '../../infra/oip.ts';
+import { BULK_FORMATS, BULK_RUN_STATUSES, BULK_WEBHOOK_EVENTS } from '../../infra/contracts/bulk.ts';
+import { WEBHOOK_EVENTS } from '../../infra/contracts/job.ts';
+import { MODEL_NAME_PATTERN, VERSION_PATTERN } from '../../infra/contracts/manifest.ts';
+import { DATATYPES } from '../../infra/contracts/oip.ts';
 import { DELIVERY_STATES } from '../webhooks/delivery-store.ts';
 
 // ---- Shared pieces ----------------------------------------------------------------------------
@@ -279,7 +279,7 @@ export const PoolView = z.object({
   ),
 });
 
-/** Mirrors the route's own zod body (api/routes/deployments.ts); the rules beyond shape live in infra/deployments.ts. */
+/** Mirrors the route's own zod body (api/routes/deployments.ts); the rules beyond shape live in infra/deployments/deployment-store.ts. */
 export const DeploymentChange = z
   .strictObject({
     version: z.string().optional().describe('Shorthand for versions: [{version, weight: 100}]'),

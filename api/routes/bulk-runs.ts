@@ -3,9 +3,9 @@
  * (api/use-cases/bulk-runs.ts over infra/bulk). The dispatcher role drives API-created runs.
  */
 import { Hono } from 'hono';
-import type { AuthEnv } from '../auth.ts';
+import type { AuthEnv } from '../http/auth.ts';
 import { type BulkRunUseCaseDeps, cancelBulkRun, getBulkRun, startBulkRun, toBulkRunResource } from '../use-cases/bulk-runs.ts';
-import { readJson } from './http.ts';
+import { readJson } from '../http/read-json.ts';
 
 export function bulkRunRoutes(deps: BulkRunUseCaseDeps): Hono<AuthEnv> {
   const app = new Hono<AuthEnv>();

@@ -6,13 +6,13 @@
  * Auth is applied by app.ts to `/v1/*`; deployments are not per tenant.
  */
 import { Hono } from 'hono';
-import type { RedisClient } from '../../infra/redis.ts';
+import type { RedisClient } from '../../infra/redis/client.ts';
 import { createCanaryStatusReader, type CanaryPolicy } from '../../infra/canary/index.ts';
-import { systemClock } from '../../infra/clock.ts';
-import { createDeploymentStore } from '../../infra/deployments.ts';
-import { NotFoundError } from '../../infra/errors.ts';
-import { MODEL_NAME_PATTERN } from '../../infra/manifest.ts';
-import type { AuthEnv } from '../auth.ts';
+import { systemClock } from '../../infra/kernel/clock.ts';
+import { createDeploymentStore } from '../../infra/deployments/deployment-store.ts';
+import { NotFoundError } from '../../infra/kernel/errors.ts';
+import { MODEL_NAME_PATTERN } from '../../infra/contracts/manifest.ts';
+import type { AuthEnv } from '../http/auth.ts';
 import type { Clock } from '../ports.ts';
 
 export interface CanaryRoutesDeps {

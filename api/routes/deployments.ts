@@ -1,7 +1,7 @@
 /**
  * Deployment routes (DESIGN §5): list, read, change (PUT), roll back, history. Thin: the body is
  * checked for shape with zod here; the rules (weights sum to 100, min ≤ max, versions exist…)
- * live in infra/deployments.ts and the use case, shared with the CLI.
+ * live in infra/deployments/deployment-store.ts and the use case, shared with the CLI.
  *
  * PUT merges: fields left out keep their current values (a first deployment gets min 1,
  * max max(min, 1), standby 0 and the registry's latest version); `null` clears `policy` or
@@ -10,8 +10,8 @@
  */
 import { Hono } from 'hono';
 import { z } from 'zod';
-import { InvalidInputError } from '../../infra/errors.ts';
-import type { AuthEnv } from '../auth.ts';
+import { InvalidInputError } from '../../infra/kernel/errors.ts';
+import type { AuthEnv } from '../http/auth.ts';
 import {
   deploymentHistory,
   getDeployment,
@@ -20,7 +20,7 @@ import {
   rollbackDeployment,
   type DeploymentUseCaseDeps,
 } from '../use-cases/deployments.ts';
-import { readJson } from './http.ts';
+import { readJson } from '../http/read-json.ts';
 
 const count = z.number().int().nonnegative();
 

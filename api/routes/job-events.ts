@@ -7,9 +7,9 @@
  */
 import { Hono } from 'hono';
 import { type SSEStreamingApi, streamSSE } from 'hono/streaming';
-import { isClientError } from '../../infra/errors.ts';
-import type { AuthEnv } from '../auth.ts';
-import type { ErrorLog } from '../errors.ts';
+import { isClientError } from '../../infra/kernel/errors.ts';
+import type { AuthEnv } from '../http/auth.ts';
+import type { ErrorLog } from '../http/errors.ts';
 import type { Clock, JobQueue, JobView } from '../ports.ts';
 import { getJob, toJobResource } from '../use-cases/get-job.ts';
 

@@ -3,12 +3,12 @@
  * call a use case. The event stream of a job is in job-events.ts.
  */
 import { Hono } from 'hono';
-import type { AuthEnv } from '../auth.ts';
+import type { AuthEnv } from '../http/auth.ts';
 import type { DeploymentLookup, JobQueue, ModelCatalog } from '../ports.ts';
 import { cancelJob, type JobCanceler } from '../use-cases/cancel-job.ts';
 import { getJob, iso, toJobResource } from '../use-cases/get-job.ts';
 import { parseIdempotencyKey, submitJob, type SubmitJobDeps } from '../use-cases/submit-job.ts';
-import { readJson } from './http.ts';
+import { readJson } from '../http/read-json.ts';
 
 export interface JobRoutesDeps extends SubmitJobDeps {
   jobs: JobQueue & JobCanceler;

@@ -3,13 +3,13 @@
  * metadata and readiness. Health routes live in app.ts because they need no auth.
  */
 import { Hono, type Context } from 'hono';
-import { InvalidInputError, NotFoundError } from '../../infra/errors.ts';
-import type { TensorSpec } from '../../infra/manifest.ts';
-import type { AuthEnv } from '../auth.ts';
-import { errorBody } from '../errors.ts';
+import { InvalidInputError, NotFoundError } from '../../infra/kernel/errors.ts';
+import type { TensorSpec } from '../../infra/contracts/manifest.ts';
+import type { AuthEnv } from '../http/auth.ts';
+import { errorBody } from '../http/errors.ts';
 import { inferSync, type InferSyncDeps } from '../use-cases/infer-sync.ts';
 import { resolveManifest } from '../use-cases/submit-job.ts';
-import { readJson } from './http.ts';
+import { readJson } from '../http/read-json.ts';
 
 export function oipRoutes(deps: InferSyncDeps): Hono<AuthEnv> {
   const app = new Hono<AuthEnv>();

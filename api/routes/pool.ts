@@ -7,13 +7,13 @@
  * a shadow scaler runs. Auth is applied by app.ts to `/v1/*`; deployments are not per tenant.
  */
 import { Hono } from 'hono';
-import type { RedisClient } from '../../infra/redis.ts';
-import { systemClock } from '../../infra/clock.ts';
-import { createDeploymentStore, type Deployment, type DeploymentStore } from '../../infra/deployments.ts';
-import type { Backlog } from '../../infra/scaler/contracts.ts';
+import type { RedisClient } from '../../infra/redis/client.ts';
+import { systemClock } from '../../infra/kernel/clock.ts';
+import { createDeploymentStore, type Deployment, type DeploymentStore } from '../../infra/deployments/deployment-store.ts';
+import type { Backlog } from '../../infra/contracts/pool.ts';
 import { createDecisionLog, type DecisionRecord } from '../../infra/scaler/decision-log.ts';
-import { listHeartbeats, type HeartbeatPayload, type WorkerState } from '../../infra/worker-states.ts';
-import type { AuthEnv } from '../auth.ts';
+import { listHeartbeats, type HeartbeatPayload, type WorkerState } from '../../infra/fleet/worker-states.ts';
+import type { AuthEnv } from '../http/auth.ts';
 import type { Clock } from '../ports.ts';
 
 export const POOL_DECISIONS_SHOWN = 20;
@@ -23,7 +23,7 @@ export interface PoolRoutesDeps {
   prefix: string;
   /** Default: the deployment store on `redis`. */
   deployments?: Pick<DeploymentStore, 'list'>;
-  /** A deployment's queues summed over the versions named (infra/scaler/queue-stats.ts `backlog`). */
+  /** A deployment's queues summed over the versions named (infra/queue/queue-stats.ts `backlog`). */
   backlog: (target: { model: string; versions: readonly string[] }) => Promise<Backlog>;
   clock?: Clock;
 }

@@ -4,10 +4,10 @@
  * sees only the calling tenant's secret and deliveries.
  */
 import { Hono } from 'hono';
-import type { RedisClient } from '../../infra/redis.ts';
+import type { RedisClient } from '../../infra/redis/client.ts';
 import { z } from 'zod';
-import { InvalidInputError, NotFoundError } from '../../infra/errors.ts';
-import type { AuthEnv } from '../auth.ts';
+import { InvalidInputError, NotFoundError } from '../../infra/kernel/errors.ts';
+import type { AuthEnv } from '../http/auth.ts';
 import type { Clock } from '../ports.ts';
 import { iso } from '../use-cases/get-job.ts';
 import { createDeliveryStore, DELIVERY_STATES, type Delivery } from '../webhooks/delivery-store.ts';

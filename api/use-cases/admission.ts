@@ -19,7 +19,7 @@
  * With no measurement the answer is `fallbackRetryAfterS`; with a measured rate of 0 (nothing is
  * draining: no worker up) it is `maxRetryAfterS`.
  */
-import type { VersionWeight } from './deployments.ts';
+import type { VersionWeight } from '../../infra/deployments/deployment-store.ts';
 
 export interface AdmissionInput {
   /** The deployment's backlog now: jobs not yet finished, over all its versions. */

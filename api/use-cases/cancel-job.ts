@@ -3,7 +3,7 @@
  * `canceled` for as long as finished jobs are kept. Canceling a canceled job is a success again
  * (DELETE is idempotent); a job a worker has taken, or one that has ended, is left alone (409).
  */
-import { InvalidInputError, NotFoundError } from '../../infra/errors.ts';
+import { InvalidInputError, NotFoundError } from '../../infra/kernel/errors.ts';
 import type { JobQueue, JobView } from '../ports.ts';
 import { getJob } from './get-job.ts';
 

@@ -1,16 +1,16 @@
 /**
- * A deployment's recent history for the dashboard's charts (api/dashboard/series.ts shapes it):
+ * A deployment's recent history for the dashboard's charts (api/insights/series.ts shapes it):
  * per-minute arrivals, the scaler's forecast from its decision records, and the pool samples —
  * taking one first when it is due, so an open dashboard keeps the record going
- * (api/dashboard/samples.ts).
+ * (api/insights/samples.ts).
  */
-import type { Clock } from '../../infra/clock.ts';
-import type { Deployment } from '../../infra/deployments.ts';
-import { InvalidInputError, NotFoundError } from '../../infra/errors.ts';
-import type { ArrivalSeries } from '../../infra/scaler/contracts.ts';
+import type { Clock } from '../../infra/kernel/clock.ts';
+import type { Deployment } from '../../infra/deployments/deployment-store.ts';
+import { InvalidInputError, NotFoundError } from '../../infra/kernel/errors.ts';
+import type { ArrivalSeries } from '../../infra/contracts/pool.ts';
 import type { DecisionRecord } from '../../infra/scaler/decision-log.ts';
-import type { PoolSamples } from '../dashboard/samples.ts';
-import { shapeSeries, type SeriesView } from '../dashboard/series.ts';
+import type { PoolSamples } from '../insights/samples.ts';
+import { shapeSeries, type SeriesView } from '../insights/series.ts';
 
 export const MAX_SERIES_MINUTES = 1440;
 

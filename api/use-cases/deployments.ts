@@ -13,9 +13,9 @@ import {
   type DeploymentChange,
   type DeploymentStore,
   type VersionWeight,
-} from '../../infra/deployments.ts';
-import { InvalidInputError, NotFoundError } from '../../infra/errors.ts';
-import { MODEL_NAME_PATTERN } from '../../infra/manifest.ts';
+} from '../../infra/deployments/deployment-store.ts';
+import { InvalidInputError, NotFoundError } from '../../infra/kernel/errors.ts';
+import { MODEL_NAME_PATTERN } from '../../infra/contracts/manifest.ts';
 import type { ModelCatalog } from '../ports.ts';
 
 /** The slice of the deployment store these use cases need. */

@@ -2,9 +2,9 @@
  * Reading a job: only the tenant that submitted it may see it; anyone else gets the same 404 as
  * for an id that never existed, so ids reveal nothing across tenants.
  */
-import { NotFoundError } from '../../infra/errors.ts';
-import type { JobTimings } from '../../infra/job-contract.ts';
-import type { OipTensor } from '../../infra/oip.ts';
+import { NotFoundError } from '../../infra/kernel/errors.ts';
+import type { JobTimings } from '../../infra/contracts/job.ts';
+import type { OipTensor } from '../../infra/contracts/oip.ts';
 import type { JobQueue, JobView } from '../ports.ts';
 
 const JOB_ID_PATTERN = /^[A-Za-z0-9_-]{1,128}$/;

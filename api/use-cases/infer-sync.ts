@@ -3,7 +3,7 @@
  * priority, wait a bounded time. The outcome is a value, not an exception, because a timeout is
  * an expected answer (504 with the job id, so the caller can poll) rather than a fault.
  */
-import type { InferResponse } from '../../infra/oip.ts';
+import type { InferResponse } from '../../infra/contracts/oip.ts';
 import type { JobView } from '../ports.ts';
 import { submitJob, type SubmitJobDeps, type SubmitJobInput } from './submit-job.ts';
 

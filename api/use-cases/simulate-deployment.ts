@@ -2,7 +2,7 @@
  * The dashboard's simulator view: a deployment's own recorded arrivals replayed through the live
  * policy (infra/simulator compare, the same forecaster and policy code the scaler runs) with the
  * settings it has now and with the settings an operator chose, beside what actually happened over
- * the same window (api/dashboard/outcome.ts).
+ * the same window (api/insights/outcome.ts).
  *
  * The world model is the deployment's own measurements where there are any: the cold start and
  * the per-worker rate from the scaler's latest decision, the batch profile from a live worker's
@@ -12,18 +12,18 @@
  * MAX_REPLAY_ROWS arrivals in them (422 beyond), and one simulation at a time per process (503 with
  * Retry-After while one runs). The replay is synchronous CPU work proportional to those bounds.
  */
-import type { Clock } from '../../infra/clock.ts';
-import type { Deployment } from '../../infra/deployments.ts';
-import { InvalidInputError, OverloadedError } from '../../infra/errors.ts';
-import type { ArrivalSeries, PolicySettings } from '../../infra/scaler/contracts.ts';
+import type { Clock } from '../../infra/kernel/clock.ts';
+import type { Deployment } from '../../infra/deployments/deployment-store.ts';
+import { InvalidInputError, OverloadedError } from '../../infra/kernel/errors.ts';
+import type { ArrivalSeries, PolicySettings } from '../../infra/contracts/pool.ts';
 import { DEFAULT_SCALER_SETTINGS } from '../../infra/scaler/controller.ts';
 import type { DecisionRecord } from '../../infra/scaler/decision-log.ts';
 import { compare, defaultSettings, type PolicyReport } from '../../infra/simulator/compare.ts';
 import { batchPointsFrom } from '../../infra/simulator/service.ts';
-import type { HeartbeatPayload } from '../../infra/worker-states.ts';
-import { actualOutcome, type Outcome, workerTimeline } from '../dashboard/outcome.ts';
-import type { PoolSamples } from '../dashboard/samples.ts';
-import { round } from '../dashboard/series.ts';
+import type { HeartbeatPayload } from '../../infra/fleet/worker-states.ts';
+import { actualOutcome, type Outcome, workerTimeline } from '../insights/outcome.ts';
+import type { PoolSamples } from '../insights/samples.ts';
+import { round } from '../insights/series.ts';
 import { checkMinutes, deployedOrThrow } from './deployment-series.ts';
 
 export const MAX_SIMULATION_MINUTES = 1440;

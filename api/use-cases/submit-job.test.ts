@@ -5,15 +5,15 @@
  */
 import { Queue } from 'bullmq';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createBullJobQueue, type BullJobQueue } from '../../infra/bullmq-job-queue.ts';
-import { systemClock } from '../../infra/clock.ts';
-import { InvalidInputError, NotFoundError, OverloadedError } from '../../infra/errors.ts';
-import { createIdempotencyStore } from '../../infra/idempotency.ts';
-import { queueName, type JobData } from '../../infra/job-contract.ts';
-import type { ModelManifest } from '../../infra/manifest.ts';
-import type { OipTensor } from '../../infra/oip.ts';
-import { closeRedis, createRedis, deleteMany, scanKeys } from '../../infra/redis.ts';
-import { createResultCache } from '../../infra/result-cache.ts';
+import { createBullJobQueue, type BullJobQueue } from '../../infra/queue/job-queue.ts';
+import { systemClock } from '../../infra/kernel/clock.ts';
+import { InvalidInputError, NotFoundError, OverloadedError } from '../../infra/kernel/errors.ts';
+import { createIdempotencyStore } from '../http/idempotency.ts';
+import { queueName, type JobData } from '../../infra/contracts/job.ts';
+import type { ModelManifest } from '../../infra/contracts/manifest.ts';
+import type { OipTensor } from '../../infra/contracts/oip.ts';
+import { closeRedis, createRedis, deleteMany, scanKeys } from '../../infra/redis/client.ts';
+import { createResultCache } from '../../infra/redis/result-cache.ts';
 import { testServices, uniqueId } from '../../test/support/services.ts';
 import type { ModelCatalog } from '../ports.ts';
 import { submitJob, type SubmitDeployment, type SubmitJobDeps, type SubmitJobInput } from './submit-job.ts';

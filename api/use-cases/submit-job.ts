@@ -4,16 +4,16 @@
  * Shared by the async route and sync inference, so both validate and place the same way.
  *
  * Placing, in order:
- * 1. Result cache (infra/result-cache.ts). Unless the body says `"cache": false` or names a
+ * 1. Result cache (infra/redis/result-cache.ts). Unless the body says `"cache": false` or names a
  *    webhook, the (model, version, model bytes, inputs, requested outputs) digest is looked up;
  *    a hit is recorded as a job that already succeeded (`cached: true`, timings 0) and no model
  *    runs. Hits skip admission: they add nothing to any queue. Webhook jobs skip the lookup
  *    because the dispatcher only hears of jobs that go through BullMQ, so a cached job would
  *    never be delivered. `"cache": false` also tells the worker not to store the result.
- * 2. Admission against the deployment's `backlogMax` (infra/admission.ts), when it has one:
+ * 2. Admission against the deployment's `backlogMax` (api/use-cases/admission.ts), when it has one:
  *      under the bound                                       → the drawn version's queue
  *      over it, `"degradable": true`, the deployment names
- *        a `fallback` (infra/deployments.ts)                 → the fallback's queue (step 3)
+ *        a `fallback` (infra/deployments/deployment-store.ts)                 → the fallback's queue (step 3)
  *      over it, `"degradable": true`, no fallback, under 2×  → the drawn version's queue, low priority
  *      otherwise                                             → 503 backlog_full + Retry-After
  * 3. Fallback. The job goes to the fallback model's version (the one the deployment names,
@@ -30,20 +30,20 @@
  * backlog is full, and a replayed cache hit is the same (succeeded) job.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { checkAdmission, deploymentBacklog } from '../../infra/admission.ts';
-import type { Fallback } from '../../infra/deployments.ts';
-import { InvalidInputError, NotFoundError, OverloadedError } from '../../infra/errors.ts';
-import type { IdempotencyStore } from '../../infra/idempotency.ts';
-import { PRIORITIES, type JobData, type Priority, type WebhookSpec } from '../../infra/job-contract.ts';
-import { MODEL_NAME_PATTERN, VERSION_PATTERN, type ModelManifest } from '../../infra/manifest.ts';
-import type { SubmitKind } from '../../infra/metrics.ts';
-import { validateInferRequest, type ValidatedInferRequest } from '../../infra/oip-validate.ts';
-import { chooseVersion } from '../../infra/traffic-split.ts';
+import { checkAdmission, deploymentBacklog } from './admission.ts';
+import type { Fallback } from '../../infra/deployments/deployment-store.ts';
+import { InvalidInputError, NotFoundError, OverloadedError } from '../../infra/kernel/errors.ts';
+import type { IdempotencyStore } from '../http/idempotency.ts';
+import { PRIORITIES, type JobData, type Priority, type WebhookSpec } from '../../infra/contracts/job.ts';
+import { MODEL_NAME_PATTERN, VERSION_PATTERN, type ModelManifest } from '../../infra/contracts/manifest.ts';
+import type { SubmitKind } from '../../infra/telemetry/metrics.ts';
+import { validateInferRequest, type ValidatedInferRequest } from '../../infra/contracts/oip-validate.ts';
+import { chooseVersion } from './traffic-split.ts';
 import type { Clock, DeploymentLookup, JobQueue, JobView, ModelCatalog } from '../ports.ts';
 import { parseWebhookSpec } from '../webhooks/webhook-spec.ts';
 
 /**
- * What submit needs of the job queue. `answerFromCache` (infra/bullmq-job-queue.ts has it) is
+ * What submit needs of the job queue. `answerFromCache` (infra/queue/job-queue.ts has it) is
  * optional so a queue without a result cache simply never hits.
  */
 export type SubmitJobQueue = JobQueue & {

@@ -6,7 +6,7 @@
  * order listed: with 90/10, r < 90 picks the first, 90 ≤ r < 100 the second. A version of
  * weight 0 is never picked (its interval is empty).
  */
-import type { VersionWeight } from './deployments.ts';
+import type { VersionWeight } from '../../infra/deployments/deployment-store.ts';
 
 export function chooseVersion(deployment: { versions: readonly VersionWeight[] }, random: () => number): string {
   const r = random() * 100;

@@ -2,8 +2,8 @@
 // deliveries, stable ids, and the payload a receiver gets.
 import { beforeEach, describe, expect, it } from 'vitest';
 import { useTestRedis } from '../../test/support/services.ts';
-import type { BulkRunView, BulkWebhookEvent } from '../../infra/bulk/contract.ts';
-import { ManualClock } from '../../infra/clock.ts';
+import type { BulkRunView, BulkWebhookEvent } from '../../infra/contracts/bulk.ts';
+import { ManualClock } from '../../infra/kernel/clock.ts';
 import { bulkDeliveryId, type BulkNotify, type BulkWebhookPayload, createBulkNotifier } from './bulk-notifier.ts';
 import { createDeliveryStore, type DeliveryStore } from './delivery-store.ts';
 

@@ -9,9 +9,9 @@
  * the event (and, for progress, the rows done), so a driver that reports the same thing twice —
  * say, after taking over a run whose driver crashed — stores it once.
  */
-import type { BulkRunView, BulkWebhookEvent } from '../../infra/bulk/contract.ts';
-import type { Clock } from '../../infra/clock.ts';
-import type { WebhookEvent } from '../../infra/job-contract.ts';
+import type { BulkRunView, BulkWebhookEvent } from '../../infra/contracts/bulk.ts';
+import type { Clock } from '../../infra/kernel/clock.ts';
+import type { WebhookEvent } from '../../infra/contracts/job.ts';
 import { iso } from '../use-cases/get-job.ts';
 import { type BulkRunResource, toBulkRunResource } from '../use-cases/bulk-runs.ts';
 import type { DeliveryStore } from './delivery-store.ts';

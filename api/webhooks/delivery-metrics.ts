@@ -8,7 +8,7 @@
  *   dead       the retry schedule is used up: the delivery is in the dead-letter list
  *
  * Like the scaler's, the dispatcher's registry is its own; publishing it to Redis with
- * infra/metrics.ts `publishMetricsSnapshot` (key `metricsKey(prefix, 'dispatcher-<id>')`) lets
+ * infra/telemetry/metrics.ts `publishMetricsSnapshot` (key `metricsKey(prefix, 'dispatcher-<id>')`) lets
  * the API's /metrics merge it with the workers'.
  */
 import { Counter, type Registry } from 'prom-client';

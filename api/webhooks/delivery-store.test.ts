@@ -3,7 +3,7 @@
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { testServices, uniqueId } from '../../test/support/services.ts';
 import { createDeliveryStore, type DeliveryStore, type NewDelivery } from './delivery-store.ts';
-import { closeRedis, createRedis, deleteMany, scanKeys } from '../../infra/redis.ts';
+import { closeRedis, createRedis, deleteMany, scanKeys } from '../../infra/redis/client.ts';
 
 describe('createDeliveryStore', () => {
   const redis = createRedis(testServices().redisUrl);

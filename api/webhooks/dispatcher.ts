@@ -9,9 +9,9 @@
  * attempts in flight to be recorded, and is safe to call twice.
  */
 import type { WebhookMetrics } from './delivery-metrics.ts';
-import { duplicateClient, type RedisClient } from '../../infra/redis.ts';
-import type { Clock } from '../../infra/clock.ts';
-import type { Config } from '../../infra/config.ts';
+import { duplicateClient, type RedisClient } from '../../infra/redis/client.ts';
+import type { Clock } from '../../infra/kernel/clock.ts';
+import type { Config } from '../../infra/kernel/config.ts';
 import { createDeliveryStore, type AttemptOutcome, type ClaimedDelivery, type DeliveryStore } from './delivery-store.ts';
 import { deliverOnce, type AttemptResult, type ResolveAll } from './deliver.ts';
 import { createEventSource, type EventSourceLog } from './event-source.ts';

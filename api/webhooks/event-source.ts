@@ -23,10 +23,10 @@
  * are empty. Discovery scans every master.
  */
 import { Job, Queue } from 'bullmq';
-import { isCluster, scanKeys, type RedisClient } from '../../infra/redis.ts';
-import type { Clock } from '../../infra/clock.ts';
-import { jobView } from '../../infra/bullmq-job-queue.ts';
-import type { JobData, JobResult, JobStatus, WebhookEvent } from '../../infra/job-contract.ts';
+import { isCluster, scanKeys, type RedisClient } from '../../infra/redis/client.ts';
+import type { Clock } from '../../infra/kernel/clock.ts';
+import { jobView } from '../../infra/queue/job-queue.ts';
+import type { JobData, JobResult, JobStatus, WebhookEvent } from '../../infra/contracts/job.ts';
 import { iso, toJobResource, type JobResource } from '../use-cases/get-job.ts';
 import type { DeliveryStore } from './delivery-store.ts';
 

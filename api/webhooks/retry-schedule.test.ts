@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ManualClock } from '../../infra/clock.ts';
+import { ManualClock } from '../../infra/kernel/clock.ts';
 import { MAX_RETRY_AFTER_MS, nextAttemptAt, parseRetryAfter } from './retry-schedule.ts';
 
 const schedule = [5_000, 300_000, 1_800_000];

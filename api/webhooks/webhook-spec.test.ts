@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { InvalidInputError } from '../../infra/errors.ts';
+import { InvalidInputError } from '../../infra/kernel/errors.ts';
 import { parseWebhookSpec } from './webhook-spec.ts';
 
 const open = { allowedPrivateHosts: [] as string[] };

@@ -7,7 +7,7 @@
 
 const param = (resolveVariable, name) => resolveVariable(`param:${name}`).then((v) => String(v ?? '').trim());
 
-/** `<modelPrefix>/models/` (slashes at either end ignored, as infra/registry.ts does), or `models/`. */
+/** `<modelPrefix>/models/` (slashes at either end ignored, as infra/registry/model-registry.ts does), or `models/`. */
 module.exports.modelsKeyPrefix = async ({ resolveVariable }) => {
   const prefix = (await param(resolveVariable, 'modelPrefix')).replace(/^\/+|\/+$/g, '');
   return prefix ? `${prefix}/models/` : 'models/';

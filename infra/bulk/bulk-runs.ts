@@ -12,12 +12,12 @@
  * deadline, webhook and maxBadRows given on a resume replace the stored ones.
  */
 import { randomBytes } from 'node:crypto';
-import type { RedisClient } from '../redis.ts';
-import type { Clock } from '../clock.ts';
-import { InvalidInputError, NotFoundError } from '../errors.ts';
-import type { Logger } from '../log.ts';
-import type { ModelManifest } from '../manifest.ts';
-import type { ObjectStore } from '../object-store.ts';
+import type { RedisClient } from '../redis/client.ts';
+import type { Clock } from '../kernel/clock.ts';
+import { InvalidInputError, NotFoundError } from '../kernel/errors.ts';
+import type { Logger } from '../kernel/log.ts';
+import type { ModelManifest } from '../contracts/manifest.ts';
+import type { ObjectStore } from '../registry/object-store.ts';
 import { clearCapacityRequest } from './capacity-request.ts';
 import { createChunkQueue } from './chunk-queue.ts';
 import {
@@ -27,7 +27,7 @@ import {
   type BulkRunView,
   type BulkRuns,
   type BulkWebhookEvent,
-} from './contract.ts';
+} from '../contracts/bulk.ts';
 import { formatOf } from './row-reader.ts';
 import { DEFAULT_CHUNK_ROWS, parseBulkRunRequest } from './run-request.ts';
 import { createRunStore, viewOf, type RunStore } from './run-store.ts';

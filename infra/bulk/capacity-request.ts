@@ -7,7 +7,7 @@
  *
  * Key: `<prefix>:bulk:capacity:<model>`, a hash runId → JSON entry.
  */
-import type { RedisClient } from '../redis.ts';
+import type { RedisClient } from '../redis/client.ts';
 
 export const CAPACITY_REQUEST_TTL_MS = 60_000;
 

@@ -9,9 +9,9 @@
  * by age is the fallback for a driver that died between the two.
  */
 import { Job, Queue, QueueEvents } from 'bullmq';
-import type { RedisClient } from '../redis.ts';
-import { EVENTS_STREAM_MAX_LEN, queueName, type JobData, type JobResult } from '../job-contract.ts';
-import type { BulkPartResult } from './contract.ts';
+import type { RedisClient } from '../redis/client.ts';
+import { EVENTS_STREAM_MAX_LEN, queueName, type JobData, type JobResult } from '../contracts/job.ts';
+import type { BulkPartResult } from '../contracts/bulk.ts';
 
 export type ChunkState =
   | { kind: 'done'; part: BulkPartResult }

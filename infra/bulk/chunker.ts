@@ -6,11 +6,11 @@
  * (the job id `bulk:<runId>:<chunk>` and the part name depend on nothing else). Bad lines pass
  * through in order, between the chunks.
  */
-import { encodeBinaryTensor, isBinaryDatatype, type BinaryTensor } from '../binary-tensor.ts';
-import type { JobData } from '../job-contract.ts';
-import type { ModelManifest } from '../manifest.ts';
-import type { OipTensor } from '../oip.ts';
-import type { BulkRunSpec } from './contract.ts';
+import { encodeBinaryTensor, isBinaryDatatype, type BinaryTensor } from '../contracts/binary-tensor.ts';
+import type { JobData } from '../contracts/job.ts';
+import type { ModelManifest } from '../contracts/manifest.ts';
+import type { OipTensor } from '../contracts/oip.ts';
+import type { BulkRunSpec } from '../contracts/bulk.ts';
 import type { BadLine, GoodRow, RowEvent } from './row-reader.ts';
 
 export interface Chunk {
@@ -44,7 +44,7 @@ export async function* chunkRows(events: AsyncIterable<RowEvent>, chunkRows: num
 
 /**
  * The chunk job's inputs: the rows stacked along a new first axis, in the manifest's input order.
- * Numeric inputs are packed (infra/binary-tensor.ts): JSON numbers cost the driver and the
+ * Numeric inputs are packed (infra/contracts/binary-tensor.ts): JSON numbers cost the driver and the
  * worker far more than the forward pass. BYTES inputs stay OIP JSON.
  */
 export function chunkTensors(rows: readonly GoodRow[], manifest: Pick<ModelManifest, 'inputs'>): Array<OipTensor | BinaryTensor> {

@@ -11,8 +11,8 @@
  * place: the next drive (this run id again, or the supervisor once the lease lapses) continues.
  */
 import type { BulkDeps } from './bulk-runs.ts';
-import type { BulkRunView } from './contract.ts';
-import { NotFoundError } from '../errors.ts';
+import type { BulkRunView } from '../contracts/bulk.ts';
+import { NotFoundError } from '../kernel/errors.ts';
 import { createLease, type Lease } from './lease.ts';
 import { RunDriver } from './run-driver.ts';
 import { createRunStore, viewOf } from './run-store.ts';

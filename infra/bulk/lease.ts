@@ -6,7 +6,7 @@
  *
  * The TTL runs on Redis's clock, the same for every contender.
  */
-import type { RedisClient } from '../redis.ts';
+import type { RedisClient } from '../redis/client.ts';
 
 const RENEW = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end`;
 const RELEASE = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end`;

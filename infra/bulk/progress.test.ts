@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ManualClock } from '../clock.ts';
+import { ManualClock } from '../kernel/clock.ts';
 import { computeProgress, estimateRowsTotal, RateWindow, rowsPerSecondNeeded } from './progress.ts';
 
 const base = { rowsTotalExact: true, chunksDone: 0, badRows: 0 };

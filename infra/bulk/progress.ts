@@ -6,7 +6,7 @@
  * The rate counts rows whose parts were written during this window only, so a resumed run's
  * earlier parts do not inflate it, and a stall shows as a falling rate within one window.
  */
-import type { BulkProgress } from './contract.ts';
+import type { BulkProgress } from '../contracts/bulk.ts';
 
 export const DEFAULT_RATE_WINDOW_MS = 60_000;
 

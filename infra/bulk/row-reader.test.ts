@@ -1,6 +1,6 @@
 import { Readable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import type { ModelManifest, TensorSpec } from '../manifest.ts';
+import type { ModelManifest, TensorSpec } from '../contracts/manifest.ts';
 import { chunkRows } from './chunker.ts';
 import { createRowSchema, formatOf, readRows, splitCsv, type RowEvent } from './row-reader.ts';
 

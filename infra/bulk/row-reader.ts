@@ -8,17 +8,17 @@
  * row-major; a first line whose first cell is `id` is a header. Quoted fields ("a,b", "say ""hi""")
  * are understood. Blank lines are skipped (and still counted in line numbers).
  *
- * Each row is checked against the manifest exactly as a submitted job is (infra/oip-validate.ts):
+ * Each row is checked against the manifest exactly as a submitted job is (infra/contracts/oip-validate.ts):
  * rank, fixed dimensions, datatype and value ranges. Dynamic non-batch dimensions are fixed by
  * the first good row the run reads (a RowSchema shared across its objects): rows of one forward
  * pass must agree, and a row that disagrees is bad rather than failing its chunk on a worker.
  */
 import type { Readable } from 'node:stream';
 import { createInterface } from 'node:readline';
-import { InvalidInputError } from '../errors.ts';
-import type { ModelManifest, TensorSpec } from '../manifest.ts';
-import { validateInferRequest } from '../oip-validate.ts';
-import type { BulkFormat } from './contract.ts';
+import { InvalidInputError } from '../kernel/errors.ts';
+import type { ModelManifest, TensorSpec } from '../contracts/manifest.ts';
+import { validateInferRequest } from '../contracts/oip-validate.ts';
+import type { BulkFormat } from '../contracts/bulk.ts';
 
 type Value = number | boolean | string;
 

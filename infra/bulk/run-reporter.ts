@@ -7,7 +7,7 @@
  */
 import { notifyRun, type BulkDeps } from './bulk-runs.ts';
 import { publishCapacityRequest } from './capacity-request.ts';
-import type { BadRow, BulkProgress, BulkRunSpec, BulkWebhookEvent } from './contract.ts';
+import type { BadRow, BulkProgress, BulkRunSpec, BulkWebhookEvent } from '../contracts/bulk.ts';
 import { computeProgress, estimateRowsTotal, RateWindow, rowsPerSecondNeeded } from './progress.ts';
 import type { DriveSettings } from './run-driver.ts';
 import { viewOf, type RunStore } from './run-store.ts';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { InvalidInputError } from '../errors.ts';
+import { InvalidInputError } from '../kernel/errors.ts';
 import { parseBulkRunRequest, resolveDeadline } from './run-request.ts';
 import { parseS3Url } from './s3-url.ts';
 

@@ -4,9 +4,9 @@
  * first use and kept until close(). Credentials are passed on explicitly: config.s3 keeps them
  * non-enumerable (so they never serialise), and a spread would silently drop them.
  */
-import type { Config } from '../config.ts';
-import type { ObjectStore } from '../object-store.ts';
-import { createS3ObjectStore } from '../s3-object-store.ts';
+import type { Config } from '../kernel/config.ts';
+import type { ObjectStore } from '../registry/object-store.ts';
+import { createS3ObjectStore } from '../registry/s3-object-store.ts';
 
 export interface StoreFactory {
   storeFor(bucket: string): ObjectStore;

@@ -6,16 +6,16 @@
  * Input and output may live in any bucket, so object stores are made per bucket on first use
  * (same endpoint and credentials as the registry's) and kept until close().
  */
-import type { RedisClient } from '../infra/redis.ts';
-import type { BulkDeps } from '../infra/bulk/bulk-runs.ts';
-import { systemClock, type Clock } from '../infra/clock.ts';
-import type { Config } from '../infra/config.ts';
-import { createDeploymentStore } from '../infra/deployments.ts';
-import type { Logger } from '../infra/log.ts';
-import { cacheManifests } from '../infra/manifest-cache.ts';
-import type { ObjectStore } from '../infra/object-store.ts';
-import { createModelRegistry } from '../infra/registry.ts';
-import { createS3ObjectStore } from '../infra/s3-object-store.ts';
+import type { RedisClient } from '../redis/client.ts';
+import type { BulkDeps } from './bulk-runs.ts';
+import { systemClock, type Clock } from '../kernel/clock.ts';
+import type { Config } from '../kernel/config.ts';
+import { createDeploymentStore } from '../deployments/deployment-store.ts';
+import type { Logger } from '../kernel/log.ts';
+import { cacheManifests } from '../registry/manifest-cache.ts';
+import type { ObjectStore } from '../registry/object-store.ts';
+import { createModelRegistry } from '../registry/model-registry.ts';
+import { createS3ObjectStore } from '../registry/s3-object-store.ts';
 
 export interface BulkWiringOptions {
   /** Used, not closed: the caller owns it. */

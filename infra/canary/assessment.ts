@@ -11,8 +11,8 @@
  *
  *   <prefix>:canary:breach:<model>:<version>   JSON Breach, expiring once it is too old to continue
  */
-import type { RedisClient } from '../redis.ts';
-import { stableVersion, type VersionWeight } from '../deployments.ts';
+import type { RedisClient } from '../redis/client.ts';
+import { stableVersion, type VersionWeight } from '../deployments/deployment-store.ts';
 import type { OutcomeStore, WindowStats } from './outcomes.ts';
 import { judgeCanary, type Breach, type CanaryPolicy, type Verdict } from './verdict.ts';
 

@@ -6,7 +6,7 @@
  * Written only by the guard whose deployment write took effect, so two guards racing on one
  * rollback leave one event.
  */
-import type { RedisClient } from '../redis.ts';
+import type { RedisClient } from '../redis/client.ts';
 import type { WindowStats } from './outcomes.ts';
 
 /** Events kept per model. */

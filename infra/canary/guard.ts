@@ -14,10 +14,10 @@
  * tools. close() stops the loop, waits for a tick in flight, and is safe to call twice. The
  * Redis connection is the caller's: not closed here.
  */
-import { createTicker } from '../ticker.ts';
-import type { RedisClient } from '../redis.ts';
-import type { Clock } from '../clock.ts';
-import { configOf, type Deployment, type DeploymentStore } from '../deployments.ts';
+import { createTicker } from '../kernel/ticker.ts';
+import type { RedisClient } from '../redis/client.ts';
+import type { Clock } from '../kernel/clock.ts';
+import { configOf, type Deployment, type DeploymentStore } from '../deployments/deployment-store.ts';
 import { createAssessor, splitOf, type Assessment, type CanaryStanding, type Split } from './assessment.ts';
 import { recordCanaryEvent } from './event-log.ts';
 import { createOutcomeStore } from './outcomes.ts';

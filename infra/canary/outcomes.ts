@@ -26,9 +26,9 @@
  * are applied by one script that first checks the cursor is still where the batch was read
  * from; a reader that lost the race drops its batch (the winner counted it) and stops.
  */
-import type { RedisClient } from '../redis.ts';
-import { parseFailure } from '../bullmq-job-queue.ts';
-import { queueName } from '../job-contract.ts';
+import type { RedisClient } from '../redis/client.ts';
+import { parseFailure } from '../queue/job-queue.ts';
+import { queueName } from '../contracts/job.ts';
 import { bucketIndex, estimateQuantile, type LatencyCounts } from './latency-histogram.ts';
 
 /** Width of one aggregate bucket. */

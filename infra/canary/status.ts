@@ -4,8 +4,8 @@
  * the guard decides with, read-only: it reflects the outcomes the guard has aggregated so far
  * and the breach it carries, and never ingests or acts itself.
  */
-import type { RedisClient } from '../redis.ts';
-import type { VersionWeight } from '../deployments.ts';
+import type { RedisClient } from '../redis/client.ts';
+import type { VersionWeight } from '../deployments/deployment-store.ts';
 import { createAssessor, splitOf } from './assessment.ts';
 import { listCanaryEvents, type CanaryEvent } from './event-log.ts';
 import { canaryMaxGapMs, DEFAULT_CANARY_TICK_MS } from './guard.ts';

@@ -3,7 +3,7 @@
  * flapping, gaps between looks and a clock that goes backwards or jumps forwards.
  */
 import { describe, expect, it } from 'vitest';
-import { ManualClock } from '../clock.ts';
+import { ManualClock } from '../kernel/clock.ts';
 import { DEFAULT_CANARY_POLICY, judgeCanary, type Breach, type CanaryPolicy, type VersionFigures, type VerdictOutput } from './verdict.ts';
 
 const policy: CanaryPolicy = {

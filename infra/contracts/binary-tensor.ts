@@ -9,8 +9,8 @@
  * This module is the one place that knows the layout: the chunker encodes with
  * `encodeBinaryTensor`, the worker decodes with `binaryBytes` and `BINARY_ITEM_BYTES`.
  */
-import { InvalidInputError } from './errors.ts';
-import { encodeHalf } from './half-float.ts';
+import { InvalidInputError } from '../kernel/errors.ts';
+import { encodeHalf } from '../kernel/half-float.ts';
 import type { Datatype } from './oip.ts';
 
 export type BinaryDatatype = Exclude<Datatype, 'BYTES'>;

@@ -4,7 +4,7 @@
  * result stored on the job carries OIP outputs and timings.
  */
 import type { BinaryTensor } from './binary-tensor.ts';
-import type { BulkChunkSpec, BulkPartResult } from './bulk/contract.ts';
+import type { BulkChunkSpec, BulkPartResult } from './bulk.ts';
 import type { OipRequestedOutput, OipTensor } from './oip.ts';
 
 /**
@@ -50,7 +50,7 @@ export interface JobData {
   version: string;
   /**
    * Validated against the manifest at submit: flat data, shape[0] = rows ≥ 1. Bulk chunk jobs
-   * carry numeric inputs in the binary form (infra/binary-tensor.ts); API jobs never do.
+   * carry numeric inputs in the binary form (infra/contracts/binary-tensor.ts); API jobs never do.
    */
   inputs: Array<OipTensor | BinaryTensor>;
   outputs?: OipRequestedOutput[];
@@ -61,7 +61,7 @@ export interface JobData {
   webhook?: WebhookSpec;
   /** The job must start within this many ms of submit, or it fails with deadline_exceeded. */
   timeoutMs?: number;
-  /** The request opted out of the result cache (infra/result-cache.ts): the worker stores nothing for it. */
+  /** The request opted out of the result cache (infra/redis/result-cache.ts): the worker stores nothing for it. */
   cache?: false;
   /** A bulk run's chunk: the worker writes the scored rows to S3 and returns `part` instead of outputs. */
   bulk?: BulkChunkSpec;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { InvalidInputError } from './errors.ts';
+import { InvalidInputError } from '../kernel/errors.ts';
 import type { ModelManifest, TensorSpec } from './manifest.ts';
 import type { Datatype } from './oip.ts';
 import { validateInferRequest } from './oip-validate.ts';
@@ -19,7 +19,7 @@ function manifest(inputs: TensorSpec[], outputs: TensorSpec[] = [{ name: 'out', 
   };
 }
 
-// Shaped like scripts/models.ts buildMultiTypeModel: several ranks and dtypes.
+// Shaped like scripts/fixtures/onnx-models.ts buildMultiTypeModel: several ranks and dtypes.
 const multi = manifest(
   [
     { name: 'x', datatype: 'FP32', shape: [-1, 2, 2] },

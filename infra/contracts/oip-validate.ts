@@ -6,7 +6,7 @@
  * Runs on every request over data arrays of 100k+ numbers: element checks are plain loops over
  * one predicate per datatype, no per-element allocation.
  */
-import { InvalidInputError } from './errors.ts';
+import { InvalidInputError } from '../kernel/errors.ts';
 import type { ModelManifest, TensorSpec } from './manifest.ts';
 import type { Datatype, OipRequestedOutput, OipTensor } from './oip.ts';
 

@@ -1,6 +1,6 @@
 /**
  * Open Inference Protocol (KServe v2) tensor types: the form job data and results take
- * (DESIGN §4). Validation of a request against a manifest lives in infra/oip-validate.ts.
+ * (DESIGN §4). Validation of a request against a manifest lives in infra/contracts/oip-validate.ts.
  */
 export const DATATYPES = [
   'BOOL',

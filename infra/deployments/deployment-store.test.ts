@@ -5,7 +5,7 @@
  */
 import type { Redis } from 'ioredis';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { redisPrefixes, testServices, uniqueId } from '../test/support/services.ts';
+import { redisPrefixes, testServices, uniqueId } from '../../test/support/services.ts';
 import {
   applyChange,
   createDeploymentStore,
@@ -13,9 +13,9 @@ import {
   validateDeployment,
   type DeploymentInput,
   type DeploymentStore,
-} from './deployments.ts';
-import { InvalidInputError, NotFoundError } from './errors.ts';
-import { closeRedis, createRedis } from './redis.ts';
+} from './deployment-store.ts';
+import { InvalidInputError, NotFoundError } from '../kernel/errors.ts';
+import { closeRedis, createRedis } from '../redis/client.ts';
 
 const redis = createRedis(testServices().redisUrl);
 const other = createRedis(testServices().redisUrl); // a second client, as a second API process would be

@@ -25,9 +25,9 @@
  * another version of the same model, but never one this deployment serves: that queue is the
  * one that is full.
  */
-import type { RedisClient } from './redis.ts';
-import { InvalidInputError, NotFoundError } from './errors.ts';
-import { MODEL_NAME_PATTERN, VERSION_PATTERN } from './manifest.ts';
+import type { RedisClient } from '../redis/client.ts';
+import { InvalidInputError, NotFoundError } from '../kernel/errors.ts';
+import { MODEL_NAME_PATTERN, VERSION_PATTERN } from '../contracts/manifest.ts';
 
 export interface VersionWeight {
   version: string;

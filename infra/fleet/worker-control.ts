@@ -16,7 +16,7 @@
  * A command sent before the worker is warmed waits for warm-up to finish; a missing key means
  * "no change", so a key that expired leaves the worker where it was.
  */
-import type { RedisClient } from './redis.ts';
+import type { RedisClient } from '../redis/client.ts';
 import type { WorkerState } from './worker-states.ts';
 
 export const CONTROL_COMMANDS = ['activate', 'standby', 'drain'] as const;
@@ -29,7 +29,7 @@ export interface ControlMessage {
   sentAt: number;
 }
 
-/** Three default heartbeat TTLs (infra/config.ts HEARTBEAT_TTL_MS = 10 s). */
+/** Three default heartbeat TTLs (infra/kernel/config.ts HEARTBEAT_TTL_MS = 10 s). */
 export const DEFAULT_CONTROL_TTL_MS = 30_000;
 
 export function controlChannel(prefix: string, workerId: string): string {

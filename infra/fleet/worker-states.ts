@@ -6,7 +6,7 @@
  *
  * Only `active` workers take jobs. `standby` holds a warmed session and takes none.
  */
-import { getMany, scanKeys, type RedisClient } from './redis.ts';
+import { getMany, scanKeys, type RedisClient } from '../redis/client.ts';
 export const WORKER_STATES = [
   'launching',
   'downloading',

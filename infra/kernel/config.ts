@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
 import { ConfigError } from './errors.ts';
-import { isClusterUrl } from './redis.ts';
+import { isClusterUrl } from '../redis/client.ts';
 
 const int = (min: number, max = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max);
 const bool = z.enum(['true', 'false', '1', '0', 'yes', 'no']).transform((v) => v === 'true' || v === '1' || v === 'yes');
@@ -18,7 +18,7 @@ const optionalString = z
 
 /** Every variable warmpool reads, with its default. README's config table mirrors this. */
 const schema = z.object({
-  // redis://host:port (one node) or redis+cluster://host:port,host:port (Redis Cluster; infra/redis.ts).
+  // redis://host:port (one node) or redis+cluster://host:port,host:port (Redis Cluster; infra/redis/client.ts).
   REDIS_URL: z
     .string()
     .default('redis://127.0.0.1:6379')

@@ -1,6 +1,6 @@
 /**
  * The few error classes warmpool has, each meaning a decision. One place maps them to HTTP
- * (api/errors.ts, hono `onError`) and one to BullMQ (worker/intake.ts: InvalidInputError →
+ * (api/http/errors.ts, hono `onError`) and one to BullMQ (worker/intake.ts: InvalidInputError →
  * UnrecoverableError, no retry). Anything else is treated as transient: retried by BullMQ, 5xx
  * at the API. Always pass `cause` when wrapping.
  */

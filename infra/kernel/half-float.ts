@@ -1,6 +1,6 @@
 /**
  * IEEE 754 half precision (FP16) bits ⇄ JS numbers. Shared by the worker's tensor codec and the
- * bulk chunker, which packs FP16 rows straight into half bits (infra/binary-tensor.ts).
+ * bulk chunker, which packs FP16 rows straight into half bits (infra/contracts/binary-tensor.ts).
  */
 const f64 = new DataView(new ArrayBuffer(8));
 

@@ -46,9 +46,9 @@ import {
   TerminateInstanceInAutoScalingGroupCommand,
   type WarmPoolState,
 } from '@aws-sdk/client-auto-scaling';
-import type { PoolProvider, PoolTarget, PoolWorker } from '../scaler/contracts.ts';
-import { commandFor } from '../worker-control.ts';
-import type { WorkerState } from '../worker-states.ts';
+import type { PoolProvider, PoolTarget, PoolWorker } from '../contracts/pool.ts';
+import { commandFor } from '../fleet/worker-control.ts';
+import type { WorkerState } from '../fleet/worker-states.ts';
 // Types only: the Kubernetes client library stays unloaded on machines that run this provider.
 import type { HeartbeatSource, WorkerBeat, WorkerControl } from './k8s-provider.ts';
 

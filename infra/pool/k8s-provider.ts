@@ -40,9 +40,9 @@ import {
   type V1Pod,
   type V1Scale,
 } from '@kubernetes/client-node';
-import type { PoolProvider, PoolTarget, PoolWorker } from '../scaler/contracts.ts';
-import { type ControlCommand, commandFor } from '../worker-control.ts';
-import type { HeartbeatPayload, WorkerState } from '../worker-states.ts';
+import type { PoolProvider, PoolTarget, PoolWorker } from '../contracts/pool.ts';
+import { type ControlCommand, commandFor } from '../fleet/worker-control.ts';
+import type { HeartbeatPayload, WorkerState } from '../fleet/worker-states.ts';
 
 export const POD_DELETION_COST = 'controller.kubernetes.io/pod-deletion-cost';
 export const DRAIN_MARK = 'warmpool.dev/drain-after-restarts';
@@ -51,7 +51,7 @@ export const RETIRE_COST = '-2147483648';
 
 /**
  * Sends one command on the worker control channel, e.g.
- * `(id, command) => sendControl(redis, prefix, id, command)` (infra/worker-control.ts). A
+ * `(id, command) => sendControl(redis, prefix, id, command)` (infra/fleet/worker-control.ts). A
  * function, so this provider depends on the channel's vocabulary, not on Redis.
  */
 export type WorkerControl = (workerId: string, command: ControlCommand) => Promise<void>;

@@ -1,7 +1,7 @@
 /**
- * The local PoolProvider (infra/scaler/contracts.ts): worker processes forked on this machine,
+ * The local PoolProvider (infra/contracts/pool.ts): worker processes forked on this machine,
  * `<command> --model M --version V [--standby]`, steered through the control channel
- * (infra/worker-control.ts). It starts, steers and drains what the controller says and decides
+ * (infra/fleet/worker-control.ts). It starts, steers and drains what the controller says and decides
  * nothing itself: a crashed child simply disappears from `list`, and the controller launches a
  * replacement if it still wants one.
  *
@@ -16,13 +16,13 @@
  * Only `close()` escalates, to SIGKILL after `drainTimeoutMs`.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import type { RedisClient } from '../redis.ts';
-import type { Clock } from '../clock.ts';
-import { once } from '../lifecycle.ts';
-import type { Logger } from '../log.ts';
-import type { PoolProvider, PoolTarget, PoolWorker } from '../scaler/contracts.ts';
-import { commandFor, sendControl, type ControlCommand } from '../worker-control.ts';
-import { listHeartbeats, type WorkerState } from '../worker-states.ts';
+import type { RedisClient } from '../redis/client.ts';
+import type { Clock } from '../kernel/clock.ts';
+import { once } from '../kernel/lifecycle.ts';
+import type { Logger } from '../kernel/log.ts';
+import type { PoolProvider, PoolTarget, PoolWorker } from '../contracts/pool.ts';
+import { commandFor, sendControl, type ControlCommand } from '../fleet/worker-control.ts';
+import { listHeartbeats, type WorkerState } from '../fleet/worker-states.ts';
 
 export interface LocalProviderOptions {
   /** argv that starts a worker, e.g. [process.execPath, 'bin/warmpool.mjs', 'worker']. */
@@ -40,7 +40,7 @@ export interface LocalProviderOptions {
   drainGraceMs?: number;
   /** close(): SIGKILL a child that has not exited this long after SIGTERM; default 30 s. */
   drainTimeoutMs?: number;
-  /** TTL of the desired-state key (three heartbeat TTLs); default infra/worker-control.ts's. */
+  /** TTL of the desired-state key (three heartbeat TTLs); default infra/fleet/worker-control.ts's. */
   controlTtlMs?: number;
 }
 

@@ -22,7 +22,7 @@
  * the index key is then pointed at the same tombstone. Until it is (or if the API dies in
  * between) a reader that finds the job gone from the queue reads the tombstone there.
  *
- * A result-cache hit (infra/result-cache.ts) is the same kind of record: the job's final view,
+ * A result-cache hit (infra/redis/result-cache.ts) is the same kind of record: the job's final view,
  * written at submit instead of a queue name, so every reader (GET, SSE, sync waits, cancel)
  * sees a finished job and no worker ever hears of it.
  *
@@ -33,8 +33,8 @@
  */
 import { Job, Queue, QueueEvents, type ConnectionOptions, type JobState } from 'bullmq';
 import { Redis, type RedisOptions } from 'ioredis';
-import { systemClock, type Clock } from './clock.ts';
-import { NotFoundError } from './errors.ts';
+import { systemClock, type Clock } from '../kernel/clock.ts';
+import { NotFoundError } from '../kernel/errors.ts';
 import {
   EVENTS_STREAM_MAX_LEN,
   PRIORITIES,
@@ -44,10 +44,10 @@ import {
   type JobStatus,
   type JobView,
   type Priority,
-} from './job-contract.ts';
-import { blockingOptions, closeRedis, createRedis, duplicateClient, isCluster, type RedisClient } from './redis.ts';
-import { createResultCache } from './result-cache.ts';
-import { Wakeup } from './wakeup.ts';
+} from '../contracts/job.ts';
+import { blockingOptions, closeRedis, createRedis, duplicateClient, isCluster, type RedisClient } from '../redis/client.ts';
+import { createResultCache } from '../redis/result-cache.ts';
+import { Wakeup } from '../kernel/wakeup.ts';
 
 export type { JobView };
 

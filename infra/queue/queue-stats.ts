@@ -21,11 +21,11 @@
  * it was handed); `close()` closes the Queues, once.
  */
 import { Queue } from 'bullmq';
-import type { RedisClient } from '../redis.ts';
-import type { Clock } from '../clock.ts';
-import { queueName } from '../job-contract.ts';
-import { once } from '../lifecycle.ts';
-import type { Backlog } from './contracts.ts';
+import type { RedisClient } from '../redis/client.ts';
+import type { Clock } from '../kernel/clock.ts';
+import { queueName } from '../contracts/job.ts';
+import { once } from '../kernel/lifecycle.ts';
+import type { Backlog } from '../contracts/pool.ts';
 
 /** A deployment's queues: one per version named. */
 export interface BacklogTarget {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isUnavailableError } from './redis.ts';
+import { isUnavailableError } from './client.ts';
 
 describe('isUnavailableError', () => {
   const connError = (code: string) => Object.assign(new Error(`connect ${code} 127.0.0.1:6379`), { code });

@@ -33,9 +33,9 @@
  * no such trace: the operator stops them.
  */
 import type { Redis } from 'ioredis';
-import { InvalidInputError } from './errors.ts';
-import { parseQueueName, queueName } from './job-contract.ts';
-import { scanKeys } from './redis.ts';
+import { InvalidInputError } from '../kernel/errors.ts';
+import { parseQueueName, queueName } from '../contracts/job.ts';
+import { scanKeys } from './client.ts';
 
 export const KEY_FAMILIES = ['queue', 'deployments', 'webhooks', 'bulk', 'canary'] as const;
 export type KeyFamily = (typeof KEY_FAMILIES)[number];

@@ -1,7 +1,7 @@
 // The result cache on a real Redis: what makes two requests the same entry, and what never does.
 import { describe, expect, it } from 'vitest';
-import { useTestRedis } from '../test/support/services.ts';
-import type { OipTensor } from './oip.ts';
+import { useTestRedis } from '../../test/support/services.ts';
+import type { OipTensor } from '../contracts/oip.ts';
 import { createResultCache, requestDigest, resultCacheKey, type CacheTarget } from './result-cache.ts';
 
 const { redis, prefixes } = useTestRedis();

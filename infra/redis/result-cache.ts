@@ -19,10 +19,10 @@
  * where "-0" means 0 anyway).
  */
 import { createHash } from 'node:crypto';
-import type { JobData } from './job-contract.ts';
-import type { OipTensor } from './oip.ts';
+import type { JobData } from '../contracts/job.ts';
+import type { OipTensor } from '../contracts/oip.ts';
 
-/** How long an entry lives (the lead moves this to RESULT_CACHE_TTL_S in infra/config.ts). */
+/** How long an entry lives (the lead moves this to RESULT_CACHE_TTL_S in infra/kernel/config.ts). */
 export const DEFAULT_RESULT_CACHE_TTL_S = 3600;
 /**
  * Larger serialised results are not cached: BullMQ already keeps every result for the job's
@@ -92,7 +92,7 @@ export function resultCacheKey(prefix: string, target: CacheTarget): string {
 export function requestDigest(target: Pick<CacheTarget, 'tenant' | 'modelSha256' | 'inputs' | 'outputs'>): string {
   const inputs = [...target.inputs]
     .sort((a, b) => compare(a.name, b.name))
-    // A string is a bulk chunk's packed data (infra/binary-tensor.ts): never cached, but still keyed exactly.
+    // A string is a bulk chunk's packed data (infra/contracts/binary-tensor.ts): never cached, but still keyed exactly.
     .map((t) => ({
       name: t.name,
       datatype: t.datatype,

@@ -12,9 +12,9 @@
  */
 import { createHash } from 'node:crypto';
 import type { Readable } from 'node:stream';
-import { systemClock, type Clock } from './clock.ts';
-import { IntegrityError, InvalidInputError, NotFoundError } from './errors.ts';
-import { MODEL_NAME_PATTERN, VERSION_PATTERN, type ModelManifest } from './manifest.ts';
+import { systemClock, type Clock } from '../kernel/clock.ts';
+import { IntegrityError, InvalidInputError, NotFoundError } from '../kernel/errors.ts';
+import { MODEL_NAME_PATTERN, VERSION_PATTERN, type ModelManifest } from '../contracts/manifest.ts';
 import type { ObjectStore } from './object-store.ts';
 import { readOnnxMetadata } from './onnx-metadata.ts';
 

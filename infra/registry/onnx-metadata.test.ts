@@ -1,7 +1,7 @@
 import { createRequire } from 'node:module';
 import { describe, expect, it } from 'vitest';
-import { buildFp16Model, buildGatherModel, buildMlpModel, buildMultiTypeModel } from '../scripts/models.ts';
-import { InvalidInputError } from './errors.ts';
+import { buildFp16Model, buildGatherModel, buildMlpModel, buildMultiTypeModel } from '../../scripts/fixtures/onnx-models.ts';
+import { InvalidInputError } from '../kernel/errors.ts';
 import { readOnnxMetadata } from './onnx-metadata.ts';
 
 const require = createRequire(import.meta.url);

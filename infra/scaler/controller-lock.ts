@@ -11,7 +11,7 @@
  *
  * The TTL runs on Redis's clock, not the injected one: it is the same clock for every contender.
  */
-import type { RedisClient } from '../redis.ts';
+import type { RedisClient } from '../redis/client.ts';
 
 /** PEXPIRE only if the key still holds our token. */
 const RENEW = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end`;

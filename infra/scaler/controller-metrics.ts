@@ -1,14 +1,14 @@
 /**
  * The scaler's Prometheus metrics, on a Registry of the scaler's own (never the API's: the
  * leader publishes this registry to Redis as a snapshot, `<prefix>:metrics:scaler`, with
- * infra/metrics.ts publishMetricsSnapshot, and the API's /metrics merges it like a worker's —
+ * infra/telemetry/metrics.ts publishMetricsSnapshot, and the API's /metrics merges it like a worker's —
  * publishing the API's own registry there would count the API twice). Only the leader
  * publishes, and gauges are rebuilt every tick, so a removed deployment's series go with it.
  */
 import { Gauge, Histogram, type Registry } from 'prom-client';
-import { WORKER_STATES, type WorkerState } from '../worker-states.ts';
-import type { Backlog, Forecast, PolicyDecision } from './contracts.ts';
-import { queuedJobs } from './queue-stats.ts';
+import { WORKER_STATES, type WorkerState } from '../fleet/worker-states.ts';
+import type { Backlog, Forecast, PolicyDecision } from '../contracts/pool.ts';
+import { queuedJobs } from '../queue/queue-stats.ts';
 
 export const COLD_START_BUCKETS_S = [1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1200];
 

@@ -16,10 +16,10 @@
  * late by at most a tick). Workers already warm when first seen say nothing (their start
  * predates us). The estimate is the median of the last COLD_START_SAMPLES samples.
  */
-import type { RedisClient } from '../redis.ts';
-import type { HeartbeatPayload, WorkerState } from '../worker-states.ts';
-import type { Backlog, PoolProvider, PoolTarget, WorkerCounts } from './contracts.ts';
-import { queuedJobs } from './queue-stats.ts';
+import type { RedisClient } from '../redis/client.ts';
+import type { HeartbeatPayload, WorkerState } from '../fleet/worker-states.ts';
+import type { Backlog, PoolProvider, PoolTarget, WorkerCounts } from '../contracts/pool.ts';
+import { queuedJobs } from '../queue/queue-stats.ts';
 
 /** One worker as the controller sees it: the provider's view, plus what its heartbeat says. */
 export interface ObservedWorker {

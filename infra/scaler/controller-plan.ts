@@ -22,7 +22,7 @@
  *    when the heartbeat says; then newest) — never one holding many jobs when an idler one will do.
  */
 import type { ScalerAction } from './decision-log.ts';
-import type { PolicyDecision } from './contracts.ts';
+import type { PolicyDecision } from '../contracts/pool.ts';
 import { countWorkers, isStarting, type ObservedWorker } from './controller-observe.ts';
 
 export interface VersionTargets {

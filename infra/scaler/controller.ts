@@ -32,17 +32,17 @@
  * close() stops the loop, waits for a tick in flight, releases the lock; safe to call twice.
  * The Redis connection, the provider and the queue stats are the caller's: not closed here.
  */
-import { createTicker } from '../ticker.ts';
+import { createTicker } from '../kernel/ticker.ts';
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
-import type { RedisClient } from '../redis.ts';
+import type { RedisClient } from '../redis/client.ts';
 import { readCapacityRequest } from '../bulk/capacity-request.ts';
 import type { Registry } from 'prom-client';
-import type { Clock } from '../clock.ts';
-import type { Deployment, DeploymentStore } from '../deployments.ts';
-import { once } from '../lifecycle.ts';
-import { metricsKey, publishMetricsSnapshot } from '../metrics.ts';
-import { listHeartbeats, type HeartbeatPayload } from '../worker-states.ts';
+import type { Clock } from '../kernel/clock.ts';
+import type { Deployment, DeploymentStore } from '../deployments/deployment-store.ts';
+import { once } from '../kernel/lifecycle.ts';
+import { metricsKey, publishMetricsSnapshot } from '../telemetry/metrics.ts';
+import { listHeartbeats, type HeartbeatPayload } from '../fleet/worker-states.ts';
 import {
   emptyPolicyMemory,
   type ArrivalSeries,
@@ -52,13 +52,13 @@ import {
   type PolicyMemory,
   type PolicySettings,
   type PoolProvider,
-} from './contracts.ts';
+} from '../contracts/pool.ts';
 import { createLeaderLock } from './controller-lock.ts';
 import { createScalerMetrics, observeDeployment, resetGauges } from './controller-metrics.ts';
 import { countWorkers, createColdStartMeter, createIntents, createThroughputMeter, observeWorkers } from './controller-observe.ts';
 import { allocate, inApplyOrder, isSettled, planVersion, retireTargets, usableWorkers, type VersionView } from './controller-plan.ts';
 import { createDecisionLog, type ScalerAction } from './decision-log.ts';
-import { queuedJobs, type QueueStats } from './queue-stats.ts';
+import { queuedJobs, type QueueStats } from '../queue/queue-stats.ts';
 
 /** The settings the controller supplies; min, max and standby come from each deployment. */
 export type ScalerSettings = Omit<PolicySettings, 'min' | 'max' | 'standby'>;

@@ -1,6 +1,6 @@
 import { afterAll, expect, it } from 'vitest';
 import { testServices, uniqueId } from '../../test/support/services.ts';
-import { closeRedis, createRedis, deleteMany, scanKeys } from '../redis.ts';
+import { closeRedis, createRedis, deleteMany, scanKeys } from '../redis/client.ts';
 import { createDecisionLog, DECISION_LOG_MAX_LEN, decisionStreamKey, type DecisionRecord } from './decision-log.ts';
 
 const redis = createRedis(testServices().redisUrl);

@@ -4,7 +4,7 @@
  * Times start on Monday 2024-01-01 00:00 UTC.
  */
 import { describe, expect, it } from 'vitest';
-import type { ArrivalSeries } from './contracts.ts';
+import type { ArrivalSeries } from '../contracts/pool.ts';
 import { forecastArrivals } from './forecast.ts';
 
 const T0 = Date.parse('2024-01-01T00:00:00Z');

@@ -43,7 +43,7 @@
  * Cost: about 50 analogues × (2 h + the horizon) of minutes read per call, whatever the
  * history's length; no allocation proportional to the history.
  */
-import type { ArrivalSeries, Forecast } from './contracts.ts';
+import type { ArrivalSeries, Forecast } from '../contracts/pool.ts';
 
 const MINUTE_MS = 60_000;
 const DAY_MIN = 1440;

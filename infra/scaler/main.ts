@@ -1,7 +1,7 @@
 /**
  * `warmpool scaler [--shadow]`: the scaler process (DESIGN §2, §8). Wires Redis, the deployment
  * store, the arrival history, the queue stats, the forecaster, the policy and a pool provider
- * into the controller (controller.ts), and drains on SIGINT/SIGTERM (infra/lifecycle.ts).
+ * into the controller (controller.ts), and drains on SIGINT/SIGTERM (infra/kernel/lifecycle.ts).
  * `startScaler` is the same without signal handling, for `warmpool dev` in-process.
  *
  * Pool provider (`POOL_PROVIDER`): `local` (default) forks worker processes on this machine.
@@ -9,7 +9,7 @@
  * are not in the config yet, so choosing one fails at start, naming what is missing. `--shadow`
  * needs no provider at all: it decides and records, and touches no worker.
  *
- * Settings come from the config's `scaler` section when infra/config.ts has one (see
+ * Settings come from the config's `scaler` section when infra/kernel/config.ts has one (see
  * ScalerConfig), else from these defaults:
  *   SCALER_TICK_MS 5000 · SLO_QUEUE_WAIT_MS 30000 · COLD_START_DEFAULT_MS 60000 ·
  *   SCALE_DOWN_STABILIZATION_MS 300000 · TARGET_UTILIZATION 0.8 · POOL_PROVIDER local
@@ -17,18 +17,18 @@
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Registry } from 'prom-client';
-import { systemClock } from '../clock.ts';
-import type { Config } from '../config.ts';
-import { createDeploymentStore } from '../deployments.ts';
-import { ConfigError } from '../errors.ts';
-import { closeAll, once, onShutdownSignals } from '../lifecycle.ts';
-import { createLogger, type Logger } from '../log.ts';
+import { systemClock } from '../kernel/clock.ts';
+import type { Config } from '../kernel/config.ts';
+import { createDeploymentStore } from '../deployments/deployment-store.ts';
+import { ConfigError } from '../kernel/errors.ts';
+import { closeAll, once, onShutdownSignals } from '../kernel/lifecycle.ts';
+import { createLogger, type Logger } from '../kernel/log.ts';
 import { createLocalProvider } from '../pool/local-provider.ts';
-import { closeRedis, createRedis } from '../redis.ts';
-import { createArrivalHistory } from './arrival-history.ts';
-import type { PoolProvider, PoolTarget } from './contracts.ts';
-import { sendControl, type ControlCommand } from '../worker-control.ts';
-import { listHeartbeats } from '../worker-states.ts';
+import { closeRedis, createRedis } from '../redis/client.ts';
+import { createArrivalHistory } from '../telemetry/arrival-history.ts';
+import type { PoolProvider, PoolTarget } from '../contracts/pool.ts';
+import { sendControl, type ControlCommand } from '../fleet/worker-control.ts';
+import { listHeartbeats } from '../fleet/worker-states.ts';
 import {
   createScalerController,
   DEFAULT_SCALER_SETTINGS,
@@ -38,13 +38,13 @@ import {
 } from './controller.ts';
 import { forecastArrivals } from './forecast.ts';
 import { decide } from './policy.ts';
-import { createQueueStats } from './queue-stats.ts';
+import { createQueueStats } from '../queue/queue-stats.ts';
 
 const WORKER_BIN = fileURLToPath(new URL('../../bin/warmpool.mjs', import.meta.url));
 export const POOL_PROVIDERS = ['local', 'kubernetes', 'aws'] as const;
 export type PoolProviderName = (typeof POOL_PROVIDERS)[number];
 
-/** The config section this process reads once infra/config.ts has it (names → variables in the header). */
+/** The config section this process reads once infra/kernel/config.ts has it (names → variables in the header). */
 export interface ScalerConfig {
   tickMs: number;
   sloQueueWaitMs: number;

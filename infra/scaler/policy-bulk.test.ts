@@ -5,9 +5,9 @@
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { clearCapacityRequest, publishCapacityRequest, readCapacityRequest } from '../bulk/capacity-request.ts';
-import { closeRedis, createRedis, deleteMany, scanKeys } from '../redis.ts';
+import { closeRedis, createRedis, deleteMany, scanKeys } from '../redis/client.ts';
 import { testServices, uniqueId } from '../../test/support/services.ts';
-import { emptyPolicyMemory, type PolicyInput } from './contracts.ts';
+import { emptyPolicyMemory, type PolicyInput } from '../contracts/pool.ts';
 import { decide } from './policy.ts';
 
 const input = (over: Partial<PolicyInput> = {}): PolicyInput => ({

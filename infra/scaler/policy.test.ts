@@ -14,9 +14,9 @@ import {
   type PolicyMemory,
   type PolicySettings,
   type WorkerCounts,
-} from './contracts.ts';
+} from '../contracts/pool.ts';
 import { decide } from './policy.ts';
-import { seededRandom } from '../seeded-random.ts';
+import { seededRandom } from '../kernel/seeded-random.ts';
 
 const MIN = 60_000;
 const T0 = Date.UTC(2024, 0, 8, 0, 0); // a Monday, midnight

@@ -12,7 +12,7 @@
  *   policies in a run see the very same arrivals (common random numbers: their differences are
  *   the policies', not the dice's).
  */
-import { seededRandom } from '../seeded-random.ts';
+import { seededRandom } from '../kernel/seeded-random.ts';
 
 export { seededRandom };
 export type ArrivalPattern = { kind: 'uniform' } | { kind: 'poisson' } | { kind: 'gamma'; cv: number };

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { InvalidInputError } from '../errors.ts';
+import { InvalidInputError } from '../kernel/errors.ts';
 import { coldStartModel, drawColdStart, meanColdStartMs, parsePhases } from './cold-start.ts';
 
 describe('cold starts', () => {

@@ -11,8 +11,8 @@
  * Deterministic: the n-th cold start of a run draws from its own generator seeded by (seed, n),
  * so every policy's n-th launch takes the same time (common random numbers again).
  */
-import { InvalidInputError } from '../errors.ts';
-import { seededRandom } from '../seeded-random.ts';
+import { InvalidInputError } from '../kernel/errors.ts';
+import { seededRandom } from '../kernel/seeded-random.ts';
 
 export const PHASES = ['launching', 'downloading', 'loading', 'warming'] as const;
 export type Phase = (typeof PHASES)[number];

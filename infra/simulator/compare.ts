@@ -2,8 +2,8 @@
  * One comparison run (issue 5 §3): the same realised arrivals replayed through predictive,
  * reactive, static-peak and oracle, with one world model. Pure apart from the CPU it burns.
  */
-import type { PolicySettings } from '../scaler/contracts.ts';
-import type { Trace } from '../scaler/trace.ts';
+import type { PolicySettings } from '../contracts/pool.ts';
+import type { Trace } from './trace.ts';
 import { type ArrivalPattern, realiseCounts } from './arrivals.ts';
 import { type ColdStartModel, coldStartModel, drawColdStart, meanColdStartMs } from './cold-start.ts';
 import { oraclePolicy, type PolicyContext, predictivePolicy, reactivePolicy, staticPeakPolicy } from './policies.ts';

@@ -25,8 +25,8 @@
  *   A lower bound on cost at the SLO in practice, not a proof: with utilisation 0.9 and Poisson
  *   placement within a minute a little queueing remains; its SLO attainment is reported.
  */
-import type { ArrivalSeries, PolicySettings } from '../scaler/contracts.ts';
-import { emptyPolicyMemory } from '../scaler/contracts.ts';
+import type { ArrivalSeries, PolicySettings } from '../contracts/pool.ts';
+import { emptyPolicyMemory } from '../contracts/pool.ts';
 import { planVersion } from '../scaler/controller-plan.ts';
 import type { ScalerAction } from '../scaler/decision-log.ts';
 import { forecastArrivals } from '../scaler/forecast.ts';

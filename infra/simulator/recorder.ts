@@ -4,7 +4,7 @@
  * and per-interval series for the charts (arrivals, the rate the scaler planned for, workers by
  * state, queue-wait p95 and p99 of the jobs taken in the interval).
  */
-import type { WorkerCounts } from '../scaler/contracts.ts';
+import type { WorkerCounts } from '../contracts/pool.ts';
 import { WaitHistogram, type WaitSummary } from './wait-histogram.ts';
 
 export interface WorkerSeconds {

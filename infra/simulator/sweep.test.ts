@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { Trace } from '../scaler/trace.ts';
+import type { Trace } from './trace.ts';
 import { compare, defaultSettings } from './compare.ts';
 import { cheapestMeeting, paretoFront, parseSweep, runSweep, sweepGrid } from './sweep.ts';
 

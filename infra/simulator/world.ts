@@ -28,7 +28,7 @@
  */
 import type { ScalerAction } from '../scaler/decision-log.ts';
 import type { ObservedWorker } from '../scaler/controller-observe.ts';
-import type { Backlog, WorkerCounts } from '../scaler/contracts.ts';
+import type { Backlog, WorkerCounts } from '../contracts/pool.ts';
 import { type ArrivalPattern, minuteArrivals } from './arrivals.ts';
 import { EventQueue } from './event-queue.ts';
 import { createRecorder, type PolicyRun, type Recorder } from './recorder.ts';

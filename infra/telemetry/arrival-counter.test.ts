@@ -6,9 +6,9 @@
  */
 import { describe, expect, it } from 'vitest';
 import { testServices, useTestRedis } from '../../test/support/services.ts';
-import { ManualClock } from '../clock.ts';
-import { InvalidInputError } from '../errors.ts';
-import { createRedis, FAIL_FAST_REDIS_OPTIONS } from '../redis.ts';
+import { ManualClock } from '../kernel/clock.ts';
+import { InvalidInputError } from '../kernel/errors.ts';
+import { createRedis, FAIL_FAST_REDIS_OPTIONS } from '../redis/client.ts';
 import { type ArrivalCount, createArrivalHistory } from './arrival-history.ts';
 import { createArrivalCounter } from './arrival-counter.ts';
 

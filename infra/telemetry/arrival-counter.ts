@@ -15,8 +15,8 @@
  * Lambda a frozen instance flushes when it next thaws (the counts still land in their minute),
  * or never if it is reclaimed first: the same bounded loss as a crash.
  */
-import type { Clock } from '../clock.ts';
-import { InvalidInputError } from '../errors.ts';
+import type { Clock } from '../kernel/clock.ts';
+import { InvalidInputError } from '../kernel/errors.ts';
 import type { ArrivalCount, ArrivalHistory, ArrivalKind } from './arrival-history.ts';
 
 const MINUTE_MS = 60_000;

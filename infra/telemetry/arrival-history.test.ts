@@ -6,9 +6,9 @@
  */
 import { describe, expect, it } from 'vitest';
 import { useTestRedis } from '../../test/support/services.ts';
-import { ManualClock } from '../clock.ts';
-import { InvalidInputError } from '../errors.ts';
-import { scanKeys } from '../redis.ts';
+import { ManualClock } from '../kernel/clock.ts';
+import { InvalidInputError } from '../kernel/errors.ts';
+import { scanKeys } from '../redis/client.ts';
 import { createArrivalHistory } from './arrival-history.ts';
 
 const MIN = 60_000;

@@ -10,8 +10,8 @@
  * A dead worker's snapshot expires with its TTL.
  */
 import { AggregatorRegistry, Counter, Gauge, Histogram, type Registry } from 'prom-client';
-import { WORKER_STATES, type WorkerState } from './worker-states.ts';
-import { getMany, scanKeys } from './redis.ts';
+import { WORKER_STATES, type WorkerState } from '../fleet/worker-states.ts';
+import { getMany, scanKeys } from '../redis/client.ts';
 
 export function createApiMetrics(registry: Registry) {
   const registers = [registry];

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { TensorSpec } from '../../infra/manifest.ts';
+import type { TensorSpec } from '../../infra/contracts/manifest.ts';
 import { benchInputs, benchJobData, rowWidth, unbenchable } from './bench-models.ts';
 import { nest } from './bulk.ts';
 

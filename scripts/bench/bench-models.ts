@@ -6,11 +6,11 @@
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import type { JobData } from '../../infra/job-contract.ts';
-import type { ModelManifest, TensorSpec } from '../../infra/manifest.ts';
-import type { OipTensor } from '../../infra/oip.ts';
-import type { ModelRegistry } from '../../infra/registry.ts';
-import { buildMlpModel } from '../models.ts';
+import type { JobData } from '../../infra/contracts/job.ts';
+import type { ModelManifest, TensorSpec } from '../../infra/contracts/manifest.ts';
+import type { OipTensor } from '../../infra/contracts/oip.ts';
+import type { ModelRegistry } from '../../infra/registry/model-registry.ts';
+import { buildMlpModel } from '../fixtures/onnx-models.ts';
 
 export interface BenchModel {
   /** Registry name. */

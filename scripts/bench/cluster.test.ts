@@ -1,15 +1,15 @@
 /**
  * The cluster row's arithmetic: the order the sides run in, best of each side, the row, and
  * the slot arithmetic that puts each model's queue on its own master, checked against a real
- * 3-master cluster (infra/dev/redis-cluster.ts), which owns the slots.
+ * 3-master cluster (scripts/dev/redis-cluster.ts), which owns the slots.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startRedisCluster, type RedisClusterHandle } from '../../infra/dev/redis-cluster.ts';
-import { ensureRedisServer } from '../../infra/dev/redis-server.ts';
+import { startRedisCluster, type RedisClusterHandle } from '../dev/redis-cluster.ts';
+import { ensureRedisServer } from '../dev/redis-server.ts';
 import { CLUSTER_ROW, bestOf, clusterScalingRow, keySlot, shardOf, sideOrder, spreadModelNames, type ClusterSample } from './cluster.ts';
 
 describe('sideOrder', () => {

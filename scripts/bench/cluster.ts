@@ -4,7 +4,7 @@
  * shared machine are noise). Each model's queue is its own hash tag (job-contract.ts), so on 3
  * masters the models' queues spread over the shards; on 1 they all share one redis-server.
  *
- * End to end here = the API's job queue (infra/bullmq-job-queue.ts: index key, BullMQ add,
+ * End to end here = the API's job queue (infra/queue/job-queue.ts: index key, BullMQ add,
  * QueueEvents wake-up) → one `warmpool worker` process per model (micro-batched forward
  * passes) → the result read back, with `concurrency` jobs in flight per model. HTTP is left
  * out: it is the same on both sides and is not what sharding changes.
@@ -17,12 +17,12 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { createBullJobQueue, type BullJobQueue } from '../../infra/bullmq-job-queue.ts';
-import { startRedisCluster } from '../../infra/dev/redis-cluster.ts';
-import { ensureRedisServer } from '../../infra/dev/redis-server.ts';
-import type { ModelManifest } from '../../infra/manifest.ts';
-import { closeRedis, createRedis } from '../../infra/redis.ts';
-import { buildMlpModel } from '../models.ts';
+import { createBullJobQueue, type BullJobQueue } from '../../infra/queue/job-queue.ts';
+import { startRedisCluster } from '../dev/redis-cluster.ts';
+import { ensureRedisServer } from '../dev/redis-server.ts';
+import type { ModelManifest } from '../../infra/contracts/manifest.ts';
+import { closeRedis, createRedis } from '../../infra/redis/client.ts';
+import { buildMlpModel } from '../fixtures/onnx-models.ts';
 import { benchJobData } from './bench-models.ts';
 import type { BenchRow } from './report.ts';
 import { scopedEnv, spawnRole, waitForWorkers, type BenchContext, type ChildRole } from './services.ts';
@@ -68,7 +68,7 @@ export function keySlot(hashTag: string): number {
   return crc % SLOTS;
 }
 
-/** Which master holds `slot` when the slots are split evenly in order, as infra/dev/redis-cluster.ts does. */
+/** Which master holds `slot` when the slots are split evenly in order, as scripts/dev/redis-cluster.ts does. */
 export function shardOf(slot: number, masters: number): number {
   return Math.floor(((slot + 1) * masters - 1) / SLOTS);
 }

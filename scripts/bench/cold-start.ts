@@ -12,10 +12,10 @@
  */
 import path from 'node:path';
 import * as ort from 'onnxruntime-node';
-import { loadConfig } from '../../infra/config.ts';
-import type { ModelManifest } from '../../infra/manifest.ts';
-import { closeRedis, createRedis } from '../../infra/redis.ts';
-import type { WorkerState } from '../../infra/worker-states.ts';
+import { loadConfig } from '../../infra/kernel/config.ts';
+import type { ModelManifest } from '../../infra/contracts/manifest.ts';
+import { closeRedis, createRedis } from '../../infra/redis/client.ts';
+import type { WorkerState } from '../../infra/fleet/worker-states.ts';
 import { ortFeeds, sessionOptions } from './raw-ort.ts';
 import { scopedEnv, spawnRole, waitForWorkers, type BenchContext } from './services.ts';
 

@@ -11,11 +11,11 @@
  */
 import { Queue } from 'bullmq';
 import { startApiServer } from '../../api/main.ts';
-import { freePort } from '../../infra/dev/free-port.ts';
-import { queueName, type JobData, type JobResult } from '../../infra/job-contract.ts';
-import { createLogger } from '../../infra/log.ts';
-import type { ModelManifest } from '../../infra/manifest.ts';
-import { closeRedis, createRedis } from '../../infra/redis.ts';
+import { freePort } from '../dev/free-port.ts';
+import { queueName, type JobData, type JobResult } from '../../infra/contracts/job.ts';
+import { createLogger } from '../../infra/kernel/log.ts';
+import type { ModelManifest } from '../../infra/contracts/manifest.ts';
+import { closeRedis, createRedis } from '../../infra/redis/client.ts';
 import { benchInputs } from './bench-models.ts';
 import { forEachCompleted, resetFinished, waitFinished } from './queue-watch.ts';
 import { closedLoopSubmit, openLoopSubmit, type SubmitTarget } from './load.ts';

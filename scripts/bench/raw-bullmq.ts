@@ -5,9 +5,9 @@
  * Producer and consumer share this process, as the raw limit is measured with the least machinery.
  */
 import { Queue, Worker } from 'bullmq';
-import { EVENTS_STREAM_MAX_LEN, type JobData } from '../../infra/job-contract.ts';
-import type { ModelManifest } from '../../infra/manifest.ts';
-import { closeRedis, createRedis } from '../../infra/redis.ts';
+import { EVENTS_STREAM_MAX_LEN, type JobData } from '../../infra/contracts/job.ts';
+import type { ModelManifest } from '../../infra/contracts/manifest.ts';
+import { closeRedis, createRedis } from '../../infra/redis/client.ts';
 import { benchJobData } from './bench-models.ts';
 import { scopedEnv, withTimeout, type BenchContext } from './services.ts';
 import { ratePerS } from './stats.ts';

@@ -4,7 +4,7 @@
  * cell is measured, because the target is the best raw configuration, not the worker's own.
  */
 import * as ort from 'onnxruntime-node';
-import type { ModelManifest } from '../../infra/manifest.ts';
+import type { ModelManifest } from '../../infra/contracts/manifest.ts';
 import { representativeInputs } from '../../worker/warmup.ts';
 import { maxBy } from './stats.ts';
 

@@ -7,15 +7,15 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import type { RedisClient } from '../../infra/redis.ts';
-import { systemClock } from '../../infra/clock.ts';
-import { loadConfig, type Config } from '../../infra/config.ts';
-import { startEmbeddedServices } from '../../infra/dev/embedded-services.ts';
-import { stopChild } from '../../infra/dev/stop-child.ts';
-import type { Closer } from '../../infra/lifecycle.ts';
-import { createModelRegistry, type ModelRegistry } from '../../infra/registry.ts';
-import { createS3ObjectStore } from '../../infra/s3-object-store.ts';
-import { listHeartbeats, type HeartbeatPayload, type WorkerState } from '../../infra/worker-states.ts';
+import type { RedisClient } from '../../infra/redis/client.ts';
+import { systemClock } from '../../infra/kernel/clock.ts';
+import { loadConfig, type Config } from '../../infra/kernel/config.ts';
+import { startEmbeddedServices } from '../dev/embedded-services.ts';
+import { stopChild } from '../dev/stop-child.ts';
+import type { Closer } from '../../infra/kernel/lifecycle.ts';
+import { createModelRegistry, type ModelRegistry } from '../../infra/registry/model-registry.ts';
+import { createS3ObjectStore } from '../../infra/registry/s3-object-store.ts';
+import { listHeartbeats, type HeartbeatPayload, type WorkerState } from '../../infra/fleet/worker-states.ts';
 
 const BIN = fileURLToPath(new URL('../../bin/warmpool.mjs', import.meta.url));
 

@@ -8,8 +8,8 @@
  * a bench that stops at the first broken piece hides how the rest performs.
  */
 import os from 'node:os';
-import { loadConfig } from '../../infra/config.ts';
-import type { ModelManifest } from '../../infra/manifest.ts';
+import { loadConfig } from '../../infra/kernel/config.ts';
+import type { ModelManifest } from '../../infra/contracts/manifest.ts';
 import { BENCH_BATCHES, BENCH_MAX_BATCH } from './bench-models.ts';
 import { CLUSTER_ROW, measureClusterScaling } from './cluster.ts';
 import { measureColdStart } from './cold-start.ts';

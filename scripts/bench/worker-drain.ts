@@ -5,11 +5,11 @@
  * full batch each) can run on the same worker.
  */
 import { Queue } from 'bullmq';
-import { systemClock } from '../../infra/clock.ts';
-import { EVENTS_STREAM_MAX_LEN, queueName, type JobData, type JobResult } from '../../infra/job-contract.ts';
-import { createLogger } from '../../infra/log.ts';
-import type { ModelManifest } from '../../infra/manifest.ts';
-import { closeRedis, createRedis } from '../../infra/redis.ts';
+import { systemClock } from '../../infra/kernel/clock.ts';
+import { EVENTS_STREAM_MAX_LEN, queueName, type JobData, type JobResult } from '../../infra/contracts/job.ts';
+import { createLogger } from '../../infra/kernel/log.ts';
+import type { ModelManifest } from '../../infra/contracts/manifest.ts';
+import { closeRedis, createRedis } from '../../infra/redis/client.ts';
 import { createThreadEngine } from '../../worker/engine/thread-engine.ts';
 import type { BatchProfile } from '../../worker/warmup.ts';
 import { WarmpoolWorker } from '../../worker/worker-process.ts';

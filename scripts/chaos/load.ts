@@ -5,8 +5,8 @@
  * accounted for. The counts it returns are the suite's invariants.
  */
 import { Queue } from 'bullmq';
-import { queueName } from '../../infra/job-contract.ts';
-import { closeRedis, createRedis } from '../../infra/redis.ts';
+import { queueName } from '../../infra/contracts/job.ts';
+import { closeRedis, createRedis } from '../../infra/redis/client.ts';
 import { FEATURES, type ChaosStack } from './stack.ts';
 import { countReasons, type JobCounts } from './report.ts';
 

@@ -7,8 +7,8 @@
  */
 import { startDispatcher } from '../../api/webhooks/main.ts';
 import { DELIVERY_STATES } from '../../api/webhooks/delivery-store.ts';
-import { createLogger } from '../../infra/log.ts';
-import { closeRedis, createRedis } from '../../infra/redis.ts';
+import { createLogger } from '../../infra/kernel/log.ts';
+import { closeRedis, createRedis } from '../../infra/redis/client.ts';
 import { reconcile, submitJobs, waitSettled, type SubmitOutcome } from './load.ts';
 import { startReceiver, waitForDeliveries, type Receiver } from './receiver.ts';
 import { jobViolations, round, type ChaosContext, type ScenarioReport } from './report.ts';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { BulkRunView } from '../../infra/bulk/contract.ts';
+import type { BulkRunView } from '../../infra/contracts/bulk.ts';
 import { type BulkIo, createBulkDisplay } from './bulk-display.ts';
 
 function fakeIo(isTTY: boolean) {

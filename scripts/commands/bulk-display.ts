@@ -3,7 +3,7 @@
  * a few times a second). Elsewhere (a log file, CI): a plain line at once, then one every
  * `lineIntervalMs`, so logs stay readable. Notes (e.g. "watching") go on a line of their own.
  */
-import type { BulkRunView } from '../../infra/bulk/contract.ts';
+import type { BulkRunView } from '../../infra/contracts/bulk.ts';
 import { formatProgressBar, formatProgressLine } from './bulk-progress.ts';
 
 /** The terminal (or a test's capture) the CLI writes to, and its Ctrl-C. */

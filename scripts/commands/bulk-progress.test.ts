@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { BulkProgress, BulkRunView } from '../../infra/bulk/contract.ts';
+import type { BulkProgress, BulkRunView } from '../../infra/contracts/bulk.ts';
 import { formatBadRows, formatDuration, formatProgressBar, formatProgressLine, formatSummary, fractionDone } from './bulk-progress.ts';
 
 function run(progress: Partial<BulkProgress> = {}, extra: Partial<BulkRunView> = {}): BulkRunView {

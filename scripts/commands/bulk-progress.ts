@@ -3,7 +3,7 @@
  * a plain line every few seconds otherwise (logs, CI), and a closing summary. Pure: every
  * function takes the run view and returns text, so the formats are tested without a terminal.
  */
-import type { BulkRunView } from '../../infra/bulk/contract.ts';
+import type { BulkRunView } from '../../infra/contracts/bulk.ts';
 
 const FULL = '█';
 const EMPTY = '░';

@@ -10,12 +10,17 @@
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { putDeployment, rollbackDeployment } from '../../api/use-cases/deployments.ts';
-import type { Config } from '../../infra/config.ts';
-import { createDeploymentStore, type Deployment, type DeploymentChange, type VersionWeight } from '../../infra/deployments.ts';
-import { InvalidInputError, NotFoundError } from '../../infra/errors.ts';
-import { closeRedis, createRedis } from '../../infra/redis.ts';
-import { createModelRegistry, type ModelRegistry } from '../../infra/registry.ts';
-import { createS3ObjectStore } from '../../infra/s3-object-store.ts';
+import type { Config } from '../../infra/kernel/config.ts';
+import {
+  createDeploymentStore,
+  type Deployment,
+  type DeploymentChange,
+  type VersionWeight,
+} from '../../infra/deployments/deployment-store.ts';
+import { InvalidInputError, NotFoundError } from '../../infra/kernel/errors.ts';
+import { closeRedis, createRedis } from '../../infra/redis/client.ts';
+import { createModelRegistry, type ModelRegistry } from '../../infra/registry/model-registry.ts';
+import { createS3ObjectStore } from '../../infra/registry/s3-object-store.ts';
 
 /** Where a command writes; the process's streams unless a test captures them. */
 export interface CliIo {

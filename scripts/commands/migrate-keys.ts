@@ -1,6 +1,6 @@
 /**
  * `warmpool migrate-keys [--dry-run] [--force]`: moves a deployment's Redis keys from the
- * single-node layout to the Redis Cluster layout (infra/key-migration.ts), on the old single
+ * single-node layout to the Redis Cluster layout (infra/redis/key-migration.ts), on the old single
  * node, before its data is moved into a cluster.
  *
  * Prints the plan (renames per family, job index values to rewrite, conflicts), applies it
@@ -9,8 +9,8 @@
  * prefix that cannot take the layout).
  */
 import { parseArgs } from 'node:util';
-import type { Config } from '../../infra/config.ts';
-import { InvalidInputError } from '../../infra/errors.ts';
+import type { Config } from '../../infra/kernel/config.ts';
+import { InvalidInputError } from '../../infra/kernel/errors.ts';
 import {
   applyKeyMigration,
   countByFamily,
@@ -19,8 +19,8 @@ import {
   type KeyMigrationPlan,
   type KeyMigrationResult,
   planKeyMigration,
-} from '../../infra/key-migration.ts';
-import { closeRedis, createRedis, isCluster, isClusterUrl } from '../../infra/redis.ts';
+} from '../../infra/redis/key-migration.ts';
+import { closeRedis, createRedis, isCluster, isClusterUrl } from '../../infra/redis/client.ts';
 import type { CliIo } from './deploy.ts';
 
 const USAGE = 'usage: warmpool migrate-keys [--dry-run] [--force]';

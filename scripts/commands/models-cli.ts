@@ -1,7 +1,7 @@
 /** `warmpool models …`: wires the registry from config and hands over to the command. */
-import type { Config } from '../../infra/config.ts';
-import { createModelRegistry } from '../../infra/registry.ts';
-import { createS3ObjectStore } from '../../infra/s3-object-store.ts';
+import type { Config } from '../../infra/kernel/config.ts';
+import { createModelRegistry } from '../../infra/registry/model-registry.ts';
+import { createS3ObjectStore } from '../../infra/registry/s3-object-store.ts';
 import { modelsCommand } from './models.ts';
 
 export async function modelsMain(args: string[], config: Config): Promise<number> {

@@ -11,8 +11,8 @@
  */
 import fs from 'node:fs/promises';
 import { parseArgs } from 'node:util';
-import { InvalidInputError, NotFoundError } from '../../infra/errors.ts';
-import type { ModelRegistry } from '../../infra/registry.ts';
+import { InvalidInputError, NotFoundError } from '../../infra/kernel/errors.ts';
+import type { ModelRegistry } from '../../infra/registry/model-registry.ts';
 
 export interface ModelsCommandDeps {
   registry: ModelRegistry;

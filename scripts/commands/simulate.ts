@@ -13,9 +13,9 @@
  */
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { InvalidInputError } from '../../infra/errors.ts';
-import type { PolicySettings } from '../../infra/scaler/contracts.ts';
-import { parseTime, readTraceFile, type Trace } from '../../infra/scaler/trace.ts';
+import { InvalidInputError } from '../../infra/kernel/errors.ts';
+import type { PolicySettings } from '../../infra/contracts/pool.ts';
+import { parseTime, readTraceFile, type Trace } from '../../infra/simulator/trace.ts';
 import type { ArrivalPattern } from '../../infra/simulator/arrivals.ts';
 import { coldStartModel, parsePhases } from '../../infra/simulator/cold-start.ts';
 import { compare, defaultSettings, type SimulationSettings } from '../../infra/simulator/compare.ts';

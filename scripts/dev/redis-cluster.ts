@@ -4,7 +4,7 @@
  * slots split evenly between them. Created with plain CLUSTER commands (SET-CONFIG-EPOCH,
  * ADDSLOTSRANGE, MEET) rather than `redis-cli --cluster create`, so only `redis-server` is needed.
  *
- * `url` is the `redis+cluster://…` form REDIS_URL accepts (infra/redis.ts). close() stops every
+ * `url` is the `redis+cluster://…` form REDIS_URL accepts (infra/redis/client.ts). close() stops every
  * server, once; a failed start stops the ones already running.
  *
  * The chaos suite stops nodes and starts them again (stopNode/startNode): a restarted node keeps

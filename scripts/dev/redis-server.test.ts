@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ConfigError } from '../errors.ts';
+import { ConfigError } from '../../infra/kernel/errors.ts';
 import { isPortOpen } from './free-port.ts';
 import { ensureRedisServer, findRedisServer, startRedisServer, type RedisServerHandle } from './redis-server.ts';
 

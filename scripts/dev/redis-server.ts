@@ -12,7 +12,7 @@ import { constants as fsConstants } from 'node:fs';
 import { access, mkdir } from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
-import { ConfigError } from '../errors.ts';
+import { ConfigError } from '../../infra/kernel/errors.ts';
 import { freePort } from './free-port.ts';
 
 const SYSTEM_DIRS = ['/usr/bin', '/usr/sbin', '/usr/local/bin'];
@@ -43,7 +43,7 @@ export interface StartRedisOptions {
   /** 0 or undefined: pick a free port. */
   port?: number;
   host?: string;
-  /** More server arguments, e.g. `['--cluster-enabled', 'yes']` (infra/dev/redis-cluster.ts). */
+  /** More server arguments, e.g. `['--cluster-enabled', 'yes']` (scripts/dev/redis-cluster.ts). */
   extraArgs?: string[];
 }
 

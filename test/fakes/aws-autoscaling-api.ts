@@ -36,8 +36,8 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { type ControlCommand, stateFor } from '../../infra/worker-control.ts';
-import type { HeartbeatPayload, WorkerState } from '../../infra/worker-states.ts';
+import { type ControlCommand, stateFor } from '../../infra/fleet/worker-control.ts';
+import type { HeartbeatPayload, WorkerState } from '../../infra/fleet/worker-states.ts';
 
 const XMLNS = 'http://autoscaling.amazonaws.com/doc/2011-01-01/';
 const WARM_UP: readonly WorkerState[] = ['launching', 'downloading', 'loading', 'warming'];

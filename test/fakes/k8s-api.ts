@@ -32,8 +32,8 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
-import { type ControlCommand, stateFor } from '../../infra/worker-control.ts';
-import type { HeartbeatPayload, WorkerState } from '../../infra/worker-states.ts';
+import { type ControlCommand, stateFor } from '../../infra/fleet/worker-control.ts';
+import type { HeartbeatPayload, WorkerState } from '../../infra/fleet/worker-states.ts';
 
 export const DELETION_COST = 'controller.kubernetes.io/pod-deletion-cost';
 

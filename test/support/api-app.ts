@@ -5,14 +5,14 @@
  */
 import { startApiServer } from '../../api/main.ts';
 import type { AppDeps } from '../../api/app.ts';
-import type { BullJobQueue } from '../../infra/bullmq-job-queue.ts';
-import type { Clock } from '../../infra/clock.ts';
-import type { Config } from '../../infra/config.ts';
-import { createLogger } from '../../infra/log.ts';
-import { createRateLimiter } from '../../infra/rate-limiter.ts';
-import { closeRedis, createRedis } from '../../infra/redis.ts';
-import { createModelRegistry } from '../../infra/registry.ts';
-import { createS3ObjectStore } from '../../infra/s3-object-store.ts';
+import type { BullJobQueue } from '../../infra/queue/job-queue.ts';
+import type { Clock } from '../../infra/kernel/clock.ts';
+import type { Config } from '../../infra/kernel/config.ts';
+import { createLogger } from '../../infra/kernel/log.ts';
+import { createRateLimiter } from '../../api/http/rate-limiter.ts';
+import { closeRedis, createRedis } from '../../infra/redis/client.ts';
+import { createModelRegistry } from '../../infra/registry/model-registry.ts';
+import { createS3ObjectStore } from '../../infra/registry/s3-object-store.ts';
 
 export interface TestApi {
   url: string;

@@ -1,5 +1,5 @@
 /**
- * The behaviour every PoolProvider must show (infra/scaler/contracts.ts), as one shared vitest
+ * The behaviour every PoolProvider must show (infra/contracts/pool.ts), as one shared vitest
  * suite run against each provider (local processes, Kubernetes and AWS fakes), so the fakes stay
  * honest (STYLE §11, hono's `router/common.case.test.ts`).
  *
@@ -9,8 +9,8 @@
  * provider started; the suite closes the provider first).
  */
 import { afterEach, expect, it } from 'vitest';
-import type { PoolProvider, PoolTarget, PoolWorker } from '../../infra/scaler/contracts.ts';
-import type { WorkerState } from '../../infra/worker-states.ts';
+import type { PoolProvider, PoolTarget, PoolWorker } from '../../infra/contracts/pool.ts';
+import type { WorkerState } from '../../infra/fleet/worker-states.ts';
 
 export interface PoolProviderFixture {
   provider: PoolProvider;

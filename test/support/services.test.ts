@@ -3,7 +3,7 @@ import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import { HeadBucketCommand, S3Client } from '@aws-sdk/client-s3';
 import { describe, expect, inject, it } from 'vitest';
-import { closeRedis, createRedis } from '../../infra/redis.ts';
+import { closeRedis, createRedis } from '../../infra/redis/client.ts';
 import { TEST_SERVICE_ENV, testEnv, testServices, uniqueId } from './services.ts';
 
 describe('test services', () => {

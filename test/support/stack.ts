@@ -5,17 +5,17 @@
  */
 import { Queue } from 'bullmq';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { stopChild } from '../../infra/dev/stop-child.ts';
+import { stopChild } from '../../scripts/dev/stop-child.ts';
 import { fileURLToPath } from 'node:url';
 import { startApiServer, type ApiServer } from '../../api/main.ts';
-import { loadConfig, type Config } from '../../infra/config.ts';
-import { createDeploymentStore, type DeploymentStore } from '../../infra/deployments.ts';
-import { queueName } from '../../infra/job-contract.ts';
-import { createLogger } from '../../infra/log.ts';
-import { closeRedis, createRedis } from '../../infra/redis.ts';
-import { createModelRegistry, type ModelRegistry } from '../../infra/registry.ts';
-import { createS3ObjectStore } from '../../infra/s3-object-store.ts';
-import { listHeartbeats } from '../../infra/worker-states.ts';
+import { loadConfig, type Config } from '../../infra/kernel/config.ts';
+import { createDeploymentStore, type DeploymentStore } from '../../infra/deployments/deployment-store.ts';
+import { queueName } from '../../infra/contracts/job.ts';
+import { createLogger } from '../../infra/kernel/log.ts';
+import { closeRedis, createRedis } from '../../infra/redis/client.ts';
+import { createModelRegistry, type ModelRegistry } from '../../infra/registry/model-registry.ts';
+import { createS3ObjectStore } from '../../infra/registry/s3-object-store.ts';
+import { listHeartbeats } from '../../infra/fleet/worker-states.ts';
 import { testEnv } from './services.ts';
 
 const BIN = fileURLToPath(new URL('../../bin/warmpool.mjs', import.meta.url));
@@ -91,7 +91,7 @@ export async function startStack(overrides: Record<string, string> = {}): Promis
     },
     async withQueue(model, version, fn) {
       const connection = createRedis(config.redisUrl);
-      // skipMetasUpdate: a reader must not reset the events stream's maxLen (infra/scaler/queue-stats.ts).
+      // skipMetasUpdate: a reader must not reset the events stream's maxLen (infra/queue/queue-stats.ts).
       const queue = new Queue(queueName(model, version), { connection, prefix: config.queuePrefix, skipMetasUpdate: true });
       try {
         return await fn(queue);

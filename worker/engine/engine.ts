@@ -5,7 +5,7 @@
  */
 
 /** ONNX Runtime's tensor type names that warmpool supports. */
-import type { PackedArray } from '../../infra/binary-tensor.ts';
+import type { PackedArray } from '../../infra/contracts/binary-tensor.ts';
 
 export type EngineDtype =
   | 'float32'

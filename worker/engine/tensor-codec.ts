@@ -1,15 +1,15 @@
 /**
- * Tensor conversion between the wire form (OIP tensors: flat JSON data, infra/oip.ts) and the
+ * Tensor conversion between the wire form (OIP tensors: flat JSON data, infra/contracts/oip.ts) and the
  * engine form (typed arrays, engine.ts), and the row operations the batcher needs: concatenate
  * many jobs along axis 0 into one forward pass, and split the outputs back.
  *
  * Pure: no I/O. Values the target type cannot hold exactly are refused (InvalidInputError)
  * rather than wrapped or rounded silently, because a typed array would store 300 as 44 in int8.
  */
-import { InvalidInputError } from '../../infra/errors.ts';
-import type { Datatype, OipTensor } from '../../infra/oip.ts';
-import { binaryBytes, type BinaryTensor } from '../../infra/binary-tensor.ts';
-import { decodeHalf, encodeHalf } from '../../infra/half-float.ts';
+import { InvalidInputError } from '../../infra/kernel/errors.ts';
+import type { Datatype, OipTensor } from '../../infra/contracts/oip.ts';
+import { binaryBytes, type BinaryTensor } from '../../infra/contracts/binary-tensor.ts';
+import { decodeHalf, encodeHalf } from '../../infra/kernel/half-float.ts';
 import type { EngineData, EngineDtype, EngineTensor } from './engine.ts';
 
 export { decodeHalf, encodeHalf };
@@ -89,7 +89,7 @@ export function oipToEngine(t: OipTensor): EngineTensor {
 }
 
 /**
- * A bulk chunk's packed input (infra/binary-tensor.ts) as an engine tensor: a typed array over
+ * A bulk chunk's packed input (infra/contracts/binary-tensor.ts) as an engine tensor: a typed array over
  * the decoded bytes, no number arrays. Invalid input when the bytes do not fit the shape, a BOOL
  * byte is not 0/1, or a float is not finite (the same values a JSON request is refused for).
  */

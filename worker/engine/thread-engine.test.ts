@@ -1,6 +1,6 @@
 /**
  * The thread engine against real ONNX Runtime: every answer must equal what an in-process
- * InferenceSession gives for the same inputs, on the real models from scripts/models.ts.
+ * InferenceSession gives for the same inputs, on the real models from scripts/fixtures/onnx-models.ts.
  */
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
@@ -8,7 +8,7 @@ import path from 'node:path';
 import type { Worker } from 'node:worker_threads';
 import * as ort from 'onnxruntime-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildFp16Model, buildGatherModel, buildMlpModel, buildMultiTypeModel, seededRandom } from '../../scripts/models.ts';
+import { buildFp16Model, buildGatherModel, buildMlpModel, buildMultiTypeModel, seededRandom } from '../../scripts/fixtures/onnx-models.ts';
 import type { EngineTensor } from './engine.ts';
 import { encodeHalf } from './tensor-codec.ts';
 import { createThreadEngine, type ThreadEngine } from './thread-engine.ts';
