@@ -1,0 +1,260 @@
+/**
+ * Every Redis key warmpool names, in one place, with its Redis Cluster hash tag. A key outside
+ * the tag its scripts expect is a production bug on a cluster (CROSSSLOT) that a single node
+ * never shows, so no module builds a key by hand: each family is a function here.
+ *
+ * Every key lies under `<p>:` (QUEUE_PREFIX, which holds no braces: config.ts refuses them, or
+ * its tag would win). The hash tag is what Redis Cluster hashes: the text between the first `{`
+ * and the next `}` (`hashTag` below). The families, `<p>` = `wp`, `<q>` = a queue's name
+ * (`queueName()` in infra/contracts/job.ts, itself the tag `{infer.<model>.<version>}`):
+ *
+ *   family              example key                              tag              written by                   TTL
+ *   --- one queue's slot: BullMQ's scripts touch many keys of a queue at once ---
+ *   BullMQ's keys       wp:{infer.m.1}:wait (…:events, :meta, :<id>) {infer.m.1}    infra/queue (BullMQ)          BullMQ's
+ *   job tombstone       wp:{infer.m.1}:tomb:<jobId>              {infer.m.1}      infra/queue job-queue (bury)  JOB_RETENTION_S
+ *   canary cursor       wp:canary:cursor:{infer.m.1}             {infer.m.1}      infra/canary outcomes         cursor TTL
+ *   canary aggregate    wp:canary:agg:{infer.m.1}:<bucketMs>     {infer.m.1}      infra/canary outcomes         window + 2 buckets
+ *   --- {deployments}: a deployment write is one compare-and-set script over both ---
+ *   deployments         wp:{deployments}                         {deployments}    infra/deployments             none
+ *   deployment history  wp:{deployments}:history:<model>         {deployments}    infra/deployments             none (capped)
+ *   --- {webhooks}: the delivery scripts; a cursor lives beside the deliveries it vouches for ---
+ *   delivery            wp:{webhooks}:delivery:<id>              {webhooks}       api/webhooks delivery-store   retention, once finished
+ *   due set             wp:{webhooks}:due                        {webhooks}       api/webhooks delivery-store   none
+ *   delivery index      wp:{webhooks}:index:<tenant>:<state>     {webhooks}       api/webhooks delivery-store   none (trimmed when listed)
+ *   dispatcher cursor   wp:{webhooks}:cursor:{infer.m.1}         {webhooks}       api/webhooks event-source     none
+ *   --- {bulk}: a run's counting script touches its keys and the running set ---
+ *   running runs        wp:{bulk}:running                        {bulk}           infra/bulk run-store          none
+ *   bulk run            wp:{bulk}:run:<id>[:parts|:objects|:outstanding] {bulk}   infra/bulk run-store          30 days, once ended
+ *   bulk run lease      wp:{bulk}:run:<id>:lease                 {bulk}           infra/bulk driver (lease)     lease TTL
+ *   --- no tag: single-key commands, spread over the shards by key ---
+ *   job index           wp:job:<jobId>                           -                infra/queue job-queue         JOB_RETENTION_S
+ *   result cache        wp:result:<model>:<version>:<digest>     -                infra/redis result-cache      RESULT_CACHE_TTL_S
+ *   idempotency         wp:idem:<scope>:<sha256(key)>            -                api/http idempotency          IDEMPOTENCY_TTL_S (60 s pending)
+ *   rate limit bucket   wp:ratelimit:<tenant>                    -                api/http rate-limiter         until full again
+ *   webhook secret      wp:webhooks:secret:<tenant>              -                api/webhooks secrets          none
+ *   heartbeat           wp:workers:<workerId>                    -                worker (heartbeat)            HEARTBEAT_TTL_MS
+ *   control state       wp:control-state:<workerId>              -                infra/fleet worker-control    30 s
+ *   control channel     wp:control:<workerId>  (pub/sub)         -                infra/fleet worker-control    -
+ *   metrics snapshot    wp:metrics:<owner>                       -                infra/telemetry metrics       a few publish periods
+ *   arrival history     wp:arrivals:<model>:<yyyymmdd> (and completions) -        infra/telemetry arrival-history 35 days after the day
+ *   dashboard samples   wp:dashboard:<due|counters|samples>:<model> -             api/insights samples          due, counters: PX; samples capped
+ *   bulk capacity       wp:bulk:capacity:<model>                 -                infra/bulk capacity-request   60 s
+ *   scaler state        wp:scaler:<leader|memory:<m>|worker-rate:<m>|cold-start:<m>[:pending]> - infra/scaler controller   lock TTL; 1 day; 30 days
+ *                       (wp:scaler-shadow:… for a shadow scaler, so it never holds the live one's lock)
+ *   scaler decisions    wp:scaler:decisions:<model>              -                infra/scaler decision-log     none (capped)
+ *   canary events       wp:canary:events:<model>                 -                infra/canary event-log        none (capped)
+ *   canary breach       wp:canary:breach:<model>:<version>       -                infra/canary assessment       2 × max gap
+ *
+ * A function called with an empty last id gives its family's head, which a script appends ids
+ * to (delivery-store) or a SCAN pattern ends with `*` after (heartbeats, metrics).
+ *
+ * The single-node layout before the hash tags (`wp:infer.m.1:wait`, `wp:deployments`, …) exists
+ * only in `warmpool migrate-keys` (key-migration.ts), which moves those keys to these names.
+ */
+
+/** The text Redis Cluster hashes for `key`: between the first `{` and the next `}` when not empty; null (the whole key) otherwise. */
+export function hashTag(key: string): string | null {
+  const open = key.indexOf('{');
+  if (open < 0) return null;
+  const close = key.indexOf('}', open + 1);
+  return close > open + 1 ? key.slice(open + 1, close) : null;
+}
+
+// ---- one queue's slot: the queue's name is its tag ----
+
+/** `<p>:<queue>`: what BullMQ puts before each of a queue's keys (its Queue's `qualifiedName`). */
+export function queueKeyPrefix(prefix: string, queue: string): string {
+  return `${prefix}:${queue}`;
+}
+
+/** One of BullMQ's keys of a queue (`wait`, `events`, …), as its Queue's `toKey(type)` names it: for readers that hold no Queue. */
+export function queueKey(prefix: string, queue: string, type: string): string {
+  return `${queueKeyPrefix(prefix, queue)}:${type}`;
+}
+
+/** A job the API ended itself (infra/queue job-queue `bury`): beside the queue's keys, in its slot. */
+export function jobTombstoneKey(prefix: string, queue: string, jobId: string): string {
+  return queueKey(prefix, queue, `tomb:${jobId}`);
+}
+
+/** The id of the last entry of the queue's events stream the canary guard aggregated. */
+export function canaryCursorKey(prefix: string, queue: string): string {
+  return `${prefix}:canary:cursor:${queue}`;
+}
+
+/** One bucket of a queue's outcomes (infra/canary outcomes.ts). */
+export function canaryAggKey(prefix: string, queue: string, bucketStartMs: number): string {
+  return `${prefix}:canary:agg:${queue}:${bucketStartMs}`;
+}
+
+// ---- fixed tags ----
+
+export const DEPLOYMENTS_TAG = '{deployments}';
+export const WEBHOOKS_TAG = '{webhooks}';
+export const BULK_TAG = '{bulk}';
+
+/** Hash: model → its current deployment record. */
+export function deploymentsKey(prefix: string): string {
+  return `${prefix}:${DEPLOYMENTS_TAG}`;
+}
+
+/** List, newest first: every revision of a model's deployment. */
+export function deploymentHistoryKey(prefix: string, model: string): string {
+  return `${deploymentsKey(prefix)}:history:${model}`;
+}
+
+/** Hash: one webhook delivery and its attempts. */
+export function webhookDeliveryKey(prefix: string, deliveryId: string): string {
+  return `${prefix}:${WEBHOOKS_TAG}:delivery:${deliveryId}`;
+}
+
+/** ZSET: pending delivery ids by due time. */
+export function webhookDueKey(prefix: string): string {
+  return `${prefix}:${WEBHOOKS_TAG}:due`;
+}
+
+/** ZSET: a tenant's delivery ids in one state, by last change. */
+export function webhookIndexKey(prefix: string, tenant: string, state: string): string {
+  return `${prefix}:${WEBHOOKS_TAG}:index:${tenant}:${state}`;
+}
+
+/** The id of the last entry of a queue's events stream the webhook dispatcher turned into deliveries. */
+export function webhookCursorKey(prefix: string, queue: string): string {
+  return `${prefix}:${WEBHOOKS_TAG}:cursor:${queue}`;
+}
+
+/** Set: the ids of running bulk runs. */
+export function bulkRunningKey(prefix: string): string {
+  return `${prefix}:${BULK_TAG}:running`;
+}
+
+/** Hash: a bulk run's record. */
+export function bulkRunKey(prefix: string, runId: string): string {
+  return `${prefix}:${BULK_TAG}:run:${runId}`;
+}
+
+/** Hash: chunk → its part result. */
+export function bulkRunPartsKey(prefix: string, runId: string): string {
+  return `${bulkRunKey(prefix, runId)}:parts`;
+}
+
+/** Hash: input object → its stats, once read whole. */
+export function bulkRunObjectsKey(prefix: string, runId: string): string {
+  return `${bulkRunKey(prefix, runId)}:objects`;
+}
+
+/** Set: chunks enqueued and not yet counted. */
+export function bulkRunOutstandingKey(prefix: string, runId: string): string {
+  return `${bulkRunKey(prefix, runId)}:outstanding`;
+}
+
+/** The lease of the process driving a run. */
+export function bulkRunLeaseKey(prefix: string, runId: string): string {
+  return `${bulkRunKey(prefix, runId)}:lease`;
+}
+
+// ---- no tag ----
+
+/** A job's queue name while BullMQ holds it, or its tombstone (JSON) once the API ended it. */
+export function jobIndexKey(prefix: string, jobId: string): string {
+  return `${prefix}:job:${jobId}`;
+}
+
+export function resultCacheKey(prefix: string, model: string, version: string, digest: string): string {
+  return `${prefix}:result:${model}:${version}:${digest}`;
+}
+
+/** `keyDigest`: the sha256 of the client's Idempotency-Key (never the key itself). */
+export function idempotencyKey(prefix: string, scope: string, keyDigest: string): string {
+  return `${prefix}:idem:${scope}:${keyDigest}`;
+}
+
+/** A token bucket; `bucket` is the tenant. */
+export function rateLimitKey(prefix: string, bucket: string): string {
+  return `${prefix}:ratelimit:${bucket}`;
+}
+
+/** Hash: a tenant's webhook signing secrets. Not under `{webhooks}`: only single-key commands use it. */
+export function webhookSecretKey(prefix: string, tenant: string): string {
+  return `${prefix}:webhooks:secret:${tenant}`;
+}
+
+/** A worker's heartbeat (DESIGN §6). */
+export function workerKey(prefix: string, workerId: string): string {
+  return `${prefix}:workers:${workerId}`;
+}
+
+/** The pub/sub channel that rings a worker's control doorbell. */
+export function controlChannel(prefix: string, workerId: string): string {
+  return `${prefix}:control:${workerId}`;
+}
+
+/** The last control command sent to a worker: the truth the doorbell points at. */
+export function controlStateKey(prefix: string, workerId: string): string {
+  return `${prefix}:control-state:${workerId}`;
+}
+
+/** A process's published metrics snapshot (a worker's id, `scaler`, `dispatcher-<id>`). */
+export function metricsKey(prefix: string, owner: string): string {
+  return `${prefix}:metrics:${owner}`;
+}
+
+/** One UTC day (`yyyymmdd`) of a model's per-minute arrival or completion counters. */
+export function arrivalHistoryKey(prefix: string, kind: 'arrivals' | 'completions', model: string, day: string): string {
+  return `${prefix}:${kind}:${model}:${day}`;
+}
+
+/** The dashboard's pool samples of a model: `due` (sampling throttle), `counters` (the last read), `samples` (a stream). */
+export function dashboardKey(prefix: string, kind: 'due' | 'counters' | 'samples', model: string): string {
+  return `${prefix}:dashboard:${kind}:${model}`;
+}
+
+/** Hash: late bulk runs' requests for capacity on a model. */
+export function bulkCapacityKey(prefix: string, model: string): string {
+  return `${prefix}:bulk:capacity:${model}`;
+}
+
+/** A shadow scaler keeps its own state, so it never holds the live scaler's lock or bends its memory. */
+function scalerNamespace(prefix: string, shadow: boolean): string {
+  return `${prefix}:${shadow ? 'scaler-shadow' : 'scaler'}`;
+}
+
+/** The scaler's leader lock. */
+export function scalerLeaderKey(prefix: string, shadow: boolean): string {
+  return `${scalerNamespace(prefix, shadow)}:leader`;
+}
+
+/** The policy's memory of a model between ticks. */
+export function scalerMemoryKey(prefix: string, shadow: boolean, model: string): string {
+  return `${scalerNamespace(prefix, shadow)}:memory:${model}`;
+}
+
+/** A model's measured rows/s per worker. */
+export function scalerWorkerRateKey(prefix: string, shadow: boolean, model: string): string {
+  return `${scalerNamespace(prefix, shadow)}:worker-rate:${model}`;
+}
+
+/** List: a model's measured cold starts. */
+export function scalerColdStartKey(prefix: string, shadow: boolean, model: string): string {
+  return `${scalerNamespace(prefix, shadow)}:cold-start:${model}`;
+}
+
+/** Hash: launches of a model whose cold start is still being timed. */
+export function scalerColdStartPendingKey(prefix: string, shadow: boolean, model: string): string {
+  return `${scalerColdStartKey(prefix, shadow, model)}:pending`;
+}
+
+/** Stream: a model's scaler decisions (a shadow scaler's too, flagged `shadow: true`). */
+export function decisionStreamKey(prefix: string, model: string): string {
+  return `${prefix}:scaler:decisions:${model}`;
+}
+
+/** List, newest first: a model's canary rollbacks. */
+export function canaryEventsKey(prefix: string, model: string): string {
+  return `${prefix}:canary:events:${model}`;
+}
+
+/** A canary version's breach carried between guard ticks. */
+export function canaryBreachKey(prefix: string, model: string, version: string): string {
+  return `${prefix}:canary:breach:${model}:${version}`;
+}
