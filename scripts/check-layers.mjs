@@ -1,9 +1,16 @@
 #!/usr/bin/env node
-// Layering check (DESIGN.md §1): api/ and worker/ import from infra/, never from each other;
-// infra/ imports neither. Plain JS so `npm test` can run it before anything is compiled.
+// Layering check (DESIGN.md §1, ../shared/LAYOUT.md). Plain JS so `npm test` can run it before
+// anything is compiled. Four rules, each printed with the file, line and specifier that breaks it:
+//   1. layers: api/ and worker/ import from infra/, never from each other; infra/ imports neither.
+//   2. tiers: inside infra/, a module imports only from its own tier folder or a lower tier
+//      (TIERS below); every infra module lives in a tier folder.
+//   3. surfaces: a folder of infra/ with an index.ts is a subsystem, entered from outside only
+//      through that index.ts (tests may reach inside: they test the parts).
+//   4. cycles: no import cycle anywhere (api, worker, infra, scripts, test, bin), found by a
+//      depth-first search over the same graph (bullmq runs `madge --circular` for the same reason).
 //
 // Usage: node scripts/check-layers.mjs [ROOT]   (ROOT defaults to the repository root)
-// Exits 1 and prints one line per offending import, 0 when the layers are clean.
+// Exits 1 and prints one line per offence, 0 when the tree is clean.
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -15,6 +22,25 @@ const FORBIDDEN = {
   infra: ['api', 'worker'],
 };
 const SOURCE_FILE = /\.(?:[cm]?ts|tsx|[cm]?js)$/;
+/** Folders whose imports form the graph the cycle rule searches. */
+const GRAPH_ROOTS = ['api', 'worker', 'infra', 'scripts', 'test', 'bin'];
+
+/**
+ * infra/'s tiers, lowest first (LAYOUT.md): a folder imports only from itself and from folders of
+ * a lower rank. Folders of one rank do not import each other either: a shared piece they both need
+ * belongs a tier lower.
+ */
+export const TIERS = [
+  ['kernel'],
+  ['contracts'],
+  ['redis', 'registry'],
+  ['fleet', 'deployments', 'queue'],
+  ['telemetry', 'bulk', 'pool', 'canary'],
+  ['scaler'],
+  ['simulator'],
+];
+const TIER_RANK = new Map(TIERS.flatMap((folders, rank) => folders.map((folder) => [folder, rank])));
+const isTestFile = (relative) => relative.startsWith(`test${path.sep}`) || /\.test\.[cm]?[jt]s$/.test(relative);
 
 // Statement-level forms are anchored at a line start, so prose in comments does not match.
 const SPECIFIER_PATTERNS = [
@@ -45,15 +71,6 @@ function isInLineComment(source, offset) {
   return before.startsWith('//') || before.startsWith('*') || before.startsWith('/*');
 }
 
-/** The top-level folder a specifier resolves to, or null for packages and node: builtins. */
-function targetLayer(root, fromFile, specifier) {
-  if (!specifier.startsWith('.') && !path.isAbsolute(specifier)) return null;
-  const resolved = path.resolve(path.dirname(fromFile), specifier);
-  const relative = path.relative(root, resolved);
-  if (relative.startsWith('..') || path.isAbsolute(relative)) return null;
-  return relative.split(path.sep)[0] ?? null;
-}
-
 async function* sourceFiles(dir) {
   let entries;
   try {
@@ -70,21 +87,103 @@ async function* sourceFiles(dir) {
   }
 }
 
-/** Every forbidden import under ROOT's api/, worker/ and infra/. */
-export async function findViolations(root) {
-  const violations = [];
-  for (const [layer, forbidden] of Object.entries(FORBIDDEN)) {
-    for await (const file of sourceFiles(path.join(root, layer))) {
+/** Every relative import of every source file under ROOT's GRAPH_ROOTS, resolved to a repository path. */
+async function importGraph(root) {
+  const graph = new Map(); // file → [{ target, specifier, line }]
+  for (const top of GRAPH_ROOTS) {
+    for await (const file of sourceFiles(path.join(root, top))) {
       const source = await readFile(file, 'utf8');
+      const edges = [];
       for (const { specifier, line } of importSpecifiers(source)) {
-        const target = targetLayer(root, file, specifier);
-        if (target === null || !forbidden.includes(target)) continue;
-        const where = `${path.relative(root, file)}:${line}`;
-        violations.push(`${where} imports '${specifier}': ${layer}/ must not import from ${target}/`);
+        if (!specifier.startsWith('.') && !path.isAbsolute(specifier)) continue;
+        const target = path.relative(root, path.resolve(path.dirname(file), specifier));
+        if (target.startsWith('..') || path.isAbsolute(target)) continue;
+        edges.push({ target, specifier, line });
+      }
+      graph.set(path.relative(root, file), edges);
+    }
+  }
+  return graph;
+}
+
+/** Rule 1: the three layers. */
+function layerViolations(graph) {
+  const out = [];
+  for (const [file, edges] of graph) {
+    const layer = file.split(path.sep)[0];
+    const forbidden = FORBIDDEN[layer];
+    if (!forbidden) continue;
+    for (const { target, specifier, line } of edges) {
+      const to = target.split(path.sep)[0];
+      if (forbidden.includes(to)) out.push(`${file}:${line} imports '${specifier}': ${layer}/ must not import from ${to}/`);
+    }
+  }
+  return out;
+}
+
+/** Rule 2: tiers inside infra/ import only downwards. */
+function tierViolations(graph) {
+  const out = [];
+  for (const [file, edges] of graph) {
+    const [top, folder, ...rest] = file.split(path.sep);
+    if (top !== 'infra') continue;
+    if (rest.length === 0 || !TIER_RANK.has(folder)) {
+      out.push(`${file}: lives outside infra/'s tier folders (${[...TIER_RANK.keys()].join(', ')})`);
+      continue;
+    }
+    for (const { target, specifier, line } of edges) {
+      const [targetTop, targetFolder] = target.split(path.sep);
+      if (targetTop !== 'infra' || targetFolder === folder || !TIER_RANK.has(targetFolder)) continue;
+      if (TIER_RANK.get(targetFolder) >= TIER_RANK.get(folder)) {
+        const how = TIER_RANK.get(targetFolder) === TIER_RANK.get(folder) ? 'the same tier' : 'a higher tier';
+        out.push(`${file}:${line} imports '${specifier}': infra/${folder}/ must not import from infra/${targetFolder}/ (${how})`);
       }
     }
   }
-  return violations;
+  return out;
+}
+
+/** Rule 3: a subsystem (an infra/ folder with an index.ts) is entered through its index.ts. */
+function surfaceViolations(graph) {
+  const subsystems = new Set([...graph.keys()].filter((f) => /^infra\/[^/]+\/index\.[cm]?ts$/.test(f.split(path.sep).join('/'))).map((f) => path.dirname(f)));
+  const out = [];
+  for (const [file, edges] of graph) {
+    if (isTestFile(file)) continue;
+    for (const { target, specifier, line } of edges) {
+      const folder = target.split(path.sep).slice(0, 2).join(path.sep);
+      if (!subsystems.has(folder) || file.startsWith(folder + path.sep)) continue;
+      if (/^index\.[cm]?ts$/.test(path.relative(folder, target))) continue;
+      out.push(`${file}:${line} imports '${specifier}': enter ${folder}/ through its index.ts`);
+    }
+  }
+  return out;
+}
+
+/** Rule 4: every import cycle, each reported once as the path that closes it. */
+export function findCycles(graph) {
+  const cycles = [];
+  const state = new Map(); // file → 'open' while on the DFS stack, 'done' after
+  const stack = [];
+  const visit = (file) => {
+    state.set(file, 'open');
+    stack.push(file);
+    for (const { target } of graph.get(file) ?? []) {
+      if (!graph.has(target)) continue;
+      if (state.get(target) === 'open') cycles.push([...stack.slice(stack.indexOf(target)), target]);
+      else if (!state.has(target)) visit(target);
+    }
+    stack.pop();
+    state.set(file, 'done');
+  };
+  for (const file of [...graph.keys()].sort()) if (!state.has(file)) visit(file);
+  return cycles;
+}
+
+/** Every offence under ROOT, one line each. */
+export async function findViolations(root) {
+  const graph = await importGraph(root);
+  const cycles = findCycles(graph).map((cycle) => `import cycle: ${cycle.join(' -> ')}`);
+  return [...layerViolations(graph), ...tierViolations(graph), ...surfaceViolations(graph), ...cycles];
 }
 
 async function main() {
@@ -93,10 +192,10 @@ async function main() {
   const violations = await findViolations(root);
   for (const v of violations) console.error(v);
   if (violations.length > 0) {
-    console.error(`layering: ${violations.length} forbidden import(s) (see DESIGN.md §1)`);
+    console.error(`layering: ${violations.length} offence(s) (see ../shared/LAYOUT.md)`);
     return 1;
   }
-  console.log('layering: api/, worker/ and infra/ are clean');
+  console.log('layering: layers, infra tiers, subsystem surfaces clean; no import cycles');
   return 0;
 }
 

@@ -8,7 +8,8 @@ import { createBullJobQueue, parseFailure, type BullJobQueue } from '../infra/qu
 import { ManualClock } from '../infra/kernel/clock.ts';
 import { NotFoundError } from '../infra/kernel/errors.ts';
 import { queueName, type JobData, type JobResult, type JobStatus, type JobView } from '../infra/contracts/job.ts';
-import { closeRedis, createRedis, deleteMany, isClusterUrl, scanKeys, type RedisClient } from '../infra/redis/client.ts';
+import { closeRedis, createRedis, deleteMany, scanKeys, type RedisClient } from '../infra/redis/client.ts';
+import { isClusterUrl } from '../infra/kernel/redis-url.ts';
 import { testServices, uniqueId } from './support/services.ts';
 
 const result = (id: string): JobResult => ({

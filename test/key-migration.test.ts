@@ -15,7 +15,8 @@ import { createDeploymentStore } from '../infra/deployments/deployment-store.ts'
 import { InvalidInputError } from '../infra/kernel/errors.ts';
 import { queueName, type JobData, type JobResult, type JobView } from '../infra/contracts/job.ts';
 import { applyKeyMigration, planKeyMigration } from '../infra/redis/key-migration.ts';
-import { closeRedis, isClusterUrl } from '../infra/redis/client.ts';
+import { closeRedis } from '../infra/redis/client.ts';
+import { isClusterUrl } from '../infra/kernel/redis-url.ts';
 import { workerKey } from '../infra/fleet/worker-states.ts';
 import { migrateKeysMain } from '../scripts/commands/migrate-keys.ts';
 import { redisPrefixes, testEnv, testServices } from './support/services.ts';

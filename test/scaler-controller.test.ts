@@ -29,7 +29,8 @@ import { createDecisionLog } from '../infra/scaler/decision-log.ts';
 import { forecastArrivals } from '../infra/scaler/forecast.ts';
 import { decide } from '../infra/scaler/policy.ts';
 import { createQueueStats, type QueueStats } from '../infra/queue/queue-stats.ts';
-import { workerKey, type HeartbeatPayload, type WorkerState } from '../infra/fleet/worker-states.ts';
+import { workerKey, type HeartbeatPayload } from '../infra/fleet/worker-states.ts';
+import { type WorkerState } from '../infra/contracts/worker-state.ts';
 import { redisPrefixes, testServices } from './support/services.ts';
 
 const redis = createRedis(testServices().redisUrl);

@@ -14,7 +14,7 @@
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { WorkerState } from '../infra/fleet/worker-states.ts';
+import type { WorkerState } from '../infra/contracts/worker-state.ts';
 
 /** The slice of WarmpoolWorker (worker-process.ts) this server reads. */
 export interface HealthSource {

@@ -1,5 +1,5 @@
 /**
- * One worker's life (states in infra/fleet/worker-states.ts):
+ * One worker's life (states in infra/contracts/worker-state.ts):
  *
  *   launching → downloading (manifest + weights into the disk cache, sha256-checked)
  *             → loading (ONNX Runtime session in a worker thread)
@@ -36,7 +36,8 @@ import { createArrivalHistory } from '../infra/telemetry/arrival-history.ts';
 import { createArrivalCounter, type ArrivalCounter } from '../infra/telemetry/arrival-counter.ts';
 import type { ModelRegistry } from '../infra/registry/model-registry.ts';
 import type { ControlCommand } from '../infra/fleet/worker-control.ts';
-import { canTransition, workerKey, type WorkerState } from '../infra/fleet/worker-states.ts';
+import { metricsKey, workerKey } from '../infra/redis/keys.ts';
+import { canTransition, type WorkerState } from '../infra/contracts/worker-state.ts';
 import { createBatcher, type Batcher } from './batcher.ts';
 import { createBatchRunner, type BatchEvent, type Slice, type SliceResult } from './batch-runner.ts';
 import { createControlListener, type ControlListener } from './control.ts';

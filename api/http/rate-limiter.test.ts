@@ -7,7 +7,8 @@ import type { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { testServices, useTestRedis } from '../../test/support/services.ts';
 import { createRateLimiter } from './rate-limiter.ts';
-import { closeRedis, createRedis, isClusterUrl } from '../../infra/redis/client.ts';
+import { closeRedis, createRedis } from '../../infra/redis/client.ts';
+import { isClusterUrl } from '../../infra/kernel/redis-url.ts';
 
 const { redis, prefixes } = useTestRedis();
 

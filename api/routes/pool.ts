@@ -12,7 +12,8 @@ import { systemClock } from '../../infra/kernel/clock.ts';
 import { createDeploymentStore, type Deployment, type DeploymentStore } from '../../infra/deployments/deployment-store.ts';
 import type { Backlog } from '../../infra/contracts/pool.ts';
 import { createDecisionLog, type DecisionRecord } from '../../infra/scaler/decision-log.ts';
-import { listHeartbeats, type HeartbeatPayload, type WorkerState } from '../../infra/fleet/worker-states.ts';
+import { listHeartbeats, type HeartbeatPayload } from '../../infra/fleet/worker-states.ts';
+import { type WorkerState } from '../../infra/contracts/worker-state.ts';
 import type { AuthEnv } from '../http/auth.ts';
 import type { Clock } from '../ports.ts';
 

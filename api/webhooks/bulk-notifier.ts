@@ -11,7 +11,7 @@
  */
 import type { BulkRunView, BulkWebhookEvent } from '../../infra/contracts/bulk.ts';
 import type { Clock } from '../../infra/kernel/clock.ts';
-import type { WebhookEvent } from '../../infra/contracts/job.ts';
+import type { WebhookEvent } from '../../infra/contracts/webhook.ts';
 import { iso } from '../use-cases/get-job.ts';
 import { type BulkRunResource, toBulkRunResource } from '../use-cases/bulk-runs.ts';
 import type { DeliveryStore } from './delivery-store.ts';

@@ -21,7 +21,7 @@
 import type { RedisClient } from '../../infra/redis/client.ts';
 import { randomBytes } from 'node:crypto';
 import type { BulkWebhookEvent } from '../../infra/contracts/bulk.ts';
-import type { WebhookEvent } from '../../infra/contracts/job.ts';
+import type { WebhookEvent } from '../../infra/contracts/webhook.ts';
 
 /** Job events, and bulk runs' progress and completion events (the run id stands in `jobId`). */
 export type DeliveryEvent = WebhookEvent | BulkWebhookEvent;

@@ -26,7 +26,8 @@ import { Job, Queue } from 'bullmq';
 import { isCluster, scanKeys, type RedisClient } from '../../infra/redis/client.ts';
 import type { Clock } from '../../infra/kernel/clock.ts';
 import { jobView } from '../../infra/queue/job-queue.ts';
-import type { JobData, JobResult, JobStatus, WebhookEvent } from '../../infra/contracts/job.ts';
+import type { JobData, JobResult, JobStatus } from '../../infra/contracts/job.ts';
+import type { WebhookEvent } from '../../infra/contracts/webhook.ts';
 import { iso, toJobResource, type JobResource } from '../use-cases/get-job.ts';
 import type { DeliveryStore } from './delivery-store.ts';
 

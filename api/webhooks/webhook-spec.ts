@@ -5,7 +5,7 @@
  * delivery (api/webhooks/deliver.ts), which is what defeats DNS rebinding.
  */
 import { InvalidInputError } from '../../infra/kernel/errors.ts';
-import { WEBHOOK_EVENTS, type WebhookEvent, type WebhookSpec } from '../../infra/contracts/job.ts';
+import { WEBHOOK_EVENTS, type WebhookEvent, type WebhookSpec } from '../../infra/contracts/webhook.ts';
 import { blockedHostReason, isAllowedHost, urlHost } from './address-policy.ts';
 
 export const MAX_WEBHOOK_URL_LENGTH = 2048;

@@ -21,11 +21,11 @@ import { chunkJobOptions, removeQueuedChunks, type BulkDeps } from './bulk-runs.
 import { clearCapacityRequest } from './capacity-request.ts';
 import { chunkJobData, chunkRows, type Chunk } from './chunker.ts';
 import { createChunkQueue, type ChunkQueue } from './chunk-queue.ts';
-import { partKey, type BadRow, type BulkPartResult, type BulkRunView } from '../contracts/bulk.ts';
+import { partKey, type BadRow, type BulkPartResult} from '../contracts/bulk.ts';
 import { describeListingChange, listInput, readPart } from './listing.ts';
 import { createRowSchema, formatOf, readRows, type BadLine } from './row-reader.ts';
 import { writeRunManifest } from './run-manifest.ts';
-import { RunReporter, type RunCounters } from './run-reporter.ts';
+import { RunReporter, type ReportSettings, type RunCounters } from './run-reporter.ts';
 import type { ObjectStats, PinnedObject, RunRecord, RunStore } from './run-store.ts';
 import { formatS3Url } from './s3-url.ts';
 import { Wakeup } from '../kernel/wakeup.ts';
@@ -33,14 +33,11 @@ import { Wakeup } from '../kernel/wakeup.ts';
 export const MAX_BAD_ROW_SAMPLES = 20;
 
 /** How a drive paces itself (driver.ts fills in the defaults). */
-export interface DriveSettings {
+export interface DriveSettings extends ReportSettings {
   /** Chunks enqueued and not yet counted, at most: what the run holds in Redis. */
   windowChunks: number;
   /** Longest wait between looks at the outstanding chunks (a finished chunk wakes the driver sooner). */
   pollMs: number;
-  progressIntervalMs: number;
-  webhookIntervalMs: number;
-  onProgress?: (run: BulkRunView) => void;
 }
 
 /** Unwinds the drive once the run reached an end (written by whoever ended it). */

@@ -7,10 +7,16 @@
  */
 import { notifyRun, type BulkDeps } from './bulk-runs.ts';
 import { publishCapacityRequest } from './capacity-request.ts';
-import type { BadRow, BulkProgress, BulkRunSpec, BulkWebhookEvent } from '../contracts/bulk.ts';
+import type { BadRow, BulkProgress, BulkRunSpec, BulkRunView, BulkWebhookEvent } from '../contracts/bulk.ts';
 import { computeProgress, estimateRowsTotal, RateWindow, rowsPerSecondNeeded } from './progress.ts';
-import type { DriveSettings } from './run-driver.ts';
 import { viewOf, type RunStore } from './run-store.ts';
+
+/** How often a drive reports (the reporter's part of run-driver.ts's DriveSettings). */
+export interface ReportSettings {
+  progressIntervalMs: number;
+  webhookIntervalMs: number;
+  onProgress?: (run: BulkRunView) => void;
+}
 
 /** The drive's counts at a moment. */
 export interface RunCounters {
@@ -35,7 +41,7 @@ export class RunReporter {
     private readonly deps: BulkDeps,
     private readonly store: RunStore,
     private readonly spec: BulkRunSpec,
-    private readonly settings: DriveSettings,
+    private readonly settings: ReportSettings,
     public priority: 'bulk' | 'urgent',
   ) {
     this.lastWebhookAt = deps.clock.now();

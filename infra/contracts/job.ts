@@ -6,6 +6,7 @@
 import type { BinaryTensor } from './binary-tensor.ts';
 import type { BulkChunkSpec, BulkPartResult } from './bulk.ts';
 import type { OipRequestedOutput, OipTensor } from './oip.ts';
+import type { WebhookSpec } from './webhook.ts';
 
 /**
  * BullMQ forbids ':' in queue names; model and version patterns (manifest.ts) exclude it too.
@@ -66,15 +67,6 @@ export interface JobData {
   /** A bulk run's chunk: the worker writes the scored rows to S3 and returns `part` instead of outputs. */
   bulk?: BulkChunkSpec;
   submittedAt: number;
-}
-
-export const WEBHOOK_EVENTS = ['job.started', 'job.succeeded', 'job.failed'] as const;
-export type WebhookEvent = (typeof WEBHOOK_EVENTS)[number];
-
-export interface WebhookSpec {
-  url: string;
-  /** Default: job.succeeded and job.failed. */
-  events: WebhookEvent[];
 }
 
 export interface JobTimings {

@@ -4,7 +4,7 @@
  * replays traffic through exactly the code production runs. Providers are the scaler's narrow
  * view of where workers live (local processes, Kubernetes, an AWS Auto Scaling group).
  */
-import type { WorkerState } from '../fleet/worker-states.ts';
+import type { WorkerState } from './worker-state.ts';
 
 /** Arrivals per minute, oldest first; the last entry is the minute that contains `now`. */
 export interface ArrivalSeries {

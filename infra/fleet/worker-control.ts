@@ -17,7 +17,7 @@
  * "no change", so a key that expired leaves the worker where it was.
  */
 import type { RedisClient } from '../redis/client.ts';
-import type { WorkerState } from './worker-states.ts';
+import type { WorkerState } from '../contracts/worker-state.ts';
 
 export const CONTROL_COMMANDS = ['activate', 'standby', 'drain'] as const;
 export type ControlCommand = (typeof CONTROL_COMMANDS)[number];

@@ -1,40 +1,6 @@
-/**
- * Worker lifecycle states (DESIGN §6, contract):
- *
- *   launching → downloading → loading → warming → standby ⇄ active → draining → stopped
- *                    └──────────┴─────────┴──→ failed (any phase before serving)
- *
- * Only `active` workers take jobs. `standby` holds a warmed session and takes none.
- */
+/** Workers' heartbeats in Redis (DESIGN §6): written by each worker, read by the pool view, the scaler and tools. */
 import { getMany, scanKeys, type RedisClient } from '../redis/client.ts';
-export const WORKER_STATES = [
-  'launching',
-  'downloading',
-  'loading',
-  'warming',
-  'standby',
-  'active',
-  'draining',
-  'stopped',
-  'failed',
-] as const;
-export type WorkerState = (typeof WORKER_STATES)[number];
-
-const NEXT: Record<WorkerState, readonly WorkerState[]> = {
-  launching: ['downloading', 'draining', 'failed'],
-  downloading: ['loading', 'draining', 'failed'],
-  loading: ['warming', 'draining', 'failed'],
-  warming: ['standby', 'active', 'draining', 'failed'],
-  standby: ['active', 'draining', 'failed'],
-  active: ['standby', 'draining', 'failed'],
-  draining: ['stopped', 'failed'],
-  stopped: [],
-  failed: ['stopped'],
-};
-
-export function canTransition(from: WorkerState, to: WorkerState): boolean {
-  return NEXT[from].includes(to);
-}
+import type { WorkerState } from '../contracts/worker-state.ts';
 
 /** Redis key of a worker's heartbeat. */
 export function workerKey(prefix: string, workerId: string): string {

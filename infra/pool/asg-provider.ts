@@ -48,7 +48,7 @@ import {
 } from '@aws-sdk/client-auto-scaling';
 import type { PoolProvider, PoolTarget, PoolWorker } from '../contracts/pool.ts';
 import { commandFor } from '../fleet/worker-control.ts';
-import type { WorkerState } from '../fleet/worker-states.ts';
+import type { WorkerState } from '../contracts/worker-state.ts';
 // Types only: the Kubernetes client library stays unloaded on machines that run this provider.
 import type { HeartbeatSource, WorkerBeat, WorkerControl } from './k8s-provider.ts';
 

@@ -42,7 +42,8 @@ import {
 } from '@kubernetes/client-node';
 import type { PoolProvider, PoolTarget, PoolWorker } from '../contracts/pool.ts';
 import { type ControlCommand, commandFor } from '../fleet/worker-control.ts';
-import type { HeartbeatPayload, WorkerState } from '../fleet/worker-states.ts';
+import type { HeartbeatPayload } from '../fleet/worker-states.ts';
+import type { WorkerState } from '../contracts/worker-state.ts';
 
 export const POD_DELETION_COST = 'controller.kubernetes.io/pod-deletion-cost';
 export const DRAIN_MARK = 'warmpool.dev/drain-after-restarts';

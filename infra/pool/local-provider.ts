@@ -22,7 +22,8 @@ import { once } from '../kernel/lifecycle.ts';
 import type { Logger } from '../kernel/log.ts';
 import type { PoolProvider, PoolTarget, PoolWorker } from '../contracts/pool.ts';
 import { commandFor, sendControl, type ControlCommand } from '../fleet/worker-control.ts';
-import { listHeartbeats, type WorkerState } from '../fleet/worker-states.ts';
+import { listHeartbeats } from '../fleet/worker-states.ts';
+import { type WorkerState } from '../contracts/worker-state.ts';
 
 export interface LocalProviderOptions {
   /** argv that starts a worker, e.g. [process.execPath, 'bin/warmpool.mjs', 'worker']. */

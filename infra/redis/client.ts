@@ -14,45 +14,10 @@
  * (scanKeys, getMany, duplicateClient), which visit every master of a cluster.
  */
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
+import { type ClusterAddress, parseClusterUrl } from '../kernel/redis-url.ts';
 
 /** A connection to one Redis node or to a Redis Cluster (see the header). */
 export type RedisClient = Redis | Cluster;
-
-const CLUSTER_URL = /^(rediss?)\+cluster:\/\/(?:([^@/]*)@)?([^/?#]+)\/?$/;
-
-export interface ClusterAddress {
-  nodes: Array<{ host: string; port: number }>;
-  username?: string;
-  password?: string;
-  tls: boolean;
-}
-
-/** The nodes of a `redis+cluster://` URL; null for any other URL (a single node). */
-export function parseClusterUrl(url: string): ClusterAddress | null {
-  const match = CLUSTER_URL.exec(url.trim());
-  if (!match) return null;
-  const [, scheme, auth, hosts] = match as unknown as [string, string, string | undefined, string];
-  const nodes = hosts.split(',').map((hostPort) => {
-    const at = hostPort.lastIndexOf(':');
-    const host = at > 0 ? hostPort.slice(0, at).replace(/^\[|\]$/g, '') : hostPort;
-    const port = at > 0 ? Number(hostPort.slice(at + 1)) : 6379;
-    if (host === '' || !Number.isInteger(port) || port < 1 || port > 65535) throw new Error(`bad cluster node "${hostPort}" in REDIS_URL`);
-    return { host, port };
-  });
-  const address: ClusterAddress = { nodes, tls: scheme === 'rediss' };
-  if (auth !== undefined) {
-    const colon = auth.indexOf(':');
-    const user = decodeURIComponent(colon >= 0 ? auth.slice(0, colon) : auth);
-    if (user !== '') address.username = user;
-    if (colon >= 0) address.password = decodeURIComponent(auth.slice(colon + 1));
-  }
-  return address;
-}
-
-/** True for a `redis+cluster://` URL. */
-export function isClusterUrl(url: string): boolean {
-  return CLUSTER_URL.test(url.trim());
-}
 
 /** Type guard: the client talks to a Redis Cluster (also for a narrowed `Pick<RedisClient, …>`). */
 export function isCluster(redis: object): redis is Cluster {

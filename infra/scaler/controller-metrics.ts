@@ -6,7 +6,7 @@
  * publishes, and gauges are rebuilt every tick, so a removed deployment's series go with it.
  */
 import { Gauge, Histogram, type Registry } from 'prom-client';
-import { WORKER_STATES, type WorkerState } from '../fleet/worker-states.ts';
+import { WORKER_STATES, type WorkerState } from '../contracts/worker-state.ts';
 import type { Backlog, Forecast, PolicyDecision } from '../contracts/pool.ts';
 import { queuedJobs } from '../queue/queue-stats.ts';
 

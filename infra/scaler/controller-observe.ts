@@ -17,7 +17,9 @@
  * predates us). The estimate is the median of the last COLD_START_SAMPLES samples.
  */
 import type { RedisClient } from '../redis/client.ts';
-import type { HeartbeatPayload, WorkerState } from '../fleet/worker-states.ts';
+import { scalerColdStartKey, scalerColdStartPendingKey, scalerWorkerRateKey } from '../redis/keys.ts';
+import type { HeartbeatPayload } from '../fleet/worker-states.ts';
+import type { WorkerState } from '../contracts/worker-state.ts';
 import type { Backlog, PoolProvider, PoolTarget, WorkerCounts } from '../contracts/pool.ts';
 import { queuedJobs } from '../queue/queue-stats.ts';
 

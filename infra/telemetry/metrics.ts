@@ -10,7 +10,7 @@
  * A dead worker's snapshot expires with its TTL.
  */
 import { AggregatorRegistry, Counter, Gauge, Histogram, type Registry } from 'prom-client';
-import { WORKER_STATES, type WorkerState } from '../fleet/worker-states.ts';
+import { WORKER_STATES, type WorkerState } from '../contracts/worker-state.ts';
 import { getMany, scanKeys } from '../redis/client.ts';
 
 export function createApiMetrics(registry: Registry) {

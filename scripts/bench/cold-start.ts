@@ -15,7 +15,7 @@ import * as ort from 'onnxruntime-node';
 import { loadConfig } from '../../infra/kernel/config.ts';
 import type { ModelManifest } from '../../infra/contracts/manifest.ts';
 import { closeRedis, createRedis } from '../../infra/redis/client.ts';
-import type { WorkerState } from '../../infra/fleet/worker-states.ts';
+import type { WorkerState } from '../../infra/contracts/worker-state.ts';
 import { ortFeeds, sessionOptions } from './raw-ort.ts';
 import { scopedEnv, spawnRole, waitForWorkers, type BenchContext } from './services.ts';
 

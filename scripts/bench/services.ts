@@ -15,7 +15,8 @@ import { stopChild } from '../dev/stop-child.ts';
 import type { Closer } from '../../infra/kernel/lifecycle.ts';
 import { createModelRegistry, type ModelRegistry } from '../../infra/registry/model-registry.ts';
 import { createS3ObjectStore } from '../../infra/registry/s3-object-store.ts';
-import { listHeartbeats, type HeartbeatPayload, type WorkerState } from '../../infra/fleet/worker-states.ts';
+import { listHeartbeats, type HeartbeatPayload } from '../../infra/fleet/worker-states.ts';
+import { type WorkerState } from '../../infra/contracts/worker-state.ts';
 
 const BIN = fileURLToPath(new URL('../../bin/warmpool.mjs', import.meta.url));
 

@@ -20,7 +20,8 @@ import {
   type KeyMigrationResult,
   planKeyMigration,
 } from '../../infra/redis/key-migration.ts';
-import { closeRedis, createRedis, isCluster, isClusterUrl } from '../../infra/redis/client.ts';
+import { closeRedis, createRedis, isCluster } from '../../infra/redis/client.ts';
+import { isClusterUrl } from '../../infra/kernel/redis-url.ts';
 import type { CliIo } from './deploy.ts';
 
 const USAGE = 'usage: warmpool migrate-keys [--dry-run] [--force]';

@@ -21,7 +21,7 @@ import { type Calibration, calibrate, figures } from '../../infra/simulator/cali
 import { PHASES, type Phase } from '../../infra/simulator/cold-start.ts';
 import { MINUTE_MS } from '../../infra/simulator/world.ts';
 import { type RealRun, runReal } from './simulate-calibrate-run.ts';
-import type { SimulateOut } from './simulate.ts';
+import type { SimulateOut } from './simulate-out.ts';
 
 /** Above this the API, not the worker, would be under test (two shared cores; see the run's log). */
 const MAX_SUBMIT_PER_SEC = 120;

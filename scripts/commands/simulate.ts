@@ -25,10 +25,7 @@ import { batchPointsFrom } from '../../infra/simulator/service.ts';
 import { parseSweep, runSweep } from '../../infra/simulator/sweep.ts';
 import { cheapestLine, sweepTable, writeSweep } from '../../infra/simulator/sweep-report.ts';
 
-export interface SimulateOut {
-  out(text: string): void;
-  err(text: string): void;
-}
+import type { SimulateOut } from './simulate-out.ts';
 
 const processOut: SimulateOut = { out: (t) => process.stdout.write(t), err: (t) => process.stderr.write(t) };
 

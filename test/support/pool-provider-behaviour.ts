@@ -10,7 +10,7 @@
  */
 import { afterEach, expect, it } from 'vitest';
 import type { PoolProvider, PoolTarget, PoolWorker } from '../../infra/contracts/pool.ts';
-import type { WorkerState } from '../../infra/fleet/worker-states.ts';
+import type { WorkerState } from '../../infra/contracts/worker-state.ts';
 
 export interface PoolProviderFixture {
   provider: PoolProvider;

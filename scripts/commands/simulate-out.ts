@@ -1,0 +1,5 @@
+/** Where `warmpool simulate` and `simulate calibrate` print: stdout and stderr, or a test's buffers. */
+export interface SimulateOut {
+  out(text: string): void;
+  err(text: string): void;
+}
