@@ -79,6 +79,7 @@ async function* sourceFiles(dir) {
     if (err.code === 'ENOENT') return;
     throw err;
   }
+  entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)); // one order on every filesystem
   for (const entry of entries) {
     if (entry.name === 'node_modules' || entry.name.startsWith('.')) continue;
     const full = path.join(dir, entry.name);

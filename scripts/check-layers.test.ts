@@ -41,7 +41,7 @@ describe('check-layers', () => {
       'api/app.ts': `import { now } from '../infra/kernel/clock.ts';\nimport { Hono } from 'hono';\nimport { x } from './routes/x.ts';\n`,
       'worker/main.ts': `import type { Clock } from '../infra/kernel/clock.ts';\nexport * from './engine/engine.ts';\n`,
       // Prose that merely mentions the other layer is not an import.
-      'infra/notes.ts': `/**\n * import { y } from '../worker/main.ts'\n */\n// see import('../api/app.ts')\nexport {};\n`,
+      'infra/kernel/notes.ts': `/**\n * import { y } from '../worker/main.ts'\n */\n// see import('../api/app.ts')\nexport {};\n`,
     });
     expect(await check(root)).toEqual({ code: 0, stderr: '' });
   });
@@ -50,8 +50,8 @@ describe('check-layers', () => {
     const root = await tree({
       'api/routes/jobs.ts': `import { a } from '../../infra/a.ts';\nimport {\n  run,\n} from '../../worker/runner.ts';\n`,
       'worker/intake.ts': `export { route } from '../api/route.ts';\n`,
-      'scripts/dev/stack.ts': `const m = await import('../../worker/main.ts');\nimport type { App } from '../../api/app.ts';\n`,
-      'infra/side.mjs': `import '../api/side-effect.js';\n`,
+      'infra/pool/stack.ts': `const m = await import('../../worker/main.ts');\nimport type { App } from '../../api/app.ts';\n`,
+      'infra/kernel/side.mjs': `import '../../api/side-effect.js';\n`,
     });
     const { code, stderr } = await check(root);
     expect(code).toBe(1);
@@ -60,11 +60,66 @@ describe('check-layers', () => {
       expect.arrayContaining([
         "api/routes/jobs.ts:4 imports '../../worker/runner.ts': api/ must not import from worker/",
         "worker/intake.ts:1 imports '../api/route.ts': worker/ must not import from api/",
-        "scripts/dev/stack.ts:1 imports '../../worker/main.ts': infra/ must not import from worker/",
-        "scripts/dev/stack.ts:2 imports '../../api/app.ts': infra/ must not import from api/",
-        "infra/side.mjs:1 imports '../api/side-effect.js': infra/ must not import from api/",
+        "infra/pool/stack.ts:1 imports '../../worker/main.ts': infra/ must not import from worker/",
+        "infra/pool/stack.ts:2 imports '../../api/app.ts': infra/ must not import from api/",
+        "infra/kernel/side.mjs:1 imports '../../api/side-effect.js': infra/ must not import from api/",
       ]),
     );
     expect(lines).toHaveLength(6); // five violations and the summary line
+  });
+
+  it('accepts infra/ tiers importing downwards and subsystems entered through index.ts', async () => {
+    const root = await tree({
+      'infra/kernel/clock.ts': `export const now = () => 0;\n`,
+      'infra/contracts/job.ts': `import { now } from '../kernel/clock.ts';\n`,
+      'infra/queue/job-queue.ts': `import type { Job } from '../contracts/job.ts';\nimport { now } from '../kernel/clock.ts';\n`,
+      'infra/scaler/index.ts': `export { decide } from './policy.ts';\n`,
+      'infra/scaler/policy.ts': `import '../queue/job-queue.ts';\nexport const decide = () => 0;\n`,
+      'infra/simulator/world.ts': `import { decide } from '../scaler/index.ts';\n`,
+      'api/app.ts': `import { decide } from '../infra/scaler/index.ts';\n`,
+      // Tests may reach inside a subsystem: they test its parts.
+      'test/policy.test.ts': `import { decide } from '../infra/scaler/policy.ts';\n`,
+      'infra/scaler/policy.test.ts': `import { decide } from './policy.ts';\n`,
+    });
+    expect(await check(root)).toEqual({ code: 0, stderr: '' });
+  });
+
+  it('reports a wrong-tier import, a sideways one, a file outside the tiers and a subsystem entered from the side', async () => {
+    const root = await tree({
+      'infra/kernel/config.ts': `import { isCluster } from '../redis/client.ts';\n`,
+      'infra/redis/client.ts': `export const isCluster = () => false;\nimport '../registry/store.ts';\n`,
+      'infra/registry/store.ts': `export {};\n`,
+      'infra/loose.ts': `export {};\n`,
+      'infra/scaler/index.ts': `export {};\n`,
+      'infra/scaler/policy.ts': `export const decide = () => 0;\n`,
+      'api/app.ts': `import { decide } from '../infra/scaler/policy.ts';\n`,
+    });
+    const { code, stderr } = await check(root);
+    expect(code).toBe(1);
+    expect(stderr.trim().split('\n')).toEqual([
+      "infra/kernel/config.ts:1 imports '../redis/client.ts': infra/kernel/ must not import from infra/redis/ (a higher tier)",
+      "infra/loose.ts: lives outside infra/'s tier folders (kernel, contracts, redis, registry, fleet, deployments, queue, telemetry, bulk, pool, canary, scaler, simulator)",
+      "infra/redis/client.ts:2 imports '../registry/store.ts': infra/redis/ must not import from infra/registry/ (the same tier)",
+      "api/app.ts:1 imports '../infra/scaler/policy.ts': enter infra/scaler/ through its index.ts",
+      'layering: 4 offence(s) (see ../shared/LAYOUT.md)',
+    ]);
+  });
+
+  it('reports an import cycle anywhere, through static, type-only and dynamic imports', async () => {
+    const root = await tree({
+      'infra/contracts/job.ts': `import type { Bulk } from './bulk.ts';\n`,
+      'infra/contracts/bulk.ts': `import type { Job } from './job.ts';\n`,
+      'scripts/commands/a.ts': `import { b } from './b.ts';\n`,
+      'scripts/commands/b.ts': `import { c } from './c.ts';\n`,
+      'scripts/commands/c.ts': `const a = await import('./a.ts');\n`,
+      'scripts/commands/d.ts': `import { a } from './a.ts';\n`,
+    });
+    const { code, stderr } = await check(root);
+    expect(code).toBe(1);
+    expect(stderr.trim().split('\n')).toEqual([
+      'import cycle: infra/contracts/bulk.ts -> infra/contracts/job.ts -> infra/contracts/bulk.ts',
+      'import cycle: scripts/commands/a.ts -> scripts/commands/b.ts -> scripts/commands/c.ts -> scripts/commands/a.ts',
+      'layering: 2 offence(s) (see ../shared/LAYOUT.md)',
+    ]);
   });
 });
