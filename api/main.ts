@@ -5,8 +5,8 @@
 import { serve } from '@hono/node-server';
 import type { AddressInfo } from 'node:net';
 import { Registry } from 'prom-client';
-import { createBulkRuns } from '../infra/bulk/bulk-runs.ts';
-import { createBullJobQueue, type BullJobQueue } from '../infra/queue/job-queue.ts';
+import { createBulkRuns } from '../infra/bulk/index.ts';
+import { createBullJobQueue, createQueueStats, type BullJobQueue } from '../infra/queue/index.ts';
 import { systemClock, type Clock } from '../infra/kernel/clock.ts';
 import type { Config } from '../infra/kernel/config.ts';
 import { createDeploymentStore } from '../infra/deployments/deployment-store.ts';
@@ -24,7 +24,7 @@ import { createModelRegistry } from '../infra/registry/model-registry.ts';
 import { createS3ObjectStore } from '../infra/registry/s3-object-store.ts';
 import { createApp, type AppDeps } from './app.ts';
 import { answerParseErrorsAsJson } from './http/client-errors.ts';
-import { createBulkWiring } from '../infra/bulk/wiring.ts';
+import { createBulkWiring } from '../infra/bulk/index.ts';
 import { createBulkNotifier } from './webhooks/bulk-notifier.ts';
 import { createDeliveryStore } from './webhooks/delivery-store.ts';
 

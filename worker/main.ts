@@ -14,7 +14,7 @@ import { onShutdownSignals } from '../infra/kernel/lifecycle.ts';
 import { createLogger } from '../infra/kernel/log.ts';
 import { createRedis } from '../infra/redis/client.ts';
 import { createModelRegistry } from '../infra/registry/model-registry.ts';
-import { createStoreFactory } from '../infra/bulk/store-factory.ts';
+import { createStoreFactory } from '../infra/bulk/index.ts';
 import { createS3ObjectStore } from '../infra/registry/s3-object-store.ts';
 import { createThreadEngine } from './engine/thread-engine.ts';
 import { startHealthServer, type HealthServer } from './health-server.ts';

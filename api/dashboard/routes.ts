@@ -16,7 +16,7 @@ import { createDeploymentStore } from '../../infra/deployments/deployment-store.
 import { InvalidInputError } from '../../infra/kernel/errors.ts';
 import { createArrivalHistory } from '../../infra/telemetry/arrival-history.ts';
 import type { Backlog } from '../../infra/contracts/pool.ts';
-import { type DecisionRecord, decisionStreamKey } from '../../infra/scaler/decision-log.ts';
+import type { DecisionRecord } from '../../infra/scaler/index.ts';
 import { listHeartbeats } from '../../infra/fleet/worker-states.ts';
 import type { AuthEnv } from '../http/auth.ts';
 import { deploymentSeries } from '../use-cases/deployment-series.ts';

@@ -11,7 +11,7 @@
  *   taken within the SLO (linear within a histogram bucket, so approximate), null with no jobs.
  */
 import type { WorkerCounts } from '../../infra/contracts/pool.ts';
-import type { DecisionRecord } from '../../infra/scaler/decision-log.ts';
+import type { DecisionRecord } from '../../infra/scaler/index.ts';
 import { addHistograms, fractionAtMost, type Histogram, type PoolSample, quantile, round } from './series.ts';
 
 export interface Outcome {

@@ -16,7 +16,7 @@
  */
 import { getMany, scanKeys, type RedisClient } from '../../infra/redis/client.ts';
 import type { Clock } from '../../infra/kernel/clock.ts';
-import { countWorkers } from '../../infra/scaler/controller-observe.ts';
+import { countWorkers } from '../../infra/scaler/index.ts';
 import type { Backlog } from '../../infra/contracts/pool.ts';
 import { listHeartbeats } from '../../infra/fleet/worker-states.ts';
 import { type CountersByWorker, type Histogram, intervalHistogram, type PoolSample, type WorkerCounters } from './series.ts';

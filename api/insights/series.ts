@@ -12,7 +12,7 @@
  * histograms, not the raw counters, so reading an hour of them stays small.
  */
 import type { ArrivalSeries, Backlog, WorkerCounts } from '../../infra/contracts/pool.ts';
-import type { DecisionRecord } from '../../infra/scaler/decision-log.ts';
+import type { DecisionRecord } from '../../infra/scaler/index.ts';
 
 /**
  * A Prometheus histogram: cumulative counts at each finite upper bound (ascending); `count` is

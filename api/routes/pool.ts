@@ -11,7 +11,7 @@ import type { RedisClient } from '../../infra/redis/client.ts';
 import { systemClock } from '../../infra/kernel/clock.ts';
 import { createDeploymentStore, type Deployment, type DeploymentStore } from '../../infra/deployments/deployment-store.ts';
 import type { Backlog } from '../../infra/contracts/pool.ts';
-import { createDecisionLog, type DecisionRecord } from '../../infra/scaler/decision-log.ts';
+import { createDecisionLog, type DecisionRecord } from '../../infra/scaler/index.ts';
 import { listHeartbeats, type HeartbeatPayload } from '../../infra/fleet/worker-states.ts';
 import { type WorkerState } from '../../infra/contracts/worker-state.ts';
 import type { AuthEnv } from '../http/auth.ts';

@@ -5,7 +5,7 @@
  * like an unknown one; times are ISO 8601 like the job resource's.
  */
 import type { BulkRunRequest, BulkRuns, BulkRunView } from '../../infra/contracts/bulk.ts';
-import { RUN_ID_PATTERN } from '../../infra/bulk/run-request.ts';
+import { RUN_ID_PATTERN } from '../../infra/bulk/index.ts';
 import { InvalidInputError, NotFoundError } from '../../infra/kernel/errors.ts';
 import { parseWebhookSpec } from '../webhooks/webhook-spec.ts';
 import { iso } from './get-job.ts';

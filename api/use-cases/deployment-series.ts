@@ -8,7 +8,7 @@ import type { Clock } from '../../infra/kernel/clock.ts';
 import type { Deployment } from '../../infra/deployments/deployment-store.ts';
 import { InvalidInputError, NotFoundError } from '../../infra/kernel/errors.ts';
 import type { ArrivalSeries } from '../../infra/contracts/pool.ts';
-import type { DecisionRecord } from '../../infra/scaler/decision-log.ts';
+import type { DecisionRecord } from '../../infra/scaler/index.ts';
 import type { PoolSamples } from '../insights/samples.ts';
 import { shapeSeries, type SeriesView } from '../insights/series.ts';
 

@@ -7,7 +7,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
-import { startBulkSupervisor } from '../../infra/bulk/supervisor.ts';
+import { startBulkSupervisor } from '../../infra/bulk/index.ts';
 import { systemClock } from '../../infra/kernel/clock.ts';
 import type { Config } from '../../infra/kernel/config.ts';
 import { closeAll, onShutdownSignals } from '../../infra/kernel/lifecycle.ts';
@@ -15,7 +15,7 @@ import { createLogger, type Logger } from '../../infra/kernel/log.ts';
 import { closeRedis, createRedis } from '../../infra/redis/client.ts';
 import { createCanaryGuard } from '../../infra/canary/index.ts';
 import { createDeploymentStore } from '../../infra/deployments/deployment-store.ts';
-import { createBulkWiring } from '../../infra/bulk/wiring.ts';
+import { createBulkWiring } from '../../infra/bulk/index.ts';
 import { BULK_PROGRESS_WEBHOOK_INTERVAL_MS, createBulkNotifier } from './bulk-notifier.ts';
 import { Registry } from 'prom-client';
 import { metricsKey, publishMetricsSnapshot } from '../../infra/telemetry/metrics.ts';

@@ -23,7 +23,7 @@ import { createDeploymentStore } from '../deployments/deployment-store.ts';
 import { ConfigError } from '../kernel/errors.ts';
 import { closeAll, once, onShutdownSignals } from '../kernel/lifecycle.ts';
 import { createLogger, type Logger } from '../kernel/log.ts';
-import { createLocalProvider } from '../pool/local-provider.ts';
+import { createLocalProvider, loadAsgProvider, loadKubernetesProvider } from '../pool/index.ts';
 import { closeRedis, createRedis } from '../redis/client.ts';
 import { createArrivalHistory } from '../telemetry/arrival-history.ts';
 import type { PoolProvider, PoolTarget } from '../contracts/pool.ts';
@@ -168,14 +168,14 @@ export async function createPoolProvider(
     case 'kubernetes': {
       // Loaded only here: the Kubernetes client is large and only this provider needs it.
       const { KubeConfig } = await import('@kubernetes/client-node');
-      const { createKubernetesProvider } = await import('../pool/k8s-provider.ts');
+      const { createKubernetesProvider } = await loadKubernetesProvider();
       const kubeConfig = new KubeConfig();
       kubeConfig.loadFromDefault(); // KUBECONFIG, ~/.kube/config, or the pod's service account
       return createKubernetesProvider({ kubeConfig, namespace: config.scaler.k8sNamespace, control, heartbeats, onError });
     }
     case 'aws': {
       const { AutoScalingClient } = await import('@aws-sdk/client-auto-scaling');
-      const { createAsgProvider } = await import('../pool/asg-provider.ts');
+      const { createAsgProvider } = await loadAsgProvider();
       // Credentials from the AWS SDK's default chain, like S3's.
       const client = new AutoScalingClient({ region: config.s3.region });
       return createAsgProvider({ client, control, heartbeats, onError });

@@ -27,10 +27,10 @@
  */
 import type { ArrivalSeries, PolicySettings } from '../contracts/pool.ts';
 import { emptyPolicyMemory } from '../contracts/pool.ts';
-import { planVersion } from '../scaler/controller-plan.ts';
-import type { ScalerAction } from '../scaler/decision-log.ts';
-import { forecastArrivals } from '../scaler/forecast.ts';
-import { decide } from '../scaler/policy.ts';
+import { planVersion } from '../scaler/index.ts';
+import type { ScalerAction } from '../scaler/index.ts';
+import { forecastArrivals } from '../scaler/index.ts';
+import { decide } from '../scaler/index.ts';
 import { MINUTE_MS, type Observation, type Scaler, VERSION } from './world.ts';
 
 export interface PolicyContext {

@@ -26,8 +26,8 @@
  * Jobs delayed by a cold start: a job that waited (wait > 0) while a worker launched as active
  * was starting, i.e. some such worker's [launch, ready or drained) overlaps the job's wait.
  */
-import type { ScalerAction } from '../scaler/decision-log.ts';
-import type { ObservedWorker } from '../scaler/controller-observe.ts';
+import type { ScalerAction } from '../scaler/index.ts';
+import type { ObservedWorker } from '../scaler/index.ts';
 import type { Backlog, WorkerCounts } from '../contracts/pool.ts';
 import { type ArrivalPattern, minuteArrivals } from './arrivals.ts';
 import { EventQueue } from './event-queue.ts';

@@ -12,14 +12,14 @@
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import { parseArgs } from 'node:util';
-import { createBulkRuns } from '../../infra/bulk/bulk-runs.ts';
+import { createBulkRuns } from '../../infra/bulk/index.ts';
 import type { BulkRunRequest, BulkRuns, BulkRunView } from '../../infra/contracts/bulk.ts';
-import { driveBulkRun } from '../../infra/bulk/driver.ts';
+import { driveBulkRun } from '../../infra/bulk/index.ts';
 import type { Config } from '../../infra/kernel/config.ts';
 import { InvalidInputError, NotFoundError } from '../../infra/kernel/errors.ts';
 import { createLogger } from '../../infra/kernel/log.ts';
 import { closeRedis, createRedis } from '../../infra/redis/client.ts';
-import { createBulkWiring } from '../../infra/bulk/wiring.ts';
+import { createBulkWiring } from '../../infra/bulk/index.ts';
 import { checkWebhookUrl } from '../../api/use-cases/bulk-runs.ts';
 import { BULK_PROGRESS_WEBHOOK_INTERVAL_MS, createBulkNotifier } from '../../api/webhooks/bulk-notifier.ts';
 import { createDeliveryStore } from '../../api/webhooks/delivery-store.ts';

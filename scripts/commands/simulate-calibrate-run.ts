@@ -31,9 +31,9 @@ import { createLogger } from '../../infra/kernel/log.ts';
 import { closeRedis, createRedis } from '../../infra/redis/client.ts';
 import { createModelRegistry } from '../../infra/registry/model-registry.ts';
 import { createS3ObjectStore } from '../../infra/registry/s3-object-store.ts';
-import { figures, type MeasuredJob } from '../../infra/simulator/calibration.ts';
-import type { Phase } from '../../infra/simulator/cold-start.ts';
-import type { BatchPoint } from '../../infra/simulator/service.ts';
+import { figures, type MeasuredJob } from '../../infra/simulator/index.ts';
+import type { Phase } from '../../infra/simulator/index.ts';
+import type { BatchPoint } from '../../infra/simulator/index.ts';
 import { type HeartbeatPayload, listHeartbeats } from '../../infra/fleet/worker-states.ts';
 import { buildMlpModel } from '../fixtures/onnx-models.ts';
 

@@ -14,12 +14,12 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { InvalidInputError } from '../../infra/kernel/errors.ts';
-import { readTraceFile } from '../../infra/simulator/trace.ts';
-import { minuteArrivals, realiseCounts } from '../../infra/simulator/arrivals.ts';
-import { type Calibration, calibrate, figures } from '../../infra/simulator/calibration.ts';
-import { PHASES, type Phase } from '../../infra/simulator/cold-start.ts';
-import { MINUTE_MS } from '../../infra/simulator/world.ts';
+import { errorMessage, InvalidInputError } from '../../infra/kernel/errors.ts';
+import { readTraceFile } from '../../infra/simulator/index.ts';
+import { minuteArrivals, realiseCounts } from '../../infra/simulator/index.ts';
+import { type Calibration, calibrate, figures } from '../../infra/simulator/index.ts';
+import { PHASES, type Phase } from '../../infra/simulator/index.ts';
+import { MINUTE_MS } from '../../infra/simulator/index.ts';
 import { type RealRun, runReal } from './simulate-calibrate-run.ts';
 import type { SimulateOut } from './simulate-out.ts';
 

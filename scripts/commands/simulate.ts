@@ -15,16 +15,15 @@ import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { InvalidInputError } from '../../infra/kernel/errors.ts';
 import type { PolicySettings } from '../../infra/contracts/pool.ts';
-import { parseTime, readTraceFile, type Trace } from '../../infra/simulator/trace.ts';
-import type { ArrivalPattern } from '../../infra/simulator/arrivals.ts';
-import { coldStartModel, parsePhases } from '../../infra/simulator/cold-start.ts';
-import { compare, defaultSettings, type SimulationSettings } from '../../infra/simulator/compare.ts';
-import { readPolicyFile } from '../../infra/simulator/policy-file.ts';
-import { reportTable, type TraceInfo, writeReport } from '../../infra/simulator/report.ts';
-import { batchPointsFrom } from '../../infra/simulator/service.ts';
-import { parseSweep, runSweep } from '../../infra/simulator/sweep.ts';
-import { cheapestLine, sweepTable, writeSweep } from '../../infra/simulator/sweep-report.ts';
-
+import { parseTime, readTraceFile, type Trace } from '../../infra/simulator/index.ts';
+import type { ArrivalPattern } from '../../infra/simulator/index.ts';
+import { coldStartModel, parsePhases } from '../../infra/simulator/index.ts';
+import { compare, defaultSettings, type SimulationSettings } from '../../infra/simulator/index.ts';
+import { readPolicyFile } from '../../infra/simulator/index.ts';
+import { reportTable, type TraceInfo, writeReport } from '../../infra/simulator/index.ts';
+import { batchPointsFrom } from '../../infra/simulator/index.ts';
+import { parseSweep, runSweep } from '../../infra/simulator/index.ts';
+import { cheapestLine, sweepTable, writeSweep } from '../../infra/simulator/index.ts';
 import type { SimulateOut } from './simulate-out.ts';
 
 const processOut: SimulateOut = { out: (t) => process.stdout.write(t), err: (t) => process.stderr.write(t) };

@@ -1,0 +1,8 @@
+/** Bulk scoring runs (DESIGN §7): the folder's public surface for the API, the dispatcher, the CLI and the scaler. */
+export { createBulkRuns } from './bulk-runs.ts';
+export { readCapacityRequest } from './capacity-request.ts';
+export { driveBulkRun } from './driver.ts';
+export { RUN_ID_PATTERN } from './run-request.ts';
+export { createStoreFactory } from './store-factory.ts';
+export { startBulkSupervisor } from './supervisor.ts';
+export { createBulkWiring } from './wiring.ts';
