@@ -5,7 +5,8 @@
 //   2. tiers: inside infra/, a module imports only from its own tier folder or a lower tier
 //      (TIERS below); every infra module lives in a tier folder.
 //   3. surfaces: a folder of infra/ with an index.ts is a subsystem, entered from outside only
-//      through that index.ts (tests may reach inside: they test the parts).
+//      through that index.ts, or its main.ts when it is a process of its own (the scaler); tests
+//      may reach inside: they test the parts.
 //   4. cycles: no import cycle anywhere (api, worker, infra, scripts, test, bin), found by a
 //      depth-first search over the same graph (bullmq runs `madge --circular` for the same reason).
 //
@@ -146,14 +147,17 @@ function tierViolations(graph) {
 
 /** Rule 3: a subsystem (an infra/ folder with an index.ts) is entered through its index.ts. */
 function surfaceViolations(graph) {
-  const subsystems = new Set([...graph.keys()].filter((f) => /^infra\/[^/]+\/index\.[cm]?ts$/.test(f.split(path.sep).join('/'))).map((f) => path.dirname(f)));
+  const subsystems = new Set(
+    [...graph.keys()].filter((f) => /^infra\/[^/]+\/index\.[cm]?ts$/.test(f.split(path.sep).join('/'))).map((f) => path.dirname(f)),
+  );
   const out = [];
   for (const [file, edges] of graph) {
     if (isTestFile(file)) continue;
     for (const { target, specifier, line } of edges) {
       const folder = target.split(path.sep).slice(0, 2).join(path.sep);
       if (!subsystems.has(folder) || file.startsWith(folder + path.sep)) continue;
-      if (/^index\.[cm]?ts$/.test(path.relative(folder, target))) continue;
+      // index.ts is the surface; main.ts is a process entry (like api/main.ts), wired by the CLI and the dev stack.
+      if (/^(?:index|main)\.[cm]?ts$/.test(path.relative(folder, target))) continue;
       out.push(`${file}:${line} imports '${specifier}': enter ${folder}/ through its index.ts`);
     }
   }

@@ -55,7 +55,7 @@ export async function main(argv: string[]): Promise<number> {
       case 'api':
         return await (await import('../api/main.ts')).apiMain(config());
       case 'scaler':
-        return await (await import('../infra/scaler/index.ts')).scalerMain(args, config());
+        return await (await import('../infra/scaler/main.ts')).scalerMain(args, config());
       case 'dispatcher':
         return await (await import('../api/webhooks/main.ts')).dispatcherMain(config());
       case 'worker':

@@ -11,7 +11,8 @@ import { isClientError } from '../../infra/kernel/errors.ts';
 import type { AuthEnv } from '../http/auth.ts';
 import type { ErrorLog } from '../http/errors.ts';
 import type { Clock, JobQueue, JobView } from '../ports.ts';
-import { getJob, toJobResource } from '../use-cases/get-job.ts';
+import { toJobResource } from '../resources/job-resource.ts';
+import { getJob } from '../use-cases/get-job.ts';
 
 export interface JobWatcher {
   /** Calls onChange now and at each status change until terminal (resolves) or the signal aborts (rejects). */

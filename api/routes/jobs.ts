@@ -6,7 +6,8 @@ import { Hono } from 'hono';
 import type { AuthEnv } from '../http/auth.ts';
 import type { DeploymentLookup, JobQueue, ModelCatalog } from '../ports.ts';
 import { cancelJob, type JobCanceler } from '../use-cases/cancel-job.ts';
-import { getJob, iso, toJobResource } from '../use-cases/get-job.ts';
+import { iso, toJobResource } from '../resources/job-resource.ts';
+import { getJob } from '../use-cases/get-job.ts';
 import { parseIdempotencyKey, submitJob, type SubmitJobDeps } from '../use-cases/submit-job.ts';
 import { readJson } from '../http/read-json.ts';
 

@@ -9,7 +9,7 @@ import { z } from 'zod';
 import { InvalidInputError, NotFoundError } from '../../infra/kernel/errors.ts';
 import type { AuthEnv } from '../http/auth.ts';
 import type { Clock } from '../ports.ts';
-import { iso } from '../use-cases/get-job.ts';
+import { iso } from '../resources/job-resource.ts';
 import { createDeliveryStore, DELIVERY_STATES, type Delivery } from '../webhooks/delivery-store.ts';
 import { createWebhookSecrets, type TenantSecret } from '../webhooks/secrets.ts';
 

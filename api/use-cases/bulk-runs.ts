@@ -8,22 +8,11 @@ import type { BulkRunRequest, BulkRuns, BulkRunView } from '../../infra/contract
 import { RUN_ID_PATTERN } from '../../infra/bulk/index.ts';
 import { InvalidInputError, NotFoundError } from '../../infra/kernel/errors.ts';
 import { parseWebhookSpec } from '../webhooks/webhook-spec.ts';
-import { iso } from './get-job.ts';
 
 export interface BulkRunUseCaseDeps {
   bulkRuns: BulkRuns;
   /** WEBHOOK_ALLOWED_PRIVATE_HOSTS. */
   webhookAllowedPrivateHosts: readonly string[];
-}
-
-/** GET /v1/bulk-runs/{id}: the run view with ISO times (progress fields as in the contract). */
-export interface BulkRunResource extends Omit<BulkRunView, 'tenant' | 'deadline' | 'createdAt' | 'startedAt' | 'finishedAt' | 'progress'> {
-  deadline?: string;
-  progress: Omit<BulkRunView['progress'], 'etaAt'> & { etaAt?: string };
-  createdAt: string;
-  startedAt?: string;
-  finishedAt?: string;
-  links: { self: string };
 }
 
 /** `created` is false when the request named an existing run of this tenant (a resume). */
@@ -61,21 +50,6 @@ export async function cancelBulkRun(
   // It may have ended between the read and the cancel.
   if (run.status === 'succeeded' || run.status === 'failed') throw finished(run);
   return run;
-}
-
-export function toBulkRunResource(run: BulkRunView): BulkRunResource {
-  const { tenant: _tenant, deadline, createdAt, startedAt, finishedAt, progress, ...rest } = run;
-  const { etaAt, ...counts } = progress;
-  const resource: BulkRunResource = {
-    ...rest,
-    progress: etaAt === undefined ? counts : { ...counts, etaAt: iso(etaAt) },
-    createdAt: iso(createdAt),
-    links: { self: `/v1/bulk-runs/${run.id}` },
-  };
-  if (deadline !== undefined) resource.deadline = iso(deadline);
-  if (startedAt !== undefined) resource.startedAt = iso(startedAt);
-  if (finishedAt !== undefined) resource.finishedAt = iso(finishedAt);
-  return resource;
 }
 
 /**

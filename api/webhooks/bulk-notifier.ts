@@ -12,8 +12,8 @@
 import type { BulkRunView, BulkWebhookEvent } from '../../infra/contracts/bulk.ts';
 import type { Clock } from '../../infra/kernel/clock.ts';
 import type { WebhookEvent } from '../../infra/contracts/webhook.ts';
-import { iso } from '../use-cases/get-job.ts';
-import { type BulkRunResource, toBulkRunResource } from '../use-cases/bulk-runs.ts';
+import { type BulkRunResource, toBulkRunResource } from '../resources/bulk-run-resource.ts';
+import { iso } from '../resources/job-resource.ts';
 import type { DeliveryStore } from './delivery-store.ts';
 
 /** `bulk.progress` webhooks of one run at most this often: what the dispatcher and the CLI ask their drivers for. */

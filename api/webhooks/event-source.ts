@@ -28,7 +28,7 @@ import type { Clock } from '../../infra/kernel/clock.ts';
 import { jobView } from '../../infra/queue/job-queue.ts';
 import type { JobData, JobResult, JobStatus } from '../../infra/contracts/job.ts';
 import type { WebhookEvent } from '../../infra/contracts/webhook.ts';
-import { iso, toJobResource, type JobResource } from '../use-cases/get-job.ts';
+import { iso, toJobResource, type JobResource } from '../resources/job-resource.ts';
 import type { DeliveryStore } from './delivery-store.ts';
 
 export interface EventSourceLog {

@@ -4,5 +4,4 @@ export { planVersion } from './controller-plan.ts';
 export { scalerSettingsFrom } from './controller.ts';
 export { createDecisionLog, type DecisionRecord, type ScalerAction } from './decision-log.ts';
 export { forecastArrivals } from './forecast.ts';
-export { scalerMain, startScaler } from './main.ts';
 export { decide } from './policy.ts';

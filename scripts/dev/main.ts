@@ -23,7 +23,7 @@ import { NotFoundError } from '../../infra/kernel/errors.ts';
 import { closeAll, onShutdownSignals } from '../../infra/kernel/lifecycle.ts';
 import { createLogger } from '../../infra/kernel/log.ts';
 import { createLocalProvider } from '../../infra/pool/index.ts';
-import { startScaler } from '../../infra/scaler/index.ts';
+import { startScaler } from '../../infra/scaler/main.ts';
 import { closeRedis, createRedis } from '../../infra/redis/client.ts';
 import { listHeartbeats } from '../../infra/fleet/worker-states.ts';
 import { type WorkerState } from '../../infra/contracts/worker-state.ts';
