@@ -10,7 +10,7 @@
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createDeploymentStore } from '../infra/deployments/deployment-store.ts';
-import { metricsKey } from '../infra/telemetry/metrics.ts';
+import { metricsKey } from '../infra/redis/keys.ts';
 import { defaultGroupName } from '../infra/pool/asg-provider.ts';
 import { closeRedis, createRedis, type RedisClient } from '../infra/redis/client.ts';
 import { createScalerLambda, type ScalerLambda } from '../infra/scaler/lambda.ts';

@@ -17,7 +17,7 @@ import { queueName, type JobData, type JobResult, type JobView } from '../infra/
 import { applyKeyMigration, planKeyMigration } from '../infra/redis/key-migration.ts';
 import { closeRedis } from '../infra/redis/client.ts';
 import { isClusterUrl } from '../infra/kernel/redis-url.ts';
-import { workerKey } from '../infra/fleet/worker-states.ts';
+import { workerKey } from '../infra/redis/keys.ts';
 import { migrateKeysMain } from '../scripts/commands/migrate-keys.ts';
 import { redisPrefixes, testEnv, testServices } from './support/services.ts';
 

@@ -4,12 +4,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   createApiMetrics,
   createWorkerMetrics,
-  metricsKey,
   publishMetricsSnapshot,
   readMetricsSnapshots,
   renderClusterMetrics,
 } from '../infra/telemetry/metrics.ts';
 import { closeRedis, createRedis, deleteMany, type RedisClient, scanKeys } from '../infra/redis/client.ts';
+import { metricsKey } from '../infra/redis/keys.ts';
 import { testServices, uniqueId } from './support/services.ts';
 
 describe('metrics snapshots in Redis', () => {

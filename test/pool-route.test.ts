@@ -20,7 +20,8 @@ import { createScalerController } from '../infra/scaler/controller.ts';
 import { forecastArrivals } from '../infra/scaler/forecast.ts';
 import { decide } from '../infra/scaler/policy.ts';
 import { createQueueStats } from '../infra/queue/queue-stats.ts';
-import { workerKey, type HeartbeatPayload } from '../infra/fleet/worker-states.ts';
+import type { HeartbeatPayload } from '../infra/fleet/worker-states.ts';
+import { workerKey } from '../infra/redis/keys.ts';
 import { testServices, uniqueId } from './support/services.ts';
 
 const redis = createRedis(testServices().redisUrl);

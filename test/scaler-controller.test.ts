@@ -12,7 +12,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../infra/kernel/clock.ts';
 import { createDeploymentStore, type DeploymentInput } from '../infra/deployments/deployment-store.ts';
 import { queueName } from '../infra/contracts/job.ts';
-import { metricsKey } from '../infra/telemetry/metrics.ts';
+import { metricsKey, workerKey } from '../infra/redis/keys.ts';
 import { closeRedis, createRedis } from '../infra/redis/client.ts';
 import { createArrivalHistory } from '../infra/telemetry/arrival-history.ts';
 import type {
@@ -29,7 +29,7 @@ import { createDecisionLog } from '../infra/scaler/decision-log.ts';
 import { forecastArrivals } from '../infra/scaler/forecast.ts';
 import { decide } from '../infra/scaler/policy.ts';
 import { createQueueStats, type QueueStats } from '../infra/queue/queue-stats.ts';
-import { workerKey, type HeartbeatPayload } from '../infra/fleet/worker-states.ts';
+import type { HeartbeatPayload } from '../infra/fleet/worker-states.ts';
 import { type WorkerState } from '../infra/contracts/worker-state.ts';
 import { redisPrefixes, testServices } from './support/services.ts';
 

@@ -5,7 +5,8 @@
  */
 import { afterEach, beforeEach, expect, it } from 'vitest';
 import { closeRedis, createRedis, type RedisClient } from '../infra/redis/client.ts';
-import { controlChannel, controlStateKey, sendControl, type ControlCommand } from '../infra/fleet/worker-control.ts';
+import { sendControl, type ControlCommand } from '../infra/fleet/worker-control.ts';
+import { controlChannel, controlStateKey } from '../infra/redis/keys.ts';
 import { testServices, uniqueId } from '../test/support/services.ts';
 import { createControlListener, type ControlListener } from './control.ts';
 

@@ -10,13 +10,8 @@
  */
 import type { RedisClient } from '../infra/redis/client.ts';
 import { closeRedis } from '../infra/redis/client.ts';
-import {
-  controlChannel,
-  parseControlMessage,
-  readControl,
-  type ControlCommand,
-  type ControlMessage,
-} from '../infra/fleet/worker-control.ts';
+import { controlChannel } from '../infra/redis/keys.ts';
+import { parseControlMessage, readControl, type ControlCommand, type ControlMessage } from '../infra/fleet/worker-control.ts';
 
 export interface ControlListenerOptions {
   /** For GET; shared with the worker's other commands. */

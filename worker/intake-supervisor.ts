@@ -24,6 +24,7 @@ import { queueName, type JobData, type JobResult } from '../infra/contracts/job.
 import type { Logger } from '../infra/kernel/log.ts';
 import type { ModelManifest } from '../infra/contracts/manifest.ts';
 import { closeRedis, duplicateClient, type RedisClient } from '../infra/redis/client.ts';
+import { queueKey } from '../infra/redis/keys.ts';
 import type { IntakeGate } from './intake.ts';
 import { createIntakeWatchdog, type IntakeWatchdog, type StallInfo } from './intake-watchdog.ts';
 
@@ -149,7 +150,7 @@ export class IntakeSupervisor {
   /** wait + prioritized of this queue, or undefined when Redis does not answer within 2 s. */
   private async waitingJobs(): Promise<number | undefined> {
     const { redis, prefix, manifest } = this.deps;
-    const key = (type: string) => `${prefix}:${queueName(manifest.name, manifest.version)}:${type}`;
+    const key = (type: string) => queueKey(prefix, queueName(manifest.name, manifest.version), type);
     const counts = Promise.all([redis.llen(key('wait')), redis.zcard(key('prioritized'))]).then(([w, p]) => w + p);
     return within(counts, 2_000);
   }

@@ -150,7 +150,7 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
       onBeat: async () => {
         // Every beat re-reads the desired state: a missed doorbell is caught here.
         await this.control?.check();
-        await publishMetricsSnapshot(redis, `${config.queuePrefix}:metrics:${this.id}`, this.metricsRegistry, config.worker.heartbeatTtlMs);
+        await publishMetricsSnapshot(redis, metricsKey(config.queuePrefix, this.id), this.metricsRegistry, config.worker.heartbeatTtlMs);
       },
       onError: (err) => log.warn({ err }, 'heartbeat failed'),
     });

@@ -10,6 +10,7 @@
  */
 import { Hono } from 'hono';
 import type { RedisClient } from '../../infra/redis/client.ts';
+import { decisionStreamKey } from '../../infra/redis/keys.ts';
 import type { z } from 'zod';
 import type { Clock } from '../../infra/kernel/clock.ts';
 import { createDeploymentStore } from '../../infra/deployments/deployment-store.ts';

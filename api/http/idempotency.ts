@@ -18,6 +18,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { systemClock, type Clock } from '../../infra/kernel/clock.ts';
 import { InvalidInputError } from '../../infra/kernel/errors.ts';
+import { idempotencyKey } from '../../infra/redis/keys.ts';
 
 /** The slice of ioredis this module uses. */
 export interface IdempotencyRedis {
@@ -83,7 +84,7 @@ export function createIdempotencyStore(redis: IdempotencyRedis, options: Idempot
 
   return {
     async claim<T>(scope: string, key: string, fingerprint: string): Promise<IdempotencyClaim<T>> {
-      const redisKey = `${options.prefix}:idem:${scope}:${sha256(key)}`;
+      const redisKey = idempotencyKey(options.prefix, scope, sha256(key));
       const started = clock.now();
       for (;;) {
         const pending = JSON.stringify({ state: 'pending', fingerprint, token: randomBytes(9).toString('base64url') });

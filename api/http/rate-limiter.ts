@@ -12,6 +12,7 @@
  * the script text) when Redis does not have it yet. Sending the text with every request cost
  * the API 8–10% of its CPU (docs/BENCHMARKS.md).
  */
+import { rateLimitKey } from '../../infra/redis/keys.ts';
 
 /** The slice of ioredis this module uses: the command is defined once and then called by name. */
 export interface RateLimitRedis {
@@ -72,7 +73,7 @@ export function createRateLimiter(redis: RateLimitRedis, options: { prefix: stri
   const commands = redis as unknown as Record<typeof COMMAND, TakeCommand>;
   return {
     async take(key, { now, rps, burst }) {
-      const reply = (await commands[COMMAND](`${options.prefix}:ratelimit:${key}`, Math.floor(now), rps, burst)) as [number, number];
+      const reply = (await commands[COMMAND](rateLimitKey(options.prefix, key), Math.floor(now), rps, burst)) as [number, number];
       return { allowed: reply[0] === 1, retryAfterMs: reply[1] };
     },
   };

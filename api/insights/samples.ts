@@ -15,6 +15,7 @@
  *   <prefix>:dashboard:due:<model>       the guard
  */
 import { getMany, scanKeys, type RedisClient } from '../../infra/redis/client.ts';
+import { dashboardKey, metricsKey } from '../../infra/redis/keys.ts';
 import type { Clock } from '../../infra/kernel/clock.ts';
 import { countWorkers } from '../../infra/scaler/index.ts';
 import type { Backlog } from '../../infra/contracts/pool.ts';
@@ -49,7 +50,7 @@ const CLOCK_SLACK_MS = 60_000;
 export function createPoolSamples(deps: PoolSamplesDeps): PoolSamples {
   const minIntervalMs = deps.minIntervalMs ?? 2_000;
   const maxLen = deps.maxLen ?? 3_600;
-  const key = (kind: string, model: string) => `${deps.prefix}:dashboard:${kind}:${model}`;
+  const key = (kind: 'due' | 'counters' | 'samples', model: string) => dashboardKey(deps.prefix, kind, model);
 
   async function sampleIfDue(target: { model: string; versions: readonly string[] }): Promise<boolean> {
     const { model } = target;
@@ -91,7 +92,7 @@ export function createPoolSamples(deps: PoolSamplesDeps): PoolSamples {
 
 /** Every worker's published counters for `model` (infra/telemetry/metrics.ts snapshots), by worker id. */
 async function readCounters(redis: SamplesRedis, prefix: string, model: string): Promise<CountersByWorker> {
-  const head = `${prefix}:metrics:`;
+  const head = metricsKey(prefix, '');
   const keys: string[] = [];
   // Every master of a Redis Cluster, and per-key reads there (the keys lie in many slots).
   for await (const batch of scanKeys(redis, `${head.replace(/[*?[\]\\]/g, '\\$&')}*`, 200)) keys.push(...batch);

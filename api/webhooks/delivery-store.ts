@@ -20,6 +20,7 @@
  */
 import type { RedisClient } from '../../infra/redis/client.ts';
 import { randomBytes } from 'node:crypto';
+import { webhookDeliveryKey, webhookDueKey, webhookIndexKey } from '../../infra/redis/keys.ts';
 import type { BulkWebhookEvent } from '../../infra/contracts/bulk.ts';
 import type { WebhookEvent } from '../../infra/contracts/webhook.ts';
 
@@ -150,10 +151,9 @@ return 'replayed'
 export function createDeliveryStore(redis: RedisClient, prefix: string, options: DeliveryStoreOptions = {}): DeliveryStore {
   const leaseMs = options.leaseMs ?? 60_000;
   const retentionMs = options.retentionMs ?? 7 * DAY_MS;
-  const base = `${prefix}:{webhooks}:`;
-  const hashKey = (id: string) => `${base}delivery:${id}`;
-  const dueKey = `${base}due`;
-  const indexKey = (tenant: string, state: DeliveryState) => `${base}index:${tenant}:${state}`;
+  const hashKey = (id: string) => webhookDeliveryKey(prefix, id);
+  const dueKey = webhookDueKey(prefix);
+  const indexKey = (tenant: string, state: DeliveryState) => webhookIndexKey(prefix, tenant, state);
 
   async function load(ids: string[]): Promise<Array<Record<string, string> | null>> {
     if (ids.length === 0) return [];
@@ -205,7 +205,8 @@ export function createDeliveryStore(redis: RedisClient, prefix: string, options:
         String(limit),
         String(now + leaseMs),
         claim,
-        `${base}delivery:`,
+        // The head the script appends each claimed id to.
+        hashKey(''),
       )) as string[];
       const hashes = await load(ids);
       const claimed: ClaimedDelivery[] = [];
@@ -261,7 +262,8 @@ export function createDeliveryStore(redis: RedisClient, prefix: string, options:
         tenant,
         String(now),
         id,
-        `${base}index:${tenant}:`,
+        // The head the script appends the delivery's former state to.
+        webhookIndexKey(prefix, tenant, ''),
       );
       return result as ReplayResult;
     },

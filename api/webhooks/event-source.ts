@@ -24,6 +24,7 @@
  */
 import { Job, Queue } from 'bullmq';
 import { isCluster, scanKeys, type RedisClient } from '../../infra/redis/client.ts';
+import { webhookCursorKey } from '../../infra/redis/keys.ts';
 import type { Clock } from '../../infra/kernel/clock.ts';
 import { jobView } from '../../infra/queue/job-queue.ts';
 import type { JobData, JobResult, JobStatus } from '../../infra/contracts/job.ts';
@@ -84,7 +85,7 @@ export function createEventSource(deps: EventSourceDeps): { run(signal: AbortSig
   const batchSize = deps.batchSize ?? 100;
   const clusterPollMs = deps.clusterPollMs ?? 100;
   const streamPrefix = `${deps.prefix}:`;
-  const cursorKey = (queue: string) => `${deps.prefix}:{webhooks}:cursor:${queue}`;
+  const cursorKey = (queue: string) => webhookCursorKey(deps.prefix, queue);
   /** Queue name → the id of the last entry handled. */
   const cursors = new Map<string, string>();
   const queues = new Map<string, Queue<JobData, JobResult>>();

@@ -18,7 +18,8 @@ import { createDeploymentStore } from '../../infra/deployments/deployment-store.
 import { createBulkWiring } from '../../infra/bulk/index.ts';
 import { BULK_PROGRESS_WEBHOOK_INTERVAL_MS, createBulkNotifier } from './bulk-notifier.ts';
 import { Registry } from 'prom-client';
-import { metricsKey, publishMetricsSnapshot } from '../../infra/telemetry/metrics.ts';
+import { metricsKey } from '../../infra/redis/keys.ts';
+import { publishMetricsSnapshot } from '../../infra/telemetry/metrics.ts';
 import { createWebhookMetrics } from './delivery-metrics.ts';
 import { createDispatcher } from './dispatcher.ts';
 

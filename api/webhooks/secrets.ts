@@ -8,6 +8,7 @@
  */
 import type { RedisClient } from '../../infra/redis/client.ts';
 import type { Clock } from '../../infra/kernel/clock.ts';
+import { webhookSecretKey } from '../../infra/redis/keys.ts';
 import { newSecret } from './signing.ts';
 
 export interface TenantSecret {
@@ -36,7 +37,7 @@ return 1
 `;
 
 export function createWebhookSecrets(redis: RedisClient, prefix: string, clock: Pick<Clock, 'now'>): WebhookSecrets {
-  const key = (tenant: string) => `${prefix}:webhooks:secret:${tenant}`;
+  const key = (tenant: string) => webhookSecretKey(prefix, tenant);
 
   async function read(tenant: string, now: number): Promise<TenantSecret> {
     // HSETNX: two first uses at once agree on one secret.

@@ -8,6 +8,7 @@
  * Key: `<prefix>:bulk:capacity:<model>`, a hash runId → JSON entry.
  */
 import type { RedisClient } from '../redis/client.ts';
+import { bulkCapacityKey } from '../redis/keys.ts';
 
 export const CAPACITY_REQUEST_TTL_MS = 60_000;
 
@@ -25,8 +26,6 @@ export interface CapacityRequest {
   runs: string[];
 }
 
-const key = (prefix: string, model: string) => `${prefix}:bulk:capacity:${model}`;
-
 export async function publishCapacityRequest(
   redis: Pick<RedisClient, 'hset' | 'pexpire'>,
   prefix: string,
@@ -35,12 +34,12 @@ export async function publishCapacityRequest(
   now: number,
   ttlMs = CAPACITY_REQUEST_TTL_MS,
 ): Promise<void> {
-  await redis.hset(key(prefix, model), entry.runId, JSON.stringify({ ...entry, expiresAt: now + ttlMs }));
-  await redis.pexpire(key(prefix, model), ttlMs);
+  await redis.hset(bulkCapacityKey(prefix, model), entry.runId, JSON.stringify({ ...entry, expiresAt: now + ttlMs }));
+  await redis.pexpire(bulkCapacityKey(prefix, model), ttlMs);
 }
 
 export async function clearCapacityRequest(redis: Pick<RedisClient, 'hdel'>, prefix: string, model: string, runId: string): Promise<void> {
-  await redis.hdel(key(prefix, model), runId);
+  await redis.hdel(bulkCapacityKey(prefix, model), runId);
 }
 
 /** The live requests for a model, summed; undefined when there are none. Expired entries are dropped. */
@@ -50,7 +49,7 @@ export async function readCapacityRequest(
   model: string,
   now: number,
 ): Promise<CapacityRequest | undefined> {
-  const all = await redis.hgetall(key(prefix, model));
+  const all = await redis.hgetall(bulkCapacityKey(prefix, model));
   const live: CapacityEntry[] = [];
   const stale: string[] = [];
   for (const [runId, json] of Object.entries(all)) {
@@ -58,7 +57,7 @@ export async function readCapacityRequest(
     if (entry && entry.expiresAt > now && Number.isFinite(entry.rowsPerSecondNeeded)) live.push(entry);
     else stale.push(runId);
   }
-  if (stale.length > 0) await redis.hdel(key(prefix, model), ...stale);
+  if (stale.length > 0) await redis.hdel(bulkCapacityKey(prefix, model), ...stale);
   if (live.length === 0) return undefined;
   return { rowsPerSecondNeeded: live.reduce((sum, e) => sum + Math.max(0, e.rowsPerSecondNeeded), 0), runs: live.map((e) => e.runId) };
 }

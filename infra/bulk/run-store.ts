@@ -19,6 +19,7 @@
  * here; the chunk jobs are in the model queues, which spread over the shards.)
  */
 import type { RedisClient } from '../redis/client.ts';
+import { bulkRunKey, bulkRunLeaseKey, bulkRunningKey, bulkRunObjectsKey, bulkRunOutstandingKey, bulkRunPartsKey } from '../redis/keys.ts';
 import type { BadRow, BulkPartResult, BulkProgress, BulkRunSpec, BulkRunStatus, BulkRunView } from '../contracts/bulk.ts';
 import { formatS3Url } from './s3-url.ts';
 
@@ -91,12 +92,18 @@ return 1`;
 export type RunStore = ReturnType<typeof createRunStore>;
 
 export function createRunStore(redis: RedisClient, prefix: string) {
-  const running = `${prefix}:{bulk}:running`;
-  const rec = (id: string) => `${prefix}:{bulk}:run:${id}`;
-  const keys = (id: string) => [rec(id), running, `${rec(id)}:parts`, `${rec(id)}:objects`, `${rec(id)}:outstanding`];
+  const running = bulkRunningKey(prefix);
+  const rec = (id: string) => bulkRunKey(prefix, id);
+  const keys = (id: string) => [
+    rec(id),
+    running,
+    bulkRunPartsKey(prefix, id),
+    bulkRunObjectsKey(prefix, id),
+    bulkRunOutstandingKey(prefix, id),
+  ];
 
   return {
-    leaseKey: (id: string) => `${rec(id)}:lease`,
+    leaseKey: (id: string) => bulkRunLeaseKey(prefix, id),
 
     /** Creates the record; false when one with this id exists already (nothing written). */
     async create(spec: BulkRunSpec): Promise<boolean> {

@@ -12,6 +12,7 @@
  *   <prefix>:canary:breach:<model>:<version>   JSON Breach, expiring once it is too old to continue
  */
 import type { RedisClient } from '../redis/client.ts';
+import { canaryBreachKey } from '../redis/keys.ts';
 import { stableVersion, type VersionWeight } from '../deployments/deployment-store.ts';
 import type { OutcomeStore, WindowStats } from './outcomes.ts';
 import { judgeCanary, type Breach, type CanaryPolicy, type Verdict } from './verdict.ts';
@@ -64,7 +65,7 @@ export function splitOf(versions: readonly VersionWeight[]): Split | null {
 }
 
 export function createAssessor(deps: AssessorDeps): Assessor {
-  const breachKey = (model: string, version: string) => `${deps.prefix}:canary:breach:${model}:${version}`;
+  const breachKey = (model: string, version: string) => canaryBreachKey(deps.prefix, model, version);
   // Past this a carried breach could not continue anyway (its lastSeenAt is too old).
   const breachTtlMs = Math.max(1000, 2 * deps.maxGapMs);
 

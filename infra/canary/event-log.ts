@@ -7,6 +7,7 @@
  * rollback leave one event.
  */
 import type { RedisClient } from '../redis/client.ts';
+import { canaryEventsKey } from '../redis/keys.ts';
 import type { WindowStats } from './outcomes.ts';
 
 /** Events kept per model. */
@@ -33,17 +34,15 @@ export interface CanaryEvent {
   canary: VersionSnapshot;
 }
 
-const key = (prefix: string, model: string) => `${prefix}:canary:events:${model}`;
-
 export async function recordCanaryEvent(redis: RedisClient, prefix: string, event: CanaryEvent): Promise<void> {
   await redis
     .multi()
-    .lpush(key(prefix, event.model), JSON.stringify(event))
-    .ltrim(key(prefix, event.model), 0, CANARY_EVENTS_KEPT - 1)
+    .lpush(canaryEventsKey(prefix, event.model), JSON.stringify(event))
+    .ltrim(canaryEventsKey(prefix, event.model), 0, CANARY_EVENTS_KEPT - 1)
     .exec();
 }
 
 /** Newest first. */
 export async function listCanaryEvents(redis: RedisClient, prefix: string, model: string): Promise<CanaryEvent[]> {
-  return (await redis.lrange(key(prefix, model), 0, -1)).map((raw) => JSON.parse(raw) as CanaryEvent);
+  return (await redis.lrange(canaryEventsKey(prefix, model), 0, -1)).map((raw) => JSON.parse(raw) as CanaryEvent);
 }

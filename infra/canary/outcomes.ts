@@ -1,6 +1,6 @@
 /**
  * Outcomes per model version, over a sliding window, read from the BullMQ events stream of the
- * version's queue (`<prefix>:infer.<model>.<version>:events`, the stream the webhook dispatcher
+ * version's queue (`<prefix>:{infer.<model>.<version>}:events`, the stream the webhook dispatcher
  * reads too) and kept as compact aggregates in Redis, so that any number of guard processes
  * share them and none keeps state in memory across restarts:
  *
@@ -27,6 +27,7 @@
  * from; a reader that lost the race drops its batch (the winner counted it) and stops.
  */
 import type { RedisClient } from '../redis/client.ts';
+import { canaryAggKey, canaryCursorKey, queueKey } from '../redis/keys.ts';
 import { parseFailure } from '../queue/job-queue.ts';
 import { queueName } from '../contracts/job.ts';
 import { bucketIndex, estimateQuantile, type LatencyCounts } from './latency-histogram.ts';
@@ -119,9 +120,9 @@ export function createOutcomeStore(deps: OutcomeStoreDeps): OutcomeStore {
   const maxBatches = deps.maxBatches ?? 20;
   // A bucket outlives the window it can fall in, with a bucket to spare for clock skew.
   const bucketTtlMs = deps.windowMs + 2 * BUCKET_MS;
-  const streamKey = (queue: string) => `${deps.prefix}:${queue}:events`;
-  const cursorKey = (queue: string) => `${deps.prefix}:canary:cursor:${queue}`;
-  const aggKey = (queue: string, bucket: number) => `${deps.prefix}:canary:agg:${queue}:${bucket}`;
+  const streamKey = (queue: string) => queueKey(deps.prefix, queue, 'events');
+  const cursorKey = (queue: string) => canaryCursorKey(deps.prefix, queue);
+  const aggKey = (queue: string, bucket: number) => canaryAggKey(deps.prefix, queue, bucket);
 
   /** Reads and applies one batch; the new cursor, or null when there was nothing or the race was lost. */
   async function step(queue: string, stored: string | null, now: number): Promise<{ cursor: string; read: number } | null> {

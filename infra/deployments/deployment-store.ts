@@ -26,6 +26,7 @@
  * one that is full.
  */
 import type { RedisClient } from '../redis/client.ts';
+import { deploymentHistoryKey, deploymentsKey } from '../redis/keys.ts';
 import { InvalidInputError, NotFoundError } from '../kernel/errors.ts';
 import { MODEL_NAME_PATTERN, VERSION_PATTERN } from '../contracts/manifest.ts';
 
@@ -285,8 +286,8 @@ export function createDeploymentStore(
   options: DeploymentStoreOptions | (() => number) = {},
 ): DeploymentStore {
   const { now = Date.now, historyLimit = DEFAULT_HISTORY_LIMIT } = typeof options === 'function' ? { now: options } : options;
-  const key = `${prefix}:{deployments}`;
-  const historyKey = (model: string) => `${prefix}:{deployments}:history:${model}`;
+  const key = deploymentsKey(prefix);
+  const historyKey = (model: string) => deploymentHistoryKey(prefix, model);
 
   const get = async (model: string) => {
     const raw = await redis.hget(key, model);

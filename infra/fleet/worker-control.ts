@@ -17,6 +17,7 @@
  * "no change", so a key that expired leaves the worker where it was.
  */
 import type { RedisClient } from '../redis/client.ts';
+import { controlChannel, controlStateKey } from '../redis/keys.ts';
 import type { WorkerState } from '../contracts/worker-state.ts';
 
 export const CONTROL_COMMANDS = ['activate', 'standby', 'drain'] as const;
@@ -31,14 +32,6 @@ export interface ControlMessage {
 
 /** Three default heartbeat TTLs (infra/kernel/config.ts HEARTBEAT_TTL_MS = 10 s). */
 export const DEFAULT_CONTROL_TTL_MS = 30_000;
-
-export function controlChannel(prefix: string, workerId: string): string {
-  return `${prefix}:control:${workerId}`;
-}
-
-export function controlStateKey(prefix: string, workerId: string): string {
-  return `${prefix}:control-state:${workerId}`;
-}
 
 /** The state a command leads to once applied. */
 export function stateFor(command: ControlCommand): WorkerState {

@@ -1,11 +1,7 @@
 /** Workers' heartbeats in Redis (DESIGN §6): written by each worker, read by the pool view, the scaler and tools. */
 import { getMany, scanKeys, type RedisClient } from '../redis/client.ts';
+import { workerKey } from '../redis/keys.ts';
 import type { WorkerState } from '../contracts/worker-state.ts';
-
-/** Redis key of a worker's heartbeat. */
-export function workerKey(prefix: string, workerId: string): string {
-  return `${prefix}:workers:${workerId}`;
-}
 
 /** What a worker publishes with each heartbeat (DESIGN §6), read by the pool view and tools. */
 export interface HeartbeatPayload {

@@ -21,6 +21,8 @@
  * webhooks:secret:*, bulk:capacity:*, workers:*, control*, scaler*, arrivals/completions,
  * metrics, dashboard, result, idem, ratelimit, canary:events/breach. No value holds a key name.
  *
+ * The new names come from keys.ts (its table lists every family); the old ones exist only here.
+ *
  * Plan, then apply. Planning only reads (SCAN, never KEYS). Applying is idempotent: each rename
  * is one script that renames only while the source exists and the target does not, so a re-run
  * after a crash finishes the rest, and a target that exists is a conflict, reported and never
@@ -36,6 +38,7 @@ import type { Redis } from 'ioredis';
 import { InvalidInputError } from '../kernel/errors.ts';
 import { parseQueueName, queueName } from '../contracts/job.ts';
 import { scanKeys } from './client.ts';
+import { BULK_TAG, DEPLOYMENTS_TAG, jobIndexKey, scalerLeaderKey, WEBHOOKS_TAG, webhookCursorKey, workerKey } from './keys.ts';
 
 export const KEY_FAMILIES = ['queue', 'deployments', 'webhooks', 'bulk', 'canary'] as const;
 export type KeyFamily = (typeof KEY_FAMILIES)[number];
@@ -98,20 +101,20 @@ const TAGGED_HEADS: ReadonlyArray<{ family: KeyFamily; test: (rest: string) => b
     family: 'deployments',
     test: (r) => r === 'deployments' || r.startsWith('deployments:history:'),
     from: 'deployments',
-    to: '{deployments}',
+    to: DEPLOYMENTS_TAG,
   },
   {
     family: 'webhooks',
     test: (r) => r === 'webhooks:due' || r.startsWith('webhooks:delivery:') || r.startsWith('webhooks:index:'),
     from: 'webhooks',
-    to: '{webhooks}',
+    to: WEBHOOKS_TAG,
   },
-  { family: 'bulk', test: (r) => r === 'bulk:running' || r.startsWith('bulk:run:'), from: 'bulk', to: '{bulk}' },
+  { family: 'bulk', test: (r) => r === 'bulk:running' || r.startsWith('bulk:run:'), from: 'bulk', to: BULK_TAG },
 ];
 
-/** Keys of ours that embed a queue name after a fixed head (`to`: the head's new name, when it moves too). */
-const QUEUE_NAMED_HEADS: ReadonlyArray<{ family: KeyFamily; head: string; to?: string }> = [
-  { family: 'webhooks', head: 'webhooks:cursor:', to: '{webhooks}:cursor:' },
+/** Keys of ours that embed a queue name after a fixed head (`to`: the head's new name under a prefix, when it moves too). */
+const QUEUE_NAMED_HEADS: ReadonlyArray<{ family: KeyFamily; head: string; to?: (prefix: string) => string }> = [
+  { family: 'webhooks', head: 'webhooks:cursor:', to: (prefix) => webhookCursorKey(prefix, '') },
   { family: 'canary', head: 'canary:cursor:' },
   { family: 'canary', head: 'canary:agg:' },
 ];
@@ -129,10 +132,10 @@ export function migratedKey(prefix: string, key: string): { family: KeyFamily; t
   for (const t of TAGGED_HEADS) {
     if (t.test(rest)) return { family: t.family, to: head + t.to + rest.slice(t.from.length) };
   }
-  for (const { family, head: named, to = named } of QUEUE_NAMED_HEADS) {
+  for (const { family, head: named, to } of QUEUE_NAMED_HEADS) {
     if (!rest.startsWith(named)) continue;
     const moved = retagQueueHead(rest.slice(named.length));
-    if (moved !== null) return { family, to: head + to + moved };
+    if (moved !== null) return { family, to: (to ? to(prefix) : head + named) + moved };
   }
   return null;
 }
@@ -147,9 +150,10 @@ export function liveProcessSign(prefix: string, key: string): string | null {
   const head = `${prefix}:`;
   if (!key.startsWith(head)) return null;
   const rest = key.slice(head.length);
-  if (rest.startsWith('workers:')) return `worker heartbeat ${key}`;
-  if (rest === 'scaler:leader' || rest === 'scaler-shadow:leader') return `scaler leader lock ${key}`;
+  if (key.startsWith(workerKey(prefix, ''))) return `worker heartbeat ${key}`;
+  if (key === scalerLeaderKey(prefix, false) || key === scalerLeaderKey(prefix, true)) return `scaler leader lock ${key}`;
   if (rest.endsWith(':lock') && migratedKey(prefix, key)?.family === 'queue') return `old-version BullMQ job lock ${key}`;
+  // The old layout's lease: an old-version bulk run still drives.
   if (rest.startsWith('bulk:run:') && rest.endsWith(':lease')) return `bulk run lease ${key}`;
   return null;
 }
@@ -208,7 +212,7 @@ export async function planKeyMigration(redis: Redis, prefix: string): Promise<Ke
     for (const key of batch) {
       const moved = migratedKey(prefix, key);
       if (moved) renames.set(key, { family: moved.family, from: key, to: moved.to });
-      if (key.startsWith(`${prefix}:job:`)) indexKeys.add(key);
+      if (key.startsWith(jobIndexKey(prefix, ''))) indexKeys.add(key);
       const sign = liveProcessSign(prefix, key);
       if (sign) live.add(sign);
     }

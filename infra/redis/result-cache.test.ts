@@ -2,9 +2,15 @@
 import { describe, expect, it } from 'vitest';
 import { useTestRedis } from '../../test/support/services.ts';
 import type { OipTensor } from '../contracts/oip.ts';
-import { createResultCache, requestDigest, resultCacheKey, type CacheTarget } from './result-cache.ts';
+import { resultCacheKey } from './keys.ts';
+import { createResultCache, requestDigest, type CacheTarget } from './result-cache.ts';
 
 const { redis, prefixes } = useTestRedis();
+
+/** Where the cache keeps `t`'s entry. */
+function entryKey(prefix: string, t: CacheTarget): string {
+  return resultCacheKey(prefix, t.model, t.version, requestDigest(t));
+}
 
 function newPrefix(): string {
   return prefixes.take('rc');
@@ -47,8 +53,8 @@ describe('requestDigest', () => {
   });
 
   it('keeps model and version readable in the key, so one version never reads another’s entries', () => {
-    expect(resultCacheKey('p', target())).toMatch(/^p:result:scorer:1:[0-9a-f]{64}$/);
-    expect(resultCacheKey('p', target({ version: '2' }))).not.toBe(resultCacheKey('p', target()));
+    expect(entryKey('p', target())).toMatch(/^p:result:scorer:1:[0-9a-f]{64}$/);
+    expect(entryKey('p', target({ version: '2' }))).not.toBe(entryKey('p', target()));
   });
 });
 
@@ -65,7 +71,7 @@ describe('createResultCache', () => {
     });
     expect(await cache.get(target({ version: '2' }))).toBeNull();
     expect(await cache.get(target({ modelSha256: 'c'.repeat(64) }))).toBeNull();
-    const ttl = await redis.ttl(resultCacheKey(prefix, target()));
+    const ttl = await redis.ttl(entryKey(prefix, target()));
     expect(ttl).toBeGreaterThan(0);
     expect(ttl).toBeLessThanOrEqual(120);
   });
@@ -83,15 +89,15 @@ describe('createResultCache', () => {
     const big: OipTensor[] = [{ name: 'score', datatype: 'FP32', shape: [1, 100], data: new Array(100).fill(0.123456) }];
     expect(await cache.put(target(), { outputs: big, workerId: 'w1' })).toBe(false);
     expect(await cache.get(target())).toBeNull();
-    expect(await redis.exists(resultCacheKey(prefix, target()))).toBe(0);
+    expect(await redis.exists(entryKey(prefix, target()))).toBe(0);
   });
 
   it('reads an entry it cannot parse as a miss', async () => {
     const prefix = newPrefix();
     const cache = createResultCache(redis, { prefix });
-    await redis.set(resultCacheKey(prefix, target()), '{"outputs": "not a list"}');
+    await redis.set(entryKey(prefix, target()), '{"outputs": "not a list"}');
     expect(await cache.get(target())).toBeNull();
-    await redis.set(resultCacheKey(prefix, target()), '{truncated');
+    await redis.set(entryKey(prefix, target()), '{truncated');
     expect(await cache.get(target())).toBeNull();
   });
 });

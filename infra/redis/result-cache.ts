@@ -21,6 +21,7 @@
 import { createHash } from 'node:crypto';
 import type { JobData } from '../contracts/job.ts';
 import type { OipTensor } from '../contracts/oip.ts';
+import { resultCacheKey } from './keys.ts';
 
 /** How long an entry lives (the lead moves this to RESULT_CACHE_TTL_S in infra/kernel/config.ts). */
 export const DEFAULT_RESULT_CACHE_TTL_S = 3600;
@@ -69,23 +70,20 @@ export interface ResultCacheOptions {
 
 export function createResultCache(redis: ResultCacheRedis, options: ResultCacheOptions): ResultCache {
   const { prefix, ttlS = DEFAULT_RESULT_CACHE_TTL_S, maxBytes = DEFAULT_RESULT_CACHE_MAX_BYTES, now = Date.now } = options;
+  const key = (target: CacheTarget) => resultCacheKey(prefix, target.model, target.version, requestDigest(target));
   return {
     async get(target) {
-      const raw = await redis.get(resultCacheKey(prefix, target));
+      const raw = await redis.get(key(target));
       return raw === null ? null : parseEntry(raw);
     },
     async put(target, result) {
       const entry: CachedResult = { outputs: result.outputs, workerId: result.workerId, storedAt: now() };
       const json = JSON.stringify(entry);
       if (Buffer.byteLength(json) > maxBytes) return false;
-      await redis.set(resultCacheKey(prefix, target), json, 'EX', ttlS);
+      await redis.set(key(target), json, 'EX', ttlS);
       return true;
     },
   };
-}
-
-export function resultCacheKey(prefix: string, target: CacheTarget): string {
-  return `${prefix}:result:${target.model}:${target.version}:${requestDigest(target)}`;
 }
 
 /** sha256 (hex) of the canonical form described in the header. */

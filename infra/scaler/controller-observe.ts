@@ -73,9 +73,9 @@ export function countWorkers(workers: readonly ObservedWorker[]): WorkerCounts {
   return counts;
 }
 
-/** Per-worker throughput (see the header). Keys: `<ns>:worker-rate:<model>`. */
-export function createThroughputMeter(redis: Pick<RedisClient, 'get' | 'set'>, ns: string) {
-  const key = (model: string) => `${ns}:worker-rate:${model}`;
+/** Per-worker throughput (see the header), one key per model: scalerWorkerRateKey. `shadow`: a shadow scaler's own. */
+export function createThroughputMeter(redis: Pick<RedisClient, 'get' | 'set'>, prefix: string, shadow: boolean) {
+  const key = (model: string) => scalerWorkerRateKey(prefix, shadow, model);
   return {
     /** Folds this tick's busy samples in and returns rows/s per active worker (0 = unknown). */
     async observe(model: string, beats: readonly HeartbeatPayload[], backlog: Backlog): Promise<number> {
@@ -99,10 +99,10 @@ export function bestProfileRate(beats: readonly HeartbeatPayload[]): number {
 
 type ColdStartRedis = Pick<RedisClient, 'hgetall' | 'hsetnx' | 'hdel' | 'lpush' | 'ltrim' | 'lrange' | 'pexpire'>;
 
-/** Cold-start times (see the header). Keys: `<ns>:cold-start:<model>` (samples), `…:pending`. */
-export function createColdStartMeter(redis: ColdStartRedis, ns: string) {
-  const samplesKey = (model: string) => `${ns}:cold-start:${model}`;
-  const pendingKey = (model: string) => `${ns}:cold-start:${model}:pending`;
+/** Cold-start times (see the header), per model: samples (scalerColdStartKey) and launches being timed (…PendingKey). */
+export function createColdStartMeter(redis: ColdStartRedis, prefix: string, shadow: boolean) {
+  const samplesKey = (model: string) => scalerColdStartKey(prefix, shadow, model);
+  const pendingKey = (model: string) => scalerColdStartPendingKey(prefix, shadow, model);
 
   /** Records what this tick shows; returns the new samples (ms), for the histogram. */
   const observe = async (model: string, beats: readonly HeartbeatPayload[]): Promise<number[]> => {

@@ -42,7 +42,7 @@ import type { Registry } from 'prom-client';
 import type { Clock } from '../kernel/clock.ts';
 import type { Deployment, DeploymentStore } from '../deployments/deployment-store.ts';
 import { once } from '../kernel/lifecycle.ts';
-import { metricsKey, publishMetricsSnapshot } from '../telemetry/metrics.ts';
+import { publishMetricsSnapshot } from '../telemetry/metrics.ts';
 import { listHeartbeats, type HeartbeatPayload } from '../fleet/worker-states.ts';
 import {
   emptyPolicyMemory,
@@ -120,14 +120,13 @@ export function createScalerController(deps: ScalerControllerDeps): ScalerContro
   const tickMs = deps.tickMs ?? DEFAULT_SCALER_TICK_MS;
   const settings: ScalerSettings = { ...DEFAULT_SCALER_SETTINGS, ...deps.settings };
   const windowMs = deps.historyWindowMs ?? DEFAULT_HISTORY_WINDOW_MS;
-  const ns = `${deps.prefix}:${shadow ? 'scaler-shadow' : 'scaler'}`;
   const identity = deps.identity ?? `${os.hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
-  const lock = createLeaderLock(deps.redis, `${ns}:leader`, identity, deps.lockTtlMs ?? Math.max(5_000, 3 * tickMs));
+  const lock = createLeaderLock(deps.redis, scalerLeaderKey(deps.prefix, shadow), identity, deps.lockTtlMs ?? Math.max(5_000, 3 * tickMs));
   const decisions = createDecisionLog(deps.redis, deps.prefix);
-  const throughput = createThroughputMeter(deps.redis, ns);
-  const coldStarts = createColdStartMeter(deps.redis, ns);
+  const throughput = createThroughputMeter(deps.redis, deps.prefix, shadow);
+  const coldStarts = createColdStartMeter(deps.redis, deps.prefix, shadow);
   const metrics = deps.metrics ? createScalerMetrics(deps.metrics) : undefined;
-  const memoryKey = (model: string) => `${ns}:memory:${model}`;
+  const memoryKey = (model: string) => scalerMemoryKey(deps.prefix, shadow, model);
   // Two ticks: long enough for a command's effect to reach a heartbeat, short enough to recover.
   const intents = createIntents(Math.max(2 * tickMs, 5_000));
   let closed = false;

@@ -1,7 +1,8 @@
 import { afterAll, expect, it } from 'vitest';
 import { testServices, uniqueId } from '../../test/support/services.ts';
 import { closeRedis, createRedis, deleteMany, scanKeys } from '../redis/client.ts';
-import { createDecisionLog, DECISION_LOG_MAX_LEN, decisionStreamKey, type DecisionRecord } from './decision-log.ts';
+import { decisionStreamKey } from '../redis/keys.ts';
+import { createDecisionLog, DECISION_LOG_MAX_LEN, type DecisionRecord } from './decision-log.ts';
 
 const redis = createRedis(testServices().redisUrl);
 const prefix = uniqueId('decisions');

@@ -6,6 +6,7 @@
  * and a dashboard can explain each decision, and a policy change can be replayed against it.
  */
 import type { RedisClient } from '../redis/client.ts';
+import { decisionStreamKey } from '../redis/keys.ts';
 import type { Backlog, Forecast, PolicyDecision, PolicySettings, WorkerCounts } from '../contracts/pool.ts';
 
 export const DECISION_LOG_MAX_LEN = 1000;
@@ -40,10 +41,6 @@ export interface DecisionLog {
   record(entry: DecisionRecord): Promise<void>;
   /** The newest `n` records of a model, newest first. */
   recent(model: string, n: number): Promise<DecisionRecord[]>;
-}
-
-export function decisionStreamKey(prefix: string, model: string): string {
-  return `${prefix}:scaler:decisions:${model}`;
 }
 
 export function createDecisionLog(redis: Pick<RedisClient, 'xadd' | 'xrevrange'>, prefix: string): DecisionLog {

@@ -4,7 +4,7 @@
  * controller) record completions.
  *
  * Layout: one string per model per UTC day and kind,
- * `${prefix}:arrivals:${model}:${yyyymmdd}` (and `:completions:`), holding 1440 unsigned 32-bit
+ * `<prefix>:arrivals:<model>:<yyyymmdd>` (and `:completions:`; infra/redis/keys.ts), holding 1440 unsigned 32-bit
  * big-endian counters, minute of day i at byte 4·i, incremented with BITFIELD INCRBY (atomic,
  * saturating). That is 5.6 KB of counters (about 7 KB of Redis memory) per model per day and
  * kind, 0.4 MB for 28 days of both; a 1440-field hash outgrows Redis's compact listpack encoding
@@ -21,6 +21,7 @@
  * a counter with no arrivals and a counter never touched are the same thing here.
  */
 import { isCluster, type RedisClient } from '../redis/client.ts';
+import { arrivalHistoryKey } from '../redis/keys.ts';
 import type { Clock } from '../kernel/clock.ts';
 import { InvalidInputError } from '../kernel/errors.ts';
 import type { ArrivalSeries } from '../contracts/pool.ts';
@@ -64,7 +65,7 @@ export function createArrivalHistory(
   options: ArrivalHistoryOptions = {},
 ): ArrivalHistory {
   const retentionMs = (options.retentionDays ?? 35) * DAY_MS;
-  const key = (kind: ArrivalKind, model: string, dayStart: number) => `${prefix}:${kind}:${model}:${dayStamp(dayStart)}`;
+  const key = (kind: ArrivalKind, model: string, dayStart: number) => arrivalHistoryKey(prefix, kind, model, dayStamp(dayStart));
 
   async function recordMany(counts: readonly ArrivalCount[]): Promise<void> {
     for (const { count } of counts) {

@@ -12,6 +12,7 @@
 import { AggregatorRegistry, Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import { WORKER_STATES, type WorkerState } from '../contracts/worker-state.ts';
 import { getMany, scanKeys } from '../redis/client.ts';
+import { metricsKey } from '../redis/keys.ts';
 
 export function createApiMetrics(registry: Registry) {
   const registers = [registry];
@@ -111,10 +112,6 @@ export interface MetricsRedis {
   get(key: string): Promise<string | null>;
 }
 
-export function metricsKey(queuePrefix: string, workerId: string): string {
-  return `${queuePrefix}:metrics:${workerId}`;
-}
-
 /** Called by a worker periodically; the TTL should outlive a few periods. */
 export async function publishMetricsSnapshot(redis: MetricsRedis, key: string, registry: Registry, ttlMs: number): Promise<void> {
   const snapshot = await registry.getMetricsAsJSON();
@@ -123,7 +120,7 @@ export async function publishMetricsSnapshot(redis: MetricsRedis, key: string, r
 
 /** Every live worker's snapshot under the prefix. SCAN, not KEYS: KEYS blocks Redis. */
 export async function readMetricsSnapshots(redis: MetricsRedis, queuePrefix: string): Promise<object[]> {
-  const pattern = `${escapeGlob(queuePrefix)}:metrics:*`;
+  const pattern = metricsKey(escapeGlob(queuePrefix), '*');
   const keys = new Set<string>();
   // Every master of a Redis Cluster, and per-key reads there (the keys lie in many slots).
   for await (const batch of scanKeys(redis, pattern, 200)) for (const key of batch) keys.add(key);

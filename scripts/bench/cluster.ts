@@ -21,6 +21,8 @@ import { createBullJobQueue, type BullJobQueue } from '../../infra/queue/job-que
 import { startRedisCluster } from '../dev/redis-cluster.ts';
 import { ensureRedisServer } from '../dev/redis-server.ts';
 import type { ModelManifest } from '../../infra/contracts/manifest.ts';
+import { queueName } from '../../infra/contracts/job.ts';
+import { hashTag } from '../../infra/redis/keys.ts';
 import { closeRedis, createRedis } from '../../infra/redis/client.ts';
 import { buildMlpModel } from '../fixtures/onnx-models.ts';
 import { benchJobData } from './bench-models.ts';
@@ -83,7 +85,7 @@ export function spreadModelNames(count: number, masters: number, version = '1'):
   for (let i = 0; names.length < count; i++) {
     if (i > 10_000) throw new Error(`no model names spread over ${masters} masters`);
     const name = `cluster-m${i}`;
-    if (shardOf(keySlot(`infer.${name}.${version}`), masters) === names.length % masters) names.push(name);
+    if (shardOf(keySlot(hashTag(queueName(name, version)) as string), masters) === names.length % masters) names.push(name);
   }
   return names;
 }

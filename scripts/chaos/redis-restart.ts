@@ -19,6 +19,7 @@ import { startDispatcher } from '../../api/webhooks/main.ts';
 import { queueName } from '../../infra/contracts/job.ts';
 import { createLogger } from '../../infra/kernel/log.ts';
 import { closeRedis, createRedis } from '../../infra/redis/client.ts';
+import { queueKey } from '../../infra/redis/keys.ts';
 import { pushTo, reconcile, submitJobs, waitSettled, type SubmitOutcome } from './load.ts';
 import { startReceiver, waitForDeliveries } from './receiver.ts';
 import { jobViolations, percentile, round, type ChaosContext, type ScenarioReport } from './report.ts';
@@ -127,7 +128,7 @@ async function faults(stack: ChaosStack): Promise<Fault[]> {
   }));
   const cluster = stack.redis.cluster;
   if (!cluster) return all;
-  const shard = await cluster.nodeOfKey(`${stack.config.queuePrefix}:${queueName(MODEL, '1')}:wait`);
+  const shard = await cluster.nodeOfKey(queueKey(stack.config.queuePrefix, queueName(MODEL, '1'), 'wait'));
   return [
     ...all,
     {

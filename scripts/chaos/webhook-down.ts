@@ -9,6 +9,7 @@ import { startDispatcher } from '../../api/webhooks/main.ts';
 import { DELIVERY_STATES } from '../../api/webhooks/delivery-store.ts';
 import { createLogger } from '../../infra/kernel/log.ts';
 import { closeRedis, createRedis } from '../../infra/redis/client.ts';
+import { webhookIndexKey } from '../../infra/redis/keys.ts';
 import { reconcile, submitJobs, waitSettled, type SubmitOutcome } from './load.ts';
 import { startReceiver, waitForDeliveries, type Receiver } from './receiver.ts';
 import { jobViolations, round, type ChaosContext, type ScenarioReport } from './report.ts';
@@ -103,7 +104,7 @@ class Phases {
 async function deliveryStates(stack: ChaosStack): Promise<string> {
   const redis = createRedis(stack.config.redisUrl);
   try {
-    const index = (state: string) => `${stack.config.queuePrefix}:{webhooks}:index:chaos:${state}`;
+    const index = (state: string) => webhookIndexKey(stack.config.queuePrefix, 'chaos', state);
     const counts = await Promise.all(DELIVERY_STATES.map(async (s) => `${s} ${await redis.zcard(index(s))}`));
     return counts.join(', ');
   } finally {
