@@ -14,7 +14,6 @@ import { createIdempotencyStore } from './http/idempotency.ts';
 import { createRateLimiter } from './http/rate-limiter.ts';
 import { createArrivalCounter } from '../infra/telemetry/arrival-counter.ts';
 import { createArrivalHistory } from '../infra/telemetry/arrival-history.ts';
-import { createQueueStats } from '../infra/queue/queue-stats.ts';
 import { cacheManifests } from '../infra/registry/manifest-cache.ts';
 import { closeAll, onShutdownSignals } from '../infra/kernel/lifecycle.ts';
 import { createLogger, type Logger } from '../infra/kernel/log.ts';

@@ -4,7 +4,7 @@ import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { JobQueue } from '../api/ports.ts';
 import type { AppJobQueue } from '../api/app.ts';
-import { createBullJobQueue, parseFailure, type BullJobQueue } from '../infra/queue/job-queue.ts';
+import { createBullJobQueue, parseFailure, type BullJobQueue } from '../infra/queue/index.ts';
 import { ManualClock } from '../infra/kernel/clock.ts';
 import { NotFoundError } from '../infra/kernel/errors.ts';
 import { queueName, type JobData, type JobResult, type JobStatus, type JobView } from '../infra/contracts/job.ts';

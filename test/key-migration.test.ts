@@ -8,7 +8,7 @@ import { createDeliveryStore } from '../api/webhooks/delivery-store.ts';
 import { createWebhookSecrets } from '../api/webhooks/secrets.ts';
 import type { BulkRunSpec } from '../infra/contracts/bulk.ts';
 import { createRunStore } from '../infra/bulk/run-store.ts';
-import { createBullJobQueue, type BullJobQueue } from '../infra/queue/job-queue.ts';
+import { createBullJobQueue, type BullJobQueue } from '../infra/queue/index.ts';
 import { BUCKET_MS, createOutcomeStore } from '../infra/canary/outcomes.ts';
 import { loadConfig } from '../infra/kernel/config.ts';
 import { createDeploymentStore } from '../infra/deployments/deployment-store.ts';

@@ -19,7 +19,7 @@ import type { PoolProvider, PoolWorker } from '../infra/contracts/pool.ts';
 import { createScalerController } from '../infra/scaler/controller.ts';
 import { forecastArrivals } from '../infra/scaler/forecast.ts';
 import { decide } from '../infra/scaler/policy.ts';
-import { createQueueStats } from '../infra/queue/queue-stats.ts';
+import { createQueueStats } from '../infra/queue/index.ts';
 import type { HeartbeatPayload } from '../infra/fleet/worker-states.ts';
 import { workerKey } from '../infra/redis/keys.ts';
 import { testServices, uniqueId } from './support/services.ts';

@@ -14,7 +14,7 @@ import { fileURLToPath } from 'node:url';
 import type { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDeliveryStore } from '../api/webhooks/delivery-store.ts';
-import { createBullJobQueue } from '../infra/queue/job-queue.ts';
+import { createBullJobQueue } from '../infra/queue/index.ts';
 import { startRedisCluster, type RedisClusterHandle } from '../scripts/dev/redis-cluster.ts';
 import { freePort } from '../scripts/dev/free-port.ts';
 import { stopChild } from '../scripts/dev/stop-child.ts';

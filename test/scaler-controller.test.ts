@@ -28,7 +28,7 @@ import { createScalerController, type ScalerController, type ScalerControllerDep
 import { createDecisionLog } from '../infra/scaler/decision-log.ts';
 import { forecastArrivals } from '../infra/scaler/forecast.ts';
 import { decide } from '../infra/scaler/policy.ts';
-import { createQueueStats, type QueueStats } from '../infra/queue/queue-stats.ts';
+import { createQueueStats, type QueueStats } from '../infra/queue/index.ts';
 import type { HeartbeatPayload } from '../infra/fleet/worker-states.ts';
 import { type WorkerState } from '../infra/contracts/worker-state.ts';
 import { redisPrefixes, testServices } from './support/services.ts';

@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { systemClock } from '../infra/kernel/clock.ts';
-import { createBullJobQueue } from '../infra/queue/job-queue.ts';
+import { createBullJobQueue } from '../infra/queue/index.ts';
 import { loadConfig } from '../infra/kernel/config.ts';
 import { createLogger } from '../infra/kernel/log.ts';
 import { closeRedis, createRedis } from '../infra/redis/client.ts';

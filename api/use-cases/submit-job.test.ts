@@ -5,7 +5,7 @@
  */
 import { Queue } from 'bullmq';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createBullJobQueue, type BullJobQueue } from '../../infra/queue/job-queue.ts';
+import { createBullJobQueue, type BullJobQueue } from '../../infra/queue/index.ts';
 import { systemClock } from '../../infra/kernel/clock.ts';
 import { InvalidInputError, NotFoundError, OverloadedError } from '../../infra/kernel/errors.ts';
 import { createIdempotencyStore } from '../http/idempotency.ts';

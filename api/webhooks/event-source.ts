@@ -22,12 +22,18 @@
  * (concurrently, so ioredis batches them per node) and polls every `clusterPollMs` while all
  * are empty. Discovery scans every master.
  */
-import { Job, Queue } from 'bullmq';
-import { isCluster, scanKeys, type RedisClient } from '../../infra/redis/client.ts';
+import { isCluster, type RedisClient } from '../../infra/redis/client.ts';
 import { webhookCursorKey } from '../../infra/redis/keys.ts';
 import type { Clock } from '../../infra/kernel/clock.ts';
-import { jobView } from '../../infra/queue/job-queue.ts';
-import type { JobData, JobResult, JobStatus } from '../../infra/contracts/job.ts';
+import {
+  leaseQueues,
+  modelQueuesWithEvents,
+  readEventStreams,
+  readHeldJob,
+  type QueueLease,
+  type QueueStreamEntries,
+} from '../../infra/queue/index.ts';
+import type { JobStatus } from '../../infra/contracts/job.ts';
 import type { WebhookEvent } from '../../infra/contracts/webhook.ts';
 import { iso, toJobResource, type JobResource } from '../resources/job-resource.ts';
 import type { DeliveryStore } from './delivery-store.ts';
@@ -84,46 +90,31 @@ export function createEventSource(deps: EventSourceDeps): { run(signal: AbortSig
   const blockMs = deps.blockMs ?? 1000;
   const batchSize = deps.batchSize ?? 100;
   const clusterPollMs = deps.clusterPollMs ?? 100;
-  const streamPrefix = `${deps.prefix}:`;
   const cursorKey = (queue: string) => webhookCursorKey(deps.prefix, queue);
   /** Queue name → the id of the last entry handled. */
   const cursors = new Map<string, string>();
-  const queues = new Map<string, Queue<JobData, JobResult>>();
   let discoveredAt = Number.NEGATIVE_INFINITY;
 
   async function discover(): Promise<void> {
-    // Queue names are `{infer.<model>.<version>}` (job-contract.ts).
-    for await (const keys of scanKeys(deps.redis, `${streamPrefix}{infer.*}:events`, 1000)) {
-      for (const key of keys) {
-        const name = key.slice(streamPrefix.length, -':events'.length);
+    for await (const names of modelQueuesWithEvents(deps.redis, deps.prefix)) {
+      for (const name of names) {
         if (!cursors.has(name)) cursors.set(name, (await deps.redis.get(cursorKey(name))) ?? '0-0');
       }
     }
     discoveredAt = deps.clock.now();
   }
 
-  function queue(name: string): Queue<JobData, JobResult> {
-    let q = queues.get(name);
-    if (!q) {
-      // skipMetasUpdate: a reader must not reset the producer's queue settings (events maxLen).
-      q = new Queue<JobData, JobResult>(name, { connection: deps.redis, prefix: deps.prefix, skipMetasUpdate: true });
-      q.on('error', (err) => deps.log.warn({ err: err.message, queue: name }, 'webhook event source queue error'));
-      queues.set(name, q);
-    }
-    return q;
-  }
-
   /** Stores the delivery an entry calls for, if any; true when one was new. */
-  async function handle(name: string, entryId: string, fields: Record<string, string>): Promise<boolean> {
+  async function handle(queues: QueueLease, name: string, entryId: string, fields: Record<string, string>): Promise<boolean> {
     const event = STREAM_EVENTS[fields.event ?? ''];
     if (!event || !fields.jobId) return false;
-    const job = await Job.fromId<JobData, JobResult>(queue(name), fields.jobId);
-    if (!job?.id || !job.data.webhook?.events.includes(event)) return false;
-    if (event === 'job.failed' && (await job.getState()) !== 'failed') return false;
+    const job = await readHeldJob(queues, name, fields.jobId);
+    if (!job?.data.webhook?.events.includes(event)) return false;
+    if (event === 'job.failed' && (await job.status()) !== 'failed') return false;
     const payload: WebhookPayload = {
       type: event,
       timestamp: iso(Number(entryId.split('-')[0])),
-      data: toJobResource(jobView(job, EVENT_STATUS[event])),
+      data: toJobResource(job.view(EVENT_STATUS[event])),
     };
     return deps.store.enqueue(
       {
@@ -139,33 +130,27 @@ export function createEventSource(deps: EventSourceDeps): { run(signal: AbortSig
   }
 
   /** The streams' entries after their cursors: one blocking XREAD, or on a cluster one read per stream. */
-  async function readStreams(names: string[], signal: AbortSignal): Promise<StreamReply> {
-    const key = (n: string) => `${streamPrefix}${n}:events`;
+  async function readStreams(names: string[], signal: AbortSignal): Promise<QueueStreamEntries[]> {
+    const after = (n: string) => [n, cursors.get(n) ?? '0-0'] as const;
     if (!isCluster(deps.blocking)) {
-      const streams = [...names.map(key), ...names.map((n) => cursors.get(n) ?? '0-0')];
-      return ((await deps.blocking.xread('COUNT', batchSize, 'BLOCK', blockMs, 'STREAMS', ...streams)) as StreamReply | null) ?? [];
+      return readEventStreams(deps.blocking, deps.prefix, names.map(after), { count: batchSize, blockMs });
     }
     // Non-blocking reads: on the command connection, so the blocking one's disconnect at stop
     // (ioredis' cluster client can queue a command sent while it disconnects, for good) never
     // strands one and close() never waits on it.
     const cluster = deps.redis;
-    const replies = await Promise.all(
-      names.map(
-        async (n) => ((await cluster.xread('COUNT', batchSize, 'STREAMS', key(n), cursors.get(n) ?? '0-0')) as StreamReply | null) ?? [],
-      ),
-    );
+    const replies = await Promise.all(names.map((n) => readEventStreams(cluster, deps.prefix, [after(n)], { count: batchSize })));
     const reply = replies.flat();
     if (reply.length === 0) await deps.clock.sleep(clusterPollMs, signal).catch(() => undefined);
     return reply;
   }
 
-  async function readOnce(signal: AbortSignal): Promise<void> {
+  async function readOnce(queues: QueueLease, signal: AbortSignal): Promise<void> {
     const reply = await readStreams([...cursors.keys()], signal);
-    for (const [key, entries] of reply) {
-      const name = key.slice(streamPrefix.length, -':events'.length);
+    for (const { queue: name, entries } of reply) {
       let added = 0;
-      for (const [id, flat] of entries) if (await handle(name, id, pairs(flat))) added++;
-      const last = entries.at(-1)?.[0];
+      for (const { id, fields } of entries) if (await handle(queues, name, id, fields)) added++;
+      const last = entries.at(-1)?.id;
       if (last === undefined) continue;
       await deps.redis.set(cursorKey(name), last);
       cursors.set(name, last);
@@ -176,12 +161,16 @@ export function createEventSource(deps: EventSourceDeps): { run(signal: AbortSig
   async function run(signal: AbortSignal): Promise<void> {
     const stop = () => deps.blocking.disconnect();
     signal.addEventListener('abort', stop, { once: true });
+    // The process's shared readers of the queues' jobs (never rewriting a queue's settings).
+    const queues = leaseQueues(deps.redis, deps.prefix, (err, queue) =>
+      deps.log.warn({ err: err.message, queue }, 'webhook event source queue error'),
+    );
     try {
       while (!signal.aborted) {
         try {
           if (deps.clock.now() - discoveredAt >= discoverIntervalMs) await discover();
           if (cursors.size === 0) await deps.clock.sleep(Math.min(discoverIntervalMs, 1000), signal);
-          else await readOnce(signal);
+          else await readOnce(queues, signal);
         } catch (err) {
           if (signal.aborted) break;
           // Redis away or a job unreadable: the cursor has not moved, so the same entries come again.
@@ -191,17 +180,9 @@ export function createEventSource(deps: EventSourceDeps): { run(signal: AbortSig
       }
     } finally {
       signal.removeEventListener('abort', stop);
-      await Promise.allSettled([...queues.values()].map((q) => q.close()));
+      await queues.release().catch(() => undefined);
     }
   }
 
   return { run };
-}
-
-type StreamReply = Array<[string, Array<[string, string[]]>]>;
-
-function pairs(flat: string[]): Record<string, string> {
-  const fields: Record<string, string> = {};
-  for (let i = 0; i + 1 < flat.length; i += 2) fields[flat[i] as string] = flat[i + 1] as string;
-  return fields;
 }

@@ -28,7 +28,7 @@
  */
 import type { RedisClient } from '../redis/client.ts';
 import { canaryAggKey, canaryCursorKey, queueKey } from '../redis/keys.ts';
-import { parseFailure } from '../queue/job-queue.ts';
+import { parseFailure } from '../queue/index.ts';
 import { queueName } from '../contracts/job.ts';
 import { bucketIndex, estimateQuantile, type LatencyCounts } from './latency-histogram.ts';
 

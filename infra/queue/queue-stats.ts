@@ -17,15 +17,17 @@
  *   its age counts from its due time (the score is `due·2¹² + counter`), never from its creation.
  * Ages of wait and prioritized jobs count from the job's `timestamp` (when it was submitted).
  *
- * One BullMQ Queue per queue name, on the caller's Redis client (BullMQ does not close a client
- * it was handed); `close()` closes the Queues, once.
+ * The Queues are the process's shared readers on the caller's Redis client (queue-cache.ts),
+ * which never rewrite a queue's settings; `close()` releases them, once.
  */
-import { Queue } from 'bullmq';
+import type { JobType } from 'bullmq';
 import type { RedisClient } from '../redis/client.ts';
 import type { Clock } from '../kernel/clock.ts';
 import { queueName } from '../contracts/job.ts';
 import { once } from '../kernel/lifecycle.ts';
 import type { Backlog } from '../contracts/pool.ts';
+import { bullJobKey, bullQueueKey } from './bullmq-keys.ts';
+import { leaseQueues, type QueueLease } from './queue-cache.ts';
 
 /** A deployment's queues: one per version named. */
 export interface BacklogTarget {
@@ -71,36 +73,29 @@ export function queuedJobs(b: Backlog): number {
   return b.waiting + b.prioritized + b.delayed;
 }
 
+/** A state BullMQ counts a queue's jobs in. */
+export type JobCountState = Extract<JobType, 'waiting' | 'prioritized' | 'delayed' | 'active' | 'paused' | 'completed' | 'failed'>;
+
+/** BullMQ's count of a queue's jobs in each of `states` (0 where none). */
+export async function countJobs<S extends JobCountState>(
+  queues: Pick<QueueLease, 'reader'>,
+  name: string,
+  ...states: S[]
+): Promise<Record<S, number>> {
+  const counts = await queues.reader(name).getJobCounts(...states);
+  return Object.fromEntries(states.map((state) => [state, counts[state] ?? 0])) as Record<S, number>;
+}
+
 export function createQueueStats(deps: QueueStatsDeps): QueueStats {
-  const queues = new Map<string, Queue>();
+  const queues = leaseQueues(deps.redis, deps.prefix);
   let closed = false;
 
-  const queueFor = (model: string, version: string): Queue => {
+  const versionBacklog = async (model: string, version: string): Promise<Backlog> => {
     if (closed) throw new Error('queue stats are closed');
     const name = queueName(model, version);
-    let q = queues.get(name);
-    if (!q) {
-      // skipMetasUpdate: a reader must not rewrite the queue's settings. Without it BullMQ
-      // resets the events stream's maxLen to its default (10,000, not EVENTS_STREAM_MAX_LEN) on
-      // every open, and the webhook event source loses events once it lags that far (the
-      // chaos suite's webhook-down scenario found webhooks that were never delivered).
-      q = new Queue(name, { connection: deps.redis, prefix: deps.prefix, skipMetasUpdate: true });
-      queues.set(name, q);
-    }
-    return q;
-  };
-
-  const versionBacklog = async (model: string, version: string): Promise<Backlog> => {
-    const q = queueFor(model, version);
-    const counts = await q.getJobCounts('waiting', 'prioritized', 'delayed', 'active');
-    const backlog: Backlog = {
-      waiting: counts.waiting ?? 0,
-      prioritized: counts.prioritized ?? 0,
-      delayed: counts.delayed ?? 0,
-      active: counts.active ?? 0,
-      oldestAgeMs: 0,
-    };
-    if (queuedJobs(backlog) > 0) backlog.oldestAgeMs = await oldestAge(deps.redis, q, deps.clock.now());
+    const counts = await countJobs(queues, name, 'waiting', 'prioritized', 'delayed', 'active');
+    const backlog: Backlog = { ...counts, oldestAgeMs: 0 };
+    if (queuedJobs(backlog) > 0) backlog.oldestAgeMs = await oldestAge(deps.redis, deps.prefix, name, deps.clock.now());
     return backlog;
   };
 
@@ -111,23 +106,22 @@ export function createQueueStats(deps: QueueStatsDeps): QueueStats {
     },
     close: once(async () => {
       closed = true;
-      await Promise.all([...queues.values()].map((q) => q.close()));
-      queues.clear();
+      await queues.release();
     }),
   };
 }
 
 /** The age of the oldest job of one queue not yet taken (see the header for how each set is read). */
-async function oldestAge(redis: RedisClient, q: Queue, now: number): Promise<number> {
+async function oldestAge(redis: RedisClient, prefix: string, name: string, now: number): Promise<number> {
   const submitted: number[] = [];
-  const waitHead = await redis.lindex(q.toKey('wait'), -1);
-  const heads = [...(waitHead ? [waitHead] : []), ...(await priorityHeads(redis, q.toKey('prioritized')))];
+  const waitHead = await redis.lindex(bullQueueKey(prefix, name, 'wait'), -1);
+  const heads = [...(waitHead ? [waitHead] : []), ...(await priorityHeads(redis, bullQueueKey(prefix, name, 'prioritized')))];
   for (const id of heads) {
-    const ts = Number(await redis.hget(q.toKey(id), 'timestamp'));
+    const ts = Number(await redis.hget(bullJobKey(prefix, name, id), 'timestamp'));
     // A job taken (or removed) between the peek and this read has no hash left: it no longer waits.
     if (Number.isFinite(ts) && ts > 0) submitted.push(ts);
   }
-  const [, dueScore] = await redis.zrange(q.toKey('delayed'), '0', '0', 'WITHSCORES');
+  const [, dueScore] = await redis.zrange(bullQueueKey(prefix, name, 'delayed'), '0', '0', 'WITHSCORES');
   if (dueScore !== undefined) submitted.push(Math.floor(Number(dueScore) / DELAY_SCALE));
   if (submitted.length === 0) return 0;
   return Math.max(0, now - Math.min(...submitted));

@@ -21,7 +21,7 @@ import { scalerColdStartKey, scalerColdStartPendingKey, scalerWorkerRateKey } fr
 import type { HeartbeatPayload } from '../fleet/worker-states.ts';
 import type { WorkerState } from '../contracts/worker-state.ts';
 import type { Backlog, PoolProvider, PoolTarget, WorkerCounts } from '../contracts/pool.ts';
-import { queuedJobs } from '../queue/queue-stats.ts';
+import { queuedJobs } from '../queue/index.ts';
 
 /** One worker as the controller sees it: the provider's view, plus what its heartbeat says. */
 export interface ObservedWorker {

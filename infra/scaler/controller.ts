@@ -59,7 +59,7 @@ import { createScalerMetrics, observeDeployment, resetGauges } from './controlle
 import { countWorkers, createColdStartMeter, createIntents, createThroughputMeter, observeWorkers } from './controller-observe.ts';
 import { allocate, inApplyOrder, isSettled, planVersion, retireTargets, usableWorkers, type VersionView } from './controller-plan.ts';
 import { createDecisionLog, type ScalerAction } from './decision-log.ts';
-import { queuedJobs, type QueueStats } from '../queue/queue-stats.ts';
+import { queuedJobs, type QueueStats } from '../queue/index.ts';
 
 /** The settings the controller supplies; min, max and standby come from each deployment. */
 export type ScalerSettings = Omit<PolicySettings, 'min' | 'max' | 'standby'>;

@@ -38,7 +38,7 @@ import {
 } from './controller.ts';
 import { forecastArrivals } from './forecast.ts';
 import { decide } from './policy.ts';
-import { createQueueStats } from '../queue/queue-stats.ts';
+import { createQueueStats } from '../queue/index.ts';
 
 const WORKER_BIN = fileURLToPath(new URL('../../bin/warmpool.mjs', import.meta.url));
 export const POOL_PROVIDERS = ['local', 'kubernetes', 'aws'] as const;

@@ -17,7 +17,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { createBullJobQueue, type BullJobQueue } from '../../infra/queue/job-queue.ts';
+import { createBullJobQueue, type BullJobQueue } from '../../infra/queue/index.ts';
 import { startRedisCluster } from '../dev/redis-cluster.ts';
 import { ensureRedisServer } from '../dev/redis-server.ts';
 import type { ModelManifest } from '../../infra/contracts/manifest.ts';

@@ -5,7 +5,7 @@
  */
 import { startApiServer } from '../../api/main.ts';
 import type { AppDeps } from '../../api/app.ts';
-import type { BullJobQueue } from '../../infra/queue/job-queue.ts';
+import type { BullJobQueue } from '../../infra/queue/index.ts';
 import type { Clock } from '../../infra/kernel/clock.ts';
 import type { Config } from '../../infra/kernel/config.ts';
 import { createLogger } from '../../infra/kernel/log.ts';

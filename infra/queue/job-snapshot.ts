@@ -1,0 +1,64 @@
+/**
+ * A job's view as it is now, wherever it is: in BullMQ, or ended outside it (the index's final
+ * view, or a tombstone the index does not point at yet). Reading a queued job past its deadline
+ * expires it first (see job-queue.ts's header for the deadline rule).
+ */
+import { Job } from 'bullmq';
+import type { Clock } from '../kernel/clock.ts';
+import type { JobData, JobResult, JobView } from '../contracts/job.ts';
+import type { JobIndex } from './job-index.ts';
+import { jobView, statusOf } from './job-view.ts';
+import type { JobQueueHandle } from './queue-cache.ts';
+import type { Tombstones } from './tombstones.ts';
+
+/** A job's view; for a job in BullMQ also its queue, and when queued with a deadline, when it falls. */
+export interface Snapshot {
+  view: JobView;
+  queue?: string;
+  deadlineAt?: number;
+}
+
+export interface SnapshotDeps {
+  clock: Clock;
+  index: JobIndex;
+  tombstones: Tombstones;
+  queue: (name: string) => JobQueueHandle;
+}
+
+/**
+ * Reads a job: null when unknown (or expired). State first, then the job: in this order a
+ * terminal state always comes with its result. Reads that disagree (the job moved between
+ * them) are retried from the index.
+ */
+export function createSnapshotReader({ clock, index, tombstones, queue }: SnapshotDeps): (jobId: string) => Promise<Snapshot | null> {
+  return async function snapshot(jobId) {
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const at = await index.locate(jobId);
+      if (!at) return null;
+      if (at.kind === 'tombstone') return { view: at.view };
+      const q = queue(at.name);
+      const status = statusOf(await q.getJobState(jobId));
+      const job = status === undefined ? undefined : await Job.fromId<JobData, JobResult>(q, jobId);
+      if (!job || status === undefined) {
+        // Gone meanwhile: aged out, or buried (its tombstone is beside the queue, and soon in the index).
+        const tomb = await tombstones.read(at.name, jobId);
+        if (tomb !== null) return { view: tomb };
+        continue;
+      }
+      const view = jobView(job, status);
+      const { timeoutMs, submittedAt } = job.data;
+      if (view.status !== 'queued' || timeoutMs === undefined) return { view, queue: at.name };
+      const deadlineAt = submittedAt + timeoutMs;
+      if (clock.now() <= deadlineAt) return { view, queue: at.name, deadlineAt };
+      const waitedMs = clock.now() - submittedAt;
+      const error = {
+        code: 'deadline_exceeded',
+        message: `the job waited ${waitedMs} ms without a worker taking it; its deadline was ${timeoutMs} ms`,
+      };
+      const buried = await tombstones.bury(at.name, view, 'failed', error);
+      if (buried) return { view: buried };
+    }
+    const at = await index.locate(jobId);
+    return at?.kind === 'tombstone' ? { view: at.view } : null;
+  };
+}

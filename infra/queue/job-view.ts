@@ -1,0 +1,100 @@
+/**
+ * A BullMQ job as the API shows it (`JobView`: GET /v1/jobs/{id}, SSE, sync waits, webhook
+ * payloads): its status from BullMQ's state, its result, its failure split into code and
+ * message. Also the view of a job answered from the result cache, which BullMQ never holds.
+ */
+import { Job, type JobState } from 'bullmq';
+import type { JobData, JobResult, JobStatus, JobView } from '../contracts/job.ts';
+import type { QueueLease } from './queue-cache.ts';
+
+const STATUS: Record<JobState, JobStatus> = {
+  waiting: 'queued',
+  prioritized: 'queued',
+  delayed: 'queued',
+  'waiting-children': 'queued',
+  active: 'running',
+  completed: 'succeeded',
+  failed: 'failed',
+};
+
+const TERMINAL: ReadonlySet<JobStatus> = new Set(['succeeded', 'failed', 'canceled']);
+
+/** The job's status in BullMQ's state `state`; undefined when BullMQ does not know the job. */
+export function statusOf(state: JobState | 'unknown'): JobStatus | undefined {
+  return state === 'unknown' ? undefined : STATUS[state];
+}
+
+export function isTerminal(status: JobStatus): boolean {
+  return TERMINAL.has(status);
+}
+
+/** A job BullMQ holds, read once: its id and data, and its view at a given status. */
+export interface HeldJob {
+  id: string;
+  data: JobData;
+  /** The view at `status` (e.g. the status an event says it reached). */
+  view(status: JobStatus): JobView;
+  /** Its status now, by a second read; undefined once BullMQ no longer holds it. */
+  status(): Promise<JobStatus | undefined>;
+}
+
+/** The job `jobId` of queue `name`, or undefined when BullMQ does not hold it (any more). */
+export async function readHeldJob(queues: QueueLease, name: string, jobId: string): Promise<HeldJob | undefined> {
+  const job = await Job.fromId<JobData, JobResult>(queues.reader(name), jobId);
+  if (!job?.id) return undefined;
+  return {
+    id: job.id,
+    data: job.data,
+    view: (status) => jobView(job, status),
+    status: async () => statusOf(await job.getState()),
+  };
+}
+
+/** The job as GET /v1/jobs/{id} shows it, at the moment of `status` (also the webhook payload's). */
+export function jobView(job: Job<JobData, JobResult>, status: JobStatus): JobView {
+  const view: JobView = {
+    id: job.id ?? '',
+    tenant: job.data.tenant,
+    model: job.data.model,
+    version: job.data.version,
+    status,
+    createdAt: job.timestamp,
+    attemptsMade: job.attemptsMade,
+  };
+  if (job.processedOn) view.startedAt = job.processedOn;
+  if (status === 'succeeded' || status === 'failed') {
+    if (job.finishedOn) view.finishedAt = job.finishedOn;
+  }
+  if (status === 'succeeded' && job.returnvalue) view.result = job.returnvalue;
+  if (status === 'failed') view.error = parseFailure(job.failedReason);
+  return view;
+}
+
+/** A job answered from the cache: created, started and finished at submit, by no worker's pass. */
+export function cachedView(jobId: string, data: JobData, outputs: JobResult['outputs'], workerId: string): JobView {
+  const at = data.submittedAt;
+  return {
+    id: jobId,
+    tenant: data.tenant,
+    model: data.model,
+    version: data.version,
+    status: 'succeeded',
+    result: { outputs, timings: { queueMs: 0, inferMs: 0, batchRows: 0 }, workerId },
+    createdAt: at,
+    startedAt: at,
+    finishedAt: at,
+    attemptsMade: 0,
+    cached: true,
+  };
+}
+
+/**
+ * The worker fails jobs with `code: message` (e.g. `invalid_input: …`, worker/intake.ts); any
+ * other reason is an inference failure carrying the reason as its message.
+ */
+export function parseFailure(reason: string | undefined): { code: string; message: string } {
+  const text = reason ?? '';
+  const match = /^([a-z][a-z0-9]*(?:_[a-z0-9]+)*): ([\s\S]*)$/.exec(text);
+  if (match) return { code: match[1] as string, message: match[2] as string };
+  return { code: 'inference_failed', message: text || 'inference failed' };
+}
