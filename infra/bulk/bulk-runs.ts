@@ -19,7 +19,7 @@ import type { Logger } from '../kernel/log.ts';
 import type { ModelManifest } from '../contracts/manifest.ts';
 import type { ObjectStore } from '../registry/object-store.ts';
 import { clearCapacityRequest } from './capacity-request.ts';
-import { createChunkQueue } from './chunk-queue.ts';
+import { createChunkQueue } from '../queue/index.ts';
 import {
   BULK_WEBHOOK_EVENTS,
   type BulkRunRequest,

@@ -20,7 +20,7 @@ import type { ModelManifest } from '../contracts/manifest.ts';
 import { chunkJobOptions, removeQueuedChunks, type BulkDeps } from './bulk-runs.ts';
 import { clearCapacityRequest } from './capacity-request.ts';
 import { chunkJobData, chunkRows, type Chunk } from './chunker.ts';
-import { createChunkQueue, type ChunkQueue } from './chunk-queue.ts';
+import { createChunkQueue, type ChunkQueue } from '../queue/index.ts';
 import { partKey, type BadRow, type BulkPartResult} from '../contracts/bulk.ts';
 import { describeListingChange, listInput, readPart } from './listing.ts';
 import { createRowSchema, formatOf, readRows, type BadLine } from './row-reader.ts';
