@@ -15,6 +15,7 @@ import { cpSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build, type Plugin } from 'esbuild';
+import { errorMessage } from '../infra/kernel/errors.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 export const BUILD_DIR = path.join(ROOT, '.build', 'aws');
@@ -163,7 +164,7 @@ async function main(): Promise<void> {
 
 if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   main().catch((err) => {
-    process.stderr.write(`package:aws failed: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.stderr.write(`package:aws failed: ${errorMessage(err)}\n`);
     process.exit(1);
   });
 }

@@ -49,6 +49,7 @@ import { connectionState, IntakeSupervisor } from './intake-supervisor.ts';
 import { createModelCache } from './model-cache.ts';
 import { withStartBackoff } from './start-backoff.ts';
 import { runWarmup, type BatchProfile } from './warmup.ts';
+import { coerceError, errorMessage } from '../infra/kernel/errors.ts';
 
 export interface WorkerEvents extends Record<string, unknown[]> {
   'worker:state': [state: WorkerState, previous: WorkerState];
@@ -160,7 +161,7 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
     } catch (err) {
       // A drain that interrupted a phase (the engine closed under a load) is not a failure.
       if (this.closing) return;
-      this.error = err instanceof Error ? err.message : String(err);
+      this.error = errorMessage(err);
       this.setState('failed');
       await this.heartbeat.beat();
       throw err;
@@ -235,7 +236,7 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
         clock,
         signal: this.stopStarting.signal,
         onRetry: ({ attempt, delayMs, error }) => {
-          const reason = error instanceof Error ? error.message : String(error);
+          const reason = errorMessage(error);
           this.error = `model download attempt ${attempt} failed, retrying in ${delayMs} ms: ${reason}`;
           log.warn({ attempt, delayMs, err: reason }, 'model download failed; retrying');
           void this.heartbeat?.beat();
@@ -308,9 +309,9 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
         } catch (err) {
           // ORT refusing this data is the job's problem; anything else means the engine is gone.
           if (!(err instanceof EngineRejectedError) && this.state === 'active') {
-            this.error = `inference engine lost: ${err instanceof Error ? err.message : String(err)}`;
+            this.error = `inference engine lost: ${errorMessage(err)}`;
             this.setState('failed');
-            this.lost?.(err instanceof Error ? err : new Error(String(err)));
+            this.lost?.(coerceError(err));
           }
           throw err;
         }

@@ -1,6 +1,6 @@
 /** Small request helpers shared by the routes. */
 import type { Context } from 'hono';
-import { InvalidInputError } from '../../infra/kernel/errors.ts';
+import { errorMessage, InvalidInputError } from '../../infra/kernel/errors.ts';
 
 const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
 
@@ -28,7 +28,7 @@ export async function readJson(c: Context): Promise<unknown> {
   try {
     return JSON.parse(text) as unknown;
   } catch (err) {
-    const reason = err instanceof Error ? err.message : String(err);
+    const reason = errorMessage(err);
     throw new InvalidInputError('malformed_json', `request body is not valid JSON: ${reason}`, { cause: err });
   }
 }

@@ -22,6 +22,7 @@ import { webhookHeaders } from './signing.ts';
 export interface DispatcherLog extends EventSourceLog {
   info(obj: object, msg?: string): void;
 }
+import { errorMessage } from '../../infra/kernel/errors.ts';
 
 export interface DispatcherDeps {
   /** Used for commands; the dispatcher duplicates it once for its blocking reads. Not closed here. */
@@ -140,7 +141,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
         for (const d of claimed) track(d);
         if (claimed.length === free && free > 0) continue; // more may be due right now
       } catch (err) {
-        deps.log.warn({ err: (err as Error).message }, 'webhook dispatcher: claiming failed; retrying');
+        deps.log.warn({ err: errorMessage(err) }, 'webhook dispatcher: claiming failed; retrying');
       }
       await deps.clock.sleep(pollIntervalMs, AbortSignal.any([stop.signal, wake.signal])).catch(() => undefined);
     }

@@ -42,6 +42,7 @@ export interface EventSourceLog {
   warn(obj: object, msg?: string): void;
   debug(obj: object, msg?: string): void;
 }
+import { errorMessage } from '../../infra/kernel/errors.ts';
 
 export interface EventSourceDeps {
   /** Plain commands and BullMQ job reads. */
@@ -174,7 +175,7 @@ export function createEventSource(deps: EventSourceDeps): { run(signal: AbortSig
         } catch (err) {
           if (signal.aborted) break;
           // Redis away or a job unreadable: the cursor has not moved, so the same entries come again.
-          deps.log.warn({ err: (err as Error).message }, 'webhook event source: read failed; retrying');
+          deps.log.warn({ err: errorMessage(err) }, 'webhook event source: read failed; retrying');
           await deps.clock.sleep(1000, signal).catch(() => undefined);
         }
       }

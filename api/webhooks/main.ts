@@ -22,6 +22,7 @@ import { metricsKey } from '../../infra/redis/keys.ts';
 import { publishMetricsSnapshot } from '../../infra/telemetry/metrics.ts';
 import { createWebhookMetrics } from './delivery-metrics.ts';
 import { createDispatcher } from './dispatcher.ts';
+import { errorMessage } from '../../infra/kernel/errors.ts';
 
 /** How often the dispatcher's webhook metrics are published for the API's /metrics. */
 const METRICS_PUBLISH_MS = 5_000;
@@ -54,7 +55,7 @@ export function startDispatcher(config: Config, log: Logger, options: Dispatcher
   const metricsTtlMs = 3 * METRICS_PUBLISH_MS;
   const publish = () =>
     publishMetricsSnapshot(redis, metricsKey(config.queuePrefix, owner.replaceAll(':', '-')), registry, metricsTtlMs).catch(
-      (err: unknown) => log.debug({ err: err instanceof Error ? err.message : String(err) }, 'dispatcher metrics not published'),
+      (err: unknown) => log.debug({ err: errorMessage(err) }, 'dispatcher metrics not published'),
     );
   const publisher = setInterval(publish, METRICS_PUBLISH_MS);
   publisher.unref();

@@ -15,7 +15,7 @@
  */
 import type { Readable } from 'node:stream';
 import { createInterface } from 'node:readline';
-import { InvalidInputError } from '../kernel/errors.ts';
+import { errorMessage, InvalidInputError } from '../kernel/errors.ts';
 import type { ModelManifest, TensorSpec } from '../contracts/manifest.ts';
 import { validateInferRequest } from '../contracts/oip-validate.ts';
 import type { BulkFormat } from '../contracts/bulk.ts';
@@ -108,7 +108,7 @@ function jsonlParser({ manifest, schema }: RowReaderOptions): (text: string, lin
     try {
       obj = JSON.parse(text);
     } catch (err) {
-      return `not valid JSON: ${(err as Error).message}`;
+      return `not valid JSON: ${errorMessage(err)}`;
     }
     if (typeof obj !== 'object' || obj === null || Array.isArray(obj)) return 'a line must be a JSON object';
     const row = obj as Record<string, unknown>;

@@ -22,6 +22,7 @@ import { createAssessor, splitOf, type Assessment, type CanaryStanding, type Spl
 import { recordCanaryEvent } from './event-log.ts';
 import { createOutcomeStore } from './outcomes.ts';
 import { DEFAULT_CANARY_POLICY, type CanaryPolicy } from './verdict.ts';
+import { errorMessage } from '../kernel/errors.ts';
 
 export const DEFAULT_CANARY_TICK_MS = 5000;
 
@@ -121,7 +122,7 @@ export function createCanaryGuard(deps: CanaryGuardDeps): CanaryGuard {
       } catch (err) {
         // One deployment's trouble (Redis hiccup, a lost write race) must not starve the others;
         // nothing was half-done that the next tick cannot redo.
-        deps.log.warn({ err: (err as Error).message, model: deployment.model }, 'canary guard: tick failed for a deployment');
+        deps.log.warn({ err: errorMessage(err), model: deployment.model }, 'canary guard: tick failed for a deployment');
       }
     }
   }
@@ -130,7 +131,7 @@ export function createCanaryGuard(deps: CanaryGuardDeps): CanaryGuard {
     clock: deps.clock,
     intervalMs: tickMs,
     tick,
-    onError: (err) => deps.log.warn({ err: (err as Error).message }, 'canary guard: tick failed; retrying'),
+    onError: (err) => deps.log.warn({ err: errorMessage(err) }, 'canary guard: tick failed; retrying'),
   });
 
   return {

@@ -62,3 +62,17 @@ export class ConfigError extends WarmpoolError {
 export function isClientError(err: unknown): err is InvalidInputError | NotFoundError | UnauthorizedError {
   return err instanceof InvalidInputError || err instanceof NotFoundError || err instanceof UnauthorizedError;
 }
+
+/**
+ * What went wrong, as text, whatever was thrown: an Error's message, or the thrown value itself
+ * (a string, a number, `undefined`) written out. Throwing non-Errors is legal JavaScript, and a
+ * cast (`(err as Error).message`) would log `undefined` for them.
+ */
+export function errorMessage(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+/** The thrown value as an Error: itself when it is one, else a new Error saying it, the value kept as `cause`. */
+export function coerceError(err: unknown): Error {
+  return err instanceof Error ? err : new Error(String(err), { cause: err });
+}

@@ -44,6 +44,7 @@ import type { PoolProvider, PoolTarget, PoolWorker } from '../contracts/pool.ts'
 import { type ControlCommand, commandFor } from '../fleet/worker-control.ts';
 import type { HeartbeatPayload } from '../fleet/worker-states.ts';
 import type { WorkerState } from '../contracts/worker-state.ts';
+import { errorMessage } from '../kernel/errors.ts';
 
 export const POD_DELETION_COST = 'controller.kubernetes.io/pod-deletion-cost';
 export const DRAIN_MARK = 'warmpool.dev/drain-after-restarts';
@@ -319,5 +320,5 @@ function describe(err: unknown): string {
     }
     return `HTTP ${err.code}${typeof message === 'string' ? `: ${message}` : ''}`;
   }
-  return err instanceof Error ? err.message : String(err);
+  return errorMessage(err);
 }

@@ -7,7 +7,7 @@
  * tensor, rather than failing later inside a worker.
  */
 import { createRequire } from 'node:module';
-import { InvalidInputError } from '../kernel/errors.ts';
+import { errorMessage, InvalidInputError } from '../kernel/errors.ts';
 import type { TensorSpec } from '../contracts/manifest.ts';
 import type { Datatype } from '../contracts/oip.ts';
 
@@ -69,7 +69,7 @@ function decodeModel(bytes: Uint8Array): import('onnx-proto').onnx.ModelProto {
   try {
     return onnx.ModelProto.decode(bytes);
   } catch (err) {
-    throw notOnnx(`it does not decode as an ONNX ModelProto (${(err as Error).message})`, err);
+    throw notOnnx(`it does not decode as an ONNX ModelProto (${errorMessage(err)})`, err);
   }
 }
 

@@ -60,6 +60,7 @@ import { countWorkers, createColdStartMeter, createIntents, createThroughputMete
 import { allocate, inApplyOrder, isSettled, planVersion, retireTargets, usableWorkers, type VersionView } from './controller-plan.ts';
 import { createDecisionLog, type ScalerAction } from './decision-log.ts';
 import { queuedJobs, type QueueStats } from '../queue/index.ts';
+import { errorMessage } from '../kernel/errors.ts';
 
 /** The settings the controller supplies; min, max and standby come from each deployment. */
 export type ScalerSettings = Omit<PolicySettings, 'min' | 'max' | 'standby'>;
@@ -243,7 +244,7 @@ export function createScalerController(deps: ScalerControllerDeps): ScalerContro
           );
         done.push(a);
       } catch (err) {
-        const error = err instanceof Error ? err.message : String(err);
+        const error = errorMessage(err);
         deps.log.warn({ model, ...a, err: error }, 'scaler: action failed');
         done.push({ ...a, error });
       }
@@ -279,7 +280,7 @@ export function createScalerController(deps: ScalerControllerDeps): ScalerContro
         await scaleDeployment(d, beats, now);
       } catch (err) {
         // One deployment's trouble must not starve the others; the next tick redoes it all.
-        deps.log.warn({ model: d.model, err: (err as Error).message }, 'scaler: tick failed for a deployment');
+        deps.log.warn({ model: d.model, err: errorMessage(err) }, 'scaler: tick failed for a deployment');
       }
     }
     await retireUndeployed(new Set(deployments.map((d) => d.model)), beats);
@@ -290,7 +291,7 @@ export function createScalerController(deps: ScalerControllerDeps): ScalerContro
     clock: deps.clock,
     intervalMs: tickMs,
     tick,
-    onError: (err) => deps.log.warn({ err: (err as Error).message }, 'scaler: tick failed; retrying'),
+    onError: (err) => deps.log.warn({ err: errorMessage(err) }, 'scaler: tick failed; retrying'),
   });
 
   return {

@@ -4,7 +4,7 @@
  * values it accepts, plus `headroom`, a sweep-friendly alias for 1 − targetUtilization.
  */
 import { readFileSync } from 'node:fs';
-import { InvalidInputError } from '../kernel/errors.ts';
+import { errorMessage, InvalidInputError } from '../kernel/errors.ts';
 import type { PolicySettings } from '../contracts/pool.ts';
 
 type Check = { integer?: boolean; min: number; max?: number; minExclusive?: boolean; maxExclusive?: boolean };
@@ -50,7 +50,7 @@ export function readPolicyFile(file: string): Partial<PolicySettings> {
   try {
     parsed = JSON.parse(readFileSync(file, 'utf8'));
   } catch (err) {
-    throw new InvalidInputError('invalid_flag', `--policy ${file}: ${(err as Error).message}`, { cause: err });
+    throw new InvalidInputError('invalid_flag', `--policy ${file}: ${errorMessage(err)}`, { cause: err });
   }
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
     throw new InvalidInputError('invalid_flag', `--policy ${file}: expected a JSON object`);

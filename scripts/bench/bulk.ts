@@ -15,6 +15,7 @@ import type { RawSweep } from './raw-ort.ts';
 import type { BenchRow } from './report.ts';
 import { BENCH_TENANT, runRole, scopedEnv, spawnRole, waitForWorkers, type BenchContext } from './services.ts';
 import { closeRedis, createRedis } from '../../infra/redis/client.ts';
+import { errorMessage } from '../../infra/kernel/errors.ts';
 
 const DRIVER = fileURLToPath(new URL('../../infra/bulk/driver.ts', import.meta.url));
 const ROWS_PER_OBJECT = 10_000;
@@ -41,7 +42,7 @@ export async function measureBulkVsRawOrt(ctx: BenchContext, manifest: ModelMani
       detail: `${r.rows} rows JSONL → parts, chunks of ${r.chunkRows}: ${Math.round(r.rowsPerS)} rows/s vs raw batch ${best?.batch} × ${best?.threads} thread(s)`,
     };
   } catch (err) {
-    return { name, value: NaN, unit: 'ratio', detail: `failed: ${(err instanceof Error ? err.message : String(err)).split('\n')[0]}` };
+    return { name, value: NaN, unit: 'ratio', detail: `failed: ${errorMessage(err).split('\n')[0]}` };
   }
 }
 

@@ -21,6 +21,7 @@ import { forEachCompleted, resetFinished, waitFinished } from './queue-watch.ts'
 import { closedLoopSubmit, openLoopSubmit, type SubmitTarget } from './load.ts';
 import { BENCH_KEY, scopedEnv, spawnRole, waitForHttp, waitForWorkers, type BenchContext } from './services.ts';
 import { planLatencyRun, ratePerS, summarizeMs, type LatencyRunPlan, type LatencySummary } from './stats.ts';
+import { errorMessage } from '../../infra/kernel/errors.ts';
 
 export type ApiMode = 'child' | 'in-process';
 
@@ -105,7 +106,7 @@ export async function measureE2e(ctx: BenchContext, manifest: ModelManifest, opt
     } catch (err) {
       // The maximum stands on its own; the latency run's failure is reported beside it.
       const none = summarizeMs([]);
-      const latencyError = err instanceof Error ? err.message : String(err);
+      const latencyError = errorMessage(err);
       return { ...max, latency: none, http: none, rejected: closed.rejected, failed: maxDone.failed, maxDispatchLagMs: NaN, latencyError };
     }
   } finally {

@@ -17,6 +17,7 @@ import { createModelRegistry, type ModelRegistry } from '../../infra/registry/mo
 import { createS3ObjectStore } from '../../infra/registry/s3-object-store.ts';
 import { listHeartbeats, type HeartbeatPayload } from '../../infra/fleet/worker-states.ts';
 import { type WorkerState } from '../../infra/contracts/worker-state.ts';
+import { errorMessage } from '../../infra/kernel/errors.ts';
 
 const BIN = fileURLToPath(new URL('../../bin/warmpool.mjs', import.meta.url));
 
@@ -166,7 +167,7 @@ export async function waitForHttp(url: string, timeoutMs = 60_000): Promise<void
       if (res.ok) return;
       last = `HTTP ${res.status}`;
     } catch (err) {
-      last = err instanceof Error ? err.message : String(err);
+      last = errorMessage(err);
     }
     await systemClock.sleep(100);
   }

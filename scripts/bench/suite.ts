@@ -19,6 +19,7 @@ import { cellAt, describeSweep, rawOrtSweep, type RawSweep } from './raw-ort.ts'
 import type { BenchRow } from './report.ts';
 import type { BenchContext } from './services.ts';
 import { measureWorkerDrain } from './worker-drain.ts';
+import { errorMessage } from '../../infra/kernel/errors.ts';
 
 export interface BenchSizes {
   /** Single-row jobs per worker drain. */
@@ -60,7 +61,7 @@ const f0 = (v: number) => (Number.isFinite(v) ? Math.round(v).toLocaleString('en
 
 /** Rows named `<model>.<name>` (`<name>` for no model) with value NaN and the failure as detail. */
 function failedRows(model: string | undefined, names: string[], err: unknown): BenchRow[] {
-  const reason = err instanceof Error ? err.message : String(err);
+  const reason = errorMessage(err);
   return names.map((name) => ({
     name: model === undefined ? name : `${model}.${name}`,
     value: NaN,
@@ -213,7 +214,7 @@ export async function benchSystem(
     ctx.out(`  raw BullMQ no-op: ${f0(bull.jobsPerS)} jobs/s (concurrency ${bull.concurrency})`);
     [bullPerS, bullDetail] = [bull.jobsPerS, `BullMQ no-op add+process ${f0(bull.jobsPerS)}/s`];
   } catch (err) {
-    bullDetail = `BullMQ no-op failed: ${err instanceof Error ? err.message : String(err)}`;
+    bullDetail = `BullMQ no-op failed: ${errorMessage(err)}`;
   }
   try {
     const e2e = await measureE2e(ctx, manifest, { jobs: sizes.e2eJobs, latencyDurationS: sizes.latencyDurationS, api });
@@ -248,7 +249,7 @@ export async function benchCluster(ctx: BenchContext, sizes: BenchSizes): Promis
   try {
     return await measureClusterScaling(ctx, { models, jobs, concurrency });
   } catch (err) {
-    const reason = err instanceof Error ? err.message.split('\n')[0] : String(err);
+    const reason = errorMessage(err).split('\n')[0];
     return failedRows(undefined, [CLUSTER_ROW], `${reason} (--no-cluster skips this row)`);
   }
 }

@@ -15,6 +15,7 @@ import { jobBody, pool } from './load.ts';
 import { requestArb, type FuzzRequest } from './fuzz-requests.ts';
 import { round, type ChaosContext, type ScenarioReport } from './report.ts';
 import { CHAOS_KEY, FEATURES, startChaosStack, type ChaosStack } from './stack.ts';
+import { coerceError, errorMessage } from '../../infra/kernel/errors.ts';
 
 export interface ApiFuzzSizes {
   requests: number;
@@ -134,7 +135,7 @@ async function exchange(stack: ChaosStack, req: FuzzRequest): Promise<{ status: 
     });
     return { status: res.status, text: req.method === 'HEAD' ? '' : await res.text() };
   } catch (err) {
-    return err instanceof Error ? err : new Error(String(err));
+    return coerceError(err);
   }
 }
 
@@ -169,7 +170,7 @@ function describeRequest(req: FuzzRequest): string {
 
 function describe(err: unknown): string {
   const cause = err instanceof Error && err.cause instanceof Error ? `: ${err.cause.message}` : '';
-  return `${err instanceof Error ? err.message : String(err)}${cause}`;
+  return `${errorMessage(err)}${cause}`;
 }
 
 /** Requests only a raw socket sends: the server's HTTP parser refuses them before the app. */

@@ -16,6 +16,7 @@ import { CLUSTER_MASTERS, type RedisTopology } from './stack.ts';
 import { S3_OUTAGE_FULL, S3_OUTAGE_SHORT, s3Outage } from './s3-outage.ts';
 import { WEBHOOK_DOWN_FULL, WEBHOOK_DOWN_SHORT, webhookDown } from './webhook-down.ts';
 import { WORKER_KILL_FULL, WORKER_KILL_SHORT, workerKill } from './worker-kill.ts';
+import { errorMessage } from '../../infra/kernel/errors.ts';
 
 type Run = (ctx: ChaosContext, short: boolean) => Promise<ScenarioReport>;
 
@@ -86,7 +87,7 @@ async function runOne(
   } catch (err) {
     const message = err instanceof Error ? (err.stack ?? err.message) : String(err);
     log(`${name}: threw ${message}`);
-    report = { name, figures: {}, violations: [`the scenario threw: ${err instanceof Error ? err.message : String(err)}`] };
+    report = { name, figures: {}, violations: [`the scenario threw: ${errorMessage(err)}`] };
   }
   // A failed scenario's folder (worker logs, Redis and S3 data) is kept for a post-mortem.
   if (report.violations.length > 0) log(`${name}: failed; its folder is kept: ${dir}`);

@@ -17,7 +17,7 @@ import {
   type DeploymentChange,
   type VersionWeight,
 } from '../../infra/deployments/deployment-store.ts';
-import { InvalidInputError, NotFoundError } from '../../infra/kernel/errors.ts';
+import { errorMessage, InvalidInputError, NotFoundError } from '../../infra/kernel/errors.ts';
 import { closeRedis, createRedis } from '../../infra/redis/client.ts';
 import { createModelRegistry, type ModelRegistry } from '../../infra/registry/model-registry.ts';
 import { createS3ObjectStore } from '../../infra/registry/s3-object-store.ts';
@@ -128,12 +128,12 @@ function readPolicy(file: string): Record<string, unknown> {
   try {
     text = readFileSync(file, 'utf8');
   } catch (err) {
-    throw badArgument(`cannot read --policy ${file}: ${(err as Error).message}`);
+    throw badArgument(`cannot read --policy ${file}: ${errorMessage(err)}`);
   }
   try {
     return JSON.parse(text) as Record<string, unknown>; // an object or not: validateDeployment says
   } catch (err) {
-    throw badArgument(`--policy ${file} is not valid JSON: ${(err as Error).message}`);
+    throw badArgument(`--policy ${file} is not valid JSON: ${errorMessage(err)}`);
   }
 }
 

@@ -11,7 +11,7 @@
  */
 import fs from 'node:fs/promises';
 import { parseArgs } from 'node:util';
-import { InvalidInputError, NotFoundError } from '../../infra/kernel/errors.ts';
+import { errorMessage, InvalidInputError, NotFoundError } from '../../infra/kernel/errors.ts';
 import type { ModelRegistry } from '../../infra/registry/model-registry.ts';
 
 export interface ModelsCommandDeps {
@@ -118,7 +118,7 @@ function parse<O extends Options>(args: string[], options: O, maxPositionals = I
     try {
       return parseArgs({ args, options, allowPositionals: true, strict: true });
     } catch (err) {
-      throw new UsageError((err as Error).message);
+      throw new UsageError(errorMessage(err));
     }
   })();
   if (parsed.positionals.length > maxPositionals) {
@@ -139,7 +139,7 @@ async function readModelFile(file: string): Promise<Uint8Array> {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'ENOENT') throw new UsageError(`no such file: ${file}`);
     if (code === 'EISDIR') throw new UsageError(`${file} is a directory, not an .onnx file`);
-    throw new UsageError(`cannot read ${file}: ${(err as Error).message}`);
+    throw new UsageError(`cannot read ${file}: ${errorMessage(err)}`);
   }
 }
 

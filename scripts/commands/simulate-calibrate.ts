@@ -92,7 +92,7 @@ export async function calibrateMain(args: string[], out: SimulateOut): Promise<n
     return 0;
   } catch (err) {
     if (err instanceof InvalidInputError || (err instanceof Error && 'code' in err && String(err.code).startsWith('ERR_PARSE_ARGS'))) {
-      out.err(`warmpool simulate calibrate: ${(err as Error).message}\n`);
+      out.err(`warmpool simulate calibrate: ${errorMessage(err)}\n`);
       return 2;
     }
     throw err;

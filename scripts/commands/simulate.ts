@@ -13,7 +13,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { InvalidInputError } from '../../infra/kernel/errors.ts';
+import { errorMessage, InvalidInputError } from '../../infra/kernel/errors.ts';
 import type { PolicySettings } from '../../infra/contracts/pool.ts';
 import { parseTime, readTraceFile, type Trace } from '../../infra/simulator/index.ts';
 import type { ArrivalPattern } from '../../infra/simulator/index.ts';
@@ -81,7 +81,7 @@ export async function simulateMain(args: string[], out: SimulateOut = processOut
     return 0;
   } catch (err) {
     if (err instanceof InvalidInputError || isParseArgsError(err)) {
-      out.err(`warmpool simulate: ${(err as Error).message}\n`);
+      out.err(`warmpool simulate: ${errorMessage(err)}\n`);
       return 2;
     }
     throw err;
@@ -151,7 +151,7 @@ function readBatchProfile(file: string): { points: Array<{ batch: number; ms: nu
   try {
     json = JSON.parse(readFileSync(file, 'utf8'));
   } catch (err) {
-    throw new InvalidInputError('invalid_flag', `--batch-profile ${file}: ${(err as Error).message}`, { cause: err });
+    throw new InvalidInputError('invalid_flag', `--batch-profile ${file}: ${errorMessage(err)}`, { cause: err });
   }
   const profile = batchPointsFrom(json);
   if (!profile) {
@@ -180,7 +180,7 @@ export function checkSorted(file: string, timeColumn: string | undefined): void 
   try {
     text = readFileSync(file, 'utf8');
   } catch (err) {
-    throw new InvalidInputError('invalid_trace', `cannot read trace ${file}: ${(err as Error).message}`, { cause: err });
+    throw new InvalidInputError('invalid_trace', `cannot read trace ${file}: ${errorMessage(err)}`, { cause: err });
   }
   const lines = text.split(/\r?\n/);
   const header = (lines[0] ?? '').split(',').map((h) => h.trim());

@@ -12,6 +12,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import * as ort from 'onnxruntime-node';
 import type { EngineDtype, EngineInfo, EngineLoadOptions, EngineTensor } from './engine.ts';
 import { forTransfer } from './tensor-codec.ts';
+import { errorMessage } from '../../infra/kernel/errors.ts';
 
 export type OrtLogLevel = 'verbose' | 'info' | 'warning' | 'error' | 'fatal';
 
@@ -96,7 +97,7 @@ async function handle(request: ThreadRequest): Promise<void> {
       }
     }
   } catch (err) {
-    const message = err instanceof Error ? err.message : String(err);
+    const message = errorMessage(err);
     port?.postMessage({ id: request.id, ok: false, message } satisfies ThreadResponse);
   }
 }

@@ -15,6 +15,7 @@ import { Worker } from 'node:worker_threads';
 import { EngineRejectedError, type EngineLoadOptions, type EngineTensor, type InferenceEngine } from './engine.ts';
 import type { OrtLogLevel, ThreadData, ThreadEngineInfo, ThreadRequest, ThreadResponse } from './ort-thread.ts';
 import { forTransfer } from './tensor-codec.ts';
+import { coerceError } from '../../infra/kernel/errors.ts';
 
 export type { OrtLogLevel, ThreadEngineInfo };
 
@@ -122,7 +123,7 @@ class WorkerThreadEngine implements ThreadEngine {
         this.worker.postMessage({ ...request, id } as ThreadRequest, transfer);
       } catch (err) {
         this.forget(id);
-        reject(err instanceof Error ? err : new Error(String(err)));
+        reject(coerceError(err));
       }
     });
   }
