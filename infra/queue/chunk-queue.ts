@@ -7,11 +7,16 @@
  * Completed chunk jobs are removed by the driver once counted (their part is in S3 and in the
  * run's record), so a run never leaves more than its window of jobs in Redis; `removeOnComplete`
  * by age is the fallback for a driver that died between the two.
+ *
+ * The Queue and QueueEvents are the process's shared ones (queue-cache.ts): a run's driver, a
+ * cancel's cleanup and the API's queue stats on one client open one of each per queue.
  */
-import { Job, Queue, QueueEvents } from 'bullmq';
+import { Job } from 'bullmq';
 import type { RedisClient } from '../redis/client.ts';
-import { EVENTS_STREAM_MAX_LEN, queueName, type JobData, type JobResult } from '../contracts/job.ts';
+import { queueName, type JobData, type JobResult } from '../contracts/job.ts';
 import type { BulkPartResult } from '../contracts/bulk.ts';
+import { bullJobKey } from './bullmq-keys.ts';
+import { leaseQueues } from './queue-cache.ts';
 
 export type ChunkState =
   | { kind: 'done'; part: BulkPartResult }
@@ -52,14 +57,15 @@ export function createChunkQueue(
   version: string,
   options: ChunkQueueOptions,
 ): ChunkQueue {
-  const queue = new Queue<JobData, JobResult>(queueName(model, version), {
-    connection: redis,
-    prefix,
-    streams: { events: { maxLen: EVENTS_STREAM_MAX_LEN } },
-  });
-  // An 'error' event with no listener would crash the process.
-  queue.on('error', options.onError ?? (() => undefined));
-  const events = options.onFinished ? watch(redis, prefix, queue.name, options.onFinished, options.onError) : undefined;
+  const name = queueName(model, version);
+  const queues = leaseQueues(redis, prefix, options.onError);
+  const queue = queues.producer(name);
+  const { onFinished } = options;
+  // Only a wake-up: the driver polls as well, so a QueueEvents that cannot open is reported and done without.
+  if (onFinished) {
+    queues.listen(name, ['completed', 'failed'], () => onFinished()).catch((err: unknown) => options.onError?.(err as Error));
+  }
+  const jobField = (id: string, field: 'returnvalue' | 'failedReason') => redis.hget(bullJobKey(prefix, name, id), field);
   let closing: Promise<void> | undefined;
 
   return {
@@ -80,10 +86,10 @@ export function createChunkQueue(
       const state = await queue.getJobState(id);
       if (state === 'unknown') return { kind: 'missing' };
       if (state === 'completed') {
-        const result = parseResult(await redis.hget(queue.toKey(id), 'returnvalue'));
+        const result = parseResult(await jobField(id, 'returnvalue'));
         return result?.part ? { kind: 'done', part: result.part } : { kind: 'failed', reason: 'the chunk job completed without a part' };
       }
-      if (state === 'failed') return { kind: 'failed', reason: (await redis.hget(queue.toKey(id), 'failedReason')) ?? 'failed' };
+      if (state === 'failed') return { kind: 'failed', reason: (await jobField(id, 'failedReason')) ?? 'failed' };
       return { kind: 'pending' };
     },
 
@@ -100,26 +106,10 @@ export function createChunkQueue(
     },
 
     close() {
-      closing ??= Promise.allSettled([queue.close(), events?.then((e) => e.close())]).then(() => undefined);
+      closing ??= queues.release().catch(() => undefined);
       return closing;
     },
   };
-}
-
-async function watch(
-  redis: RedisClient,
-  prefix: string,
-  name: string,
-  onFinished: () => void,
-  onError?: (err: Error) => void,
-): Promise<QueueEvents> {
-  // QueueEvents duplicates the client into a blocking connection of its own, and closes that.
-  const events = new QueueEvents(name, { connection: redis, prefix });
-  events.on('error', onError ?? (() => undefined));
-  events.on('completed', onFinished);
-  events.on('failed', onFinished);
-  await events.waitUntilReady().catch((err: unknown) => onError?.(err as Error));
-  return events;
 }
 
 function parseResult(json: string | null): JobResult | undefined {
