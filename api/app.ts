@@ -14,7 +14,7 @@ import type { RedisClient } from '../infra/redis/client.ts';
 import type { Registry } from 'prom-client';
 import type { CanaryPolicy } from '../infra/canary/index.ts';
 import type { BulkRuns } from '../infra/contracts/bulk.ts';
-import type { ApiKey } from '../infra/kernel/config.ts';
+import type { ApiKey, ScalerTuning } from '../infra/kernel/config.ts';
 import type { Backlog } from '../infra/contracts/pool.ts';
 import { InvalidInputError } from '../infra/kernel/errors.ts';
 import type { IdempotencyStore } from './http/idempotency.ts';
@@ -59,6 +59,8 @@ export interface AppDeps {
   arrivals?: { recordArrival(model: string, count?: number): void };
   /** The pool view (`GET /v1/pool`): a deployment's queues summed over its versions. */
   backlog?: (target: { model: string; versions: readonly string[] }) => Promise<Backlog>;
+  /** The live scaler's settings (config's `scaler`), which the dashboard's simulator replays; no dashboard routes without them. */
+  scaler?: ScalerTuning;
   /** Tenants allowed to change deployments (ADMIN_TENANTS); none when absent. */
   adminTenants?: readonly string[];
   /** The canary guard's policy, so the status route judges as the guard does. */
@@ -158,7 +160,7 @@ export function createApp(deps: AppDeps): Hono<AuthEnv> {
     app.route('/', canaryRoutes({ ...deps.webhooks, ...deps.canary, clock: deps.clock }));
     if (deps.backlog) {
       app.route('/', poolRoutes({ ...deps.webhooks, backlog: deps.backlog, clock: deps.clock }));
-      app.route('/', dashboardRoutes({ ...deps.webhooks, backlog: deps.backlog, clock: deps.clock }));
+      if (deps.scaler) app.route('/', dashboardRoutes({ ...deps.webhooks, backlog: deps.backlog, clock: deps.clock, scaler: deps.scaler }));
     }
   }
   app.route('/', sessionRoutes(deps.adminTenants ?? []));

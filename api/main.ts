@@ -141,6 +141,7 @@ export function createApiRuntime(config: Config, log: Logger, overrides: ApiOver
     arrivals,
     bulkRuns: createBulkRuns(bulk.deps),
     backlog: (target) => queueStats.backlog(target),
+    scaler: config.scaler,
     canary: { policy: canaryPolicy, tickMs: config.canary.tickMs },
     ready: async () => redis.status === 'ready',
     log,

@@ -16,7 +16,8 @@ import { queueName } from '../infra/contracts/job.ts';
 import { closeRedis, createRedis, deleteMany, scanKeys } from '../infra/redis/client.ts';
 import { createArrivalHistory } from '../infra/telemetry/arrival-history.ts';
 import type { PoolProvider, PoolWorker } from '../infra/contracts/pool.ts';
-import { createScalerController } from '../infra/scaler/controller.ts';
+import { SCALER_DEFAULTS } from '../infra/kernel/config.ts';
+import { createScalerController, scalerSettingsFrom } from '../infra/scaler/controller.ts';
 import { forecastArrivals } from '../infra/scaler/forecast.ts';
 import { decide } from '../infra/scaler/policy.ts';
 import { createQueueStats } from '../infra/queue/index.ts';
@@ -111,6 +112,7 @@ it("shows each deployment's workers, queues, forecast, targets and recent decisi
     decide,
     clock,
     log: { info() {}, warn() {} },
+    settings: scalerSettingsFrom(SCALER_DEFAULTS),
     tickMs: 1000,
   });
   await controller.tick();

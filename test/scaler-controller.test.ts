@@ -24,7 +24,13 @@ import type {
   PoolTarget,
   PoolWorker,
 } from '../infra/contracts/pool.ts';
-import { createScalerController, type ScalerController, type ScalerControllerDeps } from '../infra/scaler/controller.ts';
+import { SCALER_DEFAULTS } from '../infra/kernel/config.ts';
+import {
+  createScalerController,
+  type ScalerController,
+  type ScalerControllerDeps,
+  scalerSettingsFrom,
+} from '../infra/scaler/controller.ts';
 import { createDecisionLog } from '../infra/scaler/decision-log.ts';
 import { forecastArrivals } from '../infra/scaler/forecast.ts';
 import { decide } from '../infra/scaler/policy.ts';
@@ -165,6 +171,7 @@ async function fixture(): Promise<Fixture> {
         decide: scriptedPolicy({ active: 1, standby: 1, launch: 0, drain: 0 }).policy,
         clock,
         log: silent,
+        settings: scalerSettingsFrom(SCALER_DEFAULTS),
         tickMs: 1000,
         ...overrides,
       });

@@ -8,6 +8,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { SIMULATE_DEFAULTS } from '../infra/kernel/config.ts';
 import { readTraceFile } from '../infra/simulator/trace.ts';
 import { compare, defaultSettings } from '../infra/simulator/compare.ts';
 import { reportTable } from '../infra/simulator/report.ts';
@@ -20,7 +21,7 @@ if (!present) console.warn(`simulator trace test skipped: ${TRACE} not found`);
 describe.skipIf(!present)('simulator on ServeGen m-small (one week)', () => {
   it('runs the four policies and ranks their costs soundly', () => {
     // Scale 1 % (≈12 req/s mean, 39 at peak) with 4 rows/s workers: a fleet of 1–10 workers.
-    const settings = defaultSettings({ scale: 0.01, workerRps: 4, maxBatch: 8, historyDays: 7, days: 7, seed: 1 });
+    const settings = defaultSettings(SIMULATE_DEFAULTS, { scale: 0.01, workerRps: 4, maxBatch: 8, historyDays: 7, days: 7, seed: 1 });
     const c = compare(readTraceFile(TRACE), settings);
     console.log(`\n${reportTable(c)}\n`);
     const by = (name: string) => {

@@ -13,6 +13,7 @@ import type { RedisClient } from '../../infra/redis/client.ts';
 import { decisionStreamKey } from '../../infra/redis/keys.ts';
 import type { z } from 'zod';
 import type { Clock } from '../../infra/kernel/clock.ts';
+import type { ScalerTuning } from '../../infra/kernel/config.ts';
 import { createDeploymentStore } from '../../infra/deployments/deployment-store.ts';
 import { InvalidInputError } from '../../infra/kernel/errors.ts';
 import { createArrivalHistory } from '../../infra/telemetry/arrival-history.ts';
@@ -32,6 +33,8 @@ export interface DashboardRoutesDeps {
   backlog: (target: { model: string; versions: readonly string[] }) => Promise<Backlog>;
   /** Least time between two pool samples of a model; default 2 s. */
   sampleIntervalMs?: number;
+  /** The live scaler's settings (config's `scaler`): what the simulator replays. */
+  scaler: ScalerTuning;
 }
 
 /** `GET /v1/session`: the page's sign-in check, and whether to offer changes or say why not. */
@@ -51,7 +54,7 @@ export function dashboardRoutes(deps: DashboardRoutesDeps): Hono<AuthEnv> {
     heartbeats: () => listHeartbeats(deps.redis, deps.prefix),
     clock: deps.clock,
   };
-  const simulate = createDeploymentSimulator(data);
+  const simulate = createDeploymentSimulator({ ...data, scaler: deps.scaler });
 
   app.get('/v1/deployments/:model/series', async (c) => {
     const { minutes } = parseQuery(SeriesQuery, c.req.query());

@@ -13,6 +13,7 @@
  * Retry-After while one runs). The replay is synchronous CPU work proportional to those bounds.
  */
 import type { Clock } from '../../infra/kernel/clock.ts';
+import type { ScalerTuning } from '../../infra/kernel/config.ts';
 import type { Deployment } from '../../infra/deployments/deployment-store.ts';
 import { InvalidInputError, OverloadedError } from '../../infra/kernel/errors.ts';
 import type { ArrivalSeries, PolicySettings } from '../../infra/contracts/pool.ts';
@@ -41,6 +42,8 @@ export interface SimulateDeploymentDeps {
   samples: Pick<PoolSamples, 'read'>;
   heartbeats(): Promise<HeartbeatPayload[]>;
   clock: Clock;
+  /** The live scaler's settings (the config's `scaler` section): its tick, and what it decides with before a decision is recorded. */
+  scaler: ScalerTuning;
 }
 
 export interface SimulatedRun {
@@ -109,13 +112,13 @@ async function simulateDeployment(deps: SimulateDeploymentDeps, model: string, r
     throw new InvalidInputError('simulation_too_large', message, { status: 422 });
   }
   const latest = [...decisions].reverse().find((d) => !d.shadow) ?? decisions.at(-1);
-  const current = currentSettings(deployment, latest);
+  const current = currentSettings(deployment, latest, deps.scaler);
   const chosen = chooseSettings(current, choice);
   const profile = beats.filter((b) => b.model === model && b.batchProfile).map((b) => batchPointsFrom(b))[0];
   const workerRowsPerSec = latest?.perWorkerRatePerSec || 100;
   const historyMinutes = trace.series.perMinute.length - minutes;
   const run = (name: SimulatedRun['name'], policy: PolicySettings) => {
-    const settings = defaultSettings({
+    const settings = defaultSettings(deps.scaler, {
       sloMs: chosen.sloQueueWaitMs,
       coldStartMs: current.coldStartMs,
       workerRps: workerRowsPerSec,
@@ -159,9 +162,9 @@ function trimLeadingZeros(series: ArrivalSeries, minutes: number) {
   };
 }
 
-/** The settings the scaler decided with last (they merge the deployment's policy overrides), else the deployment's and the defaults. */
-export function currentSettings(d: Deployment, latest: DecisionRecord | undefined): PolicySettings {
-  const base = latest?.settings ?? { ...DEFAULT_SCALER_SETTINGS, ...numericOverrides(d.policy) };
+/** The settings the scaler decided with last (they merge the deployment's policy overrides), else the deployment's over the scaler's. */
+export function currentSettings(d: Deployment, latest: DecisionRecord | undefined, scaler: ScalerTuning): PolicySettings {
+  const base = latest?.settings ?? { ...scalerSettingsFrom(scaler), ...numericOverrides(d.policy) };
   return { ...base, min: d.min, max: d.max, standby: d.standby };
 }
 

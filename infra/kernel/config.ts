@@ -16,6 +16,29 @@ const optionalString = z
   .optional()
   .transform((v) => (v === undefined || v.trim() === '' ? undefined : v.trim()));
 
+/**
+ * The scaler's defaults, the one copy (README's config table documents them): the schema below
+ * falls back to them, and the controller, the simulator and the dashboard's simulator are given
+ * settings by their composition roots instead of holding their own.
+ */
+export const SCALER_DEFAULTS: Readonly<Config['scaler']> = {
+  provider: 'local',
+  k8sNamespace: 'default',
+  tickMs: 2_000,
+  sloQueueWaitMs: 2_000,
+  coldStartDefaultMs: 60_000,
+  scaleDownStabilizationMs: 300_000,
+  targetUtilization: 0.8,
+};
+
+/**
+ * `warmpool simulate`'s scaler where its flags say nothing: an offline study, not the live
+ * scaler. The CLI has always replayed a 5 s tick against a 30 s SLO (docs/SIMULATOR.md and the
+ * figures in docs/simulator/ were made so); everything else is SCALER_DEFAULTS. The dashboard's
+ * simulator replays the live settings (`Config['scaler']`) instead.
+ */
+export const SIMULATE_DEFAULTS: Readonly<ScalerTuning> = { ...SCALER_DEFAULTS, tickMs: 5_000, sloQueueWaitMs: 30_000 };
+
 /** Every variable warmpool reads, with its default. README's config table mirrors this. */
 const schema = z.object({
   // redis://host:port (one node) or redis+cluster://host:port,host:port (Redis Cluster; infra/redis/client.ts).
@@ -71,16 +94,16 @@ const schema = z.object({
   RATE_LIMIT_RPS: z.coerce.number().positive().default(50),
   RATE_LIMIT_BURST: int(1).default(100),
   IDEMPOTENCY_TTL_S: int(60).default(86_400),
-  POOL_PROVIDER: z.enum(['local', 'kubernetes', 'aws']).default('local'),
+  POOL_PROVIDER: z.enum(['local', 'kubernetes', 'aws']).default(SCALER_DEFAULTS.provider),
   K8S_NAMESPACE: z
     .string()
     .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/)
-    .default('default'),
-  SCALER_TICK_MS: int(100).default(2_000),
-  SLO_QUEUE_WAIT_MS: int(1).default(2_000),
-  COLD_START_DEFAULT_MS: int(0).default(60_000),
-  SCALE_DOWN_STABILIZATION_MS: int(0).default(300_000),
-  TARGET_UTILIZATION: z.coerce.number().gt(0).max(1).default(0.8),
+    .default(SCALER_DEFAULTS.k8sNamespace),
+  SCALER_TICK_MS: int(100).default(SCALER_DEFAULTS.tickMs),
+  SLO_QUEUE_WAIT_MS: int(1).default(SCALER_DEFAULTS.sloQueueWaitMs),
+  COLD_START_DEFAULT_MS: int(0).default(SCALER_DEFAULTS.coldStartDefaultMs),
+  SCALE_DOWN_STABILIZATION_MS: int(0).default(SCALER_DEFAULTS.scaleDownStabilizationMs),
+  TARGET_UTILIZATION: z.coerce.number().gt(0).max(1).default(SCALER_DEFAULTS.targetUtilization),
   CANARY_ENABLED: bool.default(true),
   CANARY_WINDOW_MS: int(1000).default(120_000),
   CANARY_MAX_ERROR_RATE_DELTA: z.coerce.number().min(0).max(1).default(0.05),
@@ -176,6 +199,9 @@ export interface Config {
   };
   logLevel: string;
 }
+
+/** What the scaler decides with, apart from where its workers run: the part a simulation replays. */
+export type ScalerTuning = Omit<Config['scaler'], 'provider' | 'k8sNamespace'>;
 
 export const EXECUTION_PROVIDER_NAMES = ['cpu', 'cuda', 'tensorrt', 'coreml', 'dml', 'webgpu'] as const;
 

@@ -40,6 +40,7 @@ import { metricsKey, scalerLeaderKey, scalerMemoryKey } from '../redis/keys.ts';
 import { readCapacityRequest } from '../bulk/index.ts';
 import type { Registry } from 'prom-client';
 import type { Clock } from '../kernel/clock.ts';
+import type { ScalerTuning } from '../kernel/config.ts';
 import type { Deployment, DeploymentStore } from '../deployments/deployment-store.ts';
 import { once } from '../kernel/lifecycle.ts';
 import { publishMetricsSnapshot } from '../telemetry/metrics.ts';
@@ -65,13 +66,21 @@ import { errorMessage } from '../kernel/errors.ts';
 /** The settings the controller supplies; min, max and standby come from each deployment. */
 export type ScalerSettings = Omit<PolicySettings, 'min' | 'max' | 'standby'>;
 
-export const DEFAULT_SCALER_SETTINGS: ScalerSettings = {
-  sloQueueWaitMs: 30_000,
-  coldStartMs: 60_000,
-  scaleDownStabilizationMs: 300_000,
-  targetUtilization: 0.8,
-};
-export const DEFAULT_SCALER_TICK_MS = 5_000;
+/** The settings a deployment's `policy` object may override. */
+const SETTING_NAMES = ['sloQueueWaitMs', 'coldStartMs', 'scaleDownStabilizationMs', 'targetUtilization'] as const satisfies Array<
+  keyof ScalerSettings
+>;
+
+/** The controller's settings from the config's `scaler` section (infra/kernel/config.ts holds the defaults). */
+export function scalerSettingsFrom(t: ScalerTuning): ScalerSettings {
+  return {
+    sloQueueWaitMs: t.sloQueueWaitMs,
+    coldStartMs: t.coldStartDefaultMs,
+    scaleDownStabilizationMs: t.scaleDownStabilizationMs,
+    targetUtilization: t.targetUtilization,
+  };
+}
+
 /** Daily analogues for a week back plus the recent window, and the first weekly one (forecast.ts). */
 export const DEFAULT_HISTORY_WINDOW_MS = 8 * 24 * 3600_000;
 
@@ -92,10 +101,10 @@ export interface ScalerControllerDeps {
   decide: (input: PolicyInput) => PolicyDecision;
   clock: Clock;
   log: ScalerLog;
-  settings?: Partial<ScalerSettings>;
+  /** From the config (scalerSettingsFrom); a deployment's `policy` overrides them. */
+  settings: ScalerSettings;
   shadow?: boolean;
-  /** Default 5 s. */
-  tickMs?: number;
+  tickMs: number;
   /** Default 3 ticks (at least 5 s). */
   lockTtlMs?: number;
   /** Arrival history read per tick; default 8 days. */
@@ -118,8 +127,7 @@ export function createScalerController(deps: ScalerControllerDeps): ScalerContro
   const shadow = deps.shadow ?? false;
   if (!shadow && !deps.provider) throw new Error('the scaler needs a pool provider unless it runs in shadow mode');
   const provider = shadow ? undefined : deps.provider;
-  const tickMs = deps.tickMs ?? DEFAULT_SCALER_TICK_MS;
-  const settings: ScalerSettings = { ...DEFAULT_SCALER_SETTINGS, ...deps.settings };
+  const { tickMs, settings } = deps;
   const windowMs = deps.historyWindowMs ?? DEFAULT_HISTORY_WINDOW_MS;
   const identity = deps.identity ?? `${os.hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
   const lock = createLeaderLock(deps.redis, scalerLeaderKey(deps.prefix, shadow), identity, deps.lockTtlMs ?? Math.max(5_000, 3 * tickMs));
@@ -325,7 +333,7 @@ export function sinceFirstArrival(series: ArrivalSeries): ArrivalSeries {
 export function overridesOf(policy: Record<string, unknown> | undefined): Partial<ScalerSettings> {
   const out: Partial<ScalerSettings> = {};
   if (!policy) return out;
-  for (const key of Object.keys(DEFAULT_SCALER_SETTINGS) as Array<keyof ScalerSettings>) {
+  for (const key of SETTING_NAMES) {
     const v = policy[key];
     if (typeof v === 'number' && Number.isFinite(v) && v > 0) out[key] = v;
   }

@@ -4,15 +4,16 @@
  * into the controller (controller.ts), and drains on SIGINT/SIGTERM (infra/kernel/lifecycle.ts).
  * `startScaler` is the same without signal handling, for `warmpool dev` in-process.
  *
- * Pool provider (`POOL_PROVIDER`): `local` (default) forks worker processes on this machine.
- * `kubernetes` and `aws` exist (infra/pool/k8s-provider.ts, asg-provider.ts) but their settings
- * are not in the config yet, so choosing one fails at start, naming what is missing. `--shadow`
- * needs no provider at all: it decides and records, and touches no worker.
+ * Pool provider (`POOL_PROVIDER`, createPoolProvider): `local` (default) forks worker processes
+ * on this machine; `kubernetes` scales the Deployments `warmpool-<model>-<version>` in
+ * `K8S_NAMESPACE` (infra/pool/k8s-provider.ts; KUBECONFIG, ~/.kube/config or the pod's service
+ * account); `aws` the Auto Scaling groups `warmpool-<model>-<version>` and their warm pools
+ * (infra/pool/asg-provider.ts; the AWS SDK's default credential chain, AWS_REGION).
+ * `--shadow` needs no provider at all: it decides and records, and touches no worker.
  *
- * Settings come from the config's `scaler` section when infra/kernel/config.ts has one (see
- * ScalerConfig), else from these defaults:
- *   SCALER_TICK_MS 5000 · SLO_QUEUE_WAIT_MS 30000 · COLD_START_DEFAULT_MS 60000 ·
- *   SCALE_DOWN_STABILIZATION_MS 300000 · TARGET_UTILIZATION 0.8 · POOL_PROVIDER local
+ * Settings come from the config's `scaler` section (SCALER_TICK_MS, SLO_QUEUE_WAIT_MS,
+ * COLD_START_DEFAULT_MS, SCALE_DOWN_STABILIZATION_MS, TARGET_UTILIZATION; their defaults are
+ * SCALER_DEFAULTS in infra/kernel/config.ts), under the explicit options of `ScalerOptions`.
  */
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -29,13 +30,7 @@ import { createArrivalHistory } from '../telemetry/arrival-history.ts';
 import type { PoolProvider, PoolTarget } from '../contracts/pool.ts';
 import { sendControl, type ControlCommand } from '../fleet/worker-control.ts';
 import { listHeartbeats } from '../fleet/worker-states.ts';
-import {
-  createScalerController,
-  DEFAULT_SCALER_SETTINGS,
-  DEFAULT_SCALER_TICK_MS,
-  type ScalerController,
-  type ScalerSettings,
-} from './controller.ts';
+import { createScalerController, type ScalerController, scalerSettingsFrom } from './controller.ts';
 import { forecastArrivals } from './forecast.ts';
 import { decide } from './policy.ts';
 import { createQueueStats } from '../queue/index.ts';
@@ -44,7 +39,7 @@ const WORKER_BIN = fileURLToPath(new URL('../../bin/warmpool.mjs', import.meta.u
 export const POOL_PROVIDERS = ['local', 'kubernetes', 'aws'] as const;
 export type PoolProviderName = (typeof POOL_PROVIDERS)[number];
 
-/** The config section this process reads once infra/kernel/config.ts has it (names → variables in the header). */
+/** The config's `scaler` section as this process reads it (names → variables in the header). */
 export interface ScalerConfig {
   tickMs: number;
   sloQueueWaitMs: number;
@@ -53,15 +48,6 @@ export interface ScalerConfig {
   targetUtilization: number;
   poolProvider: PoolProviderName;
 }
-
-export const DEFAULT_SCALER_CONFIG: ScalerConfig = {
-  tickMs: DEFAULT_SCALER_TICK_MS,
-  sloQueueWaitMs: DEFAULT_SCALER_SETTINGS.sloQueueWaitMs,
-  coldStartDefaultMs: DEFAULT_SCALER_SETTINGS.coldStartMs,
-  scaleDownStabilizationMs: DEFAULT_SCALER_SETTINGS.scaleDownStabilizationMs,
-  targetUtilization: DEFAULT_SCALER_SETTINGS.targetUtilization,
-  poolProvider: 'local',
-};
 
 export interface ScalerOptions extends Partial<ScalerConfig> {
   shadow?: boolean;
@@ -77,9 +63,9 @@ export interface RunningScaler {
 
 /** The config's `scaler` section under explicit options. */
 export function scalerSettingsOf(config: Config, options: ScalerOptions = {}): ScalerConfig {
-  const { provider, ...rest } = config.scaler;
+  const { provider, k8sNamespace: _namespace, ...rest } = config.scaler;
   const { shadow: _shadow, historyWindowMs: _window, ...explicit } = options;
-  return { ...DEFAULT_SCALER_CONFIG, ...rest, poolProvider: provider, ...explicit };
+  return { ...rest, poolProvider: provider, ...explicit };
 }
 
 /**
@@ -107,12 +93,6 @@ export function createScaler(
   const s = scalerSettingsOf(config, options);
   const redis = shared ?? createRedis(config.redisUrl, {}, (err) => log.warn({ err: err.message }, 'redis connection error'));
   const queueStats = createQueueStats({ redis, prefix: config.queuePrefix, clock: systemClock });
-  const settings: ScalerSettings = {
-    sloQueueWaitMs: s.sloQueueWaitMs,
-    coldStartMs: s.coldStartDefaultMs,
-    scaleDownStabilizationMs: s.scaleDownStabilizationMs,
-    targetUtilization: s.targetUtilization,
-  };
   const controller = createScalerController({
     redis,
     prefix: config.queuePrefix,
@@ -124,7 +104,7 @@ export function createScaler(
     decide,
     clock: systemClock,
     log,
-    settings,
+    settings: scalerSettingsFrom(s),
     shadow: options.shadow ?? false,
     tickMs: s.tickMs,
     ...(options.historyWindowMs ? { historyWindowMs: options.historyWindowMs } : {}),
@@ -143,7 +123,7 @@ export function createScaler(
   };
 }
 
-/** The provider POOL_PROVIDER names; kubernetes and aws are not wired yet (see the header). */
+/** The provider POOL_PROVIDER names (see the header). */
 export async function createPoolProvider(
   config: Config,
   log: Logger,

@@ -43,12 +43,11 @@
  *
  * The controller should ask the forecaster for a horizon of at least a cold start plus a tick.
  */
+import { SCALER_DEFAULTS } from '../kernel/config.ts';
 import type { PolicyDecision, PolicyInput, PolicyMemory, PolicySettings, WorkerCounts } from '../contracts/pool.ts';
 
 /** Rows (or jobs) per second assumed per worker until one reports a batch profile. */
 export const FALLBACK_PER_WORKER_RATE_PER_SEC = 1;
-const DEFAULT_TARGET_UTILIZATION = 0.8;
-const DEFAULT_SLO_MS = 30_000;
 
 type Entry = PolicyMemory['recentDesired'][number];
 
@@ -254,10 +253,10 @@ function normaliseSettings(s: PolicySettings): PolicySettings {
     min,
     max: Number.isFinite(s.max) ? Math.max(min, Math.floor(s.max)) : min,
     standby: count(s.standby),
-    sloQueueWaitMs: Number.isFinite(s.sloQueueWaitMs) && s.sloQueueWaitMs > 0 ? s.sloQueueWaitMs : DEFAULT_SLO_MS,
+    sloQueueWaitMs: Number.isFinite(s.sloQueueWaitMs) && s.sloQueueWaitMs > 0 ? s.sloQueueWaitMs : SCALER_DEFAULTS.sloQueueWaitMs,
     coldStartMs: nonNegative(s.coldStartMs),
     scaleDownStabilizationMs: nonNegative(s.scaleDownStabilizationMs),
-    targetUtilization: Number.isFinite(util) && util > 0 ? Math.min(1, util) : DEFAULT_TARGET_UTILIZATION,
+    targetUtilization: Number.isFinite(util) && util > 0 ? Math.min(1, util) : SCALER_DEFAULTS.targetUtilization,
   };
 }
 

@@ -2,6 +2,7 @@
  * One comparison run (issue 5 §3): the same realised arrivals replayed through predictive,
  * reactive, static-peak and oracle, with one world model. Pure apart from the CPU it burns.
  */
+import type { ScalerTuning } from '../kernel/config.ts';
 import type { PolicySettings } from '../contracts/pool.ts';
 import type { Trace } from './trace.ts';
 import { type ArrivalPattern, realiseCounts } from './arrivals.ts';
@@ -59,11 +60,16 @@ export interface Comparison {
   policies: PolicyReport[];
 }
 
-export function defaultSettings(given: Partial<SimulationSettings> = {}): SimulationSettings {
+/**
+ * A replay's settings: `given` over the scaler being replayed (`scaler`: its tick, SLO, cold start
+ * until measured, stabilisation and utilisation, passed in from infra/kernel/config.ts by the
+ * caller) over the world model's own defaults.
+ */
+export function defaultSettings(scaler: ScalerTuning, given: Partial<SimulationSettings> = {}): SimulationSettings {
   // A flag not given arrives as undefined and must not hide the default.
   const over = Object.fromEntries(Object.entries(given).filter(([, v]) => v !== undefined)) as Partial<SimulationSettings>;
-  const sloMs = over.sloMs ?? 30_000;
-  const coldStart = over.coldStart ?? coldStartModel(over.coldStartMs ?? 60_000);
+  const sloMs = over.sloMs ?? scaler.sloQueueWaitMs;
+  const coldStart = over.coldStart ?? coldStartModel(over.coldStartMs ?? scaler.coldStartDefaultMs);
   const coldStartMs = meanColdStartMs(coldStart);
   return {
     scale: 1,
@@ -71,7 +77,7 @@ export function defaultSettings(given: Partial<SimulationSettings> = {}): Simula
     workerRps: 100,
     jobOverheadMs: 0,
     maxBatch: 32,
-    tickMs: 5_000,
+    tickMs: scaler.tickMs,
     activateMs: 1_000,
     seed: 1,
     pattern: { kind: 'poisson' },
@@ -89,8 +95,8 @@ export function defaultSettings(given: Partial<SimulationSettings> = {}): Simula
       standby: 1,
       sloQueueWaitMs: sloMs,
       coldStartMs,
-      scaleDownStabilizationMs: 300_000,
-      targetUtilization: 0.8,
+      scaleDownStabilizationMs: scaler.scaleDownStabilizationMs,
+      targetUtilization: scaler.targetUtilization,
       ...over.policy,
     },
   };

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Trace } from './trace.ts';
 import { compare, defaultSettings } from './compare.ts';
+import { SIMULATE_DEFAULTS } from '../kernel/config.ts';
 import { cheapestMeeting, paretoFront, parseSweep, runSweep, sweepGrid } from './sweep.ts';
 
 describe('sweep grid', () => {
@@ -50,7 +51,7 @@ describe('runSweep', () => {
   // Three hours: quiet, a ramp to 6× and back; 1 job/s per worker.
   const perMinute = Array.from({ length: 180 }, (_, m) => 30 + 150 * Math.max(0, Math.sin((Math.PI * (m - 40)) / 100)));
   const trace: Trace = { series: { startMs: Date.UTC(2024, 0, 1), perMinute }, missing: perMinute.map(() => false), rows: 180 };
-  const settings = defaultSettings({ workerRps: 1, maxBatch: 4, sloMs: 20_000, coldStartMs: 60_000, seed: 3 });
+  const settings = defaultSettings(SIMULATE_DEFAULTS, { workerRps: 1, maxBatch: 4, sloMs: 20_000, coldStartMs: 60_000, seed: 3 });
 
   it('runs the grid on worker threads, equal to the same runs in this thread', async () => {
     const axes = parseSweep(['standby=0,2', 'headroom=0.1,0.3']);

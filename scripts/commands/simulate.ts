@@ -13,6 +13,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
+import { SIMULATE_DEFAULTS } from '../../infra/kernel/config.ts';
 import { errorMessage, InvalidInputError } from '../../infra/kernel/errors.ts';
 import type { PolicySettings } from '../../infra/contracts/pool.ts';
 import { parseTime, readTraceFile, type Trace } from '../../infra/simulator/index.ts';
@@ -109,8 +110,8 @@ function settingsFrom(v: Values): SimulationSettings {
   const policy = v.policy ? readPolicyFile(v.policy) : {};
   const profile = v['batch-profile'] ? readBatchProfile(v['batch-profile']) : undefined;
   const cv = num(v, 'cold-start-cv', { min: 0 }) ?? 0;
-  const base = coldStartModel(coldS === undefined ? 60_000 : coldS * 1000, cv);
-  return defaultSettings({
+  const base = coldStartModel(coldS === undefined ? SIMULATE_DEFAULTS.coldStartDefaultMs : coldS * 1000, cv);
+  return defaultSettings(SIMULATE_DEFAULTS, {
     scale: num(v, 'scale', { min: 0, exclusive: true }),
     sloMs,
     coldStart: v['cold-start-phases'] ? parsePhases(v['cold-start-phases'], base) : base,
