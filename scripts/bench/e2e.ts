@@ -9,10 +9,10 @@
  * one event loop with the load generator, and on 2 cores the generator's CPU would be charged
  * to the API (docs/BENCHMARKS.md has both measured).
  */
-import { Queue } from 'bullmq';
 import { startApiServer } from '../../api/main.ts';
 import { freePort } from '../dev/free-port.ts';
-import { queueName, type JobData, type JobResult } from '../../infra/contracts/job.ts';
+import { queueName } from '../../infra/contracts/job.ts';
+import { leaseQueues } from '../../infra/queue/index.ts';
 import { createLogger } from '../../infra/kernel/log.ts';
 import type { ModelManifest } from '../../infra/contracts/manifest.ts';
 import { closeRedis, createRedis } from '../../infra/redis/client.ts';
@@ -52,12 +52,9 @@ export interface E2eResult {
 export async function measureE2e(ctx: BenchContext, manifest: ModelManifest, options: E2eOptions): Promise<E2eResult> {
   const { env, config } = scopedEnv(ctx, `e2e-${options.api}`, { PORT: String(await freePort()) });
   const redis = createRedis(config.redisUrl);
-  // A reader: skipMetasUpdate keeps BullMQ from resetting the events stream's maxLen.
-  const queue = new Queue<JobData, JobResult>(queueName(manifest.name, manifest.version), {
-    connection: redis,
-    prefix: config.queuePrefix,
-    skipMetasUpdate: true,
-  });
+  // A reader: it never rewrites the queue's settings (the events stream's maxLen).
+  const queues = leaseQueues(redis, config.queuePrefix);
+  const queue = queues.reader(queueName(manifest.name, manifest.version));
   const stops: Array<() => Promise<void>> = [];
   try {
     const url = await startApi(options.api, env, config, stops);
@@ -112,7 +109,7 @@ export async function measureE2e(ctx: BenchContext, manifest: ModelManifest, opt
   } finally {
     for (const stop of stops.reverse()) await stop().catch(() => undefined);
     await queue.obliterate({ force: true }).catch(() => undefined);
-    await queue.close();
+    await queues.release();
     await closeRedis(redis);
   }
 }

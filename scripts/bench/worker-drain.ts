@@ -4,9 +4,9 @@
  * with a full queue and a warmed worker, and several phases (single-row jobs, then jobs of a
  * full batch each) can run on the same worker.
  */
-import { Queue } from 'bullmq';
 import { systemClock } from '../../infra/kernel/clock.ts';
-import { EVENTS_STREAM_MAX_LEN, queueName, type JobData, type JobResult } from '../../infra/contracts/job.ts';
+import { queueName } from '../../infra/contracts/job.ts';
+import { leaseQueues, type JobQueueHandle } from '../../infra/queue/index.ts';
 import { createLogger } from '../../infra/kernel/log.ts';
 import type { ModelManifest } from '../../infra/contracts/manifest.ts';
 import { closeRedis, createRedis } from '../../infra/redis/client.ts';
@@ -52,11 +52,8 @@ export async function measureWorkerDrain(
 ): Promise<DrainRun> {
   const { config } = scopedEnv(ctx, label, overrides);
   const connection = createRedis(config.redisUrl);
-  const queue = new Queue<JobData, JobResult>(queueName(manifest.name, manifest.version), {
-    connection,
-    prefix: config.queuePrefix,
-    streams: { events: { maxLen: EVENTS_STREAM_MAX_LEN } },
-  });
+  const queues = leaseQueues(connection, config.queuePrefix);
+  const queue = queues.producer(queueName(manifest.name, manifest.version));
   const worker = new WarmpoolWorker(
     {
       config,
@@ -105,12 +102,12 @@ export async function measureWorkerDrain(
   } finally {
     await worker.close();
     await queue.obliterate({ force: true }).catch(() => undefined);
-    await queue.close();
+    await queues.release();
     await closeRedis(connection);
   }
 }
 
-async function fill(queue: Queue<JobData, JobResult>, manifest: ModelManifest, phase: DrainPhase): Promise<void> {
+async function fill(queue: JobQueueHandle, manifest: ModelManifest, phase: DrainPhase): Promise<void> {
   const submittedAt = Date.now();
   for (let start = 0; start < phase.jobs; start += 500) {
     const size = Math.min(500, phase.jobs - start);
@@ -123,7 +120,7 @@ async function fill(queue: Queue<JobData, JobResult>, manifest: ModelManifest, p
   }
 }
 
-async function inWorkerLatencies(queue: Queue<JobData, JobResult>): Promise<LatencySummary> {
+async function inWorkerLatencies(queue: JobQueueHandle): Promise<LatencySummary> {
   const durations: number[] = [];
   await forEachCompleted(queue, (job) => {
     if (job.finishedOn && job.processedOn) durations.push(job.finishedOn - job.processedOn);

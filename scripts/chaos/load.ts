@@ -4,8 +4,8 @@
  * reconcile: every accepted id read back through GET /v1/jobs/{id}, every job BullMQ holds
  * accounted for. The counts it returns are the suite's invariants.
  */
-import { Queue } from 'bullmq';
 import { queueName } from '../../infra/contracts/job.ts';
+import { countJobs, leaseQueues, type JobCountState } from '../../infra/queue/index.ts';
 import { closeRedis, createRedis } from '../../infra/redis/client.ts';
 import { FEATURES, type ChaosStack } from './stack.ts';
 import { countReasons, type JobCounts } from './report.ts';
@@ -95,15 +95,17 @@ export async function pool(count: number, concurrency: number, task: (n: number)
   await Promise.all(lanes);
 }
 
-/** BullMQ's own view of the model's queue, opened for `fn` and closed after. */
-export async function withQueue<T>(stack: ChaosStack, model: string, fn: (queue: Queue) => Promise<T>): Promise<T> {
+/** Counts jobs by state in the model's queue. */
+type CountJobs = <S extends JobCountState>(...states: S[]) => Promise<Record<S, number>>;
+
+/** BullMQ's own counts of the model's queue (a reader: it never rewrites the queue's settings), for `fn`. */
+export async function withJobCounts<T>(stack: ChaosStack, model: string, fn: (count: CountJobs) => Promise<T>): Promise<T> {
   const connection = createRedis(stack.config.redisUrl);
-  // skipMetasUpdate: only read; opening a Queue would otherwise reset the events stream's maxLen.
-  const queue = new Queue(queueName(model, '1'), { connection, prefix: stack.config.queuePrefix, skipMetasUpdate: true });
+  const queues = leaseQueues(connection, stack.config.queuePrefix);
   try {
-    return await fn(queue);
+    return await fn((...states) => countJobs(queues, queueName(model, '1'), ...states));
   } finally {
-    await queue.close();
+    await queues.release();
     await closeRedis(connection);
   }
 }
@@ -113,13 +115,13 @@ export async function withQueue<T>(stack: ChaosStack, model: string, fn: (queue:
  * or until `idleTimeoutMs` passes without any job finishing. Returns whether it settled.
  */
 export async function waitSettled(stack: ChaosStack, model: string, expected: number, idleTimeoutMs = 60_000): Promise<boolean> {
-  return withQueue(stack, model, async (queue) => {
+  return withJobCounts(stack, model, async (count) => {
     let lastDone = -1;
     let lastProgressAt = Date.now();
     for (;;) {
-      const c = await queue.getJobCounts('waiting', 'prioritized', 'delayed', 'active', 'completed', 'failed');
-      const open = (c.waiting ?? 0) + (c.prioritized ?? 0) + (c.delayed ?? 0) + (c.active ?? 0);
-      const done = (c.completed ?? 0) + (c.failed ?? 0);
+      const c = await count('waiting', 'prioritized', 'delayed', 'active', 'completed', 'failed');
+      const open = c.waiting + c.prioritized + c.delayed + c.active;
+      const done = c.completed + c.failed;
       if (open === 0 && done >= expected) return true;
       if (done !== lastDone) {
         lastDone = done;
@@ -160,8 +162,8 @@ export async function reconcile(stack: ChaosStack, model: string, accepted: stri
   });
   const succeeded = reads.filter((r) => r.status === 'succeeded').length;
   const failedReads = reads.filter((r) => r.status === 'failed');
-  const inQueue = await withQueue(stack, model, (q) => q.getJobCounts('completed', 'failed'));
-  const total = (inQueue.completed ?? 0) + (inQueue.failed ?? 0);
+  const inQueue = await withJobCounts(stack, model, (count) => count('completed', 'failed'));
+  const total = inQueue.completed + inQueue.failed;
   return {
     accepted: accepted.length,
     succeeded,

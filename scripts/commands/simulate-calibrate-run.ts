@@ -19,13 +19,13 @@ import os from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { Queue } from 'bullmq';
 import { startApiServer } from '../../api/main.ts';
 import { systemClock } from '../../infra/kernel/clock.ts';
 import { loadConfig } from '../../infra/kernel/config.ts';
 import { startEmbeddedServices } from '../dev/embedded-services.ts';
 import { stopChild } from '../dev/stop-child.ts';
-import { EVENTS_STREAM_MAX_LEN, type JobData, type JobResult, queueName } from '../../infra/contracts/job.ts';
+import { type JobData, queueName } from '../../infra/contracts/job.ts';
+import { leaseQueues, type JobQueueHandle } from '../../infra/queue/index.ts';
 import { closeAll } from '../../infra/kernel/lifecycle.ts';
 import { createLogger } from '../../infra/kernel/log.ts';
 import { closeRedis, createRedis } from '../../infra/redis/client.ts';
@@ -92,12 +92,9 @@ export async function runReal(o: RealRunOptions): Promise<RealRun> {
     closers.push(['redis', () => closeRedis(redis)]);
     // Everything this run wrote lives under its own prefix: leave a shared Redis as it was.
     closers.push(['keys', () => deleteKeys(redis, config.queuePrefix)]);
-    const queue = new Queue<JobData, JobResult>(queueName(MODEL, VERSION), {
-      connection: redis,
-      prefix: config.queuePrefix,
-      streams: { events: { maxLen: EVENTS_STREAM_MAX_LEN } },
-    });
-    closers.push(['queue', () => queue.close()]);
+    const queues = leaseQueues(redis, config.queuePrefix);
+    const queue = queues.producer(queueName(MODEL, VERSION));
+    closers.push(['queue', () => queues.release()]);
 
     const coldStarts = await startWorkers(env, o.workers, closers);
     const beat = await waitActive(() => listHeartbeats(redis, config.queuePrefix), o.workers);
@@ -265,14 +262,14 @@ function post(agent: http.Agent, url: string, body: string): Promise<void> {
 }
 
 /** Queues a burst after `before` jobs (all done), waits for it, and returns its jobs. */
-async function drain(queue: Queue<JobData, JobResult>, o: RealRunOptions, before: number): Promise<MeasuredJob[]> {
+async function drain(queue: JobQueueHandle, o: RealRunOptions, before: number): Promise<MeasuredJob[]> {
   const from = Date.now();
   await addBurst(queue, o, before);
   await waitDone(queue, before + o.drainJobs);
   return (await measuredJobs(queue)).filter((j) => j.arrivedMs >= from);
 }
 
-async function addBurst(queue: Queue<JobData, JobResult>, o: RealRunOptions, offset: number): Promise<void> {
+async function addBurst(queue: JobQueueHandle, o: RealRunOptions, offset: number): Promise<void> {
   const submittedAt = Date.now();
   const jobs = Array.from({ length: o.drainJobs }, (_, j) => ({
     name: 'infer',
@@ -288,7 +285,7 @@ async function addBurst(queue: Queue<JobData, JobResult>, o: RealRunOptions, off
   await queue.addBulk(jobs);
 }
 
-async function waitDone(queue: Queue<JobData, JobResult>, total: number): Promise<void> {
+async function waitDone(queue: JobQueueHandle, total: number): Promise<void> {
   const deadline = Date.now() + 300_000;
   while (Date.now() < deadline) {
     const c = await queue.getJobCounts('completed', 'failed');
@@ -299,7 +296,7 @@ async function waitDone(queue: Queue<JobData, JobResult>, total: number): Promis
   throw new Error('timed out waiting for the calibration jobs');
 }
 
-async function measuredJobs(queue: Queue<JobData, JobResult>): Promise<MeasuredJob[]> {
+async function measuredJobs(queue: JobQueueHandle): Promise<MeasuredJob[]> {
   const jobs = await queue.getJobs(['completed'], 0, -1);
   return jobs
     .map((j) => ({ arrivedMs: j.data.submittedAt, startedMs: j.processedOn ?? Number.NaN, doneMs: j.finishedOn ?? Number.NaN }))
