@@ -27,8 +27,8 @@
  * from; a reader that lost the race drops its batch (the winner counted it) and stops.
  */
 import type { RedisClient } from '../redis/client.ts';
-import { canaryAggKey, canaryCursorKey, queueKey } from '../redis/keys.ts';
-import { parseFailure } from '../queue/index.ts';
+import { canaryAggKey, canaryCursorKey } from '../redis/keys.ts';
+import { parseFailure, readEventStreams, type StreamEntry } from '../queue/index.ts';
 import { queueName } from '../contracts/job.ts';
 import { bucketIndex, estimateQuantile, type LatencyCounts } from './latency-histogram.ts';
 
@@ -120,18 +120,15 @@ export function createOutcomeStore(deps: OutcomeStoreDeps): OutcomeStore {
   const maxBatches = deps.maxBatches ?? 20;
   // A bucket outlives the window it can fall in, with a bucket to spare for clock skew.
   const bucketTtlMs = deps.windowMs + 2 * BUCKET_MS;
-  const streamKey = (queue: string) => queueKey(deps.prefix, queue, 'events');
   const cursorKey = (queue: string) => canaryCursorKey(deps.prefix, queue);
   const aggKey = (queue: string, bucket: number) => canaryAggKey(deps.prefix, queue, bucket);
 
   /** Reads and applies one batch; the new cursor, or null when there was nothing or the race was lost. */
   async function step(queue: string, stored: string | null, now: number): Promise<{ cursor: string; read: number } | null> {
     const from = stored ?? `${Math.max(0, now - deps.windowMs)}-0`;
-    const reply = (await deps.redis.xread('COUNT', batchSize, 'STREAMS', streamKey(queue), from)) as Array<
-      [string, Array<[string, string[]]>]
-    > | null;
-    const entries = reply?.[0]?.[1] ?? [];
-    const last = entries.at(-1)?.[0];
+    const [read] = await readEventStreams(deps.redis, deps.prefix, [[queue, from]], { count: batchSize });
+    const entries = read?.entries ?? [];
+    const last = entries.at(-1)?.id;
     if (last === undefined) return null;
     const buckets = aggregate(entries, now - deps.windowMs);
     const keys = [...buckets.keys()];
@@ -177,11 +174,11 @@ export function createOutcomeStore(deps: OutcomeStoreDeps): OutcomeStore {
 }
 
 /** Bucket start → field → increment, for the entries inside the window. */
-function aggregate(entries: Array<[string, string[]]>, windowStartMs: number): Map<number, Map<string, number>> {
+function aggregate(entries: readonly StreamEntry[], windowStartMs: number): Map<number, Map<string, number>> {
   const buckets = new Map<number, Map<string, number>>();
   const inc = (fields: Map<string, number>, field: string) => fields.set(field, (fields.get(field) ?? 0) + 1);
-  for (const [id, flat] of entries) {
-    const outcome = outcomeOf(id, pairs(flat));
+  for (const { id, fields: entry } of entries) {
+    const outcome = outcomeOf(id, entry);
     if (!outcome || outcome.atMs <= windowStartMs) continue;
     const bucket = Math.floor(outcome.atMs / BUCKET_MS) * BUCKET_MS;
     const fields = buckets.get(bucket) ?? new Map<string, number>();
@@ -217,10 +214,4 @@ export function statsOf(hashes: ReadonlyArray<Record<string, string>>): WindowSt
     p50Ms: estimateQuantile(latency, 0.5),
     p95Ms: estimateQuantile(latency, 0.95),
   };
-}
-
-function pairs(flat: string[]): Record<string, string> {
-  const fields: Record<string, string> = {};
-  for (let i = 0; i + 1 < flat.length; i += 2) fields[flat[i] as string] = flat[i + 1] as string;
-  return fields;
 }
