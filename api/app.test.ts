@@ -13,6 +13,7 @@ import { createRateLimiter } from './http/rate-limiter.ts';
 import { createApp, type AppDeps, type AppJobQueue } from './app.ts';
 import type { JobView, ModelCatalog } from './ports.ts';
 import { closeRedis, createRedis, deleteMany, scanKeys, type RedisClient } from '../infra/redis/client.ts';
+import { silentLog } from '../infra/kernel/log.ts';
 
 const KEY_A = 'key-aaaaaaaa';
 const KEY_B = 'key-bbbbbbbb';
@@ -169,7 +170,7 @@ describe('createApp', () => {
       idempotency: createIdempotencyStore(redis, { prefix, ttlS: 3600 }),
       webhookAllowedPrivateHosts: ['hooks.internal'],
       ready: async () => ready,
-      log: { error: (obj) => logged.push(obj) },
+      log: { ...silentLog, error: (obj) => logged.push(obj as object) },
     };
     app = createApp(deps);
   });

@@ -22,7 +22,7 @@ import type { ApiMetrics } from '../infra/telemetry/metrics.ts';
 import { bearerAuth, type AuthEnv } from './http/auth.ts';
 import { dashboardPageRoutes } from './dashboard/page.ts';
 import { dashboardRoutes, sessionRoutes } from './dashboard/routes.ts';
-import { errorBody, errorHandler, notFoundHandler, type ErrorLog } from './http/errors.ts';
+import { errorBody, errorHandler, notFoundHandler } from './http/errors.ts';
 import { openApiRoutes } from './openapi/routes.ts';
 import type { Clock, DeploymentLookup, JobQueue, ModelCatalog } from './ports.ts';
 import { rateLimit, type RateLimitSettings } from './http/rate-limit.ts';
@@ -37,6 +37,7 @@ import { webhookRoutes } from './routes/webhooks.ts';
 import type { JobCanceler } from './use-cases/cancel-job.ts';
 import type { DeploymentAdmin } from './use-cases/deployments.ts';
 import { newJobId } from './use-cases/submit-job.ts';
+import type { Log } from '../infra/kernel/log.ts';
 
 /** The job queue as the app uses it: the JobQueue port plus cancel and watch. */
 export type AppJobQueue = JobQueue & JobCanceler & JobWatcher;
@@ -88,7 +89,7 @@ export interface AppDeps {
   /** `/v2/health/ready`; ready when absent. */
   ready?: () => Promise<boolean>;
   newId?: () => string;
-  log?: ErrorLog;
+  log?: Log;
 }
 
 /** OIP server metadata's `version`: the package's. */

@@ -19,6 +19,7 @@ import { createDeploymentStore, type DeploymentStore } from '../infra/deployment
 import { EVENTS_STREAM_MAX_LEN, queueName, type JobResult } from '../infra/contracts/job.ts';
 import { closeRedis, createRedis } from '../infra/redis/client.ts';
 import { redisPrefixes, testServices } from './support/services.ts';
+import { silentLog } from '../infra/kernel/log.ts';
 
 const redis = createRedis(testServices().redisUrl);
 const second = createRedis(testServices().redisUrl); // as a second guard process would have
@@ -33,7 +34,6 @@ const policy: Partial<CanaryPolicy> = {
   maxLatencyRatio: 1.5,
 };
 const TICK_MS = 10_000;
-const silent = { info() {}, warn() {} };
 
 afterEach(async () => {
   await Promise.all(guards.splice(0).map((g) => g.close()));
@@ -127,7 +127,7 @@ function newGuard(prefix: string, clock: ManualClock, client = redis): CanaryGua
     prefix,
     deployments: createDeploymentStore(client, prefix),
     clock,
-    log: silent,
+    log: silentLog,
     policy,
     tickMs: TICK_MS,
   });

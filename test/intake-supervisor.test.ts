@@ -14,6 +14,7 @@ import { closeRedis, createRedis, deleteMany, scanKeys, type RedisClient } from 
 import { admitOrReturn, type IntakeGate } from '../worker/intake.ts';
 import { IntakeSupervisor } from '../worker/intake-supervisor.ts';
 import { testServices, uniqueId } from './support/services.ts';
+import { silentLog } from '../infra/kernel/log.ts';
 
 const manifest = { name: 'sup', version: '1' } as ModelManifest;
 const NAME = queueName(manifest.name, manifest.version);
@@ -50,7 +51,7 @@ function supervise(
   const supervisor = new IntakeSupervisor({
     redis,
     clock: systemClock,
-    log: { warn: () => undefined, error: () => undefined },
+    log: silentLog,
     prefix,
     manifest,
     concurrency,

@@ -24,6 +24,7 @@ import { createQueueStats } from '../infra/queue/index.ts';
 import type { HeartbeatPayload } from '../infra/fleet/worker-states.ts';
 import { workerKey } from '../infra/redis/keys.ts';
 import { testServices, uniqueId } from './support/services.ts';
+import { silentLog } from '../infra/kernel/log.ts';
 
 const redis = createRedis(testServices().redisUrl);
 const prefix = uniqueId('pool-route');
@@ -111,7 +112,7 @@ it("shows each deployment's workers, queues, forecast, targets and recent decisi
     forecast: forecastArrivals,
     decide,
     clock,
-    log: { info() {}, warn() {} },
+    log: silentLog,
     settings: scalerSettingsFrom(SCALER_DEFAULTS),
     tickMs: 1000,
   });

@@ -38,12 +38,12 @@ import { createQueueStats, type QueueStats } from '../infra/queue/index.ts';
 import type { HeartbeatPayload } from '../infra/fleet/worker-states.ts';
 import { type WorkerState } from '../infra/contracts/worker-state.ts';
 import { redisPrefixes, testServices } from './support/services.ts';
+import { silentLog } from '../infra/kernel/log.ts';
 
 const redis = createRedis(testServices().redisUrl);
 const second = createRedis(testServices().redisUrl); // as a second scaler process would have
 const T0 = Date.UTC(2025, 0, 6, 12, 0, 0);
 const MODEL = 'scorer';
-const silent = { info() {}, warn() {} };
 
 const cleanups: Array<() => Promise<void>> = [];
 const prefixes = redisPrefixes(redis);
@@ -170,7 +170,7 @@ async function fixture(): Promise<Fixture> {
         forecast: meanForecast,
         decide: scriptedPolicy({ active: 1, standby: 1, launch: 0, drain: 0 }).policy,
         clock,
-        log: silent,
+        log: silentLog,
         settings: scalerSettingsFrom(SCALER_DEFAULTS),
         tickMs: 1000,
         ...overrides,

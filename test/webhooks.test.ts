@@ -18,7 +18,7 @@ import { systemClock } from '../infra/kernel/clock.ts';
 import { loadConfig, type Config } from '../infra/kernel/config.ts';
 import { queueName, type JobData, type JobResult } from '../infra/contracts/job.ts';
 import type { WebhookEvent } from '../infra/contracts/webhook.ts';
-import { createLogger } from '../infra/kernel/log.ts';
+import { createLogger, silentLog } from '../infra/kernel/log.ts';
 import { closeRedis, createRedis, deleteMany, scanKeys } from '../infra/redis/client.ts';
 import { testEnv, testServices, uniqueId } from './support/services.ts';
 
@@ -74,7 +74,6 @@ describe('webhooks, end to end', () => {
   const r = receivers();
   const store = createDeliveryStore(redis, prefix);
   const config: Config['webhooks'] = { allowedPrivateHosts: ['127.0.0.1'], timeoutMs: 5_000, retryScheduleMs: [50, 50, 50, 50] };
-  const log = { info: () => undefined, warn: () => undefined, debug: () => undefined };
   const dispatchers: Dispatcher[] = [];
   let queue: Queue<JobData, JobResult>;
   let worker: Worker<JobData, JobResult>;
@@ -143,7 +142,7 @@ describe('webhooks, end to end', () => {
         prefix,
         clock: systemClock,
         config,
-        log,
+        log: silentLog,
         pollIntervalMs: 50,
         discoverIntervalMs: 200,
         resolve: async (host) => [{ address: host === 'rebind.test' ? '127.0.0.1' : '203.0.113.1', family: 4 }],

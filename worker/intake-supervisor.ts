@@ -21,7 +21,7 @@
 import type { Worker } from 'bullmq';
 import type { Clock } from '../infra/kernel/clock.ts';
 import { queueName, type JobData, type JobResult } from '../infra/contracts/job.ts';
-import type { Logger } from '../infra/kernel/log.ts';
+import type { Log } from '../infra/kernel/log.ts';
 import type { ModelManifest } from '../infra/contracts/manifest.ts';
 import { closeRedis, duplicateClient, type RedisClient } from '../infra/redis/client.ts';
 import { queueKey } from '../infra/redis/keys.ts';
@@ -33,7 +33,7 @@ type Intake = Worker<JobData, JobResult>;
 export interface IntakeSupervisorDeps {
   redis: RedisClient;
   clock: Clock;
-  log: Pick<Logger, 'warn' | 'error'>;
+  log: Log;
   prefix: string;
   manifest: ModelManifest;
   /** Jobs one intake holds at most (BullMQ's concurrency). */

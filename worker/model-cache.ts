@@ -18,17 +18,12 @@ import { systemClock, type Clock } from '../infra/kernel/clock.ts';
 import { IntegrityError } from '../infra/kernel/errors.ts';
 import type { ModelManifest } from '../infra/contracts/manifest.ts';
 import type { ModelRegistry } from '../infra/registry/model-registry.ts';
-
-/** A pino-compatible subset. */
-export interface ModelCacheLog {
-  info(obj: object, msg: string): void;
-  warn(obj: object, msg: string): void;
-}
+import type { Log } from '../infra/kernel/log.ts';
 
 export interface ModelCacheOptions {
   dir: string;
   registry: Pick<ModelRegistry, 'openModel'>;
-  log?: ModelCacheLog;
+  log?: Log;
   /** Re-hash a cached file on every hit (default true); false checks its size only. */
   verifyOnHit?: boolean;
   clock?: Clock;
@@ -88,7 +83,7 @@ export function createModelCache(options: ModelCacheOptions): ModelCache {
 }
 
 /** True when the cached file exists and matches; a file that does not match is removed. */
-async function cachedFileVerifies(file: string, manifest: CachedModel, fullCheck: boolean, log?: ModelCacheLog): Promise<boolean> {
+async function cachedFileVerifies(file: string, manifest: CachedModel, fullCheck: boolean, log?: Log): Promise<boolean> {
   const stat = await fs.stat(file).catch((err: NodeJS.ErrnoException) => {
     if (err.code === 'ENOENT') return null;
     throw err;

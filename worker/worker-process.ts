@@ -26,7 +26,7 @@ import { Registry } from 'prom-client';
 import type { Clock } from '../infra/kernel/clock.ts';
 import type { Config } from '../infra/kernel/config.ts';
 import { TypedEmitter } from '../infra/kernel/events.ts';
-import type { Logger } from '../infra/kernel/log.ts';
+import type { Log } from '../infra/kernel/log.ts';
 import type { ModelManifest } from '../infra/contracts/manifest.ts';
 import type { ObjectStore } from '../infra/registry/object-store.ts';
 import { createWorkerMetrics, publishMetricsSnapshot } from '../infra/telemetry/metrics.ts';
@@ -64,7 +64,7 @@ export interface WorkerDeps {
   registry: Pick<ModelRegistry, 'getManifest' | 'openModel'>;
   engine: InferenceEngine;
   clock: Clock;
-  log: Logger;
+  log: Log;
   /** Object stores by bucket, for bulk chunks' parts; without it bulk chunk jobs fail and retry. */
   storeFor?: (bucket: string) => ObjectStore;
 }

@@ -6,14 +6,10 @@ import type { Context } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { InvalidInputError, NotFoundError, OverloadedError, UnauthorizedError } from '../../infra/kernel/errors.ts';
 import { isUnavailableError } from '../../infra/redis/client.ts';
+import type { Log } from '../../infra/kernel/log.ts';
 
 /** Retry-After of a 503 `unavailable`: about what a Redis restart or failover takes. */
 export const UNAVAILABLE_RETRY_AFTER_S = 2;
-
-/** The slice of a pino logger the API uses. */
-export interface ErrorLog {
-  error(obj: object, msg?: string): void;
-}
 
 export interface ErrorBody {
   error: { code: string; message: string; [extra: string]: unknown };
@@ -23,7 +19,7 @@ export function errorBody(code: string, message: string, extra: Record<string, u
   return { error: { code, message, ...extra } };
 }
 
-export function errorHandler(log: ErrorLog | undefined) {
+export function errorHandler(log: Log | undefined) {
   return (err: Error, c: Context): Response => {
     closeIfBodyUnread(c);
     if (err instanceof InvalidInputError || err instanceof NotFoundError) {

@@ -9,10 +9,10 @@ import { Hono } from 'hono';
 import { type SSEStreamingApi, streamSSE } from 'hono/streaming';
 import { isClientError } from '../../infra/kernel/errors.ts';
 import type { AuthEnv } from '../http/auth.ts';
-import type { ErrorLog } from '../http/errors.ts';
 import type { Clock, JobQueue, JobView } from '../ports.ts';
 import { toJobResource } from '../resources/job-resource.ts';
 import { getJob } from '../use-cases/get-job.ts';
+import type { Log } from '../../infra/kernel/log.ts';
 
 export interface JobWatcher {
   /** Calls onChange now and at each status change until terminal (resolves) or the signal aborts (rejects). */
@@ -23,7 +23,7 @@ export interface JobEventsDeps {
   jobs: JobQueue & JobWatcher;
   clock: Clock;
   heartbeatMs: number;
-  log?: ErrorLog;
+  log?: Log;
 }
 
 export function jobEventRoutes(deps: JobEventsDeps): Hono<AuthEnv> {
@@ -75,7 +75,7 @@ async function heartbeat(stream: SSEStreamingApi, deps: JobEventsDeps, signal: A
 }
 
 /** A failure after the stream began: an `error` event with the usual error body, then the end. */
-async function streamError(stream: SSEStreamingApi, err: unknown, log: ErrorLog | undefined): Promise<void> {
+async function streamError(stream: SSEStreamingApi, err: unknown, log: Log | undefined): Promise<void> {
   const known = isClientError(err);
   if (!known) log?.error({ err }, 'job event stream failed');
   const error = known

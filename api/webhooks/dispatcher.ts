@@ -14,15 +14,12 @@ import type { Clock } from '../../infra/kernel/clock.ts';
 import type { Config } from '../../infra/kernel/config.ts';
 import { createDeliveryStore, type AttemptOutcome, type ClaimedDelivery, type DeliveryStore } from './delivery-store.ts';
 import { deliverOnce, type AttemptResult, type ResolveAll } from './deliver.ts';
-import { createEventSource, type EventSourceLog } from './event-source.ts';
+import { createEventSource } from './event-source.ts';
 import { nextAttemptAt } from './retry-schedule.ts';
 import { createWebhookSecrets } from './secrets.ts';
 import { webhookHeaders } from './signing.ts';
-
-export interface DispatcherLog extends EventSourceLog {
-  info(obj: object, msg?: string): void;
-}
 import { errorMessage } from '../../infra/kernel/errors.ts';
+import type { Log } from '../../infra/kernel/log.ts';
 
 export interface DispatcherDeps {
   /** Used for commands; the dispatcher duplicates it once for its blocking reads. Not closed here. */
@@ -30,7 +27,7 @@ export interface DispatcherDeps {
   prefix: string;
   clock: Clock;
   config: Config['webhooks'];
-  log: DispatcherLog;
+  log: Log;
   /** DNS resolution for deliveries; tests map names with it. Default: dns.lookup. */
   resolve?: ResolveAll;
   /** Attempts in flight at once. Default 16. */

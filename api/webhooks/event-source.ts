@@ -37,12 +37,8 @@ import type { JobStatus } from '../../infra/contracts/job.ts';
 import type { WebhookEvent } from '../../infra/contracts/webhook.ts';
 import { iso, toJobResource, type JobResource } from '../resources/job-resource.ts';
 import type { DeliveryStore } from './delivery-store.ts';
-
-export interface EventSourceLog {
-  warn(obj: object, msg?: string): void;
-  debug(obj: object, msg?: string): void;
-}
 import { errorMessage } from '../../infra/kernel/errors.ts';
+import type { Log } from '../../infra/kernel/log.ts';
 
 export interface EventSourceDeps {
   /** Plain commands and BullMQ job reads. */
@@ -52,7 +48,7 @@ export interface EventSourceDeps {
   prefix: string;
   clock: Clock;
   store: Pick<DeliveryStore, 'enqueue'>;
-  log: EventSourceLog;
+  log: Log;
   /** Called after new deliveries are stored, to wake the delivery loop. */
   onEnqueued?: () => void;
   discoverIntervalMs?: number;

@@ -15,7 +15,7 @@ import { randomBytes } from 'node:crypto';
 import type { RedisClient } from '../redis/client.ts';
 import type { Clock } from '../kernel/clock.ts';
 import { InvalidInputError, NotFoundError } from '../kernel/errors.ts';
-import type { Logger } from '../kernel/log.ts';
+import type { Log } from '../kernel/log.ts';
 import type { ModelManifest } from '../contracts/manifest.ts';
 import type { ObjectStore } from '../registry/object-store.ts';
 import { clearCapacityRequest } from './capacity-request.ts';
@@ -45,7 +45,7 @@ export interface BulkDeps {
   /** The deployment's serving version for a model, or null when not deployed. */
   servingVersion(model: string): Promise<string | null>;
   clock: Clock;
-  log: Logger;
+  log: Log;
   /** Progress/completion events for the run's webhook; absent = no webhooks. */
   notify?(event: BulkWebhookEvent, run: BulkRunView): Promise<void>;
   /** Chunk jobs' retries and retention (config.jobs); defaults 3 attempts, one day. */

@@ -11,7 +11,7 @@ import type { BulkDeps } from './bulk-runs.ts';
 import { systemClock, type Clock } from '../kernel/clock.ts';
 import type { Config } from '../kernel/config.ts';
 import { createDeploymentStore } from '../deployments/deployment-store.ts';
-import type { Logger } from '../kernel/log.ts';
+import type { Log } from '../kernel/log.ts';
 import { cacheManifests } from '../registry/manifest-cache.ts';
 import type { ObjectStore } from '../registry/object-store.ts';
 import { createModelRegistry } from '../registry/model-registry.ts';
@@ -20,7 +20,7 @@ import { createS3ObjectStore } from '../registry/s3-object-store.ts';
 export interface BulkWiringOptions {
   /** Used, not closed: the caller owns it. */
   redis: RedisClient;
-  log: Logger;
+  log: Log;
   clock?: Clock;
   /** Manifest lookups; default: the registry through a short-lived cache. */
   getManifest?: BulkDeps['getManifest'];

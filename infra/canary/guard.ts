@@ -23,6 +23,7 @@ import { recordCanaryEvent } from './event-log.ts';
 import { createOutcomeStore } from './outcomes.ts';
 import { DEFAULT_CANARY_POLICY, type CanaryPolicy } from './verdict.ts';
 import { errorMessage } from '../kernel/errors.ts';
+import type { Log } from '../kernel/log.ts';
 
 export const DEFAULT_CANARY_TICK_MS = 5000;
 
@@ -31,17 +32,12 @@ export function canaryMaxGapMs(tickMs: number): number {
   return 3 * tickMs;
 }
 
-export interface CanaryGuardLog {
-  info(obj: object, msg?: string): void;
-  warn(obj: object, msg?: string): void;
-}
-
 export interface CanaryGuardDeps {
   redis: RedisClient;
   prefix: string;
   deployments: Pick<DeploymentStore, 'list' | 'update'>;
   clock: Clock;
-  log: CanaryGuardLog;
+  log: Log;
   policy?: Partial<CanaryPolicy>;
   /** Default 5 s. */
   tickMs?: number;

@@ -7,7 +7,6 @@ export {
   DEFAULT_CANARY_TICK_MS,
   type CanaryGuard,
   type CanaryGuardDeps,
-  type CanaryGuardLog,
 } from './guard.ts';
 export { BUCKET_MS, createOutcomeStore, IGNORED_FAILURE_CODES, type OutcomeStore, type WindowStats } from './outcomes.ts';
 export { createCanaryStatusReader, type CanaryStatus, type CanaryStatusDeps } from './status.ts';

@@ -19,7 +19,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import type { RedisClient } from '../redis/client.ts';
 import type { Clock } from '../kernel/clock.ts';
 import { once } from '../kernel/lifecycle.ts';
-import type { Logger } from '../kernel/log.ts';
+import type { Log } from '../kernel/log.ts';
 import type { PoolProvider, PoolTarget, PoolWorker } from '../contracts/pool.ts';
 import { commandFor, sendControl, type ControlCommand } from '../fleet/worker-control.ts';
 import { listHeartbeats } from '../fleet/worker-states.ts';
@@ -34,7 +34,7 @@ export interface LocalProviderOptions {
   /** QUEUE_PREFIX the workers use. */
   prefix: string;
   clock: Clock;
-  log: Logger;
+  log: Log;
   /** Where a worker's stdout/stderr go; default: inherited. */
   stdio?: 'inherit' | 'ignore';
   /** After a `drain` command, SIGTERM if the process still runs this long after; default 10 s. */

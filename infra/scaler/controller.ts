@@ -62,6 +62,7 @@ import { allocate, inApplyOrder, isSettled, planVersion, retireTargets, usableWo
 import { createDecisionLog, type ScalerAction } from './decision-log.ts';
 import { queuedJobs, type QueueStats } from '../queue/index.ts';
 import { errorMessage } from '../kernel/errors.ts';
+import type { Log } from '../kernel/log.ts';
 
 /** The settings the controller supplies; min, max and standby come from each deployment. */
 export type ScalerSettings = Omit<PolicySettings, 'min' | 'max' | 'standby'>;
@@ -84,11 +85,6 @@ export function scalerSettingsFrom(t: ScalerTuning): ScalerSettings {
 /** Daily analogues for a week back plus the recent window, and the first weekly one (forecast.ts). */
 export const DEFAULT_HISTORY_WINDOW_MS = 8 * 24 * 3600_000;
 
-export interface ScalerLog {
-  info(obj: object, msg?: string): void;
-  warn(obj: object, msg?: string): void;
-}
-
 export interface ScalerControllerDeps {
   redis: RedisClient;
   prefix: string;
@@ -100,7 +96,7 @@ export interface ScalerControllerDeps {
   forecast: (input: { series: ArrivalSeries; now: number; horizonS: number }) => Forecast;
   decide: (input: PolicyInput) => PolicyDecision;
   clock: Clock;
-  log: ScalerLog;
+  log: Log;
   /** From the config (scalerSettingsFrom); a deployment's `policy` overrides them. */
   settings: ScalerSettings;
   shadow?: boolean;
