@@ -26,5 +26,4 @@ export {
 } from './queue-stats.ts';
 export { chunkJobId, createChunkQueue, type ChunkQueue, type ChunkQueueOptions, type ChunkState } from './chunk-queue.ts';
 export { modelQueuesWithEvents, readEventStreams, type QueueStreamEntries, type StreamEntry } from './event-streams.ts';
-export { eventsStreamKey } from './bullmq-keys.ts';
 export { leaseQueues, type JobQueueHandle, type QueueErrorHandler, type QueueEventName, type QueueLease } from './queue-cache.ts';
