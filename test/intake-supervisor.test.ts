@@ -112,7 +112,7 @@ describe('IntakeSupervisor', () => {
         new Worker<JobData, JobResult>(
           NAME,
           async (job, token) => {
-            await admitOrReturn(job, token, gate);
+            await admitOrReturn(job, token, gate, systemClock);
             done++;
             return {} as JobResult;
           },

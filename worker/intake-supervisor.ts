@@ -51,7 +51,11 @@ export class IntakeSupervisor {
   private held = 0;
   /** Resolved when the jobs held reach zero (standby waits on them). */
   private idleWaiters: Array<() => void> = [];
-  /** When standby began (wall clock, as BullMQ stamps processedOn); undefined while active. */
+  /**
+   * When standby began, on the worker's clock, which the gate compares with BullMQ's processedOn:
+   * BullMQ stamps it from this host's wall clock, so a worker running real BullMQ jobs runs on
+   * systemClock. Undefined while active.
+   */
   private standbySince: number | undefined;
   private readonly gate: IntakeGate = {
     admit: (takenAt) => this.standbySince === undefined || takenAt < this.standbySince,
@@ -91,7 +95,7 @@ export class IntakeSupervisor {
 
   /** Stops taking jobs and resolves once the ones held have finished. */
   async standby(): Promise<void> {
-    this.standbySince = Date.now();
+    this.standbySince = this.deps.clock.now();
     await this.intake.pause(true);
     if (this.held > 0) await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
   }

@@ -17,6 +17,7 @@
  */
 import { UnrecoverableError, WaitingError, Worker, type Job } from 'bullmq';
 import type { RedisClient } from '../infra/redis/client.ts';
+import type { Clock } from '../infra/kernel/clock.ts';
 import { InvalidInputError } from '../infra/kernel/errors.ts';
 import type { JobData, JobResult } from '../infra/contracts/job.ts';
 import { queueName } from '../infra/contracts/job.ts';
@@ -45,6 +46,8 @@ export interface IntakeOptions {
   lockDurationMs: number;
   stalledIntervalMs: number;
   workerId: string;
+  /** The worker's clock: when a job without BullMQ's processedOn stamp was taken. */
+  clock: Pick<Clock, 'now'>;
   /** Where successful results are stored for repeats; no caching when absent. */
   results?: Pick<ResultCache, 'put'>;
   /** Writes a bulk chunk's part (worker/bulk-part.ts); bulk chunk jobs fail (and retry) without it. */
@@ -68,9 +71,17 @@ export interface IntakeGate {
   returned(): void;
 }
 
-/** Returns when `job` may run; otherwise moves it back to wait and throws BullMQ's WaitingError (no attempt is counted). */
-export async function admitOrReturn(job: Job, token: string | undefined, gate: IntakeGate | undefined): Promise<void> {
-  if (!gate || gate.admit(job.processedOn ?? Date.now())) return;
+/**
+ * Returns when `job` may run; otherwise moves it back to wait and throws BullMQ's WaitingError (no
+ * attempt is counted). `clock` stands in for BullMQ's processedOn when a job has none.
+ */
+export async function admitOrReturn(
+  job: Job,
+  token: string | undefined,
+  gate: IntakeGate | undefined,
+  clock: Pick<Clock, 'now'>,
+): Promise<void> {
+  if (!gate || gate.admit(job.processedOn ?? clock.now())) return;
   await job.moveToWait(token);
   gate.returned();
   throw new WaitingError();
@@ -79,8 +90,8 @@ export async function admitOrReturn(job: Job, token: string | undefined, gate: I
 export function createIntake(options: IntakeOptions): Worker<JobData, JobResult> {
   const { manifest } = options;
   const process = async (job: Job<JobData, JobResult>, token?: string): Promise<JobResult> => {
-    await admitOrReturn(job, token, options.gate);
-    const startedAt = job.processedOn ?? Date.now();
+    await admitOrReturn(job, token, options.gate, options.clock);
+    const startedAt = job.processedOn ?? options.clock.now();
     const queueMs = Math.max(0, startedAt - job.data.submittedAt);
     const { timeoutMs } = job.data;
     if (timeoutMs !== undefined && queueMs > timeoutMs) {

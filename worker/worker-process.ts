@@ -125,7 +125,9 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
     private readonly startOptions: WorkerOptions = {},
   ) {
     super({ onListenerError: (err) => deps.log.warn({ err }, 'worker event listener threw') });
-    this.lastBeatAt = deps.clock.now();
+    this.startedAt = deps.clock.now();
+    this.stateSince = this.startedAt;
+    this.lastBeatAt = this.startedAt;
     // Whoever runs the worker races this against shutdown; unobserved, it must not crash.
     this.engineLost.catch(() => undefined);
   }
@@ -350,6 +352,7 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
           lockDurationMs: config.worker.lockDurationMs,
           stalledIntervalMs: config.worker.stalledIntervalMs,
           workerId: this.id,
+          clock,
           results,
           ...writePart,
           onCacheError: (err) => this.deps.log.warn({ err }, 'result not cached'),
@@ -430,9 +433,9 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
     };
   }
 
-  private readonly startedAt = Date.now();
+  private readonly startedAt: number;
   /** When the worker entered its current state: cold-start timing and the pool view use it. */
-  private stateSince = this.startedAt;
+  private stateSince: number;
 }
 
 function summarise(p: BatchProfile) {
