@@ -24,6 +24,8 @@ const F = 256;
 let stack: TestStack;
 let provider: PoolProvider;
 let scaler: RunningScaler;
+// The provider borrows this client; the file closes it after the provider.
+let providerRedis: ReturnType<typeof createRedis> | undefined;
 const redis = () => createRedis(stack.config.redisUrl);
 
 async function beats(): Promise<HeartbeatPayload[]> {
@@ -78,10 +80,11 @@ beforeAll(async () => {
     warmupBatches: [1, 32],
   });
   await stack.deployments.put({ model: 'pooled', version: '1', min: 0, max: 3, standby: 1 });
+  providerRedis = createRedis(stack.config.redisUrl);
   provider = createLocalProvider({
     command: [process.execPath, BIN, 'worker'],
     env: stack.env,
-    redis: createRedis(stack.config.redisUrl),
+    redis: providerRedis,
     prefix: stack.config.queuePrefix,
     clock: systemClock,
     log: createLogger('silent'),
@@ -93,6 +96,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await scaler?.close();
   await provider?.close();
+  if (providerRedis) await closeRedis(providerRedis);
   await stack?.close();
 });
 
