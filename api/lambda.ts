@@ -7,10 +7,11 @@
 import { handle } from 'hono/aws-lambda';
 import { loadConfig } from '../infra/kernel/config.ts';
 import { createLogger } from '../infra/kernel/log.ts';
-import { createApiRuntime, STARTUP_REDIS_WAIT_MS } from './main.ts';
+import { type ApiRuntime, createApiRuntime, STARTUP_REDIS_WAIT_MS } from './main.ts';
 
 type LambdaHandler = ReturnType<typeof handle>;
 let handler: Promise<LambdaHandler> | undefined;
+let runtime: ApiRuntime | undefined;
 
 export const lambdaHandler = async (...args: Parameters<LambdaHandler>): Promise<Awaited<ReturnType<LambdaHandler>>> => {
   // A start that failed (bad config) is retried by the next invocation, which reports it again.
@@ -23,8 +24,22 @@ export const lambdaHandler = async (...args: Parameters<LambdaHandler>): Promise
 
 async function start(): Promise<LambdaHandler> {
   const config = loadConfig(process.env);
-  const runtime = createApiRuntime(config, createLogger(config.logLevel, { role: 'api-lambda' }));
+  const started = createApiRuntime(config, createLogger(config.logLevel, { role: 'api-lambda' }));
+  runtime = started;
   // The first invocation of a cold environment would otherwise meet a connection still opening.
-  await runtime.connected(STARTUP_REDIS_WAIT_MS);
-  return handle(runtime.app);
+  await started.connected(STARTUP_REDIS_WAIT_MS);
+  return handle(started.app);
+}
+
+/**
+ * Closes the connections the first invocation opened; the next invocation opens new ones. Lambda
+ * never calls it (an execution environment is frozen, then discarded): a test or an embedding
+ * that must not leave connections behind does.
+ */
+export async function closeLambdaRuntime(): Promise<void> {
+  await handler?.catch(() => {}); // a start under way finishes first, so its connections are closed too
+  const open = runtime;
+  handler = undefined;
+  runtime = undefined;
+  await open?.close();
 }

@@ -2,7 +2,7 @@
  * The Lambda entry serves the same app: an API Gateway (HTTP API, payload v2) event in, a
  * Lambda proxy result out, with config read from the environment on the first invocation.
  */
-import { expect, it } from 'vitest';
+import { expect, it, onTestFinished } from 'vitest';
 import { testEnv } from './support/services.ts';
 
 function event(method: string, path: string, headers: Record<string, string> = {}) {
@@ -30,7 +30,8 @@ function event(method: string, path: string, headers: Record<string, string> = {
 
 it('answers health and enforces auth through hono’s Lambda adapter', async () => {
   Object.assign(process.env, testEnv());
-  const { lambdaHandler } = await import('../api/lambda.ts');
+  const { closeLambdaRuntime, lambdaHandler } = await import('../api/lambda.ts');
+  onTestFinished(() => closeLambdaRuntime());
   // biome-ignore lint/suspicious/noExplicitAny: the adapter's event union is wide; this is a v2 event.
   const call = (e: any) => lambdaHandler(e, {} as never) as Promise<{ statusCode: number; body: string }>;
   const live = await call(event('GET', '/v2/health/live'));
