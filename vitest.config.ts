@@ -4,6 +4,8 @@ export default defineConfig({
   test: {
     // One redis-server and one S3-protocol server for the whole run (see test/global-setup.ts).
     globalSetup: ['test/global-setup.ts'],
+    // Fails a file that leaves a Redis connection, a BullMQ worker or a child process running (STYLE.md rule 11).
+    setupFiles: ['test/support/leak-check-setup.ts'],
     include: ['test/**/*.test.ts', '{api,worker,infra,scripts}/**/*.test.ts'],
     testTimeout: 60_000,
     hookTimeout: 120_000,
