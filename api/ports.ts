@@ -1,6 +1,6 @@
 /**
  * The narrow interfaces the API depends on. The API owns them; infra's implementations
- * (bullmq-job-queue.ts, registry.ts, deployments.ts) satisfy them structurally, and the tests
+ * (infra/queue/job-queue.ts, infra/registry/model-registry.ts, infra/deployments/deployment-store.ts) satisfy them structurally, and the tests
  * fake them in a few lines.
  */
 import type { JobData, JobView, Priority } from '../infra/contracts/job.ts';

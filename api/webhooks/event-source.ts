@@ -17,7 +17,7 @@
  * prefix of the writes — and never keeps a cursor that moved past a delivery it lost.
  * Events trimmed from a stream before they were read are lost: see the stream's maxLen.
  *
- * On a Redis Cluster each queue's stream lies in its own slot (job-contract.ts), and one XREAD
+ * On a Redis Cluster each queue's stream lies in its own slot (infra/contracts/job.ts), and one XREAD
  * cannot span slots: the source then reads every stream with its own non-blocking XREAD
  * (concurrently, so ioredis batches them per node) and polls every `clusterPollMs` while all
  * are empty. Discovery scans every master.

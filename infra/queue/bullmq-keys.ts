@@ -1,7 +1,7 @@
 /**
  * BullMQ's own key names, in one place. BullMQ 6 keeps every key of a queue under
  * `<prefix>:<queue>:` (its QueueKeys.toKey: infra/redis/keys.ts `queueKey`), so with a
- * hash-tagged queue name (job-contract.ts) all of a queue's keys share one slot on a Redis
+ * hash-tagged queue name (infra/contracts/job.ts) all of a queue's keys share one slot on a Redis
  * Cluster. infra/queue/ is the only code that reads these keys, and it names them only here: a
  * BullMQ upgrade that renames one is answered in this file.
  */

@@ -7,7 +7,7 @@
 import { scanKeys, type RedisClient } from '../redis/client.ts';
 import { eventsStreamKey, eventsStreamPattern, queueOfEventsStream } from './bullmq-keys.ts';
 
-/** The names of the model queues, `{infer.<model>.<version>}` (job-contract.ts). */
+/** The names of the model queues, `{infer.<model>.<version>}` (infra/contracts/job.ts). */
 const MODEL_QUEUES = '{infer.*}';
 
 export interface StreamEntry {

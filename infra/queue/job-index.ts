@@ -33,7 +33,7 @@ export function createJobIndex(redis: RedisClient, { prefix, retentionS }: JobIn
     async locate(jobId) {
       const raw = await redis.get(key(jobId));
       if (raw === null) return null;
-      // Queue names are "{infer.…}" (job-contract.ts); final views are JSON objects.
+      // Queue names are "{infer.…}" (infra/contracts/job.ts); final views are JSON objects.
       if (raw.startsWith('{"')) return { kind: 'tombstone', view: JSON.parse(raw) as JobView };
       return { kind: 'queue', name: raw };
     },

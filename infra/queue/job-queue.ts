@@ -1,5 +1,5 @@
 /**
- * The API's job queue over BullMQ: one Queue per model version (named by job-contract.ts), a
+ * The API's job queue over BullMQ: one Queue per model version (named by infra/contracts/job.ts), a
  * small index key per job so `GET /v1/jobs/{id}` finds the queue from the id alone
  * (job-index.ts), and one shared QueueEvents per queue for every waiter (sync requests, SSE
  * streams: job-follow.ts).

@@ -1,7 +1,7 @@
 /**
  * Redis Cluster scaling: end-to-end jobs/s with several models on a 1-master cluster vs a
  * 3-master one, measured side by side in this run (the ratio is the figure; absolute rates on a
- * shared machine are noise). Each model's queue is its own hash tag (job-contract.ts), so on 3
+ * shared machine are noise). Each model's queue is its own hash tag (infra/contracts/job.ts), so on 3
  * masters the models' queues spread over the shards; on 1 they all share one redis-server.
  *
  * End to end here = the API's job queue (infra/queue/job-queue.ts: index key, BullMQ add,
