@@ -2,18 +2,18 @@
 // idempotency and rate limits run on the real Redis of the test services (their logic lives there).
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { testServices, uniqueId } from '../test/support/services.ts';
-import { ManualClock } from '../infra/kernel/clock.ts';
-import { NotFoundError } from '../infra/kernel/errors.ts';
-import { createIdempotencyStore } from './http/idempotency.ts';
 import type { JobData, JobResult, Priority } from '../infra/contracts/job.ts';
 import type { ModelManifest } from '../infra/contracts/manifest.ts';
-import { createApiMetrics } from '../infra/telemetry/metrics.ts';
-import { createRateLimiter } from './http/rate-limiter.ts';
-import { createApp, type AppDeps, type AppJobQueue } from './app.ts';
-import type { JobView, ModelCatalog } from './ports.ts';
-import { closeRedis, createRedis, deleteMany, scanKeys, type RedisClient } from '../infra/redis/client.ts';
+import { ManualClock } from '../infra/kernel/clock.ts';
+import { NotFoundError } from '../infra/kernel/errors.ts';
 import { silentLog } from '../infra/kernel/log.ts';
+import { closeRedis, createRedis, deleteMany, type RedisClient, scanKeys } from '../infra/redis/client.ts';
+import { createApiMetrics } from '../infra/telemetry/metrics.ts';
+import { testServices, uniqueId } from '../test/support/services.ts';
+import { type AppDeps, type AppJobQueue, createApp } from './app.ts';
+import { createIdempotencyStore } from './http/idempotency.ts';
+import { createRateLimiter } from './http/rate-limiter.ts';
+import type { JobView, ModelCatalog } from './ports.ts';
 
 const KEY_A = 'key-aaaaaaaa';
 const KEY_B = 'key-bbbbbbbb';

@@ -2,28 +2,28 @@
  * `warmpool api`: the API process's one entry. Wires BullMQ, the registry, deployments and
  * metrics into `createApp`, serves it with @hono/node-server, and drains on SIGTERM.
  */
-import { serve } from '@hono/node-server';
+
 import type { AddressInfo } from 'node:net';
+import { serve } from '@hono/node-server';
 import { Registry } from 'prom-client';
-import { createBulkRuns } from '../infra/bulk/index.ts';
-import { createBullJobQueue, createQueueStats, type BullJobQueue } from '../infra/queue/index.ts';
-import { systemClock, type Clock } from '../infra/kernel/clock.ts';
-import type { Config } from '../infra/kernel/config.ts';
+import { createBulkRuns, createBulkWiring } from '../infra/bulk/index.ts';
 import { createDeploymentStore } from '../infra/deployments/deployment-store.ts';
-import { createIdempotencyStore } from './http/idempotency.ts';
-import { createRateLimiter } from './http/rate-limiter.ts';
-import { createArrivalCounter } from '../infra/telemetry/arrival-counter.ts';
-import { createArrivalHistory } from '../infra/telemetry/arrival-history.ts';
-import { cacheManifests } from '../infra/registry/manifest-cache.ts';
+import { type Clock, systemClock } from '../infra/kernel/clock.ts';
+import type { Config } from '../infra/kernel/config.ts';
 import { closeAll, onShutdownSignals } from '../infra/kernel/lifecycle.ts';
 import { createLogger, type Logger } from '../infra/kernel/log.ts';
-import { createApiMetrics, readMetricsSnapshots, renderClusterMetrics } from '../infra/telemetry/metrics.ts';
+import { type BullJobQueue, createBullJobQueue, createQueueStats } from '../infra/queue/index.ts';
 import { closeRedis, createRedis, FAIL_FAST_REDIS_OPTIONS } from '../infra/redis/client.ts';
+import { cacheManifests } from '../infra/registry/manifest-cache.ts';
 import { createModelRegistry } from '../infra/registry/model-registry.ts';
 import { createS3ObjectStore } from '../infra/registry/s3-object-store.ts';
-import { createApp, type AppDeps } from './app.ts';
+import { createArrivalCounter } from '../infra/telemetry/arrival-counter.ts';
+import { createArrivalHistory } from '../infra/telemetry/arrival-history.ts';
+import { createApiMetrics, readMetricsSnapshots, renderClusterMetrics } from '../infra/telemetry/metrics.ts';
+import { type AppDeps, createApp } from './app.ts';
 import { answerParseErrorsAsJson } from './http/client-errors.ts';
-import { createBulkWiring } from '../infra/bulk/index.ts';
+import { createIdempotencyStore } from './http/idempotency.ts';
+import { createRateLimiter } from './http/rate-limiter.ts';
 import { createBulkNotifier } from './webhooks/bulk-notifier.ts';
 import { createDeliveryStore } from './webhooks/delivery-store.ts';
 

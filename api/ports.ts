@@ -4,11 +4,11 @@
  * fake them in a few lines.
  */
 import type { JobData, JobView, Priority } from '../infra/contracts/job.ts';
-import type { Deployment } from '../infra/deployments/deployment-store.ts';
 import type { ModelManifest } from '../infra/contracts/manifest.ts';
+import type { Deployment } from '../infra/deployments/deployment-store.ts';
 
-export type { Clock } from '../infra/kernel/clock.ts';
 export type { JobView } from '../infra/contracts/job.ts';
+export type { Clock } from '../infra/kernel/clock.ts';
 
 export interface JobQueue {
   enqueue(data: JobData, options: { priority: Priority; jobId: string }): Promise<void>;

@@ -5,7 +5,7 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { loadConfig, type Config } from '../infra/kernel/config.ts';
+import { type Config, loadConfig } from '../infra/kernel/config.ts';
 import { ConfigError } from '../infra/kernel/errors.ts';
 
 const USAGE = `warmpool — autoscaling ONNX inference workers behind a queue

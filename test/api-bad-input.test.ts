@@ -4,7 +4,7 @@
  * with `{error: {code, message}}` whose message names the problem; none may be a 5xx.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig, type Config } from '../infra/kernel/config.ts';
+import { type Config, loadConfig } from '../infra/kernel/config.ts';
 import { createModelRegistry } from '../infra/registry/model-registry.ts';
 import { createS3ObjectStore } from '../infra/registry/s3-object-store.ts';
 import { buildMlpModel, buildMultiTypeModel } from '../scripts/fixtures/onnx-models.ts';

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { queueName } from '../infra/contracts/job.ts';
 import { closeRedis, createRedis } from '../infra/redis/client.ts';
 import { buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
-import { startStack, waitForJob, type TestStack } from './support/stack.ts';
+import { startStack, type TestStack, waitForJob } from './support/stack.ts';
 
 const F = 8;
 const scorer = buildMlpModel({ features: F, hidden: 16, layers: 1, seed: 1 });

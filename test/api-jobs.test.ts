@@ -5,8 +5,8 @@
  */
 import { Worker } from 'bullmq';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { type JobData, type JobResult, queueName } from '../infra/contracts/job.ts';
 import { ManualClock } from '../infra/kernel/clock.ts';
-import { queueName, type JobData, type JobResult } from '../infra/contracts/job.ts';
 import { closeRedis, createRedis, type RedisClient } from '../infra/redis/client.ts';
 import { buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
 import { startTestApi, type TestApi } from './support/api-app.ts';

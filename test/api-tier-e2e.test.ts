@@ -4,17 +4,18 @@
  * get a signed `job.succeeded` whose outputs are the model's; deployments steer versions per job;
  * a bounded backlog answers 503 with Retry-After instead of growing.
  */
-import { Queue } from 'bullmq';
+
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { Queue } from 'bullmq';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startDispatcher, type RunningDispatcher } from '../api/webhooks/main.ts';
+import { type RunningDispatcher, startDispatcher } from '../api/webhooks/main.ts';
 import { queueName } from '../infra/contracts/job.ts';
 import { createLogger } from '../infra/kernel/log.ts';
 import { closeRedis, createRedis } from '../infra/redis/client.ts';
 import { buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
-import { KEY_B, startStack, waitForJob, type TestStack } from './support/stack.ts';
+import { KEY_B, startStack, type TestStack, waitForJob } from './support/stack.ts';
 
 const F = 8;
 let stack: TestStack;

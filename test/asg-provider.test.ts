@@ -7,8 +7,8 @@
  */
 import { AutoScalingClient, SetDesiredCapacityCommand } from '@aws-sdk/client-auto-scaling';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type AsgPoolProvider, createAsgProvider, defaultGroupName, instanceFromHost } from '../infra/pool/asg-provider.ts';
 import type { PoolTarget, PoolWorker } from '../infra/contracts/pool.ts';
+import { type AsgPoolProvider, createAsgProvider, defaultGroupName, instanceFromHost } from '../infra/pool/asg-provider.ts';
 import { FakeAutoScaling, type GroupSpec } from './fakes/aws-autoscaling-api.ts';
 import { poolProviderBehaviour } from './support/pool-provider-behaviour.ts';
 import { uniqueId } from './support/services.ts';

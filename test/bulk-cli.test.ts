@@ -4,7 +4,7 @@
  * stops the drive and prints the command that resumes it, and that command finishes the run with
  * every id exactly once.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../infra/kernel/config.ts';

@@ -1,15 +1,15 @@
 // The BullMQ job queue against a real Redis, with plain BullMQ Workers standing in for warmpool's.
-import { UnrecoverableError, Worker, type Job, type Processor } from 'bullmq';
+import { type Job, type Processor, UnrecoverableError, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { JobQueue } from '../api/ports.ts';
 import type { AppJobQueue } from '../api/app.ts';
-import { createBullJobQueue, parseFailure, type BullJobQueue } from '../infra/queue/index.ts';
+import type { JobQueue } from '../api/ports.ts';
+import { type JobData, type JobResult, type JobStatus, type JobView, queueName } from '../infra/contracts/job.ts';
 import { ManualClock } from '../infra/kernel/clock.ts';
 import { NotFoundError } from '../infra/kernel/errors.ts';
-import { queueName, type JobData, type JobResult, type JobStatus, type JobView } from '../infra/contracts/job.ts';
-import { closeRedis, createRedis, deleteMany, scanKeys, type RedisClient } from '../infra/redis/client.ts';
 import { isClusterUrl } from '../infra/kernel/redis-url.ts';
+import { type BullJobQueue, createBullJobQueue, parseFailure } from '../infra/queue/index.ts';
+import { closeRedis, createRedis, deleteMany, type RedisClient, scanKeys } from '../infra/redis/client.ts';
 import { testServices, uniqueId } from './support/services.ts';
 
 const result = (id: string): JobResult => ({

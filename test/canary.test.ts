@@ -8,18 +8,18 @@
 import { Queue, UnrecoverableError, Worker } from 'bullmq';
 import { Hono } from 'hono';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
-import { errorHandler, notFoundHandler } from '../api/http/errors.ts';
 import type { AuthEnv } from '../api/http/auth.ts';
+import { errorHandler, notFoundHandler } from '../api/http/errors.ts';
 import { canaryRoutes } from '../api/routes/canary.ts';
-import { createCanaryGuard, type CanaryGuard, type CanaryStatus } from '../infra/canary/index.ts';
+import { type CanaryGuard, type CanaryStatus, createCanaryGuard } from '../infra/canary/index.ts';
 import { createOutcomeStore } from '../infra/canary/outcomes.ts';
 import type { CanaryPolicy } from '../infra/canary/verdict.ts';
-import { ManualClock } from '../infra/kernel/clock.ts';
+import { EVENTS_STREAM_MAX_LEN, type JobResult, queueName } from '../infra/contracts/job.ts';
 import { createDeploymentStore, type DeploymentStore } from '../infra/deployments/deployment-store.ts';
-import { EVENTS_STREAM_MAX_LEN, queueName, type JobResult } from '../infra/contracts/job.ts';
+import { ManualClock } from '../infra/kernel/clock.ts';
+import { silentLog } from '../infra/kernel/log.ts';
 import { closeRedis, createRedis } from '../infra/redis/client.ts';
 import { redisPrefixes, testServices } from './support/services.ts';
-import { silentLog } from '../infra/kernel/log.ts';
 
 const redis = createRedis(testServices().redisUrl);
 const second = createRedis(testServices().redisUrl); // as a second guard process would have

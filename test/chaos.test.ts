@@ -13,7 +13,7 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { API_FUZZ_SHORT, apiFuzz } from '../scripts/chaos/api-fuzz.ts';
 import { REDIS_RESTART_SHORT, redisRestart } from '../scripts/chaos/redis-restart.ts';
-import { formatReport, type ChaosContext, type ScenarioReport } from '../scripts/chaos/report.ts';
+import { type ChaosContext, formatReport, type ScenarioReport } from '../scripts/chaos/report.ts';
 import { S3_OUTAGE_SHORT, s3Outage } from '../scripts/chaos/s3-outage.ts';
 import type { RedisTopology } from '../scripts/chaos/stack.ts';
 import { WEBHOOK_DOWN_SHORT, webhookDown } from '../scripts/chaos/webhook-down.ts';

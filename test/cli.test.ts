@@ -5,12 +5,12 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { loadConfig } from '../infra/kernel/config.ts';
 import { createDeploymentStore } from '../infra/deployments/deployment-store.ts';
+import { loadConfig } from '../infra/kernel/config.ts';
 import { closeRedis, createRedis } from '../infra/redis/client.ts';
 import { createModelRegistry } from '../infra/registry/model-registry.ts';
 import { createS3ObjectStore } from '../infra/registry/s3-object-store.ts';
-import { rollbackMain, type CliIo } from '../scripts/commands/deploy.ts';
+import { type CliIo, rollbackMain } from '../scripts/commands/deploy.ts';
 import { buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
 import { testEnv } from './support/services.ts';
 

@@ -7,13 +7,13 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MAX_REPLAY_ROWS } from '../api/use-cases/simulate-deployment.ts';
+import { createDeploymentStore } from '../infra/deployments/deployment-store.ts';
 import { ManualClock } from '../infra/kernel/clock.ts';
 import { loadConfig } from '../infra/kernel/config.ts';
-import { createDeploymentStore } from '../infra/deployments/deployment-store.ts';
 import { closeRedis, createRedis, deleteMany, scanKeys } from '../infra/redis/client.ts';
-import { createArrivalHistory } from '../infra/telemetry/arrival-history.ts';
 import { createDecisionLog, type DecisionRecord } from '../infra/scaler/decision-log.ts';
-import { MAX_REPLAY_ROWS } from '../api/use-cases/simulate-deployment.ts';
+import { createArrivalHistory } from '../infra/telemetry/arrival-history.ts';
 import { startTestApi, type TestApi } from './support/api-app.ts';
 import { testEnv } from './support/services.ts';
 

@@ -18,8 +18,8 @@ import {
   shapeSeries,
 } from '../api/insights/series.ts';
 import { chooseSettings } from '../api/use-cases/simulate-deployment.ts';
-import { createWorkerMetrics } from '../infra/telemetry/metrics.ts';
 import type { DecisionRecord } from '../infra/scaler/decision-log.ts';
+import { createWorkerMetrics } from '../infra/telemetry/metrics.ts';
 
 const h = (counts: number[], count: number, sum = 0): Histogram => ({ bounds: [1, 2, 4], counts, sum, count });
 

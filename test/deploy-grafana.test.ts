@@ -12,8 +12,8 @@ import { parser } from '@prometheus-io/lezer-promql';
 import { Histogram, Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { createWebhookMetrics } from '../api/webhooks/delivery-metrics.ts';
-import { createApiMetrics, createWorkerMetrics } from '../infra/telemetry/metrics.ts';
 import { createScalerMetrics } from '../infra/scaler/controller-metrics.ts';
+import { createApiMetrics, createWorkerMetrics } from '../infra/telemetry/metrics.ts';
 
 interface Target {
   refId: string;

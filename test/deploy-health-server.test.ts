@@ -5,13 +5,13 @@
  * preStop hook) drains the worker and answers only once it has stopped.
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import type { WorkerState } from '../infra/contracts/worker-state.ts';
 import { systemClock } from '../infra/kernel/clock.ts';
 import { loadConfig } from '../infra/kernel/config.ts';
 import { createLogger } from '../infra/kernel/log.ts';
 import { createRedis } from '../infra/redis/client.ts';
 import { createModelRegistry } from '../infra/registry/model-registry.ts';
 import { createS3ObjectStore } from '../infra/registry/s3-object-store.ts';
-import type { WorkerState } from '../infra/contracts/worker-state.ts';
 import { buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
 import { createThreadEngine } from '../worker/engine/thread-engine.ts';
 import { startHealthServer } from '../worker/health-server.ts';

@@ -10,9 +10,9 @@
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createDeploymentStore } from '../infra/deployments/deployment-store.ts';
-import { metricsKey } from '../infra/redis/keys.ts';
 import { defaultGroupName } from '../infra/pool/asg-provider.ts';
 import { closeRedis, createRedis, type RedisClient } from '../infra/redis/client.ts';
+import { metricsKey } from '../infra/redis/keys.ts';
 import { createScalerLambda, type ScalerLambda } from '../infra/scaler/lambda.ts';
 import { FakeAutoScaling } from './fakes/aws-autoscaling-api.ts';
 import { testEnv, uniqueId } from './support/services.ts';

@@ -17,9 +17,9 @@
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { forecastArrivals } from '../infra/scaler/forecast.ts';
 import { InvalidInputError } from '../infra/kernel/errors.ts';
-import { parseTrace, parseTime, readTraceFile, type Trace } from '../infra/simulator/trace.ts';
+import { forecastArrivals } from '../infra/scaler/forecast.ts';
+import { parseTime, parseTrace, readTraceFile, type Trace } from '../infra/simulator/trace.ts';
 
 const TRACES = fileURLToPath(new URL('../../shared/traces/', import.meta.url));
 const present = existsSync(TRACES);

@@ -16,7 +16,7 @@ import type { TestProject } from 'vitest/node';
 import { startRedisCluster } from '../scripts/dev/redis-cluster.ts';
 import { ensureRedisServer, startRedisServer } from '../scripts/dev/redis-server.ts';
 import { startS3Server } from '../scripts/dev/s3-server.ts';
-import { TEST_BUCKET, TEST_SERVICE_ENV, type ProvidedServices } from './support/services.ts';
+import { type ProvidedServices, TEST_BUCKET, TEST_SERVICE_ENV } from './support/services.ts';
 
 declare module 'vitest' {
   export interface ProvidedContext {

@@ -6,15 +6,15 @@
  */
 import { Queue, Worker } from 'bullmq';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { systemClock } from '../infra/kernel/clock.ts';
-import { freePort } from '../scripts/dev/free-port.ts';
-import { queueName, type JobData, type JobResult } from '../infra/contracts/job.ts';
+import { type JobData, type JobResult, queueName } from '../infra/contracts/job.ts';
 import type { ModelManifest } from '../infra/contracts/manifest.ts';
-import { closeRedis, createRedis, deleteMany, scanKeys, type RedisClient } from '../infra/redis/client.ts';
+import { systemClock } from '../infra/kernel/clock.ts';
+import { silentLog } from '../infra/kernel/log.ts';
+import { closeRedis, createRedis, deleteMany, type RedisClient, scanKeys } from '../infra/redis/client.ts';
+import { freePort } from '../scripts/dev/free-port.ts';
 import { admitOrReturn, type IntakeGate } from '../worker/intake.ts';
 import { IntakeSupervisor } from '../worker/intake-supervisor.ts';
 import { testServices, uniqueId } from './support/services.ts';
-import { silentLog } from '../infra/kernel/log.ts';
 
 const manifest = { name: 'sup', version: '1' } as ModelManifest;
 const NAME = queueName(manifest.name, manifest.version);

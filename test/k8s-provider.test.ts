@@ -5,6 +5,7 @@
  * scale-down), stepped tick by tick; then the shared PoolProvider behaviour suite.
  */
 import { afterEach, describe, expect, it } from 'vitest';
+import type { PoolProvider, PoolTarget, PoolWorker } from '../infra/contracts/pool.ts';
 import {
   createKubernetesProvider,
   DRAIN_MARK,
@@ -13,7 +14,6 @@ import {
   POD_DELETION_COST,
   RETIRE_COST,
 } from '../infra/pool/k8s-provider.ts';
-import type { PoolProvider, PoolTarget, PoolWorker } from '../infra/contracts/pool.ts';
 import { FakeKubernetes, type RecordedRequest } from './fakes/k8s-api.ts';
 import { poolProviderBehaviour } from './support/pool-provider-behaviour.ts';
 import { uniqueId } from './support/services.ts';

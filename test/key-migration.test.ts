@@ -1,22 +1,22 @@
 // The single-node → Redis Cluster key layout migration, on the suite's real redis-server: an old
 // layout made by BullMQ itself (old queue name) and by the old stores' own writes, then read back
 // through the current code.
-import { Queue, Worker, type Job } from 'bullmq';
+import { type Job, Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createDeliveryStore } from '../api/webhooks/delivery-store.ts';
 import { createWebhookSecrets } from '../api/webhooks/secrets.ts';
-import type { BulkRunSpec } from '../infra/contracts/bulk.ts';
 import { createRunStore } from '../infra/bulk/run-store.ts';
-import { createBullJobQueue, type BullJobQueue } from '../infra/queue/index.ts';
 import { BUCKET_MS, createOutcomeStore } from '../infra/canary/outcomes.ts';
-import { loadConfig } from '../infra/kernel/config.ts';
+import type { BulkRunSpec } from '../infra/contracts/bulk.ts';
+import { type JobData, type JobResult, type JobView, queueName } from '../infra/contracts/job.ts';
 import { createDeploymentStore } from '../infra/deployments/deployment-store.ts';
+import { loadConfig } from '../infra/kernel/config.ts';
 import { InvalidInputError } from '../infra/kernel/errors.ts';
-import { queueName, type JobData, type JobResult, type JobView } from '../infra/contracts/job.ts';
-import { applyKeyMigration, planKeyMigration } from '../infra/redis/key-migration.ts';
-import { closeRedis } from '../infra/redis/client.ts';
 import { isClusterUrl } from '../infra/kernel/redis-url.ts';
+import { type BullJobQueue, createBullJobQueue } from '../infra/queue/index.ts';
+import { closeRedis } from '../infra/redis/client.ts';
+import { applyKeyMigration, planKeyMigration } from '../infra/redis/key-migration.ts';
 import { workerKey } from '../infra/redis/keys.ts';
 import { migrateKeysMain } from '../scripts/commands/migrate-keys.ts';
 import { redisPrefixes, testEnv, testServices } from './support/services.ts';

@@ -6,12 +6,12 @@
  */
 import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
+import type { PoolProvider, PoolTarget, PoolWorker } from '../infra/contracts/pool.ts';
+import { WORKER_STATES, type WorkerState } from '../infra/contracts/worker-state.ts';
 import { systemClock } from '../infra/kernel/clock.ts';
 import { createLogger } from '../infra/kernel/log.ts';
 import { createLocalProvider } from '../infra/pool/local-provider.ts';
 import { closeRedis, createRedis, type RedisClient } from '../infra/redis/client.ts';
-import type { PoolProvider, PoolTarget, PoolWorker } from '../infra/contracts/pool.ts';
-import { WORKER_STATES, type WorkerState } from '../infra/contracts/worker-state.ts';
 import { buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
 import { poolProviderBehaviour } from './support/pool-provider-behaviour.ts';
 import { startStack, type TestStack } from './support/stack.ts';

@@ -1,6 +1,8 @@
 // Cross-process metrics through a real Redis: workers publish snapshots, the API reads and merges.
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { closeRedis, createRedis, deleteMany, type RedisClient, scanKeys } from '../infra/redis/client.ts';
+import { metricsKey } from '../infra/redis/keys.ts';
 import {
   createApiMetrics,
   createWorkerMetrics,
@@ -8,8 +10,6 @@ import {
   readMetricsSnapshots,
   renderClusterMetrics,
 } from '../infra/telemetry/metrics.ts';
-import { closeRedis, createRedis, deleteMany, type RedisClient, scanKeys } from '../infra/redis/client.ts';
-import { metricsKey } from '../infra/redis/keys.ts';
 import { testServices, uniqueId } from './support/services.ts';
 
 describe('metrics snapshots in Redis', () => {

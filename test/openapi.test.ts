@@ -7,21 +7,22 @@
  * (c) the document is structurally valid OpenAPI 3.1: path parameters, operation ids, tags,
  *     security, and every $ref resolves.
  */
-import type { Hono } from 'hono';
+
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Hono } from 'hono';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createApiRuntime } from '../api/main.ts';
-import { startDispatcher, type RunningDispatcher } from '../api/webhooks/main.ts';
 import { buildOpenApiDocument, openApiPath } from '../api/openapi/document.ts';
 import { DEMO_MODEL, demoRow, OPERATIONS, type OperationExample, type OperationSpec } from '../api/openapi/operations.ts';
 import { openApiRoutes } from '../api/openapi/routes.ts';
 import { EventStream, JobResource } from '../api/openapi/schemas.ts';
+import { type RunningDispatcher, startDispatcher } from '../api/webhooks/main.ts';
 import { createLogger } from '../infra/kernel/log.ts';
 import { createS3ObjectStore } from '../infra/registry/s3-object-store.ts';
 import { buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
-import { KEY_A, startStack, waitForJob, type TestStack } from './support/stack.ts';
+import { KEY_A, startStack, type TestStack, waitForJob } from './support/stack.ts';
 
 type Json = Record<string, unknown>;
 

@@ -5,12 +5,12 @@
  */
 import * as ort from 'onnxruntime-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { listHeartbeats } from '../infra/fleet/worker-states.ts';
 import { systemClock } from '../infra/kernel/clock.ts';
 import { closeRedis, createRedis } from '../infra/redis/client.ts';
 import { createArrivalHistory } from '../infra/telemetry/arrival-history.ts';
-import { listHeartbeats } from '../infra/fleet/worker-states.ts';
 import { buildFp16Model, buildGatherModel, buildMlpModel, buildMultiTypeModel } from '../scripts/fixtures/onnx-models.ts';
-import { KEY_B, startStack, waitForJob, type TestStack } from './support/stack.ts';
+import { KEY_B, startStack, type TestStack, waitForJob } from './support/stack.ts';
 
 const F = 16;
 const mlp = buildMlpModel({ features: F, hidden: 32, layers: 2 });

@@ -5,28 +5,29 @@
  * pipeline end to end with three API servers (two of them `warmpool api` processes) and two
  * worker processes per model, as on several hosts.
  */
-import { Queue } from 'bullmq';
-import { spawn, type ChildProcess } from 'node:child_process';
+
+import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { Queue } from 'bullmq';
 import type { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDeliveryStore } from '../api/webhooks/delivery-store.ts';
-import { createBullJobQueue } from '../infra/queue/index.ts';
-import { startRedisCluster, type RedisClusterHandle } from '../scripts/dev/redis-cluster.ts';
-import { freePort } from '../scripts/dev/free-port.ts';
-import { stopChild } from '../scripts/dev/stop-child.ts';
-import { ensureRedisServer } from '../scripts/dev/redis-server.ts';
+import { type JobData, queueName } from '../infra/contracts/job.ts';
 import { createDeploymentStore } from '../infra/deployments/deployment-store.ts';
-import { queueName, type JobData } from '../infra/contracts/job.ts';
-import { closeRedis, createRedis, isCluster, masterNodes, scanKeys } from '../infra/redis/client.ts';
 import { listHeartbeats } from '../infra/fleet/worker-states.ts';
+import { createBullJobQueue } from '../infra/queue/index.ts';
+import { closeRedis, createRedis, isCluster, masterNodes, scanKeys } from '../infra/redis/client.ts';
 import { workerKey } from '../infra/redis/keys.ts';
+import { freePort } from '../scripts/dev/free-port.ts';
+import { type RedisClusterHandle, startRedisCluster } from '../scripts/dev/redis-cluster.ts';
+import { ensureRedisServer } from '../scripts/dev/redis-server.ts';
+import { stopChild } from '../scripts/dev/stop-child.ts';
 import { buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
 import { uniqueId } from './support/services.ts';
-import { startStack, waitForJob, type TestStack } from './support/stack.ts';
+import { startStack, type TestStack, waitForJob } from './support/stack.ts';
 
 const F = 8;
 const BIN = fileURLToPath(new URL('../bin/warmpool.mjs', import.meta.url));

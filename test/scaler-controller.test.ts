@@ -9,12 +9,7 @@
 import { Queue, Worker } from 'bullmq';
 import { Registry } from 'prom-client';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { ManualClock } from '../infra/kernel/clock.ts';
-import { createDeploymentStore, type DeploymentInput } from '../infra/deployments/deployment-store.ts';
 import { queueName } from '../infra/contracts/job.ts';
-import { metricsKey, workerKey } from '../infra/redis/keys.ts';
-import { closeRedis, createRedis } from '../infra/redis/client.ts';
-import { createArrivalHistory } from '../infra/telemetry/arrival-history.ts';
 import type {
   ArrivalSeries,
   Forecast,
@@ -24,7 +19,15 @@ import type {
   PoolTarget,
   PoolWorker,
 } from '../infra/contracts/pool.ts';
+import type { WorkerState } from '../infra/contracts/worker-state.ts';
+import { createDeploymentStore, type DeploymentInput } from '../infra/deployments/deployment-store.ts';
+import type { HeartbeatPayload } from '../infra/fleet/worker-states.ts';
+import { ManualClock } from '../infra/kernel/clock.ts';
 import { SCALER_DEFAULTS } from '../infra/kernel/config.ts';
+import { silentLog } from '../infra/kernel/log.ts';
+import { createQueueStats, type QueueStats } from '../infra/queue/index.ts';
+import { closeRedis, createRedis } from '../infra/redis/client.ts';
+import { metricsKey, workerKey } from '../infra/redis/keys.ts';
 import {
   createScalerController,
   type ScalerController,
@@ -34,11 +37,8 @@ import {
 import { createDecisionLog } from '../infra/scaler/decision-log.ts';
 import { forecastArrivals } from '../infra/scaler/forecast.ts';
 import { decide } from '../infra/scaler/policy.ts';
-import { createQueueStats, type QueueStats } from '../infra/queue/index.ts';
-import type { HeartbeatPayload } from '../infra/fleet/worker-states.ts';
-import { type WorkerState } from '../infra/contracts/worker-state.ts';
+import { createArrivalHistory } from '../infra/telemetry/arrival-history.ts';
 import { redisPrefixes, testServices } from './support/services.ts';
-import { silentLog } from '../infra/kernel/log.ts';
 
 const redis = createRedis(testServices().redisUrl);
 const second = createRedis(testServices().redisUrl); // as a second scaler process would have

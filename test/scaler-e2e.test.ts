@@ -5,17 +5,18 @@
  * worker SIGKILLed mid-burst loses no job; when traffic stops the pool drains back to the
  * standby setting. Times here are short settings, not assertions: every wait is "eventually".
  */
-import { Queue } from 'bullmq';
+
 import { fileURLToPath } from 'node:url';
+import { Queue } from 'bullmq';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { PRIORITIES, queueName, type JobData, type JobResult } from '../infra/contracts/job.ts';
+import { type JobData, type JobResult, PRIORITIES, queueName } from '../infra/contracts/job.ts';
+import type { PoolProvider } from '../infra/contracts/pool.ts';
+import { type HeartbeatPayload, listHeartbeats } from '../infra/fleet/worker-states.ts';
+import { systemClock } from '../infra/kernel/clock.ts';
 import { createLogger } from '../infra/kernel/log.ts';
 import { createLocalProvider } from '../infra/pool/local-provider.ts';
 import { closeRedis, createRedis } from '../infra/redis/client.ts';
-import type { PoolProvider } from '../infra/contracts/pool.ts';
-import { startScaler, type RunningScaler } from '../infra/scaler/main.ts';
-import { listHeartbeats, type HeartbeatPayload } from '../infra/fleet/worker-states.ts';
-import { systemClock } from '../infra/kernel/clock.ts';
+import { type RunningScaler, startScaler } from '../infra/scaler/main.ts';
 import { buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
 import { startStack, type TestStack } from './support/stack.ts';
 

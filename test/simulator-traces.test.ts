@@ -9,9 +9,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SIMULATE_DEFAULTS } from '../infra/kernel/config.ts';
-import { readTraceFile } from '../infra/simulator/trace.ts';
 import { compare, defaultSettings } from '../infra/simulator/compare.ts';
 import { reportTable } from '../infra/simulator/report.ts';
+import { readTraceFile } from '../infra/simulator/trace.ts';
 import { simulateMain } from '../scripts/commands/simulate.ts';
 
 const TRACE = path.resolve(import.meta.dirname, '../../shared/traces/servegen_language_m-small_10min.csv');

@@ -1,10 +1,11 @@
 // Webhooks end to end on real Redis: a real BullMQ Queue and Worker produce job events, two
 // dispatchers run at once, real HTTP receivers on 127.0.0.1 answer, the standardwebhooks
 // library verifies signatures the way a receiver would, and the routes are driven over hono.
-import { Queue, UnrecoverableError, Worker, type Job } from 'bullmq';
-import { Hono } from 'hono';
+
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { type Job, Queue, UnrecoverableError, Worker } from 'bullmq';
+import { Hono } from 'hono';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AuthEnv } from '../api/http/auth.ts';
@@ -14,10 +15,10 @@ import { createDeliveryStore, type Delivery } from '../api/webhooks/delivery-sto
 import { createDispatcher, type Dispatcher } from '../api/webhooks/dispatcher.ts';
 import { deliveryId } from '../api/webhooks/event-source.ts';
 import { startDispatcher } from '../api/webhooks/main.ts';
-import { systemClock } from '../infra/kernel/clock.ts';
-import { loadConfig, type Config } from '../infra/kernel/config.ts';
-import { queueName, type JobData, type JobResult } from '../infra/contracts/job.ts';
+import { type JobData, type JobResult, queueName } from '../infra/contracts/job.ts';
 import type { WebhookEvent } from '../infra/contracts/webhook.ts';
+import { systemClock } from '../infra/kernel/clock.ts';
+import { type Config, loadConfig } from '../infra/kernel/config.ts';
 import { createLogger, silentLog } from '../infra/kernel/log.ts';
 import { closeRedis, createRedis, deleteMany, scanKeys } from '../infra/redis/client.ts';
 import { testEnv, testServices, uniqueId } from './support/services.ts';

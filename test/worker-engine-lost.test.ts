@@ -6,14 +6,14 @@
  * its thread's death simulated at the one call that matters.
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { listHeartbeats } from '../infra/fleet/worker-states.ts';
 import { systemClock } from '../infra/kernel/clock.ts';
-import { createBullJobQueue } from '../infra/queue/index.ts';
 import { loadConfig } from '../infra/kernel/config.ts';
 import { createLogger } from '../infra/kernel/log.ts';
+import { createBullJobQueue } from '../infra/queue/index.ts';
 import { closeRedis, createRedis } from '../infra/redis/client.ts';
 import { createModelRegistry } from '../infra/registry/model-registry.ts';
 import { createS3ObjectStore } from '../infra/registry/s3-object-store.ts';
-import { listHeartbeats } from '../infra/fleet/worker-states.ts';
 import { buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
 import type { InferenceEngine } from '../worker/engine/engine.ts';
 import { createThreadEngine } from '../worker/engine/thread-engine.ts';

@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
-import { startStack, waitForJob, type TestStack } from './support/stack.ts';
+import { startStack, type TestStack, waitForJob } from './support/stack.ts';
 
 const F = 256;
 let stack: TestStack;

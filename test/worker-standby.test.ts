@@ -8,12 +8,12 @@
 import type { ChildProcess } from 'node:child_process';
 import type { Queue } from 'bullmq';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { closeRedis, createRedis, type RedisClient } from '../infra/redis/client.ts';
 import { sendControl } from '../infra/fleet/worker-control.ts';
+import { type HeartbeatPayload, listHeartbeats } from '../infra/fleet/worker-states.ts';
+import { closeRedis, createRedis, type RedisClient } from '../infra/redis/client.ts';
 import { controlStateKey } from '../infra/redis/keys.ts';
-import { listHeartbeats, type HeartbeatPayload } from '../infra/fleet/worker-states.ts';
 import { buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
-import { startStack, waitForJob, type TestStack } from './support/stack.ts';
+import { startStack, type TestStack, waitForJob } from './support/stack.ts';
 
 const F = 256;
 let stack: TestStack;

@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildMlpModel, buildMultiTypeModel, seededRandom } from '../scripts/fixtures/onnx-models.ts';
-import { createBatchRunner, type BatchEvent, type Slice } from './batch-runner.ts';
+import { type BatchEvent, createBatchRunner, type Slice } from './batch-runner.ts';
 import type { EngineTensor, InferenceEngine } from './engine/engine.ts';
 import { concatRows, splitRows } from './engine/tensor-codec.ts';
 import { createThreadEngine, type ThreadEngine } from './engine/thread-engine.ts';

@@ -9,9 +9,10 @@
  * one row of compute, and the answer is the one each would have got alone, as long as the
  * model treats rows independently — which batching strangers' rows together already assumes.
  */
+
+import { findDuplicateRows } from './duplicate-rows.ts';
 import type { EngineTensor, InferenceEngine } from './engine/engine.ts';
 import { concatRows, gatherRows, splitRows } from './engine/tensor-codec.ts';
-import { findDuplicateRows } from './duplicate-rows.ts';
 
 /** A job's rows (or a slice of a big job's rows) as engine tensors, by input name. */
 export interface Slice {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { flushMicrotasks, ManualClock } from '../infra/kernel/clock.ts';
-import { createBatcher, type Batcher, type BatcherOptions, type FlushEvent } from './batcher.ts';
+import { type Batcher, type BatcherOptions, createBatcher, type FlushEvent } from './batcher.ts';
 
 interface Item {
   id: number;

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { encodeBinaryTensor } from '../infra/contracts/binary-tensor.ts';
-import { InvalidInputError } from '../infra/kernel/errors.ts';
 import type { ModelManifest, TensorSpec } from '../infra/contracts/manifest.ts';
 import { validateInferRequest } from '../infra/contracts/oip-validate.ts';
+import { InvalidInputError } from '../infra/kernel/errors.ts';
 import { decodeBulkInputs, hasBinaryInputs } from './bulk-inputs.ts';
 
 const manifest: { inputs: TensorSpec[] } = {

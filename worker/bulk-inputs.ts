@@ -5,11 +5,11 @@
  * the same rows ≥ 1 throughout. Element checks happen while decoding (tensor-codec.ts). Any
  * failure is invalid input: the chunk is refused, not retried.
  */
-import { isBinaryTensor, type BinaryTensor } from '../infra/contracts/binary-tensor.ts';
-import { InvalidInputError } from '../infra/kernel/errors.ts';
+import { type BinaryTensor, isBinaryTensor } from '../infra/contracts/binary-tensor.ts';
 import type { JobData } from '../infra/contracts/job.ts';
 import type { ModelManifest, TensorSpec } from '../infra/contracts/manifest.ts';
 import type { OipTensor } from '../infra/contracts/oip.ts';
+import { InvalidInputError } from '../infra/kernel/errors.ts';
 import type { EngineTensor } from './engine/engine.ts';
 import { decodeBinaryTensor, oipToEngine } from './engine/tensor-codec.ts';
 

@@ -6,9 +6,9 @@
  * second one. The result (key, rows, bytes, sha256) goes back through the job, not the rows.
  */
 import { createHash } from 'node:crypto';
-import { partKey, type BulkChunkSpec, type BulkPartResult } from '../infra/contracts/bulk.ts';
-import type { ObjectStore } from '../infra/registry/object-store.ts';
+import { type BulkChunkSpec, type BulkPartResult, partKey } from '../infra/contracts/bulk.ts';
 import type { OipTensor } from '../infra/contracts/oip.ts';
+import type { ObjectStore } from '../infra/registry/object-store.ts';
 
 export type BulkPartWriter = (chunk: BulkChunkSpec, outputs: OipTensor[]) => Promise<BulkPartResult>;
 

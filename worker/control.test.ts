@@ -4,11 +4,11 @@
  * its publish is caught by the next check), foreign values are ignored, close() is idempotent.
  */
 import { afterEach, beforeEach, expect, it } from 'vitest';
+import { type ControlCommand, sendControl } from '../infra/fleet/worker-control.ts';
 import { closeRedis, createRedis, type RedisClient } from '../infra/redis/client.ts';
-import { sendControl, type ControlCommand } from '../infra/fleet/worker-control.ts';
 import { controlChannel, controlStateKey } from '../infra/redis/keys.ts';
 import { testServices, uniqueId } from '../test/support/services.ts';
-import { createControlListener, type ControlListener } from './control.ts';
+import { type ControlListener, createControlListener } from './control.ts';
 
 let redis: RedisClient;
 let subscriber: RedisClient;

@@ -8,10 +8,11 @@
  * SET is delivered before the doorbell's read that sees it. `onCommand` sees repeats (every beat
  * re-delivers the current command) and must be idempotent.
  */
+
+import { type ControlCommand, type ControlMessage, parseControlMessage, readControl } from '../infra/fleet/worker-control.ts';
 import type { RedisClient } from '../infra/redis/client.ts';
 import { closeRedis } from '../infra/redis/client.ts';
 import { controlChannel } from '../infra/redis/keys.ts';
-import { parseControlMessage, readControl, type ControlCommand, type ControlMessage } from '../infra/fleet/worker-control.ts';
 
 export interface ControlListenerOptions {
   /** For GET; shared with the worker's other commands. */

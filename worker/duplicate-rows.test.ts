@@ -1,7 +1,7 @@
 // Which rows of a batch are identical: across every input, byte for byte, whatever the hash says.
 import { describe, expect, it } from 'vitest';
-import type { EngineTensor } from './engine/engine.ts';
 import { findDuplicateRows } from './duplicate-rows.ts';
+import type { EngineTensor } from './engine/engine.ts';
 
 const f32 = (rows: number[][]): EngineTensor => ({
   type: 'float32',

@@ -4,9 +4,9 @@
  * view by itself. The same tick publishes the worker's metrics snapshot for the API's /metrics.
  */
 import os from 'node:os';
-import type { RedisClient } from '../infra/redis/client.ts';
-import type { Clock } from '../infra/kernel/clock.ts';
 import type { HeartbeatPayload } from '../infra/fleet/worker-states.ts';
+import type { Clock } from '../infra/kernel/clock.ts';
+import type { RedisClient } from '../infra/redis/client.ts';
 
 export type { HeartbeatPayload };
 

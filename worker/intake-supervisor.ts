@@ -19,10 +19,10 @@
  * duplicate, closed with the supervisor.
  */
 import type { Worker } from 'bullmq';
-import type { Clock } from '../infra/kernel/clock.ts';
-import { queueName, type JobData, type JobResult } from '../infra/contracts/job.ts';
-import type { Log } from '../infra/kernel/log.ts';
+import { type JobData, type JobResult, queueName } from '../infra/contracts/job.ts';
 import type { ModelManifest } from '../infra/contracts/manifest.ts';
+import type { Clock } from '../infra/kernel/clock.ts';
+import type { Log } from '../infra/kernel/log.ts';
 import { closeRedis, duplicateClient, type RedisClient } from '../infra/redis/client.ts';
 import { queueKey } from '../infra/redis/keys.ts';
 import type { IntakeGate } from './intake.ts';

@@ -15,20 +15,20 @@
  * the job completes, so a repeat sent after the job is seen succeeded finds it. Failing to write
  * it never fails the job: the cache is an optimisation.
  */
-import { UnrecoverableError, WaitingError, Worker, type Job } from 'bullmq';
-import type { RedisClient } from '../infra/redis/client.ts';
-import type { Clock } from '../infra/kernel/clock.ts';
-import { InvalidInputError } from '../infra/kernel/errors.ts';
+import { type Job, UnrecoverableError, WaitingError, Worker } from 'bullmq';
 import type { JobData, JobResult } from '../infra/contracts/job.ts';
 import { queueName } from '../infra/contracts/job.ts';
 import type { ModelManifest } from '../infra/contracts/manifest.ts';
 import type { OipRequestedOutput, OipTensor } from '../infra/contracts/oip.ts';
 import { validateInferRequest } from '../infra/contracts/oip-validate.ts';
+import type { Clock } from '../infra/kernel/clock.ts';
+import { InvalidInputError } from '../infra/kernel/errors.ts';
+import type { RedisClient } from '../infra/redis/client.ts';
 import type { ResultCache } from '../infra/redis/result-cache.ts';
+import type { Slice, SliceResult } from './batch-runner.ts';
 import type { Batcher } from './batcher.ts';
 import { decodeBulkInputs, hasBinaryInputs } from './bulk-inputs.ts';
 import type { BulkPartWriter } from './bulk-part.ts';
-import type { Slice, SliceResult } from './batch-runner.ts';
 import { EngineRejectedError, type EngineTensor } from './engine/engine.ts';
 import { concatRows, engineToOip, oipToEngine, sliceRows } from './engine/tensor-codec.ts';
 

@@ -8,16 +8,16 @@
  * until the control channel says `activate`.
  */
 import { parseArgs } from 'node:util';
+import { createStoreFactory } from '../infra/bulk/index.ts';
 import { systemClock } from '../infra/kernel/clock.ts';
 import type { Config } from '../infra/kernel/config.ts';
 import { onShutdownSignals } from '../infra/kernel/lifecycle.ts';
 import { createLogger } from '../infra/kernel/log.ts';
 import { createRedis } from '../infra/redis/client.ts';
 import { createModelRegistry } from '../infra/registry/model-registry.ts';
-import { createStoreFactory } from '../infra/bulk/index.ts';
 import { createS3ObjectStore } from '../infra/registry/s3-object-store.ts';
 import { createThreadEngine } from './engine/thread-engine.ts';
-import { startHealthServer, type HealthServer } from './health-server.ts';
+import { type HealthServer, startHealthServer } from './health-server.ts';
 import { WarmpoolWorker } from './worker-process.ts';
 
 export async function workerMain(args: string[], config: Config, env: NodeJS.ProcessEnv = process.env): Promise<number> {

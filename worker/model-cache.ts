@@ -14,11 +14,11 @@ import { createHash, randomBytes } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { systemClock, type Clock } from '../infra/kernel/clock.ts';
-import { IntegrityError } from '../infra/kernel/errors.ts';
 import type { ModelManifest } from '../infra/contracts/manifest.ts';
-import type { ModelRegistry } from '../infra/registry/model-registry.ts';
+import { type Clock, systemClock } from '../infra/kernel/clock.ts';
+import { IntegrityError } from '../infra/kernel/errors.ts';
 import type { Log } from '../infra/kernel/log.ts';
+import type { ModelRegistry } from '../infra/registry/model-registry.ts';
 
 export interface ModelCacheOptions {
   dir: string;

@@ -9,8 +9,9 @@
  * selection) and then `iterations` timed runs. The engine is left loaded with the chosen thread
  * count and warm at the chosen batch size.
  */
-import type { Clock } from '../infra/kernel/clock.ts';
+
 import type { ModelManifest, TensorSpec } from '../infra/contracts/manifest.ts';
+import type { Clock } from '../infra/kernel/clock.ts';
 import type { EngineTensor, InferenceEngine } from './engine/engine.ts';
 import { datatypeToDtype, elementCount, encodeHalf } from './engine/tensor-codec.ts';
 

@@ -19,37 +19,37 @@
  * stays `downloading` and retries with back-off, the heartbeat's `error` saying so (download()).
  * A drain during the start phases stops at the next phase boundary without serving.
  */
-import os from 'node:os';
+
 import { randomBytes } from 'node:crypto';
-import { duplicateClient, type RedisClient } from '../infra/redis/client.ts';
+import os from 'node:os';
 import { Registry } from 'prom-client';
+import type { ModelManifest } from '../infra/contracts/manifest.ts';
+import { canTransition, type WorkerState } from '../infra/contracts/worker-state.ts';
+import type { ControlCommand } from '../infra/fleet/worker-control.ts';
 import type { Clock } from '../infra/kernel/clock.ts';
 import type { Config } from '../infra/kernel/config.ts';
+import { coerceError, errorMessage } from '../infra/kernel/errors.ts';
 import { TypedEmitter } from '../infra/kernel/events.ts';
 import type { Log } from '../infra/kernel/log.ts';
-import type { ModelManifest } from '../infra/contracts/manifest.ts';
-import type { ObjectStore } from '../infra/registry/object-store.ts';
-import { createWorkerMetrics, publishMetricsSnapshot } from '../infra/telemetry/metrics.ts';
-import { closeRedis } from '../infra/redis/client.ts';
-import { createResultCache } from '../infra/redis/result-cache.ts';
-import { createArrivalHistory } from '../infra/telemetry/arrival-history.ts';
-import { createArrivalCounter, type ArrivalCounter } from '../infra/telemetry/arrival-counter.ts';
-import type { ModelRegistry } from '../infra/registry/model-registry.ts';
-import type { ControlCommand } from '../infra/fleet/worker-control.ts';
+import { closeRedis, duplicateClient, type RedisClient } from '../infra/redis/client.ts';
 import { metricsKey, workerKey } from '../infra/redis/keys.ts';
-import { canTransition, type WorkerState } from '../infra/contracts/worker-state.ts';
-import { createBatcher, type Batcher } from './batcher.ts';
-import { createBatchRunner, type BatchEvent, type Slice, type SliceResult } from './batch-runner.ts';
-import { createControlListener, type ControlListener } from './control.ts';
-import { EngineRejectedError, type InferenceEngine } from './engine/engine.ts';
-import { startHeartbeat, type Heartbeat } from './heartbeat.ts';
+import { createResultCache } from '../infra/redis/result-cache.ts';
+import type { ModelRegistry } from '../infra/registry/model-registry.ts';
+import type { ObjectStore } from '../infra/registry/object-store.ts';
+import { type ArrivalCounter, createArrivalCounter } from '../infra/telemetry/arrival-counter.ts';
+import { createArrivalHistory } from '../infra/telemetry/arrival-history.ts';
+import { createWorkerMetrics, publishMetricsSnapshot } from '../infra/telemetry/metrics.ts';
+import { type BatchEvent, createBatchRunner, type Slice, type SliceResult } from './batch-runner.ts';
+import { type Batcher, createBatcher } from './batcher.ts';
 import { createBulkPartWriter } from './bulk-part.ts';
+import { type ControlListener, createControlListener } from './control.ts';
+import { EngineRejectedError, type InferenceEngine } from './engine/engine.ts';
+import { type Heartbeat, startHeartbeat } from './heartbeat.ts';
 import { createIntake } from './intake.ts';
 import { connectionState, IntakeSupervisor } from './intake-supervisor.ts';
 import { createModelCache } from './model-cache.ts';
 import { withStartBackoff } from './start-backoff.ts';
-import { runWarmup, type BatchProfile } from './warmup.ts';
-import { coerceError, errorMessage } from '../infra/kernel/errors.ts';
+import { type BatchProfile, runWarmup } from './warmup.ts';
 
 export interface WorkerEvents extends Record<string, unknown[]> {
   'worker:state': [state: WorkerState, previous: WorkerState];

@@ -9,21 +9,21 @@
  * serve them (`GET /v1/pool`, `GET/PUT /v1/deployments/:model`).
  */
 import { Hono } from 'hono';
-import type { RedisClient } from '../../infra/redis/client.ts';
-import { decisionStreamKey } from '../../infra/redis/keys.ts';
 import type { z } from 'zod';
+import type { Backlog } from '../../infra/contracts/pool.ts';
+import { createDeploymentStore } from '../../infra/deployments/deployment-store.ts';
+import { listHeartbeats } from '../../infra/fleet/worker-states.ts';
 import type { Clock } from '../../infra/kernel/clock.ts';
 import type { ScalerTuning } from '../../infra/kernel/config.ts';
-import { createDeploymentStore } from '../../infra/deployments/deployment-store.ts';
 import { InvalidInputError } from '../../infra/kernel/errors.ts';
-import { createArrivalHistory } from '../../infra/telemetry/arrival-history.ts';
-import type { Backlog } from '../../infra/contracts/pool.ts';
+import type { RedisClient } from '../../infra/redis/client.ts';
+import { decisionStreamKey } from '../../infra/redis/keys.ts';
 import type { DecisionRecord } from '../../infra/scaler/index.ts';
-import { listHeartbeats } from '../../infra/fleet/worker-states.ts';
+import { createArrivalHistory } from '../../infra/telemetry/arrival-history.ts';
 import type { AuthEnv } from '../http/auth.ts';
+import { createPoolSamples } from '../insights/samples.ts';
 import { deploymentSeries } from '../use-cases/deployment-series.ts';
 import { createDeploymentSimulator } from '../use-cases/simulate-deployment.ts';
-import { createPoolSamples } from '../insights/samples.ts';
 import { SeriesQuery, SimulationQuery } from './schemas.ts';
 
 export interface DashboardRoutesDeps {

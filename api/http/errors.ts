@@ -5,8 +5,8 @@
 import type { Context } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { InvalidInputError, NotFoundError, OverloadedError, UnauthorizedError } from '../../infra/kernel/errors.ts';
-import { isUnavailableError } from '../../infra/redis/client.ts';
 import type { Log } from '../../infra/kernel/log.ts';
+import { isUnavailableError } from '../../infra/redis/client.ts';
 
 /** Retry-After of a 503 `unavailable`: about what a Redis restart or failover takes. */
 export const UNAVAILABLE_RETRY_AFTER_S = 2;

@@ -16,7 +16,7 @@
  * is still this claim's own pending marker (compare-and-set in one script).
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { systemClock, type Clock } from '../../infra/kernel/clock.ts';
+import { type Clock, systemClock } from '../../infra/kernel/clock.ts';
 import { InvalidInputError } from '../../infra/kernel/errors.ts';
 import { idempotencyKey } from '../../infra/redis/keys.ts';
 

@@ -4,10 +4,10 @@
  * address. Over the limit: 429 `rate_limited` with `Retry-After` in whole seconds, rounded up.
  */
 import type { MiddlewareHandler } from 'hono';
-import type { RateLimiter } from './rate-limiter.ts';
+import type { Clock } from '../ports.ts';
 import type { AuthEnv } from './auth.ts';
 import { errorBody } from './errors.ts';
-import type { Clock } from '../ports.ts';
+import type { RateLimiter } from './rate-limiter.ts';
 
 export interface RateLimitSettings {
   limiter: RateLimiter;

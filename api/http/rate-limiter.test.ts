@@ -5,10 +5,10 @@
  */
 import type { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
+import { isClusterUrl } from '../../infra/kernel/redis-url.ts';
+import { closeRedis, createRedis } from '../../infra/redis/client.ts';
 import { testServices, useTestRedis } from '../../test/support/services.ts';
 import { createRateLimiter } from './rate-limiter.ts';
-import { closeRedis, createRedis } from '../../infra/redis/client.ts';
-import { isClusterUrl } from '../../infra/kernel/redis-url.ts';
 
 const { redis, prefixes } = useTestRedis();
 

@@ -14,12 +14,13 @@
  *   <prefix>:dashboard:counters:<model>  the workers' raw counters at the last sample (for the next difference)
  *   <prefix>:dashboard:due:<model>       the guard
  */
-import { getMany, scanKeys, type RedisClient } from '../../infra/redis/client.ts';
-import { dashboardKey, metricsKey } from '../../infra/redis/keys.ts';
-import type { Clock } from '../../infra/kernel/clock.ts';
-import { countWorkers } from '../../infra/scaler/index.ts';
+
 import type { Backlog } from '../../infra/contracts/pool.ts';
 import { listHeartbeats } from '../../infra/fleet/worker-states.ts';
+import type { Clock } from '../../infra/kernel/clock.ts';
+import { getMany, type RedisClient, scanKeys } from '../../infra/redis/client.ts';
+import { dashboardKey, metricsKey } from '../../infra/redis/keys.ts';
+import { countWorkers } from '../../infra/scaler/index.ts';
 import { type CountersByWorker, type Histogram, intervalHistogram, type PoolSample, type WorkerCounters } from './series.ts';
 
 export type SamplesRedis = Pick<RedisClient, 'set' | 'get' | 'xadd' | 'xrange' | 'scan' | 'mget'>;

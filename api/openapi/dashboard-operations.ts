@@ -1,8 +1,8 @@
 /** The dashboard's routes in the operation table (api/openapi/operations.ts): its page and assets, and its JSON routes. */
 import { z } from 'zod';
+import { DeploymentSeries, SeriesQuery, Session, Simulation, SimulationQuery } from '../dashboard/schemas.ts';
 import { authed, DEMO_MODEL, model, notDeployed, type OperationSpec, type ResponseSpec } from './operation-spec.ts';
 import * as S from './schemas.ts';
-import { DeploymentSeries, SeriesQuery, Session, Simulation, SimulationQuery } from '../dashboard/schemas.ts';
 
 const badQuery: ResponseSpec = { description: 'Bad query', schema: S.ErrorBody, codes: ['invalid_query'] };
 

@@ -5,6 +5,9 @@
  * test sends the examples to a real API and checks the answers against these schemas, and checks
  * that this table and the app's routes are the same set.
  */
+
+import { BULK_RUN_OPERATIONS } from './bulk-operations.ts';
+import { DASHBOARD_OPERATIONS } from './dashboard-operations.ts';
 import {
   authed,
   backlogFull,
@@ -22,8 +25,6 @@ import {
   tooLarge,
   webhookOrFallback,
 } from './operation-spec.ts';
-import { BULK_RUN_OPERATIONS } from './bulk-operations.ts';
-import { DASHBOARD_OPERATIONS } from './dashboard-operations.ts';
 import * as S from './schemas.ts';
 
 export { DEMO_MODEL, demoRow, type OperationExample, type OperationSpec, type ResponseSpec } from './operation-spec.ts';

@@ -4,8 +4,8 @@
  * routes are made, since they depend only on the code.
  */
 import { Hono } from 'hono';
-import { buildOpenApiDocument, type OpenApiOptions } from './document.ts';
 import { renderDocsPage } from './docs-page.ts';
+import { buildOpenApiDocument, type OpenApiOptions } from './document.ts';
 
 export function openApiRoutes(options: OpenApiOptions = {}): Hono {
   const document = buildOpenApiDocument(options);

@@ -10,9 +10,9 @@
  */
 import { z } from 'zod';
 import { BULK_FORMATS, BULK_RUN_STATUSES, BULK_WEBHOOK_EVENTS } from '../../infra/contracts/bulk.ts';
-import { WEBHOOK_EVENTS } from '../../infra/contracts/webhook.ts';
 import { MODEL_NAME_PATTERN, VERSION_PATTERN } from '../../infra/contracts/manifest.ts';
 import { DATATYPES } from '../../infra/contracts/oip.ts';
+import { WEBHOOK_EVENTS } from '../../infra/contracts/webhook.ts';
 import { DELIVERY_STATES } from '../webhooks/delivery-store.ts';
 
 // ---- Shared pieces ----------------------------------------------------------------------------

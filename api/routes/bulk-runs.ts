@@ -4,9 +4,9 @@
  */
 import { Hono } from 'hono';
 import type { AuthEnv } from '../http/auth.ts';
+import { readJson } from '../http/read-json.ts';
 import { toBulkRunResource } from '../resources/bulk-run-resource.ts';
 import { type BulkRunUseCaseDeps, cancelBulkRun, getBulkRun, startBulkRun } from '../use-cases/bulk-runs.ts';
-import { readJson } from '../http/read-json.ts';
 
 export function bulkRunRoutes(deps: BulkRunUseCaseDeps): Hono<AuthEnv> {
   const app = new Hono<AuthEnv>();

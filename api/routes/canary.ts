@@ -6,12 +6,12 @@
  * Auth is applied by app.ts to `/v1/*`; deployments are not per tenant.
  */
 import { Hono } from 'hono';
-import type { RedisClient } from '../../infra/redis/client.ts';
-import { createCanaryStatusReader, type CanaryPolicy } from '../../infra/canary/index.ts';
-import { systemClock } from '../../infra/kernel/clock.ts';
-import { createDeploymentStore } from '../../infra/deployments/deployment-store.ts';
-import { NotFoundError } from '../../infra/kernel/errors.ts';
+import { type CanaryPolicy, createCanaryStatusReader } from '../../infra/canary/index.ts';
 import { MODEL_NAME_PATTERN } from '../../infra/contracts/manifest.ts';
+import { createDeploymentStore } from '../../infra/deployments/deployment-store.ts';
+import { systemClock } from '../../infra/kernel/clock.ts';
+import { NotFoundError } from '../../infra/kernel/errors.ts';
+import type { RedisClient } from '../../infra/redis/client.ts';
 import type { AuthEnv } from '../http/auth.ts';
 import type { Clock } from '../ports.ts';
 

@@ -12,15 +12,15 @@ import { Hono } from 'hono';
 import { z } from 'zod';
 import { InvalidInputError } from '../../infra/kernel/errors.ts';
 import type { AuthEnv } from '../http/auth.ts';
+import { readJson } from '../http/read-json.ts';
 import {
+  type DeploymentUseCaseDeps,
   deploymentHistory,
   getDeployment,
   listDeployments,
   putDeployment,
   rollbackDeployment,
-  type DeploymentUseCaseDeps,
 } from '../use-cases/deployments.ts';
-import { readJson } from '../http/read-json.ts';
 
 const count = z.number().int().nonnegative();
 

@@ -8,11 +8,11 @@
 import { Hono } from 'hono';
 import { type SSEStreamingApi, streamSSE } from 'hono/streaming';
 import { isClientError } from '../../infra/kernel/errors.ts';
+import type { Log } from '../../infra/kernel/log.ts';
 import type { AuthEnv } from '../http/auth.ts';
 import type { Clock, JobQueue, JobView } from '../ports.ts';
 import { toJobResource } from '../resources/job-resource.ts';
 import { getJob } from '../use-cases/get-job.ts';
-import type { Log } from '../../infra/kernel/log.ts';
 
 export interface JobWatcher {
   /** Calls onChange now and at each status change until terminal (resolves) or the signal aborts (rejects). */

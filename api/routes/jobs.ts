@@ -4,12 +4,12 @@
  */
 import { Hono } from 'hono';
 import type { AuthEnv } from '../http/auth.ts';
-import type { DeploymentLookup, JobQueue, ModelCatalog } from '../ports.ts';
-import { cancelJob, type JobCanceler } from '../use-cases/cancel-job.ts';
-import { iso, toJobResource } from '../resources/job-resource.ts';
-import { getJob } from '../use-cases/get-job.ts';
-import { parseIdempotencyKey, submitJob, type SubmitJobDeps } from '../use-cases/submit-job.ts';
 import { readJson } from '../http/read-json.ts';
+import type { DeploymentLookup, JobQueue, ModelCatalog } from '../ports.ts';
+import { iso, toJobResource } from '../resources/job-resource.ts';
+import { cancelJob, type JobCanceler } from '../use-cases/cancel-job.ts';
+import { getJob } from '../use-cases/get-job.ts';
+import { parseIdempotencyKey, type SubmitJobDeps, submitJob } from '../use-cases/submit-job.ts';
 
 export interface JobRoutesDeps extends SubmitJobDeps {
   jobs: JobQueue & JobCanceler;

@@ -2,14 +2,14 @@
  * Open Inference Protocol (KServe v2) routes: sync inference through the job queue, model
  * metadata and readiness. Health routes live in app.ts because they need no auth.
  */
-import { Hono, type Context } from 'hono';
-import { InvalidInputError, NotFoundError } from '../../infra/kernel/errors.ts';
+import { type Context, Hono } from 'hono';
 import type { TensorSpec } from '../../infra/contracts/manifest.ts';
+import { InvalidInputError, NotFoundError } from '../../infra/kernel/errors.ts';
 import type { AuthEnv } from '../http/auth.ts';
 import { errorBody } from '../http/errors.ts';
-import { inferSync, type InferSyncDeps } from '../use-cases/infer-sync.ts';
-import { resolveManifest } from '../use-cases/submit-job.ts';
 import { readJson } from '../http/read-json.ts';
+import { type InferSyncDeps, inferSync } from '../use-cases/infer-sync.ts';
+import { resolveManifest } from '../use-cases/submit-job.ts';
 
 export function oipRoutes(deps: InferSyncDeps): Hono<AuthEnv> {
   const app = new Hono<AuthEnv>();

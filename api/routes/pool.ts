@@ -7,13 +7,13 @@
  * a shadow scaler runs. Auth is applied by app.ts to `/v1/*`; deployments are not per tenant.
  */
 import { Hono } from 'hono';
-import type { RedisClient } from '../../infra/redis/client.ts';
-import { systemClock } from '../../infra/kernel/clock.ts';
-import { createDeploymentStore, type Deployment, type DeploymentStore } from '../../infra/deployments/deployment-store.ts';
 import type { Backlog } from '../../infra/contracts/pool.ts';
+import type { WorkerState } from '../../infra/contracts/worker-state.ts';
+import { createDeploymentStore, type Deployment, type DeploymentStore } from '../../infra/deployments/deployment-store.ts';
+import { type HeartbeatPayload, listHeartbeats } from '../../infra/fleet/worker-states.ts';
+import { systemClock } from '../../infra/kernel/clock.ts';
+import type { RedisClient } from '../../infra/redis/client.ts';
 import { createDecisionLog, type DecisionRecord } from '../../infra/scaler/index.ts';
-import { listHeartbeats, type HeartbeatPayload } from '../../infra/fleet/worker-states.ts';
-import { type WorkerState } from '../../infra/contracts/worker-state.ts';
 import type { AuthEnv } from '../http/auth.ts';
 import type { Clock } from '../ports.ts';
 

@@ -4,9 +4,9 @@
  * sees only the calling tenant's secret and deliveries.
  */
 import { Hono } from 'hono';
-import type { RedisClient } from '../../infra/redis/client.ts';
 import { z } from 'zod';
 import { InvalidInputError, NotFoundError } from '../../infra/kernel/errors.ts';
+import type { RedisClient } from '../../infra/redis/client.ts';
 import type { AuthEnv } from '../http/auth.ts';
 import type { Clock } from '../ports.ts';
 import { iso } from '../resources/job-resource.ts';

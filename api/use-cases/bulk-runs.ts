@@ -4,8 +4,9 @@
  * same address policy as a job's before anything is stored; another tenant's run reads as a 404
  * like an unknown one; times are ISO 8601 like the job resource's.
  */
-import type { BulkRunRequest, BulkRuns, BulkRunView } from '../../infra/contracts/bulk.ts';
+
 import { RUN_ID_PATTERN } from '../../infra/bulk/index.ts';
+import type { BulkRunRequest, BulkRuns, BulkRunView } from '../../infra/contracts/bulk.ts';
 import { InvalidInputError, NotFoundError } from '../../infra/kernel/errors.ts';
 import { parseWebhookSpec } from '../webhooks/webhook-spec.ts';
 

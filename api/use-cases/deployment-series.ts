@@ -4,13 +4,14 @@
  * taking one first when it is due, so an open dashboard keeps the record going
  * (api/insights/samples.ts).
  */
-import type { Clock } from '../../infra/kernel/clock.ts';
-import type { Deployment } from '../../infra/deployments/deployment-store.ts';
-import { InvalidInputError, NotFoundError } from '../../infra/kernel/errors.ts';
+
 import type { ArrivalSeries } from '../../infra/contracts/pool.ts';
+import type { Deployment } from '../../infra/deployments/deployment-store.ts';
+import type { Clock } from '../../infra/kernel/clock.ts';
+import { InvalidInputError, NotFoundError } from '../../infra/kernel/errors.ts';
 import type { DecisionRecord } from '../../infra/scaler/index.ts';
 import type { PoolSamples } from '../insights/samples.ts';
-import { shapeSeries, type SeriesView } from '../insights/series.ts';
+import { type SeriesView, shapeSeries } from '../insights/series.ts';
 
 export const MAX_SERIES_MINUTES = 1440;
 

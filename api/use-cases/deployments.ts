@@ -6,16 +6,17 @@
  * but names something that is not there); so must the fallback model (and its version, when
  * named).
  */
+
+import { MODEL_NAME_PATTERN } from '../../infra/contracts/manifest.ts';
 import {
   applyChange,
-  validateDeployment,
   type Deployment,
   type DeploymentChange,
   type DeploymentStore,
   type VersionWeight,
+  validateDeployment,
 } from '../../infra/deployments/deployment-store.ts';
 import { InvalidInputError, NotFoundError } from '../../infra/kernel/errors.ts';
-import { MODEL_NAME_PATTERN } from '../../infra/contracts/manifest.ts';
 import type { ModelCatalog } from '../ports.ts';
 
 /** The slice of the deployment store these use cases need. */

@@ -5,7 +5,7 @@
  */
 import type { InferResponse } from '../../infra/contracts/oip.ts';
 import type { JobView } from '../ports.ts';
-import { submitJob, type SubmitJobDeps, type SubmitJobInput } from './submit-job.ts';
+import { type SubmitJobDeps, type SubmitJobInput, submitJob } from './submit-job.ts';
 
 export interface InferSyncDeps extends SubmitJobDeps {
   syncTimeoutMs: number;

@@ -12,16 +12,16 @@
  * MAX_REPLAY_ROWS arrivals in them (422 beyond), and one simulation at a time per process (503 with
  * Retry-After while one runs). The replay is synchronous CPU work proportional to those bounds.
  */
+
+import type { ArrivalSeries, PolicySettings } from '../../infra/contracts/pool.ts';
+import type { Deployment } from '../../infra/deployments/deployment-store.ts';
+import type { HeartbeatPayload } from '../../infra/fleet/worker-states.ts';
 import type { Clock } from '../../infra/kernel/clock.ts';
 import type { ScalerTuning } from '../../infra/kernel/config.ts';
-import type { Deployment } from '../../infra/deployments/deployment-store.ts';
 import { InvalidInputError, OverloadedError } from '../../infra/kernel/errors.ts';
-import type { ArrivalSeries, PolicySettings } from '../../infra/contracts/pool.ts';
-import { scalerSettingsFrom } from '../../infra/scaler/index.ts';
 import type { DecisionRecord } from '../../infra/scaler/index.ts';
-import { compare, defaultSettings, type PolicyReport } from '../../infra/simulator/index.ts';
-import { batchPointsFrom } from '../../infra/simulator/index.ts';
-import type { HeartbeatPayload } from '../../infra/fleet/worker-states.ts';
+import { scalerSettingsFrom } from '../../infra/scaler/index.ts';
+import { batchPointsFrom, compare, defaultSettings, type PolicyReport } from '../../infra/simulator/index.ts';
 import { actualOutcome, type Outcome, workerTimeline } from '../insights/outcome.ts';
 import type { PoolSamples } from '../insights/samples.ts';
 import { round } from '../insights/series.ts';

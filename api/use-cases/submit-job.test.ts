@@ -5,18 +5,18 @@
  */
 import { Queue } from 'bullmq';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createBullJobQueue, type BullJobQueue } from '../../infra/queue/index.ts';
-import { systemClock } from '../../infra/kernel/clock.ts';
-import { InvalidInputError, NotFoundError, OverloadedError } from '../../infra/kernel/errors.ts';
-import { createIdempotencyStore } from '../http/idempotency.ts';
-import { queueName, type JobData } from '../../infra/contracts/job.ts';
+import { type JobData, queueName } from '../../infra/contracts/job.ts';
 import type { ModelManifest } from '../../infra/contracts/manifest.ts';
 import type { OipTensor } from '../../infra/contracts/oip.ts';
+import { systemClock } from '../../infra/kernel/clock.ts';
+import { InvalidInputError, NotFoundError, OverloadedError } from '../../infra/kernel/errors.ts';
+import { type BullJobQueue, createBullJobQueue } from '../../infra/queue/index.ts';
 import { closeRedis, createRedis, deleteMany, scanKeys } from '../../infra/redis/client.ts';
 import { createResultCache } from '../../infra/redis/result-cache.ts';
 import { testServices, uniqueId } from '../../test/support/services.ts';
+import { createIdempotencyStore } from '../http/idempotency.ts';
 import type { ModelCatalog } from '../ports.ts';
-import { submitJob, type SubmitDeployment, type SubmitJobDeps, type SubmitJobInput } from './submit-job.ts';
+import { type SubmitDeployment, type SubmitJobDeps, type SubmitJobInput, submitJob } from './submit-job.ts';
 
 const redis = createRedis(testServices().redisUrl);
 let prefix: string;

@@ -30,18 +30,18 @@
  * backlog is full, and a replayed cache hit is the same (succeeded) job.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { checkAdmission, deploymentBacklog } from './admission.ts';
+import { type JobData, PRIORITIES, type Priority } from '../../infra/contracts/job.ts';
+import { MODEL_NAME_PATTERN, type ModelManifest, VERSION_PATTERN } from '../../infra/contracts/manifest.ts';
+import { type ValidatedInferRequest, validateInferRequest } from '../../infra/contracts/oip-validate.ts';
+import type { WebhookSpec } from '../../infra/contracts/webhook.ts';
 import type { Fallback } from '../../infra/deployments/deployment-store.ts';
 import { InvalidInputError, NotFoundError, OverloadedError } from '../../infra/kernel/errors.ts';
-import type { IdempotencyStore } from '../http/idempotency.ts';
-import { PRIORITIES, type JobData, type Priority } from '../../infra/contracts/job.ts';
-import type { WebhookSpec } from '../../infra/contracts/webhook.ts';
-import { MODEL_NAME_PATTERN, VERSION_PATTERN, type ModelManifest } from '../../infra/contracts/manifest.ts';
 import type { SubmitKind } from '../../infra/telemetry/metrics.ts';
-import { validateInferRequest, type ValidatedInferRequest } from '../../infra/contracts/oip-validate.ts';
-import { chooseVersion } from './traffic-split.ts';
+import type { IdempotencyStore } from '../http/idempotency.ts';
 import type { Clock, DeploymentLookup, JobQueue, JobView, ModelCatalog } from '../ports.ts';
 import { parseWebhookSpec } from '../webhooks/webhook-spec.ts';
+import { checkAdmission, deploymentBacklog } from './admission.ts';
+import { chooseVersion } from './traffic-split.ts';
 
 /**
  * What submit needs of the job queue. `answerFromCache` (infra/queue/job-queue.ts has it) is

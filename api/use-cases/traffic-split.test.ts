@@ -1,8 +1,8 @@
 /** The per-job weighted choice: exact on a uniform grid, within a binomial bound on a seeded generator. */
 import { describe, expect, it } from 'vitest';
 import type { VersionWeight } from '../../infra/deployments/deployment-store.ts';
-import { chooseVersion, servedVersions } from './traffic-split.ts';
 import { seededRandom } from '../../infra/kernel/seeded-random.ts';
+import { chooseVersion, servedVersions } from './traffic-split.ts';
 
 function tally(versions: VersionWeight[], draws: number, random: () => number): Map<string, number> {
   const counts = new Map<string, number>();

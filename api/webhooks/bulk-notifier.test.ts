@@ -1,10 +1,10 @@
 // The bulk notifier against the real delivery store on a real Redis: which events become
 // deliveries, stable ids, and the payload a receiver gets.
 import { beforeEach, describe, expect, it } from 'vitest';
-import { useTestRedis } from '../../test/support/services.ts';
 import type { BulkRunView, BulkWebhookEvent } from '../../infra/contracts/bulk.ts';
 import { ManualClock } from '../../infra/kernel/clock.ts';
-import { bulkDeliveryId, type BulkNotify, type BulkWebhookPayload, createBulkNotifier } from './bulk-notifier.ts';
+import { useTestRedis } from '../../test/support/services.ts';
+import { type BulkNotify, type BulkWebhookPayload, bulkDeliveryId, createBulkNotifier } from './bulk-notifier.ts';
 import { createDeliveryStore, type DeliveryStore } from './delivery-store.ts';
 
 const ALL: BulkWebhookEvent[] = ['bulk.progress', 'bulk.succeeded', 'bulk.failed', 'bulk.canceled'];

@@ -11,7 +11,6 @@
  */
 import type { BulkRunView, BulkWebhookEvent } from '../../infra/contracts/bulk.ts';
 import type { Clock } from '../../infra/kernel/clock.ts';
-import type { WebhookEvent } from '../../infra/contracts/webhook.ts';
 import { type BulkRunResource, toBulkRunResource } from '../resources/bulk-run-resource.ts';
 import { iso } from '../resources/job-resource.ts';
 import type { DeliveryStore } from './delivery-store.ts';

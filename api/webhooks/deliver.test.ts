@@ -3,7 +3,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { checkedAddress, deliverOnce, type AttemptRequest, type ResolveAll } from './deliver.ts';
+import { type AttemptRequest, checkedAddress, deliverOnce, type ResolveAll } from './deliver.ts';
 import { newSecret, webhookHeaders } from './signing.ts';
 
 interface Received {

@@ -1,9 +1,9 @@
 // The delivery store against a real Redis: idempotent enqueue, exclusive claims, leases,
 // stale claims, dead letters, listing, replay and tenant isolation.
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
+import { closeRedis, createRedis, deleteMany, scanKeys } from '../../infra/redis/client.ts';
 import { testServices, uniqueId } from '../../test/support/services.ts';
 import { createDeliveryStore, type DeliveryStore, type NewDelivery } from './delivery-store.ts';
-import { closeRedis, createRedis, deleteMany, scanKeys } from '../../infra/redis/client.ts';
 
 describe('createDeliveryStore', () => {
   const redis = createRedis(testServices().redisUrl);

@@ -18,11 +18,12 @@
  * lease cannot overwrite the newer claimant's outcome. The scripts touch hash keys they derive
  * from ids: the shared `{webhooks}` tag keeps all of them in one slot on a Redis Cluster.
  */
-import type { RedisClient } from '../../infra/redis/client.ts';
+
 import { randomBytes } from 'node:crypto';
-import { webhookDeliveryKey, webhookDueKey, webhookIndexKey } from '../../infra/redis/keys.ts';
 import type { BulkWebhookEvent } from '../../infra/contracts/bulk.ts';
 import type { WebhookEvent } from '../../infra/contracts/webhook.ts';
+import type { RedisClient } from '../../infra/redis/client.ts';
+import { webhookDeliveryKey, webhookDueKey, webhookIndexKey } from '../../infra/redis/keys.ts';
 
 /** Job events, and bulk runs' progress and completion events (the run id stands in `jobId`). */
 export type DeliveryEvent = WebhookEvent | BulkWebhookEvent;

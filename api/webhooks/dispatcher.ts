@@ -8,18 +8,19 @@
  * Lifecycle: start() once; close() stops claiming, stops the event source, waits for the
  * attempts in flight to be recorded, and is safe to call twice.
  */
-import type { WebhookMetrics } from './delivery-metrics.ts';
-import { duplicateClient, type RedisClient } from '../../infra/redis/client.ts';
+
 import type { Clock } from '../../infra/kernel/clock.ts';
 import type { Config } from '../../infra/kernel/config.ts';
-import { createDeliveryStore, type AttemptOutcome, type ClaimedDelivery, type DeliveryStore } from './delivery-store.ts';
-import { deliverOnce, type AttemptResult, type ResolveAll } from './deliver.ts';
+import { errorMessage } from '../../infra/kernel/errors.ts';
+import type { Log } from '../../infra/kernel/log.ts';
+import { duplicateClient, type RedisClient } from '../../infra/redis/client.ts';
+import { type AttemptResult, deliverOnce, type ResolveAll } from './deliver.ts';
+import type { WebhookMetrics } from './delivery-metrics.ts';
+import { type AttemptOutcome, type ClaimedDelivery, createDeliveryStore, type DeliveryStore } from './delivery-store.ts';
 import { createEventSource } from './event-source.ts';
 import { nextAttemptAt } from './retry-schedule.ts';
 import { createWebhookSecrets } from './secrets.ts';
 import { webhookHeaders } from './signing.ts';
-import { errorMessage } from '../../infra/kernel/errors.ts';
-import type { Log } from '../../infra/kernel/log.ts';
 
 export interface DispatcherDeps {
   /** Used for commands; the dispatcher duplicates it once for its blocking reads. Not closed here. */

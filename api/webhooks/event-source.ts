@@ -22,23 +22,24 @@
  * (concurrently, so ioredis batches them per node) and polls every `clusterPollMs` while all
  * are empty. Discovery scans every master.
  */
-import { isCluster, type RedisClient } from '../../infra/redis/client.ts';
-import { webhookCursorKey } from '../../infra/redis/keys.ts';
+
+import type { JobStatus } from '../../infra/contracts/job.ts';
+import type { WebhookEvent } from '../../infra/contracts/webhook.ts';
 import type { Clock } from '../../infra/kernel/clock.ts';
+import { errorMessage } from '../../infra/kernel/errors.ts';
+import type { Log } from '../../infra/kernel/log.ts';
 import {
   leaseQueues,
   modelQueuesWithEvents,
-  readEventStreams,
-  readHeldJob,
   type QueueLease,
   type QueueStreamEntries,
+  readEventStreams,
+  readHeldJob,
 } from '../../infra/queue/index.ts';
-import type { JobStatus } from '../../infra/contracts/job.ts';
-import type { WebhookEvent } from '../../infra/contracts/webhook.ts';
-import { iso, toJobResource, type JobResource } from '../resources/job-resource.ts';
+import { isCluster, type RedisClient } from '../../infra/redis/client.ts';
+import { webhookCursorKey } from '../../infra/redis/keys.ts';
+import { iso, type JobResource, toJobResource } from '../resources/job-resource.ts';
 import type { DeliveryStore } from './delivery-store.ts';
-import { errorMessage } from '../../infra/kernel/errors.ts';
-import type { Log } from '../../infra/kernel/log.ts';
 
 export interface EventSourceDeps {
   /** Plain commands and BullMQ job reads. */

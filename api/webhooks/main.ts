@@ -7,22 +7,21 @@
  */
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
-import { startBulkSupervisor } from '../../infra/bulk/index.ts';
+import { Registry } from 'prom-client';
+import { createBulkWiring, startBulkSupervisor } from '../../infra/bulk/index.ts';
+import { createCanaryGuard } from '../../infra/canary/index.ts';
+import { createDeploymentStore } from '../../infra/deployments/deployment-store.ts';
 import { systemClock } from '../../infra/kernel/clock.ts';
 import type { Config } from '../../infra/kernel/config.ts';
+import { errorMessage } from '../../infra/kernel/errors.ts';
 import { closeAll, onShutdownSignals } from '../../infra/kernel/lifecycle.ts';
 import { createLogger, type Logger } from '../../infra/kernel/log.ts';
 import { closeRedis, createRedis } from '../../infra/redis/client.ts';
-import { createCanaryGuard } from '../../infra/canary/index.ts';
-import { createDeploymentStore } from '../../infra/deployments/deployment-store.ts';
-import { createBulkWiring } from '../../infra/bulk/index.ts';
-import { BULK_PROGRESS_WEBHOOK_INTERVAL_MS, createBulkNotifier } from './bulk-notifier.ts';
-import { Registry } from 'prom-client';
 import { metricsKey } from '../../infra/redis/keys.ts';
 import { publishMetricsSnapshot } from '../../infra/telemetry/metrics.ts';
+import { BULK_PROGRESS_WEBHOOK_INTERVAL_MS, createBulkNotifier } from './bulk-notifier.ts';
 import { createWebhookMetrics } from './delivery-metrics.ts';
 import { createDispatcher } from './dispatcher.ts';
-import { errorMessage } from '../../infra/kernel/errors.ts';
 
 /** How often the dispatcher's webhook metrics are published for the API's /metrics. */
 const METRICS_PUBLISH_MS = 5_000;

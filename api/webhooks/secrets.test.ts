@@ -1,8 +1,8 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../infra/kernel/clock.ts';
+import { closeRedis, createRedis, deleteMany, scanKeys } from '../../infra/redis/client.ts';
 import { testServices, uniqueId } from '../../test/support/services.ts';
 import { createWebhookSecrets } from './secrets.ts';
-import { closeRedis, createRedis, deleteMany, scanKeys } from '../../infra/redis/client.ts';
 
 describe('createWebhookSecrets', () => {
   const redis = createRedis(testServices().redisUrl);

@@ -6,8 +6,9 @@
  * until `previousExpiresAt`, so receivers can switch at their own pace (Standard Webhooks'
  * multiple-signature header). Secrets are stored as given: signing needs the key itself.
  */
-import type { RedisClient } from '../../infra/redis/client.ts';
+
 import type { Clock } from '../../infra/kernel/clock.ts';
+import type { RedisClient } from '../../infra/redis/client.ts';
 import { webhookSecretKey } from '../../infra/redis/keys.ts';
 import { newSecret } from './signing.ts';
 

@@ -4,8 +4,9 @@
  * `webhook_url_blocked`; host names are checked again on their resolved addresses at every
  * delivery (api/webhooks/deliver.ts), which is what defeats DNS rebinding.
  */
-import { InvalidInputError } from '../../infra/kernel/errors.ts';
+
 import { WEBHOOK_EVENTS, type WebhookEvent, type WebhookSpec } from '../../infra/contracts/webhook.ts';
+import { InvalidInputError } from '../../infra/kernel/errors.ts';
 import { blockedHostReason, isAllowedHost, urlHost } from './address-policy.ts';
 
 export const MAX_WEBHOOK_URL_LENGTH = 2048;

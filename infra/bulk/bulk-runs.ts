@@ -12,25 +12,25 @@
  * deadline, webhook and maxBadRows given on a resume replace the stored ones.
  */
 import { randomBytes } from 'node:crypto';
-import type { RedisClient } from '../redis/client.ts';
-import type { Clock } from '../kernel/clock.ts';
-import { InvalidInputError, NotFoundError } from '../kernel/errors.ts';
-import type { Log } from '../kernel/log.ts';
-import type { ModelManifest } from '../contracts/manifest.ts';
-import type { ObjectStore } from '../registry/object-store.ts';
-import { clearCapacityRequest } from './capacity-request.ts';
-import { createChunkQueue } from '../queue/index.ts';
 import {
   BULK_WEBHOOK_EVENTS,
   type BulkRunRequest,
   type BulkRunSpec,
-  type BulkRunView,
   type BulkRuns,
+  type BulkRunView,
   type BulkWebhookEvent,
 } from '../contracts/bulk.ts';
+import type { ModelManifest } from '../contracts/manifest.ts';
+import type { Clock } from '../kernel/clock.ts';
+import { InvalidInputError, NotFoundError } from '../kernel/errors.ts';
+import type { Log } from '../kernel/log.ts';
+import { createChunkQueue } from '../queue/index.ts';
+import type { RedisClient } from '../redis/client.ts';
+import type { ObjectStore } from '../registry/object-store.ts';
+import { clearCapacityRequest } from './capacity-request.ts';
 import { formatOf } from './row-reader.ts';
 import { DEFAULT_CHUNK_ROWS, parseBulkRunRequest } from './run-request.ts';
-import { createRunStore, viewOf, type RunStore } from './run-store.ts';
+import { createRunStore, type RunStore, viewOf } from './run-store.ts';
 import { parseS3Url } from './s3-url.ts';
 
 export { parseBulkRunRequest };

@@ -6,11 +6,11 @@
  * (the job id `bulk:<runId>:<chunk>` and the part name depend on nothing else). Bad lines pass
  * through in order, between the chunks.
  */
-import { encodeBinaryTensor, isBinaryDatatype, type BinaryTensor } from '../contracts/binary-tensor.ts';
+import { type BinaryTensor, encodeBinaryTensor, isBinaryDatatype } from '../contracts/binary-tensor.ts';
+import type { BulkRunSpec } from '../contracts/bulk.ts';
 import type { JobData } from '../contracts/job.ts';
 import type { ModelManifest } from '../contracts/manifest.ts';
 import type { OipTensor } from '../contracts/oip.ts';
-import type { BulkRunSpec } from '../contracts/bulk.ts';
 import type { BadLine, GoodRow, RowEvent } from './row-reader.ts';
 
 export interface Chunk {

@@ -10,9 +10,10 @@
  * stops the drive at its next step. Abort leaves the run `running` with its queued chunks in
  * place: the next drive (this run id again, or the supervisor once the lease lapses) continues.
  */
-import type { BulkDeps } from './bulk-runs.ts';
+
 import type { BulkRunView } from '../contracts/bulk.ts';
 import { NotFoundError } from '../kernel/errors.ts';
+import type { BulkDeps } from './bulk-runs.ts';
 import { createLease, type Lease } from './lease.ts';
 import { RunDriver } from './run-driver.ts';
 import { createRunStore, viewOf } from './run-store.ts';

@@ -5,8 +5,8 @@
  * attempt wrote, read back for the run's record.
  */
 import { createHash } from 'node:crypto';
-import type { ObjectStore } from '../registry/object-store.ts';
 import type { BulkPartResult } from '../contracts/bulk.ts';
+import type { ObjectStore } from '../registry/object-store.ts';
 import type { PinnedObject } from './run-store.ts';
 
 /** The objects under the input prefix in key order (folder markers left out). */

@@ -2,7 +2,7 @@ import { Readable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import type { ModelManifest, TensorSpec } from '../contracts/manifest.ts';
 import { chunkRows } from './chunker.ts';
-import { createRowSchema, formatOf, readRows, splitCsv, type RowEvent } from './row-reader.ts';
+import { createRowSchema, formatOf, type RowEvent, readRows, splitCsv } from './row-reader.ts';
 
 function manifest(inputs: TensorSpec[]): ModelManifest {
   return {

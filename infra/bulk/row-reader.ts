@@ -13,12 +13,13 @@
  * the first good row the run reads (a RowSchema shared across its objects): rows of one forward
  * pass must agree, and a row that disagrees is bad rather than failing its chunk on a worker.
  */
-import type { Readable } from 'node:stream';
+
 import { createInterface } from 'node:readline';
-import { errorMessage, InvalidInputError } from '../kernel/errors.ts';
+import type { Readable } from 'node:stream';
+import type { BulkFormat } from '../contracts/bulk.ts';
 import type { ModelManifest, TensorSpec } from '../contracts/manifest.ts';
 import { validateInferRequest } from '../contracts/oip-validate.ts';
-import type { BulkFormat } from '../contracts/bulk.ts';
+import { errorMessage, InvalidInputError } from '../kernel/errors.ts';
 
 type Value = number | boolean | string;
 

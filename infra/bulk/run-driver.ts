@@ -15,20 +15,21 @@
  * (`bulk:<runId>:<chunk>`), its part is one S3 put by key. Objects read whole by an earlier drive
  * whose chunks are all counted are skipped from their recorded stats instead of being re-read.
  */
+
+import { type BadRow, type BulkPartResult, partKey } from '../contracts/bulk.ts';
 import { BULK_PRIORITIES } from '../contracts/job.ts';
 import type { ModelManifest } from '../contracts/manifest.ts';
-import { chunkJobOptions, removeQueuedChunks, type BulkDeps } from './bulk-runs.ts';
+import { Wakeup } from '../kernel/wakeup.ts';
+import { type ChunkQueue, createChunkQueue } from '../queue/index.ts';
+import { type BulkDeps, chunkJobOptions, removeQueuedChunks } from './bulk-runs.ts';
 import { clearCapacityRequest } from './capacity-request.ts';
-import { chunkJobData, chunkRows, type Chunk } from './chunker.ts';
-import { createChunkQueue, type ChunkQueue } from '../queue/index.ts';
-import { partKey, type BadRow, type BulkPartResult} from '../contracts/bulk.ts';
+import { type Chunk, chunkJobData, chunkRows } from './chunker.ts';
 import { describeListingChange, listInput, readPart } from './listing.ts';
-import { createRowSchema, formatOf, readRows, type BadLine } from './row-reader.ts';
+import { type BadLine, createRowSchema, formatOf, readRows } from './row-reader.ts';
 import { writeRunManifest } from './run-manifest.ts';
-import { RunReporter, type ReportSettings, type RunCounters } from './run-reporter.ts';
+import { type ReportSettings, type RunCounters, RunReporter } from './run-reporter.ts';
 import type { ObjectStats, PinnedObject, RunRecord, RunStore } from './run-store.ts';
 import { formatS3Url } from './s3-url.ts';
-import { Wakeup } from '../kernel/wakeup.ts';
 
 export const MAX_BAD_ROW_SAMPLES = 20;
 

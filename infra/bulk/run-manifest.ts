@@ -4,9 +4,10 @@
  * bytes and sha256), what was skipped (bad rows: count and samples) and how long it took. It is
  * written last, so its presence means the output is complete.
  */
+
+import { type BadRow, type BulkPartResult, type BulkRunSpec, manifestKey } from '../contracts/bulk.ts';
 import type { ModelManifest } from '../contracts/manifest.ts';
 import type { ObjectStore } from '../registry/object-store.ts';
-import { manifestKey, type BadRow, type BulkPartResult, type BulkRunSpec } from '../contracts/bulk.ts';
 import type { PinnedObject } from './run-store.ts';
 import { formatS3Url } from './s3-url.ts';
 

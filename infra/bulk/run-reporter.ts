@@ -5,11 +5,12 @@
  * will be missed, the run goes `urgent` for good (its queued chunks too, through the driver's
  * `raise`) and from then on asks the scaler for the rows/s the rest needs.
  */
-import { notifyRun, type BulkDeps } from './bulk-runs.ts';
-import { publishCapacityRequest } from './capacity-request.ts';
+
 import type { BadRow, BulkProgress, BulkRunSpec, BulkRunView, BulkWebhookEvent } from '../contracts/bulk.ts';
+import { type BulkDeps, notifyRun } from './bulk-runs.ts';
+import { publishCapacityRequest } from './capacity-request.ts';
 import { computeProgress, estimateRowsTotal, RateWindow, rowsPerSecondNeeded } from './progress.ts';
-import { viewOf, type RunStore } from './run-store.ts';
+import { type RunStore, viewOf } from './run-store.ts';
 
 /** How often a drive reports (the reporter's part of run-driver.ts's DriveSettings). */
 export interface ReportSettings {

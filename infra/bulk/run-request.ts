@@ -3,9 +3,10 @@
  * checked, unknown fields refused (a typo must not silently drop a setting), the deadline
  * resolved to epoch ms against the caller's clock. Errors are InvalidInputError naming the field.
  */
-import { InvalidInputError } from '../kernel/errors.ts';
-import { MODEL_NAME_PATTERN, VERSION_PATTERN } from '../contracts/manifest.ts';
+
 import { BULK_FORMATS, BULK_WEBHOOK_EVENTS, type BulkFormat, type BulkRunRequest, type BulkWebhookEvent } from '../contracts/bulk.ts';
+import { MODEL_NAME_PATTERN, VERSION_PATTERN } from '../contracts/manifest.ts';
+import { InvalidInputError } from '../kernel/errors.ts';
 import { overlaps, parseS3Url } from './s3-url.ts';
 
 export const DEFAULT_CHUNK_ROWS = 1000;

@@ -18,9 +18,10 @@
  * keys together with the `running` set, so all of them must be in one slot. (Only records live
  * here; the chunk jobs are in the model queues, which spread over the shards.)
  */
+
+import type { BadRow, BulkPartResult, BulkProgress, BulkRunSpec, BulkRunStatus, BulkRunView } from '../contracts/bulk.ts';
 import type { RedisClient } from '../redis/client.ts';
 import { bulkRunKey, bulkRunLeaseKey, bulkRunningKey, bulkRunObjectsKey, bulkRunOutstandingKey, bulkRunPartsKey } from '../redis/keys.ts';
-import type { BadRow, BulkPartResult, BulkProgress, BulkRunSpec, BulkRunStatus, BulkRunView } from '../contracts/bulk.ts';
 import { formatS3Url } from './s3-url.ts';
 
 export const RETENTION_S = 30 * 86_400;

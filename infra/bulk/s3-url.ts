@@ -3,8 +3,9 @@
  * always ends with '/' (or is empty for the whole bucket), so `prefix + name` never merges a
  * key into a neighbouring folder (`runs/a` would also match `runs/ab…`).
  */
-import { InvalidInputError } from '../kernel/errors.ts';
+
 import type { S3Location } from '../contracts/bulk.ts';
+import { InvalidInputError } from '../kernel/errors.ts';
 
 /** S3's bucket naming rules, loosely: what an S3-compatible server also accepts. */
 const BUCKET = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/;

@@ -6,7 +6,7 @@
  * and resolves when all have stopped; safe to call twice.
  */
 import type { BulkDeps } from './bulk-runs.ts';
-import { driveBulkRun, type DriveOptions } from './driver.ts';
+import { type DriveOptions, driveBulkRun } from './driver.ts';
 import { createRunStore } from './run-store.ts';
 
 export interface SupervisorOptions {

@@ -6,16 +6,17 @@
  * Input and output may live in any bucket, so object stores are made per bucket on first use
  * (same endpoint and credentials as the registry's) and kept until close().
  */
-import type { RedisClient } from '../redis/client.ts';
-import type { BulkDeps } from './bulk-runs.ts';
-import { systemClock, type Clock } from '../kernel/clock.ts';
-import type { Config } from '../kernel/config.ts';
+
 import { createDeploymentStore } from '../deployments/deployment-store.ts';
+import { type Clock, systemClock } from '../kernel/clock.ts';
+import type { Config } from '../kernel/config.ts';
 import type { Log } from '../kernel/log.ts';
+import type { RedisClient } from '../redis/client.ts';
 import { cacheManifests } from '../registry/manifest-cache.ts';
-import type { ObjectStore } from '../registry/object-store.ts';
 import { createModelRegistry } from '../registry/model-registry.ts';
+import type { ObjectStore } from '../registry/object-store.ts';
 import { createS3ObjectStore } from '../registry/s3-object-store.ts';
+import type { BulkDeps } from './bulk-runs.ts';
 
 export interface BulkWiringOptions {
   /** Used, not closed: the caller owns it. */

@@ -11,11 +11,12 @@
  *
  *   <prefix>:canary:breach:<model>:<version>   JSON Breach, expiring once it is too old to continue
  */
+
+import { stableVersion, type VersionWeight } from '../deployments/deployment-store.ts';
 import type { RedisClient } from '../redis/client.ts';
 import { canaryBreachKey } from '../redis/keys.ts';
-import { stableVersion, type VersionWeight } from '../deployments/deployment-store.ts';
 import type { OutcomeStore, WindowStats } from './outcomes.ts';
-import { judgeCanary, type Breach, type CanaryPolicy, type Verdict } from './verdict.ts';
+import { type Breach, type CanaryPolicy, judgeCanary, type Verdict } from './verdict.ts';
 
 export interface Split {
   stable: VersionWeight;

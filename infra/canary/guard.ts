@@ -14,16 +14,17 @@
  * tools. close() stops the loop, waits for a tick in flight, and is safe to call twice. The
  * Redis connection is the caller's: not closed here.
  */
-import { createTicker } from '../kernel/ticker.ts';
-import type { RedisClient } from '../redis/client.ts';
-import type { Clock } from '../kernel/clock.ts';
+
 import { configOf, type Deployment, type DeploymentStore } from '../deployments/deployment-store.ts';
-import { createAssessor, splitOf, type Assessment, type CanaryStanding, type Split } from './assessment.ts';
-import { recordCanaryEvent } from './event-log.ts';
-import { createOutcomeStore } from './outcomes.ts';
-import { DEFAULT_CANARY_POLICY, type CanaryPolicy } from './verdict.ts';
+import type { Clock } from '../kernel/clock.ts';
 import { errorMessage } from '../kernel/errors.ts';
 import type { Log } from '../kernel/log.ts';
+import { createTicker } from '../kernel/ticker.ts';
+import type { RedisClient } from '../redis/client.ts';
+import { type Assessment, type CanaryStanding, createAssessor, type Split, splitOf } from './assessment.ts';
+import { recordCanaryEvent } from './event-log.ts';
+import { createOutcomeStore } from './outcomes.ts';
+import { type CanaryPolicy, DEFAULT_CANARY_POLICY } from './verdict.ts';
 
 export const DEFAULT_CANARY_TICK_MS = 5000;
 

@@ -26,10 +26,11 @@
  * are applied by one script that first checks the cursor is still where the batch was read
  * from; a reader that lost the race drops its batch (the winner counted it) and stops.
  */
+
+import { queueName } from '../contracts/job.ts';
+import { parseFailure, readEventStreams, type StreamEntry } from '../queue/index.ts';
 import type { RedisClient } from '../redis/client.ts';
 import { canaryAggKey, canaryCursorKey } from '../redis/keys.ts';
-import { parseFailure, readEventStreams, type StreamEntry } from '../queue/index.ts';
-import { queueName } from '../contracts/job.ts';
 import { bucketIndex, estimateQuantile, type LatencyCounts } from './latency-histogram.ts';
 
 /** Width of one aggregate bucket. */

@@ -4,13 +4,14 @@
  * the guard decides with, read-only: it reflects the outcomes the guard has aggregated so far
  * and the breach it carries, and never ingests or acts itself.
  */
-import type { RedisClient } from '../redis/client.ts';
+
 import type { VersionWeight } from '../deployments/deployment-store.ts';
+import type { RedisClient } from '../redis/client.ts';
 import { createAssessor, splitOf } from './assessment.ts';
-import { listCanaryEvents, type CanaryEvent } from './event-log.ts';
+import { type CanaryEvent, listCanaryEvents } from './event-log.ts';
 import { canaryMaxGapMs, DEFAULT_CANARY_TICK_MS } from './guard.ts';
 import { createOutcomeStore, type WindowStats } from './outcomes.ts';
-import { DEFAULT_CANARY_POLICY, type CanaryPolicy, type Verdict } from './verdict.ts';
+import { type CanaryPolicy, DEFAULT_CANARY_POLICY, type Verdict } from './verdict.ts';
 
 export interface CanaryStatus {
   model: string;

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../kernel/clock.ts';
-import { DEFAULT_CANARY_POLICY, judgeCanary, type Breach, type CanaryPolicy, type VersionFigures, type VerdictOutput } from './verdict.ts';
+import { type Breach, type CanaryPolicy, DEFAULT_CANARY_POLICY, judgeCanary, type VerdictOutput, type VersionFigures } from './verdict.ts';
 
 const policy: CanaryPolicy = {
   ...DEFAULT_CANARY_POLICY,

@@ -4,7 +4,6 @@
  * (the HTTP API, the `warmpool bulk run` CLI). Names here are used by people and tools outside
  * the code: the part and manifest object names, the statuses, the progress fields.
  */
-import type { WebhookSpec } from './webhook.ts';
 
 export const BULK_RUN_STATUSES = ['running', 'succeeded', 'failed', 'canceled'] as const;
 export type BulkRunStatus = (typeof BULK_RUN_STATUSES)[number];
@@ -149,4 +148,3 @@ export interface BulkPartResult {
   bytes: number;
   sha256: string;
 }
-

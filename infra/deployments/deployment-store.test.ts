@@ -6,16 +6,16 @@
 import type { Redis } from 'ioredis';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { redisPrefixes, testServices, uniqueId } from '../../test/support/services.ts';
+import { InvalidInputError, NotFoundError } from '../kernel/errors.ts';
+import { closeRedis, createRedis } from '../redis/client.ts';
 import {
   applyChange,
   createDeploymentStore,
-  stableVersion,
-  validateDeployment,
   type DeploymentInput,
   type DeploymentStore,
+  stableVersion,
+  validateDeployment,
 } from './deployment-store.ts';
-import { InvalidInputError, NotFoundError } from '../kernel/errors.ts';
-import { closeRedis, createRedis } from '../redis/client.ts';
 
 const redis = createRedis(testServices().redisUrl);
 const other = createRedis(testServices().redisUrl); // a second client, as a second API process would be

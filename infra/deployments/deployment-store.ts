@@ -25,10 +25,11 @@
  * another version of the same model, but never one this deployment serves: that queue is the
  * one that is full.
  */
+
+import { MODEL_NAME_PATTERN, VERSION_PATTERN } from '../contracts/manifest.ts';
+import { InvalidInputError, NotFoundError } from '../kernel/errors.ts';
 import type { RedisClient } from '../redis/client.ts';
 import { deploymentHistoryKey, deploymentsKey } from '../redis/keys.ts';
-import { InvalidInputError, NotFoundError } from '../kernel/errors.ts';
-import { MODEL_NAME_PATTERN, VERSION_PATTERN } from '../contracts/manifest.ts';
 
 export interface VersionWeight {
   version: string;

@@ -16,9 +16,10 @@
  * A command sent before the worker is warmed waits for warm-up to finish; a missing key means
  * "no change", so a key that expired leaves the worker where it was.
  */
+
+import type { WorkerState } from '../contracts/worker-state.ts';
 import type { RedisClient } from '../redis/client.ts';
 import { controlChannel, controlStateKey } from '../redis/keys.ts';
-import type { WorkerState } from '../contracts/worker-state.ts';
 
 export const CONTROL_COMMANDS = ['activate', 'standby', 'drain'] as const;
 export type ControlCommand = (typeof CONTROL_COMMANDS)[number];

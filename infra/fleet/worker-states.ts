@@ -1,7 +1,8 @@
 /** Workers' heartbeats in Redis (DESIGN §6): written by each worker, read by the pool view, the scaler and tools. */
-import { getMany, scanKeys, type RedisClient } from '../redis/client.ts';
-import { workerKey } from '../redis/keys.ts';
+
 import type { WorkerState } from '../contracts/worker-state.ts';
+import { getMany, type RedisClient, scanKeys } from '../redis/client.ts';
+import { workerKey } from '../redis/keys.ts';
 
 /** What a worker publishes with each heartbeat (DESIGN §6), read by the pool view and tools. */
 export interface HeartbeatPayload {

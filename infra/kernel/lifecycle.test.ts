@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import { flushMicrotasks, ManualClock } from './clock.ts';
-import { closeAll, exitCodeFor, onShutdownSignals, once } from './lifecycle.ts';
+import { closeAll, exitCodeFor, once, onShutdownSignals } from './lifecycle.ts';
 
 /** Stands in for `process`: signals are plain events, exit() only records its code. */
 class FakeProcess extends EventEmitter {

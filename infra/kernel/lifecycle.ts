@@ -14,7 +14,7 @@
  * the shell convention, so supervisors see "killed by signal".
  */
 import { constants } from 'node:os';
-import { systemClock, type Clock } from './clock.ts';
+import { type Clock, systemClock } from './clock.ts';
 
 export interface ShutdownHandlers {
   drain: (signal: string) => Promise<void>;

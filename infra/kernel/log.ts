@@ -3,7 +3,7 @@
  * `Log`, the part of pino's Logger they call, so a test passes a small fake (`silentLog`, or one
  * that records) and only the composition roots know pino.
  */
-import { pino, type Logger } from 'pino';
+import { type Logger, pino } from 'pino';
 
 export type { Logger };
 

@@ -47,8 +47,8 @@ import {
   type WarmPoolState,
 } from '@aws-sdk/client-auto-scaling';
 import type { PoolProvider, PoolTarget, PoolWorker } from '../contracts/pool.ts';
-import { commandFor } from '../fleet/worker-control.ts';
 import type { WorkerState } from '../contracts/worker-state.ts';
+import { commandFor } from '../fleet/worker-control.ts';
 // Types only: the Kubernetes client library stays unloaded on machines that run this provider.
 import type { HeartbeatSource, WorkerBeat, WorkerControl } from './k8s-provider.ts';
 

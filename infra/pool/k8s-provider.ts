@@ -41,9 +41,9 @@ import {
   type V1Scale,
 } from '@kubernetes/client-node';
 import type { PoolProvider, PoolTarget, PoolWorker } from '../contracts/pool.ts';
+import type { WorkerState } from '../contracts/worker-state.ts';
 import { type ControlCommand, commandFor } from '../fleet/worker-control.ts';
 import type { HeartbeatPayload } from '../fleet/worker-states.ts';
-import type { WorkerState } from '../contracts/worker-state.ts';
 import { errorMessage } from '../kernel/errors.ts';
 
 export const POD_DELETION_COST = 'controller.kubernetes.io/pod-deletion-cost';

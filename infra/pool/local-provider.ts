@@ -15,15 +15,15 @@
  * `drainGraceMs`, SIGTERM (same behaviour in the worker, for a worker that missed the command).
  * Only `close()` escalates, to SIGKILL after `drainTimeoutMs`.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import type { RedisClient } from '../redis/client.ts';
+import { type ChildProcess, spawn } from 'node:child_process';
+import type { PoolProvider, PoolTarget, PoolWorker } from '../contracts/pool.ts';
+import type { WorkerState } from '../contracts/worker-state.ts';
+import { type ControlCommand, commandFor, sendControl } from '../fleet/worker-control.ts';
+import { listHeartbeats } from '../fleet/worker-states.ts';
 import type { Clock } from '../kernel/clock.ts';
 import { once } from '../kernel/lifecycle.ts';
 import type { Log } from '../kernel/log.ts';
-import type { PoolProvider, PoolTarget, PoolWorker } from '../contracts/pool.ts';
-import { commandFor, sendControl, type ControlCommand } from '../fleet/worker-control.ts';
-import { listHeartbeats } from '../fleet/worker-states.ts';
-import { type WorkerState } from '../contracts/worker-state.ts';
+import type { RedisClient } from '../redis/client.ts';
 
 export interface LocalProviderOptions {
   /** argv that starts a worker, e.g. [process.execPath, 'bin/warmpool.mjs', 'worker']. */

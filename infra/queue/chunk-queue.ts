@@ -12,9 +12,9 @@
  * cancel's cleanup and the API's queue stats on one client open one of each per queue.
  */
 import { Job } from 'bullmq';
-import type { RedisClient } from '../redis/client.ts';
-import { queueName, type JobData, type JobResult } from '../contracts/job.ts';
 import type { BulkPartResult } from '../contracts/bulk.ts';
+import { type JobData, type JobResult, queueName } from '../contracts/job.ts';
+import type { RedisClient } from '../redis/client.ts';
 import { bullJobKey } from './bullmq-keys.ts';
 import { leaseQueues } from './queue-cache.ts';
 

@@ -4,7 +4,7 @@
  * is BullMQ's: `event` (added, active, completed, failed, …), `jobId`, and per event more
  * fields (`returnvalue`, `failedReason`, …).
  */
-import { scanKeys, type RedisClient } from '../redis/client.ts';
+import { type RedisClient, scanKeys } from '../redis/client.ts';
 import { eventsStreamKey, eventsStreamPattern, queueOfEventsStream } from './bullmq-keys.ts';
 
 /** The names of the model queues, `{infer.<model>.<version>}` (infra/contracts/job.ts). */

@@ -11,19 +11,20 @@
  * - queue-cache.ts: the process's one Queue/QueueEvents per queue, shared by all of the above;
  * - bullmq-keys.ts: BullMQ's own key names.
  */
-export { createBullJobQueue, type BullJobQueue, type BullJobQueueOptions, type JobView } from './job-queue.ts';
-export { parseFailure, readHeldJob, type HeldJob } from './job-view.ts';
+
+export { type ChunkQueue, type ChunkQueueOptions, type ChunkState, chunkJobId, createChunkQueue } from './chunk-queue.ts';
+export { modelQueuesWithEvents, type QueueStreamEntries, readEventStreams, type StreamEntry } from './event-streams.ts';
+export { type BullJobQueue, type BullJobQueueOptions, createBullJobQueue, type JobView } from './job-queue.ts';
+export { type HeldJob, parseFailure, readHeldJob } from './job-view.ts';
+export { type JobQueueHandle, leaseQueues, type QueueErrorHandler, type QueueEventName, type QueueLease } from './queue-cache.ts';
 export {
   addBacklogs,
+  type BacklogTarget,
   countJobs,
   createQueueStats,
   emptyBacklog,
-  queuedJobs,
-  type BacklogTarget,
   type JobCountState,
   type QueueStats,
   type QueueStatsDeps,
+  queuedJobs,
 } from './queue-stats.ts';
-export { chunkJobId, createChunkQueue, type ChunkQueue, type ChunkQueueOptions, type ChunkState } from './chunk-queue.ts';
-export { modelQueuesWithEvents, readEventStreams, type QueueStreamEntries, type StreamEntry } from './event-streams.ts';
-export { leaseQueues, type JobQueueHandle, type QueueErrorHandler, type QueueEventName, type QueueLease } from './queue-cache.ts';

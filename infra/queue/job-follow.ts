@@ -4,10 +4,11 @@
  * (queue-cache.ts): one listener per queue wakes the followers of the job an event names, and
  * each re-reads its job, so an event is only ever a hint to look again.
  */
+
+import type { JobStatus, JobView } from '../contracts/job.ts';
 import type { Clock } from '../kernel/clock.ts';
 import { NotFoundError } from '../kernel/errors.ts';
 import { Wakeup } from '../kernel/wakeup.ts';
-import type { JobStatus, JobView } from '../contracts/job.ts';
 import type { JobIndex } from './job-index.ts';
 import type { Snapshot } from './job-snapshot.ts';
 import { isTerminal } from './job-view.ts';

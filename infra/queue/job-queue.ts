@@ -27,15 +27,15 @@
  * connections). `close()` releases the cache's lease and closes the client, once.
  */
 import { Redis, type RedisOptions } from 'ioredis';
-import { systemClock, type Clock } from '../kernel/clock.ts';
-import { PRIORITIES, queueName, type JobData, type JobView, type Priority } from '../contracts/job.ts';
+import { type JobData, type JobView, PRIORITIES, type Priority, queueName } from '../contracts/job.ts';
+import { type Clock, systemClock } from '../kernel/clock.ts';
 import { closeRedis, createRedis, type RedisClient } from '../redis/client.ts';
 import { createResultCache } from '../redis/result-cache.ts';
 import { createJobFollower } from './job-follow.ts';
 import { createJobIndex } from './job-index.ts';
 import { createSnapshotReader } from './job-snapshot.ts';
 import { cachedView } from './job-view.ts';
-import { leaseQueues, type JobQueueHandle, type QueueLease } from './queue-cache.ts';
+import { type JobQueueHandle, leaseQueues, type QueueLease } from './queue-cache.ts';
 import { countJobs } from './queue-stats.ts';
 import { createTombstones } from './tombstones.ts';
 

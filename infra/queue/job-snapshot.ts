@@ -4,8 +4,8 @@
  * expires it first (see job-queue.ts's header for the deadline rule).
  */
 import { Job } from 'bullmq';
-import type { Clock } from '../kernel/clock.ts';
 import type { JobData, JobResult, JobView } from '../contracts/job.ts';
+import type { Clock } from '../kernel/clock.ts';
 import type { JobIndex } from './job-index.ts';
 import { jobView, statusOf } from './job-view.ts';
 import type { JobQueueHandle } from './queue-cache.ts';

@@ -21,7 +21,7 @@
  * The Queues use the client itself; BullMQ does not close a client it was handed: its owner
  * closes it, after releasing its lease.
  */
-import { Queue, QueueEvents, type ConnectionOptions, type QueueOptions } from 'bullmq';
+import { type ConnectionOptions, Queue, QueueEvents, type QueueOptions } from 'bullmq';
 import { EVENTS_STREAM_MAX_LEN, type JobData, type JobResult } from '../contracts/job.ts';
 import { blockingOptions, closeRedis, duplicateClient, isCluster, type RedisClient } from '../redis/client.ts';
 import { bullQueueKey } from './bullmq-keys.ts';

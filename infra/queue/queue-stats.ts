@@ -21,11 +21,11 @@
  * which never rewrite a queue's settings; `close()` releases them, once.
  */
 import type { JobType } from 'bullmq';
-import type { RedisClient } from '../redis/client.ts';
-import type { Clock } from '../kernel/clock.ts';
 import { queueName } from '../contracts/job.ts';
-import { once } from '../kernel/lifecycle.ts';
 import type { Backlog } from '../contracts/pool.ts';
+import type { Clock } from '../kernel/clock.ts';
+import { once } from '../kernel/lifecycle.ts';
+import type { RedisClient } from '../redis/client.ts';
 import { bullJobKey, bullQueueKey } from './bullmq-keys.ts';
 import { leaseQueues, type QueueLease } from './queue-cache.ts';
 

@@ -10,8 +10,9 @@
  * tombstone. Until it is (or if the API dies in between) a reader that finds the job gone from
  * the queue reads the tombstone there.
  */
-import type { Clock } from '../kernel/clock.ts';
+
 import type { JobStatus, JobView } from '../contracts/job.ts';
+import type { Clock } from '../kernel/clock.ts';
 import type { RedisClient } from '../redis/client.ts';
 import { jobTombstoneKey } from '../redis/keys.ts';
 import { bullQueueKey } from './bullmq-keys.ts';

@@ -13,7 +13,7 @@
  * across slots, `duplicate(options)`) stop compiling or are routed through the helpers here
  * (scanKeys, getMany, duplicateClient), which visit every master of a cluster.
  */
-import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
+import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis';
 import { type ClusterAddress, parseClusterUrl } from '../kernel/redis-url.ts';
 
 /** A connection to one Redis node or to a Redis Cluster (see the header). */

@@ -35,8 +35,8 @@
  * no such trace: the operator stops them.
  */
 import type { Redis } from 'ioredis';
-import { InvalidInputError } from '../kernel/errors.ts';
 import { parseQueueName, queueName } from '../contracts/job.ts';
+import { InvalidInputError } from '../kernel/errors.ts';
 import { scanKeys } from './client.ts';
 import { BULK_TAG, DEPLOYMENTS_TAG, jobIndexKey, scalerLeaderKey, WEBHOOKS_TAG, webhookCursorKey, workerKey } from './keys.ts';
 

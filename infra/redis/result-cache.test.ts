@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { useTestRedis } from '../../test/support/services.ts';
 import type { OipTensor } from '../contracts/oip.ts';
 import { resultCacheKey } from './keys.ts';
-import { createResultCache, requestDigest, type CacheTarget } from './result-cache.ts';
+import { type CacheTarget, createResultCache, requestDigest } from './result-cache.ts';
 
 const { redis, prefixes } = useTestRedis();
 

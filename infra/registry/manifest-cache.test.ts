@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import type { ModelManifest } from '../contracts/manifest.ts';
 import { ManualClock } from '../kernel/clock.ts';
 import { NotFoundError } from '../kernel/errors.ts';
-import type { ModelManifest } from '../contracts/manifest.ts';
 import { cacheManifests } from './manifest-cache.ts';
 
 function fakeRegistry() {

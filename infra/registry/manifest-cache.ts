@@ -5,8 +5,9 @@
  * through a shorter-lived entry so a new version shows up quickly. Misses are not cached: a
  * model published a moment ago is found on the next request.
  */
-import type { Clock } from '../kernel/clock.ts';
+
 import type { ModelManifest } from '../contracts/manifest.ts';
+import type { Clock } from '../kernel/clock.ts';
 import type { ModelRegistry } from './model-registry.ts';
 
 export interface ManifestCacheOptions {

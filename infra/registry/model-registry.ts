@@ -12,9 +12,9 @@
  */
 import { createHash } from 'node:crypto';
 import type { Readable } from 'node:stream';
-import { systemClock, type Clock } from '../kernel/clock.ts';
+import { MODEL_NAME_PATTERN, type ModelManifest, VERSION_PATTERN } from '../contracts/manifest.ts';
+import { type Clock, systemClock } from '../kernel/clock.ts';
 import { IntegrityError, InvalidInputError, NotFoundError } from '../kernel/errors.ts';
-import { MODEL_NAME_PATTERN, VERSION_PATTERN, type ModelManifest } from '../contracts/manifest.ts';
 import type { ObjectStore } from './object-store.ts';
 import { readOnnxMetadata } from './onnx-metadata.ts';
 

@@ -7,9 +7,9 @@
  * tensor, rather than failing later inside a worker.
  */
 import { createRequire } from 'node:module';
-import { errorMessage, InvalidInputError } from '../kernel/errors.ts';
 import type { TensorSpec } from '../contracts/manifest.ts';
 import type { Datatype } from '../contracts/oip.ts';
+import { errorMessage, InvalidInputError } from '../kernel/errors.ts';
 
 const require = createRequire(import.meta.url);
 // onnx-proto is CommonJS (protobufjs static classes); its bundled .d.ts gives the types.

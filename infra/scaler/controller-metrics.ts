@@ -6,8 +6,8 @@
  * publishes, and gauges are rebuilt every tick, so a removed deployment's series go with it.
  */
 import { Gauge, Histogram, type Registry } from 'prom-client';
-import { WORKER_STATES, type WorkerState } from '../contracts/worker-state.ts';
 import type { Backlog, Forecast, PolicyDecision } from '../contracts/pool.ts';
+import { WORKER_STATES, type WorkerState } from '../contracts/worker-state.ts';
 import { queuedJobs } from '../queue/index.ts';
 
 export const COLD_START_BUCKETS_S = [1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1200];

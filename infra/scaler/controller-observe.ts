@@ -16,12 +16,13 @@
  * late by at most a tick). Workers already warm when first seen say nothing (their start
  * predates us). The estimate is the median of the last COLD_START_SAMPLES samples.
  */
+
+import type { Backlog, PoolProvider, PoolTarget, WorkerCounts } from '../contracts/pool.ts';
+import type { WorkerState } from '../contracts/worker-state.ts';
+import type { HeartbeatPayload } from '../fleet/worker-states.ts';
+import { queuedJobs } from '../queue/index.ts';
 import type { RedisClient } from '../redis/client.ts';
 import { scalerColdStartKey, scalerColdStartPendingKey, scalerWorkerRateKey } from '../redis/keys.ts';
-import type { HeartbeatPayload } from '../fleet/worker-states.ts';
-import type { WorkerState } from '../contracts/worker-state.ts';
-import type { Backlog, PoolProvider, PoolTarget, WorkerCounts } from '../contracts/pool.ts';
-import { queuedJobs } from '../queue/index.ts';
 
 /** One worker as the controller sees it: the provider's view, plus what its heartbeat says. */
 export interface ObservedWorker {

@@ -21,9 +21,10 @@
  *    then standby (surplus first, newest first), then active ones least busy first (by jobs held,
  *    when the heartbeat says; then newest) — never one holding many jobs when an idler one will do.
  */
-import type { ScalerAction } from './decision-log.ts';
+
 import type { PolicyDecision } from '../contracts/pool.ts';
 import { countWorkers, isStarting, type ObservedWorker } from './controller-observe.ts';
+import type { ScalerAction } from './decision-log.ts';
 
 export interface VersionTargets {
   version: string;

@@ -32,22 +32,14 @@
  * close() stops the loop, waits for a tick in flight, releases the lock; safe to call twice.
  * The Redis connection, the provider and the queue stats are the caller's: not closed here.
  */
-import { createTicker } from '../kernel/ticker.ts';
+
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
-import type { RedisClient } from '../redis/client.ts';
-import { metricsKey, scalerLeaderKey, scalerMemoryKey } from '../redis/keys.ts';
-import { readCapacityRequest } from '../bulk/index.ts';
 import type { Registry } from 'prom-client';
-import type { Clock } from '../kernel/clock.ts';
-import type { ScalerTuning } from '../kernel/config.ts';
-import type { Deployment, DeploymentStore } from '../deployments/deployment-store.ts';
-import { once } from '../kernel/lifecycle.ts';
-import { publishMetricsSnapshot } from '../telemetry/metrics.ts';
-import { listHeartbeats, type HeartbeatPayload } from '../fleet/worker-states.ts';
+import { readCapacityRequest } from '../bulk/index.ts';
 import {
-  emptyPolicyMemory,
   type ArrivalSeries,
+  emptyPolicyMemory,
   type Forecast,
   type PolicyDecision,
   type PolicyInput,
@@ -55,14 +47,23 @@ import {
   type PolicySettings,
   type PoolProvider,
 } from '../contracts/pool.ts';
+import type { Deployment, DeploymentStore } from '../deployments/deployment-store.ts';
+import { type HeartbeatPayload, listHeartbeats } from '../fleet/worker-states.ts';
+import type { Clock } from '../kernel/clock.ts';
+import type { ScalerTuning } from '../kernel/config.ts';
+import { errorMessage } from '../kernel/errors.ts';
+import { once } from '../kernel/lifecycle.ts';
+import type { Log } from '../kernel/log.ts';
+import { createTicker } from '../kernel/ticker.ts';
+import { type QueueStats, queuedJobs } from '../queue/index.ts';
+import type { RedisClient } from '../redis/client.ts';
+import { metricsKey, scalerLeaderKey, scalerMemoryKey } from '../redis/keys.ts';
+import { publishMetricsSnapshot } from '../telemetry/metrics.ts';
 import { createLeaderLock } from './controller-lock.ts';
 import { createScalerMetrics, observeDeployment, resetGauges } from './controller-metrics.ts';
 import { countWorkers, createColdStartMeter, createIntents, createThroughputMeter, observeWorkers } from './controller-observe.ts';
 import { allocate, inApplyOrder, isSettled, planVersion, retireTargets, usableWorkers, type VersionView } from './controller-plan.ts';
 import { createDecisionLog, type ScalerAction } from './decision-log.ts';
-import { queuedJobs, type QueueStats } from '../queue/index.ts';
-import { errorMessage } from '../kernel/errors.ts';
-import type { Log } from '../kernel/log.ts';
 
 /** The settings the controller supplies; min, max and standby come from each deployment. */
 export type ScalerSettings = Omit<PolicySettings, 'min' | 'max' | 'standby'>;

@@ -5,9 +5,10 @@
  * DecisionRecord as JSON: everything the policy saw and what was done about it, so the pool API
  * and a dashboard can explain each decision, and a policy change can be replayed against it.
  */
+
+import type { Backlog, Forecast, PolicyDecision, PolicySettings, WorkerCounts } from '../contracts/pool.ts';
 import type { RedisClient } from '../redis/client.ts';
 import { decisionStreamKey } from '../redis/keys.ts';
-import type { Backlog, Forecast, PolicyDecision, PolicySettings, WorkerCounts } from '../contracts/pool.ts';
 
 export const DECISION_LOG_MAX_LEN = 1000;
 

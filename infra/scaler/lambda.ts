@@ -16,11 +16,12 @@
  * What a provider keeps in memory (e.g. start-as states queued for launching workers) lives as
  * long as the environment; losing it costs one tick of correction (see the providers' headers).
  */
+
+import type { PoolProvider } from '../contracts/pool.ts';
 import { loadConfig } from '../kernel/config.ts';
 import { closeAll, once } from '../kernel/lifecycle.ts';
 import { createLogger } from '../kernel/log.ts';
 import { closeRedis, createRedis } from '../redis/client.ts';
-import type { PoolProvider } from '../contracts/pool.ts';
 import type { ScalerController } from './controller.ts';
 import { createPoolProvider, createScaler, scalerSettingsOf } from './main.ts';
 

@@ -18,22 +18,22 @@
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Registry } from 'prom-client';
+import type { PoolProvider, PoolTarget } from '../contracts/pool.ts';
+import { createDeploymentStore } from '../deployments/deployment-store.ts';
+import { type ControlCommand, sendControl } from '../fleet/worker-control.ts';
+import { listHeartbeats } from '../fleet/worker-states.ts';
 import { systemClock } from '../kernel/clock.ts';
 import type { Config } from '../kernel/config.ts';
-import { createDeploymentStore } from '../deployments/deployment-store.ts';
 import { ConfigError } from '../kernel/errors.ts';
 import { closeAll, once, onShutdownSignals } from '../kernel/lifecycle.ts';
 import { createLogger, type Logger } from '../kernel/log.ts';
 import { createLocalProvider, loadAsgProvider, loadKubernetesProvider } from '../pool/index.ts';
+import { createQueueStats } from '../queue/index.ts';
 import { closeRedis, createRedis } from '../redis/client.ts';
 import { createArrivalHistory } from '../telemetry/arrival-history.ts';
-import type { PoolProvider, PoolTarget } from '../contracts/pool.ts';
-import { sendControl, type ControlCommand } from '../fleet/worker-control.ts';
-import { listHeartbeats } from '../fleet/worker-states.ts';
 import { createScalerController, type ScalerController, scalerSettingsFrom } from './controller.ts';
 import { forecastArrivals } from './forecast.ts';
 import { decide } from './policy.ts';
-import { createQueueStats } from '../queue/index.ts';
 
 const WORKER_BIN = fileURLToPath(new URL('../../bin/warmpool.mjs', import.meta.url));
 export const POOL_PROVIDERS = ['local', 'kubernetes', 'aws'] as const;

@@ -4,10 +4,10 @@
  * controller's read of the request from Redis.
  */
 import { afterAll, describe, expect, it } from 'vitest';
-import { clearCapacityRequest, publishCapacityRequest, readCapacityRequest } from '../bulk/capacity-request.ts';
-import { closeRedis, createRedis, deleteMany, scanKeys } from '../redis/client.ts';
 import { testServices, uniqueId } from '../../test/support/services.ts';
+import { clearCapacityRequest, publishCapacityRequest, readCapacityRequest } from '../bulk/capacity-request.ts';
 import { emptyPolicyMemory, type PolicyInput } from '../contracts/pool.ts';
+import { closeRedis, createRedis, deleteMany, scanKeys } from '../redis/client.ts';
 import { decide } from './policy.ts';
 
 const input = (over: Partial<PolicyInput> = {}): PolicyInput => ({

@@ -15,8 +15,8 @@ import {
   type PolicySettings,
   type WorkerCounts,
 } from '../contracts/pool.ts';
-import { decide } from './policy.ts';
 import { seededRandom } from '../kernel/seeded-random.ts';
+import { decide } from './policy.ts';
 
 const MIN = 60_000;
 const T0 = Date.UTC(2024, 0, 8, 0, 0); // a Monday, midnight

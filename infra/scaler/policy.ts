@@ -43,8 +43,9 @@
  *
  * The controller should ask the forecaster for a horizon of at least a cold start plus a tick.
  */
-import { SCALER_DEFAULTS } from '../kernel/config.ts';
+
 import type { PolicyDecision, PolicyInput, PolicyMemory, PolicySettings, WorkerCounts } from '../contracts/pool.ts';
+import { SCALER_DEFAULTS } from '../kernel/config.ts';
 
 /** Rows (or jobs) per second assumed per worker until one reports a batch profile. */
 export const FALLBACK_PER_WORKER_RATE_PER_SEC = 1;

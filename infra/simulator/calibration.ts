@@ -18,7 +18,7 @@
  * (the real worker's processedOn: BullMQ hands it to the worker, which may hold it briefly while
  * the batch before it runs). Time to result: from submit to done.
  */
-import { profileService, type BatchPoint } from './service.ts';
+import { type BatchPoint, profileService } from './service.ts';
 import { MINUTE_MS, type Scaler, simulate } from './world.ts';
 
 export interface LatencySummary {

@@ -2,14 +2,15 @@
  * One comparison run (issue 5 §3): the same realised arrivals replayed through predictive,
  * reactive, static-peak and oracle, with one world model. Pure apart from the CPU it burns.
  */
-import type { ScalerTuning } from '../kernel/config.ts';
+
 import type { PolicySettings } from '../contracts/pool.ts';
-import type { Trace } from './trace.ts';
+import type { ScalerTuning } from '../kernel/config.ts';
 import { type ArrivalPattern, realiseCounts } from './arrivals.ts';
 import { type ColdStartModel, coldStartModel, drawColdStart, meanColdStartMs } from './cold-start.ts';
 import { oraclePolicy, type PolicyContext, predictivePolicy, reactivePolicy, staticPeakPolicy } from './policies.ts';
 import type { PolicyRun } from './recorder.ts';
 import { type BatchPoint, fullBatchRate, linearService, profileService } from './service.ts';
+import type { Trace } from './trace.ts';
 import { type Scaler, simulate } from './world.ts';
 
 export interface SimulationSettings {

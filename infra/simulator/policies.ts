@@ -27,10 +27,8 @@
  */
 import type { ArrivalSeries, PolicySettings } from '../contracts/pool.ts';
 import { emptyPolicyMemory } from '../contracts/pool.ts';
-import { planVersion } from '../scaler/index.ts';
 import type { ScalerAction } from '../scaler/index.ts';
-import { forecastArrivals } from '../scaler/index.ts';
-import { decide } from '../scaler/index.ts';
+import { decide, forecastArrivals, planVersion } from '../scaler/index.ts';
 import { MINUTE_MS, type Observation, type Scaler, VERSION } from './world.ts';
 
 export interface PolicyContext {

@@ -4,8 +4,8 @@
  * values it accepts, plus `headroom`, a sweep-friendly alias for 1 − targetUtilization.
  */
 import { readFileSync } from 'node:fs';
-import { errorMessage, InvalidInputError } from '../kernel/errors.ts';
 import type { PolicySettings } from '../contracts/pool.ts';
+import { errorMessage, InvalidInputError } from '../kernel/errors.ts';
 
 type Check = { integer?: boolean; min: number; max?: number; minExclusive?: boolean; maxExclusive?: boolean };
 

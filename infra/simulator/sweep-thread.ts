@@ -3,9 +3,9 @@
  * time, answering each with the policies' figures (without chart series: they stay here).
  */
 import { parentPort, workerData } from 'node:worker_threads';
-import type { Trace } from './trace.ts';
 import { compare } from './compare.ts';
 import type { SweepReply, SweepTask } from './sweep.ts';
+import type { Trace } from './trace.ts';
 
 const { trace } = workerData as { trace: Trace };
 

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import type { Trace } from './trace.ts';
-import { compare, defaultSettings } from './compare.ts';
 import { SIMULATE_DEFAULTS } from '../kernel/config.ts';
+import { compare, defaultSettings } from './compare.ts';
 import { cheapestMeeting, paretoFront, parseSweep, runSweep, sweepGrid } from './sweep.ts';
+import type { Trace } from './trace.ts';
 
 describe('sweep grid', () => {
   it('parses NAME=V1,V2 specs over the policy fields and headroom', () => {

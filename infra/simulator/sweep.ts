@@ -10,9 +10,9 @@
 import os from 'node:os';
 import { Worker } from 'node:worker_threads';
 import { InvalidInputError } from '../kernel/errors.ts';
-import type { Trace } from './trace.ts';
 import type { PolicyName, PolicyReport, SimulationSettings } from './compare.ts';
 import { checkField, withSettings } from './policy-file.ts';
+import type { Trace } from './trace.ts';
 
 export interface SweepAxis {
   name: string;

@@ -14,8 +14,8 @@
  *   server was down, which recorded no arrivals but says nothing about demand.
  */
 import { readFileSync } from 'node:fs';
-import { InvalidInputError } from '../kernel/errors.ts';
 import type { ArrivalSeries } from '../contracts/pool.ts';
+import { InvalidInputError } from '../kernel/errors.ts';
 
 export const MINUTE_MS = 60_000;
 

@@ -26,9 +26,9 @@
  * Jobs delayed by a cold start: a job that waited (wait > 0) while a worker launched as active
  * was starting, i.e. some such worker's [launch, ready or drained) overlaps the job's wait.
  */
-import type { ScalerAction } from '../scaler/index.ts';
-import type { ObservedWorker } from '../scaler/index.ts';
+
 import type { Backlog, WorkerCounts } from '../contracts/pool.ts';
+import type { ObservedWorker, ScalerAction } from '../scaler/index.ts';
 import { type ArrivalPattern, minuteArrivals } from './arrivals.ts';
 import { EventQueue } from './event-queue.ts';
 import { createRecorder, type PolicyRun, type Recorder } from './recorder.ts';

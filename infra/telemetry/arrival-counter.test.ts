@@ -9,8 +9,8 @@ import { testServices, useTestRedis } from '../../test/support/services.ts';
 import { ManualClock } from '../kernel/clock.ts';
 import { InvalidInputError } from '../kernel/errors.ts';
 import { createRedis, FAIL_FAST_REDIS_OPTIONS } from '../redis/client.ts';
-import { type ArrivalCount, createArrivalHistory } from './arrival-history.ts';
 import { createArrivalCounter } from './arrival-counter.ts';
+import { type ArrivalCount, createArrivalHistory } from './arrival-history.ts';
 
 const MIN = 60_000;
 const { redis, prefixes } = useTestRedis();

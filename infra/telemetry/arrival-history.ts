@@ -20,11 +20,12 @@
  * round trip whatever the span; 28 days is 29 GETRANGEs, ~160 KB). Minutes never written read 0:
  * a counter with no arrivals and a counter never touched are the same thing here.
  */
-import { isCluster, type RedisClient } from '../redis/client.ts';
-import { arrivalHistoryKey } from '../redis/keys.ts';
+
+import type { ArrivalSeries } from '../contracts/pool.ts';
 import type { Clock } from '../kernel/clock.ts';
 import { InvalidInputError } from '../kernel/errors.ts';
-import type { ArrivalSeries } from '../contracts/pool.ts';
+import { isCluster, type RedisClient } from '../redis/client.ts';
+import { arrivalHistoryKey } from '../redis/keys.ts';
 
 const MINUTE_MS = 60_000;
 const DAY_MS = 86_400_000;

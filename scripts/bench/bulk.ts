@@ -9,13 +9,13 @@ import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { BulkRunView } from '../../infra/contracts/bulk.ts';
 import type { ModelManifest } from '../../infra/contracts/manifest.ts';
+import { errorMessage } from '../../infra/kernel/errors.ts';
+import { closeRedis, createRedis } from '../../infra/redis/client.ts';
 import { createS3ObjectStore } from '../../infra/registry/s3-object-store.ts';
 import { benchInputs } from './bench-models.ts';
 import type { RawSweep } from './raw-ort.ts';
 import type { BenchRow } from './report.ts';
-import { BENCH_TENANT, runRole, scopedEnv, spawnRole, waitForWorkers, type BenchContext } from './services.ts';
-import { closeRedis, createRedis } from '../../infra/redis/client.ts';
-import { errorMessage } from '../../infra/kernel/errors.ts';
+import { BENCH_TENANT, type BenchContext, runRole, scopedEnv, spawnRole, waitForWorkers } from './services.ts';
 
 const DRIVER = fileURLToPath(new URL('../../infra/bulk/driver.ts', import.meta.url));
 const ROWS_PER_OBJECT = 10_000;

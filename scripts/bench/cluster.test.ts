@@ -8,9 +8,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startRedisCluster, type RedisClusterHandle } from '../dev/redis-cluster.ts';
+import { type RedisClusterHandle, startRedisCluster } from '../dev/redis-cluster.ts';
 import { ensureRedisServer } from '../dev/redis-server.ts';
-import { CLUSTER_ROW, bestOf, clusterScalingRow, keySlot, shardOf, sideOrder, spreadModelNames, type ClusterSample } from './cluster.ts';
+import { bestOf, CLUSTER_ROW, type ClusterSample, clusterScalingRow, keySlot, shardOf, sideOrder, spreadModelNames } from './cluster.ts';
 
 describe('sideOrder', () => {
   it('alternates the sides, reversing every other round', () => {

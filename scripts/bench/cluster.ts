@@ -17,17 +17,17 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { createBullJobQueue, type BullJobQueue } from '../../infra/queue/index.ts';
+import { queueName } from '../../infra/contracts/job.ts';
+import type { ModelManifest } from '../../infra/contracts/manifest.ts';
+import { type BullJobQueue, createBullJobQueue } from '../../infra/queue/index.ts';
+import { closeRedis, createRedis } from '../../infra/redis/client.ts';
+import { hashTag } from '../../infra/redis/keys.ts';
 import { startRedisCluster } from '../dev/redis-cluster.ts';
 import { ensureRedisServer } from '../dev/redis-server.ts';
-import type { ModelManifest } from '../../infra/contracts/manifest.ts';
-import { queueName } from '../../infra/contracts/job.ts';
-import { hashTag } from '../../infra/redis/keys.ts';
-import { closeRedis, createRedis } from '../../infra/redis/client.ts';
 import { buildMlpModel } from '../fixtures/onnx-models.ts';
 import { benchJobData } from './bench-models.ts';
 import type { BenchRow } from './report.ts';
-import { scopedEnv, spawnRole, waitForWorkers, type BenchContext, type ChildRole } from './services.ts';
+import { type BenchContext, type ChildRole, scopedEnv, spawnRole, waitForWorkers } from './services.ts';
 import { ratePerS } from './stats.ts';
 
 export const CLUSTER_ROW = 'cluster_3_vs_1_shard';

@@ -12,12 +12,12 @@
  */
 import path from 'node:path';
 import * as ort from 'onnxruntime-node';
-import { loadConfig } from '../../infra/kernel/config.ts';
 import type { ModelManifest } from '../../infra/contracts/manifest.ts';
-import { closeRedis, createRedis } from '../../infra/redis/client.ts';
 import type { WorkerState } from '../../infra/contracts/worker-state.ts';
+import { loadConfig } from '../../infra/kernel/config.ts';
+import { closeRedis, createRedis } from '../../infra/redis/client.ts';
 import { ortFeeds, sessionOptions } from './raw-ort.ts';
-import { scopedEnv, spawnRole, waitForWorkers, type BenchContext } from './services.ts';
+import { type BenchContext, scopedEnv, spawnRole, waitForWorkers } from './services.ts';
 
 export interface ColdStartPhases {
   boot: number;

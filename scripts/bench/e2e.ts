@@ -10,18 +10,18 @@
  * to the API (docs/BENCHMARKS.md has both measured).
  */
 import { startApiServer } from '../../api/main.ts';
-import { freePort } from '../dev/free-port.ts';
 import { queueName } from '../../infra/contracts/job.ts';
-import { leaseQueues } from '../../infra/queue/index.ts';
-import { createLogger } from '../../infra/kernel/log.ts';
 import type { ModelManifest } from '../../infra/contracts/manifest.ts';
-import { closeRedis, createRedis } from '../../infra/redis/client.ts';
-import { benchInputs } from './bench-models.ts';
-import { forEachCompleted, resetFinished, waitFinished } from './queue-watch.ts';
-import { closedLoopSubmit, openLoopSubmit, type SubmitTarget } from './load.ts';
-import { BENCH_KEY, scopedEnv, spawnRole, waitForHttp, waitForWorkers, type BenchContext } from './services.ts';
-import { planLatencyRun, ratePerS, summarizeMs, type LatencyRunPlan, type LatencySummary } from './stats.ts';
 import { errorMessage } from '../../infra/kernel/errors.ts';
+import { createLogger } from '../../infra/kernel/log.ts';
+import { leaseQueues } from '../../infra/queue/index.ts';
+import { closeRedis, createRedis } from '../../infra/redis/client.ts';
+import { freePort } from '../dev/free-port.ts';
+import { benchInputs } from './bench-models.ts';
+import { closedLoopSubmit, openLoopSubmit, type SubmitTarget } from './load.ts';
+import { forEachCompleted, resetFinished, waitFinished } from './queue-watch.ts';
+import { BENCH_KEY, type BenchContext, scopedEnv, spawnRole, waitForHttp, waitForWorkers } from './services.ts';
+import { type LatencyRunPlan, type LatencySummary, planLatencyRun, ratePerS, summarizeMs } from './stats.ts';
 
 export type ApiMode = 'child' | 'in-process';
 

@@ -13,7 +13,7 @@
  */
 import http from 'node:http';
 import { createRequire } from 'node:module';
-import { summarizeMs, type LatencySummary } from './stats.ts';
+import { type LatencySummary, summarizeMs } from './stats.ts';
 
 export interface SubmitTarget {
   /** Base URL of the API, e.g. http://127.0.0.1:8080. */

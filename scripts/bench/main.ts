@@ -12,13 +12,13 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import * as ort from 'onnxruntime-node';
-import { closeAll, type Closer } from '../../infra/kernel/lifecycle.ts';
 import type { ModelManifest } from '../../infra/contracts/manifest.ts';
-import { builtInModels, publishBenchModel, userModel, type BenchModel } from './bench-models.ts';
-import type { ApiMode } from './e2e.ts';
-import { formatTable, judgedRows, toJson, type BenchModelInfo, type BenchReport, type BenchRow } from './report.ts';
-import { startBenchContext } from './services.ts';
+import { type Closer, closeAll } from '../../infra/kernel/lifecycle.ts';
+import { type BenchModel, builtInModels, publishBenchModel, userModel } from './bench-models.ts';
 import { measureBulkVsRawOrt } from './bulk.ts';
+import type { ApiMode } from './e2e.ts';
+import { type BenchModelInfo, type BenchReport, type BenchRow, formatTable, judgedRows, toJson } from './report.ts';
+import { startBenchContext } from './services.ts';
 import { benchCluster, benchModel, benchSizes, benchSystem } from './suite.ts';
 
 export async function benchMain(args: string[]): Promise<number> {

@@ -9,7 +9,7 @@ import { EVENTS_STREAM_MAX_LEN, type JobData } from '../../infra/contracts/job.t
 import type { ModelManifest } from '../../infra/contracts/manifest.ts';
 import { closeRedis, createRedis } from '../../infra/redis/client.ts';
 import { benchJobData } from './bench-models.ts';
-import { scopedEnv, withTimeout, type BenchContext } from './services.ts';
+import { type BenchContext, scopedEnv, withTimeout } from './services.ts';
 import { ratePerS } from './stats.ts';
 
 export interface RawBullmqResult {

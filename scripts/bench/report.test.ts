@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import {
+  type BenchReport,
+  type BenchRow,
   formatMarkdown,
   formatTable,
   formatValue,
@@ -7,8 +9,6 @@ import {
   judgedRows,
   measurementOf,
   toJson,
-  type BenchReport,
-  type BenchRow,
 } from './report.ts';
 
 const row = (name: string, value: number): BenchRow => ({ name, value, unit: 'ratio', detail: 'd' });

@@ -3,21 +3,21 @@
  * registry, and `warmpool` roles started as child processes, as they run in production. Each
  * measurement gets its own queue prefix so no count mixes with another's.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import type { RedisClient } from '../../infra/redis/client.ts';
+import type { WorkerState } from '../../infra/contracts/worker-state.ts';
+import { type HeartbeatPayload, listHeartbeats } from '../../infra/fleet/worker-states.ts';
 import { systemClock } from '../../infra/kernel/clock.ts';
-import { loadConfig, type Config } from '../../infra/kernel/config.ts';
-import { startEmbeddedServices } from '../dev/embedded-services.ts';
-import { stopChild } from '../dev/stop-child.ts';
+import { type Config, loadConfig } from '../../infra/kernel/config.ts';
+import { errorMessage } from '../../infra/kernel/errors.ts';
 import type { Closer } from '../../infra/kernel/lifecycle.ts';
+import type { RedisClient } from '../../infra/redis/client.ts';
 import { createModelRegistry, type ModelRegistry } from '../../infra/registry/model-registry.ts';
 import { createS3ObjectStore } from '../../infra/registry/s3-object-store.ts';
-import { listHeartbeats, type HeartbeatPayload } from '../../infra/fleet/worker-states.ts';
-import { type WorkerState } from '../../infra/contracts/worker-state.ts';
-import { errorMessage } from '../../infra/kernel/errors.ts';
+import { startEmbeddedServices } from '../dev/embedded-services.ts';
+import { stopChild } from '../dev/stop-child.ts';
 
 const BIN = fileURLToPath(new URL('../../bin/warmpool.mjs', import.meta.url));
 

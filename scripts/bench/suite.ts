@@ -8,18 +8,18 @@
  * a bench that stops at the first broken piece hides how the rest performs.
  */
 import os from 'node:os';
-import { loadConfig } from '../../infra/kernel/config.ts';
 import type { ModelManifest } from '../../infra/contracts/manifest.ts';
+import { loadConfig } from '../../infra/kernel/config.ts';
+import { errorMessage } from '../../infra/kernel/errors.ts';
 import { BENCH_BATCHES, BENCH_MAX_BATCH } from './bench-models.ts';
 import { CLUSTER_ROW, measureClusterScaling } from './cluster.ts';
 import { measureColdStart } from './cold-start.ts';
-import { measureE2e, type ApiMode } from './e2e.ts';
+import { type ApiMode, measureE2e } from './e2e.ts';
 import { rawBullmqRate } from './raw-bullmq.ts';
-import { cellAt, describeSweep, rawOrtSweep, type RawSweep } from './raw-ort.ts';
+import { cellAt, describeSweep, type RawSweep, rawOrtSweep } from './raw-ort.ts';
 import type { BenchRow } from './report.ts';
 import type { BenchContext } from './services.ts';
 import { measureWorkerDrain } from './worker-drain.ts';
-import { errorMessage } from '../../infra/kernel/errors.ts';
 
 export interface BenchSizes {
   /** Single-row jobs per worker drain. */

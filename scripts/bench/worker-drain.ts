@@ -4,19 +4,20 @@
  * with a full queue and a warmed worker, and several phases (single-row jobs, then jobs of a
  * full batch each) can run on the same worker.
  */
-import { systemClock } from '../../infra/kernel/clock.ts';
+
 import { queueName } from '../../infra/contracts/job.ts';
-import { leaseQueues, type JobQueueHandle } from '../../infra/queue/index.ts';
-import { createLogger } from '../../infra/kernel/log.ts';
 import type { ModelManifest } from '../../infra/contracts/manifest.ts';
+import { systemClock } from '../../infra/kernel/clock.ts';
+import { createLogger } from '../../infra/kernel/log.ts';
+import { type JobQueueHandle, leaseQueues } from '../../infra/queue/index.ts';
 import { closeRedis, createRedis } from '../../infra/redis/client.ts';
 import { createThreadEngine } from '../../worker/engine/thread-engine.ts';
 import type { BatchProfile } from '../../worker/warmup.ts';
 import { WarmpoolWorker } from '../../worker/worker-process.ts';
 import { benchJobData } from './bench-models.ts';
 import { forEachCompleted, resetFinished, waitFinished } from './queue-watch.ts';
-import { scopedEnv, type BenchContext } from './services.ts';
-import { ratePerS, summarizeMs, type LatencySummary } from './stats.ts';
+import { type BenchContext, scopedEnv } from './services.ts';
+import { type LatencySummary, ratePerS, summarizeMs } from './stats.ts';
 
 export interface DrainPhase {
   jobs: number;

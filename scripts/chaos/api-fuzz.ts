@@ -11,11 +11,11 @@ import net from 'node:net';
 import v8 from 'node:v8';
 import vm from 'node:vm';
 import fc from 'fast-check';
-import { jobBody, pool } from './load.ts';
-import { requestArb, type FuzzRequest } from './fuzz-requests.ts';
-import { round, type ChaosContext, type ScenarioReport } from './report.ts';
-import { CHAOS_KEY, FEATURES, startChaosStack, type ChaosStack } from './stack.ts';
 import { coerceError, errorMessage } from '../../infra/kernel/errors.ts';
+import { type FuzzRequest, requestArb } from './fuzz-requests.ts';
+import { jobBody, pool } from './load.ts';
+import { type ChaosContext, round, type ScenarioReport } from './report.ts';
+import { CHAOS_KEY, type ChaosStack, FEATURES, startChaosStack } from './stack.ts';
 
 export interface ApiFuzzSizes {
   requests: number;

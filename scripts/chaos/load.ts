@@ -5,10 +5,10 @@
  * accounted for. The counts it returns are the suite's invariants.
  */
 import { queueName } from '../../infra/contracts/job.ts';
-import { countJobs, leaseQueues, type JobCountState } from '../../infra/queue/index.ts';
+import { countJobs, type JobCountState, leaseQueues } from '../../infra/queue/index.ts';
 import { closeRedis, createRedis } from '../../infra/redis/client.ts';
-import { FEATURES, type ChaosStack } from './stack.ts';
 import { countReasons, type JobCounts } from './report.ts';
+import { type ChaosStack, FEATURES } from './stack.ts';
 
 export interface SubmitOutcome {
   /** Ids the API answered 202 for, in submission order. */

@@ -9,14 +9,14 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
+import { errorMessage } from '../../infra/kernel/errors.ts';
 import { API_FUZZ_FULL, API_FUZZ_SHORT, apiFuzz } from './api-fuzz.ts';
 import { REDIS_RESTART_FULL, REDIS_RESTART_SHORT, redisRestart } from './redis-restart.ts';
-import { formatReport, type ChaosContext, type ScenarioReport } from './report.ts';
-import { CLUSTER_MASTERS, type RedisTopology } from './stack.ts';
+import { type ChaosContext, formatReport, type ScenarioReport } from './report.ts';
 import { S3_OUTAGE_FULL, S3_OUTAGE_SHORT, s3Outage } from './s3-outage.ts';
+import { CLUSTER_MASTERS, type RedisTopology } from './stack.ts';
 import { WEBHOOK_DOWN_FULL, WEBHOOK_DOWN_SHORT, webhookDown } from './webhook-down.ts';
 import { WORKER_KILL_FULL, WORKER_KILL_SHORT, workerKill } from './worker-kill.ts';
-import { errorMessage } from '../../infra/kernel/errors.ts';
 
 type Run = (ctx: ChaosContext, short: boolean) => Promise<ScenarioReport>;
 

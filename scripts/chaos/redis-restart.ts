@@ -13,18 +13,18 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { createDeliveryStore } from '../../api/webhooks/delivery-store.ts';
-import { deliveryId } from '../../api/webhooks/event-source.ts';
 import { deliveryLeaseMs } from '../../api/webhooks/dispatcher.ts';
+import { deliveryId } from '../../api/webhooks/event-source.ts';
 import { startDispatcher } from '../../api/webhooks/main.ts';
 import { queueName } from '../../infra/contracts/job.ts';
 import { createLogger } from '../../infra/kernel/log.ts';
 import { closeRedis, createRedis } from '../../infra/redis/client.ts';
 import { queueKey } from '../../infra/redis/keys.ts';
-import { pushTo, reconcile, submitJobs, waitSettled, type SubmitOutcome } from './load.ts';
+import { pushTo, reconcile, type SubmitOutcome, submitJobs, waitSettled } from './load.ts';
 import { startReceiver, waitForDeliveries } from './receiver.ts';
-import { jobViolations, percentile, round, type ChaosContext, type ScenarioReport } from './report.ts';
+import { type ChaosContext, jobViolations, percentile, round, type ScenarioReport } from './report.ts';
 import { sleep } from './sleep.ts';
-import { startChaosStack, type ChaosStack } from './stack.ts';
+import { type ChaosStack, startChaosStack } from './stack.ts';
 
 export interface RedisRestartSizes {
   /** Submissions while Redis is up, before, between and after the outages. */

@@ -8,10 +8,10 @@
  * the outage. The API keeps answering meanwhile: 202 while it still knows the model's manifest,
  * else a 503, never another 5xx.
  */
-import { reconcile, submitJobs, waitSettled, type SubmitOutcome } from './load.ts';
-import { jobViolations, type ChaosContext, type ScenarioReport } from './report.ts';
+import { reconcile, type SubmitOutcome, submitJobs, waitSettled } from './load.ts';
+import { type ChaosContext, jobViolations, type ScenarioReport } from './report.ts';
 import { sleep } from './sleep.ts';
-import { startChaosStack, type ChaosStack } from './stack.ts';
+import { type ChaosStack, startChaosStack } from './stack.ts';
 
 export interface S3OutageSizes {
   /** How long S3 stays down after the worker reports `downloading`. */

@@ -5,25 +5,25 @@
  * the API in this process, and workers as real child processes (`warmpool worker`) that can be
  * SIGKILLed. Never the test suite's shared services: stopping those would break other suites.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { createWriteStream, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { startApiServer, type ApiServer } from '../../api/main.ts';
-import { loadConfig, type Config } from '../../infra/kernel/config.ts';
-import { startRedisCluster, type RedisClusterHandle } from '../dev/redis-cluster.ts';
-import { ensureRedisServer, startRedisServer, type RedisServerHandle } from '../dev/redis-server.ts';
-import { startS3Server, type S3ServerHandle } from '../dev/s3-server.ts';
-import { freePort } from '../dev/free-port.ts';
-import { stopChild } from '../dev/stop-child.ts';
-import { createDeploymentStore } from '../../infra/deployments/deployment-store.ts';
-import { closeAll, type Closer } from '../../infra/kernel/lifecycle.ts';
-import { createLogger } from '../../infra/kernel/log.ts';
+import { type ApiServer, startApiServer } from '../../api/main.ts';
 import type { ModelManifest } from '../../infra/contracts/manifest.ts';
+import { createDeploymentStore } from '../../infra/deployments/deployment-store.ts';
+import { type HeartbeatPayload, listHeartbeats } from '../../infra/fleet/worker-states.ts';
+import { type Config, loadConfig } from '../../infra/kernel/config.ts';
+import { type Closer, closeAll } from '../../infra/kernel/lifecycle.ts';
+import { createLogger } from '../../infra/kernel/log.ts';
 import { closeRedis, createRedis } from '../../infra/redis/client.ts';
 import { createModelRegistry } from '../../infra/registry/model-registry.ts';
 import { createS3ObjectStore } from '../../infra/registry/s3-object-store.ts';
-import { listHeartbeats, type HeartbeatPayload } from '../../infra/fleet/worker-states.ts';
+import { freePort } from '../dev/free-port.ts';
+import { type RedisClusterHandle, startRedisCluster } from '../dev/redis-cluster.ts';
+import { ensureRedisServer, type RedisServerHandle, startRedisServer } from '../dev/redis-server.ts';
+import { type S3ServerHandle, startS3Server } from '../dev/s3-server.ts';
+import { stopChild } from '../dev/stop-child.ts';
 import { buildMlpModel } from '../fixtures/onnx-models.ts';
 
 const BIN = fileURLToPath(new URL('../../bin/warmpool.mjs', import.meta.url));

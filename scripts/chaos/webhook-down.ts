@@ -5,15 +5,16 @@
  * is jobs/s with webhooks over jobs/s without, measured side by side in one run. Then the
  * receiver recovers and every webhook must arrive: retried later, none lost.
  */
-import { startDispatcher } from '../../api/webhooks/main.ts';
+
 import { DELIVERY_STATES } from '../../api/webhooks/delivery-store.ts';
+import { startDispatcher } from '../../api/webhooks/main.ts';
 import { createLogger } from '../../infra/kernel/log.ts';
 import { closeRedis, createRedis } from '../../infra/redis/client.ts';
 import { webhookIndexKey } from '../../infra/redis/keys.ts';
-import { reconcile, submitJobs, waitSettled, type SubmitOutcome } from './load.ts';
-import { startReceiver, waitForDeliveries, type Receiver } from './receiver.ts';
-import { jobViolations, round, type ChaosContext, type ScenarioReport } from './report.ts';
-import { startChaosStack, type ChaosStack } from './stack.ts';
+import { reconcile, type SubmitOutcome, submitJobs, waitSettled } from './load.ts';
+import { type Receiver, startReceiver, waitForDeliveries } from './receiver.ts';
+import { type ChaosContext, jobViolations, round, type ScenarioReport } from './report.ts';
+import { type ChaosStack, startChaosStack } from './stack.ts';
 
 export interface WebhookDownSizes {
   /** Jobs per phase (without webhooks ×2, receiver down, receiver slow). */

@@ -7,9 +7,9 @@
  */
 import type { ChildProcess } from 'node:child_process';
 import { reconcile, submitJobs, waitSettled } from './load.ts';
-import { jobViolations, round, type ChaosContext, type ScenarioReport } from './report.ts';
-import { startChaosStack, type ChaosStack } from './stack.ts';
+import { type ChaosContext, jobViolations, round, type ScenarioReport } from './report.ts';
 import { sleep } from './sleep.ts';
+import { type ChaosStack, startChaosStack } from './stack.ts';
 
 export interface WorkerKillSizes {
   jobs: number;

@@ -12,18 +12,16 @@
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import { parseArgs } from 'node:util';
-import { createBulkRuns } from '../../infra/bulk/index.ts';
+import { checkWebhookUrl } from '../../api/use-cases/bulk-runs.ts';
+import { BULK_PROGRESS_WEBHOOK_INTERVAL_MS, createBulkNotifier } from '../../api/webhooks/bulk-notifier.ts';
+import { createDeliveryStore } from '../../api/webhooks/delivery-store.ts';
+import { createBulkRuns, createBulkWiring, driveBulkRun } from '../../infra/bulk/index.ts';
 import type { BulkRunRequest, BulkRuns, BulkRunView } from '../../infra/contracts/bulk.ts';
-import { driveBulkRun } from '../../infra/bulk/index.ts';
 import type { Config } from '../../infra/kernel/config.ts';
 import { InvalidInputError, NotFoundError } from '../../infra/kernel/errors.ts';
 import { createLogger } from '../../infra/kernel/log.ts';
 import { closeRedis, createRedis } from '../../infra/redis/client.ts';
-import { createBulkWiring } from '../../infra/bulk/index.ts';
-import { checkWebhookUrl } from '../../api/use-cases/bulk-runs.ts';
-import { BULK_PROGRESS_WEBHOOK_INTERVAL_MS, createBulkNotifier } from '../../api/webhooks/bulk-notifier.ts';
-import { createDeliveryStore } from '../../api/webhooks/delivery-store.ts';
-import { createBulkDisplay, type BulkIo, processBulkIo } from './bulk-display.ts';
+import { type BulkIo, createBulkDisplay, processBulkIo } from './bulk-display.ts';
 import { formatBadRows, formatProgressLine, formatSummary } from './bulk-progress.ts';
 
 export type { BulkIo };

@@ -10,13 +10,13 @@
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { putDeployment, rollbackDeployment } from '../../api/use-cases/deployments.ts';
-import type { Config } from '../../infra/kernel/config.ts';
 import {
   createDeploymentStore,
   type Deployment,
   type DeploymentChange,
   type VersionWeight,
 } from '../../infra/deployments/deployment-store.ts';
+import type { Config } from '../../infra/kernel/config.ts';
 import { errorMessage, InvalidInputError, NotFoundError } from '../../infra/kernel/errors.ts';
 import { closeRedis, createRedis } from '../../infra/redis/client.ts';
 import { createModelRegistry, type ModelRegistry } from '../../infra/registry/model-registry.ts';

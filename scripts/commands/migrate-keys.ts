@@ -11,6 +11,8 @@
 import { parseArgs } from 'node:util';
 import type { Config } from '../../infra/kernel/config.ts';
 import { InvalidInputError } from '../../infra/kernel/errors.ts';
+import { isClusterUrl } from '../../infra/kernel/redis-url.ts';
+import { closeRedis, createRedis, isCluster } from '../../infra/redis/client.ts';
 import {
   applyKeyMigration,
   countByFamily,
@@ -20,8 +22,6 @@ import {
   type KeyMigrationResult,
   planKeyMigration,
 } from '../../infra/redis/key-migration.ts';
-import { closeRedis, createRedis, isCluster } from '../../infra/redis/client.ts';
-import { isClusterUrl } from '../../infra/kernel/redis-url.ts';
 import type { CliIo } from './deploy.ts';
 
 const USAGE = 'usage: warmpool migrate-keys [--dry-run] [--force]';

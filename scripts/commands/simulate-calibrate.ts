@@ -15,11 +15,17 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { errorMessage, InvalidInputError } from '../../infra/kernel/errors.ts';
-import { readTraceFile } from '../../infra/simulator/index.ts';
-import { minuteArrivals, realiseCounts } from '../../infra/simulator/index.ts';
-import { type Calibration, calibrate, figures } from '../../infra/simulator/index.ts';
-import { PHASES, type Phase } from '../../infra/simulator/index.ts';
-import { MINUTE_MS } from '../../infra/simulator/index.ts';
+import {
+  type Calibration,
+  calibrate,
+  figures,
+  MINUTE_MS,
+  minuteArrivals,
+  PHASES,
+  type Phase,
+  readTraceFile,
+  realiseCounts,
+} from '../../infra/simulator/index.ts';
 import { type RealRun, runReal } from './simulate-calibrate-run.ts';
 import type { SimulateOut } from './simulate-out.ts';
 

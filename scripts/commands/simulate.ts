@@ -13,18 +13,30 @@
  */
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
+import type { PolicySettings } from '../../infra/contracts/pool.ts';
 import { SIMULATE_DEFAULTS } from '../../infra/kernel/config.ts';
 import { errorMessage, InvalidInputError } from '../../infra/kernel/errors.ts';
-import type { PolicySettings } from '../../infra/contracts/pool.ts';
-import { parseTime, readTraceFile, type Trace } from '../../infra/simulator/index.ts';
 import type { ArrivalPattern } from '../../infra/simulator/index.ts';
-import { coldStartModel, parsePhases } from '../../infra/simulator/index.ts';
-import { compare, defaultSettings, type SimulationSettings } from '../../infra/simulator/index.ts';
-import { readPolicyFile } from '../../infra/simulator/index.ts';
-import { reportTable, type TraceInfo, writeReport } from '../../infra/simulator/index.ts';
-import { batchPointsFrom } from '../../infra/simulator/index.ts';
-import { parseSweep, runSweep } from '../../infra/simulator/index.ts';
-import { cheapestLine, sweepTable, writeSweep } from '../../infra/simulator/index.ts';
+import {
+  batchPointsFrom,
+  cheapestLine,
+  coldStartModel,
+  compare,
+  defaultSettings,
+  parsePhases,
+  parseSweep,
+  parseTime,
+  readPolicyFile,
+  readTraceFile,
+  reportTable,
+  runSweep,
+  type SimulationSettings,
+  sweepTable,
+  type Trace,
+  type TraceInfo,
+  writeReport,
+  writeSweep,
+} from '../../infra/simulator/index.ts';
 import type { SimulateOut } from './simulate-out.ts';
 
 const processOut: SimulateOut = { out: (t) => process.stdout.write(t), err: (t) => process.stderr.write(t) };

@@ -14,7 +14,7 @@
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { Redis } from 'ioredis';
-import { startRedisServer, type RedisServerHandle, type StartRedisOptions } from './redis-server.ts';
+import { type RedisServerHandle, type StartRedisOptions, startRedisServer } from './redis-server.ts';
 
 const SLOTS = 16384;
 const READY_TIMEOUT_MS = 30_000;

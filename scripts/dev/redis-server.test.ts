@@ -5,7 +5,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError } from '../../infra/kernel/errors.ts';
 import { isPortOpen } from './free-port.ts';
-import { ensureRedisServer, findRedisServer, startRedisServer, type RedisServerHandle } from './redis-server.ts';
+import { ensureRedisServer, findRedisServer, type RedisServerHandle, startRedisServer } from './redis-server.ts';
 
 function isAlive(pid: number): boolean {
   try {

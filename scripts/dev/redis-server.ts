@@ -7,7 +7,7 @@
  * The child is never daemonized: it lives and dies with the handle returned here, and a
  * process 'exit' hook kills it if the parent ends without calling close().
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { constants as fsConstants } from 'node:fs';
 import { access, mkdir } from 'node:fs/promises';
 import net from 'node:net';

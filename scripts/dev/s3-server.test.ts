@@ -6,7 +6,7 @@ import { GetObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client, typ
 import { Upload } from '@aws-sdk/lib-storage';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isPortOpen } from './free-port.ts';
-import { startS3Server, type S3ServerHandle } from './s3-server.ts';
+import { type S3ServerHandle, startS3Server } from './s3-server.ts';
 
 const BUCKET = 'unit-bucket';
 

@@ -36,9 +36,9 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { WorkerState } from '../../infra/contracts/worker-state.ts';
 import { type ControlCommand, stateFor } from '../../infra/fleet/worker-control.ts';
 import type { HeartbeatPayload } from '../../infra/fleet/worker-states.ts';
-import type { WorkerState } from '../../infra/contracts/worker-state.ts';
 
 const XMLNS = 'http://autoscaling.amazonaws.com/doc/2011-01-01/';
 const WARM_UP: readonly WorkerState[] = ['launching', 'downloading', 'loading', 'warming'];

@@ -32,9 +32,9 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
+import type { WorkerState } from '../../infra/contracts/worker-state.ts';
 import { type ControlCommand, stateFor } from '../../infra/fleet/worker-control.ts';
 import type { HeartbeatPayload } from '../../infra/fleet/worker-states.ts';
-import type { WorkerState } from '../../infra/contracts/worker-state.ts';
 
 export const DELETION_COST = 'controller.kubernetes.io/pod-deletion-cost';
 

@@ -3,13 +3,14 @@
  * swapped in (a ManualClock, tighter rate limits, other app deps), served on a free port.
  * Workers come from test/support/stack.ts on the same Config.
  */
-import { startApiServer } from '../../api/main.ts';
+
 import type { AppDeps } from '../../api/app.ts';
-import type { BullJobQueue } from '../../infra/queue/index.ts';
+import { createRateLimiter } from '../../api/http/rate-limiter.ts';
+import { startApiServer } from '../../api/main.ts';
 import type { Clock } from '../../infra/kernel/clock.ts';
 import type { Config } from '../../infra/kernel/config.ts';
 import { createLogger } from '../../infra/kernel/log.ts';
-import { createRateLimiter } from '../../api/http/rate-limiter.ts';
+import type { BullJobQueue } from '../../infra/queue/index.ts';
 import { closeRedis, createRedis } from '../../infra/redis/client.ts';
 import { createModelRegistry } from '../../infra/registry/model-registry.ts';
 import { createS3ObjectStore } from '../../infra/registry/s3-object-store.ts';

@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, afterEach, inject } from 'vitest';
-import { closeRedis, createRedis, deleteMany, isCluster, scanKeys, type KeyScanner, type RedisClient } from '../../infra/redis/client.ts';
+import { closeRedis, createRedis, deleteMany, isCluster, type KeyScanner, type RedisClient, scanKeys } from '../../infra/redis/client.ts';
 
 export const TEST_BUCKET = 'warmpool-test';
 export const TEST_REGION = 'us-east-1';

@@ -3,19 +3,20 @@
  * API served in-process on a free port, workers as real child processes (`warmpool worker`),
  * so a test can SIGKILL one. Everything it starts is stopped by close().
  */
-import { Queue } from 'bullmq';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { stopChild } from '../../scripts/dev/stop-child.ts';
+
+import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { startApiServer, type ApiServer } from '../../api/main.ts';
-import { loadConfig, type Config } from '../../infra/kernel/config.ts';
-import { createDeploymentStore, type DeploymentStore } from '../../infra/deployments/deployment-store.ts';
+import { Queue } from 'bullmq';
+import { type ApiServer, startApiServer } from '../../api/main.ts';
 import { queueName } from '../../infra/contracts/job.ts';
+import { createDeploymentStore, type DeploymentStore } from '../../infra/deployments/deployment-store.ts';
+import { listHeartbeats } from '../../infra/fleet/worker-states.ts';
+import { type Config, loadConfig } from '../../infra/kernel/config.ts';
 import { createLogger } from '../../infra/kernel/log.ts';
 import { closeRedis, createRedis } from '../../infra/redis/client.ts';
 import { createModelRegistry, type ModelRegistry } from '../../infra/registry/model-registry.ts';
 import { createS3ObjectStore } from '../../infra/registry/s3-object-store.ts';
-import { listHeartbeats } from '../../infra/fleet/worker-states.ts';
+import { stopChild } from '../../scripts/dev/stop-child.ts';
 import { testEnv } from './services.ts';
 
 const BIN = fileURLToPath(new URL('../../bin/warmpool.mjs', import.meta.url));

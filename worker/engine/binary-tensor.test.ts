@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { BINARY_ITEM_BYTES, type BinaryDatatype, encodeBinaryTensor, isBinaryTensor } from '../../infra/contracts/binary-tensor.ts';
-import { InvalidInputError } from '../../infra/kernel/errors.ts';
 import type { OipTensor } from '../../infra/contracts/oip.ts';
+import { InvalidInputError } from '../../infra/kernel/errors.ts';
 import { decodeBinaryTensor, oipToEngine } from './tensor-codec.ts';
 
 /** Per packed datatype: extremes, and for floats values that round (FP16 ties included). */

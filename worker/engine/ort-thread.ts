@@ -10,9 +10,9 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import * as ort from 'onnxruntime-node';
+import { errorMessage } from '../../infra/kernel/errors.ts';
 import type { EngineDtype, EngineInfo, EngineLoadOptions, EngineTensor } from './engine.ts';
 import { forTransfer } from './tensor-codec.ts';
-import { errorMessage } from '../../infra/kernel/errors.ts';
 
 export type OrtLogLevel = 'verbose' | 'info' | 'warning' | 'error' | 'fatal';
 

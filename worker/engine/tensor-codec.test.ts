@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { InvalidInputError } from '../../infra/kernel/errors.ts';
 import { DATATYPES, type Datatype, type OipTensor } from '../../infra/contracts/oip.ts';
+import { InvalidInputError } from '../../infra/kernel/errors.ts';
 import type { EngineTensor } from './engine.ts';
 import {
   concatRows,

@@ -6,13 +6,15 @@
  * Pure: no I/O. Values the target type cannot hold exactly are refused (InvalidInputError)
  * rather than wrapped or rounded silently, because a typed array would store 300 as 44 in int8.
  */
-import { InvalidInputError } from '../../infra/kernel/errors.ts';
+
+import { type BinaryTensor, binaryBytes } from '../../infra/contracts/binary-tensor.ts';
 import type { Datatype, OipTensor } from '../../infra/contracts/oip.ts';
-import { binaryBytes, type BinaryTensor } from '../../infra/contracts/binary-tensor.ts';
+import { InvalidInputError } from '../../infra/kernel/errors.ts';
 import { decodeHalf, encodeHalf } from '../../infra/kernel/half-float.ts';
 import type { EngineData, EngineDtype, EngineTensor } from './engine.ts';
 
 export { decodeHalf, encodeHalf };
+
 const DTYPE_OF: Record<Datatype, EngineDtype> = {
   BOOL: 'bool',
   UINT8: 'uint8',

@@ -12,10 +12,10 @@
  * process. terminate() is kept for a thread that does not end within CLOSE_GRACE_MS.
  */
 import { Worker } from 'node:worker_threads';
-import { EngineRejectedError, type EngineLoadOptions, type EngineTensor, type InferenceEngine } from './engine.ts';
+import { coerceError } from '../../infra/kernel/errors.ts';
+import { type EngineLoadOptions, EngineRejectedError, type EngineTensor, type InferenceEngine } from './engine.ts';
 import type { OrtLogLevel, ThreadData, ThreadEngineInfo, ThreadRequest, ThreadResponse } from './ort-thread.ts';
 import { forTransfer } from './tensor-codec.ts';
-import { coerceError } from '../../infra/kernel/errors.ts';
 
 export type { OrtLogLevel, ThreadEngineInfo };
 
