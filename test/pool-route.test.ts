@@ -20,9 +20,10 @@ import { silentLog } from '../infra/kernel/log.ts';
 import { createQueueStats } from '../infra/queue/index.ts';
 import { closeRedis, createRedis, deleteMany, scanKeys } from '../infra/redis/client.ts';
 import { workerKey } from '../infra/redis/keys.ts';
-import { createScalerController, scalerSettingsFrom } from '../infra/scaler/controller.ts';
+import { createScalerController } from '../infra/scaler/controller.ts';
 import { forecastArrivals } from '../infra/scaler/forecast.ts';
 import { decide } from '../infra/scaler/policy.ts';
+import { scalerSettingsFrom } from '../infra/scaler/settings.ts';
 import { createArrivalHistory } from '../infra/telemetry/arrival-history.ts';
 import { testServices, uniqueId } from './support/services.ts';
 

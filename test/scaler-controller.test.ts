@@ -28,15 +28,11 @@ import { silentLog } from '../infra/kernel/log.ts';
 import { createQueueStats, type QueueStats } from '../infra/queue/index.ts';
 import { closeRedis, createRedis } from '../infra/redis/client.ts';
 import { metricsKey, workerKey } from '../infra/redis/keys.ts';
-import {
-  createScalerController,
-  type ScalerController,
-  type ScalerControllerDeps,
-  scalerSettingsFrom,
-} from '../infra/scaler/controller.ts';
+import { createScalerController, type ScalerController, type ScalerControllerDeps } from '../infra/scaler/controller.ts';
 import { createDecisionLog } from '../infra/scaler/decision-log.ts';
 import { forecastArrivals } from '../infra/scaler/forecast.ts';
 import { decide } from '../infra/scaler/policy.ts';
+import { scalerSettingsFrom } from '../infra/scaler/settings.ts';
 import { createArrivalHistory } from '../infra/telemetry/arrival-history.ts';
 import { redisPrefixes, testServices } from './support/services.ts';
 

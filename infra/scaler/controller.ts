@@ -50,7 +50,6 @@ import {
 import type { Deployment, DeploymentStore } from '../deployments/deployment-store.ts';
 import { type HeartbeatPayload, listHeartbeats } from '../fleet/worker-states.ts';
 import type { Clock } from '../kernel/clock.ts';
-import type { ScalerTuning } from '../kernel/config.ts';
 import { errorMessage } from '../kernel/errors.ts';
 import { once } from '../kernel/lifecycle.ts';
 import type { Log } from '../kernel/log.ts';
@@ -64,24 +63,12 @@ import { createScalerMetrics, observeDeployment, resetGauges } from './controlle
 import { countWorkers, createColdStartMeter, createIntents, createThroughputMeter, observeWorkers } from './controller-observe.ts';
 import { allocate, inApplyOrder, isSettled, planVersion, retireTargets, usableWorkers, type VersionView } from './controller-plan.ts';
 import { createDecisionLog, type ScalerAction } from './decision-log.ts';
-
-/** The settings the controller supplies; min, max and standby come from each deployment. */
-export type ScalerSettings = Omit<PolicySettings, 'min' | 'max' | 'standby'>;
+import type { ScalerSettings } from './settings.ts';
 
 /** The settings a deployment's `policy` object may override. */
 const SETTING_NAMES = ['sloQueueWaitMs', 'coldStartMs', 'scaleDownStabilizationMs', 'targetUtilization'] as const satisfies Array<
   keyof ScalerSettings
 >;
-
-/** The controller's settings from the config's `scaler` section (infra/kernel/config.ts holds the defaults). */
-export function scalerSettingsFrom(t: ScalerTuning): ScalerSettings {
-  return {
-    sloQueueWaitMs: t.sloQueueWaitMs,
-    coldStartMs: t.coldStartDefaultMs,
-    scaleDownStabilizationMs: t.scaleDownStabilizationMs,
-    targetUtilization: t.targetUtilization,
-  };
-}
 
 /** Daily analogues for a week back plus the recent window, and the first weekly one (forecast.ts). */
 export const DEFAULT_HISTORY_WINDOW_MS = 8 * 24 * 3600_000;

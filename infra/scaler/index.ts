@@ -1,8 +1,8 @@
 /** The scaler (DESIGN §8): forecast, policy, controller, decision log; the public surface for the API, the simulator and the CLI. */
 
-export { scalerSettingsFrom } from './controller.ts';
 export { countWorkers, type ObservedWorker } from './controller-observe.ts';
 export { planVersion } from './controller-plan.ts';
 export { createDecisionLog, type DecisionRecord, type ScalerAction } from './decision-log.ts';
 export { forecastArrivals } from './forecast.ts';
 export { decide } from './policy.ts';
+export { type ScalerSettings, scalerSettingsFrom } from './settings.ts';

@@ -31,9 +31,10 @@ import { createLocalProvider, loadAsgProvider, loadKubernetesProvider } from '..
 import { createQueueStats } from '../queue/index.ts';
 import { closeRedis, createRedis } from '../redis/client.ts';
 import { createArrivalHistory } from '../telemetry/arrival-history.ts';
-import { createScalerController, type ScalerController, scalerSettingsFrom } from './controller.ts';
+import { createScalerController, type ScalerController } from './controller.ts';
 import { forecastArrivals } from './forecast.ts';
 import { decide } from './policy.ts';
+import { scalerSettingsFrom } from './settings.ts';
 
 const WORKER_BIN = fileURLToPath(new URL('../../bin/warmpool.mjs', import.meta.url));
 export const POOL_PROVIDERS = ['local', 'kubernetes', 'aws'] as const;
