@@ -15,8 +15,8 @@ import { createIdempotencyStore } from './http/idempotency.ts';
 import { createRateLimiter } from './http/rate-limiter.ts';
 import type { JobView, ModelCatalog } from './ports.ts';
 
-const KEY_A = 'key-aaaaaaaa';
-const KEY_B = 'key-bbbbbbbb';
+const KEY_A = 'key-aaaaaaaaaaaaaaaa';
+const KEY_B = 'key-bbbbbbbbbbbbbbbb';
 const T0 = Date.parse('2024-05-01T12:00:00.000Z');
 
 function manifest(version: string): ModelManifest {

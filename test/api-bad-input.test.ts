@@ -11,9 +11,9 @@ import { buildMlpModel, buildMultiTypeModel } from '../scripts/fixtures/onnx-mod
 import { startTestApi, type TestApi } from './support/api-app.ts';
 import { TEST_API_KEYS, testEnv } from './support/services.ts';
 
-const KEY_A = 'key-aaaaaaaa';
-const KEY_B = 'key-bbbbbbbb';
-const KEY_C = 'key-cccccccc';
+const KEY_A = 'key-aaaaaaaaaaaaaaaa';
+const KEY_B = 'key-bbbbbbbbbbbbbbbb';
+const KEY_C = 'key-cccccccccccccccc';
 const BODY_LIMIT = 65_536;
 
 let config: Config;

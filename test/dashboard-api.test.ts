@@ -17,8 +17,8 @@ import { createArrivalHistory } from '../infra/telemetry/arrival-history.ts';
 import { startTestApi, type TestApi } from './support/api-app.ts';
 import { testEnv } from './support/services.ts';
 
-const KEY_ADMIN = 'key-aaaaaaaa'; // tenant-a, in ADMIN_TENANTS (testEnv)
-const KEY_OTHER = 'key-bbbbbbbb';
+const KEY_ADMIN = 'key-aaaaaaaaaaaaaaaa'; // tenant-a, in ADMIN_TENANTS (testEnv)
+const KEY_OTHER = 'key-bbbbbbbbbbbbbbbb';
 const MINUTE = 60_000;
 const config = loadConfig(testEnv());
 const redis = createRedis(config.redisUrl);

@@ -39,7 +39,7 @@ it('answers health and enforces auth through hono’s Lambda adapter', async () 
   expect(JSON.parse(live.body)).toEqual({ live: true });
   const denied = await call(event('GET', '/v1/models'));
   expect(denied.statusCode).toBe(401);
-  const models = await call(event('GET', '/v1/models', { authorization: 'Bearer key-aaaaaaaa' }));
+  const models = await call(event('GET', '/v1/models', { authorization: 'Bearer key-aaaaaaaaaaaaaaaa' }));
   expect(models.statusCode).toBe(200);
   expect(JSON.parse(models.body)).toEqual({ models: [] });
 });

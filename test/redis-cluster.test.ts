@@ -201,7 +201,7 @@ describe('the pipeline on a Redis Cluster: 3 API servers (2 `warmpool api` proce
     const data = Array.from({ length: F }, (_, k) => Math.sin(i + k));
     return fetch(`${base}/v1/models/${model}/jobs`, {
       method: 'POST',
-      headers: { authorization: 'Bearer key-aaaaaaaa', 'content-type': 'application/json' },
+      headers: { authorization: 'Bearer key-aaaaaaaaaaaaaaaa', 'content-type': 'application/json' },
       body: JSON.stringify({ inputs: [{ name: 'features', shape: [1, F], datatype: 'FP32', data }] }),
     }).then(async (res) => {
       if (res.status !== 202) throw new Error(`submit answered ${res.status}: ${await res.text()}`);
@@ -227,7 +227,7 @@ describe('the pipeline on a Redis Cluster: 3 API servers (2 `warmpool api` proce
     // Each API process reads, from the same cluster, the jobs another one accepted.
     for (const [n, base] of bases.entries()) {
       const other = submitted.find((s) => s.via !== n) as (typeof submitted)[number];
-      const res = await fetch(`${base}/v1/jobs/${other.id}`, { headers: { authorization: 'Bearer key-aaaaaaaa' } });
+      const res = await fetch(`${base}/v1/jobs/${other.id}`, { headers: { authorization: 'Bearer key-aaaaaaaaaaaaaaaa' } });
       expect(((await res.json()) as { status: string; model: string }).status).toBe('succeeded');
     }
     // Every worker is listed from whichever shard holds its heartbeat.

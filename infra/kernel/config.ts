@@ -65,6 +65,16 @@ const schema = z.object({
   PORT: int(0, 65535).default(8080),
   API_KEYS: z.string().default(''),
   ADMIN_TENANTS: z.string().default(''),
+  // Transport hygiene (docs/SECURITY.md): slow clients are cut off, failed keys are rate-limited
+  // per address, and /metrics needs a key unless served on a port of its own.
+  HEADERS_TIMEOUT_MS: int(100, 600_000).default(10_000),
+  REQUEST_TIMEOUT_MS: int(100, 3_600_000).default(60_000),
+  AUTH_FAILURE_LIMIT_PER_MIN: int(0, 1_000_000).default(30),
+  TRUST_PROXY_HOPS: int(0, 16).default(0),
+  METRICS_PORT: optionalString
+    .refine((v) => v === undefined || (/^\d{1,5}$/.test(v) && Number(v) <= 65535), 'a port from 0 to 65535')
+    .transform((v) => (v === undefined ? undefined : Number(v))),
+  METRICS_TOKEN: optionalString.pipe(z.string().min(16, 'must be 16 characters or more').optional()),
   BODY_LIMIT_BYTES: int(1024).default(8 * 1024 * 1024),
   SYNC_TIMEOUT_MS: int(1).default(30_000),
   JOB_RETENTION_S: int(60).default(86_400),
@@ -142,6 +152,17 @@ export interface Config {
     adminTenants: string[];
     bodyLimitBytes: number;
     syncTimeoutMs: number;
+    /** A client must send its request headers within this (node's headersTimeout), and the whole request within requestTimeoutMs. */
+    headersTimeoutMs: number;
+    requestTimeoutMs: number;
+    /** Wrong API keys one source address may present per minute before it is answered 429; 0 = no limit. */
+    authFailureLimitPerMin: number;
+    /** Proxies in front of the API whose X-Forwarded-For entry is trusted; 0 = the socket's address is the client's. */
+    trustProxyHops: number;
+    /** `/metrics` also served, without auth, on this port (0 = any free one); absent = none. */
+    metricsPort?: number;
+    /** A bearer token that may read `/metrics` on the API's port besides admin tenants' keys. Non-enumerable. */
+    readonly metricsToken?: string;
   };
   jobs: { retentionS: number; attempts: number; idempotencyTtlS: number };
   rateLimit: { rps: number; burst: number };
@@ -203,6 +224,9 @@ export interface Config {
 /** What the scaler decides with, apart from where its workers run: the part a simulation replays. */
 export type ScalerTuning = Omit<Config['scaler'], 'provider' | 'k8sNamespace'>;
 
+/** Variables whose value a config error never echoes. */
+const SECRET_VARIABLES = new Set(['API_KEYS', 'METRICS_TOKEN']);
+
 export const EXECUTION_PROVIDER_NAMES = ['cpu', 'cuda', 'tensorrt', 'coreml', 'dml', 'webgpu'] as const;
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
@@ -210,7 +234,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
     const name = String(issue?.path[0] ?? 'environment');
-    throw new ConfigError('invalid_config', `${name}: ${issue?.message ?? 'invalid'} (got ${JSON.stringify(env[name] ?? null)})`);
+    const got = SECRET_VARIABLES.has(name) ? 'a value not shown' : JSON.stringify(env[name] ?? null);
+    throw new ConfigError('invalid_config', `${name}: ${issue?.message ?? 'invalid'} (got ${got})`);
   }
   const e = parsed.data;
   const providers = e.EXECUTION_PROVIDERS.split(',')
@@ -230,6 +255,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (e.CANARY_TICK_MS >= Math.max(e.CANARY_SUSTAIN_MS, 1)) {
     throw new ConfigError('invalid_config', 'CANARY_TICK_MS: must be shorter than CANARY_SUSTAIN_MS');
   }
+  if (e.HEADERS_TIMEOUT_MS > e.REQUEST_TIMEOUT_MS) {
+    throw new ConfigError('invalid_config', 'HEADERS_TIMEOUT_MS: must not be longer than REQUEST_TIMEOUT_MS');
+  }
   if (e.HEARTBEAT_TTL_MS <= e.HEARTBEAT_INTERVAL_MS) {
     throw new ConfigError('invalid_config', 'HEARTBEAT_TTL_MS: must be longer than HEARTBEAT_INTERVAL_MS');
   }
@@ -238,11 +266,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     port: e.PORT,
     bodyLimitBytes: e.BODY_LIMIT_BYTES,
     syncTimeoutMs: e.SYNC_TIMEOUT_MS,
+    headersTimeoutMs: e.HEADERS_TIMEOUT_MS,
+    requestTimeoutMs: e.REQUEST_TIMEOUT_MS,
+    authFailureLimitPerMin: e.AUTH_FAILURE_LIMIT_PER_MIN,
+    trustProxyHops: e.TRUST_PROXY_HOPS,
+    ...(e.METRICS_PORT !== undefined ? { metricsPort: e.METRICS_PORT } : {}),
     adminTenants: e.ADMIN_TENANTS.split(',')
       .map((t) => t.trim())
       .filter(Boolean),
   } as Config['api'];
   Object.defineProperty(api, 'apiKeys', { value: parseApiKeys(e.API_KEYS), enumerable: false });
+  if (e.METRICS_TOKEN !== undefined) Object.defineProperty(api, 'metricsToken', { value: e.METRICS_TOKEN, enumerable: false });
   const s3 = {
     endpoint: e.S3_ENDPOINT,
     bucket: e.S3_BUCKET,
@@ -312,6 +346,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   };
 }
 
+/**
+ * Shortest API key accepted. Failed keys are rate-limited per address, but a valid key keeps
+ * working while its address is limited (api/http/auth-failures.ts), so the limit does not stop
+ * guessing by itself: length does. 16 characters of even a 36-letter alphabet are ~8e24 keys.
+ */
+export const MIN_API_KEY_LENGTH = 16;
+
 /** `tenant:key` pairs, comma-separated. A key may contain ':' after the first one. */
 export function parseApiKeys(raw: string): ApiKey[] {
   const keys: ApiKey[] = [];
@@ -322,10 +363,11 @@ export function parseApiKeys(raw: string): ApiKey[] {
     const at = pair.indexOf(':');
     const tenant = at > 0 ? pair.slice(0, at) : '';
     const key = at > 0 ? pair.slice(at + 1) : '';
-    if (!/^[A-Za-z0-9_-]{1,64}$/.test(tenant) || key.length < 8) {
+    // The entry itself is never echoed: it holds a key.
+    if (!/^[A-Za-z0-9_-]{1,64}$/.test(tenant)) {
       throw new ConfigError(
         'invalid_config',
-        'API_KEYS: each entry must be tenant:key, tenant of [A-Za-z0-9_-], key of 8 characters or more',
+        `API_KEYS: each entry must be tenant:key, tenant of [A-Za-z0-9_-], key of ${MIN_API_KEY_LENGTH} characters or more`,
       );
     }
     keys.push({ tenant, key });

@@ -22,7 +22,7 @@ import { stopChild } from '../dev/stop-child.ts';
 const BIN = fileURLToPath(new URL('../../bin/warmpool.mjs', import.meta.url));
 
 export const BENCH_TENANT = 'bench';
-export const BENCH_KEY = 'key-bench-0000';
+export const BENCH_KEY = 'key-bench-0123456789';
 
 export interface BenchContext {
   /** The environment every process of the bench starts from. */

@@ -39,7 +39,7 @@ import { buildMlpModel } from '../fixtures/onnx-models.ts';
 const BIN = fileURLToPath(new URL('../../bin/warmpool.mjs', import.meta.url));
 const MODEL = 'calib';
 const VERSION = '1';
-const KEY = 'key-calibrate';
+const KEY = 'key-calibrate-0123456789';
 /**
  * A wide MLP (≈ 8.5 M weights, 34 MB): heavy enough per row that ONNX Runtime, not the queue or
  * the API, bounds the worker, so the replay needs a submit rate one in-process API sustains.

@@ -60,7 +60,7 @@ describe('test services', () => {
     expect(a.MODEL_CACHE_DIR).not.toBe(b.MODEL_CACHE_DIR);
     expect((await stat(a.MODEL_CACHE_DIR!)).isDirectory()).toBe(true);
     expect(path.dirname(a.MODEL_CACHE_DIR!)).toBe(testServices().tmpDir);
-    expect(a.API_KEYS).toBe('tenant-a:key-aaaaaaaa,tenant-b:key-bbbbbbbb');
+    expect(a.API_KEYS).toBe('tenant-a:key-aaaaaaaaaaaaaaaa,tenant-b:key-bbbbbbbbbbbbbbbb');
     expect([a.LOG_LEVEL, b.LOG_LEVEL, b.PORT]).toEqual(['warn', 'debug', '0']);
   });
 });

@@ -13,7 +13,7 @@ import { closeRedis, createRedis, deleteMany, isCluster, type KeyScanner, type R
 
 export const TEST_BUCKET = 'warmpool-test';
 export const TEST_REGION = 'us-east-1';
-export const TEST_API_KEYS = 'tenant-a:key-aaaaaaaa,tenant-b:key-bbbbbbbb';
+export const TEST_API_KEYS = 'tenant-a:key-aaaaaaaaaaaaaaaa,tenant-b:key-bbbbbbbbbbbbbbbb';
 
 /** The environment variables global setup sets (and forked workers and child processes inherit). */
 export const TEST_SERVICE_ENV = {

@@ -42,8 +42,8 @@ export interface TestStack {
   close(): Promise<void>;
 }
 
-export const KEY_A = 'key-aaaaaaaa';
-export const KEY_B = 'key-bbbbbbbb';
+export const KEY_A = 'key-aaaaaaaaaaaaaaaa';
+export const KEY_B = 'key-bbbbbbbbbbbbbbbb';
 
 export async function startStack(overrides: Record<string, string> = {}): Promise<TestStack> {
   // Suites that flood the API are about workers, not limits (test/api-jobs.test.ts tests 429).

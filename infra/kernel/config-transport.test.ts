@@ -1,0 +1,56 @@
+import { describe, expect, it } from 'vitest';
+import { loadConfig, MIN_API_KEY_LENGTH } from './config.ts';
+
+const load = (env: Record<string, string>) => loadConfig(env);
+
+describe('API_KEYS', () => {
+  it('refuses at start a key shorter than 16 characters, naming the variable and the tenant, never the key', () => {
+    expect(MIN_API_KEY_LENGTH).toBe(16);
+    const short = 'abcdefghijklmno'; // 15
+    expect(() => load({ API_KEYS: `ok:${'k'.repeat(16)},shorty:${short}` })).toThrow(
+      /^API_KEYS: the key of tenant shorty has 15 characters; keys must have 16 or more$/,
+    );
+    try {
+      load({ API_KEYS: `shorty:${short}` });
+    } catch (err) {
+      expect(String(err)).not.toContain(short);
+    }
+    // The 8-character keys the probe used are refused too.
+    expect(() => load({ API_KEYS: 'tenant-a:key-aaaa' })).toThrow(/^API_KEYS: /);
+  });
+
+  it('accepts keys of 16 characters or more, and keeps them out of JSON', () => {
+    const config = load({ API_KEYS: `a:${'k'.repeat(16)},b:${'x'.repeat(40)}` });
+    expect(config.api.apiKeys.map((k) => k.tenant)).toEqual(['a', 'b']);
+    expect(JSON.stringify(config)).not.toContain('k'.repeat(16));
+  });
+});
+
+describe('transport settings', () => {
+  it('defaults: headers in 10 s, a request in 60 s, 30 failed keys a minute per address, no proxy trusted, /metrics on the API port only', () => {
+    const { api } = load({});
+    expect(api).toMatchObject({ headersTimeoutMs: 10_000, requestTimeoutMs: 60_000, authFailureLimitPerMin: 30, trustProxyHops: 0 });
+    expect(api.metricsPort).toBeUndefined();
+    expect(api.metricsToken).toBeUndefined();
+  });
+
+  it('reads METRICS_PORT and METRICS_TOKEN; the token never serialises', () => {
+    const token = 'metrics-token-0123456789';
+    const config = load({ METRICS_PORT: '9464', METRICS_TOKEN: token });
+    expect(config.api.metricsPort).toBe(9464);
+    expect(config.api.metricsToken).toBe(token);
+    expect(JSON.stringify(config)).not.toContain(token);
+  });
+
+  it.each([
+    [{ HEADERS_TIMEOUT_MS: '20000', REQUEST_TIMEOUT_MS: '10000' }, /^HEADERS_TIMEOUT_MS: /],
+    [{ HEADERS_TIMEOUT_MS: '5' }, /^HEADERS_TIMEOUT_MS: /],
+    [{ METRICS_PORT: '70000' }, /^METRICS_PORT: /],
+    [{ METRICS_PORT: 'nine' }, /^METRICS_PORT: /],
+    [{ METRICS_TOKEN: 'short-secret' }, /^METRICS_TOKEN: must be 16 characters or more \(got a value not shown\)$/],
+    [{ TRUST_PROXY_HOPS: '-1' }, /^TRUST_PROXY_HOPS: /],
+    [{ AUTH_FAILURE_LIMIT_PER_MIN: 'many' }, /^AUTH_FAILURE_LIMIT_PER_MIN: /],
+  ])('refuses %j naming the variable', (env, message) => {
+    expect(() => load(env)).toThrow(message);
+  });
+});
