@@ -36,6 +36,25 @@ describe('blockedAddressReason', () => {
     ['::ffff:a9fe:a9fe', 'metadata'],
     ['::127.0.0.1', 'loopback'],
     ['64:ff9b::192.168.0.1', 'private'],
+    // Issue 20: IPv6 forms that carry IPv4 are refused whatever they embed; the embedded address
+    // gives the sharper reason when it is itself blocked.
+    ['::ffff:8.8.8.8', 'ipv4_mapped'],
+    ['::ffff:808:808', 'ipv4_mapped'],
+    ['::ffff:0:0', 'unspecified'],
+    ['::ffff:0:8.8.8.8', 'ipv4_mapped'], // IPv4-translated (SIIT)
+    ['::ffff:0:127.0.0.1', 'loopback'],
+    ['::8.8.8.8', 'ipv4_compatible'],
+    ['::0.0.1.1', 'ipv4_compatible'],
+    ['64:ff9b:1::808:808', 'nat64_local'],
+    ['64:ff9b:1:ffff::1', 'nat64_local'],
+    ['64:ff9b:1:a00::1', 'nat64_local'],
+    ['2002:808:808::1', '6to4'],
+    ['2002:7f00:1::1', 'loopback'],
+    ['2002:a9fe:a9fe::', 'metadata'],
+    ['2002:c0a8:101::5', 'private'],
+    ['2001:0:4136:e378:8000:63bf:3fff:fdd2', 'teredo'],
+    ['64:ff9b::a9fe:a9fe', 'metadata'],
+    ['64:ff9b::7f00:1', 'loopback'],
     ['[::1]', 'loopback'],
     ['fe80::1%eth0', 'link_local'],
   ])('%s is blocked (%s)', (ip, reason) => {
@@ -54,8 +73,12 @@ describe('blockedAddressReason', () => {
     '223.255.255.255',
     '2001:4860:4860::8888',
     '2606:4700::1111',
-    '::ffff:8.8.8.8',
+    // The well-known NAT64 prefix maps only public IPv4 (RFC 6052): judged by the embedded address.
     '64:ff9b::808:808',
+    '64:ff9b::1.1.1.1',
+    '2001:db8::1', // documentation, not Teredo (2001::/32)
+    '2003::1',
+    '64:ff9c::1',
     'fec0::1'.replace('fec0', '2a00'),
   ])('%s is public', (ip) => {
     expect(blockedAddressReason(ip)).toBeUndefined();
@@ -79,6 +102,9 @@ describe('blockedHostReason on URL hosts (WHATWG-normalised notations)', () => {
     ['http://0xa9.0xfe.0xa9.0xfe/', 'metadata'],
     ['http://[::ffff:127.0.0.1]/', 'loopback'],
     ['http://[::ffff:169.254.169.254]/latest', 'metadata'],
+    ['http://[::ffff:8.8.8.8]/', 'ipv4_mapped'],
+    ['http://[2002:a00:1::]/', 'private'],
+    ['http://[64:ff9b:1::a00:1]/', 'nat64_local'],
     ['http://[fd00:ec2::254]/', 'metadata'],
     ['http://[::]/', 'unspecified'],
     ['http://[0:0:0:0:0:0:0:1]/', 'loopback'],

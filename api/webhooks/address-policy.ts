@@ -1,9 +1,18 @@
 /**
  * Which addresses a webhook may never reach (SSRF defence, issue 3 §4): loopback, private,
  * link-local, CGNAT, multicast, unspecified, unique-local, reserved and cloud-metadata
- * addresses, in IPv4, IPv6 and every IPv6 form that embeds an IPv4 address (mapped,
- * compatible, NAT64). Pure: the same rules run on a URL's literal host at submit and on every
- * address DNS returns at delivery.
+ * addresses, in IPv4, IPv6 and every IPv6 form that embeds an IPv4 address. Pure: the same
+ * rules run on a URL's literal host at submit and on every address DNS returns at delivery.
+ *
+ * IPv6 forms that carry an IPv4 address (issue 20): the embedded address is judged first, for
+ * the sharper reason (`::ffff:127.0.0.1` is `loopback`). Then every such form is refused as a
+ * whole, whatever it embeds, except the well-known NAT64 prefix: IPv4-mapped (::ffff:0:0/96)
+ * and IPv4-translated (::ffff:0:0:0/96) addresses are IPv4 sockets in disguise that no public
+ * receiver publishes in DNS; IPv4-compatible (::/96) is deprecated; 6to4 (2002::/16) and Teredo
+ * (2001::/32) are tunnels whose relays decide where the packet lands; the local-use NAT64
+ * prefix (64:ff9b:1::/48) translates into whatever IPv4 network its operator chose, private
+ * ones included. The well-known NAT64 prefix (64:ff9b::/96) only ever maps to public IPv4
+ * (RFC 6052 forbids private addresses behind it), so it is judged by its embedded address.
  *
  * Odd IPv4 notations (`2130706433`, `0x7f.1`, `0177.0.0.1`) are not parsed here: WHATWG `new URL()`
  * already rewrites them to dotted decimal, so hosts must come from `URL.hostname`
@@ -21,7 +30,12 @@ export type BlockReason =
   | 'unspecified'
   | 'unique_local'
   | 'metadata'
-  | 'reserved';
+  | 'reserved'
+  | 'ipv4_mapped'
+  | 'ipv4_compatible'
+  | 'nat64_local'
+  | '6to4'
+  | 'teredo';
 
 interface Range {
   base: number[];
@@ -55,6 +69,12 @@ const V6_RANGES: Range[] = [
   { base: bytesOf6('ff00::'), bits: 8, reason: 'multicast' },
   { base: bytesOf6('fec0::'), bits: 10, reason: 'reserved' }, // deprecated site-local
   { base: bytesOf6('100::'), bits: 64, reason: 'reserved' }, // discard-only
+  { base: bytesOf6('::ffff:0:0'), bits: 96, reason: 'ipv4_mapped' },
+  { base: bytesOf6('::ffff:0:0:0'), bits: 96, reason: 'ipv4_mapped' }, // IPv4-translated (SIIT)
+  { base: bytesOf6('::'), bits: 96, reason: 'ipv4_compatible' },
+  { base: bytesOf6('64:ff9b:1::'), bits: 48, reason: 'nat64_local' },
+  { base: bytesOf6('2002::'), bits: 16, reason: '6to4' },
+  { base: bytesOf6('2001::'), bits: 32, reason: 'teredo' },
 ];
 
 /** Why `ip` (an IPv4 or IPv6 literal, no brackets) is blocked; undefined when it is public. */
@@ -64,8 +84,7 @@ export function blockedAddressReason(ip: string): BlockReason | undefined {
   if (!isIPv6(bare)) return undefined;
   const bytes = bytesOf6(bare);
   const embedded = embeddedIPv4(bytes);
-  if (embedded) return matchRanges(embedded, V4_RANGES) ?? matchRanges(bytes, V6_RANGES);
-  return matchRanges(bytes, V6_RANGES);
+  return (embedded && matchRanges(embedded, V4_RANGES)) ?? matchRanges(bytes, V6_RANGES);
 }
 
 export function isBlockedAddress(ip: string): boolean {
@@ -113,18 +132,23 @@ function inPrefix(bytes: number[], base: number[], bits: number): boolean {
 }
 
 /**
- * The IPv4 address inside IPv4-mapped (::ffff:0:0/96), IPv4-compatible (::/96, deprecated but
- * still routed to the IPv4 stack by some systems) and NAT64 (64:ff9b::/96) addresses.
- * `::` and `::1` are left to the IPv6 rules.
+ * The IPv4 address inside IPv4-mapped (::ffff:0:0/96), IPv4-translated (::ffff:0:0:0/96),
+ * IPv4-compatible (::/96, deprecated but still routed to the IPv4 stack by some systems),
+ * well-known NAT64 (64:ff9b::/96) and 6to4 (2002::/16, address in bits 16–47) addresses. A
+ * local-use NAT64 address (64:ff9b:1::/48) places its IPv4 address by the operator's prefix
+ * length, so it is refused by prefix alone. `::` and `::1` are left to the IPv6 rules.
  */
 function embeddedIPv4(bytes: number[]): number[] | undefined {
   const head = bytes.slice(0, 12);
   const tail = bytes.slice(12);
-  const zeros = (n: number) => head.slice(0, n).every((b) => b === 0);
-  const mapped = zeros(10) && head[10] === 0xff && head[11] === 0xff;
-  const compatible = zeros(12) && (tail[0] !== 0 || tail[1] !== 0);
-  const nat64 = head[0] === 0 && head[1] === 0x64 && head[2] === 0xff && head[3] === 0x9b && head.slice(4).every((b) => b === 0);
-  return mapped || compatible || nat64 ? tail : undefined;
+  const zeros = (from: number, to: number) => head.slice(from, to).every((b) => b === 0);
+  const mapped = zeros(0, 10) && head[10] === 0xff && head[11] === 0xff;
+  const translated = zeros(0, 8) && head[8] === 0xff && head[9] === 0xff && zeros(10, 12);
+  const compatible = zeros(0, 12) && (tail[0] !== 0 || tail[1] !== 0);
+  const nat64 = head[0] === 0 && head[1] === 0x64 && head[2] === 0xff && head[3] === 0x9b && zeros(4, 12);
+  if (mapped || translated || compatible || nat64) return tail;
+  if (head[0] === 0x20 && head[1] === 0x02) return bytes.slice(2, 6);
+  return undefined;
 }
 
 /** 16 bytes of a valid IPv6 literal (validated by the caller or a constant). */
