@@ -102,9 +102,20 @@ describe.skipIf(!hasChromium)('dashboard against warmpool dev', () => {
     const arrivalsBefore = sum((await chart('arrivals'))[1]);
     expect(max((await chart('queue'))[1])).toBe(0); // no job was submitted yet
     let submitted = 0;
-    // Waves until the queue chart has seen jobs waiting (a wave is absorbed faster than a poll on a fast machine).
+    // Waves until the queue chart has seen jobs waiting. The worker drains a wave about as fast as
+    // the API accepts it, so a sample taken between waves (the page's, at most one per 2 s) can see
+    // none: the series route is also read *while* each wave is accepted, as a second open dashboard
+    // would, so the due sample falls while jobs wait.
     for (let wave = 0; wave < 20 && max((await chart('queue'))[1]) === 0; wave++) {
-      submitted += await submitJobs(dev?.url as string, KEYS.load, 400, wave);
+      let accepting = true;
+      const wave$ = submitJobs(dev?.url as string, KEYS.load, 400, wave).finally(() => {
+        accepting = false;
+      });
+      while (accepting) {
+        await (await api(`/v1/deployments/${DEMO}/series`)).body?.cancel();
+        await page.waitForTimeout(100);
+      }
+      submitted += await wave$;
       await page.waitForTimeout(1_000);
     }
     expect(submitted).toBeGreaterThan(0);

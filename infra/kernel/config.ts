@@ -39,6 +39,16 @@ export const SCALER_DEFAULTS: Readonly<Config['scaler']> = {
  */
 export const SIMULATE_DEFAULTS: Readonly<ScalerTuning> = { ...SCALER_DEFAULTS, tickMs: 5_000, sloQueueWaitMs: 30_000 };
 
+/**
+ * What one API process gives one request that holds resources for long (docs/SECURITY.md says
+ * why each): the dashboard's simulation (a replay on a worker thread, one at a time) and job
+ * event streams (a socket and a watch each, open until the job ends).
+ */
+export const API_LIMIT_DEFAULTS: Readonly<Pick<Config['api'], 'simulation' | 'sse'>> = {
+  simulation: { cpuBudgetMs: 5_000, perTenantPerMin: 6 },
+  sse: { maxStreamsPerTenant: 100, maxStreams: 1_000 },
+};
+
 /** Every variable warmpool reads, with its default. README's config table mirrors this. */
 const schema = z.object({
   // redis://host:port (one node) or redis+cluster://host:port,host:port (Redis Cluster; infra/redis/client.ts).
@@ -75,6 +85,10 @@ const schema = z.object({
     .refine((v) => v === undefined || (/^\d{1,5}$/.test(v) && Number(v) <= 65535), 'a port from 0 to 65535')
     .transform((v) => (v === undefined ? undefined : Number(v))),
   METRICS_TOKEN: optionalString.pipe(z.string().min(16, 'must be 16 characters or more').optional()),
+  SIMULATION_CPU_BUDGET_MS: int(100, 600_000).default(API_LIMIT_DEFAULTS.simulation.cpuBudgetMs),
+  SIMULATIONS_PER_MIN: int(1, 10_000).default(API_LIMIT_DEFAULTS.simulation.perTenantPerMin),
+  MAX_SSE_STREAMS_PER_TENANT: int(1, 1_000_000).default(API_LIMIT_DEFAULTS.sse.maxStreamsPerTenant),
+  MAX_SSE_STREAMS: int(1, 1_000_000).default(API_LIMIT_DEFAULTS.sse.maxStreams),
   BODY_LIMIT_BYTES: int(1024).default(8 * 1024 * 1024),
   SYNC_TIMEOUT_MS: int(1).default(30_000),
   JOB_RETENTION_S: int(60).default(86_400),
@@ -163,6 +177,10 @@ export interface Config {
     metricsPort?: number;
     /** A bearer token that may read `/metrics` on the API's port besides admin tenants' keys. Non-enumerable. */
     readonly metricsToken?: string;
+    /** The dashboard's simulation: CPU time one replay may use, and replays a tenant may start per minute. */
+    simulation: { cpuBudgetMs: number; perTenantPerMin: number };
+    /** Concurrent job event streams one API process serves per tenant, and in all. */
+    sse: { maxStreamsPerTenant: number; maxStreams: number };
   };
   jobs: { retentionS: number; attempts: number; idempotencyTtlS: number };
   rateLimit: { rps: number; burst: number };
@@ -270,6 +288,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     requestTimeoutMs: e.REQUEST_TIMEOUT_MS,
     authFailureLimitPerMin: e.AUTH_FAILURE_LIMIT_PER_MIN,
     trustProxyHops: e.TRUST_PROXY_HOPS,
+    simulation: { cpuBudgetMs: e.SIMULATION_CPU_BUDGET_MS, perTenantPerMin: e.SIMULATIONS_PER_MIN },
+    sse: { maxStreamsPerTenant: e.MAX_SSE_STREAMS_PER_TENANT, maxStreams: e.MAX_SSE_STREAMS },
     ...(e.METRICS_PORT !== undefined ? { metricsPort: e.METRICS_PORT } : {}),
     adminTenants: e.ADMIN_TENANTS.split(',')
       .map((t) => t.trim())
