@@ -14,7 +14,7 @@ import type { Registry } from 'prom-client';
 import type { CanaryPolicy } from '../infra/canary/index.ts';
 import type { BulkRuns } from '../infra/contracts/bulk.ts';
 import type { Backlog } from '../infra/contracts/pool.ts';
-import type { ApiKey, ScalerTuning } from '../infra/kernel/config.ts';
+import { API_LIMIT_DEFAULTS, type ApiKey, type Config, type ScalerTuning } from '../infra/kernel/config.ts';
 import { InvalidInputError } from '../infra/kernel/errors.ts';
 import type { Log } from '../infra/kernel/log.ts';
 import type { RedisClient } from '../infra/redis/client.ts';
@@ -25,6 +25,7 @@ import { type AuthEnv, bearerAuth } from './http/auth.ts';
 import { errorBody, errorHandler, notFoundHandler } from './http/errors.ts';
 import type { IdempotencyStore } from './http/idempotency.ts';
 import { type RateLimitSettings, rateLimit } from './http/rate-limit.ts';
+import { createStreamSlots } from './http/stream-slots.ts';
 import { openApiRoutes } from './openapi/routes.ts';
 import type { Clock, DeploymentLookup, JobQueue, ModelCatalog } from './ports.ts';
 import { bulkRunRoutes } from './routes/bulk-runs.ts';
@@ -62,6 +63,10 @@ export interface AppDeps {
   backlog?: (target: { model: string; versions: readonly string[] }) => Promise<Backlog>;
   /** The live scaler's settings (config's `scaler`), which the dashboard's simulator replays; no dashboard routes without them. */
   scaler?: ScalerTuning;
+  /** The dashboard simulation's CPU-time budget and per-tenant rate (config's `api.simulation`); API_LIMIT_DEFAULTS when absent. */
+  simulation?: Config['api']['simulation'];
+  /** Concurrent job event streams per tenant and in all (config's `api.sse`); API_LIMIT_DEFAULTS when absent. */
+  sse?: Config['api']['sse'];
   /** Tenants allowed to change deployments (ADMIN_TENANTS); none when absent. */
   adminTenants?: readonly string[];
   /** The canary guard's policy, so the status route judges as the guard does. */
@@ -148,7 +153,9 @@ export function createApp(deps: AppDeps): Hono<AuthEnv> {
     },
   };
   app.route('/', jobRoutes(useCaseDeps));
-  app.route('/', jobEventRoutes({ jobs: deps.jobs, clock: deps.clock, heartbeatMs: deps.sseHeartbeatMs ?? 15_000, log: deps.log }));
+  const sse = deps.sse ?? API_LIMIT_DEFAULTS.sse;
+  const slots = createStreamSlots({ perTenant: sse.maxStreamsPerTenant, total: sse.maxStreams });
+  app.route('/', jobEventRoutes({ jobs: deps.jobs, clock: deps.clock, heartbeatMs: deps.sseHeartbeatMs ?? 15_000, slots, log: deps.log }));
   app.route('/', oipRoutes(useCaseDeps));
   if (deps.bulkRuns) {
     app.route('/', bulkRunRoutes({ bulkRuns: deps.bulkRuns, webhookAllowedPrivateHosts: useCaseDeps.webhookAllowedPrivateHosts }));
@@ -161,7 +168,11 @@ export function createApp(deps: AppDeps): Hono<AuthEnv> {
     app.route('/', canaryRoutes({ ...deps.webhooks, ...deps.canary, clock: deps.clock }));
     if (deps.backlog) {
       app.route('/', poolRoutes({ ...deps.webhooks, backlog: deps.backlog, clock: deps.clock }));
-      if (deps.scaler) app.route('/', dashboardRoutes({ ...deps.webhooks, backlog: deps.backlog, clock: deps.clock, scaler: deps.scaler }));
+      if (deps.scaler) {
+        const simulation = deps.simulation ?? API_LIMIT_DEFAULTS.simulation;
+        const dashboard = { ...deps.webhooks, backlog: deps.backlog, clock: deps.clock, scaler: deps.scaler, simulation };
+        app.route('/', dashboardRoutes({ ...dashboard, limiter: deps.rateLimit?.limiter }));
+      }
     }
   }
   app.route('/', sessionRoutes(deps.adminTenants ?? []));

@@ -142,6 +142,8 @@ export function createApiRuntime(config: Config, log: Logger, overrides: ApiOver
     bulkRuns: createBulkRuns(bulk.deps),
     backlog: (target) => queueStats.backlog(target),
     scaler: config.scaler,
+    simulation: config.api.simulation,
+    sse: config.api.sse,
     canary: { policy: canaryPolicy, tickMs: config.canary.tickMs },
     ready: async () => redis.status === 'ready',
     log,

@@ -70,6 +70,17 @@ export const RUNTIME_FILES: Record<string, Array<[from: string, to: string]>> = 
   ],
 };
 
+/**
+ * Worker threads a function starts from a file beside its code (`new Worker(new URL('./x.mjs',
+ * import.meta.url))`): each is bundled on its own, under the name the code asks for, beside the
+ * function's index.mjs, so the same relative URL resolves in the zip. There it is plain JS; in
+ * the source tree the .mjs registers tsx first. The API's: the dashboard simulation's replay
+ * thread (infra/simulator/bounded-replay.ts), which keeps a replay off the event loop.
+ */
+export const THREAD_ENTRIES: Record<string, Array<[entry: string, file: string]>> = {
+  api: [['infra/simulator/sweep-thread.ts', 'sweep-thread.mjs']],
+};
+
 /** Inputs a Lambda bundle must never contain. */
 const FORBIDDEN = [/node_modules\/onnxruntime-(node|common)\//, /\.node$/];
 
@@ -102,9 +113,8 @@ export interface Bundle {
 export async function bundleLambdas(): Promise<Record<string, Bundle>> {
   rmSync(BUILD_DIR, { recursive: true, force: true });
   const results: Record<string, Bundle> = {};
-  for (const [name, entry] of Object.entries(ENTRIES)) {
-    const outfile = path.join(BUILD_DIR, name, 'index.mjs');
-    const result = await build({
+  const bundle = (entry: string, outfile: string) =>
+    build({
       absWorkingDir: ROOT,
       entryPoints: [entry],
       outfile,
@@ -123,9 +133,13 @@ export async function bundleLambdas(): Promise<Record<string, Bundle>> {
       banner: { js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);" },
       plugins: [bundleCreateRequire, stubKubernetes],
     });
+  for (const [name, entry] of Object.entries(ENTRIES)) {
+    const outfile = path.join(BUILD_DIR, name, 'index.mjs');
+    const result = await bundle(entry, outfile);
+    const threads = await Promise.all((THREAD_ENTRIES[name] ?? []).map(([from, file]) => bundle(from, path.join(BUILD_DIR, name, file))));
     // Beside the function's folder, so it stays out of the zip: what went in, for review and tests.
     writeFileSync(path.join(BUILD_DIR, `${name}.meta.json`), JSON.stringify(result.metafile));
-    const inputs = Object.keys(result.metafile.inputs);
+    const inputs = [...new Set([result, ...threads].flatMap((r) => Object.keys(r.metafile.inputs)))];
     const forbidden = inputs.filter((i) => FORBIDDEN.some((re) => re.test(i)));
     if (forbidden.length > 0) throw new Error(`the ${name} bundle must not contain ${forbidden.join(', ')}`);
     for (const [from, to] of RUNTIME_FILES[name] ?? []) {

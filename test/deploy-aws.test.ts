@@ -13,7 +13,7 @@ import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:f
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultGroupName } from '../infra/pool/asg-provider.ts';
-import { BUILD_DIR, packageService, RUNTIME_FILES } from '../scripts/package-aws.ts';
+import { BUILD_DIR, packageService, RUNTIME_FILES, THREAD_ENTRIES } from '../scripts/package-aws.ts';
 import { testServices } from './support/services.ts';
 
 type Json = Record<string, unknown>;
@@ -176,9 +176,10 @@ describe('the API and the scaler on Lambda', () => {
 
   it('zips each bundle alone, and the bundle runs from a folder with no node_modules', async () => {
     for (const fn of ['api', 'scaler']) {
-      const besides = (RUNTIME_FILES[fn] ?? []).map(([from, to]) =>
-        from.endsWith('/assets') ? `.build/aws/${fn}/${to}/` : `.build/aws/${fn}/${to}`,
-      );
+      const besides = [
+        ...(RUNTIME_FILES[fn] ?? []).map(([from, to]) => (from.endsWith('/assets') ? `.build/aws/${fn}/${to}/` : `.build/aws/${fn}/${to}`)),
+        ...(THREAD_ENTRIES[fn] ?? []).map(([, file]) => `.build/aws/${fn}/${file}`),
+      ];
       const entries = zipEntries(path.join(work, 'plain', `${fn}.zip`));
       expect(entries).toContain(`.build/aws/${fn}/index.mjs`);
       // The bundle, and the runtime files copied beside it: nothing else.
@@ -205,7 +206,12 @@ describe('the API and the scaler on Lambda', () => {
       // The API's Redis connection fails fast while it connects: wait for readiness as a load balancer would.
       "for (let i = 0; i < 100 && (await lambdaHandler(event('/v2/health/ready'), {})).statusCode !== 200; i++) await new Promise((r) => setTimeout(r, 50));",
       "const res = await lambdaHandler(event('/v1/models'), {});",
-      'process.stdout.write(JSON.stringify({ status: res.statusCode, body: JSON.parse(res.body) }));',
+      // The dashboard simulation's replay thread, bundled beside index.mjs, starts there alone.
+      "const { Worker } = await import('node:worker_threads');",
+      "const thread = new Worker(new URL('./sweep-thread.mjs', import.meta.url), { workerData: { trace: { series: { startMs: 0, perMinute: [] }, missing: [], rows: 0 } } });",
+      "const ready = await new Promise((resolve, reject) => { thread.once('message', resolve); thread.once('error', reject); });",
+      'await thread.terminate();',
+      'process.stdout.write(JSON.stringify({ status: res.statusCode, body: JSON.parse(res.body), thread: ready.ready }));',
       'process.exit(0);',
     ].join('\n');
     writeFileSync(path.join(alone, 'probe.mjs'), probe);
@@ -228,7 +234,7 @@ describe('the API and the scaler on Lambda', () => {
       },
     });
     expect(run.stderr).toBe('');
-    expect(JSON.parse(run.stdout)).toEqual({ status: 200, body: { models: [] } });
+    expect(JSON.parse(run.stdout)).toEqual({ status: 200, body: { models: [] }, thread: true });
   });
 });
 

@@ -7,6 +7,10 @@
  *
  * The pool, the decision log and the deployment's settings come from the routes that already
  * serve them (`GET /v1/pool`, `GET/PUT /v1/deployments/:model`).
+ *
+ * A simulation is the costliest request a tenant can make: besides its own bounds (the use case)
+ * it is rate-limited per tenant, SIMULATIONS_PER_MIN in a token bucket in Redis shared by every
+ * API process (a minute's worth may come at once), checked once the query is valid.
  */
 import { Hono } from 'hono';
 import type { z } from 'zod';
@@ -14,13 +18,16 @@ import type { Backlog } from '../../infra/contracts/pool.ts';
 import { createDeploymentStore } from '../../infra/deployments/deployment-store.ts';
 import { listHeartbeats } from '../../infra/fleet/worker-states.ts';
 import type { Clock } from '../../infra/kernel/clock.ts';
-import type { ScalerTuning } from '../../infra/kernel/config.ts';
+import type { Config, ScalerTuning } from '../../infra/kernel/config.ts';
 import { InvalidInputError } from '../../infra/kernel/errors.ts';
 import type { RedisClient } from '../../infra/redis/client.ts';
 import { decisionStreamKey } from '../../infra/redis/keys.ts';
 import type { DecisionRecord } from '../../infra/scaler/index.ts';
+import { replayBounded } from '../../infra/simulator/index.ts';
 import { createArrivalHistory } from '../../infra/telemetry/arrival-history.ts';
 import type { AuthEnv } from '../http/auth.ts';
+import { errorBody } from '../http/errors.ts';
+import type { RateLimiter } from '../http/rate-limiter.ts';
 import { createPoolSamples } from '../insights/samples.ts';
 import { deploymentSeries } from '../use-cases/deployment-series.ts';
 import { createDeploymentSimulator } from '../use-cases/simulate-deployment.ts';
@@ -35,6 +42,10 @@ export interface DashboardRoutesDeps {
   sampleIntervalMs?: number;
   /** The live scaler's settings (config's `scaler`): what the simulator replays. */
   scaler: ScalerTuning;
+  /** A replay's CPU-time budget and the simulations a tenant may start per minute (SIMULATION_CPU_BUDGET_MS, SIMULATIONS_PER_MIN). */
+  simulation: Config['api']['simulation'];
+  /** The API's token buckets; simulations are not rate-limited without it. */
+  limiter?: RateLimiter;
 }
 
 /** `GET /v1/session`: the page's sign-in check, and whether to offer changes or say why not. */
@@ -54,7 +65,12 @@ export function dashboardRoutes(deps: DashboardRoutesDeps): Hono<AuthEnv> {
     heartbeats: () => listHeartbeats(deps.redis, deps.prefix),
     clock: deps.clock,
   };
-  const simulate = createDeploymentSimulator({ ...data, scaler: deps.scaler });
+  const { cpuBudgetMs, perTenantPerMin } = deps.simulation;
+  const simulate = createDeploymentSimulator({
+    ...data,
+    scaler: deps.scaler,
+    replay: (trace, tasks, signal) => replayBounded(trace, tasks, { cpuBudgetMs, signal }),
+  });
 
   app.get('/v1/deployments/:model/series', async (c) => {
     const { minutes } = parseQuery(SeriesQuery, c.req.query());
@@ -63,7 +79,16 @@ export function dashboardRoutes(deps: DashboardRoutesDeps): Hono<AuthEnv> {
 
   app.get('/v1/deployments/:model/simulation', async (c) => {
     const { minutes, sloMs, ...choice } = parseQuery(SimulationQuery, c.req.query());
-    return c.json(await simulate(c.req.param('model'), minutes, { ...choice, sloQueueWaitMs: sloMs }));
+    if (deps.limiter) {
+      const bucket = `simulation:${c.get('tenant')}`;
+      const taken = await deps.limiter.take(bucket, { now: deps.clock.now(), rps: perTenantPerMin / 60, burst: perTenantPerMin });
+      if (!taken.allowed) {
+        const seconds = Math.max(1, Math.ceil(taken.retryAfterMs / 1000));
+        const message = `too many simulations: a tenant may start ${perTenantPerMin} per minute; retry in ${seconds} s`;
+        return c.json(errorBody('rate_limited', message, { retry_after_s: seconds }), 429, { 'Retry-After': String(seconds) });
+      }
+    }
+    return c.json(await simulate(c.req.param('model'), minutes, { ...choice, sloQueueWaitMs: sloMs }, c.req.raw.signal));
   });
 
   return app;

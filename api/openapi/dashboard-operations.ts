@@ -69,8 +69,10 @@ export const DASHBOARD_OPERATIONS: readonly OperationSpec[] = [
     summary:
       'The deployment’s recorded arrivals replayed through the policy with its current and with chosen settings, beside what happened',
     description:
-      'Runs the policy simulator (the live forecaster and policy) in the API process, on up to 7 days of recorded history ' +
-      'before the window; at most 1440 minutes and 1,000,000 arrivals replayed, one simulation at a time per process.',
+      'Runs the policy simulator (the live forecaster and policy) on a worker thread of the API process, on up to 7 days of ' +
+      'recorded history before the window; at most 1440 minutes and 1,000,000 arrivals replayed, within SIMULATION_CPU_BUDGET_MS ' +
+      'of CPU time, with min/max/standby at most twice the deployment’s max; one simulation at a time per process, and ' +
+      'SIMULATIONS_PER_MIN per tenant.',
     auth: true,
     params: model,
     query: SimulationQuery,
@@ -79,9 +81,16 @@ export const DASHBOARD_OPERATIONS: readonly OperationSpec[] = [
         description: 'Cost and SLO attainment: actual, simulated with the current settings, simulated with the chosen ones',
         schema: Simulation,
       },
-      400: { ...badQuery, description: 'Bad query, or settings that do not hold together (max below min)' },
+      400: {
+        ...badQuery,
+        description: 'Bad query, settings that do not hold together (max below min), or more workers than twice the deployment’s max',
+      },
       404: notDeployed(),
-      422: { description: 'Too many arrivals in the window to replay here', schema: S.ErrorBody, codes: ['simulation_too_large'] },
+      422: {
+        description: 'Too many arrivals in the window to replay here, or the replay used its CPU-time budget',
+        schema: S.ErrorBody,
+        codes: ['simulation_too_large'],
+      },
       503: {
         description: 'Another simulation is running',
         schema: S.ErrorBody,

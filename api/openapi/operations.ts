@@ -159,13 +159,26 @@ export const OPERATIONS: readonly OperationSpec[] = [
     description:
       'The current status at once, then every change; event name = status, data = the job as GET /v1/jobs/{id}. ' +
       'Ends after succeeded, failed or canceled. A comment line keeps idle streams open. ' +
-      'A failure after the stream began is an `error` event carrying the usual error body.',
+      'A failure after the stream began is an `error` event carrying the usual error body. ' +
+      'At most MAX_SSE_STREAMS_PER_TENANT streams per tenant (429) and MAX_SSE_STREAMS in all (503) are open per API process.',
     auth: true,
     params: jobId,
     responses: {
       200: { description: 'The event stream', schema: S.EventStream, contentType: 'text/event-stream' },
       404: notFoundJob(),
       ...authed,
+      429: {
+        description: 'Rate limited, or the tenant holds MAX_SSE_STREAMS_PER_TENANT streams on this API process',
+        schema: S.ErrorBody,
+        codes: ['rate_limited', 'too_many_streams'],
+        headers: { 'Retry-After': 'Seconds to wait (rate_limited)' },
+      },
+      503: {
+        description: 'This API process serves MAX_SSE_STREAMS streams already',
+        schema: S.ErrorBody,
+        codes: ['too_many_streams'],
+        headers: { 'Retry-After': 'Seconds to wait' },
+      },
     },
   },
   {

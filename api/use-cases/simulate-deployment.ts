@@ -8,9 +8,13 @@
  * the per-worker rate from the scaler's latest decision, the batch profile from a live worker's
  * warm-up. The forecaster gets up to HISTORY_DAYS of recorded history before the window.
  *
- * Bounded, because it runs in the API process: at most MAX_SIMULATION_MINUTES replayed, at most
- * MAX_REPLAY_ROWS arrivals in them (422 beyond), and one simulation at a time per process (503 with
- * Retry-After while one runs). The replay is synchronous CPU work proportional to those bounds.
+ * Bounded, because it runs in the API process and any tenant may ask: at most
+ * MAX_SIMULATION_MINUTES replayed, at most MAX_REPLAY_ROWS arrivals in them (422 beyond), workers
+ * tried at most MAX_WORKERS_FACTOR times the deployment's own max (400 beyond: the replay's work
+ * grows with the pool it simulates), and one simulation at a time per process (503 with
+ * Retry-After while one runs). The replay itself is CPU work off the event loop (`deps.replay`: a
+ * worker thread with a CPU-time budget, infra/simulator/bounded-replay.ts), so health checks and
+ * other requests are answered meanwhile; a replay past its budget is a 422 too.
  */
 
 import type { ArrivalSeries, PolicySettings } from '../../infra/contracts/pool.ts';
@@ -21,7 +25,14 @@ import type { ScalerTuning } from '../../infra/kernel/config.ts';
 import { InvalidInputError, OverloadedError } from '../../infra/kernel/errors.ts';
 import type { DecisionRecord } from '../../infra/scaler/index.ts';
 import { scalerSettingsFrom } from '../../infra/scaler/index.ts';
-import { batchPointsFrom, compare, defaultSettings, type PolicyReport } from '../../infra/simulator/index.ts';
+import {
+  batchPointsFrom,
+  defaultSettings,
+  type PolicyReport,
+  ReplayBudgetError,
+  type ReplayTask,
+  type Trace,
+} from '../../infra/simulator/index.ts';
 import { actualOutcome, type Outcome, workerTimeline } from '../insights/outcome.ts';
 import type { PoolSamples } from '../insights/samples.ts';
 import { round } from '../insights/series.ts';
@@ -30,6 +41,12 @@ import { checkMinutes, deployedOrThrow } from './deployment-series.ts';
 export const MAX_SIMULATION_MINUTES = 1440;
 export const MAX_REPLAY_ROWS = 1_000_000;
 export const HISTORY_DAYS = 7;
+/**
+ * Workers (min, max, standby) a replay may try, as a multiple of the deployment's own max: enough
+ * to ask "what if max were doubled", while the replay's work (which grows with the simulated pool)
+ * stays proportional to what an admin deployed.
+ */
+export const MAX_WORKERS_FACTOR = 2;
 const MINUTE_MS = 60_000;
 
 /** The settings an operator may try; the rest come from the deployment and the scaler. */
@@ -44,6 +61,11 @@ export interface SimulateDeploymentDeps {
   clock: Clock;
   /** The live scaler's settings (the config's `scaler` section): its tick, and what it decides with before a decision is recorded. */
   scaler: ScalerTuning;
+  /**
+   * Runs the replays off the event loop (infra/simulator replayBounded on a worker thread): each
+   * task's reports. Rejects with ReplayBudgetError past its CPU-time budget.
+   */
+  replay(trace: Trace, tasks: ReplayTask[], signal?: AbortSignal): Promise<PolicyReport[][]>;
 }
 
 export interface SimulatedRun {
@@ -76,20 +98,27 @@ export interface SimulationView {
 /** A simulator for the deployments of one API process: one replay at a time. */
 export function createDeploymentSimulator(deps: SimulateDeploymentDeps) {
   let running = false;
-  return async (model: string, minutes: number, choice: PolicyChoice): Promise<SimulationView> => {
+  return async (model: string, minutes: number, choice: PolicyChoice, signal?: AbortSignal): Promise<SimulationView> => {
     checkMinutes(minutes, MAX_SIMULATION_MINUTES);
     if (running) throw new OverloadedError('simulation_busy', 'a simulation is running in this API process; try again shortly', 5);
     running = true;
     try {
-      return await simulateDeployment(deps, model, minutes, choice);
+      return await simulateDeployment(deps, model, minutes, choice, signal);
     } finally {
       running = false;
     }
   };
 }
 
-async function simulateDeployment(deps: SimulateDeploymentDeps, model: string, requestedMinutes: number, choice: PolicyChoice) {
+async function simulateDeployment(
+  deps: SimulateDeploymentDeps,
+  model: string,
+  requestedMinutes: number,
+  choice: PolicyChoice,
+  signal: AbortSignal | undefined,
+) {
   const deployment = await deployedOrThrow(deps, model);
+  checkWorkers(choice, deployment.max);
   // Whole minutes only, the arrivals' grain: the minute in progress is neither replayed nor judged.
   const to = Math.floor(deps.clock.now() / MINUTE_MS) * MINUTE_MS;
   const requestedFrom = to - requestedMinutes * MINUTE_MS;
@@ -117,18 +146,19 @@ async function simulateDeployment(deps: SimulateDeploymentDeps, model: string, r
   const profile = beats.filter((b) => b.model === model && b.batchProfile).map((b) => batchPointsFrom(b))[0];
   const workerRowsPerSec = latest?.perWorkerRatePerSec || 100;
   const historyMinutes = trace.series.perMinute.length - minutes;
-  const run = (name: SimulatedRun['name'], policy: PolicySettings) => {
-    const settings = defaultSettings(deps.scaler, {
+  const task = (policy: PolicySettings): ReplayTask => ({
+    settings: defaultSettings(deps.scaler, {
       sloMs: chosen.sloQueueWaitMs,
       coldStartMs: current.coldStartMs,
       workerRps: workerRowsPerSec,
       ...(profile ? { batchProfile: profile.points, maxBatch: profile.chosenBatch ?? 32 } : {}),
       historyDays: historyMinutes / 1440,
       policy,
-    });
-    return summary(name, policy, compare(trace, settings, ['predictive']).policies[0] as PolicyReport);
-  };
-  const runs = [run('current', current), run('chosen', chosen)];
+    }),
+    only: ['predictive'],
+  });
+  const [currentRun, chosenRun] = await replay(deps, trace, [task(current), task(chosen)], signal);
+  const runs = [summary('current', current, currentRun as PolicyReport), summary('chosen', chosen, chosenRun as PolicyReport)];
   const actual = actualOutcome({ decisions, samples, fromMs: from, toMs: to, sloMs: chosen.sloQueueWaitMs });
   return {
     model,
@@ -148,6 +178,29 @@ async function simulateDeployment(deps: SimulateDeploymentDeps, model: string, r
     actual,
     pool: poolColumns(trace.series.startMs + historyMinutes * MINUTE_MS, runs, workerTimeline(decisions, samples)),
   } satisfies SimulationView;
+}
+
+/** The replays' predictive reports; a replay past its CPU-time budget is the caller's to shrink (422). */
+async function replay(deps: SimulateDeploymentDeps, trace: Trace, tasks: ReplayTask[], signal: AbortSignal | undefined) {
+  try {
+    return (await deps.replay(trace, tasks, signal)).map((reports) => reports[0]);
+  } catch (err) {
+    if (!(err instanceof ReplayBudgetError)) throw err;
+    const message = `this replay needs more CPU time than one simulation may use (${err.message}): choose fewer minutes or fewer workers`;
+    throw new InvalidInputError('simulation_too_large', message, { status: 422, cause: err });
+  }
+}
+
+/** Workers tried beyond MAX_WORKERS_FACTOR × the deployment's max are refused before any replay. */
+export function checkWorkers(choice: PolicyChoice, deploymentMax: number): void {
+  const ceiling = Math.max(1, MAX_WORKERS_FACTOR * deploymentMax);
+  for (const key of ['min', 'max', 'standby'] as const) {
+    const value = choice[key];
+    if (value !== undefined && value > ceiling) {
+      const message = `${key} (${value}) is above ${ceiling}: a simulation tries at most ${MAX_WORKERS_FACTOR} × the deployment's max (${deploymentMax}) workers`;
+      throw new InvalidInputError('invalid_query', message);
+    }
+  }
 }
 
 /** History before the first recorded minute is not "no traffic", it is "not recorded": leave it out. */

@@ -1,5 +1,6 @@
 /** The simulator (DESIGN §8): arrival traces replayed through the live scaler's policy; the public surface for the CLI and the dashboard. */
 export { type ArrivalPattern, minuteArrivals, realiseCounts } from './arrivals.ts';
+export { type BoundedReplayOptions, ReplayBudgetError, type ReplayTask, replayBounded } from './bounded-replay.ts';
 export { type Calibration, calibrate, figures, type MeasuredJob } from './calibration.ts';
 export { coldStartModel, PHASES, type Phase, parsePhases } from './cold-start.ts';
 export { compare, defaultSettings, type PolicyReport, type SimulationSettings } from './compare.ts';

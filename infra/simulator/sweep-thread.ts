@@ -1,10 +1,13 @@
 /**
  * A sweep thread: holds the trace it was started with and runs the tasks it is sent, one at a
- * time, answering each with the policies' figures (without chart series: they stay here).
+ * time, answering each with the policies' figures (without chart series unless the task asks
+ * for them). It first says it is ready, naming its OS thread where the OS lets it be read
+ * (/proc on Linux), so a parent can meter the CPU time this thread uses (bounded-replay.ts).
  */
+import { readlinkSync } from 'node:fs';
 import { parentPort, workerData } from 'node:worker_threads';
 import { compare } from './compare.ts';
-import type { SweepReply, SweepTask } from './sweep.ts';
+import type { SweepReply, SweepTask, ThreadReady } from './sweep.ts';
 import type { Trace } from './trace.ts';
 
 const { trace } = workerData as { trace: Trace };
@@ -14,8 +17,21 @@ parentPort?.on('message', (task: SweepTask) => {
   try {
     const c = compare(trace, task.settings, task.only);
     reply = { id: task.id, policies: c.policies.map(({ series: _series, ...p }) => p) };
+    if (task.series) reply.series = c.policies.map((p) => p.series);
   } catch (err) {
     reply = { id: task.id, error: err instanceof Error ? (err.stack ?? err.message) : String(err) };
   }
   parentPort?.postMessage(reply);
 });
+
+parentPort?.postMessage({ ready: true, osThreadId: osThreadId() } satisfies ThreadReady);
+
+/** `/proc/thread-self` links to `<pid>/task/<tid>`; null where there is no /proc. */
+function osThreadId(): number | null {
+  try {
+    const tid = Number(readlinkSync('/proc/thread-self').split('/').pop());
+    return Number.isInteger(tid) && tid > 0 ? tid : null;
+  } catch {
+    return null;
+  }
+}

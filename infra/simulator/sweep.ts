@@ -43,13 +43,26 @@ export interface SweepTask {
   id: number;
   settings: SimulationSettings;
   only: PolicyName[];
+  /** Send the chart series back too (default: they stay in the thread). */
+  series?: boolean;
 }
 
 export interface SweepReply {
   id: number;
   policies?: PolicySummary[];
+  /** Parallel to policies, when the task asked for them. */
+  series?: Array<PolicyReport['series']>;
   error?: string;
 }
+
+/** A sweep thread's first message: it runs, and this is its OS thread id (null where unknown). */
+export interface ThreadReady {
+  ready: true;
+  osThreadId: number | null;
+}
+
+/** The sweep thread's entry: a plain .mjs that registers tsx before loading sweep-thread.ts. */
+export const SWEEP_THREAD = new URL('./sweep-thread.mjs', import.meta.url);
 
 /** Parses `name=v1,v2,…` specs, checking every name and value. */
 export function parseSweep(specs: readonly string[]): SweepAxis[] {
@@ -133,9 +146,9 @@ async function runTasks(trace: Trace, tasks: SweepTask[], threads: number): Prom
   try {
     await Promise.all(
       Array.from({ length: threads }, async () => {
-        const worker = new Worker(new URL('./sweep-thread.mjs', import.meta.url), { workerData: { trace } });
+        const worker = new Worker(SWEEP_THREAD, { workerData: { trace } });
         workers.push(worker);
-        for (let task = queue.shift(); task; task = queue.shift()) results[task.id] = await runOne(worker, task);
+        for (let task = queue.shift(); task; task = queue.shift()) results[task.id] = (await runTask(worker, task)).policies;
       }),
     );
   } finally {
@@ -144,7 +157,8 @@ async function runTasks(trace: Trace, tasks: SweepTask[], threads: number): Prom
   return results;
 }
 
-function runOne(worker: Worker, task: SweepTask): Promise<PolicySummary[]> {
+/** Sends one task to a sweep thread and waits for its answer (other messages are left alone). */
+export function runTask(worker: Worker, task: SweepTask): Promise<Required<Pick<SweepReply, 'policies'>> & Pick<SweepReply, 'series'>> {
   return new Promise((resolve, reject) => {
     const cleanup = () => {
       worker.off('message', onMessage);
@@ -154,7 +168,7 @@ function runOne(worker: Worker, task: SweepTask): Promise<PolicySummary[]> {
       if (reply.id !== task.id) return;
       cleanup();
       if (reply.error !== undefined || !reply.policies) reject(new Error(`sweep task ${task.id} failed: ${reply.error}`));
-      else resolve(reply.policies);
+      else resolve({ policies: reply.policies, series: reply.series });
     };
     const onError = (err: Error) => {
       cleanup();

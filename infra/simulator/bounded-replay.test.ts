@@ -1,0 +1,58 @@
+import { readlinkSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { SIMULATE_DEFAULTS } from '../kernel/config.ts';
+import { ReplayBudgetError, replayBounded, threadCpuMs } from './bounded-replay.ts';
+import { compare, defaultSettings } from './compare.ts';
+import type { Trace } from './trace.ts';
+
+function trace(minutes: number, perMinute: number): Trace {
+  const counts = Array.from({ length: minutes }, (_, m) => Math.round(perMinute * (1 + Math.sin(m / 60))));
+  return { series: { startMs: Date.UTC(2026, 0, 5), perMinute: counts }, missing: counts.map(() => false), rows: 0 };
+}
+
+describe('replayBounded', () => {
+  it('answers what compare() answers in this thread, chart series included, one list per task', async () => {
+    const t = trace(240, 200);
+    const settings = [1, 3].map((standby) =>
+      defaultSettings(SIMULATE_DEFAULTS, { policy: { ...defaultSettings(SIMULATE_DEFAULTS).policy, standby } }),
+    );
+    const reports = await replayBounded(
+      t,
+      settings.map((s) => ({ settings: s, only: ['predictive'] })),
+      { cpuBudgetMs: 60_000 },
+    );
+    expect(reports).toEqual(settings.map((s) => compare(t, s, ['predictive']).policies));
+    expect(reports[0]?.[0]?.series.active.length).toBeGreaterThan(0);
+  });
+
+  it('stops a replay once it has used its CPU-time budget', async () => {
+    // Thousands of simulated workers over a day of arrivals: a minute of CPU, far past 300 ms.
+    const policy = { ...defaultSettings(SIMULATE_DEFAULTS).policy, min: 5_000, max: 5_000, standby: 5_000 };
+    const task = { settings: defaultSettings(SIMULATE_DEFAULTS, { policy }), only: ['predictive' as const] };
+    const replay = replayBounded(trace(1440, 500), [task], { cpuBudgetMs: 300 });
+    await expect(replay).rejects.toBeInstanceOf(ReplayBudgetError);
+    await expect(replay).rejects.toThrow(/budget is 300 ms/);
+  });
+
+  it('stops when its signal aborts, and refuses to start on an aborted one', async () => {
+    const policy = { ...defaultSettings(SIMULATE_DEFAULTS).policy, min: 5_000, max: 5_000, standby: 5_000 };
+    const task = { settings: defaultSettings(SIMULATE_DEFAULTS, { policy }), only: ['predictive' as const] };
+    const gone = new AbortController();
+    const replay = replayBounded(trace(1440, 500), [task], { cpuBudgetMs: 600_000, signal: gone.signal });
+    setTimeout(() => gone.abort(new Error('client disconnected')), 200);
+    await expect(replay).rejects.toThrow('client disconnected');
+    await expect(replayBounded(trace(10, 1), [task], { cpuBudgetMs: 1_000, signal: gone.signal })).rejects.toThrow('client disconnected');
+  });
+});
+
+describe.runIf(process.platform === 'linux')('threadCpuMs', () => {
+  it("reads a thread's CPU time, and null for a thread that is not there", () => {
+    const self = Number(readlinkSync('/proc/thread-self').split('/').pop());
+    const before = threadCpuMs(self) ?? Number.NaN;
+    let x = 0;
+    for (let i = 0; i < 50_000_000; i++) x += i % 7;
+    expect(x).toBeGreaterThan(0);
+    expect(threadCpuMs(self)).toBeGreaterThan(before);
+    expect(threadCpuMs(2 ** 31 - 1)).toBeNull();
+  });
+});
