@@ -21,7 +21,7 @@ import { createArrivalCounter } from '../infra/telemetry/arrival-counter.ts';
 import { createArrivalHistory } from '../infra/telemetry/arrival-history.ts';
 import { createApiMetrics, readMetricsSnapshots, renderClusterMetrics } from '../infra/telemetry/metrics.ts';
 import { type AppDeps, createApp } from './app.ts';
-import { answerParseErrorsAsJson } from './http/client-errors.ts';
+import { answerParseErrorsAsJson, slowClientLimits } from './http/client-errors.ts';
 import { createIdempotencyStore } from './http/idempotency.ts';
 import { createRateLimiter } from './http/rate-limiter.ts';
 import { createBulkNotifier } from './webhooks/bulk-notifier.ts';
@@ -173,7 +173,10 @@ export async function startApiServer(config: Config, log: Logger, overrides: Api
   // Serve even when Redis is down (readiness and job routes answer 503 until it is back).
   if (!(await connected(STARTUP_REDIS_WAIT_MS))) log.warn({ waitedMs: STARTUP_REDIS_WAIT_MS }, 'redis not ready; serving anyway');
   const server = await new Promise<ReturnType<typeof serve>>((resolve) => {
-    const s = serve({ fetch: app.fetch, hostname: config.api.host, port: config.api.port }, () => resolve(s));
+    const s = serve(
+      { fetch: app.fetch, hostname: config.api.host, port: config.api.port, serverOptions: slowClientLimits(config.api) },
+      () => resolve(s),
+    );
   });
   answerParseErrorsAsJson(server);
   const { port } = server.address() as AddressInfo;

@@ -3,8 +3,14 @@
  * limit, a broken request line, a bad Content-Length or chunk — are answered like every other
  * error, `{ error: { code, message } }` (DESIGN §5), instead of Node's bare status line with no
  * body. The connection is closed after: its remaining bytes cannot be trusted to frame a request.
+ *
+ * Closed means destroyed (issue 20). Node's HTTP server keeps sockets half-open, so `end()`
+ * alone only closes our side: a client that keeps sending holds the socket for as long as it
+ * likes (a slowloris held them 400 s). A client too slow to send its headers or its request
+ * in time (`slowClientLimits`) gets its 408 and is dropped at once; a malformed request gets a
+ * moment to read its answer, then the socket goes either way.
  */
-import { STATUS_CODES } from 'node:http';
+import { type ServerOptions, STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { errorBody } from './errors.ts';
 
@@ -18,6 +24,23 @@ interface ClientErrorSource {
   on(event: 'clientError', listener: (err: NodeJS.ErrnoException, socket: ServerSocket) => void): unknown;
 }
 
+/** How long a refused client may take to read its error answer before its socket is destroyed. */
+export const CLIENT_ERROR_LINGER_MS = 1_000;
+
+/**
+ * The server options that bound how long a client may take to send a request: headers within
+ * HEADERS_TIMEOUT_MS, the whole request within REQUEST_TIMEOUT_MS. Node checks these deadlines
+ * every `connectionsCheckingInterval` (30 s by default, which would let a 10 s deadline run to
+ * 40 s): here a quarter of the headers timeout, at most a second.
+ */
+export function slowClientLimits(limits: { headersTimeoutMs: number; requestTimeoutMs: number }): ServerOptions {
+  return {
+    headersTimeout: limits.headersTimeoutMs,
+    requestTimeout: limits.requestTimeoutMs,
+    connectionsCheckingInterval: Math.max(25, Math.min(1_000, Math.floor(limits.headersTimeoutMs / 4))),
+  };
+}
+
 export function answerParseErrorsAsJson(server: ClientErrorSource): void {
   server.on('clientError', (err, socket) => {
     // A reset client or a response already under way: nothing sensible to write.
@@ -27,10 +50,19 @@ export function answerParseErrorsAsJson(server: ClientErrorSource): void {
     }
     const [status, code, message] = describe(err);
     const body = JSON.stringify(errorBody(code, message));
-    socket.end(
+    const answer =
       `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\nContent-Type: application/json\r\n` +
-        `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
-    );
+      `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
+    if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
+      // Too slow to send a request is too slow to be waited for again: what Node's own handler does.
+      socket.write(answer);
+      socket.destroy();
+      return;
+    }
+    socket.end(answer);
+    const linger = setTimeout(() => socket.destroy(), CLIENT_ERROR_LINGER_MS);
+    linger.unref();
+    socket.once('close', () => clearTimeout(linger));
   });
 }
 

