@@ -6,8 +6,10 @@
 import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
+import { type BulkLocationGrant, parseBulkLocations } from './bulk-locations.ts';
 import { ConfigError } from './errors.ts';
 import { isClusterUrl } from './redis-url.ts';
+import { registryModelsArea } from './s3-location.ts';
 
 const int = (min: number, max = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max);
 const bool = z.enum(['true', 'false', '1', '0', 'yes', 'no']).transform((v) => v === 'true' || v === '1' || v === 'yes');
@@ -75,6 +77,8 @@ const schema = z.object({
   PORT: int(0, 65535).default(8080),
   API_KEYS: z.string().default(''),
   ADMIN_TENANTS: z.string().default(''),
+  // Where each tenant's bulk runs may read and write (kernel/bulk-locations.ts); none = no bulk runs.
+  BULK_LOCATIONS: z.string().default(''),
   // Transport hygiene (docs/SECURITY.md): slow clients are cut off, failed keys are rate-limited
   // per address, and /metrics needs a key unless served on a port of its own.
   HEADERS_TIMEOUT_MS: int(100, 600_000).default(10_000),
@@ -184,6 +188,8 @@ export interface Config {
   };
   jobs: { retentionS: number; attempts: number; idempotencyTtlS: number };
   rateLimit: { rps: number; burst: number };
+  /** Bulk runs: the S3 locations each tenant may read and write (BULK_LOCATIONS), in normal form. */
+  bulk: { locations: BulkLocationGrant[] };
   /** The scaler (infra/scaler): how it ticks and the policy's settings. */
   scaler: {
     provider: 'local' | 'kubernetes' | 'aws';
@@ -319,6 +325,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     api,
     jobs: { retentionS: e.JOB_RETENTION_S, attempts: e.JOB_ATTEMPTS, idempotencyTtlS: e.IDEMPOTENCY_TTL_S },
     rateLimit: { rps: e.RATE_LIMIT_RPS, burst: e.RATE_LIMIT_BURST },
+    bulk: { locations: parseBulkLocations(e.BULK_LOCATIONS, registryModelsArea(e.S3_BUCKET, e.S3_PREFIX)) },
     scaler: {
       provider: e.POOL_PROVIDER,
       k8sNamespace: e.K8S_NAMESPACE,

@@ -15,6 +15,7 @@ import type { Readable } from 'node:stream';
 import { MODEL_NAME_PATTERN, type ModelManifest, VERSION_PATTERN } from '../contracts/manifest.ts';
 import { type Clock, systemClock } from '../kernel/clock.ts';
 import { IntegrityError, InvalidInputError, NotFoundError } from '../kernel/errors.ts';
+import { registryModelsArea } from '../kernel/s3-location.ts';
 import type { ObjectStore } from './object-store.ts';
 import { readOnnxMetadata } from './onnx-metadata.ts';
 
@@ -129,9 +130,9 @@ export function createModelRegistry(deps: ModelRegistryDeps): ModelRegistry {
   };
 }
 
+/** The bucket's models folder; bulk locations are refused here (kernel/s3-location.ts, config.ts). */
 function modelsRoot(prefix: string): string {
-  const p = prefix.replace(/^\/+|\/+$/g, '');
-  return p ? `${p}/models/` : 'models/';
+  return registryModelsArea('', prefix).prefix;
 }
 
 function modelNotFound(name: string): NotFoundError {
