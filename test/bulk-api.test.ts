@@ -13,7 +13,7 @@ import { createLogger } from '../infra/kernel/log.ts';
 import type { ObjectStore } from '../infra/registry/object-store.ts';
 import { createS3ObjectStore } from '../infra/registry/s3-object-store.ts';
 import { buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
-import { uniqueId } from './support/services.ts';
+import { testBulkPrefix, uniqueId } from './support/services.ts';
 import { KEY_B, startStack, type TestStack } from './support/stack.ts';
 
 type Json = Record<string, unknown>;
@@ -98,7 +98,7 @@ async function expectError(res: Response, status: number, code?: string): Promis
 beforeAll(async () => {
   stack = await startStack({ WARMUP_ITERATIONS: '1', HEARTBEAT_INTERVAL_MS: '300', WEBHOOK_ALLOWED_PRIVATE_HOSTS: '127.0.0.1' });
   s3 = createS3ObjectStore(stack.config.s3);
-  root = `${stack.config.s3.prefix}/bulk-api/`;
+  root = `${testBulkPrefix(stack.config.s3.prefix, 'tenant-a')}bulk-api/`;
   await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', () => resolve()));
   await stack.registry.publish({ name: MODEL, version: '1', bytes: model, maxBatch: 16 });
   await stack.registry.publish({ name: IDLE, version: '1', bytes: model, maxBatch: 16 });

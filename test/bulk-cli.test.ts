@@ -12,6 +12,7 @@ import type { ObjectStore } from '../infra/registry/object-store.ts';
 import { createS3ObjectStore } from '../infra/registry/s3-object-store.ts';
 import { type BulkIo, bulkMain } from '../scripts/commands/bulk.ts';
 import { buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
+import { testBulkPrefix } from './support/services.ts';
 import { startStack, type TestStack } from './support/stack.ts';
 
 const BIN = fileURLToPath(new URL('../bin/warmpool.mjs', import.meta.url));
@@ -69,7 +70,7 @@ async function until(check: () => boolean, what: string, timeoutMs = 30_000): Pr
 beforeAll(async () => {
   stack = await startStack({ WARMUP_ITERATIONS: '1', HEARTBEAT_INTERVAL_MS: '300' });
   s3 = createS3ObjectStore(stack.config.s3);
-  root = `${stack.config.s3.prefix}/bulk-cli/`;
+  root = `${testBulkPrefix(stack.config.s3.prefix, 'tenant-a')}bulk-cli/`;
   const model = buildMlpModel({ features: FEATURES, hidden: 8, layers: 1 });
   for (const name of [MODEL, LATE]) await stack.registry.publish({ name, version: '1', bytes: model, maxBatch: 16 });
   await stack.deployments.put({ model: MODEL, version: '1', min: 1, max: 1, standby: 0 });

@@ -10,8 +10,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type BulkDeps, createBulkRuns } from '../infra/bulk/bulk-runs.ts';
 import { readCapacityRequest } from '../infra/bulk/capacity-request.ts';
 import { type DriveOptions, driveBulkRun } from '../infra/bulk/driver.ts';
+import { createBulkLocations } from '../infra/bulk/locations.ts';
 import type { RunManifest } from '../infra/bulk/run-manifest.ts';
-import { createRunStore } from '../infra/bulk/run-store.ts';
+import { createRunStore, runRef } from '../infra/bulk/run-store.ts';
 import { createStoreFactory, type StoreFactory } from '../infra/bulk/store-factory.ts';
 import { startBulkSupervisor } from '../infra/bulk/supervisor.ts';
 import type { BulkRuns, BulkRunView } from '../infra/contracts/bulk.ts';
@@ -21,7 +22,7 @@ import { createLogger } from '../infra/kernel/log.ts';
 import { closeRedis, createRedis, type RedisClient } from '../infra/redis/client.ts';
 import type { ObjectStore } from '../infra/registry/object-store.ts';
 import { buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
-import { TEST_BUCKET, uniqueId } from './support/services.ts';
+import { TEST_BUCKET, testBulkPrefix, uniqueId } from './support/services.ts';
 import { startStack, type TestStack, waitForJob } from './support/stack.ts';
 
 const F = 8;
@@ -40,9 +41,9 @@ const row = (i: number) => Array.from({ length: F }, (_, k) => Math.round(Math.s
 const jsonl = (id: string | number, i: number) => JSON.stringify({ id, features: row(i) });
 const csv = (id: string, i: number) => [id, ...row(i)].join(',');
 
-/** A fresh input/output pair under this stack's S3 prefix. */
+/** A fresh input/output pair in tenant-a's bulk location (testEnv's BULK_LOCATIONS). */
 function locations(label: string) {
-  const base = `${stack.config.s3.prefix}/bulk/${uniqueId(label)}`;
+  const base = `${testBulkPrefix(stack.config.s3.prefix, 'tenant-a')}${uniqueId(label)}`;
   return {
     inPrefix: `${base}/in/`,
     outPrefix: `${base}/out/`,
@@ -85,7 +86,7 @@ async function expectExactlyOnce(lines: Array<{ id: string | number; score: numb
 }
 
 const drive = (runId: string, options: Partial<DriveOptions> = {}) =>
-  driveBulkRun(deps, runId, { owner: 'test-driver', pollMs: 250, progressIntervalMs: 100, ...options });
+  driveBulkRun(deps, { tenant: 'tenant-a', id: runId }, { owner: 'test-driver', pollMs: 250, progressIntervalMs: 100, ...options });
 
 beforeAll(async () => {
   stack = await startStack({
@@ -103,6 +104,7 @@ beforeAll(async () => {
     redis,
     prefix: stack.config.queuePrefix,
     storeFor: stores.storeFor,
+    locations: createBulkLocations(stack.config),
     getManifest: (model, version) => stack.registry.getManifest(model, version),
     servingVersion: async (model) => (await stack.deployments.get(model))?.version ?? null,
     clock: systemClock,
@@ -304,7 +306,7 @@ describe('bulk runs', () => {
       if (f.event === 'waiting' && !queuedAt.has(f.jobId!)) queuedAt.set(f.jobId!, i);
       if (f.event === 'active' && !takenAt.has(f.jobId!)) takenAt.set(f.jobId!, i);
     });
-    const chunks = [...takenAt.keys()].filter((j) => j.startsWith(`bulk:${id}:`));
+    const chunks = [...takenAt.keys()].filter((j) => j.startsWith(`bulk:${runRef('tenant-a', id)}:`));
     expect(chunks.length).toBe(40);
     for (const job of online) {
       // The bulk chunks already waiting when this online job arrived…
@@ -327,12 +329,12 @@ describe('bulk runs', () => {
     });
     expect(urgent.progress.onTrack).toBe(false);
     const request = await until(() => readCapacityRequest(redis, stack.config.queuePrefix, 'slow', Date.now()));
-    expect(request.runs).toEqual([id]);
+    expect(request.runs).toEqual([runRef('tenant-a', id)]);
     expect(request.rowsPerSecondNeeded).toBeGreaterThan(0);
     // Chunks queued after the raise carry the urgent priority (level with normal online traffic).
     const priorities = await until(async () => {
       const jobs = await stack.withQueue('slow', '1', (q) => q.getJobs(['prioritized']));
-      const ps = jobs.filter((j) => j.id?.startsWith(`bulk:${id}:`)).map((j) => j.priority);
+      const ps = jobs.filter((j) => j.id?.startsWith(`bulk:${runRef('tenant-a', id)}:`)).map((j) => j.priority);
       return ps.length > 0 ? ps : undefined;
     });
     expect(priorities.every((p) => p === BULK_PRIORITIES.urgent)).toBe(true);
@@ -343,7 +345,7 @@ describe('bulk runs', () => {
     expect(run.status).toBe('canceled');
     expect(await readCapacityRequest(redis, stack.config.queuePrefix, 'slow', Date.now())).toBeUndefined();
     const left = await stack.withQueue('slow', '1', (q) => q.getJobs(['prioritized', 'waiting']));
-    expect(left.filter((j) => j.id?.startsWith(`bulk:${id}:`))).toEqual([]);
+    expect(left.filter((j) => j.id?.startsWith(`bulk:${runRef('tenant-a', id)}:`))).toEqual([]);
     expect(await runs.cancel('tenant-b', id)).toBeNull();
   }, 120_000);
 
@@ -356,7 +358,7 @@ describe('bulk runs', () => {
     }
     // The second run's driver "died" holding the lease: nobody may drive it until the lease lapses.
     const store = createRunStore(redis, stack.config.queuePrefix);
-    await redis.set(store.leaseKey(started[1]!), 'dead-cli', 'PX', 1500);
+    await redis.set(store.leaseKey(runRef('tenant-a', started[1]!)), 'dead-cli', 'PX', 1500);
     const supervisor = startBulkSupervisor(deps, { owner: 'dispatcher-test', pollMs: 100, drive: { pollMs: 250 } });
     try {
       for (const runId of started) {
@@ -370,7 +372,8 @@ describe('bulk runs', () => {
     } finally {
       await supervisor.close();
     }
-    expect(await redis.exists(store.leaseKey(started[0]!), store.leaseKey(started[1]!))).toBe(0);
+    const leases = started.map((id) => store.leaseKey(runRef('tenant-a', id)));
+    expect(await redis.exists(...leases)).toBe(0);
   }, 120_000);
 });
 

@@ -22,6 +22,7 @@ import { type RunningDispatcher, startDispatcher } from '../api/webhooks/main.ts
 import { createLogger } from '../infra/kernel/log.ts';
 import { createS3ObjectStore } from '../infra/registry/s3-object-store.ts';
 import { buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
+import { testBulkPrefix } from './support/services.ts';
 import { KEY_A, startStack, type TestStack, waitForJob } from './support/stack.ts';
 
 type Json = Record<string, unknown>;
@@ -173,7 +174,7 @@ describe('(b) examples and responses against the real API', () => {
 
   it('bulk runs: start, resume, read, cancel', async () => {
     const s3 = createS3ObjectStore(stack.config.s3);
-    const root = `${stack.config.s3.prefix}/openapi-bulk/`;
+    const root = `${testBulkPrefix(stack.config.s3.prefix, 'tenant-a')}openapi-bulk/`;
     const url = (prefix: string) => `s3://${stack.config.s3.bucket}/${root}${prefix}`;
     try {
       const rows = [1, 2].map((n) => JSON.stringify({ id: `r${n}`, features: demoRow(n) }));

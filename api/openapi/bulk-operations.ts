@@ -25,13 +25,20 @@ export const BULK_RUN_OPERATIONS: readonly OperationSpec[] = [
       200: { description: 'The run already existed (same `runId`, same spec)', schema: S.BulkRunResource },
       202: { description: 'Started', schema: S.BulkRunResource, headers: { Location: 'The run: /v1/bulk-runs/{id}' } },
       400: { description: 'Invalid request', schema: S.ErrorBody, codes: ['malformed_json', 'invalid_bulk_run', 'invalid_location'] },
+      403: {
+        description:
+          'The input or the output is not inside one of the tenant’s bulk locations (`BULK_LOCATIONS`); checked before any S3 ' +
+          'call, and the same answer whether the bucket exists or not',
+        schema: S.ErrorBody,
+        codes: ['location_forbidden'],
+      },
       404: {
         description: 'No such model or version, or no version given and the model is not deployed',
         schema: S.ErrorBody,
         codes: ['model_not_found', 'version_not_found', 'model_not_deployed'],
       },
       409: {
-        description: '`runId` names a run with another spec (or another tenant’s), or a new run’s output prefix is not empty',
+        description: '`runId` names a run of this tenant with another spec, or a new run’s output prefix is not empty',
         schema: S.ErrorBody,
         codes: ['run_conflict', 'output_not_empty'],
       },
@@ -39,9 +46,17 @@ export const BULK_RUN_OPERATIONS: readonly OperationSpec[] = [
       ...jsonBody,
       422: {
         description:
-          'Webhook refused, or the input cannot be read: no objects under the prefix, an unknown format, CSV for a multi-input model',
+          'Webhook refused, or the input cannot be read: no objects under the prefix, an unknown format, CSV for a multi-input ' +
+          'model, or a location of the tenant’s whose bucket does not exist (or may not be used by the service)',
         schema: S.ErrorBody,
-        codes: ['invalid_webhook', 'webhook_url_blocked', 'empty_input', 'unknown_format', 'csv_needs_single_input'],
+        codes: [
+          'invalid_webhook',
+          'webhook_url_blocked',
+          'empty_input',
+          'unknown_format',
+          'csv_needs_single_input',
+          'location_unavailable',
+        ],
       },
       ...authed,
     },

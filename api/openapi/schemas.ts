@@ -395,8 +395,10 @@ export const BulkRunRequest = z
   .strictObject({
     model: ModelName,
     version: VersionName.optional().describe("Absent: the deployment's serving version, fixed for the run"),
-    input: s3Url.describe('`s3://bucket/prefix/`: every object under it is read (JSONL lines `{"id", "<input>": …}`, or CSV)'),
-    output: s3Url.describe('`s3://bucket/prefix/`: `part-NNNNNN.jsonl` per chunk, then `_manifest.json`'),
+    input: s3Url.describe(
+      '`s3://bucket/prefix/` inside one of your bulk locations: every object under it is read (JSONL lines `{"id", "<input>": …}`, or CSV)',
+    ),
+    output: s3Url.describe('`s3://bucket/prefix/` inside one of your bulk locations: `part-NNNNNN.jsonl` per chunk, then `_manifest.json`'),
     format: z.enum(BULK_FORMATS).optional().describe("Absent: from each object's extension (.jsonl/.json or .csv)"),
     chunkRows: z.number().int().min(1).optional().describe('Rows per chunk (one part object each)'),
     deadline: z
@@ -414,7 +416,9 @@ export const BulkRunRequest = z
     runId: z
       .string()
       .optional()
-      .describe('Your id for the run: the same id with the same spec resumes it (200); with another spec it is a 409'),
+      .describe(
+        'Your id for the run, unique among your runs (another tenant may use the same id for its own): the same id with the same spec resumes it (200); with another spec it is a 409',
+      ),
   })
   .describe('A bulk scoring run: S3 in, S3 out');
 

@@ -49,14 +49,16 @@ describe('createBulkNotifier', () => {
     await notify('bulk.progress', run(10));
     await notify('bulk.progress', run(30));
     await notify('bulk.succeeded', run(100, { status: 'succeeded' }));
-    expect(await stored()).toEqual(['msg_bulk_run-1_progress_10', 'msg_bulk_run-1_progress_30', 'msg_bulk_run-1_succeeded'].sort());
+    expect(await stored()).toEqual(
+      ['msg_bulk_tenant-a.run-1_progress_10', 'msg_bulk_tenant-a.run-1_progress_30', 'msg_bulk_tenant-a.run-1_succeeded'].sort(),
+    );
     expect(wakes).toBe(3);
   });
 
   it('stores a repeated report once (a driver that took over reports the same rows again)', async () => {
     await notify('bulk.failed', run(40, { status: 'failed', error: { code: 'chunk_failed', message: 'x' } }));
     await notify('bulk.failed', run(40, { status: 'failed', error: { code: 'chunk_failed', message: 'x' } }));
-    expect(await stored()).toEqual(['msg_bulk_run-1_failed']);
+    expect(await stored()).toEqual(['msg_bulk_tenant-a.run-1_failed']);
     expect(wakes).toBe(1);
   });
 
@@ -67,7 +69,16 @@ describe('createBulkNotifier', () => {
     await notify('bulk.succeeded', run(100, { id: 'run-2', webhook: undefined, status: 'succeeded' }));
     expect(await stored()).toEqual([]);
     await notify('bulk.succeeded', run(100, { webhook: onlyEnd, status: 'succeeded' }));
-    expect(await stored()).toEqual(['msg_bulk_run-1_succeeded']);
+    expect(await stored()).toEqual(['msg_bulk_tenant-a.run-1_succeeded']);
+  });
+
+  it('two tenants’ runs with the same id are two deliveries, each for its own tenant', async () => {
+    await notify('bulk.succeeded', run(100, { status: 'succeeded' }));
+    await notify('bulk.succeeded', run(100, { status: 'succeeded', tenant: 'tenant-b' }));
+    expect(await stored()).toEqual(['msg_bulk_tenant-a.run-1_succeeded']);
+    const theirs = await store.list('tenant-b', 'pending', 100, clock.now());
+    expect(theirs.map((d) => [d.id, d.tenant])).toEqual([['msg_bulk_tenant-b.run-1_succeeded', 'tenant-b']]);
+    expect(wakes).toBe(2);
   });
 
   it('the delivery carries the run as the API shows it, to the run’s URL, for its tenant', async () => {

@@ -34,10 +34,15 @@ export interface BulkNotifierDeps {
 
 export type BulkNotify = (event: BulkWebhookEvent, run: BulkRunView) => Promise<void>;
 
-/** The webhook-id of a run's event: the same on every retry, and for a repeated report. */
-export function bulkDeliveryId(run: Pick<BulkRunView, 'id' | 'progress'>, event: BulkWebhookEvent): string {
+/**
+ * The webhook-id of a run's event: the same on every retry, and for a repeated report. Run ids
+ * are per tenant, so the tenant is part of it (after `msg_bulk_`, ended by a '.', which neither a
+ * tenant nor a run id holds): two tenants' runs named alike never share a delivery.
+ */
+export function bulkDeliveryId(run: Pick<BulkRunView, 'tenant' | 'id' | 'progress'>, event: BulkWebhookEvent): string {
   const kind = event.slice('bulk.'.length);
-  return kind === 'progress' ? `msg_bulk_${run.id}_progress_${run.progress.rowsDone}` : `msg_bulk_${run.id}_${kind}`;
+  const name = `msg_bulk_${run.tenant}.${run.id}`;
+  return kind === 'progress' ? `${name}_progress_${run.progress.rowsDone}` : `${name}_${kind}`;
 }
 
 export function createBulkNotifier(deps: BulkNotifierDeps): BulkNotify {

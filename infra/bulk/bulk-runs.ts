@@ -2,9 +2,14 @@
  * The bulk-run use case behind `POST/GET/DELETE /v1/bulk-runs` and `warmpool bulk run`: start
  * (create, or resume the same run), get, cancel. Starting never drives: a driver (driver.ts, in
  * the CLI or the dispatcher's supervisor) does. Starting checks what can be checked up front, so
- * a bad run is a 4xx now rather than a failed run later: the model version exists, the input
- * prefix has objects of a known format, the output prefix is empty (a new run must not count
- * someone else's parts as its own).
+ * a bad run is a 4xx now rather than a failed run later: input and output lie inside the
+ * tenant's bulk locations (403 `location_forbidden`, before any S3 call: locations.ts), the
+ * model version exists, the input prefix has objects of a known format, the output prefix is
+ * empty (a new run must not count someone else's parts as its own). A location whose bucket
+ * S3 will not let us use (missing, not granted to this service) is 422 `location_unavailable`.
+ *
+ * Run ids are the tenant's own (run-store.ts `runRef`): another tenant's run with the same id
+ * is not found, never a conflict.
  *
  * Same id, same spec = the same run: `start` returns it (reopening it when it had failed or was
  * canceled, so "run it again with the same --run-id" continues). What defines the output —
@@ -26,20 +31,23 @@ import { InvalidInputError, NotFoundError } from '../kernel/errors.ts';
 import type { Log } from '../kernel/log.ts';
 import { createChunkQueue } from '../queue/index.ts';
 import type { RedisClient } from '../redis/client.ts';
-import type { ObjectStore } from '../registry/object-store.ts';
+import { BucketUnavailableError, type ObjectInfo, type ObjectStore } from '../registry/object-store.ts';
 import { clearCapacityRequest } from './capacity-request.ts';
+import type { BulkLocations } from './locations.ts';
 import { formatOf } from './row-reader.ts';
 import { DEFAULT_CHUNK_ROWS, parseBulkRunRequest } from './run-request.ts';
-import { createRunStore, type RunStore, viewOf } from './run-store.ts';
-import { parseS3Url } from './s3-url.ts';
+import { createRunStore, type RunRecord, type RunStore, viewOf } from './run-store.ts';
+import { formatS3Url, parseS3Url } from './s3-url.ts';
 
 export { parseBulkRunRequest };
 
 export interface BulkDeps {
   redis: RedisClient;
   prefix: string;
-  /** An object store for any bucket (input and output may be in different buckets). */
+  /** An object store for a bucket (input and output may be in different buckets); asked only for locations `locations` allowed. */
   storeFor(bucket: string): ObjectStore;
+  /** Which S3 locations each tenant may use (BULK_LOCATIONS). */
+  locations: BulkLocations;
   /** Manifest of model@version (NotFoundError when absent); version undefined = latest. */
   getManifest(model: string, version?: string): Promise<ModelManifest>;
   /** The deployment's serving version for a model, or null when not deployed. */
@@ -55,13 +63,14 @@ export interface BulkDeps {
 export function createBulkRuns(deps: BulkDeps): BulkRuns {
   const store = createRunStore(deps.redis, deps.prefix);
 
-  async function resume(tenant: string, existing: BulkRunSpec, request: BulkRunRequest): Promise<BulkRunView> {
-    const conflict = conflictOf(existing, tenant, request);
+  async function resume(found: RunRecord, request: BulkRunRequest): Promise<BulkRunView> {
+    const existing = found.spec;
+    const conflict = conflictOf(existing, request);
     if (conflict) throw new InvalidInputError('run_conflict', `run ${existing.id} exists with ${conflict}`, { status: 409 });
     const updated = { ...existing, ...settingsOf(request) };
-    if (JSON.stringify(updated) !== JSON.stringify(existing)) await store.updateSpec(updated);
-    await store.reopen(existing.id);
-    return viewOf((await store.read(existing.id)) as NonNullable<Awaited<ReturnType<RunStore['read']>>>);
+    if (JSON.stringify(updated) !== JSON.stringify(existing)) await store.updateSpec(found.ref, updated);
+    await store.reopen(found.ref);
+    return viewOf((await store.read(found.ref)) ?? found);
   }
 
   async function create(tenant: string, request: BulkRunRequest, id: string): Promise<BulkRunView | null> {
@@ -83,7 +92,7 @@ export function createBulkRuns(deps: BulkDeps): BulkRuns {
     };
     if (request.format) spec.format = request.format;
     await checkInput(deps, spec, manifest);
-    const existingOutput = await deps.storeFor(spec.output.bucket).list(spec.output.prefix);
+    const existingOutput = await listLocation(deps, spec.output, 'output');
     if (existingOutput.length > 0) {
       throw new InvalidInputError(
         'output_not_empty',
@@ -91,16 +100,22 @@ export function createBulkRuns(deps: BulkDeps): BulkRuns {
         { status: 409 },
       );
     }
-    return (await store.create(spec)) ? viewOf((await store.read(id)) as NonNullable<Awaited<ReturnType<RunStore['read']>>>) : null;
+    if (!(await store.create(spec))) return null;
+    const record = await store.find(tenant, id);
+    return record ? viewOf(record) : null;
   }
 
   return {
     async start(tenant, raw) {
       const request = parseBulkRunRequest(raw, deps.clock.now());
+      // First, before any S3 call or any record is read: a location that is not the tenant's
+      // answers the same whatever lies there.
+      deps.locations.check(tenant, parseS3Url(request.input, 'input'), 'input');
+      deps.locations.check(tenant, parseS3Url(request.output, 'output'), 'output');
       const id = request.runId ?? `br_${randomBytes(8).toString('hex')}`;
       for (let attempt = 0; attempt < 2; attempt++) {
-        const existing = await store.read(id);
-        if (existing) return resume(tenant, existing.spec, request);
+        const existing = await store.find(tenant, id);
+        if (existing) return resume(existing, request);
         const created = await create(tenant, request, id);
         if (created) return created;
         // Another start with the same id won the race: resume that one.
@@ -109,33 +124,34 @@ export function createBulkRuns(deps: BulkDeps): BulkRuns {
     },
 
     async get(tenant, id) {
-      const record = await store.read(id);
-      return record && record.spec.tenant === tenant ? viewOf(record) : null;
+      const record = await store.find(tenant, id);
+      return record ? viewOf(record) : null;
     },
 
     async cancel(tenant, id) {
-      const record = await store.read(id);
-      if (!record || record.spec.tenant !== tenant) return null;
+      const record = await store.find(tenant, id);
+      if (!record) return null;
+      const { ref } = record;
       if (record.status !== 'running') return viewOf(record);
-      if (await store.finish(id, 'canceled', deps.clock.now(), { error: { code: 'canceled', message: 'canceled by the caller' } })) {
-        await removeQueuedChunks(deps, store, record.spec);
-        const view = viewOf((await store.read(id)) ?? record);
+      if (await store.finish(ref, 'canceled', deps.clock.now(), { error: { code: 'canceled', message: 'canceled by the caller' } })) {
+        await removeQueuedChunks(deps, store, ref, record.spec);
+        const view = viewOf((await store.read(ref)) ?? record);
         await notifyRun(deps, 'bulk.canceled', view);
         return view;
       }
-      return viewOf((await store.read(id)) ?? record);
+      return viewOf((await store.read(ref)) ?? record);
     },
   };
 }
 
 /** Removes the run's chunk jobs no worker holds yet, and its capacity request. Parts written stay. */
-export async function removeQueuedChunks(deps: BulkDeps, store: RunStore, spec: BulkRunSpec): Promise<void> {
-  await clearCapacityRequest(deps.redis, deps.prefix, spec.model, spec.id);
-  const chunks = await store.outstanding(spec.id);
+export async function removeQueuedChunks(deps: BulkDeps, store: RunStore, ref: string, spec: BulkRunSpec): Promise<void> {
+  await clearCapacityRequest(deps.redis, deps.prefix, spec.model, ref);
+  const chunks = await store.outstanding(ref);
   if (chunks.length === 0) return;
   const queue = createChunkQueue(deps.redis, deps.prefix, spec.model, spec.version, chunkJobOptions(deps));
   try {
-    for (const chunk of chunks) await queue.remove(spec.id, chunk);
+    for (const chunk of chunks) await queue.remove(ref, chunk);
   } finally {
     await queue.close();
   }
@@ -158,7 +174,7 @@ export async function notifyRun(deps: BulkDeps, event: BulkWebhookEvent, view: B
 
 /** The input prefix holds objects, each of a format this model can read. */
 async function checkInput(deps: BulkDeps, spec: BulkRunSpec, manifest: ModelManifest): Promise<void> {
-  const objects = (await deps.storeFor(spec.input.bucket).list(spec.input.prefix)).filter((o) => !o.key.endsWith('/'));
+  const objects = (await listLocation(deps, spec.input, 'input')).filter((o) => !o.key.endsWith('/'));
   if (objects.length === 0) {
     throw new InvalidInputError('empty_input', `no objects under s3://${spec.input.bucket}/${spec.input.prefix}`, { status: 422 });
   }
@@ -189,9 +205,25 @@ function settingsOf(request: BulkRunRequest): Partial<Pick<BulkRunSpec, 'deadlin
   return out;
 }
 
-/** What differs between a stored run and a request for the same id, in words; undefined when none. */
-function conflictOf(spec: BulkRunSpec, tenant: string, request: BulkRunRequest): string | undefined {
-  if (spec.tenant !== tenant) return 'another owner';
+/**
+ * Lists a location the tenant may use; a bucket S3 will not let this service use is the
+ * tenant's own problem to hear about (its locations are its own), never a 500.
+ */
+async function listLocation(deps: BulkDeps, location: BulkRunSpec['input'], field: 'input' | 'output'): Promise<ObjectInfo[]> {
+  try {
+    return await deps.storeFor(location.bucket).list(location.prefix);
+  } catch (err) {
+    if (!(err instanceof BucketUnavailableError)) throw err;
+    throw new InvalidInputError(
+      'location_unavailable',
+      `"${field}" ${formatS3Url(location)} cannot be used: its bucket does not exist or this service may not use it`,
+      { status: 422, cause: err },
+    );
+  }
+}
+
+/** What differs between a stored run (the tenant's own) and a request for the same id, in words; undefined when none. */
+function conflictOf(spec: BulkRunSpec, request: BulkRunRequest): string | undefined {
   const input = parseS3Url(request.input, 'input');
   const output = parseS3Url(request.output, 'output');
   const checks: Array<[string, boolean]> = [

@@ -5,7 +5,7 @@
  * deployment's min and max (the request goes through the deployment's settings, never around
  * them). Entries carry their own expiry: a driver that died stops asking within `ttlMs`.
  *
- * Key: `<prefix>:bulk:capacity:<model>`, a hash runId → JSON entry.
+ * Key: `<prefix>:bulk:capacity:<model>`, a hash run ref (`<tenant>/<id>`, run-store.ts) → JSON entry.
  */
 import type { RedisClient } from '../redis/client.ts';
 import { bulkCapacityKey } from '../redis/keys.ts';
@@ -13,6 +13,7 @@ import { bulkCapacityKey } from '../redis/keys.ts';
 export const CAPACITY_REQUEST_TTL_MS = 60_000;
 
 export interface CapacityEntry {
+  /** The run's ref (`<tenant>/<id>`): ids alone are only unique per tenant. */
   runId: string;
   version: string;
   rowsPerSecondNeeded: number;

@@ -57,8 +57,9 @@ export function chunkTensors(rows: readonly GoodRow[], manifest: Pick<ModelManif
   });
 }
 
-/** A chunk job: the rows as OIP inputs, no result cache, and where the worker writes the part. */
+/** A chunk job of the run `ref` (run-store.ts `runRef`): the rows as OIP inputs, no result cache, and where the worker writes the part. */
 export function chunkJobData(
+  ref: string,
   spec: BulkRunSpec,
   manifest: Pick<ModelManifest, 'inputs'>,
   chunk: Chunk,
@@ -70,7 +71,7 @@ export function chunkJobData(
     version: spec.version,
     inputs: chunkTensors(chunk.rows, manifest),
     cache: false,
-    bulk: { runId: spec.id, chunk: chunk.index, ids: chunk.rows.map((r) => r.id), output: spec.output },
+    bulk: { runId: ref, chunk: chunk.index, ids: chunk.rows.map((r) => r.id), output: spec.output },
     submittedAt: now,
   };
 }

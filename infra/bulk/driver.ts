@@ -38,14 +38,19 @@ export interface DriveOptions {
   webhookIntervalMs?: number;
 }
 
+/**
+ * `target`: the run as its tenant names it (the CLI), or its ref (run-store.ts `runRef`), as the
+ * supervisor reads it from the running set.
+ */
 export async function driveBulkRun(
   deps: BulkDeps,
-  runId: string,
+  target: { tenant: string; id: string } | { ref: string },
   options: DriveOptions,
 ): Promise<{ run: BulkRunView; leaseHeldBy?: string }> {
   const store = createRunStore(deps.redis, deps.prefix);
-  const record = await store.read(runId);
-  if (!record) throw new NotFoundError('run_not_found', `no bulk run ${runId}`);
+  const record = 'ref' in target ? await store.read(target.ref) : await store.find(target.tenant, target.id);
+  if (!record) throw new NotFoundError('run_not_found', `no bulk run ${'ref' in target ? target.ref : target.id}`);
+  const runId = record.ref;
   if (record.status !== 'running') return { run: viewOf(record) };
   const ttlMs = options.leaseTtlMs ?? DEFAULT_LEASE_TTL_MS;
   const lease = createLease(deps.redis, store.leaseKey(runId), options.owner, ttlMs);

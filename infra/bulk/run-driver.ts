@@ -12,13 +12,14 @@
  * CLI interrupted, the lease lost) just stops: queued chunks stay and the next drive counts them.
  *
  * Idempotent under any crash: a chunk is counted once (run-store.ts), its job id is fixed
- * (`bulk:<runId>:<chunk>`), its part is one S3 put by key. Objects read whole by an earlier drive
+ * (`bulk:<ref>:<chunk>`), its part is one S3 put by key. Objects read whole by an earlier drive
  * whose chunks are all counted are skipped from their recorded stats instead of being re-read.
  */
 
 import { type BadRow, type BulkPartResult, partKey } from '../contracts/bulk.ts';
 import { BULK_PRIORITIES } from '../contracts/job.ts';
 import type { ModelManifest } from '../contracts/manifest.ts';
+import { InvalidInputError } from '../kernel/errors.ts';
 import { Wakeup } from '../kernel/wakeup.ts';
 import { type ChunkQueue, createChunkQueue } from '../queue/index.ts';
 import { type BulkDeps, chunkJobOptions, removeQueuedChunks } from './bulk-runs.ts';
@@ -46,6 +47,8 @@ class RunEnded extends Error {}
 
 export class RunDriver {
   private readonly spec: RunRecord['spec'];
+  /** The run's name in Redis and in its chunk job ids (run-store.ts `runRef`). */
+  private readonly ref: string;
   private readonly outstanding = new Set<number>();
   private readonly wakeup = new Wakeup();
   private queue?: ChunkQueue;
@@ -69,8 +72,9 @@ export class RunDriver {
     private readonly signal: AbortSignal,
   ) {
     this.spec = record.spec;
+    this.ref = record.ref;
     this.samples = [...record.samples];
-    this.reporter = new RunReporter(deps, store, record.spec, settings, record.priority);
+    this.reporter = new RunReporter(deps, store, record.ref, record.spec, settings, record.priority);
     this.rowsDone = record.rowsDone;
     this.chunksDone = record.chunksDone;
   }
@@ -88,16 +92,17 @@ export class RunDriver {
 
   private async drive(): Promise<void> {
     const { deps, spec } = this;
+    await this.checkLocations();
     this.manifest = await deps.getManifest(spec.model, spec.version);
     this.listing = await this.pinListing();
-    await this.store.markStarted(spec.id, deps.clock.now());
+    await this.store.markStarted(this.ref, deps.clock.now());
     this.queue = createChunkQueue(deps.redis, deps.prefix, spec.model, spec.version, {
       ...chunkJobOptions(deps),
       onFinished: this.wakeup.fire,
     });
     const written = await deps.storeFor(spec.output.bucket).list(spec.output.prefix);
     this.existingParts = new Set(written.map((o) => o.key));
-    const stats = await this.store.objectStats(spec.id);
+    const stats = await this.store.objectStats(this.ref);
     let next = 0;
     for (const object of this.listing) next = await this.feedObject(object, next, stats.get(object.key));
     this.chunksTotal = next;
@@ -105,10 +110,26 @@ export class RunDriver {
     await this.succeed();
   }
 
+  /**
+   * The run's locations are asked again at every drive, before any S3 call: a location an
+   * operator took back from BULK_LOCATIONS, or a run recorded before locations existed, ends the
+   * run instead of reading or writing on.
+   */
+  private async checkLocations(): Promise<void> {
+    const { deps, spec } = this;
+    try {
+      deps.locations.check(spec.tenant, spec.input, 'input');
+      deps.locations.check(spec.tenant, spec.output, 'output');
+    } catch (err) {
+      if (!(err instanceof InvalidInputError)) throw err;
+      await this.fail(err.code, err.message);
+    }
+  }
+
   private async pinListing(): Promise<PinnedObject[]> {
     const { spec } = this;
     const listed = await listInput(this.deps.storeFor(spec.input.bucket), spec.input.prefix);
-    const pinned = await this.store.pinListing(spec.id, listed);
+    const pinned = await this.store.pinListing(this.ref, listed);
     const change = describeListingChange(pinned, listed, (key) => formatS3Url(spec.input, key));
     if (change) {
       await this.fail('input_changed', `the input changed since the run started: ${change}; start a new run to score the new input`);
@@ -155,13 +176,13 @@ export class RunDriver {
     }
     this.bytesSeen = before + object.sizeBytes;
     const objectStats = { firstChunk: first, chunks: found.next - first, rows: found.rows, badRows: found.bad, bytes: object.sizeBytes };
-    await this.store.saveObjectStats(spec.id, object.key, objectStats);
+    await this.store.saveObjectStats(this.ref, object.key, objectStats);
     return found.next;
   }
 
   private async allCounted(first: number, chunks: number): Promise<boolean> {
     const done = await this.store.partsDone(
-      this.spec.id,
+      this.ref,
       Array.from({ length: chunks }, (_, i) => first + i),
     );
     return done.every(Boolean);
@@ -182,46 +203,46 @@ export class RunDriver {
   private async submit(chunk: Chunk): Promise<void> {
     const { spec } = this;
     const queue = this.queue as ChunkQueue;
-    if ((await this.store.partsDone(spec.id, [chunk.index]))[0]) return;
+    if ((await this.store.partsDone(this.ref, [chunk.index]))[0]) return;
     while (this.outstanding.size >= this.settings.windowChunks) await this.poll();
-    const state = await queue.state(spec.id, chunk.index);
+    const state = await queue.state(this.ref, chunk.index);
     if (state.kind === 'done') return this.count(chunk.index, state.part);
     if (state.kind === 'pending') return this.track(chunk.index);
     // A failed job left by an earlier drive gets a fresh set of attempts.
-    if (state.kind === 'failed') await queue.remove(spec.id, chunk.index);
+    if (state.kind === 'failed') await queue.remove(this.ref, chunk.index);
     const key = partKey(spec.output, chunk.index);
     const part = this.existingParts.has(key) ? await readPart(this.deps.storeFor(this.spec.output.bucket), key) : undefined;
     if (part) return this.count(chunk.index, part);
     await this.track(chunk.index);
-    const data = chunkJobData(spec, this.manifest as ModelManifest, chunk, this.deps.clock.now());
+    const data = chunkJobData(this.ref, spec, this.manifest as ModelManifest, chunk, this.deps.clock.now());
     await queue.add(data, BULK_PRIORITIES[this.reporter.priority]);
   }
 
   private async track(chunk: number): Promise<void> {
     // In the record first: a cancel finds every job that may be queued.
-    await this.store.addOutstanding(this.spec.id, chunk);
+    await this.store.addOutstanding(this.ref, chunk);
     this.outstanding.add(chunk);
   }
 
   private async count(chunk: number, part: BulkPartResult): Promise<void> {
-    if (await this.store.recordPart(this.spec.id, chunk, part)) {
+    if (await this.store.recordPart(this.ref, chunk, part)) {
       this.rowsDone += part.rows;
       this.chunksDone++;
     }
     this.outstanding.delete(chunk);
     // Counted: the job (with its rows) need not stay in Redis.
-    await this.queue?.remove(this.spec.id, chunk);
+    await this.queue?.remove(this.ref, chunk);
   }
 
   /** Waits for a chunk to finish (or the poll interval), then reads every outstanding chunk's state. */
   private async poll(): Promise<void> {
     await this.sleep();
     this.signal.throwIfAborted();
-    const status = await this.store.status(this.spec.id);
+    const status = await this.store.status(this.ref);
     if (status !== 'running') return this.ended(status);
     const queue = this.queue as ChunkQueue;
     const chunks = [...this.outstanding];
-    const states = await Promise.all(chunks.map((c) => queue.state(this.spec.id, c)));
+    const states = await Promise.all(chunks.map((c) => queue.state(this.ref, c)));
     for (const [i, state] of states.entries()) {
       const chunk = chunks[i] as number;
       if (state.kind === 'done') await this.count(chunk, state.part);
@@ -271,19 +292,19 @@ export class RunDriver {
   private report(force: boolean): Promise<void> {
     // Raised to urgent: the chunks already queued move up too (a worker's held ones keep their place).
     const raise = async () => {
-      for (const chunk of this.outstanding) await this.queue?.changePriority(this.spec.id, chunk, BULK_PRIORITIES.urgent);
+      for (const chunk of this.outstanding) await this.queue?.changePriority(this.ref, chunk, BULK_PRIORITIES.urgent);
     };
     return this.reporter.report(this.counters(), force, raise);
   }
 
   private async succeed(): Promise<void> {
     const { deps, spec } = this;
-    const parts = await this.store.parts(spec.id);
+    const parts = await this.store.parts(this.ref);
     const missing = Array.from({ length: this.chunksTotal ?? 0 }, (_, i) => i).filter((i) => !parts.has(i));
     if (missing.length > 0) return this.fail('chunk_lost', `chunks ${missing.slice(0, 10).join(', ')} have no part`);
     const now = deps.clock.now();
     await this.report(true);
-    const record = await this.store.read(spec.id);
+    const record = await this.store.read(this.ref);
     const manifest = await writeRunManifest(deps.storeFor(spec.output.bucket), {
       spec,
       model: this.manifest as ModelManifest,
@@ -294,9 +315,9 @@ export class RunDriver {
       startedAt: record?.startedAt ?? now,
       finishedAt: now,
     });
-    if (await this.store.finish(spec.id, 'succeeded', now, { manifest })) {
-      await clearCapacityRequest(deps.redis, deps.prefix, spec.model, spec.id);
-      deps.log.info({ runId: spec.id, rows: this.rowsDone, badRows: this.badRows, manifest }, 'bulk run succeeded');
+    if (await this.store.finish(this.ref, 'succeeded', now, { manifest })) {
+      await clearCapacityRequest(deps.redis, deps.prefix, spec.model, this.ref);
+      deps.log.info({ runId: this.ref, rows: this.rowsDone, badRows: this.badRows, manifest }, 'bulk run succeeded');
       await this.reporter.told('bulk.succeeded');
     }
     throw new RunEnded();
@@ -304,10 +325,10 @@ export class RunDriver {
 
   private async fail(code: string, message: string): Promise<never> {
     const { deps, spec } = this;
-    if (await this.store.finish(spec.id, 'failed', deps.clock.now(), { error: { code, message } })) {
-      deps.log.warn({ runId: spec.id, code, message }, 'bulk run failed');
-      await this.store.saveProgress(spec.id, this.reporter.progress(this.counters(), deps.clock.now()), this.samples);
-      await removeQueuedChunks(deps, this.store, spec);
+    if (await this.store.finish(this.ref, 'failed', deps.clock.now(), { error: { code, message } })) {
+      deps.log.warn({ runId: this.ref, code, message }, 'bulk run failed');
+      await this.store.saveProgress(this.ref, this.reporter.progress(this.counters(), deps.clock.now()), this.samples);
+      await removeQueuedChunks(deps, this.store, this.ref, spec);
       await this.reporter.told('bulk.failed');
     }
     throw new RunEnded();
@@ -315,7 +336,7 @@ export class RunDriver {
 
   /** Someone else ended the run (a cancel): take back what is still queued, then stop. */
   private async ended(status: string | null): Promise<never> {
-    if (status === 'canceled') await removeQueuedChunks(this.deps, this.store, this.spec);
+    if (status === 'canceled') await removeQueuedChunks(this.deps, this.store, this.ref, this.spec);
     throw new RunEnded();
   }
 }

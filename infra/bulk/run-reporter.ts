@@ -41,6 +41,8 @@ export class RunReporter {
   constructor(
     private readonly deps: BulkDeps,
     private readonly store: RunStore,
+    /** The run's ref (run-store.ts `runRef`). */
+    private readonly ref: string,
     private readonly spec: BulkRunSpec,
     private readonly settings: ReportSettings,
     public priority: 'bulk' | 'urgent',
@@ -70,9 +72,9 @@ export class RunReporter {
     this.lastProgressAt = now;
     this.rate.add(now, c.rowsDone);
     const progress = this.progress(c, now);
-    await this.store.saveProgress(this.spec.id, progress, c.samples);
+    await this.store.saveProgress(this.ref, progress, c.samples);
     await this.actOnDeadline(progress, now, raise);
-    const record = await this.store.read(this.spec.id);
+    const record = await this.store.read(this.ref);
     if (!record) return;
     const view = viewOf(record);
     this.settings.onProgress?.(view);
@@ -84,7 +86,7 @@ export class RunReporter {
 
   /** The run ended: the last view to the caller, and its end event to the webhook. */
   async told(event: BulkWebhookEvent): Promise<void> {
-    const record = await this.store.read(this.spec.id);
+    const record = await this.store.read(this.ref);
     if (!record) return;
     const view = viewOf(record);
     this.settings.onProgress?.(view);
@@ -96,13 +98,13 @@ export class RunReporter {
     if (spec.deadline === undefined) return;
     if (this.priority === 'bulk' && progress.onTrack === false) {
       this.priority = 'urgent';
-      await this.store.setPriority(spec.id, 'urgent');
+      await this.store.setPriority(this.ref, 'urgent');
       await raise();
-      deps.log.info({ runId: spec.id, etaAt: progress.etaAt, deadline: spec.deadline }, 'bulk run is late: raised to urgent');
+      deps.log.info({ runId: this.ref, etaAt: progress.etaAt, deadline: spec.deadline }, 'bulk run is late: raised to urgent');
     }
     if (this.priority !== 'urgent') return;
     const needed = rowsPerSecondNeeded(progress, now, spec.deadline);
-    const entry = { runId: spec.id, version: spec.version, rowsPerSecondNeeded: needed, deadline: spec.deadline };
+    const entry = { runId: this.ref, version: spec.version, rowsPerSecondNeeded: needed, deadline: spec.deadline };
     await publishCapacityRequest(deps.redis, deps.prefix, spec.model, entry, now);
   }
 }

@@ -1,13 +1,20 @@
 /**
  * A bulk run's record in Redis, under the queue prefix:
  *
- *   <p>:{bulk}:run:<id>              hash: spec, status, priority, error, listing (pinned at first
- *                                  drive), progress, samples, badRows, rowsDone, chunksDone,
- *                                  manifest, startedAt, finishedAt
- *   <p>:{bulk}:run:<id>:parts        hash: chunk → its BulkPartResult (a chunk counts once)
- *   <p>:{bulk}:run:<id>:objects      hash: input key → ObjectStats, once that object was read whole
- *   <p>:{bulk}:run:<id>:outstanding  set: chunks enqueued and not yet counted (cancel removes their jobs)
- *   <p>:{bulk}:running               set: ids of running runs (the supervisor's worklist)
+ *   <p>:{bulk}:run:<ref>              hash: spec, status, priority, error, listing (pinned at first
+ *                                   drive), progress, samples, badRows, rowsDone, chunksDone,
+ *                                   manifest, startedAt, finishedAt
+ *   <p>:{bulk}:run:<ref>:parts        hash: chunk → its BulkPartResult (a chunk counts once)
+ *   <p>:{bulk}:run:<ref>:objects      hash: input key → ObjectStats, once that object was read whole
+ *   <p>:{bulk}:run:<ref>:outstanding  set: chunks enqueued and not yet counted (cancel removes their jobs)
+ *   <p>:{bulk}:running                set: refs of running runs (the supervisor's worklist)
+ *
+ * A run's ref is `<tenant>/<id>` (runRef): run ids are the tenant's own, so the same id from two
+ * tenants names two runs, and nothing a tenant does can tell whether another uses an id. The ref
+ * is also the run's name in its chunk job ids and capacity requests; '/' is in neither a tenant
+ * name nor a run id, so a ref never reads two ways. Runs recorded before ids were per tenant
+ * keep their bare id as ref (`<p>:{bulk}:run:<id>`): `find` falls back to it, for its own
+ * tenant only, so they stay readable, resumable and drivable.
  *
  * Status: running → succeeded | failed | canceled, each end written by a script that first
  * checks the run is still running (a driver that finishes a run someone canceled meanwhile
@@ -22,6 +29,7 @@
 import type { BadRow, BulkPartResult, BulkProgress, BulkRunSpec, BulkRunStatus, BulkRunView } from '../contracts/bulk.ts';
 import type { RedisClient } from '../redis/client.ts';
 import { bulkRunKey, bulkRunLeaseKey, bulkRunningKey, bulkRunObjectsKey, bulkRunOutstandingKey, bulkRunPartsKey } from '../redis/keys.ts';
+import { RUN_ID_PATTERN } from './run-request.ts';
 import { formatS3Url } from './s3-url.ts';
 
 export const RETENTION_S = 30 * 86_400;
@@ -42,6 +50,8 @@ export interface ObjectStats {
 }
 
 export interface RunRecord {
+  /** The key the record was read under (runRef, or a bare id for a run from before refs). */
+  ref: string;
   spec: BulkRunSpec;
   status: BulkRunStatus;
   priority: 'bulk' | 'urgent';
@@ -92,104 +102,121 @@ return 1`;
 
 export type RunStore = ReturnType<typeof createRunStore>;
 
+/** A run's ref: the tenant's id for it, qualified by the tenant. */
+export function runRef(tenant: string, id: string): string {
+  return `${tenant}/${id}`;
+}
+
 export function createRunStore(redis: RedisClient, prefix: string) {
   const running = bulkRunningKey(prefix);
-  const rec = (id: string) => bulkRunKey(prefix, id);
-  const keys = (id: string) => [
-    rec(id),
+  const rec = (ref: string) => bulkRunKey(prefix, ref);
+  const keys = (ref: string) => [
+    rec(ref),
     running,
-    bulkRunPartsKey(prefix, id),
-    bulkRunObjectsKey(prefix, id),
-    bulkRunOutstandingKey(prefix, id),
+    bulkRunPartsKey(prefix, ref),
+    bulkRunObjectsKey(prefix, ref),
+    bulkRunOutstandingKey(prefix, ref),
   ];
+  const read = async (ref: string): Promise<RunRecord | null> => {
+    const h = await redis.hgetall(rec(ref));
+    return h.spec ? parseRecord(ref, h) : null;
+  };
 
   return {
-    leaseKey: (id: string) => bulkRunLeaseKey(prefix, id),
+    leaseKey: (ref: string) => bulkRunLeaseKey(prefix, ref),
 
-    /** Creates the record; false when one with this id exists already (nothing written). */
+    /** Creates the record under runRef(spec.tenant, spec.id); false when one exists already (nothing written). */
     async create(spec: BulkRunSpec): Promise<boolean> {
-      return (await redis.eval(CREATE, 2, rec(spec.id), running, JSON.stringify(spec), spec.id)) === 1;
+      const ref = runRef(spec.tenant, spec.id);
+      return (await redis.eval(CREATE, 2, rec(ref), running, JSON.stringify(spec), ref)) === 1;
     },
 
-    async read(id: string): Promise<RunRecord | null> {
-      const h = await redis.hgetall(rec(id));
-      return h.spec ? parseRecord(h) : null;
+    read,
+
+    /** The tenant's run with this id, or null: another tenant's run with the same id is not found. */
+    async find(tenant: string, id: string): Promise<RunRecord | null> {
+      if (!RUN_ID_PATTERN.test(id)) return null;
+      const record = await read(runRef(tenant, id));
+      if (record) return record;
+      const legacy = await read(id);
+      return legacy?.spec.tenant === tenant ? legacy : null;
     },
 
-    async status(id: string): Promise<BulkRunStatus | null> {
-      return (await redis.hget(rec(id), 'status')) as BulkRunStatus | null;
+    async status(ref: string): Promise<BulkRunStatus | null> {
+      return (await redis.hget(rec(ref), 'status')) as BulkRunStatus | null;
     },
 
+    /** The refs of running runs. */
     async runningIds(): Promise<string[]> {
       return redis.smembers(running);
     },
 
     /** Replaces the spec's settings that do not change outputs (deadline, webhook, maxBadRows). */
-    async updateSpec(spec: BulkRunSpec): Promise<void> {
-      await redis.hset(rec(spec.id), 'spec', JSON.stringify(spec));
+    async updateSpec(ref: string, spec: BulkRunSpec): Promise<void> {
+      await redis.hset(rec(ref), 'spec', JSON.stringify(spec));
     },
 
-    async reopen(id: string): Promise<boolean> {
-      return (await redis.eval(REOPEN, 5, ...keys(id), id)) === 1;
+    async reopen(ref: string): Promise<boolean> {
+      return (await redis.eval(REOPEN, 5, ...keys(ref), ref)) === 1;
     },
 
     /** Pins the listing on first call; every call returns the pinned one. */
-    async pinListing(id: string, listing: PinnedObject[]): Promise<PinnedObject[]> {
-      await redis.hsetnx(rec(id), 'listing', JSON.stringify(listing));
-      return JSON.parse((await redis.hget(rec(id), 'listing')) ?? '[]') as PinnedObject[];
+    async pinListing(ref: string, listing: PinnedObject[]): Promise<PinnedObject[]> {
+      await redis.hsetnx(rec(ref), 'listing', JSON.stringify(listing));
+      return JSON.parse((await redis.hget(rec(ref), 'listing')) ?? '[]') as PinnedObject[];
     },
 
-    async markStarted(id: string, at: number): Promise<void> {
-      await redis.hsetnx(rec(id), 'startedAt', String(at));
+    async markStarted(ref: string, at: number): Promise<void> {
+      await redis.hsetnx(rec(ref), 'startedAt', String(at));
     },
 
-    async setPriority(id: string, priority: 'bulk' | 'urgent'): Promise<void> {
-      await redis.hset(rec(id), 'priority', priority);
+    async setPriority(ref: string, priority: 'bulk' | 'urgent'): Promise<void> {
+      await redis.hset(rec(ref), 'priority', priority);
     },
 
     /** Counts a chunk's part once (true the first time); forgets it as outstanding either way. */
-    async recordPart(id: string, chunk: number, part: BulkPartResult): Promise<boolean> {
-      const [record, , parts, , outstanding] = keys(id) as [string, string, string, string, string];
+    async recordPart(ref: string, chunk: number, part: BulkPartResult): Promise<boolean> {
+      const [record, , parts, , outstanding] = keys(ref) as [string, string, string, string, string];
       return (await redis.eval(RECORD_PART, 3, record, parts, outstanding, chunk, JSON.stringify(part), part.rows)) === 1;
     },
 
-    async partsDone(id: string, chunks: number[]): Promise<boolean[]> {
+    async partsDone(ref: string, chunks: number[]): Promise<boolean[]> {
       if (chunks.length === 0) return [];
-      const found = await redis.hmget(`${rec(id)}:parts`, ...chunks.map(String));
+      const found = await redis.hmget(`${rec(ref)}:parts`, ...chunks.map(String));
       return found.map((v) => v !== null);
     },
 
-    async parts(id: string): Promise<Map<number, BulkPartResult>> {
-      const all = await redis.hgetall(`${rec(id)}:parts`);
+    async parts(ref: string): Promise<Map<number, BulkPartResult>> {
+      const all = await redis.hgetall(`${rec(ref)}:parts`);
       const out = new Map<number, BulkPartResult>();
       for (const [chunk, json] of Object.entries(all)) out.set(Number(chunk), JSON.parse(json) as BulkPartResult);
       return out;
     },
 
-    async objectStats(id: string): Promise<Map<string, ObjectStats>> {
-      const all = await redis.hgetall(`${rec(id)}:objects`);
+    async objectStats(ref: string): Promise<Map<string, ObjectStats>> {
+      const all = await redis.hgetall(`${rec(ref)}:objects`);
       return new Map(Object.entries(all).map(([key, json]) => [key, JSON.parse(json) as ObjectStats]));
     },
 
-    async saveObjectStats(id: string, key: string, stats: ObjectStats): Promise<void> {
-      await redis.hset(`${rec(id)}:objects`, key, JSON.stringify(stats));
+    async saveObjectStats(ref: string, key: string, stats: ObjectStats): Promise<void> {
+      await redis.hset(`${rec(ref)}:objects`, key, JSON.stringify(stats));
     },
 
-    async addOutstanding(id: string, chunk: number): Promise<void> {
-      await redis.sadd(`${rec(id)}:outstanding`, String(chunk));
+    async addOutstanding(ref: string, chunk: number): Promise<void> {
+      await redis.sadd(`${rec(ref)}:outstanding`, String(chunk));
     },
 
-    async outstanding(id: string): Promise<number[]> {
-      return (await redis.smembers(`${rec(id)}:outstanding`)).map(Number);
+    async outstanding(ref: string): Promise<number[]> {
+      return (await redis.smembers(`${rec(ref)}:outstanding`)).map(Number);
     },
 
-    async saveProgress(id: string, progress: BulkProgress, samples: BadRow[]): Promise<void> {
-      await redis.hset(rec(id), 'progress', JSON.stringify(progress), 'badRows', progress.badRows, 'samples', JSON.stringify(samples));
+    async saveProgress(ref: string, progress: BulkProgress, samples: BadRow[]): Promise<void> {
+      await redis.hset(rec(ref), 'progress', JSON.stringify(progress), 'badRows', progress.badRows, 'samples', JSON.stringify(samples));
     },
 
     /** Ends a running run; false when it was not running (someone else ended it first). */
     async finish(
-      id: string,
+      ref: string,
       status: Exclude<BulkRunStatus, 'running'>,
       at: number,
       fields: { error?: { code: string; message: string }; manifest?: string } = {},
@@ -197,15 +224,16 @@ export function createRunStore(redis: RedisClient, prefix: string) {
       const extra: string[] = [];
       if (fields.error) extra.push('error', JSON.stringify(fields.error));
       if (fields.manifest) extra.push('manifest', fields.manifest);
-      return (await redis.eval(FINISH, 5, ...keys(id), status, at, id, RETENTION_S, ...extra)) === 1;
+      return (await redis.eval(FINISH, 5, ...keys(ref), status, at, ref, RETENTION_S, ...extra)) === 1;
     },
   };
 }
 
-function parseRecord(h: Record<string, string>): RunRecord {
+function parseRecord(ref: string, h: Record<string, string>): RunRecord {
   const json = <T>(v: string | undefined): T | undefined => (v ? (JSON.parse(v) as T) : undefined);
   const num = (v: string | undefined) => (v === undefined ? undefined : Number(v));
   const record: RunRecord = {
+    ref,
     spec: JSON.parse(h.spec as string) as BulkRunSpec,
     status: (h.status as BulkRunStatus | undefined) ?? 'running',
     priority: h.priority === 'urgent' ? 'urgent' : 'bulk',

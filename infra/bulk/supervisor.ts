@@ -23,7 +23,7 @@ export function startBulkSupervisor(deps: BulkDeps, options: SupervisorOptions):
   const pollMs = options.pollMs ?? 5_000;
 
   const adopt = (runId: string) => {
-    const drive = driveBulkRun(deps, runId, { ...options.drive, owner: options.owner, signal: stop.signal })
+    const drive = driveBulkRun(deps, { ref: runId }, { ...options.drive, owner: options.owner, signal: stop.signal })
       .then(({ run, leaseHeldBy }) => {
         if (!leaseHeldBy) deps.log.info({ runId, status: run.status }, 'bulk supervisor: drive ended');
       })
@@ -35,6 +35,7 @@ export function startBulkSupervisor(deps: BulkDeps, options: SupervisorOptions):
   const loop = (async () => {
     while (!stop.signal.aborted) {
       try {
+        // Refs (run-store.ts runRef): ids are only unique per tenant.
         for (const runId of await store.runningIds()) {
           if (stop.signal.aborted || driving.has(runId)) continue;
           // Cheap look first: a held lease means a live driver, no need to try.

@@ -3,8 +3,9 @@
  * for the three processes that touch runs: the API (starts, reads, cancels), the dispatcher
  * (its supervisor drives API-created runs) and the `warmpool bulk` CLI (drives its own run).
  *
- * Input and output may live in any bucket, so object stores are made per bucket on first use
- * (same endpoint and credentials as the registry's) and kept until close().
+ * Input and output may live in other buckets than the registry's: one S3 client (same endpoint
+ * and credentials as the registry's) serves every bucket (store-factory.ts), and which locations
+ * a tenant may name is BULK_LOCATIONS (locations.ts).
  */
 
 import { createDeploymentStore } from '../deployments/deployment-store.ts';
@@ -14,9 +15,9 @@ import type { Log } from '../kernel/log.ts';
 import type { RedisClient } from '../redis/client.ts';
 import { cacheManifests } from '../registry/manifest-cache.ts';
 import { createModelRegistry } from '../registry/model-registry.ts';
-import type { ObjectStore } from '../registry/object-store.ts';
-import { createS3ObjectStore } from '../registry/s3-object-store.ts';
 import type { BulkDeps } from './bulk-runs.ts';
+import { createBulkLocations } from './locations.ts';
+import { createStoreFactory, type StoreFactory } from './store-factory.ts';
 
 export interface BulkWiringOptions {
   /** Used, not closed: the caller owns it. */
@@ -30,22 +31,16 @@ export interface BulkWiringOptions {
 
 export interface BulkWiring {
   deps: BulkDeps;
+  /** The object stores behind deps.storeFor (its `clients` count is what tests watch). */
+  stores: Pick<StoreFactory, 'clients'>;
   /** Closes the object stores it made; idempotent. */
   close(): void;
 }
 
 export function createBulkWiring(config: Config, options: BulkWiringOptions): BulkWiring {
   const clock = options.clock ?? systemClock;
-  const stores = new Map<string, ObjectStore & { close(): void }>();
-  const storeFor = (bucket: string): ObjectStore => {
-    let store = stores.get(bucket);
-    if (!store) {
-      // Spelled out: config.s3.credentials is non-enumerable (never serialised), so a spread drops it.
-      store = createS3ObjectStore({ ...config.s3, credentials: config.s3.credentials, bucket });
-      stores.set(bucket, store);
-    }
-    return store;
-  };
+  const stores = createStoreFactory(config.s3);
+  const { storeFor } = stores;
   const deployments = createDeploymentStore(options.redis, config.queuePrefix);
   const getManifest =
     options.getManifest ??
@@ -57,6 +52,7 @@ export function createBulkWiring(config: Config, options: BulkWiringOptions): Bu
     redis: options.redis,
     prefix: config.queuePrefix,
     storeFor,
+    locations: createBulkLocations(config),
     getManifest,
     servingVersion: async (model) => (await deployments.get(model))?.version ?? null,
     clock,
@@ -66,9 +62,9 @@ export function createBulkWiring(config: Config, options: BulkWiringOptions): Bu
   };
   return {
     deps,
+    stores,
     close() {
-      for (const store of stores.values()) store.close();
-      stores.clear();
+      stores.close();
     },
   };
 }

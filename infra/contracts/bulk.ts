@@ -134,6 +134,7 @@ export function manifestKey(output: S3Location): string {
  * itself, so results go to S3 rather than Redis and a retried chunk overwrites its part.
  */
 export interface BulkChunkSpec {
+  /** The run's ref, `<tenant>/<run id>` (run ids are per tenant): part of the chunk's job id. */
   runId: string;
   chunk: number;
   /** One id per row, in row order. */

@@ -1,8 +1,8 @@
 /**
  * The driver's view of a model version's BullMQ queue, for chunk jobs only: add by the
- * deterministic id `bulk:<runId>:<chunk>` (adding an id BullMQ still holds is a no-op, so a
- * retried enqueue never duplicates), read where a chunk's job stands, change its priority while
- * it waits, remove it unless a worker holds it.
+ * deterministic id `bulk:<run ref>:<chunk>`, the ref being `<tenant>/<run id>` (adding an id
+ * BullMQ still holds is a no-op, so a retried enqueue never duplicates), read where a chunk's job
+ * stands, change its priority while it waits, remove it unless a worker holds it.
  *
  * Completed chunk jobs are removed by the driver once counted (their part is in S3 and in the
  * run's record), so a run never leaves more than its window of jobs in Redis; `removeOnComplete`

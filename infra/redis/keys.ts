@@ -24,8 +24,9 @@
  *   dispatcher cursor   wp:{webhooks}:cursor:{infer.m.1}         {webhooks}       api/webhooks event-source     none
  *   --- {bulk}: a run's counting script touches its keys and the running set ---
  *   running runs        wp:{bulk}:running                        {bulk}           infra/bulk run-store          none
- *   bulk run            wp:{bulk}:run:<id>[:parts|:objects|:outstanding] {bulk}   infra/bulk run-store          30 days, once ended
- *   bulk run lease      wp:{bulk}:run:<id>:lease                 {bulk}           infra/bulk driver (lease)     lease TTL
+ *   bulk run            wp:{bulk}:run:<ref>[:parts|:objects|:outstanding] {bulk}  infra/bulk run-store          30 days, once ended
+ *   bulk run lease      wp:{bulk}:run:<ref>:lease                {bulk}           infra/bulk driver (lease)     lease TTL
+ *                       (<ref> = <tenant>/<runId>: run ids are per tenant; a bare <runId> is a run from before)
  *   --- no tag: single-key commands, spread over the shards by key ---
  *   job index           wp:job:<jobId>                           -                infra/queue job-queue         JOB_RETENTION_S
  *   result cache        wp:result:<model>:<version>:<digest>     -                infra/redis result-cache      RESULT_CACHE_TTL_S
@@ -123,14 +124,14 @@ export function webhookCursorKey(prefix: string, queue: string): string {
   return `${prefix}:${WEBHOOKS_TAG}:cursor:${queue}`;
 }
 
-/** Set: the ids of running bulk runs. */
+/** Set: the refs of running bulk runs. */
 export function bulkRunningKey(prefix: string): string {
   return `${prefix}:${BULK_TAG}:running`;
 }
 
-/** Hash: a bulk run's record. */
-export function bulkRunKey(prefix: string, runId: string): string {
-  return `${prefix}:${BULK_TAG}:run:${runId}`;
+/** Hash: a bulk run's record; `ref` is infra/bulk run-store's `<tenant>/<runId>` (or a bare run id from before run ids were per tenant). */
+export function bulkRunKey(prefix: string, ref: string): string {
+  return `${prefix}:${BULK_TAG}:run:${ref}`;
 }
 
 /** Hash: chunk → its part result. */

@@ -23,3 +23,20 @@ export interface ObjectStore {
   list(prefix: string): Promise<ObjectInfo[]>;
   delete(key: string): Promise<void>;
 }
+
+/**
+ * The bucket itself cannot be used: it does not exist, this service's credentials may not use
+ * it, or it lives in another region. Not transient (a retry answers the same); the caller
+ * decides whether its own caller may be told (bulk runs answer 422 `location_unavailable` for a
+ * tenant's own location).
+ */
+export class BucketUnavailableError extends Error {
+  constructor(
+    readonly bucket: string,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.name = 'BucketUnavailableError';
+  }
+}

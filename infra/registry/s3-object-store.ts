@@ -16,7 +16,7 @@ import {
   type S3ClientConfig,
 } from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
-import type { ObjectInfo, ObjectStore } from './object-store.ts';
+import { BucketUnavailableError, type ObjectInfo, type ObjectStore } from './object-store.ts';
 
 export interface S3ObjectStoreOptions {
   /** Unset = AWS's regional endpoint. */
@@ -37,10 +37,43 @@ export interface S3ObjectStoreOptions {
 const PART_SIZE_BYTES = 8 * 1024 * 1024;
 
 export function createS3ObjectStore(options: S3ObjectStoreOptions): ObjectStore & { close(): void } {
-  const { bucket } = options;
   const client = new S3Client(clientConfig(options));
   let closed = false;
+  return {
+    ...bucketStore(client, options.bucket, options.listPageSize),
+    close() {
+      if (closed) return;
+      closed = true;
+      client.destroy();
+    },
+  };
+}
+
+/**
+ * Object stores for any bucket of one endpoint over one S3 client (one connection pool, one
+ * credential chain): the bucket is a parameter of each store, not a client of its own, so
+ * naming more buckets costs nothing that lasts. close() destroys the client once.
+ */
+export function createS3BucketStores(options: Omit<S3ObjectStoreOptions, 'bucket'>): {
+  forBucket(bucket: string): ObjectStore;
+  close(): void;
+} {
+  const client = new S3Client(clientConfig(options));
+  let closed = false;
+  return {
+    forBucket: (bucket) => bucketStore(client, bucket, options.listPageSize),
+    close() {
+      if (closed) return;
+      closed = true;
+      client.destroy();
+    },
+  };
+}
+
+function bucketStore(client: S3Client, bucket: string, listPageSize: number | undefined): ObjectStore {
   const url = (key: string) => `s3://${bucket}/${key}`;
+  const wrap = <T>(what: string, fn: () => Promise<T>) => wrapErrors(bucket, what, fn);
+  const wrapMissing = <T>(what: string, fn: () => Promise<T>) => wrapErrorsMissing(bucket, what, fn);
 
   return {
     async put(key, body, putOptions) {
@@ -91,7 +124,7 @@ export function createS3ObjectStore(options: S3ObjectStoreOptions): ObjectStore 
       let marker: string | undefined;
       for (;;) {
         const page = await wrap(`list ${url(prefix)}`, () =>
-          client.send(new ListObjectsCommand({ Bucket: bucket, Prefix: prefix, Marker: marker, MaxKeys: options.listPageSize })),
+          client.send(new ListObjectsCommand({ Bucket: bucket, Prefix: prefix, Marker: marker, MaxKeys: listPageSize })),
         );
         const contents = page.Contents ?? [];
         for (const o of contents) {
@@ -107,16 +140,10 @@ export function createS3ObjectStore(options: S3ObjectStoreOptions): ObjectStore 
     async delete(key) {
       await wrap(`delete ${url(key)}`, () => client.send(new DeleteObjectCommand({ Bucket: bucket, Key: key })));
     },
-
-    close() {
-      if (closed) return;
-      closed = true;
-      client.destroy();
-    },
   };
 }
 
-function clientConfig(options: S3ObjectStoreOptions): S3ClientConfig {
+function clientConfig(options: Omit<S3ObjectStoreOptions, 'bucket'>): S3ClientConfig {
   return {
     region: options.region,
     forcePathStyle: options.forcePathStyle,
@@ -148,24 +175,40 @@ function isMissing(err: unknown): boolean {
   return e.$metadata?.httpStatusCode === 404 && e.name !== 'NoSuchBucket';
 }
 
-async function wrapMissing<T>(what: string, fn: () => Promise<T>): Promise<T | null> {
+/** The bucket itself is unusable: missing, not ours to use, or in another region (S3's codes; a 404 only where no key was asked for). */
+const BUCKET_UNAVAILABLE = new Set([
+  'NoSuchBucket',
+  'AccessDenied',
+  'AllAccessDisabled',
+  'PermanentRedirect',
+  'AuthorizationHeaderMalformed',
+]);
+
+function isBucketUnavailable(err: unknown): boolean {
+  if (typeof err !== 'object' || err === null) return false;
+  const e = err as { name?: string; Code?: string };
+  return BUCKET_UNAVAILABLE.has(e.name ?? '') || BUCKET_UNAVAILABLE.has(e.Code ?? '');
+}
+
+async function wrapErrorsMissing<T>(bucket: string, what: string, fn: () => Promise<T>): Promise<T | null> {
   try {
     return await fn();
   } catch (err) {
     if (isMissing(err)) return null;
-    throw wrapped(what, err);
+    throw wrapped(bucket, what, err);
   }
 }
 
-async function wrap<T>(what: string, fn: () => Promise<T>): Promise<T> {
+async function wrapErrors<T>(bucket: string, what: string, fn: () => Promise<T>): Promise<T> {
   try {
     return await fn();
   } catch (err) {
-    throw wrapped(what, err);
+    throw wrapped(bucket, what, err);
   }
 }
 
-function wrapped(what: string, err: unknown): Error {
+function wrapped(bucket: string, what: string, err: unknown): Error {
   const detail = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
-  return new Error(`S3 ${what} failed: ${detail}`, { cause: err });
+  const message = `S3 ${what} failed: ${detail}`;
+  return isBucketUnavailable(err) ? new BucketUnavailableError(bucket, message, { cause: err }) : new Error(message, { cause: err });
 }

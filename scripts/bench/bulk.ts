@@ -9,6 +9,7 @@ import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { BulkRunView } from '../../infra/contracts/bulk.ts';
 import type { ModelManifest } from '../../infra/contracts/manifest.ts';
+import { loadConfig } from '../../infra/kernel/config.ts';
 import { errorMessage } from '../../infra/kernel/errors.ts';
 import { closeRedis, createRedis } from '../../infra/redis/client.ts';
 import { createS3ObjectStore } from '../../infra/registry/s3-object-store.ts';
@@ -47,9 +48,12 @@ export async function measureBulkVsRawOrt(ctx: BenchContext, manifest: ModelMani
 }
 
 export async function measureBulk(ctx: BenchContext, manifest: ModelManifest, rows: number): Promise<BulkResult> {
-  const { env, config } = scopedEnv(ctx, 'bulk');
   const runId = `bench-${Date.now().toString(36)}`;
-  const base = `${config.s3.prefix ? `${config.s3.prefix}/` : ''}bulk-${runId}`;
+  const { s3 } = loadConfig(ctx.env);
+  const area = `${s3.prefix ? `${s3.prefix}/` : ''}bulk/${BENCH_TENANT}/`;
+  // The bench tenant's bulk location (BULK_LOCATIONS): its runs may use this folder and no other.
+  const { env, config } = scopedEnv(ctx, 'bulk', { BULK_LOCATIONS: `${BENCH_TENANT}:s3://${s3.bucket}/${area}` });
+  const base = `${area}${runId}`;
   await writeInput(config.s3, `${base}/in/`, manifest, rows);
   const redis = createRedis(config.redisUrl);
   const worker = spawnRole(['worker', '--model', manifest.name, '--version', manifest.version], env);

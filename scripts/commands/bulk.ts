@@ -159,13 +159,17 @@ async function drive(s: Session, started: BulkRunView, signal: AbortSignal): Pro
   try {
     display.update(run);
     while (run.status === 'running' && !signal.aborted) {
-      const result = await driveBulkRun(s.wiring.deps, run.id, {
-        owner,
-        signal,
-        onProgress: (view) => display.update(view),
-        progressIntervalMs: s.io.isTTY ? 250 : 1_000,
-        webhookIntervalMs: BULK_PROGRESS_WEBHOOK_INTERVAL_MS,
-      });
+      const result = await driveBulkRun(
+        s.wiring.deps,
+        { tenant: s.tenant, id: run.id },
+        {
+          owner,
+          signal,
+          onProgress: (view) => display.update(view),
+          progressIntervalMs: s.io.isTTY ? 250 : 1_000,
+          webhookIntervalMs: BULK_PROGRESS_WEBHOOK_INTERVAL_MS,
+        },
+      );
       run = result.run;
       if (result.leaseHeldBy === undefined || run.status !== 'running') continue;
       if (!watching) display.note(`${result.leaseHeldBy} is driving run ${run.id}; watching it (Ctrl-C stops watching, not the run)`);

@@ -18,7 +18,7 @@ import type { WorkerState } from '../../infra/contracts/worker-state.ts';
 import { createDeploymentStore } from '../../infra/deployments/deployment-store.ts';
 import { listHeartbeats } from '../../infra/fleet/worker-states.ts';
 import { systemClock } from '../../infra/kernel/clock.ts';
-import { loadConfig } from '../../infra/kernel/config.ts';
+import { loadConfig, parseApiKeys } from '../../infra/kernel/config.ts';
 import { NotFoundError } from '../../infra/kernel/errors.ts';
 import { closeAll, onShutdownSignals } from '../../infra/kernel/lifecycle.ts';
 import { createLogger } from '../../infra/kernel/log.ts';
@@ -50,6 +50,8 @@ export async function devMain(_args: string[]): Promise<number> {
       env.ADMIN_TENANTS ??= 'dev';
     }
     env.MODEL_CACHE_DIR ??= path.resolve(STATE_DIR, 'model-cache');
+    // Each tenant's bulk runs get a folder of their own, beside the registry's models (docs/SECURITY.md).
+    env.BULK_LOCATIONS ??= devBulkLocations(env);
     // Webhooks to a receiver on this machine are the point of a dev stack.
     env.WEBHOOK_ALLOWED_PRIVATE_HOSTS ??= '127.0.0.1,localhost,::1';
     const config = loadConfig(env);
@@ -174,6 +176,18 @@ async function ensureDemoModel(registry: ModelRegistry, say: (line: string) => v
   }
 }
 
+/**
+ * The dev stack's BULK_LOCATIONS when none is set: each API_KEYS tenant (`dev` unless API_KEYS
+ * says otherwise) may read and write `s3://<S3_BUCKET>/<S3_PREFIX/>bulk/<tenant>/`, and nothing
+ * else: tenants of one dev stack are as isolated from each other as in production.
+ */
+export function devBulkLocations(env: NodeJS.ProcessEnv): string {
+  const bucket = env.S3_BUCKET ?? 'warmpool';
+  const root = (env.S3_PREFIX ?? '').replace(/^\/+|\/+$/g, '');
+  const tenants = [...new Set(parseApiKeys(env.API_KEYS ?? '').map((k) => k.tenant))];
+  return tenants.map((t) => `${t}:s3://${bucket}/${root ? `${root}/` : ''}bulk/${t}/`).join(';');
+}
+
 /** One key per checkout, kept across restarts so pasted curls keep working. */
 function devKey(): string {
   const file = path.join(STATE_DIR, 'dev-key');
@@ -194,6 +208,7 @@ function writeDevEnv(env: NodeJS.ProcessEnv, url: string): void {
     'AWS_REGION',
     'API_KEYS',
     'ADMIN_TENANTS',
+    'BULK_LOCATIONS',
     'QUEUE_PREFIX',
     'MODEL_CACHE_DIR',
   ];

@@ -90,7 +90,7 @@ export function uniqueId(label: string): string {
 /** A complete environment for a warmpool process under test, isolated from every other call. */
 export function testEnv(overrides: Record<string, string> = {}): NodeJS.ProcessEnv {
   const services = testServices();
-  return {
+  const env: NodeJS.ProcessEnv = {
     ...process.env,
     REDIS_URL: services.redisUrl,
     QUEUE_PREFIX: uniqueId('q'),
@@ -106,6 +106,21 @@ export function testEnv(overrides: Record<string, string> = {}): NodeJS.ProcessE
     LOG_LEVEL: 'warn',
     ...overrides,
   };
+  // Each test tenant's bulk runs may use its own folder under this env's S3 prefix (testBulkPrefix).
+  env.BULK_LOCATIONS =
+    overrides.BULK_LOCATIONS ?? TEST_TENANTS.map((t) => `${t}:s3://${env.S3_BUCKET}/${testBulkPrefix(env.S3_PREFIX ?? '', t)}`).join(';');
+  return env;
+}
+
+const TEST_TENANTS = ['tenant-a', 'tenant-b'] as const;
+
+/**
+ * The key prefix testEnv grants `tenant` in BULK_LOCATIONS (unless overridden): its bulk runs
+ * read and write under `s3://<S3_BUCKET>/<S3_PREFIX>/bulk/<tenant>/` and nowhere else.
+ */
+export function testBulkPrefix(s3Prefix: string, tenant: string): string {
+  const root = s3Prefix.replace(/^\/+|\/+$/g, '');
+  return `${root ? `${root}/` : ''}bulk/${tenant}/`;
 }
 
 /**
