@@ -22,6 +22,7 @@ import type { ApiMetrics } from '../infra/telemetry/metrics.ts';
 import { dashboardPageRoutes } from './dashboard/page.ts';
 import { dashboardRoutes, sessionRoutes } from './dashboard/routes.ts';
 import { type AuthEnv, bearerAuth } from './http/auth.ts';
+import { type AuthFailureLimit, authFailureGuard } from './http/auth-failures.ts';
 import { errorBody, errorHandler, notFoundHandler } from './http/errors.ts';
 import type { IdempotencyStore } from './http/idempotency.ts';
 import { type RateLimitSettings, rateLimit } from './http/rate-limit.ts';
@@ -85,6 +86,8 @@ export interface AppDeps {
   maxRows?: number;
   /** Idempotency-Key on job submission (api/http/idempotency.ts, TTL IDEMPOTENCY_TTL_S). */
   idempotency: IdempotencyStore;
+  /** Wrong API keys per source address (AUTH_FAILURE_LIMIT_PER_MIN, api/http/auth-failures.ts); no limit when absent. */
+  authFailures?: AuthFailureLimit;
   /** Per-tenant token bucket on `/v1/*` and `/v2/models/*` (RATE_LIMIT_RPS/BURST); no limit when absent. */
   rateLimit?: RateLimitSettings;
   /** WEBHOOK_ALLOWED_PRIVATE_HOSTS: hosts a job's webhook may name although private; none when absent. */
@@ -129,7 +132,8 @@ export function createApp(deps: AppDeps): Hono<AuthEnv> {
   app.route('/', dashboardPageRoutes());
   app.get('/metrics', async (c) => c.body(await deps.metrics.render(), 200, { 'Content-Type': PROMETHEUS_CONTENT_TYPE }));
 
-  const auth = bearerAuth(deps.apiKeys);
+  const onFailure = deps.authFailures ? authFailureGuard(deps.authFailures, deps.clock) : undefined;
+  const auth = bearerAuth(deps.apiKeys, { onFailure });
   for (const path of ['/v1/*', '/v2/models/*']) {
     app.use(path, auth);
     if (deps.rateLimit) app.use(path, rateLimit(deps.rateLimit, deps.clock));

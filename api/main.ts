@@ -135,6 +135,15 @@ export function createApiRuntime(config: Config, log: Logger, overrides: ApiOver
     syncTimeoutMs: config.api.syncTimeoutMs,
     idempotency: createIdempotencyStore(redis, { prefix: config.queuePrefix, ttlS: config.jobs.idempotencyTtlS, clock }),
     rateLimit: { limiter: createRateLimiter(redis, { prefix: config.queuePrefix }), ...config.rateLimit },
+    ...(config.api.authFailureLimitPerMin > 0
+      ? {
+          authFailures: {
+            limiter: createRateLimiter(redis, { prefix: config.queuePrefix }),
+            perMinute: config.api.authFailureLimitPerMin,
+            trustProxyHops: config.api.trustProxyHops,
+          },
+        }
+      : {}),
     webhookAllowedPrivateHosts: config.webhooks.allowedPrivateHosts,
     webhooks: { redis, prefix: config.queuePrefix },
     adminTenants: config.api.adminTenants,

@@ -10,7 +10,7 @@ import { CLIENT_ERROR_LINGER_MS } from '../api/http/client-errors.ts';
 import { loadConfig } from '../infra/kernel/config.ts';
 import { startTestApi, type TestApi } from './support/api-app.ts';
 import { testEnv } from './support/services.ts';
-import { KEY_A } from './support/stack.ts';
+import { KEY_A, KEY_B } from './support/stack.ts';
 
 const HEADERS_TIMEOUT_MS = 1_000;
 const REQUEST_TIMEOUT_MS = 2_000;
@@ -154,4 +154,54 @@ describe('malformed requests', () => {
       for (const { socket } of sockets) socket.destroy();
     }
   }, 30_000);
+});
+
+describe('failed authentication, per source address', () => {
+  const LIMIT = 5;
+  const wrong = (n: number) => `wrong-key-${String(n).padStart(10, '0')}`;
+  let direct: TestApi;
+  let proxied: TestApi;
+
+  beforeAll(async () => {
+    direct = await startTestApi(loadConfig(testEnv({ AUTH_FAILURE_LIMIT_PER_MIN: String(LIMIT) })));
+    // As behind one load balancer: the client's address is the last X-Forwarded-For entry.
+    proxied = await startTestApi(loadConfig(testEnv({ AUTH_FAILURE_LIMIT_PER_MIN: String(LIMIT), TRUST_PROXY_HOPS: '1' })));
+  });
+
+  afterAll(async () => {
+    await direct?.close();
+    await proxied?.close();
+  });
+
+  async function errorOf(res: Response): Promise<{ status: number; code: string; retryAfter: string | null }> {
+    const body = (await res.json()) as { error: { code: string } };
+    return { status: res.status, code: body.error.code, retryAfter: res.headers.get('retry-after') };
+  }
+
+  it('answers 429 after N wrong keys from one address, while valid keys from it keep working', async () => {
+    for (let i = 0; i < LIMIT; i++) {
+      expect(await errorOf(await direct.call('/v1/models', { key: wrong(i) }))).toMatchObject({ status: 401, code: 'unauthorized' });
+    }
+    const refused = await errorOf(await direct.call('/v1/models', { key: wrong(LIMIT) }));
+    expect(refused).toMatchObject({ status: 429, code: 'rate_limited' });
+    expect(Number(refused.retryAfter)).toBeGreaterThanOrEqual(1);
+    // Forging X-Forwarded-For does not move a client to a fresh bucket when no proxy is trusted.
+    const forged = await direct.call('/v1/models', { key: wrong(LIMIT + 1), headers: { 'x-forwarded-for': '198.51.100.77' } });
+    expect(forged.status).toBe(429);
+    // Valid keys are never refused for their address's failures: the shared address of a load
+    // balancer must not let one client lock every tenant out.
+    expect((await direct.call('/v1/models', { key: KEY_A })).status).toBe(200);
+    expect((await direct.call('/v1/models', { key: KEY_B })).status).toBe(200);
+    // A request with no key guesses nothing: 401, and it draws nothing.
+    expect(await errorOf(await direct.call('/v1/models'))).toMatchObject({ status: 401, code: 'unauthorized' });
+  });
+
+  it('counts each client behind trusted proxies on its own, and a forged X-Forwarded-For prefix changes nothing', async () => {
+    const from = (address: string, forgedPrefix = '') => ({ 'x-forwarded-for': `${forgedPrefix}${address}` });
+    for (let i = 0; i <= LIMIT; i++) await proxied.call('/v1/models', { key: wrong(i), headers: from('198.51.100.1') });
+    expect((await proxied.call('/v1/models', { key: wrong(99), headers: from('198.51.100.1') })).status).toBe(429);
+    expect((await proxied.call('/v1/models', { key: wrong(99), headers: from('198.51.100.1', '203.0.113.50, ') })).status).toBe(429);
+    expect((await proxied.call('/v1/models', { key: wrong(99), headers: from('198.51.100.2') })).status).toBe(401);
+    expect((await proxied.call('/v1/models', { key: KEY_A, headers: from('198.51.100.1') })).status).toBe(200);
+  });
 });

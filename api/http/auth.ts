@@ -2,27 +2,49 @@
  * Bearer authentication: `Authorization: Bearer <key>` against the configured `tenant:key`
  * pairs. Keys are compared as SHA-256 digests with timingSafeEqual, against every configured key
  * without stopping at a match, so timing says nothing about which key (or how much of one) matched.
+ * A wrong key (not a missing one) is reported to `onFailure`, which may answer 429 instead of 401
+ * (api/http/auth-failures.ts).
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
-import type { MiddlewareHandler } from 'hono';
+import type { Context, MiddlewareHandler } from 'hono';
 import type { ApiKey } from '../../infra/kernel/config.ts';
 import { UnauthorizedError } from '../../infra/kernel/errors.ts';
+import type { AuthFailureGuard } from './auth-failures.ts';
 
 export interface AuthEnv {
   Variables: { tenant: string };
 }
 
-export function bearerAuth(apiKeys: readonly ApiKey[]): MiddlewareHandler<AuthEnv> {
-  const digests = apiKeys.map((k) => ({ tenant: k.tenant, digest: sha256(k.key) }));
+export interface BearerAuthOptions {
+  /** Told of each wrong key; a response it returns is sent instead of the 401. */
+  onFailure?: AuthFailureGuard;
+}
+
+export function bearerAuth(apiKeys: readonly ApiKey[], options: BearerAuthOptions = {}): MiddlewareHandler<AuthEnv> {
+  const tenantOfKey = keyLookup(apiKeys);
   return async (c, next) => {
-    const header = c.req.header('authorization') ?? '';
-    const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
-    if (!match) throw new UnauthorizedError('unauthorized', 'missing bearer token: send Authorization: Bearer <key>');
-    const tenant = tenantOf(digests, sha256(match[1] as string));
-    if (tenant === undefined) throw new UnauthorizedError('unauthorized', 'unknown API key');
+    const tenant = tenantOfKey(bearerToken(c));
+    if (tenant === undefined) {
+      const refused = await options.onFailure?.(c);
+      if (refused) return refused;
+      throw new UnauthorizedError('unauthorized', 'unknown API key');
+    }
     c.set('tenant', tenant);
     await next();
   };
+}
+
+/** The request's bearer token; throws 401 when there is none. */
+export function bearerToken(c: Context): string {
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(c.req.header('authorization') ?? '');
+  if (!match) throw new UnauthorizedError('unauthorized', 'missing bearer token: send Authorization: Bearer <key>');
+  return match[1] as string;
+}
+
+/** Key → tenant, compared in constant time against every configured key. */
+export function keyLookup(apiKeys: readonly ApiKey[]): (key: string) => string | undefined {
+  const digests = apiKeys.map((k) => ({ tenant: k.tenant, digest: sha256(k.key) }));
+  return (key) => tenantOf(digests, sha256(key));
 }
 
 function tenantOf(keys: Array<{ tenant: string; digest: Buffer }>, candidate: Buffer): string | undefined {
