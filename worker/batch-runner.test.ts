@@ -7,7 +7,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildMlpModel, buildMultiTypeModel, seededRandom } from '../scripts/fixtures/onnx-models.ts';
+import { buildDynamicAxisModel, buildMlpModel, buildMultiTypeModel, seededRandom } from '../scripts/fixtures/onnx-models.ts';
 import { type BatchEvent, createBatchRunner, type Slice } from './batch-runner.ts';
 import type { EngineTensor, InferenceEngine } from './engine/engine.ts';
 import { concatRows, splitRows } from './engine/tensor-codec.ts';
@@ -21,7 +21,8 @@ const paths: Record<string, string> = {};
 
 beforeAll(async () => {
   dir = await mkdtemp(path.join(os.tmpdir(), 'warmpool-runner-'));
-  for (const [name, bytes] of Object.entries({ mlp: buildMlpModel({ features: F, hidden: 32 }), multi: buildMultiTypeModel() })) {
+  const models = { mlp: buildMlpModel({ features: F, hidden: 32 }), multi: buildMultiTypeModel(), dynamic: buildDynamicAxisModel() };
+  for (const [name, bytes] of Object.entries(models)) {
     paths[name] = path.join(dir, `${name}.onnx`);
     await writeFile(paths[name], bytes);
   }
@@ -132,5 +133,27 @@ describe('createBatchRunner collapses identical rows', () => {
     const results = await createBatchRunner(seen, ['features'], ['score'])(slices, 3);
     expect(results.map((r) => r.outputs)).toEqual(expected);
     expect(seen.rows).toEqual([3]);
+  });
+
+  it('runs rows of different lengths on a dynamic axis as one forward pass per length, not a failed batch', async () => {
+    await engine.load(paths.dynamic as string, CPU);
+    const seq = (rows: number, length: number): Slice => ({
+      inputs: { seq: { type: 'float32', dims: [rows, length], data: Float32Array.from({ length: rows * length }, (_, i) => i + 1) } },
+      rows,
+    });
+    const slices = [seq(2, 3), seq(1, 5), seq(1, 3), seq(2, 0)];
+    const seen = counting(engine);
+    const results = await createBatchRunner(seen, ['seq'], ['total'])(slices, 6);
+    // Each slice answered as if run alone: the row sums.
+    expect(results.map((r) => Array.from(r.outputs.total?.data as Float32Array))).toEqual([[6, 15], [15], [6], [0, 0]]);
+    expect(results.map((r) => r.outputs.total?.dims)).toEqual([
+      [2, 1],
+      [1, 1],
+      [1, 1],
+      [2, 1],
+    ]);
+    // Lengths 3, 5 and 0: three passes, the length-3 rows together. Duplicates still collapse
+    // within a pass: the third slice repeats the first's first row, and empty rows are all alike.
+    expect(seen.rows).toEqual([2, 1, 1]);
   });
 });

@@ -8,6 +8,11 @@
  * (worker/duplicate-rows.ts), run once. Popular inputs sent by many clients at once then cost
  * one row of compute, and the answer is the one each would have got alone, as long as the
  * model treats rows independently — which batching strangers' rows together already assumes.
+ *
+ * Shapes: rows concatenate only when every input agrees beyond axis 0. On a model with a dynamic
+ * non-batch axis (a sequence length) jobs of different lengths land in one batch; each group of
+ * one shape then runs as a forward pass of its own, in turn, rather than failing the batch
+ * (which the worker would take for a lost engine).
  */
 
 import { findDuplicateRows } from './duplicate-rows.ts';
@@ -45,7 +50,7 @@ export function createBatchRunner(
   outputNames: string[],
   observe?: BatchObserver,
 ): (slices: Slice[], rows: number) => Promise<SliceResult[]> {
-  return async (slices, rows) => {
+  const runGroup = async (slices: Slice[], rows: number): Promise<SliceResult[]> => {
     const batch = collapse(concatInputs(slices, inputNames), inputNames, rows);
     const started = performance.now();
     const outputs = await engine.run(batch.feeds, outputNames);
@@ -67,6 +72,34 @@ export function createBatchRunner(
     }
     return perSlice.map((o) => ({ outputs: o, inferMs, batchRows: batch.rows }));
   };
+  return async (slices, rows) => {
+    const groups = groupByShape(slices, inputNames);
+    if (groups.length === 1) return runGroup(slices, rows);
+    const results: SliceResult[] = new Array(slices.length);
+    for (const group of groups) {
+      const members = group.map((i) => slices[i] as Slice);
+      const answers = await runGroup(
+        members,
+        members.reduce((n, s) => n + s.rows, 0),
+      );
+      group.forEach((i, k) => {
+        results[i] = answers[k] as SliceResult;
+      });
+    }
+    return results;
+  };
+}
+
+/** Indices of the slices, grouped by their inputs' types and dims beyond axis 0, in first-seen order. */
+function groupByShape(slices: Slice[], inputNames: string[]): number[][] {
+  const groups = new Map<string, number[]>();
+  slices.forEach((s, i) => {
+    const key = inputNames.map((n) => `${s.inputs[n]?.type}:${s.inputs[n]?.dims.slice(1).join('x')}`).join('|');
+    const group = groups.get(key);
+    if (group) group.push(i);
+    else groups.set(key, [i]);
+  });
+  return [...groups.values()];
 }
 
 function concatInputs(slices: Slice[], inputNames: string[]): Record<string, EngineTensor> {
