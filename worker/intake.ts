@@ -7,8 +7,10 @@
  * Errors become BullMQ decisions here and nowhere else: a job past its start deadline
  * (`timeoutMs`) → UnrecoverableError (`deadline_exceeded: …`, never run late); invalid input →
  * UnrecoverableError (`invalid_input: …`, no retry); a forward pass that fails for this job alone (the batcher
- * bisected it out) → UnrecoverableError (`inference_failed: …`); anything else is thrown as
- * is and retried with back-off.
+ * bisected it out) → UnrecoverableError, `invalid_input` when ORT found an index out of range in
+ * the job's data and `inference_failed` otherwise, with our words, never ORT's (its message
+ * names graph nodes: it goes to `onRejected`, the worker's log; engine/rejections.ts); anything
+ * else is thrown as is and retried with back-off.
  *
  * A job that succeeds leaves its outputs in the result cache (infra/redis/result-cache.ts) for the
  * API to answer repeats with, unless it opted out (`cache: false`). The entry is written before
@@ -30,6 +32,7 @@ import type { Batcher } from './batcher.ts';
 import { decodeBulkInputs, hasBinaryInputs } from './bulk-inputs.ts';
 import type { BulkPartWriter } from './bulk-part.ts';
 import { EngineRejectedError, type EngineTensor } from './engine/engine.ts';
+import { rejectionOf } from './engine/rejections.ts';
 import { concatRows, engineToOip, oipToEngine, sliceRows } from './engine/tensor-codec.ts';
 
 /** A forward pass failed for one slice alone: the job's data is what the model rejects. */
@@ -54,6 +57,8 @@ export interface IntakeOptions {
   writePart?: BulkPartWriter;
   /** A result that could not be stored (the job still succeeds). */
   onCacheError?: (err: unknown) => void;
+  /** A forward pass ONNX Runtime rejected for this job alone: ORT's full message, for operators. */
+  onRejected?: (e: { jobId: string; code: string; ortMessage: string }) => void;
   onJobDone?: (e: { outcome: 'succeeded' | 'failed' | 'retry'; queueMs: number; rows: number }) => void;
   /** Whether to run jobs now (see IntakeGate); every job runs when absent. */
   gate?: IntakeGate;
@@ -115,7 +120,11 @@ export function createIntake(options: IntakeOptions): Worker<JobData, JobResult>
       const unrecoverable = err instanceof InvalidInputError || err instanceof SliceFailedError;
       options.onJobDone?.({ outcome: unrecoverable ? 'failed' : 'retry', queueMs, rows: 0 });
       if (err instanceof InvalidInputError) throw new UnrecoverableError(`invalid_input: ${err.message}`);
-      if (err instanceof SliceFailedError) throw new UnrecoverableError(`inference_failed: ${err.message}`);
+      if (err instanceof SliceFailedError) {
+        const { code, message } = rejectionOf(err.message);
+        options.onRejected?.({ jobId: job.id ?? '', code, ortMessage: err.message });
+        throw new UnrecoverableError(`${code}: ${message}`);
+      }
       throw err;
     }
   };

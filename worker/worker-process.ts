@@ -356,6 +356,7 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
           results,
           ...writePart,
           onCacheError: (err) => this.deps.log.warn({ err }, 'result not cached'),
+          onRejected: (e) => this.deps.log.warn(e, 'ONNX Runtime rejected a job'),
           onJobDone: (e) => {
             metrics.jobsProcessed.inc({ ...labels, outcome: e.outcome });
             metrics.jobQueueSeconds.observe(labels, e.queueMs / 1000);

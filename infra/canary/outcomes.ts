@@ -13,8 +13,14 @@
  *   returnvalue in the entry, i.e. submit → result as the caller sees it (queue wait included,
  *   since a slower version also backs up its queue), without a job read per entry.
  * - `failed`: a failure (BullMQ 6 emits it only for a job's final failure, never for an attempt
- *   that will be retried), except codes that are the caller's doing, which count for nothing:
- *   `invalid_input` and `canceled`. `deadline_exceeded` counts: the version did not serve in time.
+ *   that will be retried), except codes that are the caller's doing, which count for nothing
+ *   (a tenant can send any number of them, pinned to the canary, to force a rollback):
+ *   `invalid_input` (the API's or the worker's validation, and an index out of the model's range,
+ *   worker/engine/rejections.ts), `canceled`, and `deadline_exceeded`: the worker fails a job
+ *   whose `timeoutMs` passed before it was taken, without running it, so the caller chose the
+ *   deadline (`timeoutMs: 1` expires on any version). A version too slow to take its jobs in
+ *   time still shows, in the latency of the jobs it serves (queue wait included).
+ *   `inference_failed` (the model failed on data it accepts) and `worker_crashed` count.
  * - Everything else (added, waiting, active, …) is skipped.
  *
  * An outcome is bucketed by its entry's time (Redis's clock when the job finished), not by when
@@ -35,8 +41,8 @@ import { bucketIndex, estimateQuantile, type LatencyCounts } from './latency-his
 
 /** Width of one aggregate bucket. */
 export const BUCKET_MS = 10_000;
-/** Failure codes that are the caller's fault: they count neither as a request nor as a failure. */
-export const IGNORED_FAILURE_CODES: ReadonlySet<string> = new Set(['invalid_input', 'canceled']);
+/** Failure codes that are the caller's doing: they count neither as a request nor as a failure. */
+export const IGNORED_FAILURE_CODES: ReadonlySet<string> = new Set(['invalid_input', 'canceled', 'deadline_exceeded']);
 /** Cursors of queues nobody reads any more disappear after a day. */
 const CURSOR_TTL_MS = 86_400_000;
 
