@@ -39,7 +39,7 @@ import { poolRoutes } from './routes/pool.ts';
 import { webhookRoutes } from './routes/webhooks.ts';
 import type { JobCanceler } from './use-cases/cancel-job.ts';
 import type { DeploymentAdmin } from './use-cases/deployments.ts';
-import { newJobId } from './use-cases/submit-job.ts';
+import { newJobId, type SubmitJobDeps } from './use-cases/submit-job.ts';
 
 /** The job queue as the app uses it: the JobQueue port plus cancel and watch. */
 export type AppJobQueue = JobQueue & JobCanceler & JobWatcher;
@@ -82,8 +82,12 @@ export interface AppDeps {
   clock: Clock;
   bodyLimitBytes: number;
   syncTimeoutMs: number;
-  /** Rows one request may carry; unlimited when absent. */
+  /** Rows one request may carry (MAX_ROWS_PER_JOB); unlimited when absent. */
   maxRows?: number;
+  /** Elements one input may declare, a zero-length axis counted as 1 (MAX_ELEMENTS_PER_JOB); unlimited when absent. */
+  maxElements?: number;
+  /** A tenant's open jobs (infra/redis/open-jobs.ts) and their cap (MAX_OPEN_JOBS_PER_TENANT); no cap when absent. */
+  openJobs?: SubmitJobDeps['openJobs'];
   /** Idempotency-Key on job submission (api/http/idempotency.ts, TTL IDEMPOTENCY_TTL_S). */
   idempotency: IdempotencyStore;
   /** Wrong API keys per source address (AUTH_FAILURE_LIMIT_PER_MIN, api/http/auth-failures.ts); no limit when absent. */
@@ -149,6 +153,8 @@ export function createApp(deps: AppDeps): Hono<AuthEnv> {
     idempotency: deps.idempotency,
     webhookAllowedPrivateHosts: deps.webhookAllowedPrivateHosts ?? [],
     maxRows: deps.maxRows,
+    maxElements: deps.maxElements,
+    openJobs: deps.openJobs,
     syncTimeoutMs: deps.syncTimeoutMs,
     onSubmitted: (e: { model: string; version: string; kind: 'async' | 'sync'; rows: number }) => {
       jobMetrics?.inc({ model: e.model, version: e.version, kind: e.kind });

@@ -14,6 +14,7 @@ import { closeAll, onShutdownSignals } from '../infra/kernel/lifecycle.ts';
 import { createLogger, type Logger } from '../infra/kernel/log.ts';
 import { type BullJobQueue, createBullJobQueue, createQueueStats } from '../infra/queue/index.ts';
 import { closeRedis, createRedis, FAIL_FAST_REDIS_OPTIONS } from '../infra/redis/client.ts';
+import { createOpenJobs } from '../infra/redis/open-jobs.ts';
 import { cacheManifests } from '../infra/registry/manifest-cache.ts';
 import { createModelRegistry } from '../infra/registry/model-registry.ts';
 import { createS3ObjectStore } from '../infra/registry/s3-object-store.ts';
@@ -94,6 +95,8 @@ export function createApiRuntime(config: Config, log: Logger, overrides: ApiOver
   const store = createS3ObjectStore(config.s3);
   const registry = createModelRegistry({ store, prefix: config.s3.prefix });
   const deployments = createDeploymentStore(redis, config.queuePrefix);
+  // A tenant's queued + running jobs, capped at submit; an entry left behind ages out after a retention.
+  const openJobs = createOpenJobs(redis, { prefix: config.queuePrefix, horizonMs: config.jobs.retentionS * 1000, clock });
   const jobs = createBullJobQueue({
     connection: config.redisUrl,
     redisOptions: API_REDIS_OPTIONS,
@@ -102,6 +105,7 @@ export function createApiRuntime(config: Config, log: Logger, overrides: ApiOver
     attempts: config.jobs.attempts,
     onError: redisError,
     clock,
+    openJobs,
   });
   const queueStats = createQueueStats({ redis, prefix: config.queuePrefix, clock });
   // Summed in memory, one write a second: a MULTI per submit cost the API 3% of its CPU.
@@ -133,6 +137,9 @@ export function createApiRuntime(config: Config, log: Logger, overrides: ApiOver
     clock,
     bodyLimitBytes: config.api.bodyLimitBytes,
     syncTimeoutMs: config.api.syncTimeoutMs,
+    maxRows: config.jobs.maxRowsPerJob,
+    maxElements: config.jobs.maxElementsPerJob,
+    openJobs: { store: openJobs, maxPerTenant: config.jobs.maxOpenJobsPerTenant },
     idempotency: createIdempotencyStore(redis, { prefix: config.queuePrefix, ttlS: config.jobs.idempotencyTtlS, clock }),
     rateLimit: { limiter: createRateLimiter(redis, { prefix: config.queuePrefix }), ...config.rateLimit },
     ...(config.api.authFailureLimitPerMin > 0

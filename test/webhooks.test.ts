@@ -68,6 +68,9 @@ async function eventually<T>(read: () => Promise<T | undefined> | T | undefined,
   }
 }
 
+/** Job data with this file's own knob for its processor: how (and whether) to fail. */
+type KnobbedJobData = JobData & { fail?: 'unrecoverable' | 'first' };
+
 describe('webhooks, end to end', () => {
   const prefix = uniqueId('wh');
   const model = 'hooked';
@@ -95,13 +98,13 @@ describe('webhooks, end to end', () => {
     opts: { events?: WebhookEvent[]; tenant?: string; fail?: 'unrecoverable' | 'first'; attempts?: number; host?: string } = {},
   ): Promise<string> {
     const jobId = `job_${counter++}_${uniqueId('j')}`;
-    const data: JobData = {
+    const data: KnobbedJobData = {
       tenant: opts.tenant ?? 'tenant-a',
       model,
       version: '1',
       inputs: [{ name: 'x', datatype: 'FP32', shape: [1, 1], data: [1] }],
       webhook: { url: r.url(path, opts.host), events: opts.events ?? ['job.succeeded', 'job.failed'] },
-      parameters: opts.fail ? { fail: opts.fail } : {},
+      ...(opts.fail ? { fail: opts.fail } : {}),
       submittedAt: Date.now(),
     };
     await queue.add('infer', data, { jobId, attempts: opts.attempts ?? 1, backoff: { type: 'fixed', delay: 10 } });
@@ -125,7 +128,7 @@ describe('webhooks, end to end', () => {
     worker = new Worker<JobData, JobResult>(
       queueName(model, '1'),
       async (job: Job<JobData, JobResult>) => {
-        const fail = job.data.parameters?.fail;
+        const fail = (job.data as KnobbedJobData).fail;
         if (fail === 'unrecoverable') throw new UnrecoverableError('invalid_input: rows do not match');
         if (fail === 'first' && job.attemptsMade === 0) throw new Error('transient');
         return {

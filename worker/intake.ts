@@ -12,6 +12,10 @@
  * names graph nodes: it goes to `onRejected`, the worker's log; engine/rejections.ts); anything
  * else is thrown as is and retried with back-off.
  *
+ * Bounded work: every job is checked against MAX_ROWS_PER_JOB and MAX_ELEMENTS_PER_JOB again
+ * here, before anything is allocated for it, whatever its producer (an older API, a crafted
+ * queue entry): a shape like `[1e9, 0]` is invalid input, not a billion rows to slice.
+ *
  * A job that succeeds leaves its outputs in the result cache (infra/redis/result-cache.ts) for the
  * API to answer repeats with, unless it opted out (`cache: false`). The entry is written before
  * the job completes, so a repeat sent after the job is seen succeeded finds it. Failing to write
@@ -22,10 +26,11 @@ import type { JobData, JobResult } from '../infra/contracts/job.ts';
 import { queueName } from '../infra/contracts/job.ts';
 import type { ModelManifest } from '../infra/contracts/manifest.ts';
 import type { OipRequestedOutput, OipTensor } from '../infra/contracts/oip.ts';
-import { validateInferRequest } from '../infra/contracts/oip-validate.ts';
+import { checkShapeBounds, validateInferRequest } from '../infra/contracts/oip-validate.ts';
 import type { Clock } from '../infra/kernel/clock.ts';
 import { InvalidInputError } from '../infra/kernel/errors.ts';
 import type { RedisClient } from '../infra/redis/client.ts';
+import type { OpenJobsReleaser } from '../infra/redis/open-jobs.ts';
 import type { ResultCache } from '../infra/redis/result-cache.ts';
 import type { Slice, SliceResult } from './batch-runner.ts';
 import type { Batcher } from './batcher.ts';
@@ -45,6 +50,8 @@ export interface IntakeOptions {
   batcher: Batcher<Slice, SliceResult>;
   /** Rows per slice: a big job spans several forward passes. */
   maxRows: number;
+  /** What one job may declare (MAX_ROWS_PER_JOB, MAX_ELEMENTS_PER_JOB), checked before anything is allocated. */
+  bounds: JobBounds;
   concurrency: number;
   lockDurationMs: number;
   stalledIntervalMs: number;
@@ -62,6 +69,13 @@ export interface IntakeOptions {
   onJobDone?: (e: { outcome: 'succeeded' | 'failed' | 'retry'; queueMs: number; rows: number }) => void;
   /** Whether to run jobs now (see IntakeGate); every job runs when absent. */
   gate?: IntakeGate;
+  /** Told of each online job that ended here for good, so it no longer counts among its tenant's open jobs. */
+  openJobs?: Pick<OpenJobsReleaser, 'release'>;
+}
+
+export interface JobBounds {
+  maxRows: number;
+  maxElements: number;
 }
 
 /**
@@ -128,7 +142,7 @@ export function createIntake(options: IntakeOptions): Worker<JobData, JobResult>
       throw err;
     }
   };
-  return new Worker<JobData, JobResult>(queueName(manifest.name, manifest.version), process, {
+  const worker = new Worker<JobData, JobResult>(queueName(manifest.name, manifest.version), process, {
     connection: options.connection,
     prefix: options.prefix,
     concurrency: options.concurrency,
@@ -138,6 +152,17 @@ export function createIntake(options: IntakeOptions): Worker<JobData, JobResult>
     autorun: false,
     name: options.workerId,
   });
+  const { openJobs } = options;
+  if (openJobs) {
+    // Every end, the stalled-job failure too (BullMQ fails it before the processor runs). A
+    // failed attempt that will be retried has no finishedOn yet: the job is still open.
+    const ended = (job: Job<JobData, JobResult> | undefined) => {
+      if (job?.id && job.finishedOn !== undefined && !job.data.bulk) openJobs.release(job.data.tenant, job.id);
+    };
+    worker.on('completed', ended);
+    worker.on('failed', ended);
+  }
+  return worker;
 }
 
 async function runJob(data: JobData, options: IntakeOptions, queueMs: number): Promise<{ result: JobResult; rows: number }> {
@@ -145,7 +170,7 @@ async function runJob(data: JobData, options: IntakeOptions, queueMs: number): P
   // Jobs normally come validated from the API; validating again keeps any other producer
   // (or a stale job from an older model version) from crashing a forward pass for others.
   // Bulk chunks with packed inputs (the decoded path) name no outputs: their parts hold all of them.
-  const request: DecodedJob = hasBinaryInputs(data) ? decodeBulkInputs(data.inputs, manifest) : validated(data, manifest);
+  const request: DecodedJob = hasBinaryInputs(data) ? decodedChunk(data, options) : validated(data, manifest, options.bounds);
   const { tensors } = request;
 
   const slices: Slice[] = [];
@@ -188,11 +213,25 @@ interface DecodedJob {
   outputs?: OipRequestedOutput[];
 }
 
-function validated(data: JobData, manifest: ModelManifest): DecodedJob {
-  const request = validateInferRequest({ inputs: data.inputs, outputs: data.outputs }, manifest);
+function validated(data: JobData, manifest: ModelManifest, bounds: JobBounds): DecodedJob {
+  const request = validateInferRequest({ inputs: data.inputs, outputs: data.outputs }, manifest, bounds);
   const tensors: Record<string, EngineTensor> = {};
   for (const input of request.inputs) tensors[input.name] = oipToEngine(input);
   return { ...request, tensors };
+}
+
+/**
+ * A bulk chunk's packed inputs. Its rows may pass MAX_ROWS_PER_JOB (a run's chunkRows is
+ * bounded by the bulk API), and its packed bytes must hold every element its shape declares
+ * (decodeBulkInputs checks), so only a zero-length axis can declare rows it does not carry:
+ * such a shape is held to the element bound, a zero axis counted as 1.
+ */
+function decodedChunk(data: JobData, options: Pick<IntakeOptions, 'manifest' | 'bounds'>): DecodedJob {
+  const decoded = decodeBulkInputs(data.inputs, options.manifest);
+  for (const [name, t] of Object.entries(decoded.tensors)) {
+    if (t.dims.includes(0)) checkShapeBounds(name, t.dims, { maxElements: options.bounds.maxElements });
+  }
+  return decoded;
 }
 
 async function remember(data: JobData, result: JobResult, options: IntakeOptions): Promise<void> {

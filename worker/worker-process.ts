@@ -33,6 +33,7 @@ import { TypedEmitter } from '../infra/kernel/events.ts';
 import type { Log } from '../infra/kernel/log.ts';
 import { closeRedis, duplicateClient, type RedisClient } from '../infra/redis/client.ts';
 import { metricsKey, workerKey } from '../infra/redis/keys.ts';
+import { createOpenJobs, createOpenJobsReleaser, type OpenJobsReleaser } from '../infra/redis/open-jobs.ts';
 import { createResultCache } from '../infra/redis/result-cache.ts';
 import type { ModelRegistry } from '../infra/registry/model-registry.ts';
 import type { ObjectStore } from '../infra/registry/object-store.ts';
@@ -93,6 +94,8 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
   private batcher?: Batcher<Slice, SliceResult>;
   /** Completions summed in memory, flushed once a second (a MULTI per job cost 15% of the CPU). */
   private completions?: ArrivalCounter;
+  /** Ended jobs no longer open for their tenant, written once a second (infra/redis/open-jobs.ts). */
+  private openJobs?: OpenJobsReleaser;
   private readonly metricsRegistry = new Registry();
   private rowsSinceBeat = 0;
   private lastBeatAt: number;
@@ -287,6 +290,12 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
     const onError = (err: unknown) => this.deps.log.warn({ err }, 'completions not recorded');
     const completions = createArrivalCounter(createArrivalHistory(redis, config.queuePrefix, clock), clock, { onError });
     this.completions = completions;
+    const openJobs = createOpenJobsReleaser(
+      createOpenJobs(redis, { prefix: config.queuePrefix, horizonMs: config.jobs.retentionS * 1000, clock }),
+      clock,
+      { onError: (err) => this.deps.log.warn({ err }, 'open jobs not released (they age out)') },
+    );
+    this.openJobs = openJobs;
     const metrics = createWorkerMetrics(this.metricsRegistry, labels);
     const maxRows = config.worker.batchMaxRows > 0 ? config.worker.batchMaxRows : profile.chosenBatch;
     const run = createBatchRunner(
@@ -348,6 +357,8 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
           manifest,
           batcher,
           maxRows,
+          bounds: { maxRows: config.jobs.maxRowsPerJob, maxElements: config.jobs.maxElementsPerJob },
+          openJobs,
           concurrency,
           lockDurationMs: config.worker.lockDurationMs,
           stalledIntervalMs: config.worker.stalledIntervalMs,
@@ -394,6 +405,7 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
       ['intake', async () => this.intake?.close()],
       ['batcher', async () => this.batcher?.close()],
       ['completions', async () => this.completions?.close()],
+      ['open-jobs', async () => this.openJobs?.close()],
       ['engine', () => engine.close()],
     ];
     for (const [name, step] of steps) {

@@ -97,7 +97,17 @@ export const invalidRequestCodes = [
   'data_length_mismatch',
   'invalid_value',
   'unknown_output',
+  'duplicate_output',
 ] as const;
+/** A request over the bounds on the work one request may ask for (docs/SECURITY.md). */
+export const overBounds = ['too_many_rows', 'too_many_elements', 'parameters_too_large', 'id_too_long'] as const;
+/** Rate limited, or the tenant holds MAX_OPEN_JOBS_PER_TENANT queued or running jobs already. */
+export const rateLimitedOrTooManyJobs: ResponseSpec = {
+  ...rateLimited,
+  description: "Over the tenant's rate limit, or it has MAX_OPEN_JOBS_PER_TENANT jobs queued or running",
+  codes: ['rate_limited', 'too_many_open_jobs'],
+  headers: { 'Retry-After': 'Seconds to wait (rate_limited)' },
+};
 export const webhookOrFallback: ResponseSpec = {
   description: 'Webhook refused, or the backlog is full and the fallback model does not accept this request',
   schema: S.ErrorBody,

@@ -12,6 +12,7 @@ import { systemClock } from '../../infra/kernel/clock.ts';
 import { InvalidInputError, NotFoundError, OverloadedError } from '../../infra/kernel/errors.ts';
 import { type BullJobQueue, createBullJobQueue } from '../../infra/queue/index.ts';
 import { closeRedis, createRedis, deleteMany, scanKeys } from '../../infra/redis/client.ts';
+import { createOpenJobs } from '../../infra/redis/open-jobs.ts';
 import { createResultCache } from '../../infra/redis/result-cache.ts';
 import { testServices, uniqueId } from '../../test/support/services.ts';
 import { createIdempotencyStore } from '../http/idempotency.ts';
@@ -269,5 +270,52 @@ describe('fallback under overload', () => {
     const job = await submit({ body: body([1, 2, 3, 4], { degradable: true }) });
     expect(job).toMatchObject({ model: 'lite', cached: true, fallbackFor: { model: 'scorer', version: '1' } });
     expect(await jobs.depth('lite', '1')).toBe(0);
+  });
+});
+
+describe('what a job stores, and how many a tenant may hold', () => {
+  it('keeps neither parameters nor the OIP id with the queued job; the id still comes back to the caller', async () => {
+    const job = await submit({ body: body([1, 2, 3, 4], { cache: false, parameters: { note: 'n' }, id: 'req-9' }) });
+    expect(job.requestId).toBe('req-9');
+    const data = (await queuedJob('scorer', '1', job.id))?.data;
+    expect(data).toBeDefined();
+    expect(data).not.toHaveProperty('parameters');
+    expect(data).not.toHaveProperty('requestId');
+  });
+
+  it('refuses a tenant past its open jobs with 429 too_many_open_jobs; a canceled job makes room', async () => {
+    deps.openJobs = { store: createOpenJobs(redis, { prefix, horizonMs: 600_000, clock: systemClock }), maxPerTenant: 2 };
+    const first = await submit({ body: body([1, 0, 0, 0], { cache: false }) });
+    await submit({ body: body([2, 0, 0, 0], { cache: false }) });
+    const err = await rejection(submit({ body: body([3, 0, 0, 0], { cache: false }) }));
+    expect(err).toBeInstanceOf(InvalidInputError);
+    expect(err).toMatchObject({ code: 'too_many_open_jobs', status: 429 });
+    // Another tenant counts its own.
+    expect((await submit({ tenant: 'tenant-b', body: body([3, 0, 0, 0], { cache: false }) })).id).toMatch(/^job_/);
+    // A cache hit adds no job, so it is answered at the cap.
+    await remember(manifests.get('scorer@1') as ModelManifest, [7, 7, 7, 7]);
+    expect((await submit({ body: body([7, 7, 7, 7]) })).cached).toBe(true);
+    // The job queue releases what it ends itself (here: a cancel).
+    const withRelease = createBullJobQueue({
+      connection: testServices().redisUrl,
+      prefix,
+      retentionS: 600,
+      attempts: 1,
+      openJobs: deps.openJobs.store,
+    });
+    try {
+      expect((await withRelease.cancel(first.id))?.status).toBe('canceled');
+    } finally {
+      await withRelease.close();
+    }
+    expect((await submit({ body: body([3, 0, 0, 0], { cache: false }) })).id).toMatch(/^job_/);
+  });
+
+  it('counts a job whose enqueue failed as released', async () => {
+    const store = createOpenJobs(redis, { prefix, horizonMs: 600_000, clock: systemClock });
+    deps.openJobs = { store, maxPerTenant: 1 };
+    deps.jobs = { ...jobs, enqueue: async () => Promise.reject(new Error('redis down')) };
+    expect(await rejection(submit({ body: body([5, 0, 0, 0], { cache: false }) }))).toMatchObject({ message: 'redis down' });
+    expect(await store.count('tenant-a')).toBe(0);
   });
 });

@@ -36,6 +36,7 @@ import { type ValidatedInferRequest, validateInferRequest } from '../../infra/co
 import type { WebhookSpec } from '../../infra/contracts/webhook.ts';
 import type { Fallback } from '../../infra/deployments/deployment-store.ts';
 import { InvalidInputError, NotFoundError, OverloadedError } from '../../infra/kernel/errors.ts';
+import type { OpenJobs } from '../../infra/redis/open-jobs.ts';
 import type { SubmitKind } from '../../infra/telemetry/metrics.ts';
 import type { IdempotencyStore } from '../http/idempotency.ts';
 import type { Clock, DeploymentLookup, JobQueue, JobView, ModelCatalog } from '../ports.ts';
@@ -63,7 +64,12 @@ export interface SubmitJobDeps {
   idempotency: IdempotencyStore;
   /** Hosts a webhook may name even when they are private (WEBHOOK_ALLOWED_PRIVATE_HOSTS). */
   webhookAllowedPrivateHosts: readonly string[];
+  /** Rows one request may carry (MAX_ROWS_PER_JOB); unlimited when absent. */
   maxRows?: number;
+  /** Elements one input may declare, a zero-length axis counted as 1 (MAX_ELEMENTS_PER_JOB); unlimited when absent. */
+  maxElements?: number;
+  /** A tenant's open jobs and their cap (MAX_OPEN_JOBS_PER_TENANT); no cap when absent. */
+  openJobs?: { store: Pick<OpenJobs, 'admit' | 'release'>; maxPerTenant: number };
   /** Called for each job enqueued (not for cache hits: nothing is enqueued). */
   onSubmitted?: (e: { model: string; version: string; kind: SubmitKind; rows: number }) => void;
   /** Picks a version by the deployment's traffic split; Math.random when absent. */
@@ -136,7 +142,7 @@ export async function submitJob(deps: SubmitJobDeps, input: SubmitJobInput): Pro
   const degradable = parseFlag(fields.degradable, 'degradable', false);
   const cache = parseFlag(fields.cache, 'cache', true);
   const target = await resolveTarget(deps, input.model, input.version ?? parseVersion(fields.version));
-  const request = validateInferRequest(body, target.manifest, { maxRows: deps.maxRows });
+  const request = validateInferRequest(body, target.manifest, limitsOf(deps));
   const submission: Submission = {
     tenant: input.tenant,
     kind: input.kind,
@@ -149,7 +155,8 @@ export async function submitJob(deps: SubmitJobDeps, input: SubmitJobInput): Pro
     target,
     request,
   };
-  const submit = () => place(deps, submission);
+  // The OIP id travels with the answer, never with the job: no worker reads it.
+  const submit = async () => withRequestId(await place(deps, submission), request.id);
   if (input.idempotencyKey === undefined) return submit();
 
   const claim = await deps.idempotency.claim<SubmittedJob>(input.tenant, input.idempotencyKey, fingerprint(input));
@@ -196,9 +203,8 @@ function jobData(deps: Pick<SubmitJobDeps, 'clock'>, s: Submission, manifest: Mo
     inputs: request.inputs,
     submittedAt: deps.clock.now(),
   };
+  // Not `parameters` nor the OIP `id`: no worker reads them, so they are not kept for the job's retention.
   if (request.outputs) data.outputs = request.outputs;
-  if (request.parameters) data.parameters = request.parameters;
-  if (request.id !== undefined) data.requestId = request.id;
   if (s.timeoutMs !== undefined) data.timeoutMs = s.timeoutMs;
   if (s.webhook) data.webhook = s.webhook;
   if (!s.cache) data.cache = false;
@@ -227,21 +233,53 @@ async function enqueue(
   rows: number,
   kind: SubmitKind,
 ): Promise<SubmittedJob> {
-  await deps.jobs.enqueue(data, { priority, jobId: id });
+  await admitOpenJob(deps, data.tenant, id);
+  try {
+    await deps.jobs.enqueue(data, { priority, jobId: id });
+  } catch (err) {
+    await deps.openJobs?.store.release(data.tenant, [id]).catch(() => undefined); // else it ages out
+    throw err;
+  }
   deps.onSubmitted?.({ model: data.model, version: data.version, kind, rows });
   return submitted(id, data, rows);
 }
 
+/** Counts the job among the tenant's open ones: 429 `too_many_open_jobs` at the cap. */
+async function admitOpenJob(deps: Pick<SubmitJobDeps, 'openJobs'>, tenant: string, id: string): Promise<void> {
+  if (!deps.openJobs) return;
+  const { store, maxPerTenant } = deps.openJobs;
+  const { admitted, open } = await store.admit(tenant, id, maxPerTenant);
+  if (admitted) return;
+  throw new InvalidInputError(
+    'too_many_open_jobs',
+    `tenant ${tenant} has ${open} jobs queued or running, at its limit of ${maxPerTenant}; retry once some have finished (or cancel some)`,
+    { status: 429 },
+  );
+}
+
 function submitted(id: string, data: JobData, rows: number): SubmittedJob {
-  const job: SubmittedJob = { id, model: data.model, version: data.version, createdAt: data.submittedAt, rows };
-  if (data.requestId !== undefined) job.requestId = data.requestId;
-  return job;
+  return { id, model: data.model, version: data.version, createdAt: data.submittedAt, rows };
+}
+
+function withRequestId(job: SubmittedJob, requestId: string | undefined): SubmittedJob {
+  return requestId === undefined ? job : { ...job, requestId };
+}
+
+function limitsOf(deps: Pick<SubmitJobDeps, 'maxRows' | 'maxElements'>): { maxRows?: number; maxElements?: number } {
+  const limits: { maxRows?: number; maxElements?: number } = {};
+  if (deps.maxRows !== undefined) limits.maxRows = deps.maxRows;
+  if (deps.maxElements !== undefined) limits.maxElements = deps.maxElements;
+  return limits;
 }
 
 /** The request as the fallback model sees it: 422 `fallback_incompatible` when it does not fit. */
-function validateForFallback(deps: Pick<SubmitJobDeps, 'maxRows'>, body: unknown, manifest: ModelManifest): ValidatedInferRequest {
+function validateForFallback(
+  deps: Pick<SubmitJobDeps, 'maxRows' | 'maxElements'>,
+  body: unknown,
+  manifest: ModelManifest,
+): ValidatedInferRequest {
   try {
-    return validateInferRequest(body, manifest, { maxRows: deps.maxRows });
+    return validateInferRequest(body, manifest, limitsOf(deps));
   } catch (err) {
     if (!(err instanceof InvalidInputError)) throw err;
     throw new InvalidInputError(

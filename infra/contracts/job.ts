@@ -54,10 +54,8 @@ export interface JobData {
    * carry numeric inputs in the binary form (infra/contracts/binary-tensor.ts); API jobs never do.
    */
   inputs: Array<OipTensor | BinaryTensor>;
+  /** Each named once, without parameters. The request's `parameters` and OIP `id` are not kept: no worker reads them. */
   outputs?: OipRequestedOutput[];
-  parameters?: Record<string, unknown>;
-  /** OIP request id echoed back, when the caller gave one. */
-  requestId?: string;
   /** Where to deliver this job's events (validated at submit, re-checked at delivery). */
   webhook?: WebhookSpec;
   /** The job must start within this many ms of submit, or it fails with deadline_exceeded. */

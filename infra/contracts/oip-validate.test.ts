@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { InvalidInputError } from '../kernel/errors.ts';
 import type { ModelManifest, TensorSpec } from './manifest.ts';
 import type { Datatype } from './oip.ts';
-import { validateInferRequest } from './oip-validate.ts';
+import { MAX_PARAMETERS_BYTES, MAX_REQUEST_ID_LENGTH, shapeExtent, validateInferRequest } from './oip-validate.ts';
 
 function manifest(inputs: TensorSpec[], outputs: TensorSpec[] = [{ name: 'out', datatype: 'FP32', shape: [-1, 1] }]): ModelManifest {
   return {
@@ -219,6 +219,96 @@ describe('validateInferRequest: error codes', () => {
     const err = errorOf(() => validateInferRequest(goodBody(5), multi, { maxRows: 4 }));
     expect(err.code).toBe('too_many_rows');
     expect(err.status).toBe(413);
+  });
+});
+
+describe('validateInferRequest: bounded work', () => {
+  // A dynamic non-batch axis, like scripts/fixtures/onnx-models.ts buildDynamicAxisModel.
+  const dynamic = manifest([{ name: 'seq', datatype: 'FP32', shape: [-1, -1] }]);
+  const seq = (shape: unknown[], data: unknown[] = [], extra: Record<string, unknown> = {}) => ({
+    inputs: [{ name: 'seq', datatype: 'FP32', shape, data }],
+    ...extra,
+  });
+  const limits = { maxRows: 10_000, maxElements: 4_194_304 };
+
+  it('a zero-length axis declares no rows it does not carry: [1e9, 0] with no data is too_many_rows (413)', () => {
+    const err = errorOf(() => validateInferRequest(seq([1e9, 0]), dynamic, limits));
+    expect(err.code).toBe('too_many_rows');
+    expect(err.status).toBe(413);
+    expect(err.message).toContain('"seq"');
+    expect(err.message).toContain('10000');
+  });
+
+  it('a zero-length axis counts as 1 in the element bound, so huge axes beside it are refused', () => {
+    const threeD = manifest([{ name: 'seq', datatype: 'FP32', shape: [-1, -1, -1] }]);
+    const err = errorOf(() => validateInferRequest(seq([10, 0, 1e9]), threeD, limits));
+    expect(err.code).toBe('too_many_elements');
+    expect(err.status).toBe(413);
+    expect(err.message).toContain('4194304');
+  });
+
+  it('an empty axis within the bounds is accepted; its element count (0) must match the data', () => {
+    expect(validateInferRequest(seq([3, 0]), dynamic, limits).rows).toBe(3);
+    expect(validateInferRequest(seq([2, 0], [[], []]), dynamic, limits).rows).toBe(2);
+    expect(errorOf(() => validateInferRequest(seq([3, 0], [1]), dynamic, limits)).code).toBe('data_length_mismatch');
+  });
+
+  it('too_many_elements when a shape declares more elements than allowed, before its data is read', () => {
+    const err = errorOf(() => validateInferRequest(seq([2, 3]), dynamic, { maxElements: 5 }));
+    expect(err.code).toBe('too_many_elements');
+    expect(validateInferRequest(seq([1, 5], [1, 2, 3, 4, 5]), dynamic, { maxElements: 5 }).rows).toBe(1);
+  });
+
+  it('every dimension is a non-negative safe integer: no overflow, no precision loss', () => {
+    for (const shape of [
+      [2 ** 53, 0],
+      [1, 2 ** 60],
+      [1, 1e300],
+      [1, -1],
+      [1, 0.5],
+    ]) {
+      expect(errorOf(() => validateInferRequest(seq(shape), dynamic)).code).toBe('shape_mismatch');
+    }
+  });
+
+  it("parameters of at most 4 KiB (the request's, a tensor's, an output's); larger is parameters_too_large (413)", () => {
+    const small = { content_type: 'x'.repeat(100) };
+    const big = { blob: 'x'.repeat(MAX_PARAMETERS_BYTES) };
+    const ok = validateInferRequest({ ...goodBody(), parameters: small }, multi);
+    expect(ok.parameters).toEqual(small);
+    const top = errorOf(() => validateInferRequest({ ...goodBody(), parameters: big }, multi));
+    expect([top.code, top.status]).toEqual(['parameters_too_large', 413]);
+    expect(top.message).toContain(String(MAX_PARAMETERS_BYTES));
+    const tensor = goodBody();
+    (tensor.inputs[0] as Record<string, unknown>).parameters = big;
+    expect(errorOf(() => validateInferRequest(tensor, multi)).message).toContain('input "x"');
+    const output = errorOf(() => validateInferRequest({ ...goodBody(), outputs: [{ name: 'y', parameters: big }] }, multi));
+    expect(output.code).toBe('parameters_too_large');
+  });
+
+  it('tensor and output parameters are checked, then dropped: no worker reads them', () => {
+    const body = { ...goodBody(), outputs: [{ name: 'y', parameters: { p: 1 } }] };
+    (body.inputs[0] as Record<string, unknown>).parameters = { content_type: 'np' };
+    const v = validateInferRequest(body, multi);
+    expect(v.outputs).toEqual([{ name: 'y' }]);
+    expect(v.inputs.every((t) => t.parameters === undefined)).toBe(true);
+  });
+
+  it('an id of at most 256 characters; longer is id_too_long (413)', () => {
+    expect(validateInferRequest({ ...goodBody(), id: 'r'.repeat(MAX_REQUEST_ID_LENGTH) }, multi).id).toHaveLength(256);
+    const err = errorOf(() => validateInferRequest({ ...goodBody(), id: 'r'.repeat(MAX_REQUEST_ID_LENGTH + 1) }, multi));
+    expect([err.code, err.status]).toEqual(['id_too_long', 413]);
+  });
+
+  it('each output at most once (the list is stored with the job)', () => {
+    const err = errorOf(() => validateInferRequest({ ...goodBody(), outputs: [{ name: 'y' }, { name: 'y' }] }, multi));
+    expect(err.code).toBe('duplicate_output');
+  });
+
+  it('shapeExtent counts a zero-length axis as 1 and stops past its cap', () => {
+    expect(shapeExtent([3, 0, 4])).toBe(12);
+    expect(shapeExtent([1e9, 1e9, 1e9], 100)).toBeGreaterThan(100);
+    expect(Number.isFinite(shapeExtent([1e9, 1e9, 1e9, 1e9], 100))).toBe(true);
   });
 });
 

@@ -5,6 +5,10 @@
  *
  * Runs on every request over data arrays of 100k+ numbers: element checks are plain loops over
  * one predicate per datatype, no per-element allocation.
+ *
+ * It also bounds the work a request asks for (`limits`: MAX_ROWS_PER_JOB, MAX_ELEMENTS_PER_JOB),
+ * the size of its `parameters` and `id`, and its list of outputs; the worker runs the same
+ * checks again on every job it takes (worker/intake.ts).
  */
 import { InvalidInputError } from '../kernel/errors.ts';
 import type { ModelManifest, TensorSpec } from './manifest.ts';
@@ -21,8 +25,21 @@ export interface ValidatedInferRequest {
 }
 
 export interface ValidateLimits {
+  /** Rows (shape[0]) a request may carry (MAX_ROWS_PER_JOB); unlimited when absent. */
   maxRows?: number;
+  /** Elements an input's shape may declare, a zero-length axis counted as 1 (MAX_ELEMENTS_PER_JOB); unlimited when absent. */
+  maxElements?: number;
 }
+
+/**
+ * `parameters` (the request's, and each tensor's) serialised as JSON: KServe's own parameters
+ * (`content_type`, `binary_data_size`, …) are a handful of short keys, far below it. No worker
+ * reads them (they are not stored with the job), so the bound only keeps a request from carrying
+ * megabytes of them through validation and hashing.
+ */
+export const MAX_PARAMETERS_BYTES = 4096;
+/** The OIP request `id` echoed back: room for any UUID, trace id or client key, not for a payload. */
+export const MAX_REQUEST_ID_LENGTH = 256;
 
 type Json = Record<string, unknown>;
 
@@ -36,7 +53,7 @@ export function validateInferRequest(body: unknown, manifest: ModelManifest, lim
   const inputs: OipTensor[] = [];
   let rows = 0;
   for (let i = 0; i < body.inputs.length; i++) {
-    const tensor = validateInput(body.inputs[i], i, specs, seen);
+    const tensor = validateInput(body.inputs[i], i, specs, seen, limits);
     const tensorRows = tensor.shape[0] as number;
     if (inputs.length > 0 && tensorRows !== rows) {
       fail(
@@ -49,23 +66,34 @@ export function validateInferRequest(body: unknown, manifest: ModelManifest, lim
   }
   const missing = manifest.inputs.filter((s) => !seen.has(s.name)).map((s) => s.name);
   if (missing.length > 0) fail('missing_input', `missing input${missing.length > 1 ? 's' : ''} ${quoteList(missing)}`);
-  if (limits.maxRows !== undefined && rows > limits.maxRows) {
-    throw new InvalidInputError('too_many_rows', `request has ${rows} rows; at most ${limits.maxRows} are allowed`, { status: 413 });
-  }
   const result: ValidatedInferRequest = { inputs, rows };
   if (body.outputs !== undefined) result.outputs = validateOutputs(body.outputs, manifest.outputs);
-  if (body.parameters !== undefined) {
-    if (!isObject(body.parameters)) fail('invalid_body', '"parameters" must be an object');
-    result.parameters = body.parameters;
-  }
+  if (body.parameters !== undefined) result.parameters = validateParameters(body.parameters, '"parameters"');
   if (body.id !== undefined) {
     if (typeof body.id !== 'string') fail('invalid_body', '"id" must be a string');
+    if (body.id.length > MAX_REQUEST_ID_LENGTH) {
+      fail('id_too_long', `"id" has ${body.id.length} characters; at most ${MAX_REQUEST_ID_LENGTH} are allowed`, 413);
+    }
     result.id = body.id;
   }
   return result;
 }
 
-function validateInput(raw: unknown, index: number, specs: Map<string, TensorSpec>, seen: Set<string>): OipTensor {
+/**
+ * A `parameters` object within MAX_PARAMETERS_BYTES. Neither the request's nor a tensor's are
+ * kept with the job: no worker reads them (they cannot change the outputs), so they are
+ * checked and dropped.
+ */
+function validateParameters(raw: unknown, what: string): Record<string, unknown> {
+  if (!isObject(raw)) fail('invalid_body', `${what} must be an object`);
+  const bytes = Buffer.byteLength(JSON.stringify(raw));
+  if (bytes > MAX_PARAMETERS_BYTES) {
+    fail('parameters_too_large', `${what} is ${bytes} bytes as JSON; at most ${MAX_PARAMETERS_BYTES} are allowed`, 413);
+  }
+  return raw;
+}
+
+function validateInput(raw: unknown, index: number, specs: Map<string, TensorSpec>, seen: Set<string>, limits: ValidateLimits): OipTensor {
   if (!isObject(raw) || typeof raw.name !== 'string') fail('invalid_body', `inputs[${index}] must be an object with a string "name"`);
   const name = raw.name;
   const spec = specs.get(name);
@@ -77,6 +105,7 @@ function validateInput(raw: unknown, index: number, specs: Map<string, TensorSpe
     fail('datatype_mismatch', `input "${name}": expected datatype ${spec.datatype}, got ${got}`);
   }
   const shape = validateShape(name, raw.shape, spec.shape);
+  checkShapeBounds(name, shape, limits);
   if (!Array.isArray(raw.data)) fail('invalid_body', `input "${name}": "data" must be an array`);
   const data = flatten(raw.data);
   const expected = product(shape);
@@ -84,12 +113,39 @@ function validateInput(raw: unknown, index: number, specs: Map<string, TensorSpe
     fail('data_length_mismatch', `input "${name}": shape [${shape.join(', ')}] needs ${expected} values, got ${data.length}`);
   }
   checkValues(name, spec.datatype, data);
-  const tensor: OipTensor = { name, shape, datatype: spec.datatype, data };
-  if (raw.parameters !== undefined) {
-    if (!isObject(raw.parameters)) fail('invalid_body', `input "${name}": "parameters" must be an object`);
-    tensor.parameters = raw.parameters;
+  if (raw.parameters !== undefined) validateParameters(raw.parameters, `input "${name}": "parameters"`);
+  return { name, shape, datatype: spec.datatype, data };
+}
+
+/**
+ * The bounds on a shape, checked before its data is read. A shape declares its rows and the
+ * extent of each axis; with a zero-length axis it carries no values at all, so the data length
+ * alone cannot bound it (`[1e9, 0]` with `data: []` declares a billion rows). Hence the rows
+ * are bounded on their own, and the extent (the product of the axes, a zero-length one counted
+ * as 1) too: without a zero axis the extent is the element count, which the data must match.
+ */
+export function checkShapeBounds(name: string, shape: readonly number[], limits: ValidateLimits): void {
+  const rows = shape[0] ?? 0;
+  if (limits.maxRows !== undefined && rows > limits.maxRows) {
+    fail('too_many_rows', `input "${name}": shape[0] declares ${rows} rows; at most ${limits.maxRows} are allowed in one request`, 413);
   }
-  return tensor;
+  if (limits.maxElements !== undefined && shapeExtent(shape, limits.maxElements) > limits.maxElements) {
+    fail(
+      'too_many_elements',
+      `input "${name}": shape [${shape.join(', ')}] declares more than ${limits.maxElements} elements (a zero-length axis counted as 1); at most ${limits.maxElements} are allowed in one request`,
+      413,
+    );
+  }
+}
+
+/** The product of the axes, each at least 1; stops as soon as it passes `cap` (so it never overflows). */
+export function shapeExtent(shape: readonly number[], cap = Number.MAX_SAFE_INTEGER): number {
+  let n = 1;
+  for (const d of shape) {
+    n *= Math.max(1, d);
+    if (n > cap) return n;
+  }
+  return n;
 }
 
 function validateShape(name: string, raw: unknown, expected: number[]): number[] {
@@ -98,13 +154,13 @@ function validateShape(name: string, raw: unknown, expected: number[]): number[]
     fail('shape_mismatch', `input "${name}": expected rank ${expected.length} (shape [${expected.join(', ')}]), got rank ${raw.length}`);
   }
   const rows = raw[0];
-  if (!Number.isInteger(rows) || (rows as number) < 1) {
+  if (!Number.isSafeInteger(rows) || (rows as number) < 1) {
     fail('shape_mismatch', `input "${name}": shape[0] (rows) must be an integer >= 1, got ${JSON.stringify(rows ?? null)}`);
   }
   for (let axis = 1; axis < raw.length; axis++) {
     const dim: unknown = raw[axis];
     const want = expected[axis] as number;
-    if (!Number.isInteger(dim) || (dim as number) < 0) {
+    if (!Number.isSafeInteger(dim) || (dim as number) < 0) {
       fail('shape_mismatch', `input "${name}": shape[${axis}] must be a non-negative integer, got ${JSON.stringify(dim ?? null)}`);
     }
     if (want >= 0 && dim !== want) {
@@ -118,13 +174,16 @@ function validateOutputs(raw: unknown, specs: TensorSpec[]): OipRequestedOutput[
   if (!Array.isArray(raw)) fail('invalid_body', '"outputs" must be an array of { name }');
   const known = new Set(specs.map((s) => s.name));
   const outputs: OipRequestedOutput[] = [];
+  const named = new Set<string>();
   for (let i = 0; i < raw.length; i++) {
     const item: unknown = raw[i];
     if (!isObject(item) || typeof item.name !== 'string') fail('invalid_body', `outputs[${i}] must be an object with a string "name"`);
     if (!known.has(item.name)) fail('unknown_output', `unknown output "${item.name}"; the model has ${quoteList([...known])}`);
-    const output: OipRequestedOutput = { name: item.name };
-    if (isObject(item.parameters)) output.parameters = item.parameters;
-    outputs.push(output);
+    // Each output once: the list is stored with the job, so it is no longer than the model's.
+    if (named.has(item.name)) fail('duplicate_output', `output "${item.name}" is asked for more than once`);
+    named.add(item.name);
+    if (item.parameters !== undefined) validateParameters(item.parameters, `outputs[${i}].parameters`);
+    outputs.push({ name: item.name });
   }
   return outputs;
 }
@@ -238,6 +297,6 @@ function describe(v: unknown): string {
   return s.length > 40 ? `${s.slice(0, 40)}…` : s;
 }
 
-function fail(code: string, message: string): never {
-  throw new InvalidInputError(code, message);
+function fail(code: string, message: string, status?: 413): never {
+  throw new InvalidInputError(code, message, status ? { status } : undefined);
 }

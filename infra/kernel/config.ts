@@ -97,6 +97,11 @@ const schema = z.object({
   SYNC_TIMEOUT_MS: int(1).default(30_000),
   JOB_RETENTION_S: int(60).default(86_400),
   JOB_ATTEMPTS: int(1, 100).default(3),
+  // Bounded work per request (docs/SECURITY.md): rows one job may carry, elements one input may
+  // declare (a zero-length axis counted as 1), and a tenant's queued + running jobs.
+  MAX_ROWS_PER_JOB: int(1, 10_000_000).default(10_000),
+  MAX_ELEMENTS_PER_JOB: int(1, 1_000_000_000).default(4_194_304),
+  MAX_OPEN_JOBS_PER_TENANT: int(1).default(10_000),
   EXECUTION_PROVIDERS: z.string().default('cpu'),
   INTRA_OP_THREADS: int(0, 1024).default(0),
   MODEL_CACHE_DIR: z.string().default(path.join(os.homedir(), '.cache', 'warmpool', 'models')),
@@ -186,7 +191,17 @@ export interface Config {
     /** Concurrent job event streams one API process serves per tenant, and in all. */
     sse: { maxStreamsPerTenant: number; maxStreams: number };
   };
-  jobs: { retentionS: number; attempts: number; idempotencyTtlS: number };
+  jobs: {
+    retentionS: number;
+    attempts: number;
+    idempotencyTtlS: number;
+    /** Rows (shape[0]) one job may carry; checked at submit and again by the worker. */
+    maxRowsPerJob: number;
+    /** Elements one input may declare, a zero-length axis counted as 1; checked at submit and by the worker. */
+    maxElementsPerJob: number;
+    /** A tenant's accepted jobs not yet ended (queued or running); over it, 429 too_many_open_jobs. */
+    maxOpenJobsPerTenant: number;
+  };
   rateLimit: { rps: number; burst: number };
   /** Bulk runs: the S3 locations each tenant may read and write (BULK_LOCATIONS), in normal form. */
   bulk: { locations: BulkLocationGrant[] };
@@ -323,7 +338,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     queuePrefix: e.QUEUE_PREFIX,
     s3,
     api,
-    jobs: { retentionS: e.JOB_RETENTION_S, attempts: e.JOB_ATTEMPTS, idempotencyTtlS: e.IDEMPOTENCY_TTL_S },
+    jobs: {
+      retentionS: e.JOB_RETENTION_S,
+      attempts: e.JOB_ATTEMPTS,
+      idempotencyTtlS: e.IDEMPOTENCY_TTL_S,
+      maxRowsPerJob: e.MAX_ROWS_PER_JOB,
+      maxElementsPerJob: e.MAX_ELEMENTS_PER_JOB,
+      maxOpenJobsPerTenant: e.MAX_OPEN_JOBS_PER_TENANT,
+    },
     rateLimit: { rps: e.RATE_LIMIT_RPS, burst: e.RATE_LIMIT_BURST },
     bulk: { locations: parseBulkLocations(e.BULK_LOCATIONS, registryModelsArea(e.S3_BUCKET, e.S3_PREFIX)) },
     scaler: {

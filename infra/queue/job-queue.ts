@@ -30,6 +30,7 @@ import { Redis, type RedisOptions } from 'ioredis';
 import { type JobData, type JobView, PRIORITIES, type Priority, queueName } from '../contracts/job.ts';
 import { type Clock, systemClock } from '../kernel/clock.ts';
 import { closeRedis, createRedis, type RedisClient } from '../redis/client.ts';
+import type { OpenJobs } from '../redis/open-jobs.ts';
 import { createResultCache } from '../redis/result-cache.ts';
 import { createJobFollower } from './job-follow.ts';
 import { createJobIndex } from './job-index.ts';
@@ -58,6 +59,8 @@ export interface BullJobQueueOptions {
   clock?: Clock;
   /** Connection errors of the Queues and QueueEvents (e.g. to log them); the calls that fail also reject. */
   onError?: (err: Error) => void;
+  /** The tenants' open jobs (infra/redis/open-jobs.ts): a queued job ended here (cancel, deadline) is released. */
+  openJobs?: Pick<OpenJobs, 'release'>;
 }
 
 export interface BullJobQueue {
@@ -99,7 +102,7 @@ export function createBullJobQueue(options: BullJobQueueOptions): BullJobQueue {
       : new Redis({ ...options.connection, maxRetriesPerRequest: null, ...options.redisOptions });
   const queues = leaseQueues(client, prefix, onError);
   const index = createJobIndex(client, { prefix, retentionS });
-  const tombstones = createTombstones({ redis: client, prefix, retentionS, clock, index, queues, onError });
+  const tombstones = createTombstones({ redis: client, prefix, retentionS, clock, index, queues, onError, openJobs: options.openJobs });
   const results = createResultCache(client, { prefix });
   let closing: Promise<void> | undefined;
 

@@ -15,6 +15,7 @@ import type { JobStatus, JobView } from '../contracts/job.ts';
 import type { Clock } from '../kernel/clock.ts';
 import type { RedisClient } from '../redis/client.ts';
 import { jobTombstoneKey } from '../redis/keys.ts';
+import type { OpenJobs } from '../redis/open-jobs.ts';
 import { bullQueueKey } from './bullmq-keys.ts';
 import type { JobIndex } from './job-index.ts';
 import type { QueueLease } from './queue-cache.ts';
@@ -49,6 +50,8 @@ export interface TombstoneDeps {
   index: JobIndex;
   queues: QueueLease;
   onError: (err: Error) => void;
+  /** Released when a job is buried: it no longer counts among its tenant's open jobs. */
+  openJobs?: Pick<OpenJobs, 'release'> | undefined;
 }
 
 export function createTombstones(deps: TombstoneDeps): Tombstones {
@@ -62,6 +65,8 @@ export function createTombstones(deps: TombstoneDeps): Tombstones {
       ];
       const done = await redis.eval(BURY, keys.length, ...keys, view.id, JSON.stringify(tombstone), deps.retentionS);
       if (done !== 1) return null;
+      // A release Redis refuses is reported, not thrown: the job has ended, and its entry ages out.
+      await deps.openJobs?.release(view.tenant, [view.id]).catch(deps.onError);
       await deps.index.pointAtTombstone(tombstone);
       // Deletes the job's hash and emits `removed`, which wakes watchers in every API process.
       await deps.queues.producer(queue).remove(view.id).catch(deps.onError);

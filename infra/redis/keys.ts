@@ -32,6 +32,7 @@
  *   result cache        wp:result:<model>:<version>:<digest>     -                infra/redis result-cache      RESULT_CACHE_TTL_S
  *   idempotency         wp:idem:<scope>:<sha256(key)>            -                api/http idempotency          IDEMPOTENCY_TTL_S (60 s pending)
  *   rate limit bucket   wp:ratelimit:<tenant>                    -                api/http rate-limiter         until full again
+ *   open jobs           wp:open-jobs:<tenant>  (sorted set)      -                infra/redis open-jobs         entries pruned after JOB_RETENTION_S
  *   webhook secret      wp:webhooks:secret:<tenant>              -                api/webhooks secrets          none
  *   heartbeat           wp:workers:<workerId>                    -                worker (heartbeat)            HEARTBEAT_TTL_MS
  *   control state       wp:control-state:<workerId>              -                infra/fleet worker-control    30 s
@@ -173,6 +174,11 @@ export function idempotencyKey(prefix: string, scope: string, keyDigest: string)
 /** A token bucket; `bucket` is the tenant. */
 export function rateLimitKey(prefix: string, bucket: string): string {
   return `${prefix}:ratelimit:${bucket}`;
+}
+
+/** Sorted set: a tenant's accepted jobs not yet ended (member: job id, score: accepted at, epoch ms). */
+export function openJobsKey(prefix: string, tenant: string): string {
+  return `${prefix}:open-jobs:${tenant}`;
 }
 
 /** Hash: a tenant's webhook signing secrets. Not under `{webhooks}`: only single-key commands use it. */

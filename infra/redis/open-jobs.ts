@@ -1,0 +1,142 @@
+/**
+ * A tenant's open jobs: accepted and not yet ended (queued or running). Bounding them
+ * (MAX_OPEN_JOBS_PER_TENANT) keeps one tenant from filling Redis, which every tenant shares
+ * and which runs `noeviction`, with accepted jobs.
+ *
+ *   <prefix>:open-jobs:<tenant>   sorted set: member = job id, score = accepted at (epoch ms)
+ *
+ * - admit: at submit (api/use-cases/submit-job.ts), one script prunes entries older than the
+ *   horizon, counts, and adds the job unless the tenant is at its cap. Idempotent per job id.
+ * - release: when the job ends. The worker that ends it (succeeded, or failed for good, the
+ *   stalled-job failure included: worker/intake.ts) releases it in batches (the releaser
+ *   below); the API releases a queued job it ends itself (cancel, deadline:
+ *   infra/queue/tombstones.ts), and one whose enqueue failed.
+ *
+ * Self-healing: a release that is lost (a worker killed between ending jobs and its next flush,
+ * a write Redis refused) leaves an entry that ages out after the horizon (JOB_RETENTION_S). So
+ * a count can be too high, by the releases lost and for at most a horizon, never too low; and
+ * a job still queued after a whole horizon no longer counts (a tenant can hold at most the cap
+ * per horizon that way, still a bound). The key expires a horizon after its last admit.
+ */
+import type { Clock } from '../kernel/clock.ts';
+import { openJobsKey } from './keys.ts';
+
+/** KEYS: the tenant's set. ARGV: job id, now ms, horizon ms, cap. Returns {1 admitted | 0 refused, open count}. */
+const ADMIT = `
+local key = KEYS[1]
+local now = tonumber(ARGV[2])
+local horizon = tonumber(ARGV[3])
+redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. (now - horizon))
+local open = redis.call('ZCARD', key)
+if redis.call('ZSCORE', key, ARGV[1]) then return {1, open} end
+if open >= tonumber(ARGV[4]) then return {0, open} end
+redis.call('ZADD', key, now, ARGV[1])
+redis.call('PEXPIRE', key, horizon)
+return {1, open + 1}
+`;
+
+/** The slice of ioredis this module uses. */
+export interface OpenJobsRedis {
+  eval(script: string, numKeys: number, ...args: Array<string | number>): Promise<unknown>;
+  zrem(key: string, ...members: string[]): Promise<number>;
+  zcard(key: string): Promise<number>;
+}
+
+export interface OpenJobs {
+  /** Counts job `jobId` as open for `tenant` unless `max` are open already; `open`: the count after. */
+  admit(tenant: string, jobId: string, max: number): Promise<{ admitted: boolean; open: number }>;
+  /** The jobs have ended: they no longer count. */
+  release(tenant: string, jobIds: readonly string[]): Promise<void>;
+  /** Open jobs of `tenant`, as of its last admit's pruning. */
+  count(tenant: string): Promise<number>;
+}
+
+export interface OpenJobsOptions {
+  /** Key prefix (QUEUE_PREFIX). */
+  prefix: string;
+  /** An entry older than this no longer counts (JOB_RETENTION_S in ms). */
+  horizonMs: number;
+  clock: Pick<Clock, 'now'>;
+}
+
+export function createOpenJobs(redis: OpenJobsRedis, options: OpenJobsOptions): OpenJobs {
+  const { prefix, horizonMs, clock } = options;
+  return {
+    async admit(tenant, jobId, max) {
+      const reply = (await redis.eval(ADMIT, 1, openJobsKey(prefix, tenant), jobId, clock.now(), horizonMs, max)) as [number, number];
+      return { admitted: reply[0] === 1, open: reply[1] };
+    },
+    async release(tenant, jobIds) {
+      if (jobIds.length > 0) await redis.zrem(openJobsKey(prefix, tenant), ...jobIds);
+    },
+    count: (tenant) => redis.zcard(openJobsKey(prefix, tenant)),
+  };
+}
+
+export interface OpenJobsReleaser {
+  /** Queues a release; written at the next flush. */
+  release(tenant: string, jobId: string): void;
+  /** Writes what is queued now; resolves once written (a failure goes to `onError`: those entries age out instead). */
+  flush(): Promise<void>;
+  /** Stops the timer and flushes. Idempotent. */
+  close(): Promise<void>;
+}
+
+/**
+ * Releases gathered in memory and written once per interval, one ZREM per tenant: a draining
+ * worker ends thousands of jobs a second, and a Redis call each would cost it like the
+ * per-job arrival writes did (infra/telemetry/arrival-counter.ts). The timer runs only while
+ * releases wait.
+ */
+export function createOpenJobsReleaser(
+  openJobs: Pick<OpenJobs, 'release'>,
+  clock: Pick<Clock, 'sleep'>,
+  options: { flushIntervalMs?: number; onError?: (err: unknown) => void } = {},
+): OpenJobsReleaser {
+  const intervalMs = options.flushIntervalMs ?? 1000;
+  const onError = options.onError ?? (() => undefined);
+  const stop = new AbortController();
+  let held = new Map<string, string[]>();
+  let scheduled = false;
+  let closing: Promise<void> | undefined;
+  /** The writes under way: a flush resolves once every release queued before it is written. */
+  let writing: Promise<void> = Promise.resolve();
+
+  function flush(): Promise<void> {
+    if (held.size === 0) return writing;
+    const batch = [...held];
+    held = new Map();
+    const write = Promise.all(batch.map(([tenant, ids]) => openJobs.release(tenant, ids).catch(onError)));
+    writing = Promise.all([writing, write]).then(() => undefined);
+    return writing;
+  }
+
+  function schedule(): void {
+    scheduled = true;
+    void clock.sleep(intervalMs, stop.signal).then(
+      () => {
+        scheduled = false;
+        return flush();
+      },
+      () => undefined, // stopped by close(), which flushes itself
+    );
+  }
+
+  return {
+    release(tenant, jobId) {
+      const ids = held.get(tenant);
+      if (ids) ids.push(jobId);
+      else held.set(tenant, [jobId]);
+      if (closing) void flush();
+      else if (!scheduled) schedule();
+    },
+    flush,
+    close() {
+      closing ??= (async () => {
+        stop.abort();
+        await flush();
+      })();
+      return closing;
+    },
+  };
+}
