@@ -363,6 +363,8 @@ describe('parseFailure', () => {
     expect(parseFailure('Error: boom')).toEqual({ code: 'inference_failed', message: 'Error: boom' });
     expect(parseFailure('ECONNRESET')).toEqual({ code: 'inference_failed', message: 'ECONNRESET' });
     expect(parseFailure(undefined)).toEqual({ code: 'inference_failed', message: 'inference failed' });
+    // BullMQ's own reason for a job whose workers died holding it too often (worker/intake.ts).
+    expect(parseFailure('job stalled more than allowable limit').code).toBe('worker_crashed');
   });
 });
 

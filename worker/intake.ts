@@ -16,6 +16,11 @@
  * here, before anything is allocated for it, whatever its producer (an older API, a crafted
  * queue entry): a shape like `[1e9, 0]` is invalid input, not a billion rows to slice.
  *
+ * Poison pills: a job whose worker dies or freezes while holding it (its lock expires, BullMQ's
+ * stalled check puts it back) gets one more worker. After MAX_WORKER_CRASHES such stalls BullMQ
+ * marks it, and the next worker to fetch it fails it at once without running it (BullMQ's
+ * "job stalled more than allowable limit", shown as `worker_crashed`: infra/queue/job-view.ts).
+ *
  * A job that succeeds leaves its outputs in the result cache (infra/redis/result-cache.ts) for the
  * API to answer repeats with, unless it opted out (`cache: false`). The entry is written before
  * the job completes, so a repeat sent after the job is seen succeeded finds it. Failing to write
@@ -77,6 +82,13 @@ export interface JobBounds {
   maxRows: number;
   maxElements: number;
 }
+
+/**
+ * Workers that may die or freeze holding one job: after the second, the job is failed as
+ * `worker_crashed` instead of being handed to a third (BullMQ's maxStalledCount is the stalls it
+ * forgives). A job that kills every worker it meets would otherwise walk the whole pool.
+ */
+export const MAX_WORKER_CRASHES = 2;
 
 /**
  * Says whether the intake may run a job it took. A standby worker's intake can still take a job
@@ -148,7 +160,7 @@ export function createIntake(options: IntakeOptions): Worker<JobData, JobResult>
     concurrency: options.concurrency,
     lockDuration: options.lockDurationMs,
     stalledInterval: options.stalledIntervalMs,
-    maxStalledCount: 3,
+    maxStalledCount: MAX_WORKER_CRASHES - 1,
     autorun: false,
     name: options.workerId,
   });

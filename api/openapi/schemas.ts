@@ -187,7 +187,12 @@ export const JobResource = z
     version: z.string(),
     status: JobStatus,
     outputs: z.array(ResponseOutput).optional().describe('When succeeded'),
-    error: z.object({ code: z.string(), message: z.string() }).optional().describe('When failed or canceled'),
+    error: z
+      .object({ code: z.string(), message: z.string() })
+      .optional()
+      .describe(
+        'When failed or canceled. Codes: invalid_input, inference_failed, deadline_exceeded, canceled, worker_crashed (two workers died holding it; no third runs it)',
+      ),
     createdAt: isoTime,
     startedAt: isoTime.optional(),
     finishedAt: isoTime.optional(),

@@ -105,8 +105,11 @@ export interface JobView {
   cached?: true;
 }
 
-/** Stable `error.code`s a failed job can carry. */
-export const JOB_ERROR_CODES = ['invalid_input', 'inference_failed', 'deadline_exceeded', 'canceled'] as const;
+/**
+ * Stable `error.code`s a failed job can carry. `worker_crashed`: the job was held by workers that
+ * died or froze (their locks expired) twice, and is not handed to a third (worker/intake.ts).
+ */
+export const JOB_ERROR_CODES = ['invalid_input', 'inference_failed', 'deadline_exceeded', 'canceled', 'worker_crashed'] as const;
 
 /** Rows in a job: the first axis of its inputs (all inputs agree, checked at validation). */
 export function jobRows(data: Pick<JobData, 'inputs'>): number {

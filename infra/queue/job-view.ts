@@ -89,11 +89,25 @@ export function cachedView(jobId: string, data: JobData, outputs: JobResult['out
 }
 
 /**
- * The worker fails jobs with `code: message` (e.g. `invalid_input: …`, worker/intake.ts); any
- * other reason is an inference failure carrying the reason as its message.
+ * The reason BullMQ gives a job whose lock expired more often than the worker's maxStalledCount
+ * forgives (its moveStalledJobsToWait script; worker/intake.ts MAX_WORKER_CRASHES).
+ */
+export const STALLED_TOO_OFTEN = 'job stalled more than allowable limit';
+
+/**
+ * The worker fails jobs with `code: message` (e.g. `invalid_input: …`, worker/intake.ts); BullMQ's
+ * own stalled-job failure is `worker_crashed`; any other reason is an inference failure
+ * carrying the reason as its message.
  */
 export function parseFailure(reason: string | undefined): { code: string; message: string } {
   const text = reason ?? '';
+  if (text === STALLED_TOO_OFTEN) {
+    return {
+      code: 'worker_crashed',
+      message:
+        'the workers that took this job twice stopped while holding it (they died or stopped responding past their lock); it was not handed to another',
+    };
+  }
   const match = /^([a-z][a-z0-9]*(?:_[a-z0-9]+)*): ([\s\S]*)$/.exec(text);
   if (match) return { code: match[1] as string, message: match[2] as string };
   return { code: 'inference_failed', message: text || 'inference failed' };
