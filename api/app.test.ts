@@ -17,6 +17,7 @@ import type { JobView, ModelCatalog } from './ports.ts';
 
 const KEY_A = 'key-aaaaaaaaaaaaaaaa';
 const KEY_B = 'key-bbbbbbbbbbbbbbbb';
+const METRICS_TOKEN = 'metrics-token-0123456789';
 const T0 = Date.parse('2024-05-01T12:00:00.000Z');
 
 function manifest(version: string): ModelManifest {
@@ -163,7 +164,7 @@ describe('createApp', () => {
         { tenant: 'tenant-a', key: KEY_A },
         { tenant: 'tenant-b', key: KEY_B },
       ],
-      metrics: { registry, api: createApiMetrics(registry), render: () => registry.metrics() },
+      metrics: { registry, api: createApiMetrics(registry), render: () => registry.metrics(), token: METRICS_TOKEN },
       clock,
       bodyLimitBytes: 4096,
       syncTimeoutMs: 1234,
@@ -207,14 +208,19 @@ describe('createApp', () => {
       expect((await get('/v2/models/scorer', null)).status).toBe(401);
     });
 
-    it('leaves health and metrics open', async () => {
+    it('leaves health open; /metrics takes METRICS_TOKEN or an admin key, not an ordinary one', async () => {
       expect((await get('/v2/health/live', null)).status).toBe(200);
       expect((await get('/v2/health/ready', null)).status).toBe(200);
       ready = false;
       const notReady = await get('/v2/health/ready', null);
       expect(notReady.status).toBe(503);
       expect(await notReady.json()).toEqual({ ready: false });
-      expect((await get('/metrics', null)).status).toBe(200);
+      expect((await get('/metrics', METRICS_TOKEN)).status).toBe(200);
+      expect((await get('/metrics', null)).status).toBe(401);
+      expect((await get('/metrics', 'metrics-token-wrong-0000')).status).toBe(401);
+      const ordinary = await get('/metrics', KEY_A); // no ADMIN_TENANTS here
+      expect(ordinary.status).toBe(403);
+      expect((await errorOf(ordinary)).code).toBe('forbidden');
     });
   });
 
@@ -664,7 +670,7 @@ describe('createApp', () => {
     await post('/v1/models/scorer/jobs', body(1));
     await post('/v2/models/scorer/infer', body(1));
     await get('/v1/jobs/job_missing');
-    const res = await get('/metrics', null);
+    const res = await get('/metrics', METRICS_TOKEN);
     expect(res.headers.get('content-type')).toBe('text/plain; version=0.0.4; charset=utf-8');
     const text = await res.text();
     expect(text).toContain('warmpool_http_requests_total{route="/v1/models/:model/jobs",method="POST",status="202"} 1');

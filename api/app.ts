@@ -3,8 +3,9 @@
  * @hono/node-server in api/main.ts, wrapped by `handle()` on Lambda, and exercised with
  * `app.request()` in tests.
  *
- * Auth, then the tenant's rate limit, cover `/v1/*` and `/v2/models/*`; health and `/metrics`
- * are open (DESIGN §5).
+ * Auth, then the tenant's rate limit, cover `/v1/*` and `/v2/models/*`; health is open.
+ * `/metrics` takes an admin tenant's key or METRICS_TOKEN (api/http/metrics-auth.ts); api/main.ts
+ * may also serve it without auth on METRICS_PORT (DESIGN §5).
  */
 import { createRequire } from 'node:module';
 import { Hono, type MiddlewareHandler } from 'hono';
@@ -25,6 +26,7 @@ import { type AuthEnv, bearerAuth } from './http/auth.ts';
 import { type AuthFailureLimit, authFailureGuard } from './http/auth-failures.ts';
 import { errorBody, errorHandler, notFoundHandler } from './http/errors.ts';
 import type { IdempotencyStore } from './http/idempotency.ts';
+import { metricsAuth } from './http/metrics-auth.ts';
 import { type RateLimitSettings, rateLimit } from './http/rate-limit.ts';
 import { createStreamSlots } from './http/stream-slots.ts';
 import { openApiRoutes } from './openapi/routes.ts';
@@ -78,6 +80,8 @@ export interface AppDeps {
     api?: ApiMetrics;
     /** Prometheus text for `/metrics`: the API's registry merged with the workers' snapshots. */
     render: () => Promise<string>;
+    /** METRICS_TOKEN: a bearer token that may read `/metrics`, besides admin tenants' keys. */
+    token?: string;
   };
   clock: Clock;
   bodyLimitBytes: number;
@@ -130,14 +134,16 @@ export function createApp(deps: AppDeps): Hono<AuthEnv> {
     const ready = deps.ready ? await deps.ready().catch(() => false) : true;
     return c.json({ ready }, ready ? 200 : 503);
   });
-  // The API described (/openapi.json) and browsable (/docs), open like health and metrics.
+  // The API described (/openapi.json) and browsable (/docs), open like health.
   app.route('/', openApiRoutes());
   // The dashboard's page and assets are open too: the shell holds no data, its calls carry a key.
   app.route('/', dashboardPageRoutes());
-  app.get('/metrics', async (c) => c.body(await deps.metrics.render(), 200, { 'Content-Type': PROMETHEUS_CONTENT_TYPE }));
 
   const onFailure = deps.authFailures ? authFailureGuard(deps.authFailures, deps.clock) : undefined;
   const auth = bearerAuth(deps.apiKeys, { onFailure });
+  // Every model's name and traffic, across tenants: for admins and the scraper's token only.
+  const metricsReader = metricsAuth({ apiKeys: deps.apiKeys, adminTenants: deps.adminTenants ?? [], token: deps.metrics.token, onFailure });
+  app.get('/metrics', metricsReader, async (c) => c.body(await deps.metrics.render(), 200, { 'Content-Type': PROMETHEUS_CONTENT_TYPE }));
   for (const path of ['/v1/*', '/v2/models/*']) {
     app.use(path, auth);
     if (deps.rateLimit) app.use(path, rateLimit(deps.rateLimit, deps.clock));
@@ -177,7 +183,7 @@ export function createApp(deps: AppDeps): Hono<AuthEnv> {
     app.route('/', webhookRoutes({ ...deps.webhooks, clock: deps.clock }));
     app.route('/', canaryRoutes({ ...deps.webhooks, ...deps.canary, clock: deps.clock }));
     if (deps.backlog) {
-      app.route('/', poolRoutes({ ...deps.webhooks, backlog: deps.backlog, clock: deps.clock }));
+      app.route('/', poolRoutes({ ...deps.webhooks, backlog: deps.backlog, clock: deps.clock, adminTenants: deps.adminTenants }));
       if (deps.scaler) {
         const simulation = deps.simulation ?? API_LIMIT_DEFAULTS.simulation;
         const dashboard = { ...deps.webhooks, backlog: deps.backlog, clock: deps.clock, scaler: deps.scaler, simulation };

@@ -25,11 +25,14 @@ import { type AppDeps, createApp } from './app.ts';
 import { answerParseErrorsAsJson, slowClientLimits } from './http/client-errors.ts';
 import { createIdempotencyStore } from './http/idempotency.ts';
 import { createRateLimiter } from './http/rate-limiter.ts';
+import { startMetricsServer } from './metrics-server.ts';
 import { createBulkNotifier } from './webhooks/bulk-notifier.ts';
 import { createDeliveryStore } from './webhooks/delivery-store.ts';
 
 export interface ApiServer {
   url: string;
+  /** `/metrics` without auth on METRICS_PORT; absent when that is unset. */
+  metricsUrl?: string;
   jobs: BullJobQueue;
   close(): Promise<void>;
 }
@@ -74,6 +77,8 @@ export interface ApiRuntime {
    * request rather than answering that request 503 on a cold start.
    */
   connected(timeoutMs: number): Promise<boolean>;
+  /** The Prometheus text `/metrics` serves, for METRICS_PORT's listener. */
+  renderMetrics(): Promise<string>;
   /** Closes the connections the app uses; idempotent. */
   close(): Promise<void>;
 }
@@ -114,6 +119,7 @@ export function createApiRuntime(config: Config, log: Logger, overrides: ApiOver
   });
   const metricsRegistry = new Registry();
   const apiMetrics = createApiMetrics(metricsRegistry);
+  const renderMetrics = async () => renderClusterMetrics(metricsRegistry, await readMetricsSnapshots(redis, config.queuePrefix));
   const catalog = overrides.deps?.catalog ?? cacheManifests(registry, { clock });
   // The API starts, reads and cancels runs; the dispatcher's supervisor drives them. A cancel's
   // webhook event is stored from here, for the dispatcher to deliver.
@@ -132,7 +138,8 @@ export function createApiRuntime(config: Config, log: Logger, overrides: ApiOver
     metrics: {
       registry: metricsRegistry,
       api: apiMetrics,
-      render: async () => renderClusterMetrics(metricsRegistry, await readMetricsSnapshots(redis, config.queuePrefix)),
+      render: renderMetrics,
+      token: config.api.metricsToken,
     },
     clock,
     bodyLimitBytes: config.api.bodyLimitBytes,
@@ -170,6 +177,7 @@ export function createApiRuntime(config: Config, log: Logger, overrides: ApiOver
     app,
     jobs,
     connected: (timeoutMs) => redisReady(redis, timeoutMs),
+    renderMetrics: overrides.deps?.metrics?.render ?? renderMetrics,
     close() {
       closing ??= closeAll([
         ['jobs', () => jobs.close()],
@@ -185,7 +193,7 @@ export function createApiRuntime(config: Config, log: Logger, overrides: ApiOver
 }
 
 export async function startApiServer(config: Config, log: Logger, overrides: ApiOverrides = {}): Promise<ApiServer> {
-  const { app, jobs, close, connected } = createApiRuntime(config, log, overrides);
+  const { app, jobs, close, connected, renderMetrics } = createApiRuntime(config, log, overrides);
   // Serve even when Redis is down (readiness and job routes answer 503 until it is back).
   if (!(await connected(STARTUP_REDIS_WAIT_MS))) log.warn({ waitedMs: STARTUP_REDIS_WAIT_MS }, 'redis not ready; serving anyway');
   const server = await new Promise<ReturnType<typeof serve>>((resolve) => {
@@ -197,12 +205,18 @@ export async function startApiServer(config: Config, log: Logger, overrides: Api
   answerParseErrorsAsJson(server);
   const { port } = server.address() as AddressInfo;
   const host = config.api.host === '0.0.0.0' ? '127.0.0.1' : config.api.host;
+  const metrics =
+    config.api.metricsPort === undefined
+      ? undefined
+      : await startMetricsServer({ ...config.api, port: config.api.metricsPort, render: renderMetrics, log });
   let closing: Promise<void> | undefined;
   return {
     url: `http://${host}:${port}`,
+    ...(metrics ? { metricsUrl: metrics.url } : {}),
     jobs,
     close() {
       closing ??= closeAll([
+        ['metrics-http', async () => metrics?.close()],
         [
           'http',
           () => {
@@ -221,7 +235,7 @@ export async function startApiServer(config: Config, log: Logger, overrides: Api
 export async function apiMain(config: Config): Promise<number> {
   const log = createLogger(config.logLevel, { role: 'api' });
   const server = await startApiServer(config, log);
-  log.info({ url: server.url }, 'api listening');
+  log.info({ url: server.url, ...(server.metricsUrl ? { metricsUrl: server.metricsUrl } : {}) }, 'api listening');
   return new Promise<number>((resolve) => {
     onShutdownSignals({
       drain: async () => {

@@ -65,11 +65,16 @@ async function beat(b: Pick<HeartbeatPayload, 'id' | 'model' | 'version' | 'stat
   await redis.set(workerKey(prefix, b.id), JSON.stringify(payload), 'PX', 60_000);
 }
 
-function app(): Hono<AuthEnv> {
+/** The route as `tenant` calls it (auth is app.ts's); `ops` is the admin. */
+function app(tenant = 'ops'): Hono<AuthEnv> {
   const a = new Hono<AuthEnv>();
   a.onError(errorHandler(undefined));
   a.notFound(notFoundHandler);
-  a.route('/', poolRoutes({ redis, prefix, backlog: (t) => queueStats.backlog(t), clock }));
+  a.use('*', async (c, next) => {
+    c.set('tenant', tenant);
+    await next();
+  });
+  a.route('/', poolRoutes({ redis, prefix, backlog: (t) => queueStats.backlog(t), clock, adminTenants: ['ops'] }));
   return a;
 }
 
@@ -152,4 +157,20 @@ it("shows each deployment's workers, queues, forecast, targets and recent decisi
   expect(latest?.decision.reasons.length).toBeGreaterThan(0);
   expect(ranker?.decisions.length).toBeLessThanOrEqual(POOL_DECISIONS_SHOWN);
   expect(view.deployments.find((d) => d.model === 'idle')).toMatchObject({ workers: [], queue: { waiting: 0, oldestAgeMs: 0 } });
+
+  // Another tenant sees the same pool, except where its workers run (issue 20).
+  const theirs = (await (await app('tenant-b').request('/v1/pool')).json()) as PoolView;
+  const seen = theirs.deployments.find((d) => d.model === 'ranker');
+  expect(seen?.queue).toEqual(ranker?.queue);
+  expect(seen?.desired).toEqual(ranker?.desired);
+  expect(seen?.workers.map((w) => [w.version, w.state, w.rowsPerSec]).sort()).toEqual(
+    ranker?.workers.map((w) => [w.version, w.state, w.rowsPerSec]).sort(),
+  );
+  const text = JSON.stringify(theirs);
+  for (const hidden of ['"pid"', '"host"', 'box-1', '"r-1"', '"r-2"', '"r-old"', latest?.leader ?? '(no leader)'])
+    expect(text).not.toContain(hidden);
+  // Aliases are stable: the decisions name the same workers the list does.
+  const aliases = new Set(seen?.workers.map((w) => w.id));
+  const named = seen?.decisions.flatMap((d) => [...d.planned, ...d.applied]).flatMap((a) => ('workerId' in a ? [a.workerId] : [])) ?? [];
+  for (const id of named) expect(aliases.has(id)).toBe(true);
 });

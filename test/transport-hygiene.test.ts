@@ -7,7 +7,11 @@
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CLIENT_ERROR_LINGER_MS } from '../api/http/client-errors.ts';
+import { createDeploymentStore } from '../infra/deployments/deployment-store.ts';
+import type { HeartbeatPayload } from '../infra/fleet/worker-states.ts';
 import { loadConfig } from '../infra/kernel/config.ts';
+import { closeRedis, createRedis } from '../infra/redis/client.ts';
+import { workerKey } from '../infra/redis/keys.ts';
 import { startTestApi, type TestApi } from './support/api-app.ts';
 import { testEnv } from './support/services.ts';
 import { KEY_A, KEY_B } from './support/stack.ts';
@@ -203,5 +207,77 @@ describe('failed authentication, per source address', () => {
     expect((await proxied.call('/v1/models', { key: wrong(99), headers: from('198.51.100.1', '203.0.113.50, ') })).status).toBe(429);
     expect((await proxied.call('/v1/models', { key: wrong(99), headers: from('198.51.100.2') })).status).toBe(401);
     expect((await proxied.call('/v1/models', { key: KEY_A, headers: from('198.51.100.1') })).status).toBe(200);
+  });
+});
+
+describe('/metrics and the pool are not for every tenant', () => {
+  const METRICS_TOKEN = 'metrics-token-0123456789';
+  const env = testEnv({ METRICS_PORT: '0', METRICS_TOKEN });
+  const config = loadConfig(env);
+  const redis = createRedis(config.redisUrl);
+  let api: TestApi;
+  let metricsUrl: string;
+
+  beforeAll(async () => {
+    api = await startTestApi(config);
+    metricsUrl = api.metricsUrl ?? '';
+  });
+
+  afterAll(async () => {
+    await api?.close();
+    await closeRedis(redis);
+  });
+
+  it('answers /metrics to admin keys and METRICS_TOKEN only; METRICS_PORT serves it without auth, and nothing else', async () => {
+    const status = async (key: string | null) => (await api.call('/metrics', { key })).status;
+    expect(await status(null)).toBe(401);
+    expect(await status('metrics-token-wrong-0000')).toBe(401);
+    const ordinary = await api.call('/metrics', { key: KEY_B }); // tenant-b: not in ADMIN_TENANTS
+    expect(ordinary.status).toBe(403);
+    expect(((await ordinary.json()) as { error: { code: string } }).error.code).toBe('forbidden');
+    expect(await status(KEY_A)).toBe(200); // tenant-a: an admin (testEnv)
+    const scraped = await api.call('/metrics', { key: METRICS_TOKEN });
+    expect(scraped.status).toBe(200);
+    expect(await scraped.text()).toContain('warmpool_http_requests_total');
+
+    expect(metricsUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/metrics$/);
+    expect(new URL(metricsUrl).port).not.toBe(new URL(api.url).port);
+    const open = await fetch(metricsUrl);
+    expect(open.status).toBe(200);
+    expect(open.headers.get('content-type')).toContain('text/plain');
+    expect(await open.text()).toContain('warmpool_http_requests_total');
+    for (const path of ['/v1/models', '/v2/health/live', '/']) {
+      expect((await fetch(new URL(path, metricsUrl))).status).toBe(404);
+    }
+  });
+
+  it("shows a worker's pid and host to admin tenants only; other tenants see the same pool with aliases", async () => {
+    await createDeploymentStore(redis, config.queuePrefix).put({ model: 'pooled', version: '1', min: 1, max: 2, standby: 0 });
+    const beat: HeartbeatPayload = {
+      id: 'gpu-box-17.internal-31337-abcdef',
+      model: 'pooled',
+      version: '1',
+      state: 'active',
+      pid: 31337,
+      host: 'gpu-box-17.internal',
+      startedAt: Date.now() - 60_000,
+      updatedAt: Date.now(),
+      rowsPerS: 42,
+      jobsInFlight: 0,
+      memory: { rssBytes: 1, heapUsedBytes: 1 },
+    };
+    await redis.set(workerKey(config.queuePrefix, beat.id), JSON.stringify(beat), 'PX', 60_000);
+    type Pool = { deployments: Array<{ model: string; workers: Array<Record<string, unknown>> }> };
+    const workers = async (key: string) => {
+      const res = await api.call('/v1/pool', { key });
+      expect(res.status).toBe(200);
+      return ((await res.json()) as Pool).deployments.find((d) => d.model === 'pooled')?.workers;
+    };
+    expect(await workers(KEY_A)).toEqual([expect.objectContaining({ id: beat.id, pid: 31337, host: 'gpu-box-17.internal' })]);
+    const seen = await workers(KEY_B);
+    expect(seen).toEqual([
+      { id: expect.stringMatching(/^w-[0-9a-f]{12}$/), version: '1', state: 'active', rowsPerSec: 42, since: beat.startedAt },
+    ]);
+    expect(JSON.stringify(seen)).not.toMatch(/31337|gpu-box/);
   });
 });

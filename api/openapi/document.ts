@@ -38,7 +38,7 @@ const TAG_DESCRIPTIONS: Record<string, string> = {
   Dashboard:
     'What the operator dashboard (/dashboard) reads: the session, chart series per deployment, and a replay of its recorded arrivals through chosen settings.',
   Webhooks: 'Standard Webhooks signing secret, delivery log, dead letters and replay.',
-  'Health and metrics': 'Open routes: probes, Prometheus metrics, this documentation.',
+  'Health and metrics': 'Probes and this documentation (open); Prometheus metrics (an admin key or METRICS_TOKEN).',
 };
 
 export function buildOpenApiDocument(options: OpenApiOptions = {}): Json {

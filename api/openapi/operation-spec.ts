@@ -65,7 +65,7 @@ const unauthorized: ResponseSpec = {
   headers: { 'WWW-Authenticate': 'Bearer' },
 };
 const rateLimited: ResponseSpec = {
-  description: "Over the tenant's rate limit",
+  description: "Over the tenant's rate limit, or too many wrong keys from the caller's address (AUTH_FAILURE_LIMIT_PER_MIN)",
   schema: S.ErrorBody,
   codes: ['rate_limited'],
   headers: { 'Retry-After': 'Seconds to wait' },

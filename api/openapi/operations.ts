@@ -439,8 +439,15 @@ export const OPERATIONS: readonly OperationSpec[] = [
     path: '/metrics',
     tag: 'Health and metrics',
     summary: 'Prometheus metrics of the API and every live worker',
-    auth: false,
-    responses: { 200: { description: 'Metrics', schema: S.PrometheusText, contentType: 'text/plain; version=0.0.4' } },
+    description:
+      'Names every model and its traffic, so it takes an admin tenant’s key (ADMIN_TENANTS) or METRICS_TOKEN as the bearer token. ' +
+      'METRICS_PORT serves the same text without auth on a port of its own, for a scraper on a private network.',
+    auth: true,
+    responses: {
+      200: { description: 'Metrics', schema: S.PrometheusText, contentType: 'text/plain; version=0.0.4' },
+      403: { description: 'The key’s tenant is not in ADMIN_TENANTS', schema: S.ErrorBody, codes: ['forbidden'] },
+      ...authed,
+    },
     example: { status: 200 },
   },
   {

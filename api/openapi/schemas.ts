@@ -249,11 +249,11 @@ export const Deployment = z
 // ---- Pool (the scaler's view) -----------------------------------------------------------------
 
 const PoolWorker = z.object({
-  id: z.string(),
+  id: z.string().describe('The worker id for admin tenants; for other tenants a stable alias (`w-…`)'),
   version: z.string(),
   state: z.enum(['launching', 'downloading', 'loading', 'warming', 'standby', 'active', 'draining', 'stopped', 'failed']),
-  pid: z.number().int(),
-  host: z.string(),
+  pid: z.number().int().optional().describe('Admin tenants (ADMIN_TENANTS) only'),
+  host: z.string().optional().describe('Admin tenants (ADMIN_TENANTS) only'),
   rowsPerSec: z.number().nonnegative(),
   since: z.number().describe('Epoch ms the worker entered its state (or started)'),
 });

@@ -5,7 +5,14 @@
  * (infra/scaler/decision-log.ts). `forecast` and `desired` are null until the scaler has decided
  * for the deployment; they come from the newest live decision, or the newest shadow one when only
  * a shadow scaler runs. Auth is applied by app.ts to `/v1/*`; deployments are not per tenant.
+ *
+ * Where workers run is for ADMIN_TENANTS only (issue 20): every tenant sees the same counts,
+ * states, queues and decisions (the dashboard draws them), but to the others a worker is an
+ * opaque alias, without its pid or host, and the decisions name workers by the same aliases,
+ * without the leader's identity or the provider's error text (which may carry host or cluster
+ * names). A map of the fleet's hosts is what an attacker inside the network wants first.
  */
+import { createHash } from 'node:crypto';
 import { Hono } from 'hono';
 import type { Backlog } from '../../infra/contracts/pool.ts';
 import type { WorkerState } from '../../infra/contracts/worker-state.ts';
@@ -13,7 +20,7 @@ import { createDeploymentStore, type Deployment, type DeploymentStore } from '..
 import { type HeartbeatPayload, listHeartbeats } from '../../infra/fleet/worker-states.ts';
 import { systemClock } from '../../infra/kernel/clock.ts';
 import type { RedisClient } from '../../infra/redis/client.ts';
-import { createDecisionLog, type DecisionRecord } from '../../infra/scaler/index.ts';
+import { createDecisionLog, type DecisionRecord, type ScalerAction } from '../../infra/scaler/index.ts';
 import type { AuthEnv } from '../http/auth.ts';
 import type { Clock } from '../ports.ts';
 
@@ -26,6 +33,8 @@ export interface PoolRoutesDeps {
   deployments?: Pick<DeploymentStore, 'list'>;
   /** A deployment's queues summed over the versions named (infra/queue/queue-stats.ts `backlog`). */
   backlog: (target: { model: string; versions: readonly string[] }) => Promise<Backlog>;
+  /** Tenants that see workers' pids and hosts (ADMIN_TENANTS); none when absent. */
+  adminTenants?: readonly string[];
   clock?: Clock;
 }
 
@@ -33,8 +42,10 @@ export interface PoolWorkerView {
   id: string;
   version: string;
   state: WorkerState;
-  pid: number;
-  host: string;
+  /** Admin tenants only. */
+  pid?: number;
+  /** Admin tenants only. */
+  host?: string;
   rowsPerSec: number;
   /** Epoch ms the worker entered its state when it reports that, else when it started. */
   since: number;
@@ -61,6 +72,7 @@ export function poolRoutes(deps: PoolRoutesDeps): Hono<AuthEnv> {
   const deployments = deps.deployments ?? createDeploymentStore(deps.redis, deps.prefix);
   const decisions = createDecisionLog(deps.redis, deps.prefix);
   const clock = deps.clock ?? systemClock;
+  const admins = deps.adminTenants ?? [];
 
   const viewOf = async (d: Deployment, beats: HeartbeatPayload[]): Promise<PoolDeploymentView> => {
     const [queue, recent] = await Promise.all([
@@ -93,10 +105,39 @@ export function poolRoutes(deps: PoolRoutesDeps): Hono<AuthEnv> {
   app.get('/v1/pool', async (c) => {
     const [all, beats] = await Promise.all([deployments.list(), listHeartbeats(deps.redis, deps.prefix)]);
     const views = await Promise.all(all.map((d) => viewOf(d, beats)));
-    return c.json({ at: clock.now(), deployments: views } satisfies PoolView);
+    const view: PoolView = { at: clock.now(), deployments: views };
+    return c.json(admins.includes(c.get('tenant')) ? view : withoutWhereWorkersRun(view));
   });
 
   return app;
+}
+
+/** The pool as a tenant outside ADMIN_TENANTS sees it: workers by alias, no pid, host or leader. */
+export function withoutWhereWorkersRun(view: PoolView): PoolView {
+  return {
+    ...view,
+    deployments: view.deployments.map((d) => ({
+      ...d,
+      workers: d.workers.map(({ pid: _pid, host: _host, ...w }) => ({ ...w, id: workerAlias(w.id) })),
+      decisions: d.decisions.map((r) => ({
+        ...r,
+        leader: 'scaler',
+        planned: r.planned.map(aliasAction),
+        applied: r.applied.map(aliasAction),
+      })),
+    })),
+  };
+}
+
+function aliasAction(a: ScalerAction): ScalerAction {
+  const named = 'workerId' in a ? { ...a, workerId: workerAlias(a.workerId) } : { ...a };
+  if (named.error !== undefined) named.error = 'failed';
+  return named;
+}
+
+/** A stable stand-in for a worker id (`<host>-<pid>-<random>`): the same worker, the same alias. */
+export function workerAlias(id: string): string {
+  return `w-${createHash('sha256').update(id).digest('hex').slice(0, 12)}`;
 }
 
 function workerView(b: HeartbeatPayload): PoolWorkerView {

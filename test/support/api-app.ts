@@ -17,6 +17,8 @@ import { createS3ObjectStore } from '../../infra/registry/s3-object-store.ts';
 
 export interface TestApi {
   url: string;
+  /** `/metrics` on METRICS_PORT's listener, when the Config sets one. */
+  metricsUrl?: string;
   jobs: BullJobQueue;
   /** fetch against this API with `key` as the bearer token (none when null). */
   call(path: string, init?: RequestInit & { key?: string | null }): Promise<Response>;
@@ -40,7 +42,8 @@ export async function startTestApi(config: Config, options: TestApiOptions = {})
   };
   if (options.rateLimit) deps.rateLimit = { limiter: createRateLimiter(redis, { prefix: config.queuePrefix }), ...options.rateLimit };
   const server = await startApiServer(
-    { ...config, api: { ...config.api, apiKeys: config.api.apiKeys, host: '127.0.0.1', port: 0 } },
+    // apiKeys and metricsToken are non-enumerable (secrets never serialise): a spread drops them.
+    { ...config, api: { ...config.api, apiKeys: config.api.apiKeys, metricsToken: config.api.metricsToken, host: '127.0.0.1', port: 0 } },
     createLogger('silent'),
     {
       ...(options.clock ? { clock: options.clock } : {}),
@@ -49,6 +52,7 @@ export async function startTestApi(config: Config, options: TestApiOptions = {})
   );
   return {
     url: server.url,
+    ...(server.metricsUrl ? { metricsUrl: server.metricsUrl } : {}),
     jobs: server.jobs,
     call(path, init = {}) {
       const { key = null, ...rest } = init;
