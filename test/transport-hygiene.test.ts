@@ -4,13 +4,19 @@
  * details are not for every tenant, and a webhook attempt's error reaches the tenant only as a
  * category.
  */
-import net from 'node:net';
+import http from 'node:http';
+import net, { type AddressInfo } from 'node:net';
+import { Writable } from 'node:stream';
+import pino from 'pino';
+import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CLIENT_ERROR_LINGER_MS } from '../api/http/client-errors.ts';
+import { createDeliveryStore, type DeliveryStore } from '../api/webhooks/delivery-store.ts';
+import { type RunningDispatcher, startDispatcher } from '../api/webhooks/main.ts';
 import { createDeploymentStore } from '../infra/deployments/deployment-store.ts';
 import type { HeartbeatPayload } from '../infra/fleet/worker-states.ts';
 import { loadConfig } from '../infra/kernel/config.ts';
-import { closeRedis, createRedis } from '../infra/redis/client.ts';
+import { closeRedis, createRedis, type RedisClient } from '../infra/redis/client.ts';
 import { workerKey } from '../infra/redis/keys.ts';
 import { startTestApi, type TestApi } from './support/api-app.ts';
 import { testEnv } from './support/services.ts';
@@ -214,18 +220,19 @@ describe('/metrics and the pool are not for every tenant', () => {
   const METRICS_TOKEN = 'metrics-token-0123456789';
   const env = testEnv({ METRICS_PORT: '0', METRICS_TOKEN });
   const config = loadConfig(env);
-  const redis = createRedis(config.redisUrl);
+  let redis: RedisClient;
   let api: TestApi;
   let metricsUrl: string;
 
   beforeAll(async () => {
+    redis = createRedis(config.redisUrl);
     api = await startTestApi(config);
     metricsUrl = api.metricsUrl ?? '';
   });
 
   afterAll(async () => {
     await api?.close();
-    await closeRedis(redis);
+    if (redis) await closeRedis(redis);
   });
 
   it('answers /metrics to admin keys and METRICS_TOKEN only; METRICS_PORT serves it without auth, and nothing else', async () => {
@@ -279,5 +286,106 @@ describe('/metrics and the pool are not for every tenant', () => {
       { id: expect.stringMatching(/^w-[0-9a-f]{12}$/), version: '1', state: 'active', rowsPerSec: 42, since: beat.startedAt },
     ]);
     expect(JSON.stringify(seen)).not.toMatch(/31337|gpu-box/);
+  });
+});
+
+describe('webhook secrets and delivery errors, through a real dispatcher', () => {
+  const config = loadConfig(testEnv({ WEBHOOK_ALLOWED_PRIVATE_HOSTS: '127.0.0.1', WEBHOOK_RETRY_SCHEDULE_MS: '50' }));
+  let redis: RedisClient;
+  let store: DeliveryStore;
+  const received: Array<{ path: string; headers: Record<string, string>; body: string }> = [];
+  const receiver = http.createServer((req, res) => {
+    let body = '';
+    req.setEncoding('utf8');
+    req.on('data', (chunk: string) => (body += chunk));
+    req.on('end', () => {
+      received.push({ path: req.url ?? '', headers: req.headers as Record<string, string>, body });
+      res.writeHead(204).end();
+    });
+  });
+  /** What the dispatcher logged: the only place an attempt's error itself may appear. */
+  const logged: string[] = [];
+  const log = pino({ level: 'debug' }, new Writable({ write: (chunk, _enc, done) => done(void logged.push(String(chunk))) }));
+  let api: TestApi;
+  let dispatcher: RunningDispatcher;
+  let n = 0;
+
+  beforeAll(async () => {
+    await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', () => resolve()));
+    redis = createRedis(config.redisUrl);
+    store = createDeliveryStore(redis, config.queuePrefix);
+    api = await startTestApi(config);
+    dispatcher = startDispatcher(config, log);
+  });
+
+  afterAll(async () => {
+    await dispatcher?.close();
+    await api?.close();
+    if (redis) await closeRedis(redis);
+    receiver.closeAllConnections();
+    await new Promise<void>((resolve) => receiver.close(() => resolve()));
+  });
+
+  /** A delivery for tenant-a, stored as the event source or the bulk notifier stores one. */
+  async function deliver(url: string): Promise<string> {
+    const id = `msg_hygiene_${n++}`;
+    const payload = JSON.stringify({ type: 'job.succeeded', timestamp: new Date().toISOString(), data: { id } });
+    await store.enqueue({ id, tenant: 'tenant-a', jobId: id, event: 'job.succeeded', url, payload }, Date.now());
+    return id;
+  }
+
+  async function until<T>(read: () => Promise<T | undefined> | T | undefined): Promise<T> {
+    for (const deadline = Date.now() + 20_000; Date.now() < deadline; await new Promise((r) => setTimeout(r, 50))) {
+      const value = await read();
+      if (value !== undefined) return value;
+    }
+    throw new Error('timed out');
+  }
+
+  const receiverUrl = (path: string) => `http://127.0.0.1:${(receiver.address() as AddressInfo).port}${path}`;
+  const signatures = (path: string) => until(() => received.find((r) => r.path === path));
+
+  it('signs with both secrets after a rotation, and with the new one only once the previous is revoked', async () => {
+    type Secret = { secret: string; previous?: { secret: string } };
+    const secretCall = async (path: string, method: string) => (await (await api.call(path, { method, key: KEY_A })).json()) as Secret;
+    const first = await secretCall('/v1/webhooks/secret', 'GET');
+    const rotated = await secretCall('/v1/webhooks/secret/rotate', 'POST');
+    expect(rotated.previous?.secret).toBe(first.secret);
+    await deliver(receiverUrl('/overlap'));
+    const overlap = await signatures('/overlap');
+    expect(overlap.headers['webhook-signature']?.split(' ')).toHaveLength(2);
+    expect(() => new Webhook(first.secret).verify(overlap.body, overlap.headers)).not.toThrow();
+
+    const revoked = await api.call('/v1/webhooks/secret/previous', { method: 'DELETE', key: KEY_A });
+    expect(revoked.status).toBe(200);
+    expect(await revoked.json()).toEqual({ secret: rotated.secret });
+    expect(await secretCall('/v1/webhooks/secret', 'GET')).toEqual({ secret: rotated.secret });
+    await deliver(receiverUrl('/revoked'));
+    const after = await signatures('/revoked');
+    expect(after.headers['webhook-signature']?.split(' ')).toHaveLength(1);
+    expect(() => new Webhook(rotated.secret).verify(after.body, after.headers)).not.toThrow();
+    expect(() => new Webhook(first.secret).verify(after.body, after.headers)).toThrow();
+    // Another tenant's secret is its own business.
+    expect((await api.call('/v1/webhooks/secret/previous', { method: 'DELETE', key: KEY_B })).status).toBe(200);
+    expect(await secretCall('/v1/webhooks/secret', 'GET')).toEqual({ secret: rotated.secret });
+  });
+
+  it("shows a failed attempt to the tenant as a category; the error itself only in the dispatcher's log", async () => {
+    const closed = net.createServer();
+    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', () => resolve()));
+    const port = (closed.address() as AddressInfo).port;
+    await new Promise<void>((resolve) => closed.close(() => resolve()));
+    const refused = await deliver(`http://127.0.0.1:${port}/hook`);
+    const blocked = await deliver('http://localhost:9/hook');
+    type Listed = { deliveries: Array<{ id: string; status: string; attempts: Array<{ error?: string }> }> };
+    const dead = await until(async () => {
+      const list = (await (await api.call('/v1/webhooks/deliveries?status=dead', { key: KEY_A })).json()) as Listed;
+      const both = [refused, blocked].map((id) => list.deliveries.find((d) => d.id === id));
+      return both.every((d) => d !== undefined) ? { text: JSON.stringify(list), both } : undefined;
+    });
+    expect(dead.both[0]?.attempts.map((a) => a.error)).toEqual(['connection_refused', 'connection_refused']);
+    expect(dead.both[1]?.attempts.map((a) => a.error)).toEqual(['blocked_address', 'blocked_address']);
+    expect(dead.text).not.toMatch(/ECONNREFUSED|blocked:|resolves to/);
+    await until(() => (logged.some((l) => l.includes(`ECONNREFUSED 127.0.0.1:${port}`)) ? true : undefined));
   });
 });

@@ -328,9 +328,22 @@ export const OPERATIONS: readonly OperationSpec[] = [
     path: '/v1/webhooks/secret/rotate',
     tag: 'Webhooks',
     summary: 'Rotate the signing secret',
-    description: 'The new secret signs at once; the previous one keeps signing alongside it for 24 h.',
+    description:
+      'The new secret signs at once; the previous one keeps signing alongside it for 24 h, or until `DELETE /v1/webhooks/secret/previous`.',
     auth: true,
     responses: { 200: { description: 'The new secret and the previous one', schema: S.WebhookSecret }, ...authed },
+    example: { status: 200 },
+  },
+  {
+    operationId: 'revokePreviousWebhookSecret',
+    method: 'delete',
+    path: '/v1/webhooks/secret/previous',
+    tag: 'Webhooks',
+    summary: 'Stop the previous signing secret now',
+    description:
+      'Ends a rotation’s overlap at once (a leaked secret, or every receiver has switched): from now on deliveries carry the current secret’s signature only. Idempotent.',
+    auth: true,
+    responses: { 200: { description: 'The current secret, with no previous one', schema: S.WebhookSecret }, ...authed },
     example: { status: 200 },
   },
   {

@@ -377,7 +377,12 @@ export const Delivery = z.object({
     z.object({
       at: isoTime,
       status: z.number().int().optional().describe("The receiver's HTTP status"),
-      error: z.string().optional(),
+      error: z
+        .string()
+        .optional()
+        .describe(
+          'Why the attempt failed, as a category: `blocked_address`, `timeout`, `dns`, `connection_refused`, `connection_reset`, `unreachable`, `tls`, `invalid_response`, `http_<status>`, `connection_error`',
+        ),
       durationMs: z.number().nonnegative(),
     }),
   ),

@@ -1,7 +1,8 @@
 /**
- * Webhook routes (issue 3 §3): the tenant's signing secret and its rotation, the deliveries
- * list (dead letters included) and replay. Auth is applied by app.ts to `/v1/*`; every route
- * sees only the calling tenant's secret and deliveries.
+ * Webhook routes (issue 3 §3): the tenant's signing secret, its rotation and the revocation of
+ * the previous one, the deliveries list (dead letters included) and replay. Auth is applied by
+ * app.ts to `/v1/*`; every route sees only the calling tenant's secret and deliveries. An
+ * attempt's error is shown as its category only (api/webhooks/attempt-error.ts).
  */
 import { Hono } from 'hono';
 import { z } from 'zod';
@@ -10,6 +11,7 @@ import type { RedisClient } from '../../infra/redis/client.ts';
 import type { AuthEnv } from '../http/auth.ts';
 import type { Clock } from '../ports.ts';
 import { iso } from '../resources/job-resource.ts';
+import { publicAttemptError } from '../webhooks/attempt-error.ts';
 import { createDeliveryStore, DELIVERY_STATES, type Delivery } from '../webhooks/delivery-store.ts';
 import { createWebhookSecrets, type TenantSecret } from '../webhooks/secrets.ts';
 
@@ -37,6 +39,9 @@ export function webhookRoutes(deps: WebhookRoutesDeps): Hono<AuthEnv> {
   app.get('/v1/webhooks/secret', async (c) => c.json(secretResource(await secrets.getOrCreate(c.get('tenant')))));
 
   app.post('/v1/webhooks/secret/rotate', async (c) => c.json(secretResource(await secrets.rotate(c.get('tenant'), overlapMs))));
+
+  // Ends the rotation's overlap now; idempotent (no previous secret: the same answer).
+  app.delete('/v1/webhooks/secret/previous', async (c) => c.json(secretResource(await secrets.revokePrevious(c.get('tenant')))));
 
   app.get('/v1/webhooks/deliveries', async (c) => {
     const parsed = listQuery.safeParse(c.req.query());
@@ -77,7 +82,7 @@ function deliveryResource(d: Delivery) {
     url: d.url,
     status: d.state,
     ...(d.reason ? { reason: d.reason } : {}),
-    attempts: d.attempts.map((a) => ({ ...a, at: iso(a.at) })),
+    attempts: d.attempts.map((a) => ({ ...a, at: iso(a.at), ...(a.error === undefined ? {} : { error: publicAttemptError(a.error) }) })),
     nextAttemptAt: d.nextAttemptAt === null ? null : iso(d.nextAttemptAt),
     createdAt: iso(d.createdAt),
     updatedAt: iso(d.updatedAt),

@@ -82,7 +82,7 @@ describe('deliverOnce', () => {
   it('does not follow redirects', async () => {
     const before = r.received.length;
     r.answer((res) => res.writeHead(307, { location: '/elsewhere' }).end());
-    expect(await deliverOnce(request())).toMatchObject({ outcome: 'retry', status: 307 });
+    expect(await deliverOnce(request())).toMatchObject({ outcome: 'retry', status: 307, error: 'http_307' });
     expect(r.received.length - before).toBe(1);
   });
 
@@ -97,16 +97,17 @@ describe('deliverOnce', () => {
     const port = gone.port();
     await gone.close();
     const result = await deliverOnce(request({ url: `http://127.0.0.1:${port}/` }));
-    expect(result).toMatchObject({ outcome: 'retry' });
-    expect(result.outcome === 'retry' && result.error).toMatch(/ECONNREFUSED/);
+    // The category is what a tenant sees; the error itself is for the dispatcher's log.
+    expect(result).toMatchObject({ outcome: 'retry', error: 'connection_refused' });
+    expect(result.outcome === 'retry' && result.detail).toMatch(/ECONNREFUSED/);
   });
 
   it('refuses, without connecting, a name resolving to a blocked address (DNS rebinding)', async () => {
     const before = r.received.length;
     const resolve: ResolveAll = async () => [{ address: '127.0.0.1', family: 4 }];
     const result = await deliverOnce(request({ url: `http://rebind.example.com:${r.port()}/`, allowedPrivateHosts: [], resolve }));
-    expect(result).toMatchObject({ outcome: 'retry' });
-    expect(result.outcome === 'retry' && result.error).toMatch(/^blocked: .*127\.0\.0\.1/);
+    expect(result).toMatchObject({ outcome: 'retry', error: 'blocked_address' });
+    expect(result.outcome === 'retry' && result.detail).toMatch(/^blocked: .*127\.0\.0\.1/);
     expect(r.received.length).toBe(before);
   });
 
@@ -114,7 +115,8 @@ describe('deliverOnce', () => {
     const before = r.received.length;
     for (const url of [`http://localhost:${r.port()}/`, `http://127.0.0.1:${r.port()}/`, `http://[::ffff:127.0.0.1]:${r.port()}/`]) {
       const result = await deliverOnce(request({ url, allowedPrivateHosts: [] }));
-      expect(result.outcome === 'retry' && result.error).toMatch(/^blocked/);
+      expect(result).toMatchObject({ outcome: 'retry', error: 'blocked_address' });
+      expect(result.outcome === 'retry' && result.detail).toMatch(/^blocked/);
     }
     expect(r.received.length).toBe(before);
   });

@@ -11,12 +11,17 @@
  *   errors; a refused address) → retry, per the schedule, honouring `Retry-After`. Other 4xx
  *   are retried too: they are as often a receiver's bad deploy as a permanent refusal, and the
  *   schedule ends in the dead-letter list, from which a delivery can be replayed.
+ *
+ * A failed attempt's `error` is a category (`connection_refused`, `timeout`, `http_503`, …:
+ * api/webhooks/attempt-error.ts), the only thing the tenant's delivery record shows; the error
+ * itself, with names, addresses and ports, is `detail`, for the dispatcher's log.
  */
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import http from 'node:http';
 import https from 'node:https';
 import type { LookupFunction } from 'node:net';
 import { blockedAddressReason, blockedHostReason, isAllowedHost, urlHost } from './address-policy.ts';
+import { attemptErrorCategory, BlockedAddressError, httpErrorCategory } from './attempt-error.ts';
 
 /** The resolver, injectable so tests can map a name to an address. Same shape as dns.lookup with `all: true`. */
 export type ResolveAll = (host: string) => Promise<LookupAddress[]>;
@@ -35,14 +40,21 @@ export interface AttemptRequest {
 export type AttemptResult =
   | { outcome: 'succeeded'; status: number; durationMs: number }
   | { outcome: 'gone'; status: number; durationMs: number }
-  | { outcome: 'retry'; status?: number; error?: string; retryAfter?: string; durationMs: number };
+  | {
+      outcome: 'retry';
+      status?: number;
+      /** A category (api/webhooks/attempt-error.ts): what the tenant's delivery record shows. */
+      error: string;
+      /** The error itself, for the dispatcher's log only: names, addresses, ports. */
+      detail?: string;
+      retryAfter?: string;
+      durationMs: number;
+    };
 
 export const USER_AGENT = 'warmpool-webhooks/1';
 
 export const systemResolve: ResolveAll = (host) =>
   new Promise((resolve, reject) => dnsLookup(host, { all: true, verbatim: true }, (err, addrs) => (err ? reject(err) : resolve(addrs))));
-
-export class BlockedAddressError extends Error {}
 
 export async function deliverOnce(req: AttemptRequest): Promise<AttemptResult> {
   const started = performance.now();
@@ -51,9 +63,9 @@ export async function deliverOnce(req: AttemptRequest): Promise<AttemptResult> {
     const { status, retryAfter } = await post(req);
     if (status >= 200 && status < 300) return { outcome: 'succeeded', status, durationMs: durationMs() };
     if (status === 410) return { outcome: 'gone', status, durationMs: durationMs() };
-    return { outcome: 'retry', status, ...(retryAfter ? { retryAfter } : {}), durationMs: durationMs() };
+    return { outcome: 'retry', status, error: httpErrorCategory(status), ...(retryAfter ? { retryAfter } : {}), durationMs: durationMs() };
   } catch (err) {
-    return { outcome: 'retry', error: describe(err), durationMs: durationMs() };
+    return { outcome: 'retry', error: attemptErrorCategory(err), detail: describe(err), durationMs: durationMs() };
   }
 }
 

@@ -98,7 +98,16 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
     const now = deps.clock.now();
     const outcome = outcomeOf(result, d.attempts.length + 1, now);
     const recorded = await store.recordAttempt(d, { at, ...statusOf(result), durationMs: result.durationMs }, outcome, now);
-    const fields = { delivery: d.id, url: d.url, outcome: result.outcome, state: outcome.state, ...statusOf(result) };
+    const detail = result.outcome === 'retry' ? result.detail : undefined;
+    // The log keeps the error itself; the stored attempt (the tenant's view) only its category.
+    const fields = {
+      delivery: d.id,
+      url: d.url,
+      outcome: result.outcome,
+      state: outcome.state,
+      ...statusOf(result),
+      ...(detail ? { detail } : {}),
+    };
     if (recorded) deps.metrics?.record(d.event, outcome);
     if (!recorded) deps.log.warn(fields, 'webhook attempt finished after its claim was lost; another dispatcher has it');
     else if (outcome.state === 'dead' || outcome.state === 'failed') deps.log.warn(fields, 'webhook delivery gave up');

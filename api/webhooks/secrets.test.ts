@@ -34,6 +34,18 @@ describe('createWebhookSecrets', () => {
     expect((await secrets.getOrCreate('t3')).previous).toBeUndefined();
   });
 
+  it('revokes the previous secret at once: only the current one signs, and revoking again changes nothing', async () => {
+    const clock = new ManualClock(1_000);
+    const secrets = createWebhookSecrets(redis, prefix, clock);
+    await secrets.getOrCreate('t5');
+    const rotated = await secrets.rotate('t5', 86_400_000);
+    expect(await secrets.activeSecrets('t5', clock.now())).toHaveLength(2);
+    expect(await secrets.revokePrevious('t5')).toEqual({ secret: rotated.secret });
+    expect(await secrets.activeSecrets('t5', clock.now())).toEqual([rotated.secret]);
+    expect(await secrets.revokePrevious('t5')).toEqual({ secret: rotated.secret });
+    expect(await secrets.revokePrevious('t6')).toEqual({ secret: expect.stringMatching(/^whsec_/) });
+  });
+
   it('keeps the newest previous secret when rotated twice', async () => {
     const clock = new ManualClock(0);
     const secrets = createWebhookSecrets(redis, prefix, clock);

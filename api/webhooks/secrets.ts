@@ -5,6 +5,8 @@
  * Rotation: the new secret becomes current at once; the previous one keeps signing alongside it
  * until `previousExpiresAt`, so receivers can switch at their own pace (Standard Webhooks'
  * multiple-signature header). Secrets are stored as given: signing needs the key itself.
+ * `revokePrevious` ends that overlap at once (a leaked secret, or receivers all switched): from
+ * then on, deliveries carry the current secret's signature only.
  */
 
 import type { Clock } from '../../infra/kernel/clock.ts';
@@ -23,6 +25,8 @@ export interface WebhookSecrets {
   getOrCreate(tenant: string): Promise<TenantSecret>;
   /** A new current secret; the old one signs too for `overlapMs`. */
   rotate(tenant: string, overlapMs: number): Promise<TenantSecret>;
+  /** Stops the previous secret signing now; the current one is untouched. */
+  revokePrevious(tenant: string): Promise<TenantSecret>;
   /** Every secret a message must be signed with now: current first. */
   activeSecrets(tenant: string, now: number): Promise<string[]>;
 }
@@ -57,6 +61,11 @@ export function createWebhookSecrets(redis: RedisClient, prefix: string, clock: 
       const now = clock.now();
       await redis.eval(ROTATE, 1, key(tenant), newSecret(), String(now + overlapMs));
       return read(tenant, now);
+    },
+
+    async revokePrevious(tenant) {
+      await redis.hdel(key(tenant), 'previous', 'previousExpiresAt');
+      return read(tenant, clock.now());
     },
 
     async activeSecrets(tenant, now) {

@@ -50,6 +50,7 @@ const ROUTES: Array<[string, string]> = [
   ['GET', '/v1/deployments/{m}/canary'],
   ['GET', '/v1/webhooks/secret'],
   ['POST', '/v1/webhooks/secret/rotate'],
+  ['DELETE', '/v1/webhooks/secret/previous'],
   ['GET', '/v1/webhooks/deliveries'],
   ['POST', '/v1/webhooks/deliveries/{id}/replay'],
   ['GET', '/v1/pool'],
