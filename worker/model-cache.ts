@@ -9,6 +9,13 @@
  * A cached file is re-verified on every hit by default: a half-written disk or a hand-edited
  * cache must not be loaded, and hashing is cheap next to building an inference session. A
  * cached file that no longer verifies is deleted and downloaded again.
+ *
+ * A verified file is still refused if it names ONNX external data (issue 20): ONNX Runtime would
+ * open that file relative to this folder, where every other model's weights lie. The registry
+ * refuses such models at publish; this is the check for one published before that, or written
+ * into the bucket by hand. The model is read once more for it (a buffer of its size, dropped
+ * before ONNX Runtime loads it). Loading from that buffer instead of the path would not do:
+ * ONNX Runtime then resolves external paths against the working directory.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { createReadStream } from 'node:fs';
@@ -19,6 +26,7 @@ import { type Clock, systemClock } from '../infra/kernel/clock.ts';
 import { IntegrityError } from '../infra/kernel/errors.ts';
 import type { Log } from '../infra/kernel/log.ts';
 import type { ModelRegistry } from '../infra/registry/model-registry.ts';
+import { describeExternal, findExternalData } from '../infra/registry/onnx-metadata.ts';
 
 export interface ModelCacheOptions {
   dir: string;
@@ -56,12 +64,14 @@ export function createModelCache(options: ModelCacheOptions): ModelCache {
   async function ensureOnce(manifest: CachedModel): Promise<EnsureResult> {
     const finalPath = path.join(dir, `${manifest.sha256}.onnx`);
     if (await cachedFileVerifies(finalPath, manifest, verifyOnHit, options.log)) {
+      await refuseExternalData(finalPath, manifest);
       return { path: finalPath, hit: true, downloadMs: 0 };
     }
     const started = clock.now();
     await download(options.registry, manifest, dir, finalPath);
     const downloadMs = Math.max(0, clock.now() - started);
     options.log?.info({ model: manifest.name, version: manifest.version, sha256: manifest.sha256, downloadMs }, 'model downloaded');
+    await refuseExternalData(finalPath, manifest);
     return { path: finalPath, hit: false, downloadMs };
   }
 
@@ -104,6 +114,18 @@ async function cachedFileVerifies(file: string, manifest: CachedModel, fullCheck
   );
   await fs.rm(file, { force: true });
   return false;
+}
+
+/** Removes and refuses a model that keeps tensors in other files (a decision: never retried). */
+async function refuseExternalData(file: string, manifest: CachedModel): Promise<void> {
+  const found = findExternalData(await fs.readFile(file));
+  if (found.length === 0) return;
+  await fs.rm(file, { force: true });
+  throw new IntegrityError(
+    'external_data',
+    `model ${manifest.name} version ${manifest.version} is not served: ${describeExternal(found)}, which ONNX Runtime would read ` +
+      'from beside the model in the shared cache; publish it again with its weights inside it',
+  );
 }
 
 async function hashFile(file: string): Promise<string> {

@@ -1,8 +1,14 @@
 import { createRequire } from 'node:module';
 import { describe, expect, it } from 'vitest';
-import { buildFp16Model, buildGatherModel, buildMlpModel, buildMultiTypeModel } from '../../scripts/fixtures/onnx-models.ts';
+import {
+  buildExternalDataModel,
+  buildFp16Model,
+  buildGatherModel,
+  buildMlpModel,
+  buildMultiTypeModel,
+} from '../../scripts/fixtures/onnx-models.ts';
 import { InvalidInputError } from '../kernel/errors.ts';
-import { readOnnxMetadata } from './onnx-metadata.ts';
+import { findExternalData, readOnnxMetadata } from './onnx-metadata.ts';
 
 const require = createRequire(import.meta.url);
 const { onnx } = require('onnx-proto') as typeof import('onnx-proto');
@@ -137,5 +143,41 @@ describe('readOnnxMetadata', () => {
       /input "bf" has type BFLOAT16/,
     );
     expect(refusal(rawModel([{ name: 'w', dims: [1] }], [{ name: 'y', dims: ['b'] }], ['w'])).message).toMatch(/no inputs/);
+  });
+});
+
+describe('external data (issue 20)', () => {
+  it.each(['initializer', 'constant'] as const)(
+    'refuses a model whose %s keeps its weights in another file, naming the tensor and file',
+    (where) => {
+      const bytes = buildExternalDataModel({ location: '0123abcd.onnx', where });
+      const err = refusal(bytes);
+      expect(err.code).toBe('external_data');
+      expect(err.status).toBe(400);
+      expect(err.message).toMatch(
+        /^tensor "W" keeps its data in the external file "0123abcd\.onnx"; warmpool serves only self-contained models/,
+      );
+      expect(findExternalData(bytes)).toEqual([{ name: 'W', location: '0123abcd.onnx' }]);
+    },
+  );
+
+  it('finds external data hidden in a subgraph, a sparse initializer or external_data entries without data_location', () => {
+    const external = (name: string, location = 'w.bin') =>
+      onnx.TensorProto.create({ name, dims: [1], dataType: 1, externalData: [{ key: 'location', value: location }] });
+    const model = onnx.ModelProto.decode(buildMlpModel({ features: 4, hidden: 4, layers: 1 }));
+    const branch = onnx.GraphProto.create({ name: 'then', initializer: [external('in_branch', '../etc/passwd')] });
+    model.graph?.node?.push(
+      onnx.NodeProto.create({ opType: 'If', attribute: [onnx.AttributeProto.create({ name: 'then_branch', type: 5, g: branch })] }),
+    );
+    model.graph?.sparseInitializer?.push(onnx.SparseTensorProto.create({ values: external('sparse_values'), dims: [4] }));
+    const found = findExternalData(onnx.ModelProto.encode(model).finish());
+    expect(found).toEqual([
+      { name: 'sparse_values', location: 'w.bin' },
+      { name: 'in_branch', location: '../etc/passwd' },
+    ]);
+  });
+
+  it('finds none in self-contained models', () => {
+    for (const bytes of [buildMlpModel(), buildMultiTypeModel(), buildGatherModel()]) expect(findExternalData(bytes)).toEqual([]);
   });
 });

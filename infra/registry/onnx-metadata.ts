@@ -5,6 +5,13 @@
  * warmpool batches rows along the first axis, so every input and output must have a dynamic
  * first dimension; a model that fixes it is refused at publish time with a message naming the
  * tensor, rather than failing later inside a worker.
+ *
+ * A model must also carry all its weights (issue 20). ONNX external data names a file that ONNX
+ * Runtime opens relative to the model's own folder: in the workers' shared, content-addressed
+ * cache that folder holds every other model, so a publisher could make a model whose weights are
+ * another model's file (or any file the worker can read) and serve what it computes from them.
+ * Every tensor is looked at, wherever it hides: initializers, sparse initializers, Constant and
+ * other node attributes, subgraphs (If, Loop, Scan), functions and training graphs.
  */
 import { createRequire } from 'node:module';
 import type { TensorSpec } from '../contracts/manifest.ts';
@@ -16,6 +23,10 @@ const require = createRequire(import.meta.url);
 const { onnx } = require('onnx-proto') as typeof import('onnx-proto');
 
 type ValueInfo = import('onnx-proto').onnx.IValueInfoProto;
+type Tensor = import('onnx-proto').onnx.ITensorProto;
+type SparseTensor = import('onnx-proto').onnx.ISparseTensorProto;
+type Graph = import('onnx-proto').onnx.IGraphProto;
+type Node = import('onnx-proto').onnx.INodeProto;
 type Dim = import('onnx-proto').onnx.TensorShapeProto.IDimension;
 
 export interface OnnxMetadata {
@@ -48,6 +59,14 @@ export function readOnnxMetadata(bytes: Uint8Array): OnnxMetadata {
   const model = decodeModel(bytes);
   const graph = model.graph;
   if (!graph) throw notOnnx('it has no graph');
+  const external = externalTensors(model);
+  if (external.length > 0) {
+    throw new InvalidInputError(
+      'external_data',
+      `${describeExternal(external)}; warmpool serves only self-contained models: save the model with its weights inside it ` +
+        '(onnx.save_model(model, path, save_as_external_data=False)), or convert_model_from_external_data first',
+    );
+  }
   // Older exporters (IR < 4) list initializers among the graph inputs; they are weights, not inputs.
   const initializers = new Set((graph.initializer ?? []).map((t) => t.name ?? ''));
   const inputs = (graph.input ?? []).filter((v) => !initializers.has(v.name ?? '')).map((v) => tensorSpec(v, 'input'));
@@ -62,6 +81,67 @@ export function readOnnxMetadata(bytes: Uint8Array): OnnxMetadata {
     ...(opset !== undefined ? { opset } : {}),
     ...(producer ? { producer } : {}),
   };
+}
+
+/** A tensor whose data is outside the model, and the file it names. */
+export interface ExternalTensor {
+  name: string;
+  location: string;
+}
+
+/**
+ * The tensors of an ONNX model (bytes) whose data lives in another file; empty for a
+ * self-contained model. Throws InvalidInputError when the bytes are not an ONNX model.
+ */
+export function findExternalData(bytes: Uint8Array): ExternalTensor[] {
+  return externalTensors(decodeModel(bytes));
+}
+
+/** `tensor "W" keeps its data in the external file "weights.bin"` (and how many more). */
+export function describeExternal(found: readonly ExternalTensor[]): string {
+  const [first] = found;
+  if (!first) return 'no tensor keeps its data outside the model';
+  const more = found.length > 1 ? ` (and ${found.length - 1} more tensor${found.length > 2 ? 's' : ''})` : '';
+  return `tensor ${JSON.stringify(first.name)} keeps its data in the external file ${JSON.stringify(first.location)}${more}`;
+}
+
+function externalTensors(model: import('onnx-proto').onnx.IModelProto): ExternalTensor[] {
+  const found: ExternalTensor[] = [];
+  const tensor = (t: Tensor | null | undefined) => {
+    // data_location EXTERNAL (1), or external_data entries even without it: ORT reads either.
+    if (!t || (t.dataLocation !== 1 && (t.externalData ?? []).length === 0)) return;
+    const location = (t.externalData ?? []).find((e) => e.key === 'location')?.value ?? '';
+    found.push({ name: t.name ?? '', location });
+  };
+  const sparse = (s: SparseTensor | null | undefined) => {
+    tensor(s?.values);
+    tensor(s?.indices);
+  };
+  const nodes = (list: Node[] | null | undefined) => {
+    for (const n of list ?? []) {
+      for (const a of n.attribute ?? []) {
+        tensor(a.t);
+        for (const t of a.tensors ?? []) tensor(t);
+        sparse(a.sparseTensor);
+        for (const s of a.sparseTensors ?? []) sparse(s);
+        graph(a.g);
+        for (const g of a.graphs ?? []) graph(g);
+      }
+    }
+  };
+  const graph = (g: Graph | null | undefined) => {
+    if (!g) return;
+    for (const t of g.initializer ?? []) tensor(t);
+    for (const s of g.sparseInitializer ?? []) sparse(s);
+    nodes(g.node);
+  };
+  graph(model.graph);
+  for (const f of model.functions ?? []) nodes(f.node);
+  for (const t of model.trainingInfo ?? []) {
+    graph(t.initialization);
+    graph(t.algorithm);
+  }
+  return found;
 }
 
 function decodeModel(bytes: Uint8Array): import('onnx-proto').onnx.ModelProto {
