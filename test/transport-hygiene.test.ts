@@ -370,6 +370,39 @@ describe('webhook secrets and delivery errors, through a real dispatcher', () =>
     expect(await secretCall('/v1/webhooks/secret', 'GET')).toEqual({ secret: rotated.secret });
   });
 
+  it('refuses at submit a webhook to an IPv6 address that carries IPv4 (mapped, translated, 6to4, local NAT64, Teredo)', async () => {
+    const hosts = [
+      '[::ffff:8.8.8.8]',
+      '[::ffff:0:8.8.8.8]',
+      '[2002:a00:1::]',
+      '[2002:808:808::1]',
+      '[64:ff9b:1::a00:1]',
+      '[2001:0:4136:e378::1]',
+    ];
+    for (const host of hosts) {
+      const res = await api.call('/v1/models/any-model/jobs', {
+        method: 'POST',
+        key: KEY_A,
+        body: JSON.stringify({
+          inputs: [{ name: 'x', shape: [1, 1], datatype: 'FP32', data: [1] }],
+          webhook: { url: `http://${host}/hook` },
+        }),
+      });
+      expect(res.status, host).toBe(422);
+      expect(((await res.json()) as { error: { code: string } }).error.code, host).toBe('webhook_url_blocked');
+    }
+    // The well-known NAT64 prefix maps only public IPv4: judged by the address it carries.
+    const nat64 = await api.call('/v1/models/any-model/jobs', {
+      method: 'POST',
+      key: KEY_A,
+      body: JSON.stringify({
+        inputs: [{ name: 'x', shape: [1, 1], datatype: 'FP32', data: [1] }],
+        webhook: { url: 'http://[64:ff9b::a00:1]/' },
+      }),
+    });
+    expect(((await nat64.json()) as { error: { code: string } }).error.code).toBe('webhook_url_blocked');
+  });
+
   it("shows a failed attempt to the tenant as a category; the error itself only in the dispatcher's log", async () => {
     const closed = net.createServer();
     await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', () => resolve()));
