@@ -223,7 +223,7 @@ async function isAlive(stack: ChaosStack): Promise<boolean> {
 }
 
 /** Heap after a full GC (exposed at run time, so no node flag is needed), and RSS. */
-function memory(): { heapMb: number; rssMb: number } {
+export function memory(): { heapMb: number; rssMb: number } {
   v8.setFlagsFromString('--expose-gc');
   const gc = vm.runInNewContext('gc') as () => void;
   gc();

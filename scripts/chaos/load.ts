@@ -79,6 +79,11 @@ export function answerKey(res: Response, text: string): string {
   return `${res.status} ${code}${retryAfter}`;
 }
 
+/** answerKey, but a 2xx is its bare status (`200`): a success has no error code to show. */
+export function statusKey(res: Response, text: string): string {
+  return res.ok ? String(res.status) : answerKey(res, text);
+}
+
 /** Appends `values` to `record[key]`, creating the list. */
 export function pushTo(record: Record<string, number[]>, key: string, values: number[]): void {
   const list = record[key] ?? [];
@@ -134,17 +139,26 @@ export async function waitSettled(stack: ChaosStack, model: string, expected: nu
   });
 }
 
-interface JobRead {
+/** GET /v1/jobs/{id} as reconcile reads it (ISO times, api/resources/job-resource.ts). */
+export interface JobRead {
   status: string;
   error?: { code?: string; message?: string };
   outputs?: Array<{ data?: unknown[] }>;
+  createdAt?: string;
+  finishedAt?: string;
 }
 
 /**
  * Reads every accepted id back through the API and counts what it finds; then counts what
  * BullMQ holds, so a job the queue has but no client was told about (`extra`) shows too.
+ * `onRead` sees each terminal job as read (its times, for latency figures).
  */
-export async function reconcile(stack: ChaosStack, model: string, accepted: string[]): Promise<JobCounts> {
+export async function reconcile(
+  stack: ChaosStack,
+  model: string,
+  accepted: string[],
+  onRead?: (id: string, job: JobRead) => void,
+): Promise<JobCounts> {
   const unique = new Set(accepted);
   const reads: JobRead[] = [];
   let missing = 0;
@@ -159,6 +173,7 @@ export async function reconcile(stack: ChaosStack, model: string, accepted: stri
     }
     if (job.status === 'succeeded' && job.outputs?.[0]?.data?.length !== 1) badOutputs++;
     reads.push(job);
+    onRead?.(id, job);
   });
   const succeeded = reads.filter((r) => r.status === 'succeeded').length;
   const failedReads = reads.filter((r) => r.status === 'failed');

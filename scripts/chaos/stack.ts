@@ -18,6 +18,7 @@ import { type Closer, closeAll } from '../../infra/kernel/lifecycle.ts';
 import { createLogger } from '../../infra/kernel/log.ts';
 import { closeRedis, createRedis } from '../../infra/redis/client.ts';
 import { createModelRegistry } from '../../infra/registry/model-registry.ts';
+import type { ObjectStore } from '../../infra/registry/object-store.ts';
 import { createS3ObjectStore } from '../../infra/registry/s3-object-store.ts';
 import { freePort } from '../dev/free-port.ts';
 import { type RedisClusterHandle, startRedisCluster } from '../dev/redis-cluster.ts';
@@ -29,7 +30,7 @@ import { buildMlpModel } from '../fixtures/onnx-models.ts';
 const BIN = fileURLToPath(new URL('../../bin/warmpool.mjs', import.meta.url));
 export const CHAOS_KEY = 'chaos-key-0123456789';
 export const FEATURES = 16;
-const BUCKET = 'warmpool-chaos';
+export const CHAOS_BUCKET = 'warmpool-chaos';
 
 export interface ChaosStackOptions {
   /** A fresh folder: Redis data, S3 objects, the model cache and worker logs go under it. */
@@ -61,11 +62,16 @@ export interface ChaosStack {
   /** On a cluster, stop/start act on every node; `cluster` reaches single nodes. */
   redis: Restartable & { url: string; cluster?: RedisClusterHandle };
   s3: Restartable;
+  /** The chaos bucket (S3_BUCKET), keys relative to it: a scenario's own objects and listings. */
+  objects: ObjectStore;
   /** fetch against the API with the chaos tenant's key. */
   call(urlPath: string, init?: RequestInit): Promise<Response>;
   /** Publishes a small MLP as `name` version 1 and deploys it; returns its manifest. */
   deployModel(name: string): Promise<ModelManifest>;
-  startWorker(model: string, extraEnv?: Record<string, string>): ChildProcess;
+  /** Publishes `bytes` as `name` `version` (not deployed). */
+  publishModel(name: string, version: string, bytes: Uint8Array, maxBatch?: number): Promise<ModelManifest>;
+  /** A `warmpool worker` of `model` `version` ('1' unless named). */
+  startWorker(model: string, extraEnv?: Record<string, string>, version?: string): ChildProcess;
   /** Workers started and not yet exited. */
   liveWorkers(): ChildProcess[];
   heartbeats(): Promise<HeartbeatPayload[]>;
@@ -94,7 +100,7 @@ async function build(options: ChaosStackOptions, closers: Closer[]): Promise<Cha
     REDIS_URL: redis.url,
     QUEUE_PREFIX: 'chaos',
     S3_ENDPOINT: s3.endpoint,
-    S3_BUCKET: BUCKET,
+    S3_BUCKET: CHAOS_BUCKET,
     S3_PREFIX: 'chaos',
     AWS_REGION: 'us-east-1',
     AWS_ACCESS_KEY_ID: s3.accessKeyId,
@@ -136,6 +142,7 @@ async function build(options: ChaosStackOptions, closers: Closer[]): Promise<Cha
     api,
     redis,
     s3,
+    objects: store,
     call(urlPath, init = {}) {
       const headers = new Headers(init.headers);
       if (!headers.has('authorization')) headers.set('authorization', `Bearer ${CHAOS_KEY}`);
@@ -143,12 +150,13 @@ async function build(options: ChaosStackOptions, closers: Closer[]): Promise<Cha
       return fetch(`${api.url}${urlPath}`, { ...init, headers });
     },
     async deployModel(name) {
-      const bytes = buildMlpModel({ features: FEATURES, hidden: 32, layers: 2 });
-      const manifest = await registry.publish({ name, version: '1', bytes, maxBatch: 64, warmupBatches: [1, 16, 64] });
+      const manifest = await stack.publishModel(name, '1', buildMlpModel({ features: FEATURES, hidden: 32, layers: 2 }));
       await deployments.put({ model: name, version: '1', min: 1, max: 8, standby: 0 });
       return manifest;
     },
-    startWorker: (model, extraEnv) => workers.start(model, extraEnv),
+    publishModel: (name, version, bytes, maxBatch = 64) =>
+      registry.publish({ name, version, bytes, maxBatch, warmupBatches: [...new Set([1, Math.min(16, maxBatch), maxBatch])] }),
+    startWorker: (model, extraEnv, version) => workers.start(model, extraEnv, version),
     liveWorkers: () => workers.live(),
     heartbeats: () => listHeartbeats(admin, config.queuePrefix),
     async waitForWorkers(model, state, count = 1, timeoutMs = 120_000) {
@@ -179,8 +187,8 @@ function workerPool(env: NodeJS.ProcessEnv, logDir: string) {
   const children = new Set<ChildProcess>();
   let n = 0;
   return {
-    start(model: string, extraEnv: Record<string, string> = {}): ChildProcess {
-      const child = spawn(process.execPath, [BIN, 'worker', '--model', model, '--version', '1'], {
+    start(model: string, extraEnv: Record<string, string> = {}, version = '1'): ChildProcess {
+      const child = spawn(process.execPath, [BIN, 'worker', '--model', model, '--version', version], {
         env: { ...env, ...extraEnv },
         stdio: ['ignore', 'pipe', 'pipe'],
       });
@@ -252,7 +260,7 @@ async function restartableCluster(options: ChaosStackOptions): Promise<Restartab
 }
 
 async function restartableS3(directory: string): Promise<Restartable & S3ServerHandle> {
-  let handle: S3ServerHandle | undefined = await startS3Server({ directory, buckets: [BUCKET] });
+  let handle: S3ServerHandle | undefined = await startS3Server({ directory, buckets: [CHAOS_BUCKET] });
   const first = handle;
   const port = Number(new URL(first.endpoint).port);
   return {
@@ -268,7 +276,7 @@ async function restartableS3(directory: string): Promise<Restartable & S3ServerH
       await h?.close();
     },
     async start() {
-      handle ??= await startS3Server({ directory, port, buckets: [BUCKET] });
+      handle ??= await startS3Server({ directory, port, buckets: [CHAOS_BUCKET] });
     },
     close: async () => {
       await handle?.close();
