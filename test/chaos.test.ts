@@ -12,6 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { API_FUZZ_SHORT, apiFuzz } from '../scripts/chaos/api-fuzz.ts';
+import { HOSTILE_TENANT_SHORT, hostileTenant } from '../scripts/chaos/hostile-tenant.ts';
 import { REDIS_RESTART_SHORT, redisRestart } from '../scripts/chaos/redis-restart.ts';
 import { type ChaosContext, formatReport, type ScenarioReport } from '../scripts/chaos/report.ts';
 import { S3_OUTAGE_SHORT, s3Outage } from '../scripts/chaos/s3-outage.ts';
@@ -71,6 +72,16 @@ describe('chaos (short)', () => {
     expectClean(report);
     expect(report.figures['requests sent']).toBeGreaterThanOrEqual(1_000);
     expect(report.figures['5xx answers']).toBe(0);
+  }, 180_000);
+
+  it('hostile-tenant: beside an attacker, the honest tenant loses nothing and nothing of it is read or written; no 5xx', async () => {
+    const report = await hostileTenant(context('hostile'), HOSTILE_TENANT_SHORT);
+    expectClean(report);
+    expect(report.jobs?.accepted).toBeGreaterThan(0);
+    expect(report.jobs?.succeeded).toBe(report.jobs?.accepted);
+    expect(report.figures['honest webhooks never delivered']).toBe(0);
+    expect(report.figures['5xx answers (honest / attacker)']).toBe('0 / 0');
+    expect(report.figures['bucket objects changed outside the honest run and the attacker']).toBe(0);
   }, 180_000);
 });
 

@@ -11,6 +11,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { errorMessage } from '../../infra/kernel/errors.ts';
 import { API_FUZZ_FULL, API_FUZZ_SHORT, apiFuzz } from './api-fuzz.ts';
+import { HOSTILE_TENANT_FULL, HOSTILE_TENANT_SHORT, hostileTenant } from './hostile-tenant.ts';
 import { REDIS_RESTART_FULL, REDIS_RESTART_SHORT, redisRestart } from './redis-restart.ts';
 import { type ChaosContext, formatReport, type ScenarioReport } from './report.ts';
 import { S3_OUTAGE_FULL, S3_OUTAGE_SHORT, s3Outage } from './s3-outage.ts';
@@ -27,6 +28,7 @@ export const SCENARIOS: Record<string, Run> = {
   'redis-restart': (ctx, short) => redisRestart(ctx, short ? REDIS_RESTART_SHORT : REDIS_RESTART_FULL),
   'webhook-down': (ctx, short) => webhookDown(ctx, short ? WEBHOOK_DOWN_SHORT : WEBHOOK_DOWN_FULL),
   'worker-kill': (ctx, short) => workerKill(ctx, short ? WORKER_KILL_SHORT : WORKER_KILL_FULL),
+  'hostile-tenant': (ctx, short) => hostileTenant(ctx, short ? HOSTILE_TENANT_SHORT : HOSTILE_TENANT_FULL),
 };
 
 export async function chaosMain(args: string[]): Promise<number> {
