@@ -157,7 +157,8 @@ describe('malformed requests', () => {
         expect(reply).toMatch(/^HTTP\/1\.1 400 /);
         expect(reply).toContain('"code":"malformed_request"');
       }
-      expect(sockets.at(-1)?.reply).toMatch(/^HTTP\/1\.1 431 [^]*"code":"headers_too_large"/);
+      expect(sockets.at(-1)?.reply).toMatch(/^HTTP\/1\.1 431 /);
+      expect(sockets.at(-1)?.reply).toContain('"code":"headers_too_large"');
       // Our clients' own sockets stay; the server's side of each must go (within the linger).
       await eventually(() => tcpSockets() <= before + clients, 10 * CLIENT_ERROR_LINGER_MS);
     } finally {
