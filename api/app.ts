@@ -96,7 +96,7 @@ export interface AppDeps {
   idempotency: IdempotencyStore;
   /** Wrong API keys per source address (AUTH_FAILURE_LIMIT_PER_MIN, api/http/auth-failures.ts); no limit when absent. */
   authFailures?: AuthFailureLimit;
-  /** Per-tenant token bucket on `/v1/*` and `/v2/models/*` (RATE_LIMIT_RPS/BURST); no limit when absent. */
+  /** Per-tenant token buckets on `/v1/*` and `/v2/models/*` (RATE_LIMIT_RPS/BURST, RATE_LIMIT_BYTES_PER_S/BURST); no limit when absent. */
   rateLimit?: RateLimitSettings;
   /** WEBHOOK_ALLOWED_PRIVATE_HOSTS: hosts a job's webhook may name although private; none when absent. */
   webhookAllowedPrivateHosts?: readonly string[];
@@ -146,7 +146,7 @@ export function createApp(deps: AppDeps): Hono<AuthEnv> {
   app.get('/metrics', metricsReader, async (c) => c.body(await deps.metrics.render(), 200, { 'Content-Type': PROMETHEUS_CONTENT_TYPE }));
   for (const path of ['/v1/*', '/v2/models/*']) {
     app.use(path, auth);
-    if (deps.rateLimit) app.use(path, rateLimit(deps.rateLimit, deps.clock));
+    if (deps.rateLimit) app.use(path, rateLimit(deps.rateLimit, deps.clock, deps.bodyLimitBytes));
   }
 
   const jobMetrics = deps.metrics.api?.jobsSubmitted;

@@ -26,6 +26,18 @@ describe('rate limiter', () => {
     expect((await take(t0 - 60_000)).allowed).toBe(false);
   });
 
+  it("takes a cost per take (a body's bytes), waits for the cost to refill, and clamps a cost above the burst", async () => {
+    const limiter = createRateLimiter(redis, { prefix: prefixes.take('rl') });
+    const t0 = 1_000_000;
+    const take = (now: number, cost: number) => limiter.take('bytes:tenant-a', { now, rps: 1000, burst: 5000, cost });
+    expect(await take(t0, 3000)).toEqual({ allowed: true, retryAfterMs: 0 });
+    expect(await take(t0, 3000)).toEqual({ allowed: false, retryAfterMs: 1000 }); // 2000 left, 1000 short
+    expect(await take(t0, 2000)).toEqual({ allowed: true, retryAfterMs: 0 });
+    // More than the bucket holds would never pass: it costs the whole bucket instead.
+    expect(await take(t0 + 5000, 1e9)).toEqual({ allowed: true, retryAfterMs: 0 });
+    expect((await take(t0 + 5000, 1)).allowed).toBe(false);
+  });
+
   // MONITOR watches one node; on a Redis Cluster the other tests cover the limiter.
   it.skipIf(isClusterUrl(testServices().redisUrl))('sends the script once, then calls it by its SHA', async () => {
     const conn = createRedis(testServices().redisUrl) as Redis;

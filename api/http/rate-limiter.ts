@@ -1,7 +1,9 @@
 /**
  * A token bucket per key in Redis, shared by every API process: `burst` tokens at most,
- * refilled at `rps` per second, one taken per request. One script does refill, take and the
- * answer atomically, so concurrent requests across processes never overdraw the bucket.
+ * refilled at `rps` per second, `cost` taken per take (one request; or a request body's bytes,
+ * api/http/rate-limit.ts). One script does refill, take and the answer atomically, so concurrent
+ * requests across processes never overdraw the bucket; it touches one key, so it runs on a Redis
+ * Cluster as is.
  *
  * The caller passes the time (its injected Clock's `now()`), not Redis's TIME: tests drive it,
  * and API hosts are assumed NTP-synced. A clock that goes backwards refills nothing (elapsed
@@ -21,7 +23,7 @@ export interface RateLimitRedis {
 
 const COMMAND = 'warmpoolRateLimitTake';
 
-type TakeCommand = (key: string, now: number, rps: number, burst: number) => Promise<unknown>;
+type TakeCommand = (key: string, now: number, rps: number, burst: number, cost: number) => Promise<unknown>;
 
 export interface TakeOptions {
   /** Epoch milliseconds. */
@@ -30,6 +32,8 @@ export interface TakeOptions {
   rps: number;
   /** Bucket size (≥ 1): the most requests allowed at once after a quiet spell. */
   burst: number;
+  /** Tokens this take needs, 1 to `burst` (more could never be allowed); default 1. */
+  cost?: number;
 }
 
 export interface TakeResult {
@@ -42,12 +46,13 @@ export interface RateLimiter {
   take(key: string, options: TakeOptions): Promise<TakeResult>;
 }
 
-// KEYS[1] bucket; ARGV: now ms, rps, burst. Returns {allowed 0|1, retryAfterMs}.
+// KEYS[1] bucket; ARGV: now ms, rps, burst, cost. Returns {allowed 0|1, retryAfterMs}.
 // Floats are stored as strings (HSET); Redis truncates returned numbers, hence the ceil.
 const TAKE = `
 local now = tonumber(ARGV[1])
 local rps = tonumber(ARGV[2])
 local burst = tonumber(ARGV[3])
+local cost = tonumber(ARGV[4])
 local state = redis.call('HMGET', KEYS[1], 'tokens', 'ts')
 local tokens = tonumber(state[1]) or burst
 local ts = tonumber(state[2]) or now
@@ -55,11 +60,11 @@ local elapsed = math.max(0, now - ts)
 tokens = math.min(burst, tokens + elapsed * rps / 1000)
 local allowed = 0
 local retry = 0
-if tokens >= 1 then
-  tokens = tokens - 1
+if tokens >= cost then
+  tokens = tokens - cost
   allowed = 1
 else
-  retry = math.ceil((1 - tokens) * 1000 / rps)
+  retry = math.ceil((cost - tokens) * 1000 / rps)
 end
 redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'ts', tostring(math.max(ts, now)))
 redis.call('PEXPIRE', KEYS[1], math.ceil((burst - tokens) * 1000 / rps) + 1000)
@@ -72,8 +77,9 @@ export function createRateLimiter(redis: RateLimitRedis, options: { prefix: stri
   // defineCommand adds the method at run time, which ioredis's types cannot know.
   const commands = redis as unknown as Record<typeof COMMAND, TakeCommand>;
   return {
-    async take(key, { now, rps, burst }) {
-      const reply = (await commands[COMMAND](rateLimitKey(options.prefix, key), Math.floor(now), rps, burst)) as [number, number];
+    async take(key, { now, rps, burst, cost = 1 }) {
+      const bucket = rateLimitKey(options.prefix, key);
+      const reply = (await commands[COMMAND](bucket, Math.floor(now), rps, burst, Math.min(cost, burst))) as [number, number];
       return { allowed: reply[0] === 1, retryAfterMs: reply[1] };
     },
   };

@@ -126,6 +126,11 @@ const schema = z.object({
     .refine((v) => v.split(',').every((p) => /^\d+$/.test(p.trim())), 'a comma-separated list of milliseconds'),
   RATE_LIMIT_RPS: z.coerce.number().positive().default(50),
   RATE_LIMIT_BURST: int(1).default(100),
+  // Request-body bytes per tenant (api/http/rate-limit.ts); 0 turns the byte budget off. 32 MiB/s is
+  // twice a tenant sending 50 CNN rows a second (~300 KB of JSON each); the burst holds 8 bodies at
+  // the 8 MiB limit, so a quiet tenant's largest requests pass at once.
+  RATE_LIMIT_BYTES_PER_S: int(0).default(32 * 1024 * 1024),
+  RATE_LIMIT_BYTES_BURST: int(0).default(64 * 1024 * 1024),
   IDEMPOTENCY_TTL_S: int(60).default(86_400),
   POOL_PROVIDER: z.enum(['local', 'kubernetes', 'aws']).default(SCALER_DEFAULTS.provider),
   K8S_NAMESPACE: z
@@ -202,7 +207,8 @@ export interface Config {
     /** A tenant's accepted jobs not yet ended (queued or running); over it, 429 too_many_open_jobs. */
     maxOpenJobsPerTenant: number;
   };
-  rateLimit: { rps: number; burst: number };
+  /** Per tenant: requests (rps, burst) and request-body bytes (bytesPerS, bytesBurst; bytesPerS 0: off). */
+  rateLimit: { rps: number; burst: number; bytesPerS: number; bytesBurst: number };
   /** Bulk runs: the S3 locations each tenant may read and write (BULK_LOCATIONS), in normal form. */
   bulk: { locations: BulkLocationGrant[] };
   /** The scaler (infra/scaler): how it ticks and the policy's settings. */
@@ -297,6 +303,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (e.HEADERS_TIMEOUT_MS > e.REQUEST_TIMEOUT_MS) {
     throw new ConfigError('invalid_config', 'HEADERS_TIMEOUT_MS: must not be longer than REQUEST_TIMEOUT_MS');
   }
+  if (e.RATE_LIMIT_BYTES_PER_S > 0 && e.RATE_LIMIT_BYTES_BURST < e.BODY_LIMIT_BYTES) {
+    // A body the size of the limit could never be let through.
+    throw new ConfigError('invalid_config', 'RATE_LIMIT_BYTES_BURST: must be at least BODY_LIMIT_BYTES (or RATE_LIMIT_BYTES_PER_S 0)');
+  }
   if (e.HEARTBEAT_TTL_MS <= e.HEARTBEAT_INTERVAL_MS) {
     throw new ConfigError('invalid_config', 'HEARTBEAT_TTL_MS: must be longer than HEARTBEAT_INTERVAL_MS');
   }
@@ -346,7 +356,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       maxElementsPerJob: e.MAX_ELEMENTS_PER_JOB,
       maxOpenJobsPerTenant: e.MAX_OPEN_JOBS_PER_TENANT,
     },
-    rateLimit: { rps: e.RATE_LIMIT_RPS, burst: e.RATE_LIMIT_BURST },
+    rateLimit: {
+      rps: e.RATE_LIMIT_RPS,
+      burst: e.RATE_LIMIT_BURST,
+      bytesPerS: e.RATE_LIMIT_BYTES_PER_S,
+      bytesBurst: e.RATE_LIMIT_BYTES_BURST,
+    },
     bulk: { locations: parseBulkLocations(e.BULK_LOCATIONS, registryModelsArea(e.S3_BUCKET, e.S3_PREFIX)) },
     scaler: {
       provider: e.POOL_PROVIDER,

@@ -32,6 +32,7 @@
  *   result cache        wp:result:<model>:<version>:<digest>     -                infra/redis result-cache      RESULT_CACHE_TTL_S
  *   idempotency         wp:idem:<scope>:<sha256(key)>            -                api/http idempotency          IDEMPOTENCY_TTL_S (60 s pending)
  *   rate limit bucket   wp:ratelimit:<tenant>                    -                api/http rate-limiter         until full again
+ *                       (also wp:ratelimit:bytes:<tenant>, a tenant's request-body bytes, and :auth-fail:<address>)
  *   open jobs           wp:open-jobs:<tenant>  (sorted set)      -                infra/redis open-jobs         entries pruned after JOB_RETENTION_S
  *   webhook secret      wp:webhooks:secret:<tenant>              -                api/webhooks secrets          none
  *   heartbeat           wp:workers:<workerId>                    -                worker (heartbeat)            HEARTBEAT_TTL_MS
