@@ -85,18 +85,23 @@ async function holdStreams(t: AttackTargets, tally: AttackTally, stop: AbortSign
   }
   const jobId = (JSON.parse(created.text) as { id: string }).id;
   const held: Array<{ abort: AbortController; open: boolean }> = [];
-  // 20 at a time, as fast as the API answers: the cap must hold against a burst.
+  // 20 at a time, as fast as the API answers: the cap must hold against a burst. A stream the
+  // tenant's rate limit refused is asked for again (after a short pause), so the cap is reached.
   await pool(t.sizes.sseStreams, 20, async (i) => {
-    if (stop.aborted) return;
     const abort = new AbortController();
-    tally.sent++;
     try {
-      const res = await fetch(`${t.api}/v1/jobs/${jobId}/events`, {
-        headers: { authorization: `Bearer ${t.key}` },
-        signal: AbortSignal.any([abort.signal, stop]),
-      });
-      const text = res.ok ? '' : await res.text();
-      count(tally, name, statusKey(res, text));
+      let res: Response;
+      let text: string;
+      do {
+        if (stop.aborted) return;
+        tally.sent++;
+        res = await fetch(`${t.api}/v1/jobs/${jobId}/events`, {
+          headers: { authorization: `Bearer ${t.key}` },
+          signal: AbortSignal.any([abort.signal, stop]),
+        });
+        text = res.ok ? '' : await res.text();
+        count(tally, name, statusKey(res, text));
+      } while (statusKey(res, text) === '429 rate_limited' && (await sleep(50, stop).then(() => true)));
       if (res.status >= 500) problem(tally, `${name}: ${res.status} answer`, `stream ${i + 1} → ${statusKey(res, text)}`);
       // Held and read (heartbeats only, while the job waits) until the stop aborts it.
       if (res.ok && res.body) {

@@ -157,14 +157,20 @@ function attackViolations(r: HostileRun, tally: AttackTally | undefined): string
   if (oracle.length > 0)
     v.push(`webhook attempt errors name addresses or socket errors (a port-scan oracle): ${oracle.slice(0, 3).join(' | ')}`);
   if (!tally) return v;
-  const unknown = keys(tally.answers['bulk: an unknown bucket']);
-  const forbidden = keys(tally.answers['bulk: a bucket not granted']);
+  // A 429 rate_limited says nothing about the bucket: it answers before the request is looked at.
+  const unknown = keys(tally.answers['bulk: an unknown bucket'], RATE_LIMITED);
+  const forbidden = keys(tally.answers['bulk: a bucket not granted'], RATE_LIMITED);
   if (unknown !== forbidden) v.push(`an unknown bucket answers ${unknown}, a bucket not granted ${forbidden}: a bucket-existence oracle`);
   // Held longer than twice the headers timeout and a margin: the timeout did not end it.
   const maxMs = 2 * r.headersTimeoutMs + 2_000;
   const held = [...tally.slowloris.closedAfterMs, ...tally.slowloris.openAtStopMs].filter((ms) => ms > maxMs);
   if (held.length > 0) v.push(`${held.length} slowloris socket(s) held longer than ${maxMs} ms (HEADERS_TIMEOUT_MS ${r.headersTimeoutMs})`);
   if (tally.streams.openAtStop >= r.sseStreams) v.push(`the attacker held all ${tally.streams.openAtStop} event streams it opened: no cap`);
+  // With the API's rate limits on, each attack must still have reached past them once, or its own
+  // refusal went untested.
+  for (const [attack, answers] of Object.entries(tally.answers)) {
+    if (keys(answers, RATE_LIMITED) === '') v.push(`${attack}: only ever answered ${RATE_LIMITED}, so its own refusal was never seen`);
+  }
   return v;
 }
 
@@ -205,8 +211,12 @@ function answers(byKey: Record<string, number> | undefined): string {
     .join(', ');
 }
 
-function keys(byKey: Record<string, number> | undefined): string {
+const RATE_LIMITED = '429 rate_limited';
+
+/** The answers' keys, sorted, less `except`. */
+function keys(byKey: Record<string, number> | undefined, except?: string): string {
   return Object.keys(byKey ?? {})
+    .filter((k) => k !== except)
     .sort()
     .join(', ');
 }

@@ -46,7 +46,7 @@ import {
   sendAttack,
 } from './hostile-attacks.ts';
 import { hostileReport, type ReadBack, type Snapshot } from './hostile-report.ts';
-import { pool, reconcile, waitSettled } from './load.ts';
+import { pool, reconcile, retryAfterMs, waitSettled } from './load.ts';
 import { startReceiver, waitForDeliveries } from './receiver.ts';
 import type { ChaosContext, ScenarioReport } from './report.ts';
 import { CHAOS_BUCKET, CHAOS_KEY, type ChaosStack, FEATURES, startChaosStack } from './stack.ts';
@@ -194,6 +194,13 @@ function stackEnv(): Record<string, string> {
     CANARY_MIN_REQUESTS: '20',
     CANARY_MAX_LATENCY_RATIO: '1000',
     HEADERS_TIMEOUT_MS: String(HEADERS_TIMEOUT_MS),
+    // The API's per-tenant limits as a deployment has them (the defaults), not the chaos stack's
+    // "off": with limits off, the attacker's pace is bounded by nothing a real API would have.
+    // The honest load stays within them (≈ 46 requests/s: its jobs, the sync probe, the bulk poll).
+    RATE_LIMIT_RPS: '50',
+    RATE_LIMIT_BURST: '100',
+    RATE_LIMIT_BYTES_PER_S: String(32 * 1024 * 1024),
+    RATE_LIMIT_BYTES_BURST: String(64 * 1024 * 1024),
   };
 }
 
@@ -330,7 +337,7 @@ async function readBack(stack: ChaosStack, t: AttackTargets, since: number, tall
   const arrivals = await createArrivalHistory(redis, stack.config.queuePrefix, systemClock)
     .series(MODELS.dynamic, since, Date.now())
     .finally(() => closeRedis(redis));
-  const hooks = await fetch(`${t.api}/v1/webhooks/deliveries?limit=100`, { headers: { authorization: `Bearer ${t.key}` } });
+  const hooks = await attackerGet(t, '/v1/webhooks/deliveries?limit=100');
   const { deliveries = [] } = (await hooks.json()) as { deliveries?: Array<{ attempts?: Array<{ error?: string }> }> };
   const errors = new Set(deliveries.flatMap((d) => (d.attempts ?? []).map((a) => a.error).filter((e): e is string => Boolean(e))));
   return {
@@ -345,12 +352,22 @@ async function readBack(stack: ChaosStack, t: AttackTargets, since: number, tall
 async function fates(t: AttackTargets, ids: string[]): Promise<Record<string, number>> {
   const byFate: Record<string, number> = {};
   await pool(ids.length, 16, async (i) => {
-    const res = await fetch(`${t.api}/v1/jobs/${ids[i]}`, { headers: { authorization: `Bearer ${t.key}` } });
+    const res = await attackerGet(t, `/v1/jobs/${ids[i]}`);
     const job = (await res.json()) as { status?: string; error?: { code?: string } };
     const fate = res.ok ? [job.status, job.error?.code].filter(Boolean).join(' ') : `read: ${res.status}`;
     byFate[fate] = (byFate[fate] ?? 0) + 1;
   });
   return byFate;
+}
+
+/** GET as the attacker after its attack, waiting out the 429s its own attack left (a few tries). */
+async function attackerGet(t: AttackTargets, urlPath: string): Promise<Response> {
+  for (let tries = 1; ; tries++) {
+    const res = await fetch(`${t.api}${urlPath}`, { headers: { authorization: `Bearer ${t.key}` } });
+    if (res.status !== 429 || tries >= 20) return res;
+    await res.body?.cancel();
+    await new Promise((r) => setTimeout(r, retryAfterMs(res)));
+  }
 }
 
 /** What the canary guard counts for the canary version now: requests, failures, verdict. */

@@ -191,7 +191,10 @@ export async function reconcile(
   };
 }
 
-/** GET /v1/jobs/{id}, retried a few times on a 5xx or a network error; null on 404. */
+/**
+ * GET /v1/jobs/{id}, retried a few times on a 5xx or a network error; null on 404. A 429 (a
+ * scenario run with the API's rate limits on) waits its Retry-After and is not an attempt.
+ */
 async function readJob(stack: ChaosStack, id: string): Promise<JobRead | null> {
   for (let attempt = 0; ; attempt++) {
     try {
@@ -199,10 +202,20 @@ async function readJob(stack: ChaosStack, id: string): Promise<JobRead | null> {
       if (res.status === 404) return null;
       if (res.ok) return (await res.json()) as JobRead;
       await res.body?.cancel();
+      if (res.status === 429) {
+        await new Promise((r) => setTimeout(r, retryAfterMs(res)));
+        attempt--;
+        continue;
+      }
     } catch (err) {
       if (attempt >= 4) throw err;
     }
     if (attempt >= 4) return { status: 'unreadable' };
     await new Promise((r) => setTimeout(r, 500));
   }
+}
+
+/** A 429's Retry-After in ms (1 s when absent), plus a little jitter so waiting readers do not return at once. */
+export function retryAfterMs(res: Response): number {
+  return (Number(res.headers.get('retry-after')) || 1) * 1000 + Math.random() * 250;
 }
