@@ -434,6 +434,12 @@ export function parseApiKeys(raw: string): ApiKey[] {
         `API_KEYS: each entry must be tenant:key, tenant of [A-Za-z0-9_-], key of ${MIN_API_KEY_LENGTH} characters or more`,
       );
     }
+    if (key.length < MIN_API_KEY_LENGTH) {
+      throw new ConfigError(
+        'invalid_config',
+        `API_KEYS: the key of tenant ${tenant} has ${key.length} characters; keys must have ${MIN_API_KEY_LENGTH} or more`,
+      );
+    }
     keys.push({ tenant, key });
   }
   return keys;
