@@ -16,6 +16,7 @@ import { closeRedis, createRedis, type RedisClient } from '../infra/redis/client
 import { metricsKey, openJobsKey } from '../infra/redis/keys.ts';
 import { buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
 import { startStack, type TestStack, waitForJob } from './support/stack.ts';
+import { until } from './support/until.ts';
 
 const F = 256;
 const MODEL = 'heavy';
@@ -58,16 +59,6 @@ afterAll(async () => {
   if (redis) await closeRedis(redis);
   await new Promise<void>((resolve) => receiver.close(() => resolve()));
 });
-
-async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 /** Resolves once a worker holds the job for the `nth` time (BullMQ's attemptsStarted). */
 function heldFor(id: string, nth: number): Promise<true> {

@@ -14,6 +14,7 @@ import { closeRedis, createRedis, type RedisClient } from '../infra/redis/client
 import { controlStateKey } from '../infra/redis/keys.ts';
 import { buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
 import { startStack, type TestStack, waitForJob } from './support/stack.ts';
+import { until } from './support/until.ts';
 
 const F = 256;
 let stack: TestStack;
@@ -34,16 +35,6 @@ afterAll(async () => {
   await stack?.close();
   if (redis) await closeRedis(redis);
 });
-
-async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 async function beatOf(child: ChildProcess): Promise<HeartbeatPayload | undefined> {
   return (await listHeartbeats(redis, stack.config.queuePrefix)).find((b) => b.pid === child.pid);
