@@ -19,6 +19,7 @@
  * per horizon that way, still a bound). The key expires a horizon after its last admit.
  */
 import type { Clock } from '../kernel/clock.ts';
+import { periodicFlush } from '../kernel/periodic-flush.ts';
 import { openJobsKey } from './keys.ts';
 
 /** KEYS: the tenant's set. ARGV: job id, now ms, horizon ms, cap. Returns {1 admitted | 0 refused, open count}. */
@@ -95,10 +96,7 @@ export function createOpenJobsReleaser(
 ): OpenJobsReleaser {
   const intervalMs = options.flushIntervalMs ?? 1000;
   const onError = options.onError ?? (() => undefined);
-  const stop = new AbortController();
   let held = new Map<string, string[]>();
-  let scheduled = false;
-  let closing: Promise<void> | undefined;
   /** The writes under way: a flush resolves once every release queued before it is written. */
   let writing: Promise<void> = Promise.resolve();
 
@@ -110,33 +108,16 @@ export function createOpenJobsReleaser(
     writing = Promise.all([writing, write]).then(() => undefined);
     return writing;
   }
-
-  function schedule(): void {
-    scheduled = true;
-    void clock.sleep(intervalMs, stop.signal).then(
-      () => {
-        scheduled = false;
-        return flush();
-      },
-      () => undefined, // stopped by close(), which flushes itself
-    );
-  }
+  const timer = periodicFlush(flush, clock, intervalMs);
 
   return {
     release(tenant, jobId) {
       const ids = held.get(tenant);
       if (ids) ids.push(jobId);
       else held.set(tenant, [jobId]);
-      if (closing) void flush();
-      else if (!scheduled) schedule();
+      timer.held();
     },
     flush,
-    close() {
-      closing ??= (async () => {
-        stop.abort();
-        await flush();
-      })();
-      return closing;
-    },
+    close: timer.close,
   };
 }

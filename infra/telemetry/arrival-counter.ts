@@ -17,6 +17,7 @@
  */
 import type { Clock } from '../kernel/clock.ts';
 import { InvalidInputError } from '../kernel/errors.ts';
+import { periodicFlush } from '../kernel/periodic-flush.ts';
 import type { ArrivalCount, ArrivalHistory, ArrivalKind } from './arrival-history.ts';
 
 const MINUTE_MS = 60_000;
@@ -46,10 +47,7 @@ export function createArrivalCounter(
 ): ArrivalCounter {
   const intervalMs = options.flushIntervalMs ?? 1000;
   const onError = options.onError ?? (() => {});
-  const stopTimer = new AbortController();
   let held = new Map<string, ArrivalCount>();
-  let flushScheduled = false;
-  let closing: Promise<void> | undefined;
 
   function record(kind: ArrivalKind, model: string, count = 1): void {
     if (!Number.isInteger(count) || count < 0)
@@ -60,19 +58,7 @@ export function createArrivalCounter(
     const entry = held.get(key);
     if (entry) entry.count += count;
     else held.set(key, { kind, model, count, at: minute });
-    if (closing) void flush();
-    else if (!flushScheduled) scheduleFlush();
-  }
-
-  function scheduleFlush(): void {
-    flushScheduled = true;
-    void clock.sleep(intervalMs, stopTimer.signal).then(
-      () => {
-        flushScheduled = false;
-        return flush();
-      },
-      () => undefined, // stopped by close(), which flushes itself
-    );
+    timer.held();
   }
 
   async function flush(): Promise<void> {
@@ -86,16 +72,12 @@ export function createArrivalCounter(
     }
   }
 
+  const timer = periodicFlush(flush, clock, intervalMs);
+
   return {
     recordArrival: (model, count) => record('arrivals', model, count),
     recordCompletion: (model, count) => record('completions', model, count),
     flush,
-    close() {
-      closing ??= (async () => {
-        stopTimer.abort();
-        await flush();
-      })();
-      return closing;
-    },
+    close: timer.close,
   };
 }
