@@ -11,13 +11,12 @@
  */
 import { ConfigError } from './errors.ts';
 import { formatS3Location, overlaps, parseS3Location, type S3Area } from './s3-location.ts';
+import { TENANT_PATTERN } from './tenant.ts';
 
 /** One location one tenant may use. */
 export interface BulkLocationGrant extends S3Area {
   tenant: string;
 }
-
-const TENANT = /^[A-Za-z0-9_-]{1,64}$/;
 
 export function parseBulkLocations(raw: string, registry: S3Area): BulkLocationGrant[] {
   const grants: BulkLocationGrant[] = [];
@@ -27,7 +26,7 @@ export function parseBulkLocations(raw: string, registry: S3Area): BulkLocationG
     .filter(Boolean)) {
     const colon = entry.indexOf(':');
     const tenant = colon > 0 ? entry.slice(0, colon).trim() : '';
-    if (!TENANT.test(tenant)) fail(`"${entry}" must be tenant:s3://bucket/prefix/[,…], tenant of [A-Za-z0-9_-]`);
+    if (!TENANT_PATTERN.test(tenant)) fail(`"${entry}" must be tenant:s3://bucket/prefix/[,…], tenant of [A-Za-z0-9_-]`);
     const urls = entry
       .slice(colon + 1)
       .split(',')

@@ -10,6 +10,7 @@ import { type BulkLocationGrant, parseBulkLocations } from './bulk-locations.ts'
 import { ConfigError } from './errors.ts';
 import { isClusterUrl } from './redis-url.ts';
 import { registryModelsArea } from './s3-location.ts';
+import { TENANT_PATTERN } from './tenant.ts';
 
 const int = (min: number, max = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max);
 const bool = z.enum(['true', 'false', '1', '0', 'yes', 'no']).transform((v) => v === 'true' || v === '1' || v === 'yes');
@@ -428,7 +429,7 @@ export function parseApiKeys(raw: string): ApiKey[] {
     const tenant = at > 0 ? pair.slice(0, at) : '';
     const key = at > 0 ? pair.slice(at + 1) : '';
     // The entry itself is never echoed: it holds a key.
-    if (!/^[A-Za-z0-9_-]{1,64}$/.test(tenant)) {
+    if (!TENANT_PATTERN.test(tenant)) {
       throw new ConfigError(
         'invalid_config',
         `API_KEYS: each entry must be tenant:key, tenant of [A-Za-z0-9_-], key of ${MIN_API_KEY_LENGTH} characters or more`,
