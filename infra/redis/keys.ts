@@ -12,6 +12,9 @@
  *   --- one queue's slot: BullMQ's scripts touch many keys of a queue at once ---
  *   BullMQ's keys       wp:{infer.m.1}:wait (…:events, :meta, :<id>) {infer.m.1}    infra/queue (BullMQ)          BullMQ's
  *   job tombstone       wp:{infer.m.1}:tomb:<jobId>              {infer.m.1}      infra/queue job-queue (bury)  JOB_RETENTION_S
+ *   entry inputs        wp:{infer.m.1}:in:<entryId>  (binary)    {infer.m.1}      infra/queue entry-writer      JOB_RETENTION_S, deleted at the end
+ *   entry outputs       wp:{infer.m.1}:out:<entryId> (binary)    {infer.m.1}      worker (intake)               JOB_RETENTION_S
+ *   entry skips         wp:{infer.m.1}:skip:<entryId>  (set)     {infer.m.1}      infra/queue tombstones        JOB_RETENTION_S
  *   canary cursor       wp:canary:cursor:{infer.m.1}             {infer.m.1}      infra/canary outcomes         cursor TTL
  *   canary aggregate    wp:canary:agg:{infer.m.1}:<bucketMs>     {infer.m.1}      infra/canary outcomes         window + 2 buckets
  *   --- {deployments}: a deployment write is one compare-and-set script over both ---
@@ -78,6 +81,21 @@ export function queueKey(prefix: string, queue: string, type: string): string {
 /** A job the API ended itself (infra/queue job-queue `bury`): beside the queue's keys, in its slot. */
 export function jobTombstoneKey(prefix: string, queue: string, jobId: string): string {
   return queueKey(prefix, queue, `tomb:${jobId}`);
+}
+
+/** A queue entry's packed input rows (infra/contracts/entry.ts): written with the entry, deleted when it ends. */
+export function entryInputsKey(prefix: string, queue: string, entryId: string): string {
+  return queueKey(prefix, queue, `in:${entryId}`);
+}
+
+/** A queue entry's packed output rows, written by the worker that completed it. */
+export function entryOutputsKey(prefix: string, queue: string, entryId: string): string {
+  return queueKey(prefix, queue, `out:${entryId}`);
+}
+
+/** The members of a queued entry the API canceled or expired: the worker skips them. */
+export function entrySkipKey(prefix: string, queue: string, entryId: string): string {
+  return queueKey(prefix, queue, `skip:${entryId}`);
 }
 
 /** The id of the last entry of the queue's events stream the canary guard aggregated. */

@@ -1,0 +1,238 @@
+/**
+ * Packed tensors: how online requests' tensors travel between the API and the workers (DESIGN
+ * §4, issue 15's "binary inside"). Many tensors share one byte buffer, stored in Redis as a
+ * binary string (never base64 inside job JSON), and described by small specs in the job's JSON:
+ *
+ *   spec  { name, datatype, shape, offset, length }   shape[0] = rows; offset 8-byte aligned
+ *   bytes numeric: the elements little-endian, row-major (FP16 as IEEE half bits, BOOL one byte 0/1)
+ *         BYTES:   per element a 4-byte little-endian length, then that many bytes (the KServe
+ *                  binary extension's layout for BYTES)
+ *
+ * Readers build typed arrays over the bytes (`tensorData`: no per-element loop; one copy of the
+ * whole buffer at most, when Redis handed it back unaligned), so a worker goes from a Redis
+ * reply to ONNX Runtime tensors in O(1) JS work per tensor. JSON numbers exist only at the HTTP
+ * edge: `fromJsonData` (after oip-validate has checked every value) and `toJsonTensor`.
+ *
+ * Pure, no I/O. This module and binary-tensor.ts (the bulk chunks' base64 form) are the only
+ * places that know byte layouts.
+ */
+import { InvalidInputError } from '../kernel/errors.ts';
+import { decodeHalf, encodeHalf } from '../kernel/half-float.ts';
+import { BINARY_ITEM_BYTES, type BinaryDatatype, type PackedArray } from './binary-tensor.ts';
+import type { Datatype, OipTensor } from './oip.ts';
+
+export interface PackedSpec {
+  name: string;
+  datatype: Datatype;
+  /** shape[0] is the rows. */
+  shape: number[];
+  /** Where the tensor's bytes start in the shared buffer (a multiple of 8). */
+  offset: number;
+  length: number;
+}
+
+/** A tensor's elements: a typed array (numeric) or strings (BYTES). */
+export type TensorData = PackedArray | readonly string[];
+
+export interface TensorToPack {
+  name: string;
+  datatype: Datatype;
+  shape: number[];
+  data: TensorData;
+}
+
+export interface PackedSet {
+  specs: PackedSpec[];
+  bytes: Buffer;
+}
+
+const ARRAY_OF: Record<
+  BinaryDatatype,
+  { new (length: number): PackedArray; new (buffer: ArrayBuffer, offset: number, length: number): PackedArray }
+> = {
+  BOOL: Uint8Array,
+  UINT8: Uint8Array,
+  INT8: Int8Array,
+  UINT16: Uint16Array,
+  INT16: Int16Array,
+  FP16: Uint16Array,
+  UINT32: Uint32Array,
+  INT32: Int32Array,
+  FP32: Float32Array,
+  UINT64: BigUint64Array,
+  INT64: BigInt64Array,
+  FP64: Float64Array,
+};
+
+const ALIGN = 8;
+const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+
+/** The typed array a numeric datatype's elements live in. */
+export function arrayTypeOf(datatype: BinaryDatatype): (typeof ARRAY_OF)[BinaryDatatype] {
+  return ARRAY_OF[datatype];
+}
+
+export function elementsOf(shape: readonly number[]): number {
+  let n = 1;
+  for (const d of shape) n *= d;
+  return n;
+}
+
+/** One buffer holding every tensor, each at an 8-byte aligned offset. */
+export function packTensors(tensors: readonly TensorToPack[]): PackedSet {
+  requireLittleEndian();
+  const encoded = tensors.map((t) =>
+    t.datatype === 'BYTES' ? encodeStrings(t.data as readonly string[]) : asBytes(t.data as PackedArray),
+  );
+  const specs: PackedSpec[] = [];
+  let at = 0;
+  tensors.forEach((t, i) => {
+    const length = (encoded[i] as Uint8Array).byteLength;
+    specs.push({ name: t.name, datatype: t.datatype, shape: [...t.shape], offset: at, length });
+    at = align(at + length);
+  });
+  // Buffer.alloc (not allocUnsafe): never a slice of Node's pool, so its start is aligned, and the padding is zeros.
+  const bytes = Buffer.alloc(at);
+  encoded.forEach((b, i) => {
+    bytes.set(b, (specs[i] as PackedSpec).offset);
+  });
+  return { specs, bytes };
+}
+
+/**
+ * A tensor's elements over `bytes` (as Redis returned them). Numeric: a typed array view, after
+ * one copy of the whole buffer when it is not aligned (see `aligned`); BYTES: the decoded strings.
+ * InvalidInputError when the spec does not fit the bytes or the shape.
+ */
+export function tensorData(spec: PackedSpec, bytes: Uint8Array): TensorData {
+  const elements = elementsOf(spec.shape);
+  if (!Number.isSafeInteger(spec.offset) || spec.offset < 0 || spec.offset + spec.length > bytes.byteLength) {
+    throw new InvalidInputError('invalid_data', `tensor "${spec.name}": its bytes lie outside the packed data`);
+  }
+  if (spec.datatype === 'BYTES') return decodeStrings(spec, bytes.subarray(spec.offset, spec.offset + spec.length), elements);
+  const item = BINARY_ITEM_BYTES[spec.datatype];
+  if (item === undefined)
+    throw new InvalidInputError('unsupported_datatype', `tensor "${spec.name}": unsupported datatype ${String(spec.datatype)}`);
+  if (spec.length !== elements * item) {
+    throw new InvalidInputError(
+      'data_length_mismatch',
+      `tensor "${spec.name}": shape [${spec.shape.join(', ')}] of ${spec.datatype} needs ${elements * item} bytes, got ${spec.length}`,
+    );
+  }
+  requireLittleEndian();
+  if ((bytes.byteOffset + spec.offset) % item !== 0) {
+    throw new Error('tensorData: unaligned bytes; pass them through aligned() first');
+  }
+  return new ARRAY_OF[spec.datatype](bytes.buffer as ArrayBuffer, bytes.byteOffset + spec.offset, elements);
+}
+
+/** `bytes` itself when its start is 8-byte aligned, else one copy that is (a Redis reply may be a slice of a socket chunk). */
+export function aligned(bytes: Buffer): Buffer {
+  if (bytes.byteOffset % ALIGN === 0) return bytes;
+  const copy = Buffer.alloc(bytes.byteLength);
+  copy.set(bytes);
+  return copy;
+}
+
+/**
+ * Rows [start, end) of a tensor as an OIP JSON tensor, for the HTTP edge (and only there).
+ * 64-bit integers beyond 2^53 become decimal strings; FP16 is decoded; BOOL becomes booleans.
+ */
+export function toJsonTensor(
+  name: string,
+  datatype: Datatype,
+  shape: readonly number[],
+  data: TensorData,
+  start?: number,
+  end?: number,
+): OipTensor {
+  const rows = shape[0] ?? 1;
+  const from = start ?? 0;
+  const to = end ?? rows;
+  const rowSize = shape.length === 0 ? 1 : elementsOf(shape.slice(1));
+  const part = data.slice(from * rowSize, to * rowSize);
+  const outShape = shape.length === 0 ? [] : [to - from, ...shape.slice(1)];
+  return { name, datatype, shape: outShape, data: jsonValues(datatype, part) };
+}
+
+function jsonValues(datatype: Datatype, data: TensorData): OipTensor['data'] {
+  if (Array.isArray(data)) return [...(data as readonly string[])];
+  const typed = data as PackedArray;
+  if (typed instanceof BigInt64Array || typed instanceof BigUint64Array) return Array.from(typed, bigToJson);
+  if (datatype === 'BOOL') return Array.from(typed as Uint8Array, (v) => v !== 0);
+  if (datatype === 'FP16') return Array.from(typed as Uint16Array, decodeHalf);
+  return Array.from(typed as Float32Array);
+}
+
+/**
+ * The typed array (or strings) for validated JSON data (oip-validate.ts has checked every
+ * element: in range for the datatype; 64-bit integers may be decimal strings). The one
+ * per-element pass at the HTTP edge.
+ */
+export function fromJsonData(datatype: Datatype, values: OipTensor['data']): TensorData {
+  if (datatype === 'BYTES') return values as string[];
+  const Ctor = ARRAY_OF[datatype];
+  if (datatype === 'FP16') return Uint16Array.from(values as number[], encodeHalf);
+  if (datatype === 'BOOL') return Uint8Array.from(values, (v) => (v === true || v === 1 ? 1 : 0));
+  if (datatype === 'INT64' || datatype === 'UINT64') {
+    const out = new Ctor(values.length) as BigInt64Array | BigUint64Array;
+    for (let i = 0; i < values.length; i++) out[i] = BigInt(values[i] as number | string);
+    return out;
+  }
+  return (Ctor as unknown as { from(v: ArrayLike<number>): PackedArray }).from(values as number[]);
+}
+
+/** Bytes of `spec`'s rows [start, end) — numeric tensors only (fixed row size). */
+export function rowBytes(spec: PackedSpec, start: number, end: number): { offset: number; length: number } {
+  if (spec.datatype === 'BYTES') throw new Error('rowBytes: BYTES rows have no fixed size');
+  const rowLength = spec.shape.length === 0 ? spec.length : spec.length / Math.max(1, spec.shape[0] ?? 1);
+  return { offset: spec.offset + start * rowLength, length: (end - start) * rowLength };
+}
+
+function align(n: number): number {
+  return Math.ceil(n / ALIGN) * ALIGN;
+}
+
+function asBytes(data: PackedArray): Uint8Array {
+  return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+}
+
+function encodeStrings(values: readonly string[]): Uint8Array {
+  const parts = values.map((v) => Buffer.from(v, 'utf8'));
+  const out = Buffer.alloc(parts.reduce((n, p) => n + 4 + p.byteLength, 0));
+  let at = 0;
+  for (const p of parts) {
+    out.writeUInt32LE(p.byteLength, at);
+    out.set(p, at + 4);
+    at += 4 + p.byteLength;
+  }
+  return out;
+}
+
+function decodeStrings(spec: PackedSpec, bytes: Uint8Array, elements: number): string[] {
+  const view = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const out: string[] = [];
+  let at = 0;
+  for (let i = 0; i < elements; i++) {
+    if (at + 4 > view.byteLength) break;
+    const n = view.readUInt32LE(at);
+    if (at + 4 + n > view.byteLength) break;
+    out.push(view.toString('utf8', at + 4, at + 4 + n));
+    at += 4 + n;
+  }
+  if (out.length !== elements || at !== view.byteLength) {
+    throw new InvalidInputError(
+      'data_length_mismatch',
+      `tensor "${spec.name}": its BYTES data does not hold the ${elements} elements its shape declares`,
+    );
+  }
+  return out;
+}
+
+function bigToJson(v: bigint): number | string {
+  return v >= BigInt(Number.MIN_SAFE_INTEGER) && v <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(v) : v.toString();
+}
+
+function requireLittleEndian(): void {
+  if (!LITTLE_ENDIAN) throw new Error('packed tensors need a little-endian host');
+}
