@@ -102,6 +102,8 @@ export function createApiRuntime(config: Config, log: Logger, overrides: ApiOver
   const deployments = createDeploymentStore(redis, config.queuePrefix);
   // A tenant's queued + running jobs, capped at submit; an entry left behind ages out after a retention.
   const openJobs = createOpenJobs(redis, { prefix: config.queuePrefix, horizonMs: config.jobs.retentionS * 1000, clock });
+  const metricsRegistry = new Registry();
+  const apiMetrics = createApiMetrics(metricsRegistry);
   const jobs = createBullJobQueue({
     connection: config.redisUrl,
     redisOptions: API_REDIS_OPTIONS,
@@ -111,14 +113,19 @@ export function createApiRuntime(config: Config, log: Logger, overrides: ApiOver
     onError: redisError,
     clock,
     openJobs,
+    coalesceMaxRequests: config.jobs.coalesceMaxRequests,
+    // Admission's backlog read, once a second per queue rather than once per request.
+    depthCacheMs: 1000,
+    onEntryWritten: ({ queue, members }) => {
+      apiMetrics.queueEntries.inc({ queue });
+      apiMetrics.queueEntryJobs.inc({ queue }, members);
+    },
   });
   const queueStats = createQueueStats({ redis, prefix: config.queuePrefix, clock });
   // Summed in memory, one write a second: a MULTI per submit cost the API 3% of its CPU.
   const arrivals = createArrivalCounter(createArrivalHistory(redis, config.queuePrefix, clock), clock, {
     onError: (err) => log.warn({ err }, 'arrivals not recorded'),
   });
-  const metricsRegistry = new Registry();
-  const apiMetrics = createApiMetrics(metricsRegistry);
   const renderMetrics = async () => renderClusterMetrics(metricsRegistry, await readMetricsSnapshots(redis, config.queuePrefix));
   const catalog = overrides.deps?.catalog ?? cacheManifests(registry, { clock });
   // The API starts, reads and cancels runs; the dispatcher's supervisor drives them. A cancel's

@@ -3,7 +3,8 @@
  * (infra/queue/job-queue.ts, infra/registry/model-registry.ts, infra/deployments/deployment-store.ts) satisfy them structurally, and the tests
  * fake them in a few lines.
  */
-import type { JobData, JobView, Priority } from '../infra/contracts/job.ts';
+import type { QueuedRequest } from '../infra/contracts/entry.ts';
+import type { JobView, Priority } from '../infra/contracts/job.ts';
 import type { ModelManifest } from '../infra/contracts/manifest.ts';
 import type { Deployment } from '../infra/deployments/deployment-store.ts';
 
@@ -11,7 +12,8 @@ export type { JobView } from '../infra/contracts/job.ts';
 export type { Clock } from '../infra/kernel/clock.ts';
 
 export interface JobQueue {
-  enqueue(data: JobData, options: { priority: Priority; jobId: string }): Promise<void>;
+  /** The request joins a queue entry (infra/contracts/entry.ts); resolves once it is in the queue. */
+  enqueue(request: QueuedRequest, options: { priority: Priority; jobId: string }): Promise<void>;
   /** null when no such job (or it has expired). */
   get(jobId: string): Promise<JobView | null>;
   /** Resolves when the job is terminal, or with its current view when `timeoutMs` passes first. */

@@ -30,13 +30,16 @@
  * backlog is full, and a replayed cache hit is the same (succeeded) job.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { type JobData, PRIORITIES, type Priority } from '../../infra/contracts/job.ts';
+import type { QueuedRequest } from '../../infra/contracts/entry.ts';
+import { PRIORITIES, type Priority } from '../../infra/contracts/job.ts';
 import { MODEL_NAME_PATTERN, type ModelManifest, VERSION_PATTERN } from '../../infra/contracts/manifest.ts';
 import { type ValidatedInferRequest, validateInferRequest } from '../../infra/contracts/oip-validate.ts';
+import { fromJsonData, type TensorToPack } from '../../infra/contracts/packed-tensors.ts';
 import type { WebhookSpec } from '../../infra/contracts/webhook.ts';
 import type { Fallback } from '../../infra/deployments/deployment-store.ts';
 import { InvalidInputError, NotFoundError, OverloadedError } from '../../infra/kernel/errors.ts';
 import type { OpenJobs } from '../../infra/redis/open-jobs.ts';
+import { requestDigest } from '../../infra/redis/result-cache.ts';
 import type { SubmitKind } from '../../infra/telemetry/metrics.ts';
 import type { IdempotencyStore } from '../http/idempotency.ts';
 import type { Clock, DeploymentLookup, JobQueue, JobView, ModelCatalog } from '../ports.ts';
@@ -49,7 +52,7 @@ import { chooseVersion } from './traffic-split.ts';
  * optional so a queue without a result cache simply never hits.
  */
 export type SubmitJobQueue = JobQueue & {
-  answerFromCache?(data: JobData, options: { jobId: string; modelSha256: string }): Promise<JobView | null>;
+  answerFromCache?(request: QueuedRequest, options: { jobId: string }): Promise<JobView | null>;
 };
 
 /** The deployment as submit reads it: the port's fields plus the fallback. */
@@ -176,51 +179,75 @@ export async function submitJob(deps: SubmitJobDeps, input: SubmitJobInput): Pro
 async function place(deps: SubmitJobDeps, s: Submission): Promise<SubmittedJob> {
   const id = deps.newId();
   const data = jobData(deps, s, s.target.manifest, s.request);
-  const hit = await fromCache(deps, s, id, data, s.target.manifest);
+  const hit = await fromCache(deps, s, id, data);
   if (hit) return hit;
   const route = await admit(deps, s.target.deployment, s.degradable);
   if (route === 'fallback') return placeOnFallback(deps, s, id, data);
   return enqueue(deps, id, data, route === 'low' ? 'low' : s.priority, s.request.rows, s.kind);
 }
 
-async function placeOnFallback(deps: SubmitJobDeps, s: Submission, id: string, primary: JobData): Promise<SubmittedJob> {
+async function placeOnFallback(deps: SubmitJobDeps, s: Submission, id: string, primary: QueuedRequest): Promise<SubmittedJob> {
   const fallback = s.target.deployment?.fallback as Fallback; // admit() answers 'fallback' only when there is one
   const target = await resolveTarget(deps, fallback.model, fallback.version);
   const request = validateForFallback(deps, s.body, target.manifest);
   const data = jobData(deps, s, target.manifest, request);
   const fallbackFor = { model: primary.model, version: primary.version };
-  const hit = await fromCache(deps, s, id, data, target.manifest);
+  const hit = await fromCache(deps, s, id, data);
   if (hit) return { ...hit, fallbackFor };
   await admitStrictly(deps, target.deployment, primary.model);
   return { ...(await enqueue(deps, id, data, s.priority, request.rows, s.kind)), fallbackFor };
 }
 
-function jobData(deps: Pick<SubmitJobDeps, 'clock'>, s: Submission, manifest: ModelManifest, request: ValidatedInferRequest): JobData {
-  const data: JobData = {
+/**
+ * The request as the queue takes it: its inputs packed into typed arrays here, once (the one
+ * per-element pass, at the HTTP edge), and its result-cache digest when the cache is used.
+ */
+function jobData(
+  deps: Pick<SubmitJobDeps, 'clock'>,
+  s: Submission,
+  manifest: ModelManifest,
+  request: ValidatedInferRequest,
+): QueuedRequest {
+  const inputs: TensorToPack[] = request.inputs.map((t) => ({
+    name: t.name,
+    datatype: t.datatype,
+    shape: t.shape,
+    data: fromJsonData(t.datatype, t.data),
+  }));
+  const data: QueuedRequest = {
     tenant: s.tenant,
     model: manifest.name,
     version: manifest.version,
-    inputs: request.inputs,
     submittedAt: deps.clock.now(),
+    rows: request.rows,
+    inputs,
   };
   // Not `parameters` nor the OIP `id`: no worker reads them, so they are not kept for the job's retention.
   if (request.outputs) data.outputs = request.outputs;
   if (s.timeoutMs !== undefined) data.timeoutMs = s.timeoutMs;
   if (s.webhook) data.webhook = s.webhook;
-  if (!s.cache) data.cache = false;
+  // Webhook jobs skip the cache (the header's step 1): the digest is computed only when it is used.
+  if (s.cache && !s.webhook) {
+    data.cacheDigest = requestDigest({
+      tenant: s.tenant,
+      modelSha256: manifest.sha256,
+      ...(request.outputs ? { outputs: request.outputs.map((o) => o.name) } : {}),
+      tensors: inputs.map((t) => ({ name: t.name, datatype: t.datatype, shape: t.shape, bytes: tensorBytes(t) })),
+    });
+  }
   return data;
 }
 
+function tensorBytes(t: TensorToPack): Uint8Array {
+  if (Array.isArray(t.data)) return Buffer.from(JSON.stringify(t.data));
+  const typed = t.data as Exclude<TensorToPack['data'], readonly string[]>;
+  return new Uint8Array(typed.buffer, typed.byteOffset, typed.byteLength);
+}
+
 /** Step 1: a finished job from the result cache, or undefined (a miss, opted out, or a webhook job). */
-async function fromCache(
-  deps: SubmitJobDeps,
-  s: Submission,
-  id: string,
-  data: JobData,
-  manifest: ModelManifest,
-): Promise<SubmittedJob | undefined> {
-  if (!s.cache || s.webhook || !deps.jobs.answerFromCache) return undefined;
-  const view = await deps.jobs.answerFromCache(data, { jobId: id, modelSha256: manifest.sha256 });
+async function fromCache(deps: SubmitJobDeps, s: Submission, id: string, data: QueuedRequest): Promise<SubmittedJob | undefined> {
+  if (data.cacheDigest === undefined || !deps.jobs.answerFromCache) return undefined;
+  const view = await deps.jobs.answerFromCache(data, { jobId: id });
   if (!view) return undefined;
   return { ...submitted(id, data, s.request.rows), cached: true };
 }
@@ -228,7 +255,7 @@ async function fromCache(
 async function enqueue(
   deps: SubmitJobDeps,
   id: string,
-  data: JobData,
+  data: QueuedRequest,
   priority: Priority,
   rows: number,
   kind: SubmitKind,
@@ -257,7 +284,7 @@ async function admitOpenJob(deps: Pick<SubmitJobDeps, 'openJobs'>, tenant: strin
   );
 }
 
-function submitted(id: string, data: JobData, rows: number): SubmittedJob {
+function submitted(id: string, data: QueuedRequest, rows: number): SubmittedJob {
   return { id, model: data.model, version: data.version, createdAt: data.submittedAt, rows };
 }
 

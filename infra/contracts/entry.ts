@@ -25,7 +25,7 @@
  */
 import type { JobTimings } from './job.ts';
 import type { OipRequestedOutput } from './oip.ts';
-import type { PackedSpec } from './packed-tensors.ts';
+import type { PackedSpec, TensorToPack } from './packed-tensors.ts';
 import type { WebhookSpec } from './webhook.ts';
 
 /** The BullMQ job name of an entry (bulk chunk jobs are `infer` jobs with JobData). */
@@ -99,4 +99,23 @@ export function parseMemberLocation(value: string, jobId: string): { queue: stri
   const hash = value.lastIndexOf('#');
   if (hash < 0) return { queue: value, entryId: jobId };
   return { queue: value.slice(0, hash), entryId: value.slice(hash + 1) };
+}
+
+/**
+ * One request as the API hands it to the queue (infra/queue/job-queue.ts `enqueue`): validated,
+ * its inputs already typed arrays (packed-tensors.ts `fromJsonData`). The writer decides which
+ * entry it joins.
+ */
+export interface QueuedRequest {
+  tenant: string;
+  model: string;
+  version: string;
+  submittedAt: number;
+  rows: number;
+  inputs: TensorToPack[];
+  outputs?: OipRequestedOutput[];
+  webhook?: WebhookSpec;
+  timeoutMs?: number;
+  /** Present when the result is to be stored in the result cache. */
+  cacheDigest?: string;
 }

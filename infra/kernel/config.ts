@@ -103,6 +103,11 @@ const schema = z.object({
   MAX_ROWS_PER_JOB: int(1, 10_000_000).default(10_000),
   MAX_ELEMENTS_PER_JOB: int(1, 1_000_000_000).default(4_194_304),
   MAX_OPEN_JOBS_PER_TENANT: int(1).default(10_000),
+  // Queue entries (infra/contracts/entry.ts): concurrent requests one entry may carry; 1 = one
+  // request per entry. 64: past it an entry's write and its worker's read are no longer the
+  // cost that matters (they grow with the bytes, not the count), and a worker's batch is
+  // usually no bigger.
+  COALESCE_MAX_REQUESTS: int(1, 4096).default(64),
   EXECUTION_PROVIDERS: z.string().default('cpu'),
   INTRA_OP_THREADS: int(0, 1024).default(0),
   MODEL_CACHE_DIR: z.string().default(path.join(os.homedir(), '.cache', 'warmpool', 'models')),
@@ -207,6 +212,8 @@ export interface Config {
     maxElementsPerJob: number;
     /** A tenant's accepted jobs not yet ended (queued or running); over it, 429 too_many_open_jobs. */
     maxOpenJobsPerTenant: number;
+    /** Concurrent requests one queue entry may carry (infra/queue/entry-writer.ts); 1 = none shared. */
+    coalesceMaxRequests: number;
   };
   /** Per tenant: requests (rps, burst) and request-body bytes (bytesPerS, bytesBurst; bytesPerS 0: off). */
   rateLimit: { rps: number; burst: number; bytesPerS: number; bytesBurst: number };
@@ -356,6 +363,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       maxRowsPerJob: e.MAX_ROWS_PER_JOB,
       maxElementsPerJob: e.MAX_ELEMENTS_PER_JOB,
       maxOpenJobsPerTenant: e.MAX_OPEN_JOBS_PER_TENANT,
+      coalesceMaxRequests: e.COALESCE_MAX_REQUESTS,
     },
     rateLimit: {
       rps: e.RATE_LIMIT_RPS,

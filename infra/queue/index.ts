@@ -15,7 +15,8 @@
 export { type ChunkQueue, type ChunkQueueOptions, type ChunkState, chunkJobId, createChunkQueue } from './chunk-queue.ts';
 export { modelQueuesWithEvents, type QueueStreamEntries, readEventStreams, type StreamEntry } from './event-streams.ts';
 export { type BullJobQueue, type BullJobQueueOptions, createBullJobQueue, type JobView } from './job-queue.ts';
-export { type HeldJob, parseFailure, readHeldJob } from './job-view.ts';
+export { parseFailure } from './job-view.ts';
+export { type HeldJob, readHeldJobs } from './member-view.ts';
 export { type JobQueueHandle, leaseQueues, type QueueErrorHandler, type QueueEventName, type QueueLease } from './queue-cache.ts';
 export {
   addBacklogs,

@@ -14,8 +14,12 @@ import type { Snapshot } from './job-snapshot.ts';
 import { isTerminal } from './job-view.ts';
 import type { QueueEventName, QueueLease } from './queue-cache.ts';
 
-/** Queue events after which a job's status may have changed: each wakes that job's followers. */
-const CHANGE_EVENTS: readonly QueueEventName[] = ['active', 'waiting', 'delayed', 'completed', 'failed', 'removed'];
+/**
+ * Queue events after which a job's status may have changed: each wakes the followers of the
+ * jobs its BullMQ job carries (a queue entry's members: infra/contracts/entry.ts). `member-ended`:
+ * the API canceled or expired one member of a queued entry (tombstones.ts).
+ */
+const CHANGE_EVENTS: readonly QueueEventName[] = ['active', 'waiting', 'delayed', 'completed', 'failed', 'removed', 'member-ended'];
 
 export interface FollowDeps {
   clock: Clock;
@@ -41,7 +45,7 @@ export interface JobFollower {
 }
 
 export function createJobFollower({ clock, index, snapshot, queues }: FollowDeps): JobFollower {
-  /** Per queue, per job id: the wake-ups of pending follow calls. */
+  /** Per queue, per BullMQ job (entry) id: the wake-ups of pending follow calls. */
   const waiters = new Map<string, Map<string, Set<() => void>>>();
   /** Per queue: its one listener, subscribed once (a failed subscription is tried again). */
   const listening = new Map<string, Promise<unknown>>();
@@ -116,7 +120,8 @@ export function createJobFollower({ clock, index, snapshot, queues }: FollowDeps
       );
     }
     const wakeup = new Wakeup();
-    const unsubscribe = at.kind === 'queue' ? addWaiter(at.name, jobId, wakeup.fire) : () => undefined;
+    // Events name the BullMQ job: the entry carrying this request.
+    const unsubscribe = at.kind === 'queue' ? addWaiter(at.name, at.entryId, wakeup.fire) : () => undefined;
     let reported: JobStatus | undefined;
     try {
       for (;;) {

@@ -27,11 +27,14 @@
  * connections). `close()` releases the cache's lease and closes the client, once.
  */
 import { Redis, type RedisOptions } from 'ioredis';
-import { type JobData, type JobView, PRIORITIES, type Priority, queueName } from '../contracts/job.ts';
+import type { QueuedRequest } from '../contracts/entry.ts';
+import { type JobView, type Priority, queueName } from '../contracts/job.ts';
+import { aligned, tensorData, toJsonTensor } from '../contracts/packed-tensors.ts';
 import { type Clock, systemClock } from '../kernel/clock.ts';
 import { closeRedis, createRedis, type RedisClient } from '../redis/client.ts';
 import type { OpenJobs } from '../redis/open-jobs.ts';
 import { createResultCache } from '../redis/result-cache.ts';
+import { createEntryWriter } from './entry-writer.ts';
 import { createJobFollower } from './job-follow.ts';
 import { createJobIndex } from './job-index.ts';
 import { createSnapshotReader } from './job-snapshot.ts';
@@ -61,10 +64,22 @@ export interface BullJobQueueOptions {
   onError?: (err: Error) => void;
   /** The tenants' open jobs (infra/redis/open-jobs.ts): a queued job ended here (cancel, deadline) is released. */
   openJobs?: Pick<OpenJobs, 'release'>;
+  /** Requests one queue entry may carry (COALESCE_MAX_REQUESTS, entry-writer.ts); default 64, 1 = no coalescing. */
+  coalesceMaxRequests?: number;
+  /** Input bytes one queue entry may carry; default 4 MiB. */
+  coalesceMaxBytes?: number;
+  /**
+   * How long depth() may answer from its last read of a queue (e.g. 1000 for admission: one
+   * read a second per queue, not one per request); 0 (the default) reads every time.
+   */
+  depthCacheMs?: number;
+  /** Told of each queue entry written: `members` requests share it. */
+  onEntryWritten?: (e: { queue: string; members: number; bytes: number }) => void;
 }
 
 export interface BullJobQueue {
-  enqueue(data: JobData, options: { priority: Priority; jobId: string }): Promise<void>;
+  /** Resolves once the request is in BullMQ, inside a queue entry it may share (entry-writer.ts). */
+  enqueue(request: QueuedRequest, options: { priority: Priority; jobId: string }): Promise<void>;
   /** null when no such job (or it has expired). Expires a queued job past its deadline. */
   get(jobId: string): Promise<JobView | null>;
   /** Resolves when the job is terminal, or with its current view when `timeoutMs` passes first. */
@@ -84,8 +99,12 @@ export interface BullJobQueue {
    * succeeded with the cached outputs (`cached: true`, timings 0) and returns its view, without
    * adding anything to BullMQ. null on a miss (nothing is written).
    */
-  answerFromCache(data: JobData, options: { jobId: string; modelSha256: string }): Promise<JobView | null>;
-  /** Waiting + prioritized + delayed + active. */
+  answerFromCache(request: QueuedRequest, options: { jobId: string }): Promise<JobView | null>;
+  /**
+   * Jobs waiting + prioritized + delayed + active. BullMQ counts queue entries; each is
+   * counted as the requests per entry this process has lately been writing to the queue
+   * (exact without coalescing, an estimate with it).
+   */
   depth(model: string, version: string): Promise<number>;
   /** Pending waitFor/watch calls: each holds one listener slot until it ends. */
   waiting(): number;
@@ -105,28 +124,31 @@ export function createBullJobQueue(options: BullJobQueueOptions): BullJobQueue {
   const tombstones = createTombstones({ redis: client, prefix, retentionS, clock, index, queues, onError, openJobs: options.openJobs });
   const results = createResultCache(client, { prefix });
   let closing: Promise<void> | undefined;
+  const depths = new Map<string, { at: number; depth: number }>();
 
   function queue(name: string): JobQueueHandle {
     if (closing) throw new Error('job queue is closed');
     return queues.producer(name);
   }
 
-  const snapshot = createSnapshotReader({ clock, index, tombstones, queue });
+  const writer = createEntryWriter({
+    redis: client,
+    queues,
+    prefix,
+    retentionS,
+    attempts: options.attempts,
+    backoffMs: options.backoffMs ?? 1000,
+    maxMembers: options.coalesceMaxRequests ?? 64,
+    maxBytes: options.coalesceMaxBytes ?? 4 * 1024 * 1024,
+    ...(options.onEntryWritten ? { onWritten: options.onEntryWritten } : {}),
+  });
+  const snapshot = createSnapshotReader({ clock, index, tombstones, queue, members: { redis: client, prefix } });
   const follower = createJobFollower({ clock, index, snapshot, queues });
 
   return {
-    async enqueue(data, { priority, jobId }) {
-      const name = queueName(data.model, data.version);
-      // The index first: a job BullMQ holds is always findable by id.
-      await index.pointAtQueue(jobId, name);
-      await queue(name).add('infer', data, {
-        jobId,
-        priority: PRIORITIES[priority],
-        attempts: options.attempts,
-        backoff: { type: 'exponential', delay: options.backoffMs ?? 1000 },
-        removeOnComplete: { age: retentionS },
-        removeOnFail: { age: retentionS },
-      });
+    enqueue(request, opts) {
+      if (closing) return Promise.reject(new Error('job queue is closed'));
+      return writer.enqueue(request, opts);
     },
 
     async get(jobId) {
@@ -144,30 +166,40 @@ export function createBullJobQueue(options: BullJobQueueOptions): BullJobQueue {
         const current = await snapshot(jobId);
         if (current?.view.status !== 'queued' || current.queue === undefined) return current?.view ?? null;
         const error = { code: 'canceled', message: 'canceled before it started' };
-        const canceled = await tombstones.bury(current.queue, current.view, 'canceled', error);
+        const canceled = await tombstones.bury({ ...current, queue: current.queue }, 'canceled', error);
         if (canceled) return canceled;
       }
       return (await snapshot(jobId))?.view ?? null;
     },
 
-    async answerFromCache(data, { jobId, modelSha256 }) {
-      const hit = await results.get({ ...data, modelSha256 });
+    async answerFromCache(request, { jobId }) {
+      if (request.cacheDigest === undefined) return null;
+      const hit = await results.get(request.model, request.version, request.cacheDigest);
       if (!hit) return null;
-      const view = cachedView(jobId, data, hit.outputs, hit.workerId);
+      const bytes = aligned(hit.bytes);
+      const outputs = hit.specs.map((s) => toJsonTensor(s.name, s.datatype, s.shape, tensorData(s, bytes)));
+      const view = cachedView(jobId, request, outputs, hit.workerId);
       if (!(await index.recordFinished(view))) throw new Error(`job id ${jobId} is already taken`);
       return view;
     },
 
     async depth(model, version) {
       if (closing) throw new Error('job queue is closed');
-      const counts = await countJobs(queues, queueName(model, version), 'waiting', 'prioritized', 'delayed', 'active');
-      return counts.waiting + counts.prioritized + counts.delayed + counts.active;
+      const name = queueName(model, version);
+      const cacheMs = options.depthCacheMs ?? 0;
+      const cached = depths.get(name);
+      if (cached && clock.now() - cached.at < cacheMs) return cached.depth;
+      const counts = await countJobs(queues, name, 'waiting', 'prioritized', 'delayed', 'active');
+      const entries = counts.waiting + counts.prioritized + counts.delayed + counts.active;
+      const depth = Math.round(entries * writer.membersPerEntry(name));
+      if (cacheMs > 0) depths.set(name, { at: clock.now(), depth });
+      return depth;
     },
 
     waiting: () => follower.waiting(),
 
     close() {
-      closing ??= closeAllOf(queues, client);
+      closing ??= writer.close().then(() => closeAllOf(queues, client));
       return closing;
     },
   };

@@ -4,17 +4,26 @@
  * expires it first (see job-queue.ts's header for the deadline rule).
  */
 import { Job } from 'bullmq';
+import { type EntryData, type EntryResult, isEntryData } from '../contracts/entry.ts';
 import type { JobData, JobResult, JobView } from '../contracts/job.ts';
 import type { Clock } from '../kernel/clock.ts';
 import type { JobIndex } from './job-index.ts';
 import { jobView, statusOf } from './job-view.ts';
+import { type EntryJob, type MemberViewDeps, memberView } from './member-view.ts';
 import type { JobQueueHandle } from './queue-cache.ts';
 import type { Tombstones } from './tombstones.ts';
 
-/** A job's view; for a job in BullMQ also its queue, and when queued with a deadline, when it falls. */
+/**
+ * A job's view; for a job in BullMQ also its queue and the BullMQ job (entry) that carries it,
+ * and when queued with a deadline, when it falls.
+ */
 export interface Snapshot {
   view: JobView;
   queue?: string;
+  /** The entry's id; the job's own for a job from before entries. */
+  entryId?: string;
+  /** Members in the entry (1 for a job from before entries). */
+  members?: number;
   deadlineAt?: number;
 }
 
@@ -23,6 +32,8 @@ export interface SnapshotDeps {
   index: JobIndex;
   tombstones: Tombstones;
   queue: (name: string) => JobQueueHandle;
+  /** Reads entries' outputs and skipped members' tombstones. */
+  members: MemberViewDeps;
 }
 
 /**
@@ -30,32 +41,44 @@ export interface SnapshotDeps {
  * terminal state always comes with its result. Reads that disagree (the job moved between
  * them) are retried from the index.
  */
-export function createSnapshotReader({ clock, index, tombstones, queue }: SnapshotDeps): (jobId: string) => Promise<Snapshot | null> {
+export function createSnapshotReader({
+  clock,
+  index,
+  tombstones,
+  queue,
+  members,
+}: SnapshotDeps): (jobId: string) => Promise<Snapshot | null> {
   return async function snapshot(jobId) {
     for (let attempt = 0; attempt < 3; attempt++) {
       const at = await index.locate(jobId);
       if (!at) return null;
       if (at.kind === 'tombstone') return { view: at.view };
       const q = queue(at.name);
-      const status = statusOf(await q.getJobState(jobId));
-      const job = status === undefined ? undefined : await Job.fromId<JobData, JobResult>(q, jobId);
-      if (!job || status === undefined) {
+      const status = statusOf(await q.getJobState(at.entryId));
+      const job = status === undefined ? undefined : await Job.fromId<JobData | EntryData, JobResult | EntryResult>(q, at.entryId);
+      const view =
+        !job || status === undefined
+          ? undefined
+          : isEntryData(job.data)
+            ? await memberView(members, at.name, job as EntryJob, jobId, status)
+            : jobView(job as Job<JobData, JobResult>, status);
+      if (!job || !view) {
         // Gone meanwhile: aged out, or buried (its tombstone is beside the queue, and soon in the index).
         const tomb = await tombstones.read(at.name, jobId);
         if (tomb !== null) return { view: tomb };
         continue;
       }
-      const view = jobView(job, status);
-      const { timeoutMs, submittedAt } = job.data;
-      if (view.status !== 'queued' || timeoutMs === undefined) return { view, queue: at.name };
+      const found = { view, queue: at.name, entryId: at.entryId, members: isEntryData(job.data) ? job.data.members.length : 1 };
+      const { timeoutMs, submittedAt } = isEntryData(job.data) ? (job.data.members.find((m) => m.id === jobId) ?? {}) : job.data;
+      if (view.status !== 'queued' || timeoutMs === undefined || submittedAt === undefined) return found;
       const deadlineAt = submittedAt + timeoutMs;
-      if (clock.now() <= deadlineAt) return { view, queue: at.name, deadlineAt };
+      if (clock.now() <= deadlineAt) return { ...found, deadlineAt };
       const waitedMs = clock.now() - submittedAt;
       const error = {
         code: 'deadline_exceeded',
         message: `the job waited ${waitedMs} ms without a worker taking it; its deadline was ${timeoutMs} ms`,
       };
-      const buried = await tombstones.bury(at.name, view, 'failed', error);
+      const buried = await tombstones.bury(found, 'failed', error);
       if (buried) return { view: buried };
     }
     const at = await index.locate(jobId);

@@ -3,9 +3,8 @@
  * payloads): its status from BullMQ's state, its result, its failure split into code and
  * message. Also the view of a job answered from the result cache, which BullMQ never holds.
  */
-import { Job, type JobState } from 'bullmq';
+import type { Job, JobState } from 'bullmq';
 import type { JobData, JobResult, JobStatus, JobView } from '../contracts/job.ts';
-import type { QueueLease } from './queue-cache.ts';
 
 const STATUS: Record<JobState, JobStatus> = {
   waiting: 'queued',
@@ -26,28 +25,6 @@ export function statusOf(state: JobState | 'unknown'): JobStatus | undefined {
 
 export function isTerminal(status: JobStatus): boolean {
   return TERMINAL.has(status);
-}
-
-/** A job BullMQ holds, read once: its id and data, and its view at a given status. */
-export interface HeldJob {
-  id: string;
-  data: JobData;
-  /** The view at `status` (e.g. the status an event says it reached). */
-  view(status: JobStatus): JobView;
-  /** Its status now, by a second read; undefined once BullMQ no longer holds it. */
-  status(): Promise<JobStatus | undefined>;
-}
-
-/** The job `jobId` of queue `name`, or undefined when BullMQ does not hold it (any more). */
-export async function readHeldJob(queues: QueueLease, name: string, jobId: string): Promise<HeldJob | undefined> {
-  const job = await Job.fromId<JobData, JobResult>(queues.reader(name), jobId);
-  if (!job?.id) return undefined;
-  return {
-    id: job.id,
-    data: job.data,
-    view: (status) => jobView(job, status),
-    status: async () => statusOf(await job.getState()),
-  };
 }
 
 /** The job as GET /v1/jobs/{id} shows it, at the moment of `status` (also the webhook payload's). */
@@ -71,7 +48,12 @@ export function jobView(job: Job<JobData, JobResult>, status: JobStatus): JobVie
 }
 
 /** A job answered from the cache: created, started and finished at submit, by no worker's pass. */
-export function cachedView(jobId: string, data: JobData, outputs: JobResult['outputs'], workerId: string): JobView {
+export function cachedView(
+  jobId: string,
+  data: Pick<JobData, 'tenant' | 'model' | 'version' | 'submittedAt'>,
+  outputs: JobResult['outputs'],
+  workerId: string,
+): JobView {
   const at = data.submittedAt;
   return {
     id: jobId,

@@ -29,7 +29,7 @@ import { bullQueueKey } from './bullmq-keys.ts';
 export type JobQueueHandle = Queue<JobData, JobResult>;
 
 /** The QueueEvents events that name a job; a listener gets its id. */
-export type QueueEventName = 'active' | 'waiting' | 'delayed' | 'completed' | 'failed' | 'removed';
+export type QueueEventName = 'active' | 'waiting' | 'delayed' | 'completed' | 'failed' | 'removed' | 'member-ended';
 
 /** Connection errors of a Queue or QueueEvents (the calls that fail also reject). */
 export type QueueErrorHandler = (err: Error, queue: string) => void;
@@ -103,7 +103,12 @@ class SharedQueues {
       },
       listen: async (name, events, listener) => {
         assertHeld();
-        const qe = await this.queueEvents(name);
+        // Typed as plain emitter calls: `member-ended` is our own event (tombstones.ts), which
+        // QueueEvents emits like BullMQ's, but its listener map does not name it.
+        const qe = (await this.queueEvents(name)) as unknown as {
+          on(event: string, fn: (e: { jobId: string }) => void): void;
+          off(event: string, fn: (e: { jobId: string }) => void): void;
+        };
         const onEvent = ({ jobId }: { jobId: string }) => listener(jobId);
         const off = () => {
           for (const event of events) qe.off(event, onEvent);

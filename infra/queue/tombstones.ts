@@ -9,12 +9,19 @@
  * where one script cannot also reach the index key); the index key is then pointed at the same
  * tombstone. Until it is (or if the API dies in between) a reader that finds the job gone from
  * the queue reads the tombstone there.
+ *
+ * A request inside a queue entry with other members (infra/contracts/entry.ts) cannot take the
+ * entry out of the queue: a second script checks the entry is still queued and adds the member
+ * to the entry's skip set (the worker that takes the entry reads it and never runs the member),
+ * writes its tombstone, and adds a `member-ended` event to the queue's events stream so every
+ * API process's followers of the entry look again. When every member is skipped the entry
+ * itself is taken out, as a single job is.
  */
 
-import type { JobStatus, JobView } from '../contracts/job.ts';
+import { EVENTS_STREAM_MAX_LEN, type JobStatus, type JobView } from '../contracts/job.ts';
 import type { Clock } from '../kernel/clock.ts';
 import type { RedisClient } from '../redis/client.ts';
-import { jobTombstoneKey } from '../redis/keys.ts';
+import { entryInputsKey, entrySkipKey, jobTombstoneKey } from '../redis/keys.ts';
 import type { OpenJobs } from '../redis/open-jobs.ts';
 import { bullQueueKey } from './bullmq-keys.ts';
 import type { JobIndex } from './job-index.ts';
@@ -35,9 +42,42 @@ end
 return 0
 `;
 
+/**
+ * KEYS: wait, paused, prioritized, delayed, skip, tombstone, events (the queue's slot).
+ * ARGV: entry id, member id, tombstone, ttl s, members in the entry, events max length.
+ * 0: the entry is not queued (any more); 1: the member is skipped; 2: so is every member, and the entry is out of the queue.
+ */
+const BURY_MEMBER = `
+local id = ARGV[1]
+local queued = redis.call('ZSCORE', KEYS[3], id) or redis.call('ZSCORE', KEYS[4], id)
+  or redis.call('LPOS', KEYS[1], id) or redis.call('LPOS', KEYS[2], id)
+if not queued then return 0 end
+redis.call('SADD', KEYS[5], ARGV[2])
+redis.call('EXPIRE', KEYS[5], ARGV[4])
+redis.call('SET', KEYS[6], ARGV[3], 'EX', ARGV[4])
+redis.call('XADD', KEYS[7], 'MAXLEN', '~', ARGV[6], '*', 'event', 'member-ended', 'jobId', id, 'memberId', ARGV[2])
+if redis.call('SCARD', KEYS[5]) >= tonumber(ARGV[5]) then
+  redis.call('ZREM', KEYS[3], id)
+  redis.call('ZREM', KEYS[4], id)
+  redis.call('LREM', KEYS[1], 1, id)
+  redis.call('LREM', KEYS[2], 1, id)
+  return 2
+end
+return 1
+`;
+
+/** Where a queued job is: its queue, and the entry carrying it (its own id for a job from before entries). */
+export interface QueuedAt {
+  view: JobView;
+  queue: string;
+  entryId?: string;
+  /** Members in the entry. */
+  members?: number;
+}
+
 export interface Tombstones {
   /** Ends a queued job with a tombstone; null when it is no longer queued (a worker took it, or it ended). */
-  bury(queue: string, view: JobView, status: JobStatus, error: { code: string; message: string }): Promise<JobView | null>;
+  bury(at: QueuedAt, status: JobStatus, error: { code: string; message: string }): Promise<JobView | null>;
   /** The tombstone beside the queue, for a job gone from it whose index may not point at it yet. */
   read(queue: string, jobId: string): Promise<JobView | null>;
 }
@@ -57,8 +97,10 @@ export interface TombstoneDeps {
 export function createTombstones(deps: TombstoneDeps): Tombstones {
   const { redis, prefix } = deps;
   return {
-    async bury(queue, view, status, error) {
+    async bury(at, status, error) {
+      const { queue, view } = at;
       const tombstone: JobView = { ...view, status, error, finishedAt: deps.clock.now() };
+      if (at.entryId !== undefined && at.entryId !== view.id) return buryMember(at, tombstone);
       const keys = [
         ...(['wait', 'paused', 'prioritized', 'delayed'] as const).map((k) => bullQueueKey(prefix, queue, k)),
         jobTombstoneKey(prefix, queue, view.id),
@@ -73,9 +115,32 @@ export function createTombstones(deps: TombstoneDeps): Tombstones {
       return tombstone;
     },
 
-    async read(queue, jobId) {
-      const tomb = await redis.get(jobTombstoneKey(prefix, queue, jobId));
-      return tomb === null ? null : (JSON.parse(tomb) as JobView);
-    },
+    read: readTomb,
   };
+
+  async function readTomb(queue: string, jobId: string): Promise<JobView | null> {
+    const tomb = await redis.get(jobTombstoneKey(prefix, queue, jobId));
+    return tomb === null ? null : (JSON.parse(tomb) as JobView);
+  }
+
+  async function buryMember(at: QueuedAt, tombstone: JobView): Promise<JobView | null> {
+    const { queue } = at;
+    const entryId = at.entryId as string;
+    const keys = [
+      ...(['wait', 'paused', 'prioritized', 'delayed'] as const).map((k) => bullQueueKey(prefix, queue, k)),
+      entrySkipKey(prefix, queue, entryId),
+      jobTombstoneKey(prefix, queue, tombstone.id),
+      bullQueueKey(prefix, queue, 'events'),
+    ];
+    const args = [entryId, tombstone.id, JSON.stringify(tombstone), deps.retentionS, at.members ?? 1, EVENTS_STREAM_MAX_LEN];
+    const done = await redis.eval(BURY_MEMBER, keys.length, ...keys, ...args);
+    if (done !== 1 && done !== 2) return null;
+    await deps.openJobs?.release(tombstone.tenant, [tombstone.id]).catch(deps.onError);
+    await deps.index.pointAtTombstone(tombstone);
+    if (done === 2) {
+      await deps.queues.producer(queue).remove(entryId).catch(deps.onError);
+      await redis.del(entryInputsKey(prefix, queue, entryId)).catch(deps.onError);
+    }
+    return tombstone;
+  }
 }

@@ -36,6 +36,19 @@ export function createApiMetrics(registry: Registry) {
       labelNames: ['model', 'version', 'kind'] as const,
       registers,
     }),
+    // Requests ÷ entries is how much the queue's cost is shared (infra/queue/entry-writer.ts).
+    queueEntries: new Counter({
+      name: 'warmpool_queue_entries_total',
+      help: 'Queue entries written by the API (each carries one or more jobs), by queue',
+      labelNames: ['queue'] as const,
+      registers,
+    }),
+    queueEntryJobs: new Counter({
+      name: 'warmpool_queue_entry_jobs_total',
+      help: 'Jobs written inside queue entries by the API, by queue; ÷ warmpool_queue_entries_total = jobs per entry',
+      labelNames: ['queue'] as const,
+      registers,
+    }),
   };
 }
 

@@ -1,0 +1,243 @@
+/**
+ * The entry writer: a group commit from requests to queue entries (infra/contracts/entry.ts).
+ *
+ * Requests that may share a forward pass and a failure domain — same queue (model version),
+ * priority, tenant, requested outputs, and inputs' names, datatypes and non-batch dimensions —
+ * join one pending entry. A pending entry is written:
+ *   - at once (next turn of the event loop) when no write of that group is in flight: with
+ *     light traffic nothing waits, and every entry has one member;
+ *   - otherwise when the write in flight returns, with everything that arrived meanwhile: the
+ *     busier Redis is, the more requests share each entry, so its cost is paid per entry;
+ *   - at `maxMembers` requests or `maxBytes` of inputs, whichever first (a full entry goes at once).
+ *
+ * Writing an entry is two round trips, in this order: a pipeline with every member's index key
+ * (`<queue>#<entryId>`, so a job BullMQ holds is always findable by id) and the packed inputs
+ * (one binary string), then BullMQ's add of the entry. A request's promise resolves once its
+ * entry is in BullMQ, and rejects (the whole group's) when either write fails: nothing is
+ * acknowledged that is not queued. An index key or inputs left behind by a failed add points at
+ * no job and expires with the retention.
+ */
+import { randomBytes } from 'node:crypto';
+import {
+  ENTRY_ID_PREFIX,
+  ENTRY_JOB_NAME,
+  type EntryData,
+  type EntryMember,
+  memberLocation,
+  type QueuedRequest,
+} from '../contracts/entry.ts';
+import { PRIORITIES, type Priority, queueName } from '../contracts/job.ts';
+import { type PackedSpec, packTensors, type TensorData, type TensorToPack } from '../contracts/packed-tensors.ts';
+import type { RedisClient } from '../redis/client.ts';
+import { entryInputsKey, jobIndexKey } from '../redis/keys.ts';
+import type { QueueLease } from './queue-cache.ts';
+
+export interface EntryWriterOptions {
+  redis: RedisClient;
+  queues: Pick<QueueLease, 'producer'>;
+  prefix: string;
+  retentionS: number;
+  attempts: number;
+  backoffMs: number;
+  /** Requests per entry at most (COALESCE_MAX_REQUESTS); 1 turns coalescing off. */
+  maxMembers: number;
+  /** Input bytes per entry at most: a full entry is written at once. */
+  maxBytes: number;
+  /** Told of each entry written, for metrics: `members` requests share it. */
+  onWritten?: (e: { queue: string; members: number; bytes: number }) => void;
+}
+
+export interface EntryWriter {
+  /** Resolves once the request's entry is in BullMQ. */
+  enqueue(request: QueuedRequest, options: { priority: Priority; jobId: string }): Promise<void>;
+  /** Requests per entry this writer has been writing to `queue` lately (1 before any): turns a count of entries into one of requests. */
+  membersPerEntry(queue: string): number;
+  /** Waits for the writes in flight and the pending entries (written at once). Idempotent. */
+  close(): Promise<void>;
+}
+
+/** Weight of the latest entry in the running mean of members per entry. */
+const MEAN_WEIGHT = 0.05;
+
+interface Pending {
+  id: string;
+  request: QueuedRequest;
+  resolve: () => void;
+  reject: (err: unknown) => void;
+}
+
+interface Group {
+  queue: string;
+  priority: Priority;
+  pending: Pending[];
+  bytes: number;
+  /** A write of this group is in flight: new requests wait for it (the group commit). */
+  writing: boolean;
+  scheduled: boolean;
+}
+
+export function createEntryWriter(options: EntryWriterOptions): EntryWriter {
+  const groups = new Map<string, Group>();
+  const inFlight = new Set<Promise<void>>();
+  const meanMembers = new Map<string, number>();
+  let closed = false;
+
+  function schedule(key: string, group: Group): void {
+    if (group.scheduled || group.writing) return;
+    group.scheduled = true;
+    setImmediate(() => {
+      group.scheduled = false;
+      flush(key, group);
+    });
+  }
+
+  function flush(key: string, group: Group): void {
+    if (group.writing || group.pending.length === 0) return;
+    const batch = take(group);
+    group.writing = true;
+    const write = writeEntry(options, group.queue, group.priority, batch).then(
+      () => {
+        const mean = meanMembers.get(group.queue);
+        meanMembers.set(group.queue, mean === undefined ? batch.length : mean + MEAN_WEIGHT * (batch.length - mean));
+        for (const p of batch) p.resolve();
+      },
+      (err: unknown) => {
+        for (const p of batch) p.reject(err);
+      },
+    );
+    inFlight.add(write);
+    void write.finally(() => {
+      inFlight.delete(write);
+      group.writing = false;
+      if (group.pending.length > 0) flush(key, group);
+      else groups.delete(key);
+    });
+  }
+
+  /** The first `maxMembers` pending requests, within `maxBytes` (at least one). */
+  function take(group: Group): Pending[] {
+    let bytes = 0;
+    let n = 0;
+    for (const p of group.pending) {
+      const size = requestBytes(p.request);
+      if (n >= options.maxMembers || (n > 0 && bytes + size > options.maxBytes)) break;
+      bytes += size;
+      n++;
+    }
+    const batch = group.pending.splice(0, n);
+    group.bytes -= bytes;
+    return batch;
+  }
+
+  return {
+    enqueue(request, { priority, jobId }) {
+      if (closed) return Promise.reject(new Error('entry writer is closed'));
+      const key = groupKey(request, priority);
+      let group = groups.get(key);
+      if (!group) {
+        group = { queue: queueName(request.model, request.version), priority, pending: [], bytes: 0, writing: false, scheduled: false };
+        groups.set(key, group);
+      }
+      const g = group;
+      return new Promise<void>((resolve, reject) => {
+        g.pending.push({ id: jobId, request, resolve, reject });
+        g.bytes += requestBytes(request);
+        if (!g.writing && (g.pending.length >= options.maxMembers || g.bytes >= options.maxBytes)) flush(key, g);
+        else schedule(key, g);
+      });
+    },
+
+    membersPerEntry: (queue) => meanMembers.get(queue) ?? 1,
+
+    async close() {
+      closed = true;
+      for (const [key, group] of groups) flush(key, group);
+      while (inFlight.size > 0) await Promise.allSettled([...inFlight]);
+    },
+  };
+}
+
+/** What requests must share to share an entry (see the header). */
+function groupKey(r: QueuedRequest, priority: Priority): string {
+  const inputs = r.inputs.map((t) => `${t.name}:${t.datatype}:${t.shape.slice(1).join('x')}`).join(',');
+  const outputs = r.outputs ? r.outputs.map((o) => o.name).join(',') : '*';
+  return JSON.stringify([r.model, r.version, priority, r.tenant, outputs, inputs]);
+}
+
+function requestBytes(r: QueuedRequest): number {
+  let n = 0;
+  for (const t of r.inputs) n += Array.isArray(t.data) ? (t.data as string[]).length * 16 : (t.data as { byteLength: number }).byteLength;
+  return n;
+}
+
+async function writeEntry(options: EntryWriterOptions, queue: string, priority: Priority, batch: Pending[]): Promise<void> {
+  const entryId = `${ENTRY_ID_PREFIX}${randomBytes(15).toString('base64url')}`;
+  const first = (batch[0] as Pending).request;
+  const { specs, bytes } = packTensors(concatInputs(batch.map((p) => p.request.inputs)));
+  const members: EntryMember[] = batch.map(({ id, request: r }) => {
+    const m: EntryMember = { id, rows: r.rows, submittedAt: r.submittedAt };
+    if (r.timeoutMs !== undefined) m.timeoutMs = r.timeoutMs;
+    if (r.webhook) m.webhook = r.webhook;
+    if (r.cacheDigest !== undefined) m.cacheDigest = r.cacheDigest;
+    return m;
+  });
+  const data: EntryData = {
+    entry: 1,
+    tenant: first.tenant,
+    model: first.model,
+    version: first.version,
+    submittedAt: Math.min(...members.map((m) => m.submittedAt)),
+    members,
+    inputs: specs as PackedSpec[],
+  };
+  if (first.outputs) data.outputs = first.outputs;
+
+  const { redis, prefix, retentionS } = options;
+  const pipeline = redis.pipeline();
+  const location = memberLocation(queue, entryId);
+  for (const m of members) pipeline.set(jobIndexKey(prefix, m.id), location, 'EX', retentionS);
+  pipeline.set(entryInputsKey(prefix, queue, entryId), bytes, 'EX', retentionS);
+  const replies = (await pipeline.exec()) ?? [];
+  const failed = replies.find(([err]) => err);
+  if (failed) throw failed[0];
+
+  // The producer handle is typed for JobData; an entry is the other kind of job it carries.
+  const producer = options.queues.producer(queue) as unknown as {
+    add(name: string, data: EntryData, opts: Record<string, unknown>): Promise<unknown>;
+  };
+  await producer.add(ENTRY_JOB_NAME, data, {
+    jobId: entryId,
+    priority: PRIORITIES[priority],
+    attempts: options.attempts,
+    backoff: { type: 'exponential', delay: options.backoffMs },
+    removeOnComplete: { age: retentionS },
+    removeOnFail: { age: retentionS },
+  });
+  options.onWritten?.({ queue, members: members.length, bytes: bytes.byteLength });
+}
+
+/** Each input's members' rows, one after another (byte copies; strings concatenated). */
+function concatInputs(perMember: TensorToPack[][]): TensorToPack[] {
+  const first = perMember[0] as TensorToPack[];
+  return first.map((t, i) => {
+    const parts = perMember.map((inputs) => inputs[i] as TensorToPack);
+    if (parts.length === 1) return t;
+    const rows = parts.reduce((n, p) => n + (p.shape[0] ?? 0), 0);
+    return { name: t.name, datatype: t.datatype, shape: [rows, ...t.shape.slice(1)], data: concatData(parts.map((p) => p.data)) };
+  });
+}
+
+function concatData(parts: TensorData[]): TensorData {
+  if (Array.isArray(parts[0])) return (parts as string[][]).flat();
+  const typed = parts as Array<Exclude<TensorData, readonly string[]>>;
+  const first = typed[0] as Exclude<TensorData, readonly string[]>;
+  const total = typed.reduce((n, p) => n + p.byteLength, 0);
+  const out = new Uint8Array(total);
+  let at = 0;
+  for (const p of typed) {
+    out.set(new Uint8Array(p.buffer, p.byteOffset, p.byteLength), at);
+    at += p.byteLength;
+  }
+  const Ctor = first.constructor as new (buffer: ArrayBuffer) => Exclude<TensorData, readonly string[]>;
+  return new Ctor(out.buffer);
+}

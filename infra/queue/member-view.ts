@@ -1,0 +1,138 @@
+/**
+ * A request as the API shows it when BullMQ holds it inside a queue entry (infra/contracts/entry.ts):
+ * the member's view, derived from the entry's state, its data, its outcome and its packed output
+ * rows. The only place that turns an entry's output bytes into JSON numbers — the HTTP edge's
+ * form — and only for the one member asked about.
+ *
+ *   entry queued                → queued
+ *   entry running               → running (startedAt: when the worker took the entry)
+ *   entry completed             → the member's outcome: succeeded (its rows of the outputs),
+ *                                 failed (its own error), or skipped (its tombstone: canceled or expired)
+ *   entry failed for good       → failed, with the entry's error (attempts spent, or its workers crashed)
+ *
+ * Also `readHeldJobs`: every request a BullMQ job carries (an entry's members, or a job from
+ * before entries, itself), for readers that start from a BullMQ job id (the webhook event source).
+ */
+import { Job } from 'bullmq';
+import { type EntryData, type EntryResult, isEntryData, isEntryResult } from '../contracts/entry.ts';
+import type { JobData, JobResult, JobStatus, JobView } from '../contracts/job.ts';
+import { aligned, type PackedSpec, tensorData, toJsonTensor } from '../contracts/packed-tensors.ts';
+import type { WebhookSpec } from '../contracts/webhook.ts';
+import type { RedisClient } from '../redis/client.ts';
+import { entryOutputsKey, jobTombstoneKey } from '../redis/keys.ts';
+import { jobView, parseFailure, statusOf } from './job-view.ts';
+import type { QueueLease } from './queue-cache.ts';
+
+export interface MemberViewDeps {
+  redis: Pick<RedisClient, 'get' | 'getBuffer'>;
+  prefix: string;
+}
+
+export type EntryJob = Job<EntryData, EntryResult>;
+
+/**
+ * Member `memberId`'s view in entry `job` of queue `queue`, the entry being at `entryStatus`;
+ * undefined when the entry has no such member.
+ */
+export async function memberView(
+  deps: MemberViewDeps,
+  queue: string,
+  job: EntryJob,
+  memberId: string,
+  entryStatus: JobStatus,
+): Promise<JobView | undefined> {
+  const data = job.data;
+  const member = data.members.find((m) => m.id === memberId);
+  if (!member) return undefined;
+  const view: JobView = {
+    id: member.id,
+    tenant: data.tenant,
+    model: data.model,
+    version: data.version,
+    status: entryStatus,
+    createdAt: member.submittedAt,
+    attemptsMade: job.attemptsMade,
+  };
+  if (job.processedOn && entryStatus !== 'queued') view.startedAt = job.processedOn;
+  if (entryStatus === 'queued' || entryStatus === 'running' || entryStatus === 'canceled') return view;
+  if (job.finishedOn) view.finishedAt = job.finishedOn;
+  if (entryStatus === 'failed') {
+    view.error = parseFailure(job.failedReason);
+    return view;
+  }
+  const result = job.returnvalue;
+  const outcome = isEntryResult(result) ? result.members[memberId] : undefined;
+  if (!outcome || !isEntryResult(result)) {
+    view.status = 'failed';
+    view.error = { code: 'inference_failed', message: 'the worker recorded no outcome for this job' };
+    return view;
+  }
+  if (outcome.status === 'skipped') {
+    const tomb = await deps.redis.get(jobTombstoneKey(deps.prefix, queue, memberId));
+    if (tomb !== null) return JSON.parse(tomb) as JobView;
+    return { ...view, status: 'canceled', error: { code: 'canceled', message: 'canceled before it started' } };
+  }
+  if (outcome.status === 'failed') {
+    view.status = 'failed';
+    view.error = outcome.error;
+    return view;
+  }
+  const outputs = await memberOutputs(deps, queue, job.id ?? '', result.outputs, outcome.row, outcome.row + member.rows);
+  view.status = 'succeeded';
+  view.result = { outputs, timings: outcome.timings, workerId: result.workerId };
+  return view;
+}
+
+/** Rows [start, end) of each output, as JSON tensors. */
+async function memberOutputs(deps: MemberViewDeps, queue: string, entryId: string, specs: PackedSpec[], start: number, end: number) {
+  if (specs.length === 0) return [];
+  const raw = await deps.redis.getBuffer(entryOutputsKey(deps.prefix, queue, entryId));
+  if (raw === null) throw new Error(`the outputs of entry ${entryId} are gone`);
+  const bytes = aligned(raw);
+  return specs.map((spec) => toJsonTensor(spec.name, spec.datatype, spec.shape, tensorData(spec, bytes), start, end));
+}
+
+/** A request BullMQ holds, read once: an entry's member, or a job from before entries. */
+export interface HeldJob {
+  id: string;
+  tenant: string;
+  webhook?: WebhookSpec;
+  /** The request's view when its BullMQ job is at `status` (e.g. the status an event says it reached). */
+  view(status: JobStatus): Promise<JobView>;
+  /** The request's own status now, by a second read; undefined once BullMQ no longer holds it. */
+  status(): Promise<JobStatus | undefined>;
+}
+
+/** The requests BullMQ job `jobId` of queue `name` carries; empty when BullMQ does not hold it (any more). */
+export async function readHeldJobs(deps: MemberViewDeps, queues: QueueLease, name: string, jobId: string): Promise<HeldJob[]> {
+  const job = await Job.fromId<JobData | EntryData, JobResult | EntryResult>(queues.reader(name), jobId);
+  if (!job?.id) return [];
+  if (!isEntryData(job.data)) {
+    const legacy = job as Job<JobData, JobResult>;
+    const held: HeldJob = {
+      id: legacy.id ?? jobId,
+      tenant: legacy.data.tenant,
+      view: async (status) => jobView(legacy, status),
+      status: async () => statusOf(await legacy.getState()),
+    };
+    if (legacy.data.webhook) held.webhook = legacy.data.webhook;
+    return [held];
+  }
+  const entry = job as EntryJob;
+  return entry.data.members.map((m) => {
+    const held: HeldJob = {
+      id: m.id,
+      tenant: entry.data.tenant,
+      view: async (status) => (await memberView(deps, name, entry, m.id, status)) as JobView,
+      status: async () => {
+        const state = statusOf(await entry.getState());
+        if (state === undefined) return undefined;
+        const fresh = await Job.fromId<EntryData, EntryResult>(queues.reader(name) as never, jobId);
+        if (!fresh) return undefined;
+        return (await memberView(deps, name, fresh, m.id, state))?.status;
+      },
+    };
+    if (m.webhook) held.webhook = m.webhook;
+    return held;
+  });
+}
