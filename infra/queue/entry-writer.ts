@@ -28,7 +28,7 @@ import {
 } from '../contracts/entry.ts';
 import { PRIORITIES, type Priority, queueName } from '../contracts/job.ts';
 import { type PackedSpec, packTensors, type TensorData, type TensorToPack } from '../contracts/packed-tensors.ts';
-import type { RedisClient } from '../redis/client.ts';
+import { isCluster, type RedisClient } from '../redis/client.ts';
 import { entryInputsKey, jobIndexKey } from '../redis/keys.ts';
 import type { QueueLease } from './queue-cache.ts';
 
@@ -193,13 +193,22 @@ async function writeEntry(options: EntryWriterOptions, queue: string, priority: 
   if (first.outputs) data.outputs = first.outputs;
 
   const { redis, prefix, retentionS } = options;
-  const pipeline = redis.pipeline();
   const location = memberLocation(queue, entryId);
-  for (const m of members) pipeline.set(jobIndexKey(prefix, m.id), location, 'EX', retentionS);
-  pipeline.set(entryInputsKey(prefix, queue, entryId), bytes, 'EX', retentionS);
-  const replies = (await pipeline.exec()) ?? [];
-  const failed = replies.find(([err]) => err);
-  if (failed) throw failed[0];
+  const inputsKey = entryInputsKey(prefix, queue, entryId);
+  if (isCluster(redis)) {
+    // The index keys lie in every slot, so no one pipeline reaches them: concurrent SETs, which ioredis sends per node.
+    await Promise.all([
+      ...members.map((m) => redis.set(jobIndexKey(prefix, m.id), location, 'EX', retentionS)),
+      redis.set(inputsKey, bytes, 'EX', retentionS),
+    ]);
+  } else {
+    const pipeline = redis.pipeline();
+    for (const m of members) pipeline.set(jobIndexKey(prefix, m.id), location, 'EX', retentionS);
+    pipeline.set(inputsKey, bytes, 'EX', retentionS);
+    const replies = (await pipeline.exec()) ?? [];
+    const failed = replies.find(([err]) => err);
+    if (failed) throw failed[0];
+  }
 
   // The producer handle is typed for JobData; an entry is the other kind of job it carries.
   const producer = options.queues.producer(queue) as unknown as {
