@@ -2,7 +2,8 @@
 // idempotency and rate limits run on the real Redis of the test services (their logic lives there).
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import type { JobData, JobResult, Priority } from '../infra/contracts/job.ts';
+import type { QueuedRequest } from '../infra/contracts/entry.ts';
+import type { JobResult, Priority } from '../infra/contracts/job.ts';
 import type { ModelManifest } from '../infra/contracts/manifest.ts';
 import { ManualClock } from '../infra/kernel/clock.ts';
 import { NotFoundError } from '../infra/kernel/errors.ts';
@@ -37,12 +38,12 @@ function manifest(version: string): ModelManifest {
 
 /** Jobs in memory. `finish` decides, at enqueue, how a job ends (a stand-in worker); undefined leaves it queued. */
 class FakeJobQueue implements AppJobQueue {
-  readonly jobs = new Map<string, { data: JobData; priority: Priority; view: JobView }>();
+  readonly jobs = new Map<string, { data: QueuedRequest; priority: Priority; view: JobView }>();
   readonly waits: Array<{ jobId: string; timeoutMs: number }> = [];
-  finish: ((data: JobData) => Pick<JobView, 'status' | 'result' | 'error'> | undefined) | undefined;
+  finish: ((data: QueuedRequest) => Pick<JobView, 'status' | 'result' | 'error'> | undefined) | undefined;
   failEnqueue = false;
 
-  async enqueue(data: JobData, { priority, jobId }: { priority: Priority; jobId: string }) {
+  async enqueue(data: QueuedRequest, { priority, jobId }: { priority: Priority; jobId: string }) {
     if (this.failEnqueue) throw new Error('ECONNREFUSED 127.0.0.1:6379');
     const view: JobView = {
       id: jobId,
@@ -242,6 +243,9 @@ describe('createApp', () => {
       expect(job?.priority).toBe('normal');
       expect(job?.data).toMatchObject({ tenant: 'tenant-a', model: 'scorer', version: '1', submittedAt: T0 });
       expect(job?.data.inputs[0]?.shape).toEqual([3, 4]);
+      // Packed once, here: the queue gets typed arrays, never JSON numbers.
+      expect(job?.data.rows).toBe(3);
+      expect(job?.data.inputs[0]?.data).toEqual(Float32Array.from({ length: 12 }, (_, i) => i));
     });
 
     it('honours priority and an explicit version; falls back to the latest when not deployed', async () => {

@@ -1,22 +1,27 @@
-// The BullMQ job queue against a real Redis, with plain BullMQ Workers standing in for warmpool's.
-import { type Job, type Processor, UnrecoverableError, Worker } from 'bullmq';
+// The BullMQ job queue against a real Redis, with plain BullMQ Workers running queue entries
+// (test/support/entry-worker.ts) standing in for warmpool's.
+import { UnrecoverableError, type Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { AppJobQueue } from '../api/app.ts';
 import type { JobQueue } from '../api/ports.ts';
-import { type JobData, type JobResult, type JobStatus, type JobView, queueName } from '../infra/contracts/job.ts';
+import type { QueuedRequest } from '../infra/contracts/entry.ts';
+import { type JobStatus, type JobView, queueName } from '../infra/contracts/job.ts';
+import type { TensorToPack } from '../infra/contracts/packed-tensors.ts';
 import { ManualClock } from '../infra/kernel/clock.ts';
 import { NotFoundError } from '../infra/kernel/errors.ts';
 import { isClusterUrl } from '../infra/kernel/redis-url.ts';
 import { type BullJobQueue, createBullJobQueue, parseFailure } from '../infra/queue/index.ts';
 import { closeRedis, createRedis, deleteMany, type RedisClient, scanKeys } from '../infra/redis/client.ts';
+import { memberEntry } from './support/entries.ts';
+import { type MemberFn, startEntryWorker } from './support/entry-worker.ts';
 import { testServices, uniqueId } from './support/services.ts';
 
-const result = (id: string): JobResult => ({
-  outputs: [{ name: 'score', datatype: 'FP32', shape: [1, 1], data: [0.5] }],
-  timings: { queueMs: 1, inferMs: 2, batchRows: 1 },
-  workerId: `w-${id}`,
-});
+/** What the stand-in worker answers for every member: one score of 0.5. */
+const SCORE: TensorToPack[] = [{ name: 'score', datatype: 'FP32', shape: [1, 1], data: Float32Array.of(0.5) }];
+const score = async () => SCORE;
+/** SCORE as the API shows it. */
+const outputs = [{ name: 'score', datatype: 'FP32', shape: [1, 1], data: [0.5] }];
 
 describe('createBullJobQueue', () => {
   let prefix: string;
@@ -25,20 +30,17 @@ describe('createBullJobQueue', () => {
   const workers: Worker[] = [];
   let model: string;
 
-  const data = (tenant = 'tenant-a'): JobData => ({
+  const data = (tenant = 'tenant-a'): QueuedRequest => ({
     tenant,
     model,
     version: '1',
-    inputs: [{ name: 'features', datatype: 'FP32', shape: [1, 2], data: [1, 2] }],
+    rows: 1,
+    inputs: [{ name: 'features', datatype: 'FP32', shape: [1, 2], data: Float32Array.of(1, 2) }],
     submittedAt: Date.now(),
   });
 
-  function startWorker(processor: Processor<JobData, JobResult>, concurrency = 1): Worker {
-    const worker = new Worker<JobData, JobResult>(queueName(model, '1'), processor, {
-      connection: redis,
-      prefix,
-      concurrency,
-    });
+  function startWorker(run: MemberFn, concurrency = 1): Worker {
+    const worker = startEntryWorker({ redis, prefix, model, run, concurrency, workerId: `w-${model}` });
     workers.push(worker);
     return worker;
   }
@@ -73,15 +75,20 @@ describe('createBullJobQueue', () => {
     expect(queued).toMatchObject({ id: 'job_ok1', tenant: 'tenant-a', model, version: '1', status: 'queued', attemptsMade: 0 });
     expect(queued?.result).toBeUndefined();
     expect(await jobs.depth(model, '1')).toBe(1);
-    expect(await redis.get(`${prefix}:job:job_ok1`)).toBe(queueName(model, '1'));
+    // The index names the queue entry that carries the request; alone, it is the entry's only member.
+    const index = await redis.get(`${prefix}:job:job_ok1`);
+    expect(index).toMatch(new RegExp(`^${escapeRegExp(queueName(model, '1'))}#ent_[A-Za-z0-9_-]{20}$`));
     expect(await redis.ttl(`${prefix}:job:job_ok1`)).toBeGreaterThan(0);
+    const held = await memberEntry(redis, prefix, 'job_ok1');
+    expect(`${held?.queue}#${held?.entry.id}`).toBe(index);
+    expect(held?.entry.data.members.map((m) => m.id)).toEqual(['job_ok1']);
 
-    startWorker(async (job: Job<JobData, JobResult>) => result(job.id ?? ''));
+    startWorker(score);
     const done = await jobs.waitFor('job_ok1', 30_000);
     expect(done.status).toBe('succeeded');
-    expect(done.result).toEqual(result('job_ok1'));
+    expect(done.result).toMatchObject({ outputs, workerId: `w-${model}`, timings: { batchRows: 1 } });
     const view = await jobs.get('job_ok1');
-    expect(view).toMatchObject({ status: 'succeeded', attemptsMade: 1, result: result('job_ok1') });
+    expect(view).toMatchObject({ status: 'succeeded', attemptsMade: 1, result: done.result });
     expect(view?.startedAt).toBeGreaterThanOrEqual(view?.createdAt ?? Infinity);
     expect(view?.finishedAt).toBeGreaterThanOrEqual(view?.startedAt ?? Infinity);
     expect(await jobs.depth(model, '1')).toBe(0);
@@ -89,8 +96,8 @@ describe('createBullJobQueue', () => {
 
   it('reports failures: invalid_input from an UnrecoverableError, inference_failed otherwise', async () => {
     nextModel();
-    startWorker(async (job) => {
-      if (job.id === 'job_bad') throw new UnrecoverableError('invalid_input: input "features": data[3] must be a finite number');
+    startWorker(async ({ member }) => {
+      if (member.id === 'job_bad') throw new UnrecoverableError('invalid_input: input "features": data[3] must be a finite number');
       throw new Error('session exploded');
     });
     await jobs.enqueue(data(), { priority: 'normal', jobId: 'job_bad' });
@@ -105,7 +112,7 @@ describe('createBullJobQueue', () => {
 
   it('waitFor returns a job that finished before the wait began', async () => {
     nextModel();
-    const worker = startWorker(async () => result('early'));
+    const worker = startWorker(score);
     const completed = new Promise<void>((resolve) => worker.on('completed', () => resolve()));
     await jobs.enqueue(data(), { priority: 'high', jobId: 'job_early' });
     await completed;
@@ -123,9 +130,9 @@ describe('createBullJobQueue', () => {
     nextModel();
     const retrying = createBullJobQueue({ connection: testServices().redisUrl, prefix, retentionS: 600, attempts: 2, backoffMs: 10 });
     try {
-      startWorker(async (job) => {
-        if (job.attemptsMade === 0) throw new Error('transient');
-        return result('retried');
+      startWorker(async ({ attemptsMade }) => {
+        if (attemptsMade === 0) throw new Error('transient');
+        return SCORE;
       });
       await retrying.enqueue(data(), { priority: 'normal', jobId: 'job_retry' });
       const view = await retrying.waitFor('job_retry', 30_000);
@@ -151,9 +158,9 @@ describe('createBullJobQueue', () => {
     await jobs.enqueue(data(), { priority: 'high', jobId: 'job_p_high' });
     expect(await jobs.depth(model, '1')).toBe(3);
     const order: string[] = [];
-    startWorker(async (job) => {
-      order.push(job.id ?? '');
-      return result(job.id ?? '');
+    startWorker(async ({ member }) => {
+      order.push(member.id);
+      return SCORE;
     });
     await jobs.waitFor('job_p_low', 30_000);
     expect(order).toEqual(['job_p_high', 'job_p_normal', 'job_p_low']);
@@ -165,10 +172,10 @@ describe('createBullJobQueue', () => {
     const gate = new Promise<void>((resolve) => (release = resolve));
     let took: (id: string) => void = () => undefined;
     const taken = new Promise<string>((resolve) => (took = resolve));
-    startWorker(async (job) => {
-      took(job.id ?? '');
+    startWorker(async ({ member }) => {
+      took(member.id);
       await gate;
-      return result(job.id ?? '');
+      return SCORE;
     });
     return { taken, release };
   }
@@ -185,9 +192,9 @@ describe('createBullJobQueue', () => {
       expect(await jobs.depth(model, '1')).toBe(0);
       // BullMQ no longer holds it: a worker started now takes the next job, not the canceled one.
       const seen: string[] = [];
-      startWorker(async (job) => {
-        seen.push(job.id ?? '');
-        return result(job.id ?? '');
+      startWorker(async ({ member }) => {
+        seen.push(member.id);
+        return SCORE;
       });
       await jobs.enqueue(data(), { priority: 'normal', jobId: 'job_c1_next' });
       await jobs.waitFor('job_c1_next', 30_000);
@@ -250,7 +257,7 @@ describe('createBullJobQueue', () => {
     });
     afterAll(() => timed.close());
 
-    const withDeadline = (timeoutMs: number): JobData => ({ ...data(), submittedAt: clock.now(), timeoutMs });
+    const withDeadline = (timeoutMs: number): QueuedRequest => ({ ...data(), submittedAt: clock.now(), timeoutMs });
 
     it('fails a queued job seen past its deadline with deadline_exceeded, and removes it from the queue', async () => {
       nextModel();
@@ -367,6 +374,10 @@ describe('parseFailure', () => {
     expect(parseFailure('job stalled more than allowable limit').code).toBe('worker_crashed');
   });
 });
+
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
 
 function redisOptions(url: string): { host: string; port: number } {
   const u = new URL(url);

@@ -15,6 +15,7 @@ import { Queue } from 'bullmq';
 import type { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDeliveryStore } from '../api/webhooks/delivery-store.ts';
+import type { QueuedRequest } from '../infra/contracts/entry.ts';
 import { type JobData, queueName } from '../infra/contracts/job.ts';
 import { createDeploymentStore } from '../infra/deployments/deployment-store.ts';
 import { listHeartbeats } from '../infra/fleet/worker-states.ts';
@@ -126,11 +127,12 @@ describe('keys on a Redis Cluster', () => {
     const prefix = uniqueId('cancel');
     const jobs = createBullJobQueue({ connection: cluster.url, prefix, retentionS: 600, attempts: 1 });
     try {
-      const data: JobData = {
+      const data: QueuedRequest = {
         tenant: 't',
         model: 'm',
         version: '1',
-        inputs: [{ name: 'x', shape: [1, 1], datatype: 'FP32', data: [1] }],
+        rows: 1,
+        inputs: [{ name: 'x', shape: [1, 1], datatype: 'FP32', data: Float32Array.of(1) }],
         submittedAt: Date.now(),
       };
       await jobs.enqueue(data, { priority: 'normal', jobId: 'job-1' });
@@ -138,6 +140,16 @@ describe('keys on a Redis Cluster', () => {
       expect((await jobs.cancel('job-1'))?.status).toBe('canceled');
       expect((await jobs.get('job-1'))?.status).toBe('canceled');
       expect(await jobs.depth('m', '1')).toBe(0);
+
+      // Requests sharing one queue entry: their index keys lie on several masters, the entry on one.
+      const ids = Array.from({ length: 12 }, (_, i) => `job-s${i}`);
+      await Promise.all(ids.map((jobId) => jobs.enqueue(data, { priority: 'normal', jobId })));
+      const locations = await Promise.all(ids.map((id) => redis.get(`${prefix}:job:${id}`)));
+      expect(new Set(locations).size).toBe(1);
+      expect(new Set((await ownerOf(`${prefix}:job:job-s*`)).values()).size).toBeGreaterThan(1);
+      expect((await jobs.cancel('job-s3'))?.status).toBe('canceled');
+      expect((await jobs.get('job-s3'))?.status).toBe('canceled');
+      expect((await jobs.get('job-s4'))?.status).toBe('queued');
     } finally {
       await jobs.close();
     }

@@ -3,17 +3,18 @@
  * fallback model, on the real BullMQ job queue, result cache and idempotency store over the
  * test Redis. The registry and the deployment record are in-memory stand-ins for their ports.
  */
-import { Queue } from 'bullmq';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { type JobData, queueName } from '../../infra/contracts/job.ts';
+import { PRIORITIES } from '../../infra/contracts/job.ts';
 import type { ModelManifest } from '../../infra/contracts/manifest.ts';
 import type { OipTensor } from '../../infra/contracts/oip.ts';
+import { packTensors } from '../../infra/contracts/packed-tensors.ts';
 import { systemClock } from '../../infra/kernel/clock.ts';
 import { InvalidInputError, NotFoundError, OverloadedError } from '../../infra/kernel/errors.ts';
 import { type BullJobQueue, createBullJobQueue } from '../../infra/queue/index.ts';
 import { closeRedis, createRedis, deleteMany, scanKeys } from '../../infra/redis/client.ts';
 import { createOpenJobs } from '../../infra/redis/open-jobs.ts';
-import { createResultCache } from '../../infra/redis/result-cache.ts';
+import { createResultCache, requestDigest } from '../../infra/redis/result-cache.ts';
+import { memberEntry } from '../../test/support/entries.ts';
 import { testServices, uniqueId } from '../../test/support/services.ts';
 import { createIdempotencyStore } from '../http/idempotency.ts';
 import type { ModelCatalog } from '../ports.ts';
@@ -65,13 +66,17 @@ function submit(input: Partial<SubmitJobInput> & { body: unknown }) {
   return submitJob(deps, { tenant: 'tenant-a', model: 'scorer', kind: 'async', ...input });
 }
 
-/** Stores a result as a worker of `m` would after running `values`. */
+/** Stores a result as a worker of `m` would after running `values` (all outputs asked for). */
 async function remember(m: ModelManifest, values: number[]) {
   const cache = createResultCache(redis, { prefix });
-  await cache.put(
-    { tenant: 'tenant-a', model: m.name, version: m.version, modelSha256: m.sha256, inputs: [features(values)] },
-    { outputs, workerId: 'w-1' },
-  );
+  const input = Float32Array.from(values);
+  const digest = requestDigest({
+    tenant: 'tenant-a',
+    modelSha256: m.sha256,
+    tensors: [{ name: 'features', datatype: 'FP32', shape: [1, values.length], bytes: new Uint8Array(input.buffer) }],
+  });
+  const packed = packTensors(outputs.map((o) => ({ ...o, data: Float32Array.from(o.data as number[]) })));
+  await cache.put(m.name, m.version, digest, { outputs: packed, workerId: 'w-1' });
 }
 
 async function rejection(promise: Promise<unknown>): Promise<unknown> {
@@ -83,13 +88,15 @@ async function rejection(promise: Promise<unknown>): Promise<unknown> {
   );
 }
 
+/**
+ * The queued request `id` of model `model`, version `version`: its member record in the queue
+ * entry that carries it, the entry's data and options; undefined when BullMQ holds no such request.
+ */
 async function queuedJob(model: string, version: string, id: string) {
-  const queue = new Queue<JobData>(queueName(model, version), { connection: redis, prefix });
-  try {
-    return await queue.getJob(id);
-  } finally {
-    await queue.close();
-  }
+  const held = await memberEntry(redis, prefix, id);
+  if (!held) return undefined;
+  expect(held.entry.data).toMatchObject({ model, version });
+  return { member: held.member, data: held.entry.data, opts: held.entry.opts };
 }
 
 /** Fills a queue with `n` distinct jobs (nothing drains it in these tests). */
@@ -161,7 +168,12 @@ describe('result cache at submit', () => {
     await remember(manifests.get('scorer@1') as ModelManifest, [1, 2, 3, 4]);
     const job = await submit({ body: body([1, 2, 3, 4], { cache: false }) });
     expect(job).not.toHaveProperty('cached');
-    expect((await queuedJob('scorer', '1', job.id))?.data.cache).toBe(false);
+    // No digest: the worker has nowhere to store its result. A member that uses the cache carries one.
+    const optedOut = await queuedJob('scorer', '1', job.id);
+    expect(optedOut?.member).toBeDefined();
+    expect(optedOut?.member).not.toHaveProperty('cacheDigest');
+    const cached = await submit({ body: body([4, 3, 2, 1]) });
+    expect((await queuedJob('scorer', '1', cached.id))?.member.cacheDigest).toMatch(/^[0-9a-f]{64}$/);
     const repeat = await submit({ body: body() });
     expect(repeat.cached).toBe(true);
     expect(await queuedJob('scorer', '1', repeat.id)).toBeUndefined();
@@ -218,7 +230,7 @@ describe('fallback under overload', () => {
     expect(degraded).toMatchObject({ model: 'lite', version: '1', fallbackFor: { model: 'scorer', version: '1' } });
     const queued = await queuedJob('lite', '1', degraded.id);
     expect(queued?.data).toMatchObject({ model: 'lite', version: '1' });
-    expect(queued?.opts.priority).toBe(1); // the request's own priority, not low
+    expect(queued?.opts.priority).toBe(PRIORITIES.high); // the request's own priority, not low
     expect(await jobs.depth('scorer', '1')).toBe(2);
   });
 
@@ -234,7 +246,7 @@ describe('fallback under overload', () => {
     await fill('scorer', '1', 1);
     const job = await submit({ body: body([1, 2, 3, 4], { degradable: true }) });
     expect(job).toMatchObject({ model: 'scorer', version: '1' });
-    expect((await queuedJob('scorer', '1', job.id))?.opts.priority).toBe(10);
+    expect((await queuedJob('scorer', '1', job.id))?.opts.priority).toBe(PRIORITIES.low);
   });
 
   it('treats a fallback missing from the registry as no fallback', async () => {
@@ -277,10 +289,13 @@ describe('what a job stores, and how many a tenant may hold', () => {
   it('keeps neither parameters nor the OIP id with the queued job; the id still comes back to the caller', async () => {
     const job = await submit({ body: body([1, 2, 3, 4], { cache: false, parameters: { note: 'n' }, id: 'req-9' }) });
     expect(job.requestId).toBe('req-9');
-    const data = (await queuedJob('scorer', '1', job.id))?.data;
-    expect(data).toBeDefined();
-    expect(data).not.toHaveProperty('parameters');
-    expect(data).not.toHaveProperty('requestId');
+    const queued = await queuedJob('scorer', '1', job.id);
+    expect(queued).toBeDefined();
+    for (const stored of [queued?.data, queued?.member, ...(queued?.data.inputs ?? [])]) {
+      expect(stored).not.toHaveProperty('parameters');
+      expect(stored).not.toHaveProperty('requestId');
+    }
+    expect(JSON.stringify(queued?.data)).not.toContain('req-9');
   });
 
   it('refuses a tenant past its open jobs with 429 too_many_open_jobs; a canceled job makes room', async () => {
