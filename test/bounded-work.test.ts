@@ -13,7 +13,7 @@
  * - a tenant's open jobs are capped: 429 too_many_open_jobs, and released when jobs end.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { JobData } from '../infra/contracts/job.ts';
+import type { QueuedRequest } from '../infra/contracts/entry.ts';
 import { listHeartbeats } from '../infra/fleet/worker-states.ts';
 import { systemClock } from '../infra/kernel/clock.ts';
 import { loadConfig } from '../infra/kernel/config.ts';
@@ -23,6 +23,7 @@ import { openJobsKey } from '../infra/redis/keys.ts';
 import { createArrivalHistory } from '../infra/telemetry/arrival-history.ts';
 import { buildDynamicAxisModel } from '../scripts/fixtures/onnx-models.ts';
 import { startTestApi } from './support/api-app.ts';
+import { memberEntry } from './support/entries.ts';
 import { KEY_A, KEY_B, startStack, type TestStack, waitForJob } from './support/stack.ts';
 
 const MODEL = 'seqsum';
@@ -152,12 +153,17 @@ describe('parameters and id', () => {
     };
     const res = await post(IDLE, body);
     expect(res.status).toBe(202);
-    const data = await stack.withQueue(IDLE, '1', async (queue) => (await queue.getJob(res.body.id as string))?.data as JobData);
-    expect(data).not.toHaveProperty('parameters');
-    expect(data).not.toHaveProperty('requestId');
-    expect(data.inputs[0]).not.toHaveProperty('parameters');
-    expect(data.outputs).toEqual([{ name: 'total' }]);
+    // The request is a member of a queue entry: its record there, the entry's data, its packed inputs' specs.
+    const held = await memberEntry(redis, stack.config.queuePrefix, res.body.id as string);
+    expect(held).toBeDefined();
+    const data = held?.entry.data;
+    for (const stored of [data, held?.member, ...(data?.inputs ?? [])]) {
+      expect(stored).not.toHaveProperty('parameters');
+      expect(stored).not.toHaveProperty('requestId');
+    }
+    expect(data?.outputs).toEqual([{ name: 'total' }]);
     expect(JSON.stringify(data)).not.toContain('kept nowhere');
+    expect(JSON.stringify(data)).not.toContain('req-1');
     await stack.call(`/v1/jobs/${res.body.id}`, { method: 'DELETE' });
   });
 });
@@ -165,11 +171,12 @@ describe('parameters and id', () => {
 describe("the worker's own check", () => {
   it('a crafted queue entry declaring 1e9 rows fails as invalid_input, and the worker serves on', async () => {
     const id = `job_crafted_${Date.now()}`;
-    const crafted: JobData = {
+    const crafted: QueuedRequest = {
       tenant: 'tenant-a',
       model: MODEL,
       version: '1',
-      inputs: [{ name: 'seq', datatype: 'FP32', shape: [1e9, 0], data: [] }],
+      rows: 1e9,
+      inputs: [{ name: 'seq', datatype: 'FP32', shape: [1e9, 0], data: new Float32Array(0) }],
       submittedAt: Date.now(),
     };
     await producer.enqueue(crafted, { priority: 'normal', jobId: id });
