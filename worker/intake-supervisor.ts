@@ -18,8 +18,7 @@
  * The first intake runs on the worker's shared Redis client; each replacement on its own
  * duplicate, closed with the supervisor.
  */
-import type { Worker } from 'bullmq';
-import { type JobData, type JobResult, queueName } from '../infra/contracts/job.ts';
+import { queueName } from '../infra/contracts/job.ts';
 import type { ModelManifest } from '../infra/contracts/manifest.ts';
 import type { Clock } from '../infra/kernel/clock.ts';
 import type { Log } from '../infra/kernel/log.ts';
@@ -28,7 +27,21 @@ import { queueKey } from '../infra/redis/keys.ts';
 import type { IntakeGate } from './intake.ts';
 import { createIntakeWatchdog, type IntakeWatchdog, type StallInfo } from './intake-watchdog.ts';
 
-type Intake = Worker<JobData, JobResult>;
+/**
+ * What the supervisor does with a BullMQ Worker (the intake's `IntakeWorker`, or any other): it
+ * starts, pauses and closes it and counts its jobs, never looking at their data or results.
+ */
+export interface Intake {
+  on(event: 'active' | 'completed' | 'failed', listener: () => void): unknown;
+  on(event: 'error', listener: (err: Error) => void): unknown;
+  removeAllListeners(): unknown;
+  isPaused(): boolean;
+  isRunning(): boolean;
+  run(): Promise<unknown>;
+  pause(doNotWaitActive?: boolean): Promise<void>;
+  resume(): void;
+  close(force?: boolean): Promise<void>;
+}
 
 export interface IntakeSupervisorDeps {
   redis: RedisClient;

@@ -21,12 +21,13 @@
  * marks it, and the next worker to fetch it fails it at once without running it (BullMQ's
  * "job stalled more than allowable limit", shown as `worker_crashed`: infra/queue/job-view.ts).
  *
- * A job that succeeds leaves its outputs in the result cache (infra/redis/result-cache.ts) for the
- * API to answer repeats with, unless it opted out (`cache: false`). The entry is written before
- * the job completes, so a repeat sent after the job is seen succeeded finds it. Failing to write
- * it never fails the job: the cache is an optimisation.
+ * Two kinds of job: queue entries (`entry`: many requests, packed tensors; entry-intake.ts), how
+ * the API sends online requests, and `infer` jobs with JSON or base64 tensors: bulk chunks, and
+ * online jobs an older API queued. Only entries fill the result cache (infra/redis/result-cache.ts,
+ * which holds packed outputs); an `infer` job's outputs are its returnvalue alone.
  */
 import { type Job, UnrecoverableError, WaitingError, Worker } from 'bullmq';
+import { type EntryData, type EntryResult, isEntryData } from '../infra/contracts/entry.ts';
 import type { JobData, JobResult } from '../infra/contracts/job.ts';
 import { queueName } from '../infra/contracts/job.ts';
 import type { ModelManifest } from '../infra/contracts/manifest.ts';
@@ -44,6 +45,7 @@ import type { BulkPartWriter } from './bulk-part.ts';
 import { EngineRejectedError, type EngineTensor } from './engine/engine.ts';
 import { rejectionOf } from './engine/rejections.ts';
 import { concatRows, engineToOip, oipToEngine, sliceRows } from './engine/tensor-codec.ts';
+import { type EntryDeps, entryEnded, processEntry } from './entry-intake.ts';
 
 /** A forward pass failed for one slice alone: the job's data is what the model rejects. */
 export class SliceFailedError extends Error {}
@@ -63,12 +65,16 @@ export interface IntakeOptions {
   workerId: string;
   /** The worker's clock: when a job without BullMQ's processedOn stamp was taken. */
   clock: Pick<Clock, 'now'>;
-  /** Where successful results are stored for repeats; no caching when absent. */
-  results?: Pick<ResultCache, 'put'>;
+  /** JOB_RETENTION_S: how long an entry's outputs are kept. */
+  retentionS: number;
+  /** Where entries' successful results are stored for repeats; no caching when absent. */
+  results?: Pick<ResultCache, 'putMany'>;
   /** Writes a bulk chunk's part (worker/bulk-part.ts); bulk chunk jobs fail (and retry) without it. */
   writePart?: BulkPartWriter;
   /** A result that could not be stored (the job still succeeds). */
   onCacheError?: (err: unknown) => void;
+  /** An ended entry's inputs that could not be deleted (they expire after JOB_RETENTION_S). */
+  onCleanupError?: (err: unknown) => void;
   /** A forward pass ONNX Runtime rejected for this job alone: ORT's full message, for operators. */
   onRejected?: (e: { jobId: string; code: string; ortMessage: string }) => void;
   onJobDone?: (e: { outcome: 'succeeded' | 'failed' | 'retry'; queueMs: number; rows: number }) => void;
@@ -77,6 +83,11 @@ export interface IntakeOptions {
   /** Told of each online job that ended here for good, so it no longer counts among its tenant's open jobs. */
   openJobs?: Pick<OpenJobsReleaser, 'release'>;
 }
+
+/** What the intake takes: entries, and `infer` jobs (bulk chunks, an older API's online jobs). */
+export type IntakeData = JobData | EntryData;
+export type IntakeResult = JobResult | EntryResult;
+export type IntakeWorker = Worker<IntakeData, IntakeResult>;
 
 export interface JobBounds {
   maxRows: number;
@@ -118,20 +129,27 @@ export async function admitOrReturn(
   throw new WaitingError();
 }
 
-export function createIntake(options: IntakeOptions): Worker<JobData, JobResult> {
+export function createIntake(options: IntakeOptions): IntakeWorker {
   const { manifest } = options;
-  const process = async (job: Job<JobData, JobResult>, token?: string): Promise<JobResult> => {
+  const queue = queueName(manifest.name, manifest.version);
+  const entries: EntryDeps = { ...options, redis: options.connection, queue };
+  const process = async (job: Job<IntakeData, IntakeResult>, token?: string): Promise<IntakeResult> => {
     await admitOrReturn(job, token, options.gate, options.clock);
     const startedAt = job.processedOn ?? options.clock.now();
-    const queueMs = Math.max(0, startedAt - job.data.submittedAt);
-    const { timeoutMs } = job.data;
+    const data = job.data;
+    if (isEntryData(data)) return processEntry(entries, job.id ?? '', data, startedAt);
+    return processJob(job.id ?? '', data, startedAt);
+  };
+  const processJob = async (jobId: string, data: JobData, startedAt: number): Promise<JobResult> => {
+    const queueMs = Math.max(0, startedAt - data.submittedAt);
+    const { timeoutMs } = data;
     if (timeoutMs !== undefined && queueMs > timeoutMs) {
       options.onJobDone?.({ outcome: 'failed', queueMs, rows: 0 });
       throw new UnrecoverableError(`deadline_exceeded: the job waited ${queueMs} ms for a worker; its deadline was ${timeoutMs} ms`);
     }
     try {
-      const result = await runJob(job.data, options, queueMs);
-      const bulk = job.data.bulk;
+      const result = await runJob(data, options, queueMs);
+      const bulk = data.bulk;
       if (bulk) {
         // A bulk chunk's rows go to S3 as its part; the job carries only where (and no cache entry).
         if (!options.writePart) throw new Error('this worker has no object store for bulk parts');
@@ -139,7 +157,6 @@ export function createIntake(options: IntakeOptions): Worker<JobData, JobResult>
         options.onJobDone?.({ outcome: 'succeeded', queueMs, rows: result.rows });
         return { ...result.result, outputs: [], part };
       }
-      await remember(job.data, result.result, options);
       options.onJobDone?.({ outcome: 'succeeded', queueMs, rows: result.rows });
       return result.result;
     } catch (err) {
@@ -148,13 +165,13 @@ export function createIntake(options: IntakeOptions): Worker<JobData, JobResult>
       if (err instanceof InvalidInputError) throw new UnrecoverableError(`invalid_input: ${err.message}`);
       if (err instanceof SliceFailedError) {
         const { code, message } = rejectionOf(err.message);
-        options.onRejected?.({ jobId: job.id ?? '', code, ortMessage: err.message });
+        options.onRejected?.({ jobId, code, ortMessage: err.message });
         throw new UnrecoverableError(`${code}: ${message}`);
       }
       throw err;
     }
   };
-  const worker = new Worker<JobData, JobResult>(queueName(manifest.name, manifest.version), process, {
+  const worker = new Worker<IntakeData, IntakeResult>(queue, process, {
     connection: options.connection,
     prefix: options.prefix,
     concurrency: options.concurrency,
@@ -165,15 +182,17 @@ export function createIntake(options: IntakeOptions): Worker<JobData, JobResult>
     name: options.workerId,
   });
   const { openJobs } = options;
-  if (openJobs) {
-    // Every end, the stalled-job failure too (BullMQ fails it before the processor runs). A
-    // failed attempt that will be retried has no finishedOn yet: the job is still open.
-    const ended = (job: Job<JobData, JobResult> | undefined) => {
-      if (job?.id && job.finishedOn !== undefined && !job.data.bulk) openJobs.release(job.data.tenant, job.id);
-    };
-    worker.on('completed', ended);
-    worker.on('failed', ended);
-  }
+  const onCleanupError = options.onCleanupError ?? (() => undefined);
+  // Every end, the stalled-job failure too (BullMQ fails it before the processor runs). A failed
+  // attempt that will be retried has no finishedOn yet: the job is still open, its inputs needed.
+  const ended = (job: Job<IntakeData, IntakeResult> | undefined) => {
+    if (!job?.id || job.finishedOn === undefined) return;
+    const data = job.data;
+    if (isEntryData(data)) entryEnded({ redis: options.connection, prefix: options.prefix, queue, openJobs }, job.id, data, onCleanupError);
+    else if (!data.bulk) openJobs?.release(data.tenant, job.id);
+  };
+  worker.on('completed', ended);
+  worker.on('failed', ended);
   return worker;
 }
 
@@ -244,23 +263,6 @@ function decodedChunk(data: JobData, options: Pick<IntakeOptions, 'manifest' | '
     if (t.dims.includes(0)) checkShapeBounds(name, t.dims, { maxElements: options.bounds.maxElements });
   }
   return decoded;
-}
-
-async function remember(data: JobData, result: JobResult, options: IntakeOptions): Promise<void> {
-  if (!options.results || data.cache === false) return;
-  const { manifest } = options;
-  // This worker's manifest, not the job's fields: the entry names the bytes that computed it.
-  const target = {
-    tenant: data.tenant,
-    model: manifest.name,
-    version: manifest.version,
-    modelSha256: manifest.sha256,
-    inputs: data.inputs,
-    outputs: data.outputs,
-  };
-  await options.results
-    .put(target, { outputs: result.outputs, workerId: result.workerId })
-    .catch((err: unknown) => options.onCacheError?.(err));
 }
 
 function round(ms: number): number {

@@ -364,9 +364,11 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
           stalledIntervalMs: config.worker.stalledIntervalMs,
           workerId: this.id,
           clock,
+          retentionS: config.jobs.retentionS,
           results,
           ...writePart,
           onCacheError: (err) => this.deps.log.warn({ err }, 'result not cached'),
+          onCleanupError: (err) => this.deps.log.warn({ err }, 'an ended entry’s inputs not deleted (they expire)'),
           onRejected: (e) => this.deps.log.warn(e, 'ONNX Runtime rejected a job'),
           onJobDone: (e) => {
             metrics.jobsProcessed.inc({ ...labels, outcome: e.outcome });
