@@ -430,7 +430,11 @@ describe('an entry of several members', () => {
     // Small enough for one forward pass over one buffer, which the engine may take whole: the
     // re-run of each member alone still finds the entry's bytes.
     const small = [idx([4n]), idx([-9n]), idx([5n])];
-    const again = await addEntry('lookup', small.map(() => ({ rows: 1 })), entryInputs(small));
+    const again = await addEntry(
+      'lookup',
+      small.map(() => ({ rows: 1 })),
+      entryInputs(small),
+    );
     const second = await completed('lookup', again.entryId);
     expect(Object.values(second.members).map((m) => m.status)).toEqual(['succeeded', 'failed', 'succeeded']);
     expect(second.outputs[0]?.shape).toEqual([2, 1, 4]);
