@@ -1,0 +1,219 @@
+#!/usr/bin/env node
+/**
+ * `npm run build`: the compiled JavaScript production roles run, in `dist/` (gitignored).
+ *
+ * esbuild bundles the CLI (scripts/cli.ts) with code splitting, so each role loads its own
+ * chunks and nothing else (a worker never parses the API or the bench), plus the two worker
+ * thread entries. Packages stay external: node_modules is resolved at run time as before.
+ * Every output lies flat in dist/ (`cli.js`, `ort-thread.js`, `sweep-thread.js`, chunks), with
+ * source maps (bin/warmpool.mjs turns them on for stack traces).
+ *
+ * Code that finds files beside itself (`new URL('./assets/x', import.meta.url)`,
+ * `createRequire(import.meta.url)`) keeps finding them in the source tree: in each module,
+ * `import.meta.url` becomes the URL its source file has (dist/ sits in the repository root, one
+ * level down). The exception is a thread entry the code asks for by URL (THREAD_ENTRIES): in the
+ * source tree a small .mjs loads tsx and then the TypeScript; here it is the compiled entry.
+ *
+ * A stamp (dist/build-stamp.json) records every input with its mtime, size and hash, so
+ * bin/warmpool.mjs can tell, with a stat per input, whether dist/ is still what the sources
+ * say (staleReason). Builds may run concurrently (parallel tests spawning the CLI): every file
+ * is written to a temp name and renamed, chunks (content-hashed) before the entries that import
+ * them, the stamp last. Files of earlier builds stay an hour for processes still running them.
+ *
+ *   node scripts/build.mjs            build
+ *   node scripts/build.mjs --check    exit 1, saying why, when dist/ is missing or stale
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+export const DIST = path.join(ROOT, 'dist');
+export const STAMP = path.join(DIST, 'build-stamp.json');
+const STAMP_VERSION = 1;
+
+/** Output name (dist/<name>.js) → source entry. */
+export const ENTRIES = {
+  cli: 'scripts/cli.ts',
+  'ort-thread': 'worker/engine/ort-thread.ts',
+  'sweep-thread': 'infra/simulator/sweep-thread.ts',
+};
+
+/** Thread bootstraps the sources start by URL → the compiled entry that stands in for them. */
+export const THREAD_ENTRIES = {
+  'worker/engine/thread-bootstrap.mjs': 'ort-thread',
+  'infra/simulator/sweep-thread.mjs': 'sweep-thread',
+};
+
+/** Files read by the build besides the bundled sources: a change to one rebuilds too. */
+const CONFIG_INPUTS = ['scripts/build.mjs', 'tsconfig.json'];
+
+/** Old outputs younger than this are kept: a process started from them may still import a chunk. */
+const KEEP_OLD_MS = 60 * 60 * 1000;
+
+/**
+ * Why dist/ cannot be run as it is (missing, built from other sources), or undefined when it is
+ * fresh. A stat per input; a file is hashed only when its mtime moved but its size did not (a
+ * checkout or a copy that rewrote it unchanged).
+ * @param {string} [root]
+ * @returns {string | undefined}
+ */
+export function staleReason(root = ROOT) {
+  /** @type {{ version?: number; inputs?: Record<string, [number, number, string]>; entries?: string[] }} */
+  let stamp;
+  try {
+    stamp = JSON.parse(readFileSync(path.join(root, 'dist', 'build-stamp.json'), 'utf8'));
+  } catch {
+    return 'dist/ has not been built';
+  }
+  if (stamp.version !== STAMP_VERSION || !stamp.inputs || !stamp.entries) return 'dist/ was built by another version of the build';
+  for (const entry of stamp.entries) {
+    if (!statSync(path.join(root, 'dist', entry), { throwIfNoEntry: false })) return `dist/${entry} is missing`;
+  }
+  for (const [file, [mtimeMs, size, sha1]] of Object.entries(stamp.inputs)) {
+    const st = statSync(path.join(root, file), { throwIfNoEntry: false });
+    if (!st) return `${file} is gone`;
+    if (st.size !== size || (st.mtimeMs !== mtimeMs && hashOf(path.join(root, file)) !== sha1)) return `${file} changed`;
+  }
+  return undefined;
+}
+
+/**
+ * Builds dist/ and writes its stamp. Returns the outputs written, relative to dist/. `quiet`:
+ * esbuild prints nothing (the error thrown still says what failed).
+ * @param {{ root?: string; quiet?: boolean }} [options]
+ * @returns {Promise<string[]>}
+ */
+export async function buildDist(options = {}) {
+  const root = options.root ?? ROOT;
+  const dist = path.join(root, 'dist');
+  // Loaded here, not at the top: bin/warmpool.mjs imports this module on every start for
+  // staleReason(), and production installs (npm ci --omit=dev) have no esbuild.
+  const esbuild = await import('esbuild');
+  /** @type {Record<string, [number, number, string]>} */
+  const read = {};
+  for (const file of CONFIG_INPUTS) {
+    const { mtimeMs } = statSync(path.join(root, file));
+    const bytes = readFileSync(path.join(root, file));
+    read[file] = [mtimeMs, bytes.length, createHash('sha1').update(bytes).digest('hex')];
+  }
+  // esbuild serves builds from a child process it keeps; stop it once the build is done.
+  const result = await esbuild
+    .build({
+      absWorkingDir: root,
+      entryPoints: Object.fromEntries(Object.entries(ENTRIES).map(([name, file]) => [name, path.join(root, file)])),
+      outdir: dist,
+      entryNames: '[name]',
+      chunkNames: '[name]-[hash]',
+      bundle: true,
+      splitting: true,
+      format: 'esm',
+      platform: 'node',
+      target: 'node20',
+      packages: 'external',
+      sourcemap: 'linked',
+      sourcesContent: false,
+      metafile: true,
+      write: false,
+      logLevel: options.quiet ? 'silent' : 'warning',
+      legalComments: 'none',
+      plugins: [sourcesAsRead(root, read)],
+    })
+    .finally(() => esbuild.stop());
+  mkdirSync(dist, { recursive: true });
+  const entryOutputs = new Set(Object.keys(ENTRIES).flatMap((name) => [`${name}.js`, `${name}.js.map`]));
+  const files = result.outputFiles.map((f) => ({ rel: path.relative(dist, f.path), contents: f.contents }));
+  // Chunks first, then the entries that import them: a reader never sees an entry without its chunks.
+  for (const f of files.filter((x) => !entryOutputs.has(x.rel))) writeAtomic(path.join(dist, f.rel), f.contents);
+  for (const f of files.filter((x) => entryOutputs.has(x.rel))) writeAtomic(path.join(dist, f.rel), f.contents);
+
+  // What the build read, as it read it; metafile lists the same files (checked: none missed).
+  const missed = Object.keys(result.metafile.inputs).filter((i) => !i.includes('node_modules/') && !(i in read));
+  if (missed.length > 0) throw new Error(`the build read ${missed.join(', ')} without recording it`);
+  const stamped = Object.fromEntries(Object.entries(read).sort(([a], [b]) => a.localeCompare(b)));
+  const stamp = {
+    version: STAMP_VERSION,
+    builtAt: new Date().toISOString(),
+    entries: Object.keys(ENTRIES).map((n) => `${n}.js`),
+    inputs: stamped,
+  };
+  writeAtomic(path.join(dist, 'build-stamp.json'), JSON.stringify(stamp));
+  pruneOld(dist, new Set([...files.map((f) => f.rel), 'build-stamp.json']));
+  return files.map((f) => f.rel);
+}
+
+/**
+ * The esbuild plugin that loads every source file: it records what was read (the stamp must
+ * describe the bytes compiled, not a file edited during the build), and keeps `import.meta.url`
+ * meaning what it means in the source tree (see the header). Every output is one level below the
+ * root, so `new URL('../<source>', import.meta.url)` in the output is the source file's URL.
+ * @param {string} root
+ * @param {Record<string, [number, number, string]>} read  filled: source → [mtimeMs, size, sha1]
+ * @returns {import('esbuild').Plugin}
+ */
+function sourcesAsRead(root, read) {
+  return {
+    name: 'sources-as-read',
+    setup(b) {
+      b.onLoad({ filter: /\.(ts|mts|mjs|js)$/ }, (args) => {
+        const rel = path.relative(root, args.path).split(path.sep).join('/');
+        if (rel.startsWith('..') || rel.includes('node_modules/')) return undefined;
+        // Stat before reading: a write after it moves the mtime, so the stamp cannot call it fresh.
+        const { mtimeMs } = statSync(args.path);
+        const bytes = readFileSync(args.path);
+        read[rel] = [mtimeMs, bytes.length, createHash('sha1').update(bytes).digest('hex')];
+        const loader = /\.m?ts$/.test(args.path) ? 'ts' : 'js';
+        const source = bytes.toString('utf8');
+        if (!source.includes('import.meta.url')) return { contents: source, loader };
+        const dir = path.posix.dirname(rel);
+        // The thread entries first, held by a placeholder so the second pass leaves them be.
+        const held = '__warmpool_dist_url__';
+        const contents = source
+          .replace(/new URL\((['"])([^'"]+)\1,\s*import\.meta\.url\)/g, (whole, _q, target) => {
+            const entry = THREAD_ENTRIES[/** @type {keyof typeof THREAD_ENTRIES} */ (path.posix.join(dir, target))];
+            return entry ? `new URL(${JSON.stringify(`./${entry}.js`)}, ${held})` : whole;
+          })
+          .replaceAll('import.meta.url', `new URL(${JSON.stringify(`../${rel}`)}, import.meta.url).href`)
+          .replaceAll(held, 'import.meta.url');
+        return { contents, loader };
+      });
+    },
+  };
+}
+
+/** @param {string} file */
+function hashOf(file) {
+  return createHash('sha1').update(readFileSync(file)).digest('hex');
+}
+
+/** @param {string} file @param {Uint8Array} contents */
+function writeAtomic(file, contents) {
+  const tmp = `${file}.${process.pid}.${randomBytes(3).toString('hex')}.tmp`;
+  writeFileSync(tmp, contents);
+  renameSync(tmp, file);
+}
+
+/** Removes outputs of earlier builds once no process is likely to still run them. @param {string} dist @param {Set<string>} keep */
+function pruneOld(dist, keep) {
+  const now = Date.now();
+  for (const name of readdirSync(dist)) {
+    if (keep.has(name)) continue;
+    const file = path.join(dist, name);
+    const st = statSync(file, { throwIfNoEntry: false });
+    if (st?.isFile() && now - st.mtimeMs > KEEP_OLD_MS) rmSync(file, { force: true });
+  }
+}
+
+if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  if (process.argv.includes('--check')) {
+    const why = staleReason();
+    if (why) process.stderr.write(`dist/ is not current: ${why}; run \`npm run build\`\n`);
+    process.exitCode = why ? 1 : 0;
+  } else {
+    const started = performance.now();
+    const outputs = await buildDist();
+    const js = outputs.filter((f) => f.endsWith('.js'));
+    process.stdout.write(`built dist/: ${js.length} files in ${Math.round(performance.now() - started)} ms\n`);
+  }
+}
