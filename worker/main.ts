@@ -6,19 +6,24 @@
  * `--standby` (or WARMPOOL_START_AS=standby, for launchers that set the environment but not the
  * arguments, e.g. one Kubernetes pod template) warms up and then waits in standby, taking no job
  * until the control channel says `activate`.
+ *
+ * Boot (spawn → `downloading`) is what a scale-up waits for before any useful work, so this
+ * module loads little up front: the inference thread is started first, to import ONNX Runtime
+ * on another core while this one loads the worker; the AWS SDK and the bulk subsystem load at
+ * their first use (infra/registry/lazy-object-store.ts), after `downloading`.
  */
 import { parseArgs } from 'node:util';
-import { createStoreFactory } from '../infra/bulk/index.ts';
+import type { createStoreFactory } from '../infra/bulk/index.ts';
 import { systemClock } from '../infra/kernel/clock.ts';
 import type { Config } from '../infra/kernel/config.ts';
 import { onShutdownSignals } from '../infra/kernel/lifecycle.ts';
 import { createLogger } from '../infra/kernel/log.ts';
 import { createRedis } from '../infra/redis/client.ts';
+import { lazyObjectStore } from '../infra/registry/lazy-object-store.ts';
 import { createModelRegistry } from '../infra/registry/model-registry.ts';
-import { createS3ObjectStore } from '../infra/registry/s3-object-store.ts';
+import type { ObjectStore } from '../infra/registry/object-store.ts';
 import { createThreadEngine } from './engine/thread-engine.ts';
 import { type HealthServer, startHealthServer } from './health-server.ts';
-import { WarmpoolWorker } from './worker-process.ts';
 
 export async function workerMain(args: string[], config: Config, env: NodeJS.ProcessEnv = process.env): Promise<number> {
   const { values } = parseArgs({
@@ -35,16 +40,22 @@ export async function workerMain(args: string[], config: Config, env: NodeJS.Pro
     process.stderr.write(`warmpool worker: WARMPOOL_START_AS must be 'active' or 'standby' (got '${env.WARMPOOL_START_AS}')\n`);
     return 2;
   }
+  // First: the thread boots ONNX Runtime while this thread loads the rest of the worker.
+  const engine = createThreadEngine();
+  const { WarmpoolWorker } = await import('./worker-process.ts').catch(async (err: unknown) => {
+    await engine.close();
+    throw err;
+  });
   const log = createLogger(config.logLevel, { role: 'worker', model: values.model });
-  const store = createS3ObjectStore(config.s3);
+  const store = lazyObjectStore(async () => (await import('../infra/registry/s3-object-store.ts')).createS3ObjectStore(config.s3));
   // Bulk chunks write their parts to the run's output bucket, which may not be the registry's.
-  const bulkStores = createStoreFactory(config.s3);
+  const bulkStores = lazyBulkStores(config.s3);
   const worker = new WarmpoolWorker(
     {
       config,
       redis: createRedis(config.redisUrl, {}, (err) => log.warn({ err: err.message }, 'redis connection error')),
       registry: createModelRegistry({ store, prefix: config.s3.prefix }),
-      engine: createThreadEngine(),
+      engine,
       clock: systemClock,
       log,
       storeFor: bulkStores.storeFor,
@@ -100,6 +111,30 @@ export async function workerMain(args: string[], config: Config, env: NodeJS.Pro
   store.close();
   bulkStores.close();
   return code;
+}
+
+/**
+ * Stores for bulk parts by bucket over one factory (infra/bulk), which is imported, with the
+ * bulk subsystem and the AWS SDK, when the first part is written: most workers never write one.
+ */
+function lazyBulkStores(s3: Config['s3']): { storeFor(bucket: string): ObjectStore; close(): void } {
+  let factory: Promise<ReturnType<typeof createStoreFactory>> | undefined;
+  let closed = false;
+  const load = () => {
+    if (closed) return Promise.reject(new Error('the bulk store factory is closed'));
+    factory ??= import('../infra/bulk/index.ts').then((bulk) => bulk.createStoreFactory(s3));
+    return factory;
+  };
+  return {
+    storeFor: (bucket) => lazyObjectStore(async () => (await load()).storeFor(bucket)),
+    close() {
+      closed = true;
+      factory?.then(
+        (f) => f.close(),
+        () => undefined,
+      );
+    },
+  };
 }
 
 /** Unset or empty = active; anything but the two names is a mistake worth refusing. */
