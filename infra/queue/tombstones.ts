@@ -12,10 +12,11 @@
  *
  * A request inside a queue entry with other members (infra/contracts/entry.ts) cannot take the
  * entry out of the queue: a second script checks the entry is still queued and adds the member
- * to the entry's skip set (the worker that takes the entry reads it and never runs the member),
- * writes its tombstone, and adds a `member-ended` event to the queue's events stream so every
- * API process's followers of the entry look again. When every member is skipped the entry
- * itself is taken out, as a single job is.
+ * to the entry's skip set (the worker that takes the entry reads it and never runs the member)
+ * and writes its tombstone. Once the index points at the tombstone, a `member-ended` event in
+ * the queue's events stream makes every API process's followers of the entry look again (sent
+ * before, a follower could read the index first, find the entry still queued, and wait on). When
+ * every member is skipped the entry itself is taken out, as a single job is.
  */
 
 import { EVENTS_STREAM_MAX_LEN, type JobStatus, type JobView } from '../contracts/job.ts';
@@ -43,8 +44,8 @@ return 0
 `;
 
 /**
- * KEYS: wait, paused, prioritized, delayed, skip, tombstone, events (the queue's slot).
- * ARGV: entry id, member id, tombstone, ttl s, members in the entry, events max length.
+ * KEYS: wait, paused, prioritized, delayed, skip, tombstone (the queue's slot).
+ * ARGV: entry id, member id, tombstone, ttl s, members in the entry.
  * 0: the entry is not queued (any more); 1: the member is skipped; 2: so is every member, and the entry is out of the queue.
  */
 const BURY_MEMBER = `
@@ -55,7 +56,6 @@ if not queued then return 0 end
 redis.call('SADD', KEYS[5], ARGV[2])
 redis.call('EXPIRE', KEYS[5], ARGV[4])
 redis.call('SET', KEYS[6], ARGV[3], 'EX', ARGV[4])
-redis.call('XADD', KEYS[7], 'MAXLEN', '~', ARGV[6], '*', 'event', 'member-ended', 'jobId', id, 'memberId', ARGV[2])
 if redis.call('SCARD', KEYS[5]) >= tonumber(ARGV[5]) then
   redis.call('ZREM', KEYS[3], id)
   redis.call('ZREM', KEYS[4], id)
@@ -130,17 +130,25 @@ export function createTombstones(deps: TombstoneDeps): Tombstones {
       ...(['wait', 'paused', 'prioritized', 'delayed'] as const).map((k) => bullQueueKey(prefix, queue, k)),
       entrySkipKey(prefix, queue, entryId),
       jobTombstoneKey(prefix, queue, tombstone.id),
-      bullQueueKey(prefix, queue, 'events'),
     ];
-    const args = [entryId, tombstone.id, JSON.stringify(tombstone), deps.retentionS, at.members ?? 1, EVENTS_STREAM_MAX_LEN];
+    const args = [entryId, tombstone.id, JSON.stringify(tombstone), deps.retentionS, at.members ?? 1];
     const done = await redis.eval(BURY_MEMBER, keys.length, ...keys, ...args);
     if (done !== 1 && done !== 2) return null;
     await deps.openJobs?.release(tombstone.tenant, [tombstone.id]).catch(deps.onError);
     await deps.index.pointAtTombstone(tombstone);
+    // A hint only, so after the index (see the header); a follower that misses it still reads the tombstone on its next look.
+    await redis
+      .xadd(bullQueueKey(prefix, queue, 'events'), 'MAXLEN', '~', EVENTS_STREAM_MAX_LEN, '*', ...memberEnded(entryId, tombstone.id))
+      .catch(deps.onError);
     if (done === 2) {
       await deps.queues.producer(queue).remove(entryId).catch(deps.onError);
       await redis.del(entryInputsKey(prefix, queue, entryId)).catch(deps.onError);
     }
     return tombstone;
   }
+}
+
+/** The events stream's fields for a member the API ended (job-follow.ts wakes the entry's followers on it). */
+function memberEnded(entryId: string, memberId: string): string[] {
+  return ['event', 'member-ended', 'jobId', entryId, 'memberId', memberId];
 }
