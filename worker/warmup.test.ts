@@ -2,8 +2,9 @@
  * Warm-up on the real thread engine and real models. Where the test needs to know which
  * configuration must win, the engine is wrapped so each run also advances a virtual clock by a
  * cost model: ORT still does the work, but the latencies warm-up sees are deterministic.
+ * The kept profile (worker/profile-cache.ts) is off (`profileFile: null`) except where tested.
  */
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -11,7 +12,16 @@ import type { ModelManifest, TensorSpec } from '../infra/contracts/manifest.ts';
 import { buildFp16Model, buildGatherModel, buildMlpModel, buildMultiTypeModel } from '../scripts/fixtures/onnx-models.ts';
 import type { EngineLoadOptions, InferenceEngine } from './engine/engine.ts';
 import { createThreadEngine, type ThreadEngine } from './engine/thread-engine.ts';
-import { defaultWarmupBatches, MORE_THREADS_MIN_GAIN, representativeInputs, runWarmup, type WarmupProgress } from './warmup.ts';
+import { profileFileFor, profileKey } from './profile-cache.ts';
+import {
+  type BatchProfile,
+  defaultWarmupBatches,
+  MORE_THREADS_MIN_GAIN,
+  representativeInputs,
+  runWarmup,
+  type WarmupOptions,
+  type WarmupProgress,
+} from './warmup.ts';
 
 function manifest(inputs: TensorSpec[], outputs: TensorSpec[], maxBatch: number, warmupBatches: number[] = []): ModelManifest {
   return {
@@ -45,6 +55,7 @@ const FP16 = manifest([{ name: 'h', datatype: 'FP16', shape: [-1, 4] }], [{ name
 /** The real engine, recording every load and, when given a cost model, advancing virtual time per run. */
 function observed(engine: InferenceEngine, cost?: (batch: number, threads: number) => number) {
   const loads: EngineLoadOptions[] = [];
+  const runs: number[] = [];
   let virtualMs = 0;
   const wrapped: InferenceEngine = {
     load: async (modelPath, options) => {
@@ -53,13 +64,14 @@ function observed(engine: InferenceEngine, cost?: (batch: number, threads: numbe
     },
     run: async (inputs, outputNames) => {
       const batch = Object.values(inputs)[0]?.dims[0] ?? 0;
+      runs.push(batch);
       const out = await engine.run(inputs, outputNames);
       virtualMs += cost?.(batch, loads.at(-1)?.intraOpThreads ?? 0) ?? 0;
       return out;
     },
     close: () => engine.close(),
   };
-  return { engine: wrapped, loads, clock: { now: () => virtualMs } };
+  return { engine: wrapped, loads, runs, clock: { now: () => virtualMs } };
 }
 
 let dir: string;
@@ -81,7 +93,7 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-const base = { executionProviders: ['cpu'], iterations: 3, latencyBudgetMs: 60_000 };
+const base = { executionProviders: ['cpu'], iterations: 3, latencyBudgetMs: 60_000, profileFile: null };
 
 describe('runWarmup', () => {
   it('profiles every batch size and leaves the engine on the chosen thread count', async () => {
@@ -196,6 +208,132 @@ describe('runWarmup', () => {
   ])('warms up the %s model', async (name, m) => {
     const profile = await runWarmup({ ...base, iterations: 1, engine, modelPath: paths[name] ?? '', manifest: m, threadCandidates: [1] });
     expect(profile.entries.map((e) => e.batch)).toEqual(defaultWarmupBatches(m.batching.maxBatch));
+  });
+});
+
+describe('the kept profile', () => {
+  const SHA = 'ab'.repeat(32);
+  let cache: string;
+  let modelPath: string;
+  // 1 ms a run plus 1 ms/row on 1 thread, 0.4 on 2. Within 6 ms: 4 rows on 1 thread, 8 on 2 (2.4× the rows/s).
+  const cost = (batch: number, threads: number) => 1 + batch * (threads === 1 ? 1 : 0.4);
+  const start = (o: ReturnType<typeof observed>, extra: Partial<WarmupOptions> = {}) => {
+    const events: WarmupProgress[] = [];
+    const run = runWarmup({
+      executionProviders: ['cpu'],
+      iterations: 2,
+      latencyBudgetMs: 6,
+      engine: o.engine,
+      modelPath,
+      manifest: { ...MLP, sha256: SHA },
+      threadCandidates: [1, 2],
+      clock: o.clock,
+      onProgress: (e) => events.push(e),
+      ...extra,
+    });
+    return run.then((profile) => ({ profile, events }));
+  };
+
+  beforeAll(async () => {
+    // Laid out as the model cache lays it out: <dir>/<sha256>.onnx.
+    cache = path.join(dir, 'cache');
+    await mkdir(cache, { recursive: true });
+    modelPath = path.join(cache, `${SHA}.onnx`);
+    await copyFile(paths.mlp ?? '', modelPath);
+  });
+
+  const measured = (events: WarmupProgress[]) => events.filter((e) => e.type === 'measured').length;
+
+  it('lies beside the cached model', () => {
+    expect(profileFileFor(path.join('/c', `${SHA}.onnx`))).toBe(path.join('/c', `${SHA}.profile.json`));
+  });
+
+  it('is kept by a first start and reused by the next: one load at the chosen threads, one run, no measuring', async () => {
+    await rm(profileFileFor(modelPath), { force: true });
+    const first = await start(observed(engine, cost));
+    expect(measured(first.events)).toBe(2 * 5);
+    expect(first.profile).toMatchObject({ threads: 2, chosenBatch: 8 });
+    expect(first.profile.reused).toBeUndefined();
+
+    const o = observed(engine, cost);
+    const again = await start(o);
+    expect(measured(again.events)).toBe(0);
+    expect(again.events[0]).toEqual({ type: 'reused', file: profileFileFor(modelPath), measuredAt: first.profile.measuredAt });
+    expect(o.loads.map((l) => l.intraOpThreads)).toEqual([2]);
+    expect(o.runs).toEqual([8]);
+    expect(again.profile).toEqual({ ...first.profile, reused: true });
+    // The engine is ready at the chosen size.
+    expect((await engine.run(representativeInputs(MLP, 8))).score?.dims).toEqual([8, 1]);
+  });
+
+  it('chooses again from the kept measurements under the latency budget of this start', async () => {
+    await rm(profileFileFor(modelPath), { force: true });
+    await start(observed(engine, cost));
+    const o = observed(engine, cost);
+    // Within 3 ms: 2 rows on 1 thread (3 ms) or 4 on 2 (2.6 ms): 2 threads still win, at batch 4.
+    const { profile, events } = await start(o, { latencyBudgetMs: 3 });
+    expect(measured(events)).toBe(0);
+    expect(profile).toMatchObject({ threads: 2, chosenBatch: 4, reused: true });
+    expect(o.runs).toEqual([4]);
+  });
+
+  it.each<[string, Partial<WarmupOptions>]>([
+    ['another model', { manifest: { ...MLP, sha256: 'cd'.repeat(32) } }],
+    ['other thread counts', { threadCandidates: [1] }],
+    ['other batch sizes', { batchSizes: [2, 4] }],
+    ['more timed runs', { iterations: 3 }],
+  ])('is measured again, and replaced, for %s', async (_, changed) => {
+    await rm(profileFileFor(modelPath), { force: true });
+    await start(observed(engine, cost));
+    expect(measured((await start(observed(engine, cost), changed)).events)).toBeGreaterThan(0);
+    expect(measured((await start(observed(engine, cost), changed)).events), 'the new settings were kept').toBe(0);
+  });
+
+  it('is keyed by the execution providers too', () => {
+    // (Only the CPU provider runs here, so this one is checked on the key alone.)
+    const key = (executionProviders: string[]) =>
+      profileKey({ sha256: SHA, executionProviders, threadCandidates: [1], batchSizes: [1], iterations: 1 });
+    expect(key(['cuda', 'cpu'])).not.toEqual(key(['cpu']));
+  });
+
+  it('is measured again on another host (CPU count or model) or another ONNX Runtime', async () => {
+    const file = profileFileFor(modelPath);
+    for (const field of ['cpus', 'cpuModel', 'engine'] as const) {
+      await rm(file, { force: true });
+      await start(observed(engine, cost));
+      const kept = JSON.parse(await readFile(file, 'utf8')) as { key: Record<string, unknown> };
+      kept.key[field] = field === 'cpus' ? 1024 : 'elsewhere';
+      await writeFile(file, JSON.stringify(kept));
+      expect(measured((await start(observed(engine, cost))).events), field).toBeGreaterThan(0);
+    }
+    expect(profileKey({ sha256: SHA, executionProviders: [], threadCandidates: [], batchSizes: [], iterations: 1 })).toMatchObject({
+      cpus: os.availableParallelism(),
+      cpuModel: os.cpus()[0]?.model ?? 'unknown',
+      engine: expect.stringMatching(/^onnxruntime-node@\d+\.\d+/),
+    });
+  });
+
+  it.each<[string, (kept: { version: number; key: unknown; profile: BatchProfile }) => string]>([
+    ['cut short', (kept) => JSON.stringify(kept).slice(0, 40)],
+    ['not a profile', (kept) => JSON.stringify({ ...kept, profile: { ...kept.profile, candidates: [] } })],
+    ['a profile with a bad number', (kept) => JSON.stringify(kept).replace(/"rowsPerS":[0-9.e+]+/g, '"rowsPerS":-1')],
+  ])('is measured again when the kept file is %s, and rewritten', async (_, breakIt) => {
+    const file = profileFileFor(modelPath);
+    await rm(file, { force: true });
+    await start(observed(engine, cost));
+    await writeFile(file, breakIt(JSON.parse(await readFile(file, 'utf8'))));
+    expect(measured((await start(observed(engine, cost))).events)).toBeGreaterThan(0);
+    expect(measured((await start(observed(engine, cost))).events)).toBe(0);
+  });
+
+  it('keeps nothing with profileFile: null, and still warms up where the file cannot be written', async () => {
+    await rm(profileFileFor(modelPath), { force: true });
+    await start(observed(engine, cost), { profileFile: null });
+    await expect(readFile(profileFileFor(modelPath))).rejects.toThrow(/ENOENT/);
+    const nowhere = path.join(dir, 'no-such-dir', 'p.profile.json');
+    const { profile } = await start(observed(engine, cost), { profileFile: nowhere });
+    expect(profile).toMatchObject({ threads: 2, chosenBatch: 8 });
+    expect(measured((await start(observed(engine, cost), { profileFile: nowhere })).events)).toBeGreaterThan(0);
   });
 });
 

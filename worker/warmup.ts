@@ -8,12 +8,18 @@
  * Each (threads, batch) cell gets one discarded run (first runs pay for allocations and kernel
  * selection) and then `iterations` timed runs. The engine is left loaded with the chosen thread
  * count and warm at the chosen batch size.
+ *
+ * The measurements are kept beside the model (worker/profile-cache.ts): a later start of the same
+ * model on the same host, with the same settings, loads the chosen thread count and runs the
+ * chosen batch once (so the session is hot) instead of measuring again. The choice itself is
+ * made again from the kept measurements, so a changed latency budget still applies.
  */
 
 import type { ModelManifest, TensorSpec } from '../infra/contracts/manifest.ts';
 import type { Clock } from '../infra/kernel/clock.ts';
 import type { EngineTensor, InferenceEngine } from './engine/engine.ts';
 import { datatypeToDtype, elementCount, encodeHalf } from './engine/tensor-codec.ts';
+import { keepProfile, profileFileFor, profileKey, readKeptProfile } from './profile-cache.ts';
 
 export interface BatchProfileEntry {
   batch: number;
@@ -32,13 +38,16 @@ export interface BatchProfile {
   entries: BatchProfileEntry[];
   /** Every thread count tried, with its entries. */
   candidates: Array<{ threads: number; entries: BatchProfileEntry[] }>;
-  /** Epoch ms, from the clock. */
+  /** Epoch ms, from the clock: when the measurements were taken (a start that reused them keeps it). */
   measuredAt: number;
+  /** True when this start reused measurements kept by an earlier one instead of measuring. */
+  reused?: boolean;
 }
 
 export type WarmupProgress =
   | { type: 'load'; threads: number; loadMs: number }
-  | { type: 'measured'; threads: number; entry: BatchProfileEntry };
+  | { type: 'measured'; threads: number; entry: BatchProfileEntry }
+  | { type: 'reused'; file: string; measuredAt: number };
 
 export interface WarmupOptions {
   engine: InferenceEngine;
@@ -56,6 +65,11 @@ export interface WarmupOptions {
   clock?: Pick<Clock, 'now'>;
   /** A listener that throws is ignored: progress reporting never fails a warm-up. */
   onProgress?: (e: WarmupProgress) => void;
+  /**
+   * Where the measurements are kept between starts. Default: beside the model,
+   * `<sha256>.profile.json` next to the cache's `<sha256>.onnx`; null: measure, keep nothing.
+   */
+  profileFile?: string | null;
 }
 
 const preciseClock: Pick<Clock, 'now'> = { now: () => performance.timeOrigin + performance.now() };
@@ -66,6 +80,19 @@ export async function runWarmup(options: WarmupOptions): Promise<BatchProfile> {
   const threadsList = [...new Set(options.threadCandidates.filter((t) => Number.isInteger(t) && t >= 0))];
   if (threadsList.length === 0) threadsList.push(0);
   const iterations = Math.max(1, Math.floor(options.iterations));
+  const file = options.profileFile === undefined ? profileFileFor(options.modelPath) : options.profileFile;
+  const key = profileKey({
+    sha256: options.manifest.sha256,
+    executionProviders: options.executionProviders,
+    threadCandidates: threadsList,
+    batchSizes: sizes,
+    iterations,
+  });
+  const kept = file ? await readKeptProfile(file, key, isBatchProfile) : undefined;
+  if (file && kept) {
+    emit(options, { type: 'reused', file, measuredAt: kept.measuredAt });
+    return reuse(options, kept);
+  }
 
   const candidates: BatchProfile['candidates'] = [];
   for (const threads of threadsList) {
@@ -85,14 +112,52 @@ export async function runWarmup(options: WarmupOptions): Promise<BatchProfile> {
     await loadWith(options, choice.threads);
     await options.engine.run(representativeInputs(options.manifest, choice.entry.batch));
   }
+  const profile = profileOf(candidates, choice, clock.now());
+  if (file) await keepProfile(file, key, profile);
+  return profile;
+}
+
+/** A start with kept measurements: load the chosen thread count, run the chosen batch once. */
+async function reuse(options: WarmupOptions, kept: BatchProfile): Promise<BatchProfile> {
+  const choice = choose(kept.candidates, options.latencyBudgetMs);
+  const info = await loadWith(options, choice.threads);
+  emit(options, { type: 'load', threads: choice.threads, loadMs: info.loadMs });
+  // The first run pays for allocations and kernel selection: a job should not.
+  await options.engine.run(representativeInputs(options.manifest, choice.entry.batch));
+  return { ...profileOf(kept.candidates, choice, kept.measuredAt), reused: true };
+}
+
+function profileOf(candidates: BatchProfile['candidates'], choice: Choice, measuredAt: number): BatchProfile {
   return {
     threads: choice.threads,
     chosenBatch: choice.entry.batch,
     rowsPerS: choice.entry.rowsPerS,
     entries: candidates.find((c) => c.threads === choice.threads)?.entries ?? [],
     candidates,
-    measuredAt: clock.now(),
+    measuredAt,
   };
+}
+
+/** A kept profile's shape, checked before it is trusted: a hand-edited or truncated file is measured again. */
+function isBatchProfile(x: unknown): x is BatchProfile {
+  const p = x as Partial<BatchProfile> | null;
+  return (
+    !!p &&
+    typeof p === 'object' &&
+    typeof p.measuredAt === 'number' &&
+    Array.isArray(p.candidates) &&
+    p.candidates.length > 0 &&
+    p.candidates.every((c) => Number.isInteger(c?.threads) && Array.isArray(c.entries) && c.entries.length > 0 && c.entries.every(isEntry))
+  );
+}
+
+function isEntry(e: BatchProfileEntry | undefined): boolean {
+  return (
+    !!e &&
+    Number.isInteger(e.batch) &&
+    e.batch >= 1 &&
+    [e.p50Ms, e.p95Ms, e.rowsPerS].every((v) => typeof v === 'number' && Number.isFinite(v) && v >= 0)
+  );
 }
 
 /** 1, 2, 4, … below maxBatch, then maxBatch itself. */
