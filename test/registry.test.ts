@@ -14,8 +14,14 @@ import { createModelRegistry, type ModelRegistry } from '../infra/registry/model
 import type { ObjectStore } from '../infra/registry/object-store.ts';
 import { createS3ObjectStore } from '../infra/registry/s3-object-store.ts';
 import { modelsCommand } from '../scripts/commands/models.ts';
-import { buildFp16Model, buildGatherModel, buildMlpModel, buildMultiTypeModel } from '../scripts/fixtures/onnx-models.ts';
-import { createModelCache } from '../worker/model-cache.ts';
+import {
+  buildExternalDataModel,
+  buildFp16Model,
+  buildGatherModel,
+  buildMlpModel,
+  buildMultiTypeModel,
+} from '../scripts/fixtures/onnx-models.ts';
+import { checkedMarkFor, createModelCache } from '../worker/model-cache.ts';
 import { testServices, uniqueId } from './support/services.ts';
 
 let store: ReturnType<typeof createS3ObjectStore>;
@@ -251,7 +257,8 @@ describe('model cache', () => {
     const second = await cache.ensure(manifest);
     expect(second).toEqual({ path: first.path, hit: true, downloadMs: 0 });
     expect(opens()).toBe(1);
-    expect(await fs.readdir(dir)).toEqual([`${manifest.sha256}.onnx`]);
+    // Beside it, the mark of its passed external-data check.
+    expect((await fs.readdir(dir)).sort()).toEqual([`${manifest.sha256}.checked.json`, `${manifest.sha256}.onnx`]);
   });
 
   it('concurrent ensure() calls share one download', async () => {
@@ -294,6 +301,56 @@ describe('model cache', () => {
     expect((await cache.ensure(manifest)).hit).toBe(false);
     expect(opens()).toBe(2);
     expect(sha256(await fs.readFile(file))).toBe(manifest.sha256);
+  });
+});
+
+describe('model cache: the external-data check, once per sha256', () => {
+  // A model that names external data, cached as an older warmpool (before the check) left it.
+  const bytes = buildExternalDataModel({ location: 'weights.bin' });
+  const manifest = { name: 'old', version: '1', sha256: sha256(bytes), sizeBytes: bytes.length };
+  const never = { openModel: async () => Promise.reject(new Error('a cached model is not downloaded')) };
+
+  async function cachedWith(mark?: string) {
+    const dir = await fs.mkdtemp(path.join(tmpRoot, 'checked-'));
+    const file = path.join(dir, `${manifest.sha256}.onnx`);
+    await fs.writeFile(file, bytes);
+    if (mark !== undefined) await fs.writeFile(checkedMarkFor(file), mark);
+    return { dir, file };
+  }
+  const passed = JSON.stringify({ check: 'external-data', version: 1, externalData: false });
+
+  it('checks a hit without a mark, refusing and removing a model that names external data', async () => {
+    const { dir } = await cachedWith();
+    const err = await rejection(createModelCache({ dir, registry: never }).ensure(manifest));
+    expect(err).toMatchObject({ code: 'external_data' });
+    expect(await fs.readdir(dir)).toEqual([]);
+  });
+
+  it('trusts the mark of a passed check on a hit whose sha256 was verified, without decoding the model again', async () => {
+    // (The mark is forged here to show it is what decides: the model itself would fail.)
+    const { dir, file } = await cachedWith(passed);
+    expect(await createModelCache({ dir, registry: never }).ensure(manifest)).toEqual({ path: file, hit: true, downloadMs: 0 });
+  });
+
+  it.each([
+    ['a hit checked by size only', passed, false],
+    ['a mark from another version of the check', JSON.stringify({ check: 'external-data', version: 0, externalData: false }), true],
+    ['a mark that does not parse', '{"check":', true],
+  ])('does not trust %s', async (_, mark, verifyOnHit) => {
+    const { dir } = await cachedWith(mark);
+    const err = await rejection(createModelCache({ dir, registry: never, verifyOnHit }).ensure(manifest));
+    expect(err).toMatchObject({ code: 'external_data' });
+    expect(await fs.readdir(dir)).toEqual([]);
+  });
+
+  it('marks a clean model cached before the mark existed, on its first hit', async () => {
+    const clean = buildMlpModel({ features: 8, hidden: 8, layers: 1 });
+    const m = { name: 'clean', version: '1', sha256: sha256(clean), sizeBytes: clean.length };
+    const dir = await fs.mkdtemp(path.join(tmpRoot, 'checked-'));
+    const file = path.join(dir, `${m.sha256}.onnx`);
+    await fs.writeFile(file, clean);
+    expect((await createModelCache({ dir, registry: never }).ensure(m)).hit).toBe(true);
+    expect(JSON.parse(await fs.readFile(checkedMarkFor(file), 'utf8'))).toEqual(JSON.parse(passed));
   });
 });
 

@@ -16,6 +16,15 @@
  * into the bucket by hand. The model is read once more for it (a buffer of its size, dropped
  * before ONNX Runtime loads it). Loading from that buffer instead of the path would not do:
  * ONNX Runtime then resolves external paths against the working directory.
+ *
+ * The check decodes the whole model (220–340 ms for 8 MB on a 2-core host, more than the rest
+ * of a warm start), and its answer for a given sha256 never changes: a passed check leaves
+ * `<sha256>.checked.json` beside the model, and a hit whose hash was verified trusts it. A hit
+ * checked by size only does not (the bytes might not be the ones checked), nor does a mark from
+ * another version of the check.
+ *
+ * Also beside each model: its batch profile, `<sha256>.profile.json` (worker/profile-cache.ts).
+ * The folder, then, is the worker's alone to write, like the models themselves.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { createReadStream } from 'node:fs';
@@ -64,14 +73,14 @@ export function createModelCache(options: ModelCacheOptions): ModelCache {
   async function ensureOnce(manifest: CachedModel): Promise<EnsureResult> {
     const finalPath = path.join(dir, `${manifest.sha256}.onnx`);
     if (await cachedFileVerifies(finalPath, manifest, verifyOnHit, options.log)) {
-      await refuseExternalData(finalPath, manifest);
+      await refuseExternalData(finalPath, manifest, verifyOnHit);
       return { path: finalPath, hit: true, downloadMs: 0 };
     }
     const started = clock.now();
     await download(options.registry, manifest, dir, finalPath);
     const downloadMs = Math.max(0, clock.now() - started);
     options.log?.info({ model: manifest.name, version: manifest.version, sha256: manifest.sha256, downloadMs }, 'model downloaded');
-    await refuseExternalData(finalPath, manifest);
+    await refuseExternalData(finalPath, manifest, false);
     return { path: finalPath, hit: false, downloadMs };
   }
 
@@ -116,16 +125,53 @@ async function cachedFileVerifies(file: string, manifest: CachedModel, fullCheck
   return false;
 }
 
-/** Removes and refuses a model that keeps tensors in other files (a decision: never retried). */
-async function refuseExternalData(file: string, manifest: CachedModel): Promise<void> {
+/** What a passed external-data check leaves beside the model; another version is not trusted. */
+const CHECKED_MARK = { check: 'external-data', version: 1, externalData: false } as const;
+
+/** `<dir>/<sha256>.onnx` → `<dir>/<sha256>.checked.json`. */
+export function checkedMarkFor(modelPath: string): string {
+  return `${modelPath.replace(/\.onnx$/, '')}.checked.json`;
+}
+
+/**
+ * Removes and refuses a model that keeps tensors in other files (a decision: never retried).
+ * `trustMark`: the bytes were just verified against the manifest's sha256, so a mark left by an
+ * earlier check of that sha256 answers for them.
+ */
+async function refuseExternalData(file: string, manifest: CachedModel, trustMark: boolean): Promise<void> {
+  const mark = checkedMarkFor(file);
+  if (trustMark && (await isCheckedMark(mark))) return;
   const found = findExternalData(await fs.readFile(file));
-  if (found.length === 0) return;
+  if (found.length === 0) {
+    await writeCheckedMark(mark);
+    return;
+  }
   await fs.rm(file, { force: true });
+  await fs.rm(mark, { force: true });
   throw new IntegrityError(
     'external_data',
     `model ${manifest.name} version ${manifest.version} is not served: ${describeExternal(found)}, which ONNX Runtime would read ` +
       'from beside the model in the shared cache; publish it again with its weights inside it',
   );
+}
+
+async function isCheckedMark(mark: string): Promise<boolean> {
+  try {
+    return JSON.stringify(JSON.parse(await fs.readFile(mark, 'utf8'))) === JSON.stringify(CHECKED_MARK);
+  } catch {
+    return false;
+  }
+}
+
+/** Best-effort and atomic: without the mark the next hit only checks again. */
+async function writeCheckedMark(mark: string): Promise<void> {
+  const tmp = path.join(path.dirname(mark), `.${path.basename(mark)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
+  try {
+    await fs.writeFile(tmp, JSON.stringify(CHECKED_MARK), { flag: 'wx' });
+    await fs.rename(tmp, mark);
+  } catch {
+    await fs.rm(tmp, { force: true }).catch(() => undefined);
+  }
 }
 
 async function hashFile(file: string): Promise<string> {
