@@ -132,8 +132,9 @@ function column(datatype: Datatype, rows: number, seed: number): TensorData {
     default: {
       const Ctor = { UINT8: Uint8Array, INT8: Int8Array, UINT16: Uint16Array, INT16: Int16Array, INT32: Int32Array, UINT32: Uint32Array }[
         datatype
-      ];
-      return Ctor.from({ length: n }, (_, k) => (k === 0 ? -1 : at(k) * 7919)); // wraps to each type's range, -1 to its max
+      ] as Int32ArrayConstructor;
+      // Wrapped to each type's range; -1 is an unsigned type's largest value.
+      return Ctor.from({ length: n }, (_, k) => (k === 0 ? -1 : at(k) * 7919));
     }
   }
 }
@@ -162,7 +163,9 @@ async function serve(model: string, bytes: Uint8Array, maxBatch = 8): Promise<vo
     { config, redis: createRedis(config.redisUrl), registry, engine: createThreadEngine(), clock: systemClock, log: recording },
     { model, version: '1' },
   );
-  worker.on('batch:flushed', (e) => rowsRun.set(model, (rowsRun.get(model) ?? 0) + e.rows));
+  worker.on('batch:flushed', (e) => {
+    rowsRun.set(model, (rowsRun.get(model) ?? 0) + e.rows);
+  });
   await worker.start();
   workers.set(model, worker);
   queues.set(model, new Queue(queueName(model, '1'), { connection: redis, prefix }));
