@@ -24,15 +24,33 @@ RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 FROM deps AS deps-gpu
 RUN ONNXRUNTIME_NODE_INSTALL=cuda12 npm rebuild onnxruntime-node
 
-# The application: TypeScript run by tsx, no build step (tests stay out: .dockerignore).
-FROM scratch AS app
+# The compiled JavaScript (`npm run build`: esbuild, a dev dependency, so in a stage of its own;
+# the runtime images get dist/ and never the dev dependencies). Tests stay out: .dockerignore.
+# `--check` fails the image build if dist/ is not what the sources say.
+FROM node:${NODE_VERSION}-bookworm-slim AS build
 WORKDIR /app
-COPY package.json tsconfig.json ./
+COPY package.json package-lock.json .npmrc ./
+RUN npm ci --no-audit --no-fund
+COPY tsconfig.json ./
 COPY bin ./bin
 COPY api ./api
 COPY infra ./infra
 COPY worker ./worker
 COPY scripts ./scripts
+RUN npm run build && node scripts/build.mjs --check
+
+# The application: dist/ and the sources it was built from, byte for byte and with their times
+# (bin/warmpool.mjs checks dist/ against them at every start, and code finds its assets, such
+# as the dashboard's, beside its source file).
+FROM scratch AS app
+WORKDIR /app
+COPY --from=build /app/package.json /app/tsconfig.json ./
+COPY --from=build /app/bin ./bin
+COPY --from=build /app/api ./api
+COPY --from=build /app/infra ./infra
+COPY --from=build /app/worker ./worker
+COPY --from=build /app/scripts ./scripts
+COPY --from=build /app/dist ./dist
 COPY deploy/docker/healthcheck.mjs ./deploy/docker/healthcheck.mjs
 
 FROM node:${NODE_VERSION}-bookworm-slim AS node

@@ -3,7 +3,8 @@
  * multi-stage; every base pinned to an exact version; no ADD (so no remote URL fetched at build
  * time); the runtime images run as a non-root user and carry a HEALTHCHECK; .npmrc (with
  * onnxruntime-node-install=skip) is copied before `npm ci`, which installs production deps only;
- * the GPU image asks onnxruntime-node for the CUDA 12 providers; every path it copies exists and
+ * the GPU image asks onnxruntime-node for the CUDA 12 providers; the compiled dist/ is built in
+ * a stage of its own and shipped with the sources it came from; every path it copies exists and
  * is not hidden by .dockerignore; the image's entry is the warmpool CLI.
  */
 import { spawnSync } from 'node:child_process';
@@ -124,6 +125,31 @@ describe('the Dockerfile', () => {
       .join(' ');
     expect(env).toContain('EXECUTION_PROVIDERS=cuda,cpu');
     expect(env).toContain('WORKER_HEALTH_PORT=9090');
+  });
+
+  it('builds dist/ in a stage of its own, and ships it with the very sources it was built from', () => {
+    const build = stage('build').body;
+    const runs = build.filter((i) => i.op === 'RUN').map((i) => i.args);
+    expect(runs.some((r) => /\bnpm ci\b/.test(r) && !r.includes('--omit=dev'))).toBe(true);
+    expect(runs.some((r) => r.includes('npm run build') && r.includes('scripts/build.mjs --check'))).toBe(true);
+    // The app copies from the build stage only (same bytes, same times: the stamp holds at every
+    // start); the runtimes take it, and their node_modules come from the production-only stages.
+    const app = stage('app').body.filter((i) => i.op === 'COPY');
+    const fromBuild = app.filter((i) => i.args.startsWith('--from=build'));
+    for (const dir of ['bin', 'api', 'infra', 'worker', 'scripts', 'dist']) {
+      expect(fromBuild.some((i) => i.args.endsWith(`./${dir}`))).toBe(true);
+    }
+    expect(app.filter((i) => !i.args.startsWith('--from')).map((i) => i.args)).toEqual([
+      'deploy/docker/healthcheck.mjs ./deploy/docker/healthcheck.mjs',
+    ]);
+    for (const name of RUNTIMES) {
+      const copies = stage(name)
+        .body.filter((i) => i.op === 'COPY')
+        .map((i) => i.args);
+      expect(copies).toContain('--from=app /app ./');
+      expect(copies.some((c) => c.startsWith('--from=build'))).toBe(false);
+    }
+    expect(readFileSync(path.join(ROOT, '.dockerignore'), 'utf8')).toMatch(/^dist$/m);
   });
 
   it('copies only paths that exist and that .dockerignore leaves in the build context', () => {
