@@ -15,12 +15,23 @@ import { createDeliveryStore, type Delivery } from '../api/webhooks/delivery-sto
 import { createDispatcher, type Dispatcher } from '../api/webhooks/dispatcher.ts';
 import { deliveryId } from '../api/webhooks/event-source.ts';
 import { startDispatcher } from '../api/webhooks/main.ts';
+import { type EntryData, type EntryResult, isEntryData } from '../infra/contracts/entry.ts';
 import { type JobData, type JobResult, queueName } from '../infra/contracts/job.ts';
 import type { WebhookEvent } from '../infra/contracts/webhook.ts';
 import { systemClock } from '../infra/kernel/clock.ts';
 import { type Config, loadConfig } from '../infra/kernel/config.ts';
 import { createLogger, silentLog } from '../infra/kernel/log.ts';
 import { closeRedis, createRedis, deleteMany, scanKeys } from '../infra/redis/client.ts';
+import {
+  addEntry,
+  cancelQueuedMember,
+  knobbedRun,
+  memberOutput,
+  type TestEntryData,
+  type TestMember,
+  testEntry,
+} from './support/entry-jobs.ts';
+import { entryProcessor } from './support/entry-worker.ts';
 import { testEnv, testServices, uniqueId } from './support/services.ts';
 
 interface Received {
@@ -79,8 +90,8 @@ describe('webhooks, end to end', () => {
   const store = createDeliveryStore(redis, prefix);
   const config: Config['webhooks'] = { allowedPrivateHosts: ['127.0.0.1'], timeoutMs: 5_000, retryScheduleMs: [50, 50, 50, 50] };
   const dispatchers: Dispatcher[] = [];
-  let queue: Queue<JobData, JobResult>;
-  let worker: Worker<JobData, JobResult>;
+  let queue: Queue<JobData | TestEntryData, JobResult | EntryResult>;
+  let worker: Worker<JobData | TestEntryData, JobResult | EntryResult>;
   let counter = 0;
 
   const app = new Hono<AuthEnv>();
@@ -124,10 +135,12 @@ describe('webhooks, end to end', () => {
 
   beforeAll(async () => {
     await r.start();
-    queue = new Queue<JobData, JobResult>(queueName(model, '1'), { connection: redis, prefix });
-    worker = new Worker<JobData, JobResult>(
+    queue = new Queue<JobData | TestEntryData, JobResult | EntryResult>(queueName(model, '1'), { connection: redis, prefix });
+    const entries = entryProcessor({ redis, prefix, run: knobbedRun });
+    worker = new Worker<JobData | TestEntryData, JobResult | EntryResult>(
       queueName(model, '1'),
-      async (job: Job<JobData, JobResult>) => {
+      async (job: Job<JobData | TestEntryData, JobResult | EntryResult>) => {
+        if (isEntryData(job.data)) return entries(job as Job<EntryData, EntryResult>);
         const fail = (job.data as KnobbedJobData).fail;
         if (fail === 'unrecoverable') throw new UnrecoverableError('invalid_input: rows do not match');
         if (fail === 'first' && job.attemptsMade === 0) throw new Error('transient');
@@ -302,6 +315,112 @@ describe('webhooks, end to end', () => {
     const perId = new Map<string, number>();
     for (const g of r.at('/many')) perId.set(g.headers['webhook-id'] ?? '', (perId.get(g.headers['webhook-id'] ?? '') ?? 0) + 1);
     expect([...perId.values()]).toEqual(Array(20).fill(1));
+  });
+
+  /** A member for an entry, with a webhook at `path` asking for `events` (no webhook without a path). */
+  const member = (path?: string, events: WebhookEvent[] = ['job.succeeded', 'job.failed']): TestMember => ({
+    id: `job_${counter++}_${uniqueId('m')}`,
+    ...(path ? { webhook: { url: r.url(path), events } } : {}),
+  });
+
+  /** The events stored as deliveries for request `jobId`. */
+  const storedEvents = async (jobId: string) => {
+    const all: WebhookEvent[] = ['job.started', 'job.succeeded', 'job.failed'];
+    const stored = await Promise.all(all.map(async (e) => ((await store.get(deliveryId(jobId, e))) ? [e] : [])));
+    return stored.flat();
+  };
+
+  /** The verified payload of delivery `id`, as `path` received it. */
+  const received = async (path: string, id: string) => {
+    const got = r.at(path).find((g) => g.headers['webhook-id'] === id);
+    if (!got) throw new Error(`${path} never received ${id}`);
+    return verify(got);
+  };
+
+  // Deliveries are stored in member order within a stream event, and the stream is read in order:
+  // once a later member's (or a later event's) delivery exists, an earlier one's would too.
+  it('delivers to each member of a shared entry that asked: its own outcome and rows, once each', async () => {
+    const started = member('/entry-a', ['job.started', 'job.succeeded', 'job.failed']);
+    const silent = member();
+    const failedOnly = member('/entry-failed-only', ['job.failed']);
+    const bad = member('/entry-bad');
+    const last = member('/entry-last', ['job.succeeded']);
+    started.rows = 2;
+    const errors = { [bad.id]: { code: 'invalid_input', message: 'input "x" holds a NaN' } };
+    const data = testEntry({ model, version: '1', members: [started, silent, failedOnly, bad, last], knobs: { errors } });
+    await addEntry(redis, prefix, queue, data);
+    await Promise.all([
+      settled(deliveryId(started.id, 'job.started'), 'succeeded'),
+      settled(deliveryId(started.id, 'job.succeeded'), 'succeeded'),
+      settled(deliveryId(bad.id, 'job.failed'), 'succeeded'),
+      settled(deliveryId(last.id, 'job.succeeded'), 'succeeded'),
+    ]);
+    expect(await received('/entry-a', deliveryId(started.id, 'job.started'))).toMatchObject({
+      type: 'job.started',
+      data: { id: started.id, status: 'running' },
+    });
+    expect(await received('/entry-a', deliveryId(started.id, 'job.succeeded'))).toMatchObject({
+      type: 'job.succeeded',
+      data: { id: started.id, status: 'succeeded', outputs: [{ name: 'y', shape: [2, 1], data: memberOutput(0, 2) }] },
+    });
+    const failed = await received('/entry-bad', deliveryId(bad.id, 'job.failed'));
+    expect(failed).toMatchObject({ type: 'job.failed', data: { id: bad.id, status: 'failed', error: errors[bad.id] } });
+    expect(failed.data.outputs).toBeUndefined();
+    // Its own timings: the forward pass carried every member that ran.
+    expect((await received('/entry-a', deliveryId(started.id, 'job.succeeded'))).data.timings).toMatchObject({ batchRows: 6 });
+    expect(await received('/entry-last', deliveryId(last.id, 'job.succeeded'))).toMatchObject({
+      data: { id: last.id, status: 'succeeded', outputs: [{ shape: [1, 1], data: memberOutput(4, 1) }] },
+    });
+    expect(await storedEvents(started.id)).toEqual(['job.started', 'job.succeeded']);
+    expect(await storedEvents(silent.id)).toEqual([]);
+    expect(await storedEvents(failedOnly.id)).toEqual([]);
+    expect(await storedEvents(bad.id)).toEqual(['job.failed']);
+    expect(await storedEvents(last.id)).toEqual(['job.succeeded']);
+    for (const path of ['/entry-a', '/entry-bad', '/entry-last']) {
+      const ids = r.at(path).map((g) => g.headers['webhook-id']);
+      expect(ids).toHaveLength(new Set(ids).size);
+    }
+    expect(r.at('/entry-failed-only')).toEqual([]);
+  });
+
+  it('sends nothing for a member canceled while its entry was queued; its entry-mate gets its own', async () => {
+    const canceled = member('/entry-canceled', ['job.started', 'job.succeeded', 'job.failed']);
+    const kept = member('/entry-kept', ['job.started', 'job.succeeded']);
+    const data = testEntry({ model, version: '1', members: [canceled, kept] });
+    const entry = await addEntry(redis, prefix, queue, data, { held: true });
+    expect(await cancelQueuedMember(redis, prefix, queue.name, entry, canceled.id)).toMatchObject({
+      status: 'canceled',
+    });
+    await entry.release();
+    await settled(deliveryId(kept.id, 'job.started'), 'succeeded');
+    await settled(deliveryId(kept.id, 'job.succeeded'), 'succeeded');
+    expect(await received('/entry-kept', deliveryId(kept.id, 'job.succeeded'))).toMatchObject({
+      data: { id: kept.id, status: 'succeeded', outputs: [{ shape: [1, 1], data: memberOutput(1, 1) }] },
+    });
+    expect(await storedEvents(canceled.id)).toEqual([]);
+    expect(r.at('/entry-canceled')).toEqual([]);
+  });
+
+  it("fails each member that asked when its entry fails for good, with the entry's error; not one canceled while queued", async () => {
+    const canceled = member('/entry-down-canceled', ['job.started', 'job.failed']);
+    const successOnly = member('/entry-down-success-only', ['job.succeeded']);
+    const failing = member('/entry-down');
+    const data = testEntry({
+      model,
+      version: '1',
+      members: [canceled, successOnly, failing],
+      knobs: { fail: 'inference_failed: the forward pass failed for this entry' },
+    });
+    const entry = await addEntry(redis, prefix, queue, data, { held: true });
+    expect(await cancelQueuedMember(redis, prefix, queue.name, entry, canceled.id)).not.toBeNull();
+    await entry.release();
+    await settled(deliveryId(failing.id, 'job.failed'), 'succeeded');
+    expect(await received('/entry-down', deliveryId(failing.id, 'job.failed'))).toMatchObject({
+      type: 'job.failed',
+      data: { id: failing.id, status: 'failed', error: { code: 'inference_failed', message: 'the forward pass failed for this entry' } },
+    });
+    expect(await storedEvents(canceled.id)).toEqual([]);
+    expect(await storedEvents(successOnly.id)).toEqual([]);
   });
 
   it('answers bad route input with 4xx', async () => {

@@ -1,16 +1,24 @@
 /**
  * Where webhook events come from: the events stream BullMQ writes for every queue
  * (`<prefix>:<queue>:events`). The source discovers the model queues by SCAN every few seconds,
- * reads all their streams with one blocking XREAD, and turns job transitions into deliveries:
+ * reads all their streams with one blocking XREAD, and turns job transitions into deliveries.
+ * A stream event names a BullMQ job, which carries one request (a job from before queue
+ * entries) or several (an entry's members, infra/contracts/entry.ts); each request whose
+ * webhook asks for the event gets its own delivery:
  *
- *   active                              → job.started   (only when the job's webhook asks for it)
- *   completed                           → job.succeeded
- *   failed, and the job is now `failed` → job.failed    (an attempt that will be retried is not)
+ *   active                               → job.started    (not for a member canceled while queued)
+ *   completed                            → the request's own status: succeeded → job.succeeded,
+ *                                          failed (a member failed alone: bad input, its deadline)
+ *                                          → job.failed, canceled (skipped) → nothing
+ *   failed, and the request is now failed → job.failed    (an attempt that will be retried is not)
+ *
+ * `member-ended` (a member canceled or expired while its entry was queued) and every other event
+ * deliver nothing, as a canceled job's `removed` never did.
  *
  * At least once: a queue's cursor (`<prefix>:{webhooks}:cursor:<queue>`) advances only after the
  * deliveries of the entries before it are stored, so a crash re-reads some entries, and the
- * store's idempotent enqueue (the delivery id is derived from job id and event) drops the
- * repeats. A queue seen for the first time is read from its start for the same reason.
+ * store's idempotent enqueue (the delivery id is derived from the request's id and event) drops
+ * the repeats. A queue seen for the first time is read from its start for the same reason.
  * The cursor shares the delivery store's hash tag, so on a Redis Cluster it lives on the same
  * node as the deliveries it vouches for: a node that loses its last writes (SIGKILL under
  * `appendfsync everysec`) loses a delivery and the cursor past it together — an AOF keeps a
@@ -23,21 +31,23 @@
  * are empty. Discovery scans every master.
  */
 
-import type { JobStatus } from '../../infra/contracts/job.ts';
-import type { WebhookEvent } from '../../infra/contracts/webhook.ts';
+import { ENTRY_ID_PREFIX } from '../../infra/contracts/entry.ts';
+import type { JobStatus, JobView } from '../../infra/contracts/job.ts';
+import type { WebhookEvent, WebhookSpec } from '../../infra/contracts/webhook.ts';
 import type { Clock } from '../../infra/kernel/clock.ts';
 import { errorMessage } from '../../infra/kernel/errors.ts';
 import type { Log } from '../../infra/kernel/log.ts';
 import {
+  type HeldJob,
   leaseQueues,
   modelQueuesWithEvents,
   type QueueLease,
   type QueueStreamEntries,
   readEventStreams,
-  readHeldJob,
+  readHeldJobs,
 } from '../../infra/queue/index.ts';
 import { isCluster, type RedisClient } from '../../infra/redis/client.ts';
-import { webhookCursorKey } from '../../infra/redis/keys.ts';
+import { entrySkipKey, webhookCursorKey } from '../../infra/redis/keys.ts';
 import { iso, type JobResource, toJobResource } from '../resources/job-resource.ts';
 import type { DeliveryStore } from './delivery-store.ts';
 
@@ -66,17 +76,21 @@ export interface WebhookPayload {
   data: JobResource;
 }
 
-const STREAM_EVENTS: Record<string, WebhookEvent> = {
-  active: 'job.started',
-  completed: 'job.succeeded',
+/** The stream events that may deliver something, and the webhook events each may become. */
+const STREAM_EVENTS: Record<string, readonly WebhookEvent[]> = {
+  active: ['job.started'],
+  completed: ['job.succeeded', 'job.failed'],
+  failed: ['job.failed'],
+};
+
+/** A request's own final status after its BullMQ job completed → the event it delivers (canceled: none). */
+const FINAL_EVENTS: Partial<Record<JobStatus, WebhookEvent>> = {
+  succeeded: 'job.succeeded',
   failed: 'job.failed',
 };
 
-const EVENT_STATUS: Record<WebhookEvent, JobStatus> = {
-  'job.started': 'running',
-  'job.succeeded': 'succeeded',
-  'job.failed': 'failed',
-};
+/** A request whose webhook asks for one of the events a stream event may become. */
+type Hooked = HeldJob & { webhook: WebhookSpec };
 
 /** The webhook-id of a job's event: the same on every re-read and every retry. */
 export function deliveryId(jobId: string, event: WebhookEvent): string {
@@ -102,25 +116,57 @@ export function createEventSource(deps: EventSourceDeps): { run(signal: AbortSig
     discoveredAt = deps.clock.now();
   }
 
-  /** Stores the delivery an entry calls for, if any; true when one was new. */
-  async function handle(queues: QueueLease, name: string, entryId: string, fields: Record<string, string>): Promise<boolean> {
-    const event = STREAM_EVENTS[fields.event ?? ''];
-    if (!event || !fields.jobId) return false;
-    const job = await readHeldJob(queues, name, fields.jobId);
-    if (!job?.data.webhook?.events.includes(event)) return false;
-    if (event === 'job.failed' && (await job.status()) !== 'failed') return false;
-    const payload: WebhookPayload = {
-      type: event,
-      timestamp: iso(Number(entryId.split('-')[0])),
-      data: toJobResource(job.view(EVENT_STATUS[event])),
-    };
+  /** Stores the deliveries a stream entry calls for, one per request that asked; how many were new. */
+  async function handle(queues: QueueLease, name: string, streamId: string, fields: Record<string, string>): Promise<number> {
+    const kind = fields.event ?? '';
+    const jobId = fields.jobId;
+    const wanted = STREAM_EVENTS[kind];
+    if (!wanted || !jobId) return 0;
+    const held = await readHeldJobs({ redis: sharedOutputReads(deps.redis), prefix: deps.prefix }, queues, name, jobId);
+    const hooked = held.filter((h): h is Hooked => h.webhook?.events.some((e) => wanted.includes(e)) ?? false);
+    if (hooked.length === 0) return 0;
+    const skipped = kind === 'completed' ? new Set<string>() : await skippedMembers(name, jobId);
+    const timestamp = iso(Number(streamId.split('-')[0]));
+    const found = await Promise.all(hooked.filter((h) => !skipped.has(h.id)).map((h) => deliveryOf(kind, h)));
+    let added = 0;
+    for (const d of found) {
+      if (d && (await store(d.job, d.event, { type: d.event, timestamp, data: toJobResource(d.view) }))) added++;
+    }
+    return added;
+  }
+
+  /** The event a request delivers for stream event `kind`, with its view; null when none, or not one its webhook asks for. */
+  async function deliveryOf(kind: string, job: Hooked): Promise<{ job: Hooked; event: WebhookEvent; view: JobView } | null> {
+    const asked = (event: WebhookEvent | undefined) => event !== undefined && job.webhook.events.includes(event);
+    if (kind === 'active') return asked('job.started') ? { job, event: 'job.started', view: await job.view('running') } : null;
+    if (kind === 'failed') {
+      if (!asked('job.failed') || (await job.status()) !== 'failed') return null;
+      return { job, event: 'job.failed', view: await job.view('failed') };
+    }
+    // Completed: the entry ran, and each member has its own outcome (a job from before entries succeeded).
+    const view = await job.view('succeeded');
+    const event = FINAL_EVENTS[view.status];
+    return event && asked(event) ? { job, event, view } : null;
+  }
+
+  /**
+   * The members of entry `jobId` the API canceled or expired while it was queued: the worker
+   * skipped them, but the entry's own `active` and `failed` say nothing of it. The set is final
+   * once the entry left the queue (tombstones.ts adds to it only while the entry is queued).
+   */
+  async function skippedMembers(queue: string, jobId: string): Promise<ReadonlySet<string>> {
+    if (!jobId.startsWith(ENTRY_ID_PREFIX)) return new Set();
+    return new Set(await deps.redis.smembers(entrySkipKey(deps.prefix, queue, jobId)));
+  }
+
+  function store(job: Hooked, event: WebhookEvent, payload: WebhookPayload): Promise<boolean> {
     return deps.store.enqueue(
       {
         id: deliveryId(job.id, event),
-        tenant: job.data.tenant,
+        tenant: job.tenant,
         jobId: job.id,
         event,
-        url: job.data.webhook.url,
+        url: job.webhook.url,
         payload: JSON.stringify(payload),
       },
       deps.clock.now(),
@@ -147,7 +193,7 @@ export function createEventSource(deps: EventSourceDeps): { run(signal: AbortSig
     const reply = await readStreams([...cursors.keys()], signal);
     for (const { queue: name, entries } of reply) {
       let added = 0;
-      for (const { id, fields } of entries) if (await handle(queues, name, id, fields)) added++;
+      for (const { id, fields } of entries) added += await handle(queues, name, id, fields);
       const last = entries.at(-1)?.id;
       if (last === undefined) continue;
       await deps.redis.set(cursorKey(name), last);
@@ -183,4 +229,24 @@ export function createEventSource(deps: EventSourceDeps): { run(signal: AbortSig
   }
 
   return { run };
+}
+
+/**
+ * `redis` with one change: a buffer read (an entry's packed outputs) is made once and shared.
+ * Each member's view reads its rows out of the entry's whole output buffer; one stream entry's
+ * members, handled together, share that one read instead of one per member.
+ */
+function sharedOutputReads(redis: RedisClient): Pick<RedisClient, 'get' | 'getBuffer'> {
+  const buffers = new Map<string, Promise<Buffer | null>>();
+  return {
+    get: (key: string) => redis.get(key),
+    getBuffer: (key: string) => {
+      let read = buffers.get(key);
+      if (!read) {
+        read = redis.getBuffer(key);
+        buffers.set(key, read);
+      }
+      return read;
+    },
+  };
 }
