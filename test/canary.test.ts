@@ -1,9 +1,10 @@
 /**
  * Canary with automatic rollback (issue 3 §8) on a real Redis: outcomes come from real BullMQ
  * workers on the version queues (the processor returns a JobResult, or fails the job the way
- * worker/intake.ts does), deployments from the real store, and the guard ticks on a
- * ManualClock, so sustain periods pass without waiting. Each test has its own prefix and
- * deletes its keys; every queue, worker and connection is closed.
+ * worker/intake.ts does; queue entries of several requests run through
+ * test/support/entry-worker.ts, as the worker's entry intake runs them), deployments from the
+ * real store, and the guard ticks on a ManualClock, so sustain periods pass without waiting.
+ * Each test has its own prefix and deletes its keys; every queue, worker and connection is closed.
  */
 import { Queue, UnrecoverableError, Worker } from 'bullmq';
 import { Hono } from 'hono';
@@ -19,7 +20,9 @@ import { createDeploymentStore, type DeploymentStore } from '../infra/deployment
 import { ManualClock } from '../infra/kernel/clock.ts';
 import { silentLog } from '../infra/kernel/log.ts';
 import { closeRedis, createRedis } from '../infra/redis/client.ts';
-import { redisPrefixes, testServices } from './support/services.ts';
+import { type AddedEntry, addEntry, cancelQueuedMember, knobbedRun, type TestEntryData, testEntry } from './support/entry-jobs.ts';
+import { startEntryWorker } from './support/entry-worker.ts';
+import { redisPrefixes, testServices, uniqueId } from './support/services.ts';
 
 const redis = createRedis(testServices().redisUrl);
 const second = createRedis(testServices().redisUrl); // as a second guard process would have
@@ -103,6 +106,52 @@ async function serve(prefix: string, version: string, traffic: Traffic): Promise
     await queue.close();
     await closeRedis(connection);
   }
+}
+
+/**
+ * Runs queue entries through a real Queue and the miniature entry intake on the version's queue,
+ * after canceling the members `cancel` names while their entry is queued; resolves once every
+ * entry has finished, with the entries in the order given.
+ */
+async function serveEntries(
+  prefix: string,
+  version: string,
+  entries: ReadonlyArray<{ data: TestEntryData; cancel?: string[] }>,
+): Promise<AddedEntry[]> {
+  const name = queueName(MODEL, version);
+  const connection = createRedis(testServices().redisUrl);
+  const queue = new Queue<TestEntryData>(name, { connection, prefix, streams: { events: { maxLen: EVENTS_STREAM_MAX_LEN } } });
+  const worker = startEntryWorker({ redis: connection, prefix, model: MODEL, version, run: knobbedRun, concurrency: 8 });
+  let finished = 0;
+  let allFinished = () => {};
+  const done = new Promise<void>((resolve) => {
+    allFinished = resolve;
+  });
+  const onFinished = () => {
+    if (++finished === entries.length) allFinished();
+  };
+  worker.on('completed', onFinished);
+  worker.on('failed', onFinished);
+  try {
+    const added: AddedEntry[] = [];
+    for (const { data, cancel } of entries) {
+      const entry = await addEntry(connection, prefix, queue, data, { held: true });
+      for (const id of cancel ?? []) expect(await cancelQueuedMember(connection, prefix, name, entry, id)).not.toBeNull();
+      added.push(entry);
+    }
+    await Promise.all(added.map((e) => e.release()));
+    if (entries.length > 0) await done;
+    return added;
+  } finally {
+    await worker.close();
+    await queue.close();
+    await closeRedis(connection);
+  }
+}
+
+/** `n` member ids. */
+function memberIds(n: number): string[] {
+  return Array.from({ length: n }, () => uniqueId('job'));
 }
 
 async function deploy(prefix: string, stableWeight: number): Promise<DeploymentStore> {
@@ -196,6 +245,42 @@ describe('outcomes from the version queues', () => {
     const restarted = createOutcomeStore({ redis, prefix, windowMs: 120_000 });
     await restarted.ingest(MODEL, '1', Date.now());
     expect((await restarted.window(MODEL, '1', Date.now())).requests).toBe(340);
+  });
+
+  it("counts each request of a shared entry: its own success, latency and failure; none for the caller's or a canceled one", async () => {
+    const prefix = newPrefix();
+    const ran = memberIds(5);
+    const mixed = memberIds(3);
+    const failed = memberIds(4);
+    const refused = memberIds(2);
+    const gone = memberIds(3);
+    const entry = (ids: string[], knobs: TestEntryData['knobs'] = {}) =>
+      testEntry({ model: MODEL, version: '1', members: ids.map((id) => ({ id })), knobs });
+    const error = (code: string) => ({ code, message: `${code} for this request alone` });
+    const served = await serveEntries(prefix, '1', [
+      // 3 successes, 1 failure of the model's, 1 of the caller's.
+      { data: entry(ran, { errors: { [ran[3] as string]: error('inference_failed'), [ran[4] as string]: error('invalid_input') } }) },
+      // 1 success; a passed deadline and a cancel are the caller's.
+      { data: entry(mixed, { errors: { [mixed[1] as string]: error('deadline_exceeded') } }), cancel: [mixed[2] as string] },
+      // Failed for good: one failure per request it still carried (3 of 4).
+      { data: entry(failed, { fail: 'inference_failed: the forward pass failed' }), cancel: [failed[0] as string] },
+      // Failed for good, by the caller's input: nothing.
+      { data: entry(refused, { fail: 'invalid_input: rows do not match' }) },
+      // Failed for good, then removed before any guard read it: its members are unknown, so one failure.
+      { data: entry(gone, { fail: 'worker_crashed: its workers died' }) },
+    ]);
+    const removed = served[4] as AddedEntry;
+    const queue = new Queue(queueName(MODEL, '1'), { connection: redis, prefix, skipMetasUpdate: true });
+    await queue.remove(removed.id);
+    await queue.close();
+
+    const now = Date.now();
+    const a = createOutcomeStore({ redis, prefix, windowMs: 120_000, batchSize: 5 });
+    const b = createOutcomeStore({ redis: second, prefix, windowMs: 120_000, batchSize: 5 });
+    await Promise.all([a.ingest(MODEL, '1', now), b.ingest(MODEL, '1', now)]);
+    await a.ingest(MODEL, '1', now);
+    const w = await a.window(MODEL, '1', now);
+    expect(w).toMatchObject({ requests: 4 + 1 + 3 + 0 + 1, failures: 1 + 0 + 3 + 0 + 1, latencySamples: 3 + 1 });
   });
 
   it('leaves outcomes older than the window out', async () => {

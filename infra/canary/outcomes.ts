@@ -8,10 +8,15 @@
  *                                                 f (failures), l<i> (latency histogram counts)
  *   <prefix>:canary:cursor:<queue>                the id of the last stream entry aggregated
  *
- * What counts (DESIGN §4 job contract):
- * - `completed`: a success. Its latency is the job's own `timings.queueMs + inferMs` from the
- *   returnvalue in the entry, i.e. submit → result as the caller sees it (queue wait included,
- *   since a slower version also backs up its queue), without a job read per entry.
+ * What counts (DESIGN §4 job contract), per request: a stream event names a BullMQ job, which
+ * carries one request (a job from before queue entries, a bulk chunk) or several (a queue
+ * entry's members, infra/contracts/entry.ts), and each request is one outcome:
+ * - `completed`: a job's is a success. Its latency is the job's own `timings.queueMs + inferMs`
+ *   from the returnvalue in the stream entry, i.e. submit → result as the caller sees it (queue
+ *   wait included, since a slower version also backs up its queue), without a job read. An
+ *   entry's returnvalue holds each member's outcome: a success with its own timings, a failure
+ *   with its own code (a member fails alone: bisected bad input, its deadline), or skipped
+ *   (canceled or expired before the worker took the entry: nothing).
  * - `failed`: a failure (BullMQ 6 emits it only for a job's final failure, never for an attempt
  *   that will be retried), except codes that are the caller's doing, which count for nothing
  *   (a tenant can send any number of them, pinned to the canary, to force a rollback):
@@ -21,7 +26,12 @@
  *   deadline (`timeoutMs: 1` expires on any version). A version too slow to take its jobs in
  *   time still shows, in the latency of the jobs it serves (queue wait included).
  *   `inference_failed` (the model failed on data it accepts) and `worker_crashed` count.
- * - Everything else (added, waiting, active, …) is skipped.
+ *   An entry that failed for good fails each member it still carried: the stream entry holds
+ *   only its id and reason, so the counts come from one pipelined read of the entries' BullMQ
+ *   hashes (their member lists) and skip sets, made for counted failures only (rare) and before
+ *   the batch is applied, which keeps the batch exactly once. An entry whose hash is already gone
+ *   counts as one failure.
+ * - Everything else (added, waiting, active, member-ended, …) is skipped.
  *
  * An outcome is bucketed by its entry's time (Redis's clock when the job finished), not by when
  * a guard read it, so a guard that restarts or catches up puts outcomes where they happened.
@@ -33,10 +43,11 @@
  * from; a reader that lost the race drops its batch (the winner counted it) and stops.
  */
 
+import { ENTRY_ID_PREFIX, type EntryData, isEntryResult, type MemberOutcome } from '../contracts/entry.ts';
 import { queueName } from '../contracts/job.ts';
 import { parseFailure, readEventStreams, type StreamEntry } from '../queue/index.ts';
 import type { RedisClient } from '../redis/client.ts';
-import { canaryAggKey, canaryCursorKey } from '../redis/keys.ts';
+import { canaryAggKey, canaryCursorKey, entrySkipKey, queueKey } from '../redis/keys.ts';
 import { bucketIndex, estimateQuantile, type LatencyCounts } from './latency-histogram.ts';
 
 /** Width of one aggregate bucket. */
@@ -84,24 +95,46 @@ export interface OutcomeStore {
   window(model: string, version: string, now: number): Promise<WindowStats>;
 }
 
-/** What a stream entry says about the version; null when it says nothing (or is the caller's fault). */
-export function outcomeOf(entryId: string, fields: Record<string, string>): Outcome | null {
-  const atMs = Number(entryId.split('-')[0]);
-  if (fields.event === 'completed') return { atMs, ok: true, ...latencyOf(fields.returnvalue) };
-  if (fields.event !== 'failed') return null;
-  if (IGNORED_FAILURE_CODES.has(parseFailure(fields.failedReason).code)) return null;
-  return { atMs, ok: false };
+/**
+ * What a stream entry says about the version: one outcome per request its job carried, none when
+ * it says nothing (or the failure is the caller's). `failedRequests`: for a `failed` entry, how
+ * many requests the failed job still carried (see the header); 1 when not given.
+ */
+export function outcomesOf(streamId: string, fields: Record<string, string>, failedRequests = 1): Outcome[] {
+  const atMs = Number(streamId.split('-')[0]);
+  if (fields.event === 'completed') return completedOutcomes(atMs, fields.returnvalue);
+  if (fields.event !== 'failed' || !countedFailure(fields)) return [];
+  return Array.from({ length: failedRequests }, () => ({ atMs, ok: false }));
 }
 
-function latencyOf(returnvalue: string | undefined): { latencyMs?: number } {
+/** A `failed` stream entry whose code is not the caller's doing. */
+function countedFailure(fields: Record<string, string>): boolean {
+  return fields.event === 'failed' && !IGNORED_FAILURE_CODES.has(parseFailure(fields.failedReason).code);
+}
+
+function completedOutcomes(atMs: number, returnvalue: string | undefined): Outcome[] {
+  let result: unknown;
   try {
-    const timings = (JSON.parse(returnvalue ?? 'null') as { timings?: { queueMs?: unknown; inferMs?: unknown } } | null)?.timings;
-    const { queueMs, inferMs } = timings ?? {};
-    if (typeof queueMs === 'number' && typeof inferMs === 'number' && Number.isFinite(queueMs + inferMs)) {
-      return { latencyMs: queueMs + inferMs };
-    }
+    result = JSON.parse(returnvalue ?? 'null');
   } catch {
-    // Not a JobResult (a foreign producer): the success counts, without a latency.
+    // Not JSON (a foreign producer): the success counts, without a latency.
+  }
+  if (!isEntryResult(result)) return [{ atMs, ok: true, ...latencyOf(result) }];
+  return Object.values(result.members).flatMap((m) => memberOutcome(atMs, m));
+}
+
+function memberOutcome(atMs: number, member: MemberOutcome): Outcome[] {
+  if (member.status === 'succeeded') return [{ atMs, ok: true, ...latencyOf(member) }];
+  if (member.status === 'skipped' || IGNORED_FAILURE_CODES.has(member.error.code)) return [];
+  return [{ atMs, ok: false }];
+}
+
+/** A JobResult's (or a member outcome's) latency; none without usable timings. */
+function latencyOf(result: unknown): { latencyMs?: number } {
+  const timings = (result as { timings?: { queueMs?: unknown; inferMs?: unknown } } | null)?.timings;
+  const { queueMs, inferMs } = timings ?? {};
+  if (typeof queueMs === 'number' && typeof inferMs === 'number' && Number.isFinite(queueMs + inferMs)) {
+    return { latencyMs: queueMs + inferMs };
   }
   return {};
 }
@@ -137,7 +170,8 @@ export function createOutcomeStore(deps: OutcomeStoreDeps): OutcomeStore {
     const entries = read?.entries ?? [];
     const last = entries.at(-1)?.id;
     if (last === undefined) return null;
-    const buckets = aggregate(entries, now - deps.windowMs);
+    const failedRequests = await failedEntryRequests(queue, entries);
+    const buckets = aggregate(entries, now - deps.windowMs, failedRequests);
     const keys = [...buckets.keys()];
     const applied = await deps.redis.eval(
       APPLY_SCRIPT,
@@ -151,6 +185,33 @@ export function createOutcomeStore(deps: OutcomeStoreDeps): OutcomeStore {
       JSON.stringify(keys.map((b) => Object.fromEntries(buckets.get(b) ?? []))),
     );
     return applied === 1 ? { cursor: last, read: entries.length } : null;
+  }
+
+  /**
+   * For each counted `failed` stream entry of a queue entry: the requests it still carried (its
+   * members less those skipped), by one pipelined read on the queue's slot. Keyed by stream id.
+   */
+  async function failedEntryRequests(queue: string, entries: readonly StreamEntry[]): Promise<Map<string, number>> {
+    const failed = entries.filter((e) => e.fields.jobId?.startsWith(ENTRY_ID_PREFIX) && countedFailure(e.fields));
+    const counts = new Map<string, number>();
+    if (failed.length === 0) return counts;
+    const pipeline = deps.redis.pipeline();
+    for (const { fields } of failed) {
+      const entryId = fields.jobId as string;
+      // The entry's BullMQ job hash (bullJobKey's key, infra/queue/bullmq-keys.ts), named as keys.ts names BullMQ's keys for readers without a Queue.
+      pipeline.hget(queueKey(deps.prefix, queue, entryId), 'data');
+      pipeline.scard(entrySkipKey(deps.prefix, queue, entryId));
+    }
+    const replies = (await pipeline.exec()) ?? [];
+    failed.forEach(({ id }, i) => {
+      const [dataErr, data] = replies[2 * i] ?? [];
+      const [skipErr, skipped] = replies[2 * i + 1] ?? [];
+      if (dataErr || skipErr) throw dataErr ?? skipErr;
+      const members = membersOf(data as string | null);
+      // A hash already gone (retention, removed): one failure, as before entries.
+      if (members !== undefined) counts.set(id, Math.max(0, members - Number(skipped ?? 0)));
+    });
+    return counts;
   }
 
   return {
@@ -180,13 +241,32 @@ export function createOutcomeStore(deps: OutcomeStoreDeps): OutcomeStore {
   };
 }
 
+/** The member count of an entry's BullMQ `data`; undefined when there is none to read. */
+function membersOf(data: string | null): number | undefined {
+  if (data === null) return undefined;
+  try {
+    const members = (JSON.parse(data) as Partial<EntryData>).members;
+    return Array.isArray(members) ? members.length : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** Bucket start → field → increment, for the entries inside the window. */
-function aggregate(entries: readonly StreamEntry[], windowStartMs: number): Map<number, Map<string, number>> {
+function aggregate(
+  entries: readonly StreamEntry[],
+  windowStartMs: number,
+  failedRequests: ReadonlyMap<string, number>,
+): Map<number, Map<string, number>> {
   const buckets = new Map<number, Map<string, number>>();
   const inc = (fields: Map<string, number>, field: string) => fields.set(field, (fields.get(field) ?? 0) + 1);
   for (const { id, fields: entry } of entries) {
-    const outcome = outcomeOf(id, entry);
-    if (!outcome || outcome.atMs <= windowStartMs) continue;
+    for (const outcome of outcomesOf(id, entry, failedRequests.get(id))) count(outcome);
+  }
+  return buckets;
+
+  function count(outcome: Outcome): void {
+    if (outcome.atMs <= windowStartMs) return;
     const bucket = Math.floor(outcome.atMs / BUCKET_MS) * BUCKET_MS;
     const fields = buckets.get(bucket) ?? new Map<string, number>();
     buckets.set(bucket, fields);
@@ -194,7 +274,6 @@ function aggregate(entries: readonly StreamEntry[], windowStartMs: number): Map<
     if (!outcome.ok) inc(fields, 'f');
     if (outcome.latencyMs !== undefined) inc(fields, `l${bucketIndex(outcome.latencyMs)}`);
   }
-  return buckets;
 }
 
 /** Sums bucket hashes into window figures. */
