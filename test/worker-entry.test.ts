@@ -204,7 +204,7 @@ async function addEntry(
   model: string,
   members: MemberSpec[],
   inputs: TensorToPack[],
-  options: { skip?: number[]; outputs?: string[] } = {},
+  options: { skip?: number[]; outputs?: string[]; withoutInputs?: true } = {},
 ): Promise<Written> {
   const entryId = `${ENTRY_ID_PREFIX}${uniqueId('e').replace(/-/g, '_')}`;
   const queue = queueName(model, '1');
@@ -218,7 +218,7 @@ async function addEntry(
     ...(m.cacheDigest !== undefined ? { cacheDigest: m.cacheDigest } : {}),
   }));
   const { specs, bytes } = packTensors(inputs);
-  await redis.set(entryInputsKey(prefix, queue, entryId), bytes, 'EX', RETENTION_S);
+  if (!options.withoutInputs) await redis.set(entryInputsKey(prefix, queue, entryId), bytes, 'EX', RETENTION_S);
   if (options.skip?.length) await redis.sadd(entrySkipKey(prefix, queue, entryId), ...options.skip.map((i) => ids[i] as string));
   const data: EntryData = {
     entry: 1,
@@ -489,6 +489,18 @@ describe('an entry of several members', () => {
       const fromEntry = await memberOutputs('mlp', entryId, result, outcome, members[i]?.rows as number);
       expect(Array.from(tensorData(hit?.specs[0] as never, hit?.bytes as Buffer) as Float32Array)).toEqual(fromEntry.score);
     }
+  });
+});
+
+describe('an entry whose inputs are gone', () => {
+  it('is retried, then fails in words a tenant may read', async () => {
+    const { entryId } = await addEntry('mlp', [{ rows: 1 }], features(1, 1), { withoutInputs: true });
+    const job = await until('the entry to fail for good', async () => {
+      const j = await (queues.get('mlp') as Queue).getJob(entryId);
+      return j?.finishedOn !== undefined ? j : undefined;
+    });
+    expect(job.attemptsMade).toBe(3);
+    expect(job.failedReason).toBe("the job's inputs are no longer stored (they expired or were lost)");
   });
 });
 

@@ -76,8 +76,10 @@ export async function processEntry(deps: EntryDeps, entryId: string, data: Entry
   const result: EntryResult = { entry: 1, workerId: deps.workerId, outputs: [], members };
   if (live.length === 0) return result;
   if (read.bytes === null) {
+    // Retried like any fault of ours (the API writes the inputs before the entry); shown to the
+    // tenant once the attempts are spent, so in its words: no key names, no entry id.
     retry(live, deps);
-    throw new Error(`entry ${entryId}: its inputs (${entryInputsKey(deps.prefix, deps.queue, entryId)}) are not in Redis`);
+    throw new Error("the job's inputs are no longer stored (they expired or were lost)");
   }
 
   let run: RunOutcome;
