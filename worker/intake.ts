@@ -4,10 +4,12 @@
  * each job's processor waits on its rows' forward passes, so BullMQ renews its lock on the main
  * thread meanwhile and a crashed worker's jobs go back to the queue as stalled (at-least-once).
  *
- * Errors become BullMQ decisions here and nowhere else: a job past its start deadline
- * (`timeoutMs`) → UnrecoverableError (`deadline_exceeded: …`, never run late); invalid input →
- * UnrecoverableError (`invalid_input: …`, no retry); a forward pass that fails for this job alone (the batcher
- * bisected it out) → UnrecoverableError, `invalid_input` when ORT found an index out of range in
+ * An entry's members end with outcomes of their own (entry-intake.ts: the entry completes even
+ * when some fail). For an `infer` job, errors become BullMQ decisions here and nowhere else: a
+ * job past its start deadline (`timeoutMs`) → UnrecoverableError (`deadline_exceeded: …`, never
+ * run late); invalid input → UnrecoverableError (`invalid_input: …`, no retry); a forward pass
+ * that fails for this job alone (the batcher bisected it out) → UnrecoverableError,
+ * `invalid_input` when ORT found an index out of range in
  * the job's data and `inference_failed` otherwise, with our words, never ORT's (its message
  * names graph nodes: it goes to `onRejected`, the worker's log; engine/rejections.ts); anything
  * else is thrown as is and retried with back-off.
