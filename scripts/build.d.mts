@@ -2,6 +2,7 @@
 export declare const ROOT: string;
 export declare const DIST: string;
 export declare const STAMP: string;
+export declare const TARGET: string;
 export declare const ENTRIES: Record<string, string>;
 export declare const THREAD_ENTRIES: Record<string, string>;
 export declare function staleReason(root?: string): string | undefined;

@@ -33,6 +33,9 @@ export const DIST = path.join(ROOT, 'dist');
 export const STAMP = path.join(DIST, 'build-stamp.json');
 const STAMP_VERSION = 1;
 
+/** The Node.js the output must run on: package.json's engines. */
+export const TARGET = 'node20';
+
 /** Output name (dist/<name>.js) → source entry. */
 export const ENTRIES = {
   cli: 'scripts/cli.ts',
@@ -110,7 +113,7 @@ export async function buildDist(options = {}) {
       splitting: true,
       format: 'esm',
       platform: 'node',
-      target: 'node20',
+      target: TARGET,
       packages: 'external',
       sourcemap: 'linked',
       sourcesContent: false,

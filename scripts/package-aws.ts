@@ -9,6 +9,10 @@
  * Each bundle is one self-contained ESM file. What it must not contain, and is checked here:
  * onnxruntime-node or any native addon (the API and the scaler never run a model; an addon
  * built for this machine would not load on Lambda anyway).
+ *
+ * Like every production role, a function runs compiled JavaScript; these bundles differ from
+ * `npm run build`'s dist/ (scripts/build.mjs) in carrying their packages inside, as a zip must.
+ * The two share the build's target and its table of thread entries.
  */
 import { spawnSync } from 'node:child_process';
 import { cpSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -16,6 +20,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build, type Plugin } from 'esbuild';
 import { errorMessage } from '../infra/kernel/errors.ts';
+import { ENTRIES as BUILD_ENTRIES, TARGET, THREAD_ENTRIES as THREAD_BOOTSTRAPS } from './build.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 export const BUILD_DIR = path.join(ROOT, '.build', 'aws');
@@ -72,14 +77,23 @@ export const RUNTIME_FILES: Record<string, Array<[from: string, to: string]>> = 
 
 /**
  * Worker threads a function starts from a file beside its code (`new Worker(new URL('./x.mjs',
- * import.meta.url))`): each is bundled on its own, under the name the code asks for, beside the
+ * import.meta.url))`): each is bundled on its own, from the entry the build compiles in place of
+ * that bootstrap (scripts/build.mjs THREAD_ENTRIES), under the name the code asks for, beside the
  * function's index.mjs, so the same relative URL resolves in the zip. There it is plain JS; in
  * the source tree the .mjs registers tsx first. The API's: the dashboard simulation's replay
  * thread (infra/simulator/bounded-replay.ts), which keeps a replay off the event loop.
  */
 export const THREAD_ENTRIES: Record<string, Array<[entry: string, file: string]>> = {
-  api: [['infra/simulator/sweep-thread.ts', 'sweep-thread.mjs']],
+  api: [threadEntry('infra/simulator/sweep-thread.mjs')],
 };
+
+/** A thread bootstrap's compiled entry and the file name the code asks for. */
+function threadEntry(bootstrap: string): [entry: string, file: string] {
+  const name = THREAD_BOOTSTRAPS[bootstrap];
+  const entry = name === undefined ? undefined : BUILD_ENTRIES[name];
+  if (entry === undefined) throw new Error(`scripts/build.mjs compiles no entry for the thread bootstrap ${bootstrap}`);
+  return [entry, path.basename(bootstrap)];
+}
 
 /** Inputs a Lambda bundle must never contain. */
 const FORBIDDEN = [/node_modules\/onnxruntime-(node|common)\//, /\.node$/];
@@ -120,7 +134,7 @@ export async function bundleLambdas(): Promise<Record<string, Bundle>> {
       outfile,
       bundle: true,
       platform: 'node',
-      target: 'node20',
+      target: TARGET,
       format: 'esm',
       external: EXTERNAL,
       metafile: true,
