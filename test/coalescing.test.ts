@@ -28,6 +28,7 @@ import { locateMember, memberEntry } from './support/entries.ts';
 import { type MemberFn, type MemberRun, startEntryWorker } from './support/entry-worker.ts';
 import { testEnv, testServices, uniqueId } from './support/services.ts';
 import { KEY_A, KEY_B } from './support/stack.ts';
+import { until } from './support/until.ts';
 
 type Written = { queue: string; members: number; bytes: number };
 
@@ -464,6 +465,13 @@ describe('through the API, with the real job queue', () => {
     const config = loadConfig(testEnv());
     apiPrefix = config.queuePrefix;
     api = await startTestApi(config);
+    // The server waits for its own Redis client only; the job queue's fails fast until it connects.
+    await until("the API's job queue to connect", () =>
+      api.jobs.get('job_probe').then(
+        () => true,
+        () => undefined,
+      ),
+    );
   });
 
   afterAll(async () => {
