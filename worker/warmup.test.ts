@@ -16,6 +16,7 @@ import { profileFileFor, profileKey } from './profile-cache.ts';
 import {
   type BatchProfile,
   defaultWarmupBatches,
+  keptThreads,
   MORE_THREADS_MIN_GAIN,
   representativeInputs,
   runWarmup,
@@ -264,6 +265,33 @@ describe('the kept profile', () => {
     expect(again.profile).toEqual({ ...first.profile, reused: true });
     // The engine is ready at the chosen size.
     expect((await engine.run(representativeInputs(MLP, 8))).score?.dims).toEqual([8, 1]);
+  });
+
+  it('tells a caller that loads the model first which thread count to load, and then loads it only once', async () => {
+    await rm(profileFileFor(modelPath), { force: true });
+    const query = {
+      modelPath,
+      manifest: { ...MLP, sha256: SHA },
+      executionProviders: ['cpu'],
+      threadCandidates: [1, 2],
+      iterations: 2,
+      latencyBudgetMs: 6,
+    };
+    expect(await keptThreads(query)).toBeUndefined();
+    await start(observed(engine, cost));
+    expect(await keptThreads(query)).toBe(2);
+    expect(await keptThreads({ ...query, profileFile: null })).toBeUndefined();
+
+    // The caller loaded 2 threads itself: warm-up only runs the chosen batch.
+    const same = observed(engine, cost);
+    await engine.load(modelPath, { executionProviders: ['cpu'], intraOpThreads: 2 });
+    expect((await start(same, { loadedThreads: 2 })).profile).toMatchObject({ threads: 2, chosenBatch: 8, reused: true });
+    expect(same.loads).toEqual([]);
+    expect(same.runs).toEqual([8]);
+    // Loaded with another count: the chosen one is loaded.
+    const other = observed(engine, cost);
+    await start(other, { loadedThreads: 0 });
+    expect(other.loads.map((l) => l.intraOpThreads)).toEqual([2]);
   });
 
   it('chooses again from the kept measurements under the latency budget of this start', async () => {

@@ -70,25 +70,25 @@ export interface WarmupOptions {
    * `<sha256>.profile.json` next to the cache's `<sha256>.onnx`; null: measure, keep nothing.
    */
   profileFile?: string | null;
+  /**
+   * The intra-op thread count the engine already has this model loaded with, where the caller
+   * loaded it before warm-up: a kept choice of the same count is not loaded a second time (see
+   * keptThreads, which tells the caller which count to load).
+   */
+  loadedThreads?: number;
 }
+
+/** What looking up a kept profile needs: the warm-up's settings, no engine. */
+export type KeptProfileQuery = Pick<
+  WarmupOptions,
+  'modelPath' | 'manifest' | 'executionProviders' | 'threadCandidates' | 'batchSizes' | 'iterations' | 'latencyBudgetMs' | 'profileFile'
+>;
 
 const preciseClock: Pick<Clock, 'now'> = { now: () => performance.timeOrigin + performance.now() };
 
 export async function runWarmup(options: WarmupOptions): Promise<BatchProfile> {
   const clock = options.clock ?? preciseClock;
-  const sizes = warmupSizes(options);
-  const threadsList = [...new Set(options.threadCandidates.filter((t) => Number.isInteger(t) && t >= 0))];
-  if (threadsList.length === 0) threadsList.push(0);
-  const iterations = Math.max(1, Math.floor(options.iterations));
-  const file = options.profileFile === undefined ? profileFileFor(options.modelPath) : options.profileFile;
-  const key = profileKey({
-    sha256: options.manifest.sha256,
-    executionProviders: options.executionProviders,
-    threadCandidates: threadsList,
-    batchSizes: sizes,
-    iterations,
-  });
-  const kept = file ? await readKeptProfile(file, key, isBatchProfile) : undefined;
+  const { file, key, kept, sizes, threadsList, iterations } = await lookUp(options);
   if (file && kept) {
     emit(options, { type: 'reused', file, measuredAt: kept.measuredAt });
     return reuse(options, kept);
@@ -117,11 +117,41 @@ export async function runWarmup(options: WarmupOptions): Promise<BatchProfile> {
   return profile;
 }
 
-/** A start with kept measurements: load the chosen thread count, run the chosen batch once. */
+/**
+ * The intra-op thread count a warm-up with these settings would load from its kept profile, or
+ * undefined when it will measure. A caller that loads the model before warm-up loads this count
+ * and passes it as `loadedThreads`, so a warm-cache start creates one session, not two.
+ */
+export async function keptThreads(query: KeptProfileQuery): Promise<number | undefined> {
+  const { kept } = await lookUp(query);
+  return kept ? choose(kept.candidates, query.latencyBudgetMs).threads : undefined;
+}
+
+/** The settings warm-up runs under, normalised, and the profile kept for them if any. */
+async function lookUp(options: KeptProfileQuery) {
+  const sizes = warmupSizes(options);
+  const threadsList = [...new Set(options.threadCandidates.filter((t) => Number.isInteger(t) && t >= 0))];
+  if (threadsList.length === 0) threadsList.push(0);
+  const iterations = Math.max(1, Math.floor(options.iterations));
+  const file = options.profileFile === undefined ? profileFileFor(options.modelPath) : options.profileFile;
+  const key = profileKey({
+    sha256: options.manifest.sha256,
+    executionProviders: options.executionProviders,
+    threadCandidates: threadsList,
+    batchSizes: sizes,
+    iterations,
+  });
+  const kept = file ? await readKeptProfile(file, key, isBatchProfile) : undefined;
+  return { file, key, kept, sizes, threadsList, iterations };
+}
+
+/** A start with kept measurements: load the chosen thread count (unless loaded), run the chosen batch once. */
 async function reuse(options: WarmupOptions, kept: BatchProfile): Promise<BatchProfile> {
   const choice = choose(kept.candidates, options.latencyBudgetMs);
-  const info = await loadWith(options, choice.threads);
-  emit(options, { type: 'load', threads: choice.threads, loadMs: info.loadMs });
+  if (options.loadedThreads !== choice.threads) {
+    const info = await loadWith(options, choice.threads);
+    emit(options, { type: 'load', threads: choice.threads, loadMs: info.loadMs });
+  }
   // The first run pays for allocations and kernel selection: a job should not.
   await options.engine.run(representativeInputs(options.manifest, choice.entry.batch));
   return { ...profileOf(kept.candidates, choice, kept.measuredAt), reused: true };
@@ -169,7 +199,7 @@ export function defaultWarmupBatches(maxBatch: number): number[] {
   return sizes;
 }
 
-function warmupSizes(options: WarmupOptions): number[] {
+function warmupSizes(options: Pick<WarmupOptions, 'manifest' | 'batchSizes'>): number[] {
   const { maxBatch, warmupBatches } = options.manifest.batching;
   const requested = options.batchSizes ?? (warmupBatches.length > 0 ? warmupBatches : defaultWarmupBatches(maxBatch));
   const sizes = [...new Set(requested.filter((b) => Number.isInteger(b) && b >= 1 && (maxBatch < 1 || b <= maxBatch)))];
