@@ -11,7 +11,9 @@
  *      `code: message` (worker/intake.ts's form); any other error fails the whole entry, which
  *      BullMQ retries while attempts are left (the real worker's transient failures);
  *   4. packs the succeeded members' outputs, in member order, SETs them at `entryOutputsKey`
- *      (EX the retention), and returns the EntryResult.
+ *      (EX the retention), and returns the EntryResult;
+ *   5. once BullMQ has finished the entry for good (completed, or failed with its attempts
+ *      spent), deletes its inputs (`startEntryWorker` only: the Worker's events say when).
  *
  * `run` sees every member's call before any is awaited, so a gate in it holds the whole entry
  * running, as a forward pass would.
@@ -68,8 +70,7 @@ export function entryProcessor(options: EntryProcessorOptions): Processor<EntryD
       redis.smembers(entrySkipKey(prefix, queue, entryId)),
       redis.getBuffer(entryInputsKey(prefix, queue, entryId)),
     ]);
-    if (raw === null) throw new Error(`the inputs of entry ${entryId} are gone`);
-    const bytes = aligned(raw);
+    const bytes = raw === null ? null : aligned(raw);
     const takenAt = job.processedOn ?? now();
     const skip = new Set(skipped);
     const members: Record<string, MemberOutcome> = {};
@@ -85,6 +86,8 @@ export function entryProcessor(options: EntryProcessorOptions): Processor<EntryD
         const message = `the job waited ${queueMs} ms for a worker; its deadline was ${member.timeoutMs} ms`;
         members[member.id] = { status: 'failed', error: { code: 'deadline_exceeded', message }, timings: { queueMs } };
       } else {
+        // Retried like any fault of the worker's; only read when some member is to run.
+        if (bytes === null) throw new Error("the job's inputs are no longer stored (they expired or were lost)");
         const inputs = data.inputs.map((spec) => rowsOf(spec, bytes, first, first + member.rows));
         const call = { entryId, entry: data, member, inputs, attemptsMade: job.attemptsMade };
         runs.push({ member, outputs: Promise.resolve().then(() => options.run(call)) });
@@ -127,11 +130,20 @@ export interface EntryWorkerOptions extends EntryProcessorOptions {
 
 /** A BullMQ Worker on the model version's queue running `entryProcessor`; close it when done. */
 export function startEntryWorker(options: EntryWorkerOptions): Worker<EntryData, EntryResult> {
-  return new Worker<EntryData, EntryResult>(queueName(options.model, options.version ?? '1'), entryProcessor(options), {
-    connection: options.redis,
-    prefix: options.prefix,
+  const { redis, prefix } = options;
+  const worker = new Worker<EntryData, EntryResult>(queueName(options.model, options.version ?? '1'), entryProcessor(options), {
+    connection: redis,
+    prefix,
     concurrency: options.concurrency ?? 1,
   });
+  const ended = (job: Job<EntryData, EntryResult> | undefined) => {
+    if (job?.id) redis.unlink(entryInputsKey(prefix, job.queueName, job.id)).catch(() => undefined);
+  };
+  worker.on('completed', ended);
+  worker.on('failed', (job) => {
+    if (job && job.attemptsMade >= (job.opts.attempts ?? 1)) ended(job);
+  });
+  return worker;
 }
 
 /** Rows [start, end) of a packed tensor, as a tensor of its own (a view for numeric data). */
