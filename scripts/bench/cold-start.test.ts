@@ -1,5 +1,10 @@
-import { describe, expect, it } from 'vitest';
-import { phasesFrom, stateMarkOf } from './cold-start.ts';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import type { ModelManifest } from '../../infra/contracts/manifest.ts';
+import { testServices } from '../../test/support/services.ts';
+import { buildMultiTypeModel } from '../fixtures/onnx-models.ts';
+import { phasesFrom, rawWarmStart, stateMarkOf } from './cold-start.ts';
 
 describe('phasesFrom', () => {
   it('splits a start into boot, download, load and warm-up from the state timestamps', () => {
@@ -43,5 +48,42 @@ describe('stateMarkOf', () => {
     expect(stateMarkOf('plain text')).toBeUndefined();
     expect(stateMarkOf(JSON.stringify({ time: 1, state: 'active', msg: 'warm-up done' }))).toBeUndefined();
     expect(stateMarkOf('{"msg": "worker state", "state"')).toBeUndefined();
+  });
+});
+
+describe('rawWarmStart', () => {
+  const dir = mkdtempSync(path.join(testServices().tmpDir, 'raw-start-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  // Four inputs of four types, so the fresh process builds every kind of tensor it is sent.
+  const manifest: ModelManifest = {
+    name: 'multi',
+    version: '1',
+    format: 'onnx',
+    sha256: '0'.repeat(64),
+    sizeBytes: 0,
+    inputs: [
+      { name: 'x', datatype: 'FP32', shape: [-1, 2, 2] },
+      { name: 'ids', datatype: 'INT64', shape: [-1, 3] },
+      { name: 'mask', datatype: 'BOOL', shape: [-1, 3] },
+      { name: 'n', datatype: 'INT32', shape: [-1, 1] },
+    ],
+    outputs: [{ name: 'y', datatype: 'FP32', shape: [-1, 2, 3] }],
+    batching: { maxBatch: 8, warmupBatches: [1, 8] },
+    createdAt: new Date(0).toISOString(),
+    labels: {},
+  };
+
+  it('times import + create + the warm-up runs in a process of its own', async () => {
+    const file = path.join(dir, 'multi.onnx');
+    writeFileSync(file, buildMultiTypeModel());
+    const ms = await rawWarmStart(file, manifest, 1, 2);
+    expect(Number.isFinite(ms)).toBe(true);
+    expect(ms).toBeGreaterThan(0);
+  });
+
+  it("fails with the process's own error, never a number, when ONNX Runtime cannot run it", async () => {
+    await expect(rawWarmStart(path.join(dir, 'missing.onnx'), manifest, 1, 1)).rejects.toThrow(
+      /raw warm start failed \(exit 1\): .*missing\.onnx/s,
+    );
   });
 });

@@ -1,22 +1,30 @@
 /**
  * Cold start by phase, from a real `warmpool worker` process: spawned → downloading (boot: node,
- * the TypeScript loader, connections) → loading (download: manifest and weights into the disk
- * cache, sha256-checked) → warming (load: the ONNX Runtime session) → active (warm-up: the batch
- * profile). Phase times are the worker's own state timestamps, as its log records them when
+ * the compiled CLI and the worker's modules, Redis and the control channel) → loading (download:
+ * manifest and weights into the disk cache, sha256-checked) → warming (load: the ONNX Runtime
+ * session) → active (warm-up: the batch profile, or one run where a profile was kept beside the
+ * cached model). Phase times are the worker's own state timestamps, as its log records them when
  * it enters each state (the heartbeat's `stateSince`).
  *
  * Twice: with an empty cache directory (a fresh host), then again with the file cached (a
  * warm-pool host that served this model before). The warm-cache start is compared with the
- * least work ONNX Runtime needs for the same result: one `InferenceSession.create` at the
- * thread count the worker chose, plus the warm-up's batch sizes × (1 + iterations) runs.
+ * least work ONNX Runtime needs for the same result in a process of its own, as a restarted
+ * worker is: import onnxruntime-node, one `InferenceSession.create` at the thread count the
+ * worker chose, and the warm-up's batch sizes × (1 + iterations) runs (rawWarmStart).
+ *
+ * The worker runs from dist/ (bin/warmpool.mjs); a stale dist/ is built before the first start,
+ * so no phase below includes the build, and a tree that does not compile fails the measurement
+ * instead of timing the TypeScript loader.
  */
+import { spawn } from 'node:child_process';
 import path from 'node:path';
-import * as ort from 'onnxruntime-node';
 import type { ModelManifest } from '../../infra/contracts/manifest.ts';
 import type { WorkerState } from '../../infra/contracts/worker-state.ts';
 import { loadConfig } from '../../infra/kernel/config.ts';
 import { closeRedis, createRedis } from '../../infra/redis/client.ts';
-import { ortFeeds, sessionOptions } from './raw-ort.ts';
+import { representativeInputs } from '../../worker/warmup.ts';
+import { buildDist, ROOT, staleReason } from '../build.mjs';
+import { sessionOptions } from './raw-ort.ts';
 import { type BenchContext, scopedEnv, spawnRole, waitForWorkers } from './services.ts';
 
 export interface ColdStartPhases {
@@ -31,7 +39,7 @@ export interface ColdStartPhases {
 export interface ColdStartResult {
   cold: ColdStartPhases;
   warm: ColdStartPhases;
-  /** Session create + the same warm-up batches, in this process. */
+  /** Import onnxruntime-node + session create + the same warm-up batches, in a fresh process. */
   rawMs: number;
   threads: number;
 }
@@ -72,6 +80,7 @@ export function stateMarkOf(line: string): StateMark | undefined {
 }
 
 export async function measureColdStart(ctx: BenchContext, manifest: ModelManifest, label: string): Promise<ColdStartResult> {
+  if (staleReason()) await buildDist();
   const cacheDir = path.join(ctx.dir, `cold-cache-${label}`);
   const cold = await startOnce(ctx, manifest, `${label}-cold`, cacheDir);
   const warm = await startOnce(ctx, manifest, `${label}-warm`, cacheDir);
@@ -102,13 +111,49 @@ async function startOnce(ctx: BenchContext, manifest: ModelManifest, label: stri
   }
 }
 
-/** The raw equivalent of a warm-cache start: create the session, run the warm-up batches. */
-async function rawWarmStart(modelPath: string, manifest: ModelManifest, threads: number, iterations: number): Promise<number> {
-  const feeds = manifest.batching.warmupBatches.map((b) => ortFeeds(manifest, b));
-  const started = performance.now();
-  const session = await ort.InferenceSession.create(modelPath, sessionOptions(threads));
-  for (const batch of feeds) for (let i = 0; i <= iterations; i++) await session.run(batch);
-  const elapsed = performance.now() - started;
-  await session.release();
-  return elapsed;
+/**
+ * The raw equivalent of a warm-cache start: a fresh `node` that imports onnxruntime-node,
+ * creates the session and runs the warm-up batches, timed inside it from before the import to
+ * after the last run (node's own start is left out, as the warm start's `ready` leaves out the
+ * worker's boot). The inputs are allocated before the clock starts and wrapped after the import.
+ */
+export async function rawWarmStart(modelPath: string, manifest: ModelManifest, threads: number, iterations: number): Promise<number> {
+  const batches = manifest.batching.warmupBatches.map((rows) =>
+    Object.entries(representativeInputs(manifest, rows)).map(([name, t]) => ({ name, type: t.type, dims: t.dims })),
+  );
+  const job = JSON.stringify({ modelPath, options: sessionOptions(threads), batches, iterations });
+  const child = spawn(process.execPath, ['--input-type=module', '-e', RAW_START, job], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  child.stdout.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
+  child.stderr.on('data', (d: Buffer) => {
+    err += d.toString();
+  });
+  const code = await new Promise<number | null>((resolve) => child.once('close', resolve));
+  const ms = Number(out.trim());
+  if (code !== 0 || !Number.isFinite(ms)) throw new Error(`raw warm start failed (exit ${code}): ${err.trim() || out.trim()}`);
+  return ms;
 }
+
+/** The fresh process of rawWarmStart: prints the milliseconds it took. */
+const RAW_START = `
+const { modelPath, options, batches, iterations } = JSON.parse(process.argv[1]);
+const arrays = { float32: Float32Array, float64: Float64Array, float16: Uint16Array, bool: Uint8Array, int8: Int8Array,
+  uint8: Uint8Array, int16: Int16Array, uint16: Uint16Array, int32: Int32Array, uint32: Uint32Array,
+  int64: BigInt64Array, uint64: BigUint64Array };
+const data = batches.map((inputs) => inputs.map(({ type, dims }) => {
+  const n = dims.reduce((a, b) => a * b, 1);
+  return type === 'string' ? Array.from({ length: n }, () => 'warmup') : new arrays[type](n);
+}));
+const started = performance.now();
+const ort = await import('onnxruntime-node');
+const session = await ort.InferenceSession.create(modelPath, options);
+for (const [b, inputs] of batches.entries()) {
+  const feeds = Object.fromEntries(inputs.map(({ name, type, dims }, i) => [name, new ort.Tensor(type, data[b][i], dims)]));
+  for (let i = 0; i <= iterations; i++) await session.run(feeds);
+}
+process.stdout.write(String(performance.now() - started));
+await session.release();
+`;
