@@ -69,8 +69,10 @@ export interface BullJobQueueOptions {
   /** Input bytes one queue entry may carry; default 4 MiB. */
   coalesceMaxBytes?: number;
   /**
-   * How long depth() may answer from its last read of a queue (e.g. 1000 for admission: one
-   * read a second per queue, not one per request); 0 (the default) reads every time.
+   * How long depth() may answer from its last read of a queue plus the requests this process
+   * queued there since (e.g. 1000 for admission: one read a second per queue, not one per
+   * request; exact with one API process, other processes' requests seen within the interval);
+   * 0 (the default) reads every time.
    */
   depthCacheMs?: number;
   /** Told of each queue entry written: `members` requests share it. */
@@ -124,7 +126,8 @@ export function createBullJobQueue(options: BullJobQueueOptions): BullJobQueue {
   const tombstones = createTombstones({ redis: client, prefix, retentionS, clock, index, queues, onError, openJobs: options.openJobs });
   const results = createResultCache(client, { prefix });
   let closing: Promise<void> | undefined;
-  const depths = new Map<string, { at: number; depth: number }>();
+  /** depth()'s last read per queue, and the requests this process queued there since (counted on top). */
+  const depths = new Map<string, { at: number; depth: number; added: number }>();
 
   function queue(name: string): JobQueueHandle {
     if (closing) throw new Error('job queue is closed');
@@ -146,9 +149,11 @@ export function createBullJobQueue(options: BullJobQueueOptions): BullJobQueue {
   const follower = createJobFollower({ clock, index, snapshot, queues });
 
   return {
-    enqueue(request, opts) {
-      if (closing) return Promise.reject(new Error('job queue is closed'));
-      return writer.enqueue(request, opts);
+    async enqueue(request, opts) {
+      if (closing) throw new Error('job queue is closed');
+      await writer.enqueue(request, opts);
+      const cached = depths.get(queueName(request.model, request.version));
+      if (cached) cached.added++;
     },
 
     async get(jobId) {
@@ -188,11 +193,11 @@ export function createBullJobQueue(options: BullJobQueueOptions): BullJobQueue {
       const name = queueName(model, version);
       const cacheMs = options.depthCacheMs ?? 0;
       const cached = depths.get(name);
-      if (cached && clock.now() - cached.at < cacheMs) return cached.depth;
+      if (cached && clock.now() - cached.at < cacheMs) return cached.depth + cached.added;
       const counts = await countJobs(queues, name, 'waiting', 'prioritized', 'delayed', 'active');
       const entries = counts.waiting + counts.prioritized + counts.delayed + counts.active;
       const depth = Math.round(entries * writer.membersPerEntry(name));
-      if (cacheMs > 0) depths.set(name, { at: clock.now(), depth });
+      if (cacheMs > 0) depths.set(name, { at: clock.now(), depth, added: 0 });
       return depth;
     },
 
