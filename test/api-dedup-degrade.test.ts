@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { queueName } from '../infra/contracts/job.ts';
 import { closeRedis, createRedis } from '../infra/redis/client.ts';
 import { buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
+import { locateMember } from './support/entries.ts';
 import { startStack, type TestStack, waitForJob } from './support/stack.ts';
 
 const F = 8;
@@ -42,10 +43,14 @@ async function job(id: string): Promise<JobBody> {
   return (await (await stack.call(`/v1/jobs/${id}`)).json()) as JobBody;
 }
 
+/** The queue entry (a BullMQ job) of `model`@`version` carrying request `id`, if any, and the queue's BullMQ job counts. */
 async function inQueue(model: string, version: string, id: string) {
   const queue = new Queue(queueName(model, version), { connection: redis, prefix: stack.config.queuePrefix });
   try {
-    return { job: await queue.getJob(id), counts: await queue.getJobCounts('completed', 'waiting', 'prioritized', 'active') };
+    const at = await locateMember(redis, stack.config.queuePrefix, id);
+    const entry = at?.queue === queue.name ? await queue.getJob(at.entryId) : undefined;
+    const carries = (entry?.data as { members?: Array<{ id: string }> } | undefined)?.members?.some((m) => m.id === id);
+    return { job: carries ? entry : undefined, counts: await queue.getJobCounts('completed', 'waiting', 'prioritized', 'active') };
   } finally {
     await queue.close();
   }

@@ -7,14 +7,14 @@
 
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Queue } from 'bullmq';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RunningDispatcher, startDispatcher } from '../api/webhooks/main.ts';
-import { queueName } from '../infra/contracts/job.ts';
+import { PRIORITIES, queueName } from '../infra/contracts/job.ts';
 import { createLogger } from '../infra/kernel/log.ts';
 import { closeRedis, createRedis } from '../infra/redis/client.ts';
 import { buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
+import { memberEntry } from './support/entries.ts';
 import { KEY_B, startStack, type TestStack, waitForJob } from './support/stack.ts';
 
 const F = 8;
@@ -148,9 +148,9 @@ describe('admission', () => {
     expect(degraded.status).toBe(202);
     const { id } = (await degraded.json()) as { id: string };
     const redis = createRedis(stack.config.redisUrl);
-    const queue = new Queue(queueName('bounded', '1'), { connection: redis, prefix: stack.config.queuePrefix });
-    expect((await queue.getJob(id))?.opts.priority).toBe(10); // PRIORITIES.low
-    await queue.close();
+    const held = await memberEntry(redis, stack.config.queuePrefix, id);
+    expect(held?.queue).toBe(queueName('bounded', '1'));
+    expect(held?.entry.opts.priority).toBe(PRIORITIES.low); // its queue entry's
     await closeRedis(redis);
   });
 });

@@ -15,6 +15,7 @@ import { createLogger } from '../infra/kernel/log.ts';
 import { closeRedis, createRedis, type RedisClient } from '../infra/redis/client.ts';
 import { metricsKey, openJobsKey } from '../infra/redis/keys.ts';
 import { buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
+import { locateMember } from './support/entries.ts';
 import { startStack, type TestStack, waitForJob } from './support/stack.ts';
 import { until } from './support/until.ts';
 
@@ -60,11 +61,18 @@ afterAll(async () => {
   await new Promise<void>((resolve) => receiver.close(() => resolve()));
 });
 
-/** Resolves once a worker holds the job for the `nth` time (BullMQ's attemptsStarted). */
+/** The queue entry (BullMQ job id) carrying request `id`. */
+async function entryOf(id: string): Promise<string> {
+  const at = await locateMember(redis, stack.config.queuePrefix, id);
+  if (!at) throw new Error(`the index has no queue entry for ${id}`);
+  return at.entryId;
+}
+
+/** Resolves once a worker holds the job's queue entry for the `nth` time (BullMQ's attemptsStarted). */
 function heldFor(id: string, nth: number): Promise<true> {
   return until(`the job to be taken for the ${nth}. time`, () =>
     stack.withQueue(MODEL, '1', async (queue) => {
-      const job = await queue.getJob(id);
+      const job = await queue.getJob(await entryOf(id));
       return job && (await job.getState()) === 'active' && job.attemptsStarted >= nth ? true : undefined;
     }),
   );
@@ -105,7 +113,8 @@ it('a job held by two workers that died is failed as worker_crashed, not run by 
   expect(done.status).toBe('failed');
   expect(done.error).toMatchObject({ code: 'worker_crashed' });
   expect((done.error as { message: string }).message).toMatch(/twice .* not handed to another/);
-  const stalls = await stack.withQueue(MODEL, '1', async (queue) => (await queue.getJob(id))?.stalledCounter);
+  const entryId = await entryOf(id);
+  const stalls = await stack.withQueue(MODEL, '1', async (queue) => (await queue.getJob(entryId))?.stalledCounter);
   expect(stalls).toBe(2);
 
   // The tenant's webhook says the same.
