@@ -8,11 +8,15 @@
  *
  * The endpoints reach tests two ways: environment variables (inherited by the forked test
  * workers and by any process a test spawns) and vitest's `provide`/`inject`.
+ *
+ * Tests run the TypeScript; the `warmpool` processes they spawn run dist/ (bin/warmpool.mjs).
+ * A stale dist/ is built here once, so no test pays for the build or sees its line on stderr.
  */
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { TestProject } from 'vitest/node';
+import { buildDist, staleReason } from '../scripts/build.mjs';
 import { startRedisCluster } from '../scripts/dev/redis-cluster.ts';
 import { ensureRedisServer, startRedisServer } from '../scripts/dev/redis-server.ts';
 import { startS3Server } from '../scripts/dev/s3-server.ts';
@@ -36,6 +40,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
     if (errors.length > 0) throw new AggregateError(errors, 'test services teardown failed');
   };
   try {
+    await buildIfStale();
     const binary = await ensureRedisServer({ install: 'auto', log: (line) => console.log(`[global-setup] ${line}`) });
     const redis =
       process.env.WARMPOOL_TEST_REDIS === 'cluster'
@@ -59,6 +64,19 @@ export default async function setup(project: TestProject): Promise<() => Promise
     throw err;
   }
   return teardown;
+}
+
+async function buildIfStale(): Promise<void> {
+  const stale = staleReason();
+  if (!stale) return;
+  try {
+    await buildDist({ quiet: true });
+    console.log(`[global-setup] ${stale}: built dist/ for the warmpool processes tests start`);
+  } catch (err) {
+    // Not fatal: bin/warmpool.mjs then runs the sources through tsx, saying why on stderr.
+    const first = err instanceof Error ? (err.message.split('\n').find((l) => l.includes('ERROR')) ?? err.message) : String(err);
+    console.log(`[global-setup] dist/ could not be built (${first.trim()}): spawned warmpool processes will run the sources`);
+  }
 }
 
 function publish(project: TestProject, services: ProvidedServices): void {
