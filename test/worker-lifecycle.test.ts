@@ -6,6 +6,7 @@
  *   the rest wait in the queue for the next worker.
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import type { EntryData } from '../infra/contracts/entry.ts';
 import { buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
 import { startStack, type TestStack, waitForJob } from './support/stack.ts';
 
@@ -14,7 +15,9 @@ let stack: TestStack;
 
 beforeAll(async () => {
   // Short locks so the test does not wait 30 s for BullMQ to notice the dead worker.
-  stack = await startStack({ LOCK_DURATION_MS: '2000', STALLED_INTERVAL_MS: '1000', WARMUP_ITERATIONS: '1' });
+  // Queue entries of two requests at most: 300 requests are then ≥ 150 entries, more than a worker
+  // holds at once (its concurrency counts entries), so some always wait when it drains.
+  stack = await startStack({ LOCK_DURATION_MS: '2000', STALLED_INTERVAL_MS: '1000', WARMUP_ITERATIONS: '1', COALESCE_MAX_REQUESTS: '2' });
   const slow = buildMlpModel({ features: F, hidden: 2048, layers: 4, seed: 3 });
   for (const name of ['slow', 'slow-drain']) {
     await stack.registry.publish({ name, version: '1', bytes: slow, maxBatch: 16, warmupBatches: [1, 16] });
@@ -26,12 +29,17 @@ afterAll(async () => {
   await stack?.close();
 });
 
-/** Waits until the worker holds jobs and has finished some: mid-stream, a batch in its pass. */
-function midStream(model: string): Promise<string[]> {
+/**
+ * Waits until the worker holds queue entries and has finished some: mid-stream, a batch in its
+ * pass. The entries it holds, each with the requests it carries.
+ */
+function midStream(model: string): Promise<Array<{ entryId: string; members: string[] }>> {
   return stack.withQueue(model, '1', async (queue) => {
     for (let tries = 0; tries < 6000; tries++) {
       const [active, completed] = await Promise.all([queue.getActive(), queue.getCompletedCount()]);
-      if (active.length > 0 && completed > 0) return active.map((j) => j.id as string);
+      if (active.length > 0 && completed > 0) {
+        return active.map((j) => ({ entryId: j.id as string, members: (j.data as EntryData).members.map((m) => m.id) }));
+      }
       await new Promise((r) => setTimeout(r, 10));
     }
     return [];
@@ -50,7 +58,7 @@ it('a worker killed with SIGKILL mid-batch loses no job', async () => {
   await stack.startWorker('slow', '1', { INTRA_OP_THREADS: '1' });
   const jobs = await Promise.all(ids.map((id) => waitForJob(stack, id, 120_000)));
   expect(jobs.filter((j) => j.status !== 'succeeded')).toEqual([]);
-  for (const id of running) expect(jobs[ids.indexOf(id)]?.status).toBe('succeeded');
+  for (const id of running.flatMap((e) => e.members)) expect(jobs[ids.indexOf(id)]?.status).toBe('succeeded');
 }, 180_000);
 
 it('SIGTERM drains: held jobs finish, the worker exits 0, the rest wait for the next worker', async () => {
@@ -68,7 +76,7 @@ it('SIGTERM drains: held jobs finish, the worker exits 0, the rest wait for the 
     // Nothing left held by the departed worker, nothing failed, and the jobs it held are done.
     expect(await queue.getActiveCount()).toBe(0);
     expect(await queue.getFailedCount()).toBe(0);
-    for (const id of held) expect(await queue.getJobState(id)).toBe('completed');
+    for (const { entryId } of held) expect(await queue.getJobState(entryId)).toBe('completed');
     expect((await queue.getWaitingCount()) + (await queue.getPrioritizedCount())).toBeGreaterThan(0);
   });
 
