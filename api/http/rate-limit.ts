@@ -2,6 +2,9 @@
  * Per-tenant rate limits (issue 3 §5): a token bucket per tenant in Redis (api/http/rate-limiter.ts),
  * shared by every API process. Runs after auth, so the bucket is the tenant's, not the caller's
  * address. Over the limit: 429 `rate_limited` with `Retry-After` in whole seconds, rounded up.
+ * Both buckets are taken through the process's leases on them (api/http/rate-lease.ts): a request
+ * usually spends tokens its process already holds, and Redis is asked once per lease, not twice
+ * per request; the header there bounds what that can admit beyond the rate.
  *
  * A second bucket per tenant counts request-body bytes (issue 20): reading and JSON-parsing a
  * body costs the API in proportion to its size, so a tenant sending large bodies slowed every
