@@ -34,8 +34,9 @@ Usage:
                     [--run-id ID] [--max-bad-rows N] [--tenant T]
                                             score every row under a prefix into parts; resumable by --run-id
   warmpool bulk status ID | bulk cancel ID  a bulk run's progress, or cancel it
-  warmpool bench [--quick] [--json FILE] [--model FILE.onnx] [--no-cluster]
-                                            micro-batched vs one-job-per-run, measured side by side
+  warmpool bench [--quick] [--json FILE] [--model FILE.onnx [--input-shape 3,48,192]] [--no-cluster]
+                                            warmpool vs raw ONNX Runtime and a minimal hono + BullMQ
+                                            stack, measured side by side (docs/BENCHMARKS.md)
 
 Configuration comes from environment variables (see README), validated at start.`;
 

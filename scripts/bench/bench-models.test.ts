@@ -1,20 +1,60 @@
-import { describe, expect, it } from 'vitest';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
 import type { TensorSpec } from '../../infra/contracts/manifest.ts';
-import { benchInputs, benchJobData, rowWidth, unbenchable } from './bench-models.ts';
+import { readOnnxMetadata } from '../../infra/registry/onnx-metadata.ts';
+import { buildDynamicAxisModel, buildMlpModel } from '../fixtures/onnx-models.ts';
+import { benchInputs, benchJobData, builtInModels, rowWidth, unbenchable, userModel } from './bench-models.ts';
 import { nest } from './bulk.ts';
+import { ORT_BOUND_MODEL, QUEUE_BOUND_MODEL } from './report.ts';
 
 const spec = (datatype: TensorSpec['datatype'], shape: number[]): TensorSpec => ({ name: 'x', datatype, shape });
 
 describe('unbenchable', () => {
-  it('accepts one input with fixed non-batch dimensions', () => {
+  it('accepts inputs with fixed non-batch dimensions, one or several', () => {
     expect(unbenchable({ inputs: [spec('FP32', [-1, 64])] })).toBeUndefined();
-    expect(unbenchable({ inputs: [spec('INT64', [-1, 2, 3])] })).toBeUndefined();
+    expect(unbenchable({ inputs: [spec('INT64', [-1, 2, 3]), { ...spec('FP32', [-1, 4]), name: 'y' }] })).toBeUndefined();
   });
 
   it('says why it cannot make up rows', () => {
-    expect(unbenchable({ inputs: [spec('FP32', [-1, 4]), spec('FP32', [-1, 4])] })).toMatch(/exactly one input/);
-    expect(unbenchable({ inputs: [spec('FP32', [-1, -1])] })).toMatch(/dynamic non-batch dimension/);
+    expect(unbenchable({ inputs: [spec('FP32', [-1, -1])] })).toMatch(/input x has a dynamic non-batch dimension.*--input-shape/);
     expect(unbenchable({ inputs: [spec('BYTES', [-1, 1])] })).toMatch(/BYTES/);
+  });
+});
+
+describe('builtInModels', () => {
+  it('has one model of each regime, each loadable with a dynamic batch axis', () => {
+    const models = builtInModels();
+    expect(models.map((m) => m.name)).toEqual([QUEUE_BOUND_MODEL, ORT_BOUND_MODEL]);
+    for (const m of models) expect(readOnnxMetadata(m.bytes).inputs[0]?.shape[0]).toBe(-1);
+  });
+});
+
+describe('userModel', () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'bench-models-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  const write = (name: string, bytes: Uint8Array) => {
+    const file = path.join(dir, name);
+    writeFileSync(file, bytes);
+    return file;
+  };
+
+  it('pins dynamic non-batch dimensions from --input-shape into the model it publishes', () => {
+    const model = userModel(write('my seq.model.onnx', buildDynamicAxisModel()), '12');
+    expect(model.name).toBe('my-seq-model');
+    expect(readOnnxMetadata(model.bytes).inputs[0]?.shape).toEqual([-1, 12]);
+  });
+
+  it('names the input whose dimension is dynamic and not given', () => {
+    expect(() => userModel(write('dyn.onnx', buildDynamicAxisModel()))).toThrow(
+      /input seq has dynamic non-batch dimensions.*--input-shape/,
+    );
+  });
+
+  it('keeps a model with fixed dimensions byte for byte', () => {
+    const bytes = buildMlpModel({ features: 8 });
+    expect(Buffer.from(userModel(write('mlp.onnx', bytes)).bytes).equals(Buffer.from(bytes))).toBe(true);
   });
 });
 

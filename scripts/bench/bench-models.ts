@@ -1,16 +1,21 @@
 /**
- * The models the bench measures, and the rows it feeds them. Built in: the demo scorer (cheap per
- * row, so the queue is the bound) and a 3×1024 MLP (ONNX Runtime is the bound, as with real
- * models). `--model FILE.onnx` replaces both with the user's model, which must have one input
- * whose non-batch dimensions are fixed: the bench has to make up rows for it.
+ * The models the bench measures, and the rows it feeds them. Built in, one of each regime: the
+ * demo scorer (cheap per row, so the queue tier is the bound) and a small CNN (ONNX Runtime is
+ * the bound: raw rows/s under half of what the minimal stack moves with its bodies). `--model
+ * FILE.onnx` replaces both with the user's model; its dynamic non-batch dimensions are pinned
+ * with `--input-shape` (input-shapes.ts), because the bench has to make up rows for it.
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
+import type { QueuedRequest } from '../../infra/contracts/entry.ts';
 import type { JobData } from '../../infra/contracts/job.ts';
 import type { ModelManifest, TensorSpec } from '../../infra/contracts/manifest.ts';
-import type { OipTensor } from '../../infra/contracts/oip.ts';
+import type { Datatype, OipTensor } from '../../infra/contracts/oip.ts';
+import { fromJsonData } from '../../infra/contracts/packed-tensors.ts';
 import type { ModelRegistry } from '../../infra/registry/model-registry.ts';
-import { buildMlpModel } from '../fixtures/onnx-models.ts';
+import { readOnnxMetadata } from '../../infra/registry/onnx-metadata.ts';
+import { buildCnnModel, buildMlpModel } from '../fixtures/onnx-models.ts';
+import { parseInputShapes, pinInputShapes, pinModelInputs } from './input-shapes.ts';
 
 export interface BenchModel {
   /** Registry name. */
@@ -22,19 +27,37 @@ export interface BenchModel {
 export const BENCH_BATCHES = [1, 8, 32, 128] as const;
 export const BENCH_MAX_BATCH = 128;
 
+/**
+ * The CNN's conv width (channels 144, 288, 576; ~390 MFLOP a row). Sized on this 2-core machine
+ * (Xeon, AVX-512), where raw rows/s fall with width²: at width 64, 1,300 (1 thread) and 2,600–2,800
+ * (2 threads); at 96, 600 and ~1,100; so ~500 at 144 with 2 threads, against 1,100–1,350 requests/s
+ * for the minimal stack carrying the CNN's single-row bodies (3×32×32 floats, ~25 KB of JSON).
+ * Each run prints the measured share and the regime it implies (e2e_vs_minimal_stack's detail).
+ */
+export const CNN_WIDTH = 144;
+
 export function builtInModels(): BenchModel[] {
   return [
     { name: 'demo', bytes: buildMlpModel({ features: 64 }) },
-    { name: 'mlp-1024', bytes: buildMlpModel({ features: 256, hidden: 1024, layers: 3, seed: 5 }) },
+    { name: 'cnn', bytes: buildCnnModel({ size: 32, width: CNN_WIDTH }) },
   ];
 }
 
-export function userModel(file: string): BenchModel {
+/**
+ * The user's model, its dynamic non-batch dimensions fixed to `inputShape` (`3,48,192`, or
+ * `NAME:3,48,192;NAME2:…`). Throws InvalidInputError naming the input whose dimension is
+ * dynamic and not given, before anything is started.
+ */
+export function userModel(file: string, inputShape?: string): BenchModel {
   const base = path
     .basename(file, path.extname(file))
     .replace(/[^A-Za-z0-9_-]/g, '-')
     .replace(/^[^A-Za-z0-9]+/, '');
-  return { name: (base || 'model').slice(0, 64), bytes: new Uint8Array(readFileSync(file)) };
+  const bytes = new Uint8Array(readFileSync(file));
+  const { inputs } = readOnnxMetadata(bytes);
+  const pinned = pinInputShapes(inputs, inputShape === undefined ? undefined : parseInputShapes(inputShape));
+  const changed = pinned.some((p, i) => p.shape.join() !== inputs[i]?.shape.join());
+  return { name: (base || 'model').slice(0, 64), bytes: changed ? pinModelInputs(bytes, pinned) : bytes };
 }
 
 export async function publishBenchModel(registry: Pick<ModelRegistry, 'publish'>, model: BenchModel): Promise<ModelManifest> {
@@ -53,12 +76,12 @@ export async function publishBenchModel(registry: Pick<ModelRegistry, 'publish'>
 
 /** Why the bench cannot make up rows for this model, or undefined when it can. */
 export function unbenchable(manifest: Pick<ModelManifest, 'inputs'>): string | undefined {
-  if (manifest.inputs.length !== 1) return `needs exactly one input (it has ${manifest.inputs.length})`;
-  const input = manifest.inputs[0] as TensorSpec;
-  if (input.shape.slice(1).some((d) => d < 1)) {
-    return `input ${input.name} has a dynamic non-batch dimension (shape [${input.shape.join(', ')}]); fix it in the model`;
+  for (const input of manifest.inputs) {
+    if (input.shape.slice(1).some((d) => d < 1)) {
+      return `input ${input.name} has a dynamic non-batch dimension (shape [${input.shape.join(', ')}]); give it with --input-shape`;
+    }
+    if (input.datatype === 'BYTES') return `input ${input.name} is BYTES; the bench makes up numeric rows only`;
   }
-  if (input.datatype === 'BYTES') return `input ${input.name} is BYTES; the bench makes up numeric rows only`;
   return undefined;
 }
 
@@ -75,20 +98,22 @@ export function rowWidth(spec: Pick<TensorSpec, 'shape'>): number {
  */
 export function benchInputs(manifest: Pick<ModelManifest, 'inputs'>, rows: number, seed: number): OipTensor[] {
   return manifest.inputs.map((spec) => {
-    const n = rows * rowWidth(spec);
-    // Row r of this request is row `seed + r` of an endless table.
     const width = rowWidth(spec);
-    const bit = (k: number) => (((seed + Math.floor(k / width)) >>> ((k % width) % 20)) & 1) as 0 | 1;
-    const data: Array<number | boolean> =
-      spec.datatype === 'BOOL'
-        ? Array.from({ length: n }, (_, k) => bit(k) === 1)
-        : spec.datatype.startsWith('FP')
-          ? Array.from({ length: n }, (_, k) =>
-              k % width === 0 ? rowTag(seed + Math.floor(k / width)) : Math.round(Math.sin(seed * 31 + k) * 1e4) / 2e4,
-            )
-          : Array.from({ length: n }, (_, k) => bit(k));
+    const data = Array.from({ length: rows * width }, (_, k) => benchValue(spec.datatype, width, seed, k));
     return { name: spec.name, datatype: spec.datatype, shape: [rows, ...spec.shape.slice(1)], data };
   });
+}
+
+/**
+ * Value `k` of the flat data `benchInputs` makes from `seed` for an input of `width` values a
+ * row: row r of the request is row `seed + r` of an endless table.
+ */
+export function benchValue(datatype: Datatype, width: number, seed: number, k: number): number | boolean {
+  const row = seed + Math.floor(k / width);
+  const j = k % width;
+  if (datatype.startsWith('FP')) return j === 0 ? rowTag(row) : Math.round(Math.sin(seed * 31 + k) * 1e4) / 2e4;
+  const bit = ((row >>> (j % 20)) & 1) as 0 | 1;
+  return datatype === 'BOOL' ? bit === 1 : bit;
 }
 
 /**
@@ -112,4 +137,15 @@ export function benchJobData(manifest: ModelManifest, rows: number, seed: number
     inputs: benchInputs(manifest, rows, seed),
     submittedAt,
   };
+}
+
+/** A request as the API hands it to the job queue (typed arrays, as `fromJsonData` makes them), for producers that skip HTTP. */
+export function benchRequest(manifest: ModelManifest, rows: number, seed: number, submittedAt: number): QueuedRequest {
+  const inputs = benchInputs(manifest, rows, seed).map((t) => ({
+    name: t.name,
+    datatype: t.datatype,
+    shape: t.shape,
+    data: fromJsonData(t.datatype, t.data),
+  }));
+  return { tenant: 'bench', model: manifest.name, version: manifest.version, submittedAt, rows, inputs };
 }

@@ -13,13 +13,15 @@ import { loadConfig } from '../../infra/kernel/config.ts';
 import { errorMessage } from '../../infra/kernel/errors.ts';
 import { closeRedis, createRedis } from '../../infra/redis/client.ts';
 import { createS3ObjectStore } from '../../infra/registry/s3-object-store.ts';
-import { benchInputs } from './bench-models.ts';
+import { benchInputs, rowWidth } from './bench-models.ts';
 import type { RawSweep } from './raw-ort.ts';
 import type { BenchRow } from './report.ts';
 import { BENCH_TENANT, type BenchContext, runRole, scopedEnv, spawnRole, waitForWorkers } from './services.ts';
+import { boundedCount } from './stats.ts';
 
 const DRIVER = fileURLToPath(new URL('../../infra/bulk/driver.ts', import.meta.url));
 const ROWS_PER_OBJECT = 10_000;
+const VALUES_PER_OBJECT = 2_000_000;
 
 export interface BulkResult {
   rowsPerS: number;
@@ -27,13 +29,23 @@ export interface BulkResult {
   chunkRows: number;
 }
 
-export async function measureBulkVsRawOrt(ctx: BenchContext, manifest: ModelManifest, raw: RawSweep | undefined): Promise<BenchRow> {
+export async function measureBulkVsRawOrt(
+  ctx: BenchContext,
+  manifest: ModelManifest,
+  raw: RawSweep | undefined,
+  budget: { maxValues: number; seconds: number },
+): Promise<BenchRow> {
   const name = `${manifest.name}.bulk_vs_raw_ort`;
   if (!existsSync(DRIVER)) {
     return { name, value: NaN, unit: 'ratio', detail: 'pending: bulk runs are not driven in this checkout yet (infra/bulk/driver.ts)' };
   }
   try {
-    const rows = ctx.quick ? 20_000 : 100_000;
+    const rows = boundedCount(ctx.quick ? 20_000 : 100_000, {
+      ...budget,
+      valuesPerItem: manifest.inputs.reduce((n, spec) => n + rowWidth(spec), 0),
+      ratePerS: raw?.best.rowsPerS ?? NaN,
+      min: 1000,
+    });
     const r = await measureBulk(ctx, manifest, rows);
     const best = raw?.best;
     return {
@@ -74,18 +86,21 @@ export async function measureBulk(ctx: BenchContext, manifest: ModelManifest, ro
   }
 }
 
-/** `rows` JSONL rows (`{"id", "<input>": [row]}`) in objects of ROWS_PER_OBJECT under `prefix`. */
+/**
+ * `rows` JSONL rows (`{"id", "<input>": row, …}`) under `prefix`, in objects of ROWS_PER_OBJECT
+ * rows or VALUES_PER_OBJECT values, whichever is fewer: one object is built in memory at a time.
+ */
 async function writeInput(s3: ReturnType<typeof scopedEnv>['config']['s3'], prefix: string, manifest: ModelManifest, rows: number) {
   const store = createS3ObjectStore(s3);
   try {
-    const input = manifest.inputs[0];
-    if (!input) throw new Error('the model has no input');
-    const dims = input.shape.slice(1);
-    for (let start = 0, part = 0; start < rows; start += ROWS_PER_OBJECT, part++) {
+    const width = manifest.inputs.reduce((n, spec) => n + rowWidth(spec), 0);
+    const perObject = Math.max(1, Math.min(ROWS_PER_OBJECT, Math.floor(VALUES_PER_OBJECT / width)));
+    for (let start = 0, part = 0; start < rows; start += perObject, part++) {
       const lines: string[] = [];
-      for (let i = start; i < Math.min(rows, start + ROWS_PER_OBJECT); i++) {
-        const [tensor] = benchInputs(manifest, 1, i);
-        lines.push(JSON.stringify({ id: i, [input.name]: nest(tensor?.data ?? [], dims) }));
+      for (let i = start; i < Math.min(rows, start + perObject); i++) {
+        const row: Record<string, unknown> = { id: i };
+        for (const tensor of benchInputs(manifest, 1, i)) row[tensor.name] = nest(tensor.data, tensor.shape.slice(1));
+        lines.push(JSON.stringify(row));
       }
       await store.put(`${prefix}in-${String(part).padStart(4, '0')}.jsonl`, `${lines.join('\n')}\n`);
     }

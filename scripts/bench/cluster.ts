@@ -25,7 +25,7 @@ import { hashTag } from '../../infra/redis/keys.ts';
 import { startRedisCluster } from '../dev/redis-cluster.ts';
 import { ensureRedisServer } from '../dev/redis-server.ts';
 import { buildMlpModel } from '../fixtures/onnx-models.ts';
-import { benchJobData } from './bench-models.ts';
+import { benchRequest } from './bench-models.ts';
 import type { BenchRow } from './report.ts';
 import { type BenchContext, type ChildRole, scopedEnv, spawnRole, waitForWorkers } from './services.ts';
 import { ratePerS } from './stats.ts';
@@ -181,7 +181,7 @@ async function drive(queue: BullJobQueue, model: ModelManifest, first: number, c
     for (let i = next++; i < count; i = next++) {
       const seed = first + i;
       const jobId = `${model.name}-${seed}`;
-      await queue.enqueue(benchJobData(model, 1, seed, Date.now()), { priority: 'normal', jobId });
+      await queue.enqueue(benchRequest(model, 1, seed, Date.now()), { priority: 'normal', jobId });
       const view = await queue.waitFor(jobId, 60_000);
       if (view.status !== 'succeeded') throw new Error(`job ${jobId} ended ${view.status}: ${view.error?.message ?? ''}`);
     }

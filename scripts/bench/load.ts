@@ -27,6 +27,7 @@ export interface SubmitTarget {
 export interface ClosedLoopResult {
   ids: string[];
   startedAt: number;
+  /** When the last answer came (autocannon itself returns up to a second later, on its sampling tick). */
   endedAt: number;
   /** Answers other than 202, and transport errors. */
   rejected: number;
@@ -62,6 +63,7 @@ export async function closedLoopSubmit(target: SubmitTarget, amount: number, con
   let next = 0;
   let rejected = 0;
   const startedAt = Date.now();
+  let endedAt = startedAt;
   const result = await autocannon({
     url: target.url,
     connections,
@@ -74,13 +76,14 @@ export async function closedLoopSubmit(target: SubmitTarget, amount: number, con
         headers: target.headers,
         setupRequest: (req) => ({ ...req, body: target.body(next++) }),
         onResponse: (status, body) => {
+          endedAt = Date.now();
           if (status === 202) ids.push((JSON.parse(body) as { id: string }).id);
           else rejected++;
         },
       },
     ],
   });
-  return { ids, startedAt, endedAt: Date.now(), rejected: Math.max(rejected, result.errors + result.timeouts) };
+  return { ids, startedAt, endedAt, rejected: Math.max(rejected, result.errors + result.timeouts) };
 }
 
 export interface OpenLoopResult {

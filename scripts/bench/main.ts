@@ -1,9 +1,10 @@
 /**
- * `warmpool bench [--model FILE.onnx] [--json FILE] [--quick] [--api child|in-process] [--no-cluster]`
+ * `warmpool bench [--model FILE.onnx [--input-shape DIMS]] [--json FILE] [--quick] [--api child|in-process] [--no-cluster]`
  *
  * One table, each row a ratio or a percentile measured side by side in this one run, because
  * absolute times on shared machines are noise; each row with a target says met or gap (a report,
  * never a failing exit). What the rows mean and the latest table: docs/BENCHMARKS.md.
+ * --input-shape gives a --model's dynamic non-batch dimensions (input-shapes.ts).
  * --no-cluster skips the Redis Cluster row (1 vs 3 masters), for a redis-server without cluster
  * support or a shorter run.
  */
@@ -13,13 +14,15 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import * as ort from 'onnxruntime-node';
 import type { ModelManifest } from '../../infra/contracts/manifest.ts';
+import { InvalidInputError } from '../../infra/kernel/errors.ts';
 import { type Closer, closeAll } from '../../infra/kernel/lifecycle.ts';
 import { type BenchModel, builtInModels, publishBenchModel, userModel } from './bench-models.ts';
 import { measureBulkVsRawOrt } from './bulk.ts';
 import type { ApiMode } from './e2e.ts';
 import { type BenchModelInfo, type BenchReport, type BenchRow, formatTable, judgedRows, toJson } from './report.ts';
 import { startBenchContext } from './services.ts';
-import { benchCluster, benchModel, benchSizes, benchSystem } from './suite.ts';
+import { benchServing } from './serving-rows.ts';
+import { benchCluster, benchModel, benchSizes } from './suite.ts';
 
 export async function benchMain(args: string[]): Promise<number> {
   const { values } = parseArgs({
@@ -28,6 +31,7 @@ export async function benchMain(args: string[]): Promise<number> {
       quick: { type: 'boolean', default: false },
       json: { type: 'string' },
       model: { type: 'string' },
+      'input-shape': { type: 'string' },
       api: { type: 'string', default: 'child' },
       'no-cluster': { type: 'boolean', default: false },
     },
@@ -38,7 +42,11 @@ export async function benchMain(args: string[]): Promise<number> {
     return 2;
   }
   const api: ApiMode = values.api;
-  const models = values.model ? [userModel(values.model)] : builtInModels();
+  const models = chooseModels(values.model, values['input-shape']);
+  if (typeof models === 'string') {
+    process.stderr.write(`warmpool bench: ${models}\n`);
+    return 2;
+  }
   const sizes = benchSizes(values.quick);
   const out = (line: string) => process.stdout.write(`${line}\n`);
   const started = Date.now();
@@ -51,17 +59,15 @@ export async function benchMain(args: string[]): Promise<number> {
     );
     const rows: BenchRow[] = [];
     const infos: BenchModelInfo[] = [];
-    let first: { manifest: ModelManifest; run: Awaited<ReturnType<typeof benchModel>> } | undefined;
     for (const model of models) {
       const manifest = await publishBenchModel(ctx.registry, model);
       infos.push(modelInfo(manifest));
       const run = await benchModel(ctx, manifest, writeModel(dir, model), sizes);
       rows.push(...run.rows);
       // Per model: with a cheap model bulk is bound by JSON and S3, with a heavy one by ONNX Runtime.
-      rows.push(await measureBulkVsRawOrt(ctx, manifest, run.raw));
-      first ??= { manifest, run };
+      rows.push(await measureBulkVsRawOrt(ctx, manifest, run.raw, { maxValues: sizes.maxValues, seconds: sizes.budgetS * 2 }));
+      rows.push(...(await benchServing(ctx, manifest, run, sizes, api)));
     }
-    if (first) rows.push(...(await benchSystem(ctx, first.manifest, first.run, sizes, api)));
     if (!values['no-cluster']) rows.push(...(await benchCluster(ctx, sizes)));
     out('');
     out(formatTable(rows));
@@ -83,6 +89,18 @@ export async function benchMain(args: string[]): Promise<number> {
   } finally {
     await closeAll([...closers].reverse()).catch(() => undefined);
     rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** The built-in models, or the user's with its input shapes pinned; a string says why not. */
+function chooseModels(file: string | undefined, inputShape: string | undefined): BenchModel[] | string {
+  if (!file) return inputShape === undefined ? builtInModels() : '--input-shape goes with --model FILE.onnx';
+  try {
+    return [userModel(file, inputShape)];
+  } catch (err) {
+    if (err instanceof InvalidInputError) return `${file}: ${err.message}`;
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return `${file}: no such file`;
+    throw err;
   }
 }
 

@@ -1,55 +1,197 @@
 /**
- * Reading a measured queue: waiting for its jobs to finish, reading their BullMQ timestamps, and
- * emptying the finished sets between runs so each run counts from zero.
+ * Reading a measured queue in requests, not BullMQ jobs. Online requests reach the workers as
+ * queue entries (infra/contracts/entry.ts), one BullMQ job carrying one or more requests: a
+ * completed job whose return value is an entry's result counts one completed request per member
+ * that succeeded (its id the member's, finished at the entry's finishedOn) and one failed
+ * request per member that failed or was skipped; any other completed job (a job from before
+ * entries, the raw BullMQ baselines) is one request. A job that failed for good fails each of
+ * its entry's members, or itself.
+ *
+ * The watch reads incrementally: BullMQ's completed and failed sets are sorted by finishing
+ * time, so each poll reads the ids scored from a little before the newest it has seen, and reads
+ * the whole set only when its size says something finished earlier than that (a job whose
+ * finishing time was taken before another's but written after it). Each new job costs one HMGET.
  */
-import type { Job, Queue } from 'bullmq';
+import type { Queue } from 'bullmq';
+import { isEntryData, isEntryResult } from '../../infra/contracts/entry.ts';
+import type { RedisClient } from '../../infra/redis/client.ts';
+import { type LatencySummary, summarizeMs } from './stats.ts';
 
-/** How long without a single job finishing before a wait gives up. */
+/** How long without a single request finishing before a wait gives up. */
 export const STALL_MS = 60_000;
 
+/** How far before the newest finishing time seen each poll reads again. */
+const OVERLAP_MS = 250;
+
 export interface Finished {
+  /** Requests that succeeded. */
   completed: number;
+  /** Requests that failed, or were skipped (canceled or expired inside an entry). */
   failed: number;
-  /** finishedOn of the last job done (epoch ms). */
+  /** BullMQ jobs (entries or single jobs) finished, either way. */
+  jobs: number;
+  /** finishedOn of the last request done (epoch ms). */
   lastFinishedAt: number;
 }
 
+export interface FinishedRequest {
+  finishedOn: number;
+  /** When a worker took its job (BullMQ processedOn). */
+  processedOn: number;
+}
+
+type WatchedQueue = Pick<Queue, 'keys' | 'toKey' | 'getJobCounts' | 'clean'>;
+
+/** What a finished job counts as: its requests (succeeded ones with their ids) and its failures. */
+export interface JobCount {
+  succeeded: string[];
+  failed: number;
+}
+
 /**
- * Waits until `count` jobs are finished (since the last reset). A busy machine may drain slowly,
- * so the wait lasts as long as jobs keep finishing, and gives up after `stallMs` without one,
- * saying where the rest are (waiting: the worker fell behind or died; delayed: retries).
+ * A completed job's requests, from its id and raw BullMQ return value: an entry's succeeded
+ * members, or the job itself. A return value that is not JSON is a job's own (a raw baseline's).
  */
-export async function waitFinished(queue: Queue, count: number, stallMs = STALL_MS): Promise<Finished> {
-  let seen = -1;
-  let progressAt = Date.now();
-  for (;;) {
-    const c = await queue.getJobCounts('completed', 'failed');
-    const done = (c.completed ?? 0) + (c.failed ?? 0);
-    if (done >= count) {
-      // The completed set is ordered by finishing time: its newest entry is the last job done.
-      const [last] = await queue.getJobs(['completed'], 0, 0, false);
-      return { completed: c.completed ?? 0, failed: c.failed ?? 0, lastFinishedAt: last?.finishedOn ?? Date.now() };
-    }
-    if (done !== seen) [seen, progressAt] = [done, Date.now()];
-    if (Date.now() - progressAt > stallMs) {
-      const where = await queue.getJobCounts('waiting', 'prioritized', 'active', 'delayed', 'completed', 'failed');
-      throw new Error(`no job finished for ${stallMs / 1000} s, ${done} of ${count} done; jobs: ${JSON.stringify(where)}`);
-    }
-    await new Promise((r) => setTimeout(r, 20));
+export function countCompleted(jobId: string, returnvalue: string | null | undefined): JobCount {
+  let value: unknown;
+  try {
+    value = returnvalue ? JSON.parse(returnvalue) : undefined;
+  } catch {
+    value = undefined;
+  }
+  if (!isEntryResult(value)) return { succeeded: [jobId], failed: 0 };
+  const succeeded: string[] = [];
+  let failed = 0;
+  for (const [id, outcome] of Object.entries(value.members)) {
+    if (outcome.status === 'succeeded') succeeded.push(id);
+    else failed++;
+  }
+  return { succeeded, failed };
+}
+
+/** Requests a job that failed for good carries: an entry's members, or the job itself. */
+export function countFailed(data: string | null | undefined): number {
+  try {
+    const parsed: unknown = data ? JSON.parse(data) : undefined;
+    return isEntryData(parsed) ? parsed.members.length : 1;
+  } catch {
+    return 1;
   }
 }
 
-/** Empties the finished sets. */
-export async function resetFinished(queue: Queue): Promise<void> {
-  await queue.clean(0, 0, 'completed');
-  await queue.clean(0, 0, 'failed');
+export class RequestWatch {
+  private readonly finished = new Map<string, FinishedRequest>();
+  private readonly seen = { completed: new Set<string>(), failed: new Set<string>() };
+  private newest = { completed: 0, failed: 0 };
+  private failedRequests = 0;
+  private lastFinishedAt = 0;
+
+  constructor(
+    private readonly queue: WatchedQueue,
+    private readonly redis: Pick<RedisClient, 'zcard' | 'zrangebyscore' | 'pipeline'>,
+  ) {}
+
+  /** Reads what finished since the last poll. */
+  async poll(): Promise<Finished> {
+    await this.read('completed');
+    await this.read('failed');
+    return {
+      completed: this.finished.size,
+      failed: this.failedRequests,
+      jobs: this.seen.completed.size + this.seen.failed.size,
+      lastFinishedAt: this.lastFinishedAt,
+    };
+  }
+
+  /** The requests that succeeded since the last reset, by id. */
+  requests(): ReadonlyMap<string, FinishedRequest> {
+    return this.finished;
+  }
+
+  /** Empties the queue's finished sets, and forgets them: the next run counts from zero. */
+  async reset(): Promise<void> {
+    await this.queue.clean(0, 0, 'completed');
+    await this.queue.clean(0, 0, 'failed');
+    this.finished.clear();
+    this.seen.completed.clear();
+    this.seen.failed.clear();
+    this.newest = { completed: 0, failed: 0 };
+    this.failedRequests = 0;
+    this.lastFinishedAt = 0;
+  }
+
+  private async read(set: 'completed' | 'failed'): Promise<void> {
+    const key = this.queue.keys[set];
+    if (!key) throw new Error(`BullMQ has no ${set} key for this queue`);
+    const seen = this.seen[set];
+    const size = await this.redis.zcard(key);
+    if (size <= seen.size) return;
+    let fresh = await this.unseen(key, seen, this.newest[set] - OVERLAP_MS);
+    // Something finished before the window: read the whole set once.
+    if (seen.size + fresh.length < size) fresh = await this.unseen(key, seen, 0);
+    if (fresh.length === 0) return;
+    const fields = set === 'completed' ? ['returnvalue', 'finishedOn', 'processedOn'] : ['data', 'finishedOn', 'processedOn'];
+    const pipeline = this.redis.pipeline();
+    for (const [id] of fresh) pipeline.hmget(this.queue.toKey(id), ...fields);
+    const replies = (await pipeline.exec()) ?? [];
+    fresh.forEach(([id, score], i) => {
+      const [err, values] = replies[i] ?? [];
+      const [value, finishedOn, processedOn] = err ? [] : ((values as Array<string | null>) ?? []);
+      const finishedAt = Number(finishedOn ?? score);
+      const taken = Number(processedOn ?? NaN);
+      seen.add(id);
+      this.newest[set] = Math.max(this.newest[set], score);
+      this.lastFinishedAt = Math.max(this.lastFinishedAt, finishedAt);
+      if (set === 'failed') {
+        this.failedRequests += countFailed(value);
+        return;
+      }
+      const count = countCompleted(id, value);
+      this.failedRequests += count.failed;
+      for (const member of count.succeeded) this.finished.set(member, { finishedOn: finishedAt, processedOn: taken });
+    });
+  }
+
+  /** [id, finishing time] of the set's members scored from `since` on that this watch has not seen. */
+  private async unseen(key: string, seen: ReadonlySet<string>, since: number): Promise<Array<[string, number]>> {
+    const flat = await this.redis.zrangebyscore(key, Math.max(0, since), '+inf', 'WITHSCORES');
+    const out: Array<[string, number]> = [];
+    for (let i = 0; i + 1 < flat.length; i += 2) {
+      const id = flat[i] as string;
+      if (!seen.has(id)) out.push([id, Number(flat[i + 1])]);
+    }
+    return out;
+  }
+
+  /**
+   * Waits until `count` requests are finished (since the last reset). A busy machine may drain
+   * slowly, so the wait lasts as long as requests keep finishing, and gives up after `stallMs`
+   * without one, saying where the queue's jobs are (waiting: the worker fell behind or died;
+   * delayed: retries).
+   */
+  async waitFinished(count: number, stallMs = STALL_MS): Promise<Finished> {
+    let seen = -1;
+    let progressAt = Date.now();
+    for (;;) {
+      const f = await this.poll();
+      const done = f.completed + f.failed;
+      if (done >= count) return f;
+      if (done !== seen) [seen, progressAt] = [done, Date.now()];
+      if (Date.now() - progressAt > stallMs) {
+        const where = await this.queue.getJobCounts('waiting', 'prioritized', 'active', 'delayed', 'completed', 'failed');
+        throw new Error(`no request finished for ${stallMs / 1000} s, ${done} of ${count} done; jobs: ${JSON.stringify(where)}`);
+      }
+      await new Promise((r) => setTimeout(r, 25));
+    }
+  }
 }
 
-/** Every completed job, a page at a time (job data included: keep runs to thousands of jobs). */
-export async function forEachCompleted(queue: Queue, visit: (job: Job) => void): Promise<void> {
-  for (let start = 0; ; start += 1000) {
-    const page = await queue.getJobs(['completed'], start, start + 999, true);
-    for (const job of page) visit(job);
-    if (page.length < 1000) return;
-  }
+/** Took the job → finished, over the requests of the last run (a request in an entry: its entry's). */
+export function inWorkerLatencies(requests: ReadonlyMap<string, FinishedRequest>): LatencySummary {
+  return summarizeMs(Array.from(requests.values(), (r) => r.finishedOn - r.processedOn));
+}
+
+/** Requests per BullMQ job over a run: 1 with no coalescing, more as entries fill. */
+export function requestsPerJob(f: Pick<Finished, 'completed' | 'failed' | 'jobs'>): number {
+  return f.jobs > 0 ? (f.completed + f.failed) / f.jobs : NaN;
 }

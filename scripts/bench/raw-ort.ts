@@ -98,6 +98,14 @@ export function cellAt(sweep: Pick<RawSweep, 'cells'>, threads: number, batch: n
   return sweep.cells.find((c) => c.threads === threads && c.batch === batch);
 }
 
+/** The best cell at `threads` intra-op threads or fewer (at any count when `threads` < 1). */
+export function bestCellAt(sweep: Pick<RawSweep, 'cells'>, threads: number): RawCell | undefined {
+  return maxBy(
+    sweep.cells.filter((c) => threads < 1 || c.threads <= threads),
+    (c) => c.rowsPerS,
+  );
+}
+
 /** `1:…  8:…` per thread count, for the progress log. */
 export function describeSweep(sweep: RawSweep): string {
   const byThreads = new Map<number, RawCell[]>();

@@ -8,6 +8,7 @@ import {
   judge,
   judgedRows,
   measurementOf,
+  regime,
   toJson,
 } from './report.ts';
 
@@ -20,9 +21,18 @@ describe('judge', () => {
   });
 
   it('meets an upper bound at or below it, and counts a value that is not a number as a gap', () => {
-    expect(judge(row('demo.e2e_latency_p99_ms', 500)).verdict).toBe('met');
-    expect(judge(row('demo.e2e_latency_p99_ms', 500.1)).verdict).toBe('gap');
+    expect(judge(row('demo.e2e_latency_p99_ms', 100)).verdict).toBe('met');
+    expect(judge(row('demo.e2e_latency_p99_ms', 100.1)).verdict).toBe('gap');
     expect(judge(row('demo.cold_start_vs_raw', Number.NaN)).verdict).toBe('gap');
+  });
+
+  it('holds the target of a regime only to the models in it', () => {
+    expect(judge(row('demo.e2e_vs_minimal_stack', 0.7))).toMatchObject({ target: '≥ 0.8', verdict: 'gap' });
+    expect(judge(row('cnn.e2e_vs_minimal_stack', 0.3)).verdict).toBe('');
+    expect(judge(row('cnn.serving_efficiency', 0.75))).toMatchObject({ target: '≥ 0.7', verdict: 'met' });
+    expect(judge(row('demo.serving_efficiency', 0.001)).verdict).toBe('');
+    expect(judge(row('demo.cpu_ms_per_request_redis', 0.05)).verdict).toBe('met');
+    expect(judge(row('my-model.cpu_ms_per_request_api', 9)).verdict).toBe('');
   });
 
   it('leaves rows without a target unjudged', () => {
@@ -34,7 +44,7 @@ describe('judge', () => {
 
 describe('measurementOf', () => {
   it('drops the model prefix only', () => {
-    expect(measurementOf('demo.e2e_vs_raw_bullmq')).toBe('e2e_vs_raw_bullmq');
+    expect(measurementOf('demo.e2e_vs_minimal_stack')).toBe('e2e_vs_minimal_stack');
     expect(measurementOf('plain')).toBe('plain');
   });
 });
@@ -64,9 +74,9 @@ describe('formatTable', () => {
 
 describe('formatMarkdown', () => {
   it('writes one table row per bench row, escaping pipes in details', () => {
-    const md = formatMarkdown([{ ...row('demo.e2e_vs_raw_bullmq', 0.6), detail: 'a | b' }]).split('\n');
+    const md = formatMarkdown([{ ...row('demo.e2e_vs_minimal_stack', 0.85), detail: 'a | b' }]).split('\n');
     expect(md).toHaveLength(3);
-    expect(md[2]).toBe('| demo.e2e_vs_raw_bullmq | 0.60 | ratio | ≥ 0.5 | met | a \\| b |');
+    expect(md[2]).toBe('| demo.e2e_vs_minimal_stack | 0.85 | ratio | ≥ 0.8 | met | a \\| b |');
   });
 });
 
@@ -83,5 +93,14 @@ describe('toJson', () => {
     };
     const parsed = JSON.parse(toJson(report)) as { rows: Array<{ value: unknown; verdict: string }> };
     expect(parsed.rows[0]).toMatchObject({ value: null, verdict: 'gap' });
+  });
+});
+
+describe('regime', () => {
+  it('names the bound from raw ONNX Runtime rows/s against the minimal stack requests/s', () => {
+    expect(regime(600, 1400)).toBe('ONNX Runtime-bound');
+    expect(regime(1_000_000, 4000)).toBe('queue-bound');
+    expect(regime(3000, 4000)).toBe('neither clearly bound');
+    expect(regime(600, Number.NaN)).toBe('regime unknown');
   });
 });

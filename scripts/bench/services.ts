@@ -52,6 +52,8 @@ export async function startBenchContext(
     // The bench measures the pipeline, not the per-tenant limiter (its own tests cover it).
     RATE_LIMIT_RPS: '1000000',
     RATE_LIMIT_BURST: '1000000',
+    // Nor the per-tenant byte budget, which a CNN's single-row bodies (tens of KB) at the bench's rates exceed.
+    RATE_LIMIT_BYTES_PER_S: '0',
     MODEL_CACHE_DIR: path.join(dir, 'cache'),
   };
   await startEmbeddedServices(env, { dir, log: out, closers });
@@ -88,7 +90,16 @@ export interface SpawnOptions {
 
 /** `warmpool <args>` as a child process. stderr is kept (last 4 KB) so a role that dies says why. */
 export function spawnRole(args: string[], env: NodeJS.ProcessEnv, options: SpawnOptions = {}): ChildRole {
-  const child = spawn(process.execPath, [...(options.nodeArgs ?? []), BIN, ...args], {
+  return spawnNode([BIN, ...args], `warmpool ${args[0] ?? ''}`, env, options);
+}
+
+/** A TypeScript program of the bench's own (`node --import tsx FILE <args>`) as a child process, as spawnRole. */
+export function spawnScript(file: string, args: string[], env: NodeJS.ProcessEnv, options: SpawnOptions = {}): ChildRole {
+  return spawnNode(['--import', 'tsx', file, ...args], [file.split('/').at(-1), ...args].join(' '), env, options);
+}
+
+function spawnNode(argv: string[], label: string, env: NodeJS.ProcessEnv, options: SpawnOptions): ChildRole {
+  const child = spawn(process.execPath, [...(options.nodeArgs ?? []), ...argv], {
     env,
     stdio: ['ignore', options.onLine ? 'pipe' : 'ignore', 'pipe'],
   });
@@ -102,7 +113,7 @@ export function spawnRole(args: string[], env: NodeJS.ProcessEnv, options: Spawn
   });
   let stopping: Promise<void> | undefined;
   child.once('exit', (code, signal) => {
-    if (!stopping) process.stderr.write(`bench: warmpool ${args[0]} exited early (${code ?? signal})\n${stderr}`);
+    if (!stopping) process.stderr.write(`bench: ${label} exited early (${code ?? signal})\n${stderr}`);
   });
   return {
     child,

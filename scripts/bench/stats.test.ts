@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { maxBy, planLatencyRun, ratePerS, summarizeMs } from './stats.ts';
+import { boundedCount, maxBy, planLatencyRun, ratePerS, summarizeMs } from './stats.ts';
 
 describe('summarizeMs', () => {
   it('gives nearest-rank percentiles within the histogram precision', () => {
@@ -42,10 +42,12 @@ describe('planLatencyRun', () => {
     expect(plan.amount).toBe(8000);
   });
 
-  it('gives each connection at least the slack between sends, within the connection cap', () => {
-    expect(planLatencyRun(1000, { durationS: 1, slackMs: 20 }).connections).toBe(16); // 800/s × 20 ms
+  it('gives each connection the slack per request, within the connection floor and cap', () => {
+    expect(planLatencyRun(1000, { durationS: 1 }).connections).toBe(80); // 800/s × 100 ms
+    expect(planLatencyRun(1000, { durationS: 1, slackMs: 20, minConnections: 1 }).connections).toBe(16);
     expect(planLatencyRun(100_000, { durationS: 1, maxConnections: 64 }).connections).toBe(64);
-    expect(planLatencyRun(2, { durationS: 1 }).connections).toBe(1);
+    expect(planLatencyRun(2, { durationS: 1 }).connections).toBe(16);
+    expect(planLatencyRun(2, { durationS: 1, minConnections: 1 }).connections).toBe(1);
   });
 
   it('takes another share when asked, and refuses a maximum that is not a positive rate', () => {
@@ -59,5 +61,23 @@ describe('maxBy', () => {
   it('returns the first entry with the largest key', () => {
     expect(maxBy([{ k: 1 }, { k: 3 }, { k: 3, second: true }], (x) => x.k)).toEqual({ k: 3 });
     expect(maxBy([], () => 0)).toBeUndefined();
+  });
+});
+
+describe('boundedCount', () => {
+  const budget = { valuesPerItem: 64, maxValues: 10_000_000, ratePerS: 1_000_000, seconds: 8, min: 200 };
+
+  it('leaves a count that fits the budget alone', () => {
+    expect(boundedCount(1500, budget)).toBe(1500);
+  });
+
+  it('cuts to the values budget for large items and to the time budget for slow ones', () => {
+    expect(boundedCount(1500, { ...budget, valuesPerItem: 27_648 })).toBe(361);
+    expect(boundedCount(1500, { ...budget, ratePerS: 100 })).toBe(800);
+  });
+
+  it('never goes below the minimum, and ignores a rate that is not known', () => {
+    expect(boundedCount(1500, { ...budget, ratePerS: 1 })).toBe(200);
+    expect(boundedCount(1500, { ...budget, ratePerS: Number.NaN })).toBe(1500);
   });
 });

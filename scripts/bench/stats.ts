@@ -48,21 +48,25 @@ export interface LatencyRunPlan {
 }
 
 /**
- * A fixed-rate run at `fraction` of the measured maximum. The load generator paces each
- * connection at ratePerS / connections; a connection waits for its answer before the next
- * request, so each must get at least `slackMs` between sends or the offered rate silently
- * drops (coordinated omission). Hence one connection per `1000 / slackMs` requests/s.
+ * A fixed-rate run at `fraction` of the measured maximum. A keep-alive connection carries one
+ * request at a time, so the connections bound how many are in flight: with too few, requests
+ * wait in the generator for a free one, and that wait is counted as the server's latency (the
+ * run measures from the scheduled send). Each connection gets `slackMs` per request, i.e. one
+ * connection per `1000 / slackMs` requests/s, at least `minConnections`: 100 ms (the serving
+ * bound) keeps 80 connections open at 800 requests/s. With 20 ms, as before, a stack whose 202
+ * took 40 ms under load got 14 connections for 650 requests/s, could not carry more than 350,
+ * and reported the generator's queue as a p99 of 2 s.
  */
 export function planLatencyRun(
   maxPerS: number,
-  options: { fraction?: number; durationS: number; slackMs?: number; maxConnections?: number },
+  options: { fraction?: number; durationS: number; slackMs?: number; minConnections?: number; maxConnections?: number },
 ): LatencyRunPlan {
   if (!Number.isFinite(maxPerS) || maxPerS <= 0) throw new RangeError(`no maximum rate to take a share of (got ${maxPerS})`);
   const fraction = options.fraction ?? 0.8;
-  const slackMs = options.slackMs ?? 20;
-  const maxConnections = options.maxConnections ?? 64;
+  const slackMs = options.slackMs ?? 100;
+  const maxConnections = options.maxConnections ?? 256;
   const rate = Math.max(1, Math.floor(maxPerS * fraction));
-  const connections = Math.min(maxConnections, Math.max(1, Math.ceil((rate * slackMs) / 1000)));
+  const connections = Math.min(maxConnections, Math.max(options.minConnections ?? 16, Math.ceil((rate * slackMs) / 1000)));
   return { ratePerS: rate, amount: Math.max(1, Math.round(rate * options.durationS)), connections };
 }
 
@@ -71,4 +75,28 @@ export function maxBy<T>(items: readonly T[], key: (item: T) => number): T | und
   let best: T | undefined;
   for (const item of items) if (best === undefined || key(item) > key(best)) best = item;
   return best;
+}
+
+export interface CountBudget {
+  /** Values (tensor elements) each item carries. */
+  valuesPerItem: number;
+  /** At most this many values in all: the run's memory, in Redis and in the processes. */
+  maxValues: number;
+  /** Items/s the run is expected to reach at best (e.g. raw ONNX Runtime's rows/s). */
+  ratePerS: number;
+  /** …so at most this long at that rate. */
+  seconds: number;
+  /** Never fewer (a rate or a percentile needs some). */
+  min: number;
+}
+
+/**
+ * `count`, cut so a run of a large or slow model stays bounded in memory and time: a CNN of
+ * 27,648 floats a row would otherwise put gigabytes of JSON into Redis, and a model that runs
+ * 500 rows/s would take minutes where the demo model takes a second.
+ */
+export function boundedCount(count: number, budget: CountBudget): number {
+  const byValues = Math.floor(budget.maxValues / Math.max(1, budget.valuesPerItem));
+  const byTime = Number.isFinite(budget.ratePerS) && budget.ratePerS > 0 ? Math.floor(budget.ratePerS * budget.seconds) : count;
+  return Math.max(budget.min, Math.min(count, byValues, byTime));
 }

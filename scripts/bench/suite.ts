@@ -1,8 +1,8 @@
 /**
- * Which measurements make which rows. Per model: raw ONNX Runtime (every thread count and batch
- * size), the worker unbatched and micro-batched, cold start. Once, on the first model: end to
- * end over HTTP against raw BullMQ, latency at 80% of the maximum, and bulk scoring. Once, on
- * models of its own: end to end on a 1-master Redis Cluster vs a 3-master one.
+ * Which measurements make which rows, per model: raw ONNX Runtime (every thread count and batch
+ * size), the worker unbatched and micro-batched, cold start (here), bulk scoring (bulk.ts) and
+ * end to end over HTTP against the minimal stack (serving-rows.ts). Once, on models of its own:
+ * end to end on a 1-master Redis Cluster vs a 3-master one.
  *
  * A measurement that fails gives its rows as n/a with the reason, and the others still run:
  * a bench that stops at the first broken piece hides how the rest performs.
@@ -11,14 +11,13 @@ import os from 'node:os';
 import type { ModelManifest } from '../../infra/contracts/manifest.ts';
 import { loadConfig } from '../../infra/kernel/config.ts';
 import { errorMessage } from '../../infra/kernel/errors.ts';
-import { BENCH_BATCHES, BENCH_MAX_BATCH } from './bench-models.ts';
+import { BENCH_BATCHES, BENCH_MAX_BATCH, rowWidth } from './bench-models.ts';
 import { CLUSTER_ROW, measureClusterScaling } from './cluster.ts';
 import { measureColdStart } from './cold-start.ts';
-import { type ApiMode, measureE2e } from './e2e.ts';
-import { rawBullmqRate } from './raw-bullmq.ts';
 import { cellAt, describeSweep, type RawSweep, rawOrtSweep } from './raw-ort.ts';
 import type { BenchRow } from './report.ts';
 import type { BenchContext } from './services.ts';
+import { boundedCount } from './stats.ts';
 import { measureWorkerDrain } from './worker-drain.ts';
 
 export interface BenchSizes {
@@ -28,9 +27,22 @@ export interface BenchSizes {
   fullBatchJobs: number;
   /** Timed ms per raw ONNX Runtime cell. */
   cellMs: number;
-  rawBullmqJobs: number;
+  /** Requests per closed-loop run end to end. */
   e2eJobs: number;
+  /** Untimed requests before them. */
+  warmUpRequests: number;
+  /** Closed-loop runs per stack; each side keeps its best. */
+  maxRuns: number;
   latencyDurationS: number;
+  /** Open-loop runs, and seconds each, searching the highest rate within the p99 bound. */
+  searchSteps: number;
+  searchDurationS: number;
+  /**
+   * A run's counts are cut to this many tensor values in all, and to about `budgetS` at raw ONNX
+   * Runtime's best rate (stats.ts boundedCount): large or slow models stay bounded.
+   */
+  maxValues: number;
+  budgetS: number;
   /** Models, single-row jobs per model and jobs in flight per model, per cluster run. */
   cluster: { models: number; jobs: number; concurrency: number };
 }
@@ -41,18 +53,28 @@ export function benchSizes(quick: boolean): BenchSizes {
         jobs: 1500,
         fullBatchJobs: 120,
         cellMs: 300,
-        rawBullmqJobs: 3000,
         e2eJobs: 2000,
-        latencyDurationS: 6,
+        warmUpRequests: 500,
+        maxRuns: 2,
+        latencyDurationS: 5,
+        searchSteps: 4,
+        searchDurationS: 3,
+        maxValues: 10_000_000,
+        budgetS: 8,
         cluster: { models: 3, jobs: 300, concurrency: 48 },
       }
     : {
         jobs: 6000,
         fullBatchJobs: 400,
         cellMs: 1000,
-        rawBullmqJobs: 10000,
         e2eJobs: 6000,
+        warmUpRequests: 1000,
+        maxRuns: 3,
         latencyDurationS: 20,
+        searchSteps: 6,
+        searchDurationS: 8,
+        maxValues: 20_000_000,
+        budgetS: 30,
         cluster: { models: 3, jobs: 1000, concurrency: 48 },
       };
 }
@@ -60,7 +82,7 @@ export function benchSizes(quick: boolean): BenchSizes {
 const f0 = (v: number) => (Number.isFinite(v) ? Math.round(v).toLocaleString('en-US') : 'n/a');
 
 /** Rows named `<model>.<name>` (`<name>` for no model) with value NaN and the failure as detail. */
-function failedRows(model: string | undefined, names: string[], err: unknown): BenchRow[] {
+export function failedRows(model: string | undefined, names: string[], err: unknown): BenchRow[] {
   const reason = errorMessage(err);
   return names.map((name) => ({
     name: model === undefined ? name : `${model}.${name}`,
@@ -92,13 +114,22 @@ export async function benchModel(ctx: BenchContext, manifest: ModelManifest, mod
   });
 
   let concurrency = Math.max(4, BENCH_MAX_BATCH * 2);
+  const width = manifest.inputs.reduce((n, spec) => n + rowWidth(spec), 0);
+  const budget = { maxValues: sizes.maxValues, seconds: sizes.budgetS };
+  const jobs = boundedCount(sizes.jobs, { ...budget, valuesPerItem: width, ratePerS: raw.best.rowsPerS, min: 200 });
+  const fullBatchJobs = boundedCount(sizes.fullBatchJobs, {
+    ...budget,
+    valuesPerItem: width * BENCH_MAX_BATCH,
+    ratePerS: raw.best.rowsPerS / BENCH_MAX_BATCH,
+    min: 8,
+  });
   try {
-    const unbatched = await measureWorkerDrain(ctx, manifest, `${m}-b1`, [{ jobs: sizes.jobs, rowsPerJob: 1 }], { BATCH_MAX_ROWS: '1' });
+    const unbatched = await measureWorkerDrain(ctx, manifest, `${m}-b1`, [{ jobs, rowsPerJob: 1 }], { BATCH_MAX_ROWS: '1' });
     const u = unbatched.phases[0];
     ctx.out(`  worker, one row per pass: ${f0(u?.rowsPerS ?? NaN)} rows/s`);
     const batched = await measureWorkerDrain(ctx, manifest, `${m}-mb`, [
-      { jobs: sizes.jobs, rowsPerJob: 1 },
-      { jobs: sizes.fullBatchJobs, rowsPerJob: BENCH_MAX_BATCH },
+      { jobs, rowsPerJob: 1 },
+      { jobs: fullBatchJobs, rowsPerJob: BENCH_MAX_BATCH },
     ]);
     const [single, full] = batched.phases;
     if (!u || !single || !full) throw new Error('a drain phase measured nothing');
@@ -115,7 +146,7 @@ export async function benchModel(ctx: BenchContext, manifest: ModelManifest, mod
         name: `${m}.batched_vs_unbatched`,
         value: gain,
         unit: 'x',
-        detail: `worker, ${sizes.jobs} single-row jobs: ${f0(single.rowsPerS)} vs ${f0(u.rowsPerS)} rows/s; mean batch ${single.meanBatchRows.toFixed(1)} rows, engine busy ${pct(single.engineBusy)}${failures ? `; ${failures} jobs FAILED` : ''}`,
+        detail: `worker, ${jobs} single-row jobs: ${f0(single.rowsPerS)} vs ${f0(u.rowsPerS)} rows/s; mean batch ${single.meanBatchRows.toFixed(1)} rows, engine busy ${pct(single.engineBusy)}${failures ? `; ${failures} jobs FAILED` : ''}`,
       },
       {
         name: `${m}.batching_gain_kept`,
@@ -139,7 +170,7 @@ export async function benchModel(ctx: BenchContext, manifest: ModelManifest, mod
         name: `${m}.full_batch_jobs_vs_raw_ort`,
         value: full.rowsPerS / raw.best.rowsPerS,
         unit: 'ratio',
-        detail: `${sizes.fullBatchJobs} jobs of ${BENCH_MAX_BATCH} rows: ${f0(full.rowsPerS)} rows/s; engine busy ${pct(full.engineBusy)} (per-job cost out of the way)`,
+        detail: `${fullBatchJobs} jobs of ${BENCH_MAX_BATCH} rows: ${f0(full.rowsPerS)} rows/s; engine busy ${pct(full.engineBusy)} (per-job cost out of the way)`,
       },
       ...(['p50', 'p99'] as const).map((p) => ({
         name: `${m}.job_in_worker_${p}_ms`,
@@ -175,7 +206,7 @@ async function coldStartRows(ctx: BenchContext, manifest: ModelManifest): Promis
       detail,
     });
     return [
-      phase('boot', r.cold.boot, 'spawn → downloading: node, the TypeScript loader, Redis, control channel'),
+      phase('boot', r.cold.boot, "spawn → downloading: node, the compiled CLI and the worker's modules, Redis, control channel"),
       phase('download', r.cold.download, `empty cache: manifest + ${mb} MB weights from S3, sha256-checked`),
       phase('load', r.cold.load, 'ONNX Runtime session in the engine thread'),
       phase('warmup', r.cold.warmup, `batch profile over ${manifest.batching.warmupBatches.join('/')} rows, threads chosen`),
@@ -188,58 +219,12 @@ async function coldStartRows(ctx: BenchContext, manifest: ModelManifest): Promis
         name: `${m}.cold_start_vs_raw`,
         value: r.warm.ready / r.rawMs,
         unit: 'ratio',
-        detail: `warm-cache start vs raw InferenceSession.create + the same warm-up batches (${f0(r.rawMs)} ms, ${r.threads} thread(s))`,
+        detail: `warm-cache start vs a fresh node importing onnxruntime-node, InferenceSession.create and the same warm-up batches (${f0(r.rawMs)} ms, ${r.threads} thread(s))`,
       },
     ];
   } catch (err) {
     return failedRows(m, ['cold_start_warm_cache_ms', 'cold_start_vs_raw'], err);
   }
-}
-
-/** End to end, on one model: the rows that do not repeat per model. */
-export async function benchSystem(
-  ctx: BenchContext,
-  manifest: ModelManifest,
-  run: ModelRun,
-  sizes: BenchSizes,
-  api: ApiMode,
-): Promise<BenchRow[]> {
-  const m = manifest.name;
-  const rows: BenchRow[] = [];
-  ctx.out(`[${m}: end to end]`);
-  let bullPerS = NaN;
-  let bullDetail = 'BullMQ no-op failed';
-  try {
-    const bull = await rawBullmqRate(ctx, manifest, { jobs: sizes.rawBullmqJobs, concurrency: run.concurrency });
-    ctx.out(`  raw BullMQ no-op: ${f0(bull.jobsPerS)} jobs/s (concurrency ${bull.concurrency})`);
-    [bullPerS, bullDetail] = [bull.jobsPerS, `BullMQ no-op add+process ${f0(bull.jobsPerS)}/s`];
-  } catch (err) {
-    bullDetail = `BullMQ no-op failed: ${errorMessage(err)}`;
-  }
-  try {
-    const e2e = await measureE2e(ctx, manifest, { jobs: sizes.e2eJobs, latencyDurationS: sizes.latencyDurationS, api });
-    const trouble = e2e.rejected + e2e.failed > 0 ? `; ${e2e.rejected} rejected, ${e2e.failed} failed` : '';
-    rows.push({
-      name: `${m}.e2e_vs_raw_bullmq`,
-      value: e2e.maxJobsPerS / bullPerS,
-      unit: 'ratio',
-      detail: `${f0(e2e.maxJobsPerS)} jobs/s HTTP submit → succeeded (API ${api}, accepts ${f0(e2e.submitPerS)}/s) vs ${bullDetail}${trouble}`,
-    });
-    const at = `at ${f0(e2e.plan.ratePerS)} jobs/s (80% of max), open loop`;
-    for (const p of ['p50', 'p95', 'p99'] as const) {
-      rows.push({
-        name: `${m}.e2e_latency_${p}_ms`,
-        value: e2e.latency[p],
-        unit: 'ms',
-        detail: e2e.latencyError
-          ? `failed ${at}: ${e2e.latencyError}`
-          : `submit → succeeded ${at}, ${e2e.latency.count} jobs; HTTP 202 ${p} ${e2e.http[p].toFixed(1)} ms`,
-      });
-    }
-  } catch (err) {
-    rows.push(...failedRows(m, ['e2e_vs_raw_bullmq', 'e2e_latency_p99_ms'], err));
-  }
-  return rows;
 }
 
 /** Redis Cluster scaling, once per bench on models of its own; needs redis-server with cluster support. */

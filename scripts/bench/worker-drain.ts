@@ -14,10 +14,10 @@ import { closeRedis, createRedis } from '../../infra/redis/client.ts';
 import { createThreadEngine } from '../../worker/engine/thread-engine.ts';
 import type { BatchProfile } from '../../worker/warmup.ts';
 import { WarmpoolWorker } from '../../worker/worker-process.ts';
-import { benchJobData } from './bench-models.ts';
-import { forEachCompleted, resetFinished, waitFinished } from './queue-watch.ts';
+import { benchJobData, rowWidth } from './bench-models.ts';
+import { inWorkerLatencies, RequestWatch } from './queue-watch.ts';
 import { type BenchContext, scopedEnv } from './services.ts';
-import { type LatencySummary, ratePerS, summarizeMs } from './stats.ts';
+import { type LatencySummary, ratePerS } from './stats.ts';
 
 export interface DrainPhase {
   jobs: number;
@@ -66,6 +66,7 @@ export async function measureWorkerDrain(
     },
     { model: manifest.name, version: manifest.version },
   );
+  const watch = new RequestWatch(queue, connection);
   const batches = { count: 0, rows: 0, inferMs: 0 };
   worker.on('batch:flushed', (e) => {
     batches.count++;
@@ -81,9 +82,8 @@ export async function measureWorkerDrain(
       await fill(queue, manifest, phase);
       const started = Date.now();
       await queue.resume();
-      const { lastFinishedAt: finishedAt } = await waitFinished(queue, phase.jobs);
-      const inWorker = await inWorkerLatencies(queue);
-      const failed = await queue.getFailedCount();
+      const { lastFinishedAt: finishedAt, failed } = await watch.waitFinished(phase.jobs);
+      const inWorker = inWorkerLatencies(watch.requests());
       const jobsPerS = ratePerS(phase.jobs, started, finishedAt);
       results.push({
         ...phase,
@@ -95,7 +95,7 @@ export async function measureWorkerDrain(
         inWorker,
       });
       await queue.pause();
-      await resetFinished(queue);
+      await watch.reset();
     }
     const profile = worker.batchProfile;
     const maxRows = config.worker.batchMaxRows > 0 ? config.worker.batchMaxRows : (profile?.chosenBatch ?? 0);
@@ -108,10 +108,15 @@ export async function measureWorkerDrain(
   }
 }
 
+/** Values per addBulk: a chunk of a large model's jobs is built, sent and dropped before the next. */
+const VALUES_PER_ADD = 2_000_000;
+
 async function fill(queue: JobQueueHandle, manifest: ModelManifest, phase: DrainPhase): Promise<void> {
   const submittedAt = Date.now();
-  for (let start = 0; start < phase.jobs; start += 500) {
-    const size = Math.min(500, phase.jobs - start);
+  const width = manifest.inputs.reduce((n, spec) => n + rowWidth(spec), 0);
+  const chunk = Math.max(1, Math.min(500, Math.floor(VALUES_PER_ADD / (width * phase.rowsPerJob))));
+  for (let start = 0; start < phase.jobs; start += chunk) {
+    const size = Math.min(chunk, phase.jobs - start);
     await queue.addBulk(
       Array.from({ length: size }, (_, j) => ({
         name: 'infer',
@@ -119,12 +124,4 @@ async function fill(queue: JobQueueHandle, manifest: ModelManifest, phase: Drain
       })),
     );
   }
-}
-
-async function inWorkerLatencies(queue: JobQueueHandle): Promise<LatencySummary> {
-  const durations: number[] = [];
-  await forEachCompleted(queue, (job) => {
-    if (job.finishedOn && job.processedOn) durations.push(job.finishedOn - job.processedOn);
-  });
-  return summarizeMs(durations);
 }

@@ -1,0 +1,54 @@
+/**
+ * The JSON bodies the load generator sends (`{"inputs": [OIP tensors]}`), in bounded memory.
+ *
+ * Every request's rows must differ from every other's, or the result cache answers them and no
+ * job is ever queued. What makes a row distinct is its head: the first HEAD_VALUES values, as
+ * `benchValue` makes them for the row's seed (a float row's first value is its index, an integer
+ * row's first 20 values its bits). The rest of a row (its tail) carries no identity, so it comes
+ * from a small pool of distinct rows, serialized once and cycled. A body is then a few small
+ * strings around a cached one: a model of 27,648 floats a row costs the pool's 64 tails (a few
+ * MB), never one JSON per request held up front (which took a real PaddleOCR classifier past
+ * the 4 GB heap after six minutes).
+ */
+import type { ModelManifest } from '../../infra/contracts/manifest.ts';
+import { benchValue, rowWidth } from './bench-models.ts';
+
+export const BODY_POOL_SIZE = 64;
+
+/** Values at the start of each row made per request: enough for benchValue's distinct rows. */
+export const HEAD_VALUES = 20;
+
+/** Seeds of the pool's tails: far from the seeds the bench's runs use, though any would do. */
+const POOL_SEED = 900_000_000;
+
+/** Request bodies of `rows` rows each: `body(seed)` is distinct per seed, in memory bounded by the pool. */
+export function requestBodies(manifest: Pick<ModelManifest, 'inputs'>, rows: number, poolSize = BODY_POOL_SIZE): (seed: number) => string {
+  const inputs = manifest.inputs.map((spec) => {
+    const width = rowWidth(spec);
+    const head = Math.min(HEAD_VALUES, width);
+    const opening = JSON.stringify({ name: spec.name, datatype: spec.datatype, shape: [rows, ...spec.shape.slice(1)] });
+    // One tail per pool slot and row: ",v,v,…" (empty when the head is the whole row).
+    const tails = Array.from({ length: poolSize }, (_, slot) =>
+      Array.from({ length: rows }, (_, r) => {
+        if (head === width) return '';
+        const tail = new Array<number | boolean>(width - head);
+        for (let j = head; j < width; j++) tail[j - head] = benchValue(spec.datatype, width, POOL_SEED + slot * rows, r * width + j);
+        return `,${tail.join(',')}`;
+      }),
+    );
+    return { spec, width, head, prefix: `${opening.slice(0, -1)},"data":[`, tails };
+  });
+  return (seed) => {
+    const slot = ((seed % poolSize) + poolSize) % poolSize;
+    const tensors = inputs.map(({ spec, width, head, prefix, tails }) => {
+      const rowText: string[] = [];
+      for (let r = 0; r < rows; r++) {
+        const values = new Array<number | boolean>(head);
+        for (let j = 0; j < head; j++) values[j] = benchValue(spec.datatype, width, seed, r * width + j);
+        rowText.push(values.join(',') + (tails[slot]?.[r] ?? ''));
+      }
+      return `${prefix}${rowText.join(',')}]}`;
+    });
+    return `{"inputs":[${tensors.join(',')}]}`;
+  };
+}

@@ -1,0 +1,174 @@
+/**
+ * The rows measured end to end, over HTTP, per model:
+ *
+ *   e2e_vs_minimal_stack        completed single-row requests/s, closed loop, warmpool (API + one
+ *                               worker) ÷ the minimal stack (minimal-stack.ts), best of `maxRuns` each
+ *   cpu_ms_per_request_<proc>   CPU of warmpool's API, worker and Redis over that run ÷ its requests
+ *   e2e_latency_p50/p95/p99_ms  submit → succeeded, open loop at 80% of warmpool's maximum
+ *   serving_efficiency          the highest open-loop rate whose p99 ≤ 100 ms (serving-search.ts)
+ *                               ÷ raw ONNX Runtime's best rows/s at the worker's thread count
+ */
+import os from 'node:os';
+import type { ModelManifest } from '../../infra/contracts/manifest.ts';
+import { errorMessage } from '../../infra/kernel/errors.ts';
+import { rowWidth } from './bench-models.ts';
+import { type ApiMode, type MaxRate, measureMaxRate, measureOpenLoop, SEEDS, type StackUnderTest, warmUp } from './e2e.ts';
+import { startMinimalStack } from './minimal-stack.ts';
+import { bestCellAt, type RawSweep } from './raw-ort.ts';
+import { type BenchRow, regime } from './report.ts';
+import type { BenchContext } from './services.ts';
+import { describeTrials, searchServingRate } from './serving-search.ts';
+import { boundedCount, maxBy, planLatencyRun } from './stats.ts';
+import { type BenchSizes, failedRows, type ModelRun } from './suite.ts';
+import { startWarmpoolStack, type WarmpoolStack } from './warmpool-stack.ts';
+
+/** serving_efficiency's p99 bound: MLPerf Server sets one per model; issue 15 sets 100 ms for single-row requests. */
+export const SERVING_P99_BOUND_MS = 100;
+
+const f0 = (v: number) => (Number.isFinite(v) ? Math.round(v).toLocaleString('en-US') : 'n/a');
+const f2 = (v: number) => (Number.isFinite(v) ? v.toFixed(2) : 'n/a');
+
+export async function benchServing(
+  ctx: BenchContext,
+  manifest: ModelManifest,
+  run: ModelRun,
+  sizes: BenchSizes,
+  api: ApiMode,
+): Promise<BenchRow[]> {
+  const m = manifest.name;
+  ctx.out(`[${m}: end to end]`);
+  const amount = boundedCount(sizes.e2eJobs, {
+    valuesPerItem: manifest.inputs.reduce((n, spec) => n + rowWidth(spec), 0),
+    maxValues: sizes.maxValues,
+    ratePerS: run.raw?.best.rowsPerS ?? NaN,
+    seconds: sizes.budgetS,
+    min: 200,
+  });
+  const rows: BenchRow[] = [];
+  let minimal: MaxRate | undefined;
+  let minimalError = '';
+  try {
+    minimal = await bestMaxRate(ctx, await startMinimalStack(ctx, manifest, run.concurrency), amount, sizes);
+  } catch (err) {
+    minimalError = errorMessage(err).split('\n')[0] ?? '';
+  }
+  let stack: WarmpoolStack | undefined;
+  try {
+    stack = await startWarmpoolStack(ctx, manifest, api);
+    const max = await bestMaxRate(ctx, stack, amount, sizes, false);
+    rows.push(minimalRow(m, max, minimal, minimalError, api, run.raw), ...cpuRows(m, max, minimal));
+    rows.push(...(await latencyRows(ctx, m, stack, max, sizes)));
+    rows.push(await servingRow(ctx, m, stack, max, run.raw, sizes));
+  } catch (err) {
+    rows.push(...failedRows(m, ['e2e_vs_minimal_stack', 'e2e_latency_p99_ms', 'serving_efficiency'], err));
+  } finally {
+    await stack?.stop();
+  }
+  return rows;
+}
+
+/** The best of `maxRuns` closed-loop runs after a warm-up; stops the stack after unless told not to. */
+async function bestMaxRate(ctx: BenchContext, stack: StackUnderTest, amount: number, sizes: BenchSizes, stop = true): Promise<MaxRate> {
+  try {
+    await warmUp(stack, Math.min(amount, sizes.warmUpRequests));
+    const runs: MaxRate[] = [];
+    for (let i = 0; i < sizes.maxRuns; i++) {
+      runs.push(await measureMaxRate(stack, { amount, connections: 32, seed: SEEDS.max + i * amount }));
+      const r = runs.at(-1) as MaxRate;
+      ctx.out(
+        `  ${stack.label} max: ${f0(r.requestsPerS)} requests/s (${f2(r.requestsPerJob)} per queue job; CPU ms per request ${describeCpu(r)})`,
+      );
+    }
+    return maxBy(runs, (r) => (Number.isFinite(r.requestsPerS) ? r.requestsPerS : -1)) as MaxRate;
+  } finally {
+    if (stop) await stack.stop();
+  }
+}
+
+function describeCpu(r: MaxRate): string {
+  return Object.entries(r.cpuMsPerRequest)
+    .map(([name, ms]) => `${name} ${Number.isFinite(ms) ? ms.toFixed(3) : 'n/a'}`)
+    .join(', ');
+}
+
+function minimalRow(
+  m: string,
+  max: MaxRate,
+  minimal: MaxRate | undefined,
+  error: string,
+  api: ApiMode,
+  raw: RawSweep | undefined,
+): BenchRow {
+  const trouble = max.rejected + max.failed > 0 ? `; ${max.rejected} rejected, ${max.failed} failed` : '';
+  const rawPerS = raw?.best.rowsPerS ?? NaN;
+  const minimalPerS = minimal?.requestsPerS ?? NaN;
+  return {
+    name: `${m}.e2e_vs_minimal_stack`,
+    value: max.requestsPerS / minimalPerS,
+    unit: 'ratio',
+    detail:
+      `${f0(max.requestsPerS)} vs ${minimal ? f0(minimal.requestsPerS) : `n/a (${error})`} completed requests/s, closed loop, 32 connections ` +
+      `(API ${api} + 1 worker vs hono + BullMQ add + no-op Worker); ${f2(max.requestsPerJob)} requests per queue entry` +
+      `, ${f2(1 / max.requestsPerJob)} entries_per_request${trouble}; raw ORT best ${f0(rawPerS)} rows/s = ` +
+      `${f2(rawPerS / minimalPerS)} × the minimal stack: ${regime(rawPerS, minimalPerS)}`,
+  };
+}
+
+function cpuRows(m: string, max: MaxRate, minimal: MaxRate | undefined): BenchRow[] {
+  return ['api', 'worker', 'redis'].map((proc) => ({
+    name: `${m}.cpu_ms_per_request_${proc}`,
+    value: max.cpuMsPerRequest[proc] ?? NaN,
+    unit: 'ms',
+    detail:
+      `/proc utime+stime over the max-rate run ÷ ${f0(max.completed)} requests` +
+      `; minimal stack ${Number.isFinite(minimal?.cpuMsPerRequest[proc] ?? NaN) ? (minimal?.cpuMsPerRequest[proc] ?? NaN).toFixed(3) : 'n/a'}`,
+  }));
+}
+
+async function latencyRows(ctx: BenchContext, m: string, stack: StackUnderTest, max: MaxRate, sizes: BenchSizes): Promise<BenchRow[]> {
+  const at = `at ${f0(max.requestsPerS * 0.8)} requests/s (80% of max), open loop`;
+  try {
+    const plan = planLatencyRun(max.requestsPerS, { durationS: sizes.latencyDurationS });
+    const run = await measureOpenLoop(stack, { ...plan, amount: Math.max(200, plan.amount), seed: SEEDS.latency });
+    ctx.out(`  latency ${at}: p50 ${f0(run.latency.p50)} p99 ${f0(run.latency.p99)} ms`);
+    return (['p50', 'p95', 'p99'] as const).map((p) => ({
+      name: `${m}.e2e_latency_${p}_ms`,
+      value: run.latency[p],
+      unit: 'ms',
+      detail: `submit → succeeded ${at}, ${run.latency.count} requests; HTTP 202 ${p} ${run.http[p].toFixed(1)} ms${run.failed + run.rejected > 0 ? `; ${run.rejected} rejected, ${run.failed} failed` : ''}`,
+    }));
+  } catch (err) {
+    return failedRows(m, ['e2e_latency_p99_ms'], `${at}: ${errorMessage(err)}`);
+  }
+}
+
+async function servingRow(
+  ctx: BenchContext,
+  m: string,
+  stack: WarmpoolStack,
+  max: MaxRate,
+  raw: RawSweep | undefined,
+  sizes: BenchSizes,
+): Promise<BenchRow> {
+  const { workerThreads } = stack;
+  const cell = raw ? bestCellAt(raw, workerThreads || os.availableParallelism()) : undefined;
+  try {
+    const search = await searchServingRate(stack, max.requestsPerS, {
+      steps: sizes.searchSteps,
+      durationS: sizes.searchDurationS,
+      p99BoundMs: SERVING_P99_BOUND_MS,
+      seed: SEEDS.search,
+    });
+    ctx.out(`  serving: ${f0(search.ratePerS)} requests/s with p99 ≤ ${SERVING_P99_BOUND_MS} ms (${describeTrials(search.trials)})`);
+    return {
+      name: `${m}.serving_efficiency`,
+      value: search.ratePerS / (cell?.rowsPerS ?? NaN),
+      unit: 'ratio',
+      detail:
+        `${f0(search.ratePerS)} single-row requests/s open loop with p99 ≤ ${SERVING_P99_BOUND_MS} ms (runs: ${describeTrials(search.trials)}) ` +
+        `vs raw ORT ${f0(cell?.rowsPerS ?? NaN)} rows/s (batch ${cell?.batch} × ${cell?.threads} thread(s), the worker's ${workerThreads || 'n/a'})`,
+    };
+  } catch (err) {
+    return failedRows(m, ['serving_efficiency'], err)[0] as BenchRow;
+  }
+}
