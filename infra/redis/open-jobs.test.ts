@@ -26,6 +26,36 @@ describe('open jobs', () => {
     expect(await open.count('t')).toBe(2);
   });
 
+  it('admits of one tenant in the same turn share one Redis call and keep their order against the cap', async () => {
+    const { clock, prefix } = setup();
+    let calls = 0;
+    const counting = new Proxy(redis, {
+      get(target, name, receiver) {
+        const value = Reflect.get(target, name, receiver);
+        if (name !== 'warmpoolOpenJobsAdmit' || typeof value !== 'function') return value;
+        return (...args: unknown[]) => {
+          calls++;
+          return (value as (...a: unknown[]) => unknown).apply(target, args);
+        };
+      },
+    });
+    const open = createOpenJobs(counting, { prefix, horizonMs: 60_000, clock });
+    const replies = await Promise.all(['a', 'b', 'c', 'd', 'e'].map((id) => open.admit('t', id, 3)));
+    expect(replies).toEqual([
+      { admitted: true, open: 1 },
+      { admitted: true, open: 2 },
+      { admitted: true, open: 3 },
+      { admitted: false, open: 3 },
+      { admitted: false, open: 3 },
+    ]);
+    expect(calls).toBe(1);
+    // Another tenant's admits in the same turn are their own call, with their own count.
+    await Promise.all([open.admit('t', 'f', 3), open.admit('u', 'g', 3)]);
+    expect(calls).toBe(3);
+    expect(await open.count('t')).toBe(3);
+    expect(await open.count('u')).toBe(1);
+  });
+
   it('admitting the same job twice counts it once, even at the cap', async () => {
     const { open } = setup();
     await open.admit('t', 'j1', 1);

@@ -7,6 +7,9 @@
  *
  * - admit: at submit (api/use-cases/submit-job.ts), one script prunes entries older than the
  *   horizon, counts, and adds the job unless the tenant is at its cap. Idempotent per job id.
+ *   Admits of one tenant that arrive in the same turn of the event loop share one call (a
+ *   script over many ids, in arrival order), sent as EVALSHA: under load that is one round
+ *   trip per tenant per turn, not one per request with the script's text.
  * - release: when the job ends. The worker that ends it (succeeded, or failed for good, the
  *   stalled-job failure included: worker/intake.ts) releases it in batches (the releaser
  *   below); the API releases a queued job it ends itself (cancel, deadline:
@@ -22,25 +25,51 @@ import type { Clock } from '../kernel/clock.ts';
 import { periodicFlush } from '../kernel/periodic-flush.ts';
 import { openJobsKey } from './keys.ts';
 
-/** KEYS: the tenant's set. ARGV: job id, now ms, horizon ms, cap. Returns {1 admitted | 0 refused, open count}. */
+/**
+ * KEYS: the tenant's set. ARGV: now ms, horizon ms, cap, job ids…. Returns per id, in order,
+ * the open count after it when admitted, or -(the count) - 1 when refused.
+ */
 const ADMIT = `
 local key = KEYS[1]
-local now = tonumber(ARGV[2])
-local horizon = tonumber(ARGV[3])
+local now = tonumber(ARGV[1])
+local horizon = tonumber(ARGV[2])
+local cap = tonumber(ARGV[3])
 redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. (now - horizon))
 local open = redis.call('ZCARD', key)
-if redis.call('ZSCORE', key, ARGV[1]) then return {1, open} end
-if open >= tonumber(ARGV[4]) then return {0, open} end
-redis.call('ZADD', key, now, ARGV[1])
-redis.call('PEXPIRE', key, horizon)
-return {1, open + 1}
+local out = {}
+local added = false
+for i = 4, #ARGV do
+  if redis.call('ZSCORE', key, ARGV[i]) then
+    out[#out + 1] = open
+  elseif open >= cap then
+    out[#out + 1] = -open - 1
+  else
+    redis.call('ZADD', key, now, ARGV[i])
+    open = open + 1
+    added = true
+    out[#out + 1] = open
+  end
+end
+if added then redis.call('PEXPIRE', key, horizon) end
+return out
 `;
 
-/** The slice of ioredis this module uses. */
+const COMMAND = 'warmpoolOpenJobsAdmit';
+
+/** The slice of ioredis this module uses; the script is defined once and called by name (EVALSHA). */
 export interface OpenJobsRedis {
-  eval(script: string, numKeys: number, ...args: Array<string | number>): Promise<unknown>;
+  defineCommand(name: string, definition: { lua: string; numberOfKeys?: number }): void;
   zrem(key: string, ...members: string[]): Promise<number>;
   zcard(key: string): Promise<number>;
+}
+
+type AdmitCommand = (key: string, now: number, horizonMs: number, max: number, ...ids: string[]) => Promise<number[]>;
+
+interface PendingAdmit {
+  id: string;
+  max: number;
+  resolve: (r: { admitted: boolean; open: number }) => void;
+  reject: (err: unknown) => void;
 }
 
 export interface OpenJobs {
@@ -62,10 +91,41 @@ export interface OpenJobsOptions {
 
 export function createOpenJobs(redis: OpenJobsRedis, options: OpenJobsOptions): OpenJobs {
   const { prefix, horizonMs, clock } = options;
+  redis.defineCommand(COMMAND, { lua: ADMIT, numberOfKeys: 1 });
+  // defineCommand adds the method at run time, which ioredis's types cannot know.
+  const admitMany = (redis as unknown as Record<typeof COMMAND, AdmitCommand>)[COMMAND].bind(redis);
+  /** Per tenant and cap: the admits of this turn of the event loop, sent together at its end. */
+  const pending = new Map<string, { tenant: string; max: number; admits: PendingAdmit[] }>();
+
+  function send(key: string): void {
+    const group = pending.get(key);
+    if (!group) return;
+    pending.delete(key);
+    const ids = group.admits.map((a) => a.id);
+    admitMany(openJobsKey(prefix, group.tenant), clock.now(), horizonMs, group.max, ...ids).then(
+      (reply) => {
+        group.admits.forEach((a, i) => {
+          const n = Number(reply[i]);
+          a.resolve(n >= 0 ? { admitted: true, open: n } : { admitted: false, open: -n - 1 });
+        });
+      },
+      (err: unknown) => {
+        for (const a of group.admits) a.reject(err);
+      },
+    );
+  }
+
   return {
-    async admit(tenant, jobId, max) {
-      const reply = (await redis.eval(ADMIT, 1, openJobsKey(prefix, tenant), jobId, clock.now(), horizonMs, max)) as [number, number];
-      return { admitted: reply[0] === 1, open: reply[1] };
+    admit(tenant, jobId, max) {
+      const key = `${max}\u0000${tenant}`;
+      let group = pending.get(key);
+      if (!group) {
+        group = { tenant, max, admits: [] };
+        pending.set(key, group);
+        setImmediate(() => send(key));
+      }
+      const g = group;
+      return new Promise((resolve, reject) => g.admits.push({ id: jobId, max, resolve, reject }));
     },
     async release(tenant, jobIds) {
       if (jobIds.length > 0) await redis.zrem(openJobsKey(prefix, tenant), ...jobIds);
