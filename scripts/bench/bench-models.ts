@@ -29,7 +29,7 @@ export const BENCH_MAX_BATCH = 128;
 
 /**
  * The CNN's conv width (channels 144, 288, 576; ~390 MFLOP a row). Sized on this 2-core machine
- * (Xeon, AVX-512), where raw rows/s fall with width²: at width 64, 1,300 (1 thread) and 2,600–2,800
+ * (AVX-512), where raw rows/s fall with width²: at width 64, 1,300 (1 thread) and 2,600–2,800
  * (2 threads); at 96, 600 and ~1,100; so ~500 at 144 with 2 threads, against 1,100–1,350 requests/s
  * for the minimal stack carrying the CNN's single-row bodies (3×32×32 floats, ~25 KB of JSON).
  * Each run prints the measured share and the regime it implies (e2e_vs_minimal_stack's detail).
