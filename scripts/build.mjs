@@ -121,7 +121,7 @@ export async function buildDist(options = {}) {
       write: false,
       logLevel: options.quiet ? 'silent' : 'warning',
       legalComments: 'none',
-      plugins: [sourcesAsRead(root, read)],
+      plugins: [sourcesAsRead(root, read, esbuild)],
     })
     .finally(() => esbuild.stop());
   mkdirSync(dist, { recursive: true });
@@ -148,20 +148,31 @@ export async function buildDist(options = {}) {
 
 /**
  * The esbuild plugin that loads every source file: it records what was read (the stamp must
- * describe the bytes compiled, not a file edited during the build), and keeps `import.meta.url`
- * meaning what it means in the source tree (see the header). Every output is one level below the
- * root, so `new URL('../<source>', import.meta.url)` in the output is the source file's URL.
+ * describe the bytes compiled, not a file edited during the build), keeps `import.meta.url`
+ * meaning what it means in the source tree (sourceRelativeUrls), and leaves the plain-JavaScript
+ * .mjs modules of the tree (scripts/build.mjs, which bin/warmpool.mjs runs as it is) out of the
+ * bundle: they are imported from where they lie, one copy, with their own import.meta.
  * @param {string} root
  * @param {Record<string, [number, number, string]>} read  filled: source → [mtimeMs, size, sha1]
+ * @param {typeof import('esbuild')} esbuild
  * @returns {import('esbuild').Plugin}
  */
-function sourcesAsRead(root, read) {
+function sourcesAsRead(root, read, esbuild) {
+  const tsconfigRaw = readFileSync(path.join(root, 'tsconfig.json'), 'utf8');
+  const inTree = (file) => {
+    const rel = path.relative(root, file).split(path.sep).join('/');
+    return rel.startsWith('..') || rel.includes('node_modules/') ? undefined : rel;
+  };
   return {
     name: 'sources-as-read',
     setup(b) {
-      b.onLoad({ filter: /\.(ts|mts|mjs|js)$/ }, (args) => {
-        const rel = path.relative(root, args.path).split(path.sep).join('/');
-        if (rel.startsWith('..') || rel.includes('node_modules/')) return undefined;
+      b.onResolve({ filter: /^\.\.?\/.*\.mjs$/ }, (args) => {
+        const rel = args.importer ? inTree(path.resolve(path.dirname(args.importer), args.path)) : undefined;
+        return rel ? { path: `../${rel}`, external: true } : undefined;
+      });
+      b.onLoad({ filter: /\.(ts|mts|mjs|js)$/ }, async (args) => {
+        const rel = inTree(args.path);
+        if (rel === undefined) return undefined;
         // Stat before reading: a write after it moves the mtime, so the stamp cannot call it fresh.
         const { mtimeMs } = statSync(args.path);
         const bytes = readFileSync(args.path);
@@ -169,20 +180,44 @@ function sourcesAsRead(root, read) {
         const loader = /\.m?ts$/.test(args.path) ? 'ts' : 'js';
         const source = bytes.toString('utf8');
         if (!source.includes('import.meta.url')) return { contents: source, loader };
-        const dir = path.posix.dirname(rel);
-        // The thread entries first, held by a placeholder so the second pass leaves them be.
-        const held = '__warmpool_dist_url__';
-        const contents = source
-          .replace(/new URL\((['"])([^'"]+)\1,\s*import\.meta\.url\)/g, (whole, _q, target) => {
-            const entry = THREAD_ENTRIES[/** @type {keyof typeof THREAD_ENTRIES} */ (path.posix.join(dir, target))];
-            return entry ? `new URL(${JSON.stringify(`./${entry}.js`)}, ${held})` : whole;
-          })
-          .replaceAll('import.meta.url', `new URL(${JSON.stringify(`../${rel}`)}, import.meta.url).href`)
-          .replaceAll(held, 'import.meta.url');
-        return { contents, loader };
+        return { contents: await sourceRelativeUrls(esbuild, source, rel, loader, tsconfigRaw), loader: 'js' };
       });
     },
   };
+}
+
+/**
+ * `source` (the file `rel`) compiled to JavaScript with every `import.meta.url` expression
+ * turned into its source file's URL, `new URL('../<rel>', import.meta.url).href` (every output
+ * is one level below the root), except `new URL('./<bootstrap>', import.meta.url)` for a thread
+ * bootstrap, which becomes its compiled entry beside the output. esbuild's `define` finds the
+ * expressions, so the same characters in a string or a comment stay as they are. An inline
+ * source map carries the lines through to the bundle's map.
+ * @param {typeof import('esbuild')} esbuild
+ * @param {string} source
+ * @param {string} rel
+ * @param {'ts' | 'js'} loader
+ * @param {string} [tsconfigRaw]
+ * @returns {Promise<string>}
+ */
+export async function sourceRelativeUrls(esbuild, source, rel, loader, tsconfigRaw) {
+  const marker = '__warmpool_import_meta_url__';
+  const { code } = await esbuild.transform(source, {
+    loader,
+    format: 'esm',
+    target: TARGET,
+    sourcemap: 'inline',
+    sourcefile: path.posix.basename(rel),
+    define: { 'import.meta.url': marker },
+    ...(tsconfigRaw ? { tsconfigRaw } : {}),
+  });
+  const dir = path.posix.dirname(rel);
+  return code
+    .replace(new RegExp(`new URL\\("([^"]+)", ${marker}\\)`, 'g'), (whole, target) => {
+      const entry = THREAD_ENTRIES[/** @type {keyof typeof THREAD_ENTRIES} */ (path.posix.join(dir, target))];
+      return entry ? `new URL(${JSON.stringify(`./${entry}.js`)}, import.meta.url)` : whole;
+    })
+    .replaceAll(marker, `new URL(${JSON.stringify(`../${rel}`)}, import.meta.url).href`);
 }
 
 /** @param {string} file */

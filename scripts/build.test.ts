@@ -9,9 +9,10 @@ import { spawnSync } from 'node:child_process';
 import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
+import * as esbuild from 'esbuild';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testServices } from '../test/support/services.ts';
-import { buildDist, staleReason } from './build.mjs';
+import { buildDist, sourceRelativeUrls, staleReason } from './build.mjs';
 import { buildMlpModel } from './fixtures/onnx-models.ts';
 
 const REPO = path.resolve(import.meta.dirname, '..');
@@ -85,6 +86,32 @@ describe('the build', () => {
     expect(code.match(/import\.meta\.url/g)?.length).toBe(uses.length);
     expect(code).not.toContain('thread-bootstrap.mjs');
     expect(code).not.toContain('sweep-thread.mjs');
+  });
+
+  it('leaves the plain-JavaScript modules of the tree out of the bundle, imported from where they lie', () => {
+    const code = readdirSync(dist())
+      .filter((f) => f.endsWith('.js'))
+      .map((f) => readFileSync(dist(f), 'utf8'))
+      .join('\n');
+    // The bench builds a stale dist/ before timing a cold start: it imports the build script itself.
+    expect(code).toMatch(/from "\.\.\/scripts\/build\.mjs"/);
+    expect(code).not.toContain('sources-as-read');
+  });
+
+  it('rewrites import.meta.url expressions only, never the same characters in a string', async () => {
+    const source = [
+      "const said: string = 'import.meta.url, in a string';",
+      "export const thread = new URL('./thread-bootstrap.mjs', import.meta.url);",
+      "export const asset = new URL('./assets/page.css', import.meta.url);",
+      'export const here = import.meta.url;',
+      'export { said };',
+    ].join('\n');
+    const code = await sourceRelativeUrls(esbuild, source, 'worker/engine/x.ts', 'ts');
+    await esbuild.stop();
+    expect(code).toContain('"import.meta.url, in a string"');
+    expect(code).toContain('const thread = new URL("./ort-thread.js", import.meta.url);');
+    expect(code).toContain('const asset = new URL("./assets/page.css", new URL("../worker/engine/x.ts", import.meta.url).href);');
+    expect(code).toContain('const here = new URL("../worker/engine/x.ts", import.meta.url).href;');
   });
 
   it('runs the inference thread from dist/: it loads a model with ONNX Runtime', async () => {
