@@ -1,7 +1,8 @@
 /**
  * `npm run build` and the CLI's use of it, on a copy of this checkout (so dist/ here is never
  * touched while other processes run it): the build emits every entry with its thread entries
- * working from dist/, its stamp tells fresh from stale at the cost of a stat per input, and
+ * working from dist/, bundles the packages it should and no other, its stamp tells fresh from
+ * stale at the cost of a stat per input, and
  * bin/warmpool.mjs runs dist/ when fresh, rebuilds it first (saying so) when stale, and stops
  * with `npm run build` named when it cannot build.
  */
@@ -68,24 +69,47 @@ describe('the build', () => {
     ]) {
       expect(Object.keys(stamp.inputs)).toContain(input);
     }
-    expect(Object.keys(stamp.inputs).filter((i) => i.includes('node_modules'))).toEqual([]);
+    // Bundled packages by their package.json (an install that changes one changes its version).
+    // (This copy's node_modules is a link to the checkout's: its inputs are named by where they lie.)
+    const packages = Object.keys(stamp.inputs)
+      .filter((i) => i.includes('node_modules/'))
+      .map((i) => i.slice(i.lastIndexOf('node_modules/')));
+    for (const p of packages) expect(p).toMatch(/^node_modules\/(@[^/]+\/)?[^/]+\/package\.json$/);
+    for (const name of ['bullmq', 'ioredis', 'zod', '@aws-sdk/client-s3']) expect(packages).toContain(`node_modules/${name}/package.json`);
+    for (const name of ['onnxruntime-node', 'pino', 'msgpackr']) expect(packages).not.toContain(`node_modules/${name}/package.json`);
     expect(staleReason(root)).toBeUndefined();
   });
 
   it('keeps import.meta.url pointing into the source tree, except for thread entries, which point at dist/', () => {
-    const code = readdirSync(dist())
-      .filter((f) => f.endsWith('.js'))
-      .map((f) => readFileSync(dist(f), 'utf8'))
-      .join('\n');
+    const files = readdirSync(dist()).filter((f) => f.endsWith('.js'));
+    const code = files.map((f) => readFileSync(dist(f), 'utf8')).join('\n');
     // Every use is rewritten to the source file's URL, or names a compiled thread entry.
     const uses = [...code.matchAll(/new URL\("([^"]+)", import\.meta\.url\)/g)].map((m) => m[1] ?? '');
     expect(uses).toContain('./ort-thread.js');
     expect(uses).toContain('./sweep-thread.js');
     expect(uses).toContain('../api/dashboard/page.ts');
     for (const use of uses) expect(use).toMatch(/^(\.\/(ort|sweep)-thread\.js|\.\.\/(api|infra|worker|scripts)\/.+\.ts)$/);
-    expect(code.match(/import\.meta\.url/g)?.length).toBe(uses.length);
+    // Besides those, once per file: the banner's createRequire, for the CommonJS packages bundled.
+    expect(code.match(/__warmpoolCreateRequire\(import\.meta\.url\)/g)?.length).toBe(files.length);
+    expect(code.match(/import\.meta\.url/g)?.length).toBe(uses.length + files.length);
     expect(code).not.toContain('thread-bootstrap.mjs');
     expect(code).not.toContain('sweep-thread.mjs');
+  });
+
+  it('is stale when a bundled package changes', () => {
+    // A bundled package's package.json stands for it (npm rewrites it on install); a copy keeps the original intact.
+    const stampFile = dist('build-stamp.json');
+    const stamp = readFileSync(stampFile, 'utf8');
+    const parsed = JSON.parse(stamp) as { inputs: Record<string, [number, number, string]> };
+    try {
+      const zod = Object.keys(parsed.inputs).find((i) => i.endsWith('node_modules/zod/package.json'));
+      expect(zod).toBeDefined();
+      writeFileSync(stampFile, JSON.stringify({ ...parsed, inputs: { ...parsed.inputs, [zod ?? '']: [0, 1, 'x'] } }));
+      expect(staleReason(root)).toBe(`${zod} changed`);
+    } finally {
+      writeFileSync(stampFile, stamp);
+    }
+    expect(staleReason(root)).toBeUndefined();
   });
 
   it('leaves the plain-JavaScript modules of the tree out of the bundle, imported from where they lie', () => {
