@@ -9,7 +9,6 @@
  */
 import { createRequire } from 'node:module';
 import { Hono, type MiddlewareHandler } from 'hono';
-import { bodyLimit } from 'hono/body-limit';
 import { routePath } from 'hono/route';
 import type { Registry } from 'prom-client';
 import type { CanaryPolicy } from '../infra/canary/index.ts';
@@ -24,6 +23,7 @@ import { dashboardPageRoutes } from './dashboard/page.ts';
 import { dashboardRoutes, sessionRoutes } from './dashboard/routes.ts';
 import { type AuthEnv, bearerAuth } from './http/auth.ts';
 import { type AuthFailureLimit, authFailureGuard } from './http/auth-failures.ts';
+import { bodyLimit } from './http/body-limit.ts';
 import { errorBody, errorHandler, notFoundHandler } from './http/errors.ts';
 import type { IdempotencyStore } from './http/idempotency.ts';
 import { metricsAuth } from './http/metrics-auth.ts';
@@ -120,12 +120,10 @@ export function createApp(deps: AppDeps): Hono<AuthEnv> {
   if (deps.metrics.api) app.use('*', requestMetrics(deps.metrics.api, deps.clock));
   app.use(
     '*',
-    bodyLimit({
-      maxSize: deps.bodyLimitBytes,
-      // Connection: close: the rest of the body is never read, so the connection cannot carry another request.
-      onError: (c) =>
-        c.json(errorBody('body_too_large', `request body is larger than ${deps.bodyLimitBytes} bytes`), 413, { Connection: 'close' }),
-    }),
+    // Connection: close: the rest of the body is never read, so the connection cannot carry another request.
+    bodyLimit(deps.bodyLimitBytes, (c) =>
+      c.json(errorBody('body_too_large', `request body is larger than ${deps.bodyLimitBytes} bytes`), 413, { Connection: 'close' }),
+    ),
   );
 
   app.get('/v2', (c) => c.json({ name: 'warmpool', version: SERVER_VERSION, extensions: [] }));
