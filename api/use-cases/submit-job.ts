@@ -29,7 +29,7 @@
  * runs under the claim, so a retry of an accepted request replays its job even while the
  * backlog is full, and a replayed cache hit is the same (succeeded) job.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import type { QueuedRequest } from '../../infra/contracts/entry.ts';
 import { PRIORITIES, type Priority } from '../../infra/contracts/job.ts';
 import { MODEL_NAME_PATTERN, type ModelManifest, VERSION_PATTERN } from '../../infra/contracts/manifest.ts';
@@ -38,6 +38,7 @@ import { fromJsonData, type TensorToPack } from '../../infra/contracts/packed-te
 import type { WebhookSpec } from '../../infra/contracts/webhook.ts';
 import type { Fallback } from '../../infra/deployments/deployment-store.ts';
 import { InvalidInputError, NotFoundError, OverloadedError } from '../../infra/kernel/errors.ts';
+import { randomId } from '../../infra/kernel/random-id.ts';
 import type { OpenJobs } from '../../infra/redis/open-jobs.ts';
 import { requestDigest } from '../../infra/redis/result-cache.ts';
 import type { SubmitKind } from '../../infra/telemetry/metrics.ts';
@@ -114,7 +115,7 @@ export interface SubmittedJob {
 
 /** `job_` + 20 URL-safe characters (120 random bits). */
 export function newJobId(): string {
-  return `job_${randomBytes(15).toString('base64url')}`;
+  return `job_${randomId()}`;
 }
 
 /** A validated request and its options, ready to place (step 1–3 of the header). */

@@ -17,7 +17,6 @@
  * acknowledged that is not queued. An index key or inputs left behind by a failed add points at
  * no job and expires with the retention.
  */
-import { randomBytes } from 'node:crypto';
 import {
   ENTRY_ID_PREFIX,
   ENTRY_JOB_NAME,
@@ -28,6 +27,7 @@ import {
 } from '../contracts/entry.ts';
 import { PRIORITIES, type Priority, queueName } from '../contracts/job.ts';
 import { type PackedSpec, packTensors, type TensorData, type TensorToPack } from '../contracts/packed-tensors.ts';
+import { randomId } from '../kernel/random-id.ts';
 import { isCluster, type RedisClient } from '../redis/client.ts';
 import { entryInputsKey, jobIndexKey } from '../redis/keys.ts';
 import type { QueueLease } from './queue-cache.ts';
@@ -171,7 +171,7 @@ function requestBytes(r: QueuedRequest): number {
 }
 
 async function writeEntry(options: EntryWriterOptions, queue: string, priority: Priority, batch: Pending[]): Promise<void> {
-  const entryId = `${ENTRY_ID_PREFIX}${randomBytes(15).toString('base64url')}`;
+  const entryId = `${ENTRY_ID_PREFIX}${randomId()}`;
   const first = (batch[0] as Pending).request;
   const { specs, bytes } = packTensors(concatInputs(batch.map((p) => p.request.inputs)));
   const members: EntryMember[] = batch.map(({ id, request: r }) => {
