@@ -24,7 +24,14 @@ export interface WarmpoolStack extends StackUnderTest {
   workerThreads: number;
 }
 
-export async function startWarmpoolStack(ctx: BenchContext, manifest: ModelManifest, api: ApiMode): Promise<WarmpoolStack> {
+/** `nodeArgs` go to the child processes' node (e.g. `--cpu-prof --cpu-prof-dir=DIR`, to profile them). */
+export async function startWarmpoolStack(
+  ctx: BenchContext,
+  manifest: ModelManifest,
+  api: ApiMode,
+  options: { nodeArgs?: string[] } = {},
+): Promise<WarmpoolStack> {
+  const spawnOptions = options.nodeArgs ? { nodeArgs: options.nodeArgs } : {};
   const { env, config } = scopedEnv(ctx, `e2e-${manifest.name}-${api}`, { PORT: String(await freePort()) });
   const redis = createRedis(config.redisUrl);
   // A reader: it never rewrites the queue's settings (the events stream's maxLen).
@@ -45,13 +52,13 @@ export async function startWarmpoolStack(ctx: BenchContext, manifest: ModelManif
       stops.push(() => server.close());
       url = server.url;
     } else {
-      const child = spawnRole(['api'], env);
+      const child = spawnRole(['api'], env, spawnOptions);
       stops.push(() => child.stop());
       apiPid = child.child.pid;
       url = `http://127.0.0.1:${config.api.port}`;
       await waitForHttp(`${url}/v2/health/ready`);
     }
-    const worker = spawnRole(['worker', '--model', manifest.name, '--version', manifest.version], env);
+    const worker = spawnRole(['worker', '--model', manifest.name, '--version', manifest.version], env, spawnOptions);
     stops.push(() => worker.stop());
     const [beat] = await waitForWorkers(redis, config, manifest.name, 'active');
     return {

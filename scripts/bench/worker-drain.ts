@@ -2,19 +2,21 @@
  * One worker (in this process: the engine still runs in its own thread) draining a full queue.
  * The queue is paused while it is filled and while the worker warms up, so the clock starts
  * with a full queue and a warmed worker, and several phases (single-row jobs, then jobs of a
- * full batch each) can run on the same worker.
+ * full batch each) can run on the same worker. The queue is filled as the API fills it under
+ * load: requests sent together through the job queue's entry writer, so they share queue
+ * entries (infra/contracts/entry.ts) and travel as packed bytes.
  */
 
 import { queueName } from '../../infra/contracts/job.ts';
 import type { ModelManifest } from '../../infra/contracts/manifest.ts';
 import { systemClock } from '../../infra/kernel/clock.ts';
 import { createLogger } from '../../infra/kernel/log.ts';
-import { type JobQueueHandle, leaseQueues } from '../../infra/queue/index.ts';
+import { type BullJobQueue, createBullJobQueue, leaseQueues } from '../../infra/queue/index.ts';
 import { closeRedis, createRedis } from '../../infra/redis/client.ts';
 import { createThreadEngine } from '../../worker/engine/thread-engine.ts';
 import type { BatchProfile } from '../../worker/warmup.ts';
 import { WarmpoolWorker } from '../../worker/worker-process.ts';
-import { benchJobData, rowWidth } from './bench-models.ts';
+import { benchRequest, rowWidth } from './bench-models.ts';
 import { inWorkerLatencies, RequestWatch } from './queue-watch.ts';
 import { type BenchContext, scopedEnv } from './services.ts';
 import { type LatencySummary, ratePerS } from './stats.ts';
@@ -66,6 +68,7 @@ export async function measureWorkerDrain(
     },
     { model: manifest.name, version: manifest.version },
   );
+  const producer = createBullJobQueue({ connection: config.redisUrl, prefix: config.queuePrefix, retentionS: 3600, attempts: 1 });
   const watch = new RequestWatch(queue, connection);
   const batches = { count: 0, rows: 0, inferMs: 0 };
   worker.on('batch:flushed', (e) => {
@@ -79,7 +82,7 @@ export async function measureWorkerDrain(
     const results: DrainResult[] = [];
     for (const phase of phases) {
       Object.assign(batches, { count: 0, rows: 0, inferMs: 0 });
-      await fill(queue, manifest, phase);
+      await fill(producer, manifest, phase);
       const started = Date.now();
       await queue.resume();
       const { lastFinishedAt: finishedAt, failed } = await watch.waitFinished(phase.jobs);
@@ -102,26 +105,28 @@ export async function measureWorkerDrain(
     return { maxRows, threads: profile?.threads ?? 0, phases: results, ...(profile ? { profile } : {}) };
   } finally {
     await worker.close();
+    await producer.close();
     await queue.obliterate({ force: true }).catch(() => undefined);
     await queues.release();
     await closeRedis(connection);
   }
 }
 
-/** Values per addBulk: a chunk of a large model's jobs is built, sent and dropped before the next. */
+/** Values sent together: a chunk of a large model's requests is built, sent and dropped before the next. */
 const VALUES_PER_ADD = 2_000_000;
 
-async function fill(queue: JobQueueHandle, manifest: ModelManifest, phase: DrainPhase): Promise<void> {
+async function fill(producer: BullJobQueue, manifest: ModelManifest, phase: DrainPhase): Promise<void> {
   const submittedAt = Date.now();
   const width = manifest.inputs.reduce((n, spec) => n + rowWidth(spec), 0);
   const chunk = Math.max(1, Math.min(500, Math.floor(VALUES_PER_ADD / (width * phase.rowsPerJob))));
   for (let start = 0; start < phase.jobs; start += chunk) {
     const size = Math.min(chunk, phase.jobs - start);
-    await queue.addBulk(
-      Array.from({ length: size }, (_, j) => ({
-        name: 'infer',
-        data: benchJobData(manifest, phase.rowsPerJob, (start + j) * phase.rowsPerJob, submittedAt),
-      })),
+    await Promise.all(
+      Array.from({ length: size }, (_, j) => {
+        const n = start + j;
+        const request = benchRequest(manifest, phase.rowsPerJob, n * phase.rowsPerJob, submittedAt);
+        return producer.enqueue(request, { priority: 'normal', jobId: `job_drain_${submittedAt}_${n}` });
+      }),
     );
   }
 }
