@@ -7,6 +7,7 @@ import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
 import { Registry } from 'prom-client';
 import { createBulkRuns, createBulkWiring } from '../infra/bulk/index.ts';
+import { cacheDeployments } from '../infra/deployments/deployment-cache.ts';
 import { createDeploymentStore } from '../infra/deployments/deployment-store.ts';
 import { type Clock, systemClock } from '../infra/kernel/clock.ts';
 import type { Config } from '../infra/kernel/config.ts';
@@ -99,7 +100,8 @@ export function createApiRuntime(config: Config, log: Logger, overrides: ApiOver
   const redis = createRedis(config.redisUrl, API_REDIS_OPTIONS, redisError);
   const store = createS3ObjectStore(config.s3);
   const registry = createModelRegistry({ store, prefix: config.s3.prefix });
-  const deployments = createDeploymentStore(redis, config.queuePrefix);
+  // Read by every submit: from memory for a second (infra/deployments/deployment-cache.ts).
+  const deployments = cacheDeployments(createDeploymentStore(redis, config.queuePrefix), { clock });
   // A tenant's queued + running jobs, capped at submit; an entry left behind ages out after a retention.
   const openJobs = createOpenJobs(redis, { prefix: config.queuePrefix, horizonMs: config.jobs.retentionS * 1000, clock });
   const metricsRegistry = new Registry();
