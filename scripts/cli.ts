@@ -17,6 +17,7 @@ Usage:
   warmpool dispatcher                       the webhook dispatcher (and canary guard) alone
   warmpool scaler [--shadow]                the scaler alone (--shadow: decide and record, change nothing)
   warmpool models publish FILE.onnx --name M --version V [--max-batch N] [--warmup-batches 1,8,32]
+                    [--warmup-shape [INPUT:]3,48,192 …]   (an input's size for warm-up, where it is dynamic)
   warmpool models list | models show M [--version V]
   warmpool deploy M [--version V | --split V1=90,V2=10] [--min N] [--max N] [--standby N]
                     [--backlog-max N|off] [--policy FILE]   (flags not given keep their value)

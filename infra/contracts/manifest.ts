@@ -16,6 +16,13 @@ export interface BatchingHints {
   maxBatch: number;
   /** Batch sizes a worker runs during warm-up; empty means powers of two up to maxBatch. */
   warmupBatches: number[];
+  /**
+   * The non-batch dimensions warm-up gives an input whose shape has dynamic ones, by input name
+   * (`{ x: [3, 48, 192] }`): the size the model serves, so the batch profile measures real
+   * requests. Absent (or an input left out): warm-up tries sizes until one runs (worker/warmup.ts).
+   * Checked at publish by warmupShapesProblem (infra/contracts/warmup-shapes.ts).
+   */
+  warmupShapes?: Record<string, number[]>;
 }
 
 export interface ModelManifest {

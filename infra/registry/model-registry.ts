@@ -13,6 +13,7 @@
 import { createHash } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import { MODEL_NAME_PATTERN, type ModelManifest, VERSION_PATTERN } from '../contracts/manifest.ts';
+import { normaliseWarmupShapes, warmupShapesProblem } from '../contracts/warmup-shapes.ts';
 import { type Clock, systemClock } from '../kernel/clock.ts';
 import { IntegrityError, InvalidInputError, NotFoundError } from '../kernel/errors.ts';
 import { registryModelsArea } from '../kernel/s3-location.ts';
@@ -28,6 +29,8 @@ export interface PublishInput {
   bytes: Uint8Array;
   maxBatch?: number;
   warmupBatches?: number[];
+  /** Non-batch dimensions warm-up runs an input with, by input name (`{ x: [3, 48, 192] }`); see BatchingHints. */
+  warmupShapes?: Record<string, number[]>;
   labels?: Record<string, string>;
   /** Replace an existing version whose bytes or settings differ. */
   overwrite?: boolean;
@@ -157,6 +160,10 @@ function buildManifest(input: PublishInput, clock: Clock): ModelManifest {
     throw new InvalidInputError('invalid_warmup_batches', `warm-up batch size ${bad} must be an integer from 1 to maxBatch (${maxBatch})`);
   }
   const meta = readOnnxMetadata(input.bytes);
+  const shapes = input.warmupShapes ?? {};
+  const shapeProblem = warmupShapesProblem(meta.inputs, shapes);
+  if (shapeProblem) throw new InvalidInputError('invalid_warmup_shape', shapeProblem);
+  const warmupShapes = normaliseWarmupShapes(meta.inputs, shapes);
   return {
     name: input.name,
     version: input.version,
@@ -165,7 +172,7 @@ function buildManifest(input: PublishInput, clock: Clock): ModelManifest {
     sizeBytes: input.bytes.byteLength,
     inputs: meta.inputs,
     outputs: meta.outputs,
-    batching: { maxBatch, warmupBatches },
+    batching: { maxBatch, warmupBatches, ...(Object.keys(warmupShapes).length > 0 ? { warmupShapes } : {}) },
     ...(meta.opset !== undefined ? { opset: meta.opset } : {}),
     ...(meta.producer !== undefined ? { producer: meta.producer } : {}),
     createdAt: new Date(clock.now()).toISOString(),
@@ -226,5 +233,8 @@ function parseManifest(bytes: Uint8Array, key: string): ModelManifest {
     typeof m.batching?.maxBatch === 'number' &&
     typeof m.createdAt === 'string';
   if (!ok) throw new IntegrityError('invalid_manifest', `${key} is not a warmpool model manifest`);
+  const shapes = m.batching?.warmupShapes;
+  const shapeProblem = shapes === undefined ? undefined : warmupShapesProblem(m.inputs ?? [], shapes);
+  if (shapeProblem) throw new IntegrityError('invalid_manifest', `${key} has unusable warm-up shapes: ${shapeProblem}`);
   return { ...(m as ModelManifest), labels: m.labels ?? {} };
 }

@@ -2,17 +2,22 @@
  * `warmpool models …` (DESIGN §2):
  *
  *   models publish FILE.onnx --name M --version V [--max-batch N] [--warmup-batches 1,8,32]
- *                            [--label k=v …] [--overwrite]
+ *                            [--warmup-shape [INPUT:]3,48,192 …] [--label k=v …] [--overwrite]
  *   models list
  *   models show M [--version V]
  *
  * Exit codes: 0 done; 1 the registry refused (invalid model, version exists, not found);
  * 2 bad arguments or an unreadable file. Other failures (S3 down) propagate to the dispatcher.
+ *
+ * `--warmup-shape` gives an input's non-batch dimensions for the worker's warm-up (the manifest's
+ * `batching.warmupShapes`): `x:3,48,192`, once per input, or `3,48,192` for a model's single input.
+ * A model with dynamic dimensions (images of any size) is profiled at the size it will serve.
  */
 import fs from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { errorMessage, InvalidInputError, NotFoundError } from '../../infra/kernel/errors.ts';
 import type { ModelRegistry } from '../../infra/registry/model-registry.ts';
+import { readOnnxMetadata } from '../../infra/registry/onnx-metadata.ts';
 
 export interface ModelsCommandDeps {
   registry: ModelRegistry;
@@ -20,7 +25,8 @@ export interface ModelsCommandDeps {
 }
 
 export const MODELS_USAGE = [
-  'usage: warmpool models publish FILE.onnx --name M --version V [--max-batch N] [--warmup-batches 1,8,32] [--label k=v ...] [--overwrite]',
+  'usage: warmpool models publish FILE.onnx --name M --version V [--max-batch N] [--warmup-batches 1,8,32]',
+  '                                [--warmup-shape [INPUT:]3,48,192 ...] [--label k=v ...] [--overwrite]',
   '       warmpool models list',
   '       warmpool models show M [--version V]',
 ].join('\n');
@@ -66,6 +72,7 @@ async function publish(args: string[], deps: ModelsCommandDeps): Promise<number>
     version: { type: 'string' },
     'max-batch': { type: 'string' },
     'warmup-batches': { type: 'string' },
+    'warmup-shape': { type: 'string', multiple: true },
     label: { type: 'string', multiple: true },
     overwrite: { type: 'boolean' },
   });
@@ -74,12 +81,15 @@ async function publish(args: string[], deps: ModelsCommandDeps): Promise<number>
   if (extra.length > 0) throw new UsageError(`unexpected arguments: ${extra.join(' ')}`);
   const name = requireString(values.name, '--name');
   const version = requireString(values.version, '--version');
+  const bytes = await readModelFile(file);
+  const shapes = values['warmup-shape'] ?? [];
   const manifest = await deps.registry.publish({
     name,
     version,
-    bytes: await readModelFile(file),
+    bytes,
     ...(values['max-batch'] !== undefined ? { maxBatch: parsePositiveInt(values['max-batch'], '--max-batch') } : {}),
     ...(values['warmup-batches'] !== undefined ? { warmupBatches: parseIntList(values['warmup-batches'], '--warmup-batches') } : {}),
+    ...(shapes.length > 0 ? { warmupShapes: parseWarmupShapes(shapes, bytes) } : {}),
     labels: parseLabels(values.label ?? []),
     overwrite: values.overwrite ?? false,
   });
@@ -157,6 +167,37 @@ function parseIntList(raw: string, flag: string): number[] {
     .filter(Boolean);
   if (parts.length === 0) throw new UsageError(`${flag} needs comma-separated batch sizes, e.g. 1,8,32`);
   return parts.map((p) => parsePositiveInt(p, flag));
+}
+
+/**
+ * `--warmup-shape` values → dimensions by input name. `INPUT:D,D,…` names the input (the last
+ * ':' splits, as converted models name inputs `input_1:0`); a bare `D,D,…` is the model's single
+ * input, read from the model. Whether the dimensions fit the input is the registry's check.
+ */
+function parseWarmupShapes(values: string[], bytes: Uint8Array): Record<string, number[]> {
+  const shapes = new Map<string, number[]>();
+  for (const value of values) {
+    const colon = value.lastIndexOf(':');
+    const name = colon < 0 ? singleInputName(bytes) : value.slice(0, colon).trim();
+    const dims = (colon < 0 ? value : value.slice(colon + 1)).split(',').map((d) => d.trim());
+    if (!name) throw new UsageError(`--warmup-shape "${value}": the input name before ':' is empty`);
+    if (dims.some((d) => !/^[1-9]\d*$/.test(d))) {
+      throw new UsageError(`--warmup-shape "${value}": dimensions are positive integers separated by commas, e.g. x:3,48,192`);
+    }
+    if (shapes.has(name)) throw new UsageError(`--warmup-shape gives input ${name} twice`);
+    shapes.set(name, dims.map(Number));
+  }
+  return Object.fromEntries(shapes);
+}
+
+function singleInputName(bytes: Uint8Array): string {
+  const names = readOnnxMetadata(bytes).inputs.map((i) => i.name);
+  if (names.length !== 1 || names[0] === undefined) {
+    throw new UsageError(
+      `the model has ${names.length} inputs (${names.join(', ')}): name the input in each --warmup-shape, e.g. INPUT:3,48,192`,
+    );
+  }
+  return names[0];
 }
 
 function parseLabels(pairs: string[]): Record<string, string> {

@@ -1,0 +1,130 @@
+/**
+ * Warm-up shape hints through publish (DESIGN §3): `warmpool models publish … --warmup-shape
+ * x:3,48,192` and the registry API record them in the manifest (`batching.warmupShapes`), refuse
+ * ones that cannot fit the model's inputs, and never trust a stored manifest whose hints do not.
+ * Against the real S3-protocol server from global setup.
+ */
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { IntegrityError, InvalidInputError } from '../infra/kernel/errors.ts';
+import { createModelRegistry } from '../infra/registry/model-registry.ts';
+import { createS3ObjectStore } from '../infra/registry/s3-object-store.ts';
+import { modelsCommand } from '../scripts/commands/models.ts';
+import { buildDynamicImageModel, buildMultiTypeModel } from '../scripts/fixtures/onnx-models.ts';
+import { testServices, uniqueId } from './support/services.ts';
+
+const image = buildDynamicImageModel();
+let store: ReturnType<typeof createS3ObjectStore>;
+let tmp: string;
+const prefixes: string[] = [];
+
+beforeAll(async () => {
+  const { s3, tmpDir } = testServices();
+  store = createS3ObjectStore({
+    endpoint: s3.endpoint,
+    bucket: s3.bucket,
+    region: s3.region,
+    forcePathStyle: true,
+    credentials: { accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey },
+  });
+  tmp = await fs.mkdtemp(path.join(tmpDir, 'warmup-shapes-'));
+});
+
+afterAll(async () => {
+  for (const prefix of prefixes) for (const o of await store.list(`${prefix}/`)) await store.delete(o.key);
+  store.close();
+  await fs.rm(tmp, { recursive: true, force: true });
+});
+
+function newRegistry() {
+  const prefix = uniqueId('warmup-shapes');
+  prefixes.push(prefix);
+  return { registry: createModelRegistry({ store, prefix }), prefix };
+}
+
+describe('the registry', () => {
+  it('records the hints in the manifest and reads them back', async () => {
+    const { registry } = newRegistry();
+    const published = await registry.publish({ name: 'cls', version: '1', bytes: image, maxBatch: 8, warmupShapes: { x: [3, 48, 192] } });
+    expect(published.batching).toEqual({ maxBatch: 8, warmupBatches: [], warmupShapes: { x: [3, 48, 192] } });
+    expect((await registry.getManifest('cls', '1')).batching.warmupShapes).toEqual({ x: [3, 48, 192] });
+    // Without hints the manifest is as it always was.
+    expect((await registry.publish({ name: 'cls', version: '2', bytes: image })).batching).toEqual({ maxBatch: 64, warmupBatches: [] });
+  });
+
+  it('refuses hints that do not fit the model, naming the problem', async () => {
+    const { registry } = newRegistry();
+    const cases: Array<[Record<string, number[]>, RegExp]> = [
+      [{ y: [3, 48, 192] }, /no such input/],
+      [{ x: [48, 192] }, /gives 2 dimension/],
+      [{ x: [1, 48, 192] }, /fixed at 3 by the model, not 1/],
+      [{ x: [3, -1, 192] }, /positive integers/],
+    ];
+    for (const [shapes, message] of cases) {
+      const err = await registry.publish({ name: 'cls', version: '1', bytes: image, warmupShapes: shapes }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(InvalidInputError);
+      expect(err).toMatchObject({ code: 'invalid_warmup_shape', message: expect.stringMatching(message) });
+    }
+    await expect(registry.listVersions('cls')).resolves.toEqual([]);
+  });
+
+  it('treats other hints for a published version as a conflict, the same ones as the same publish', async () => {
+    const { registry } = newRegistry();
+    await registry.publish({ name: 'cls', version: '1', bytes: image, warmupShapes: { x: [3, 48, 192] } });
+    await expect(registry.publish({ name: 'cls', version: '1', bytes: image, warmupShapes: { x: [3, 48, 192] } })).resolves.toBeDefined();
+    await expect(registry.publish({ name: 'cls', version: '1', bytes: image, warmupShapes: { x: [3, 32, 100] } })).rejects.toMatchObject({
+      code: 'version_exists',
+    });
+    await expect(registry.publish({ name: 'cls', version: '1', bytes: image })).rejects.toMatchObject({ code: 'version_exists' });
+  });
+
+  it('does not trust a stored manifest whose hints do not fit its inputs', async () => {
+    const { registry, prefix } = newRegistry();
+    const manifest = await registry.publish({ name: 'cls', version: '1', bytes: image });
+    const key = `${prefix}/models/cls/1/manifest.json`;
+    await store.put(key, JSON.stringify({ ...manifest, batching: { ...manifest.batching, warmupShapes: { x: [3, 0, 0] } } }));
+    const err = await registry.getManifest('cls', '1').catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(IntegrityError);
+    expect((err as Error).message).toMatch(/unusable warm-up shapes: .*positive integers/);
+  });
+});
+
+describe('warmpool models publish --warmup-shape', () => {
+  async function cli(bytes: Uint8Array, ...flags: string[]) {
+    const { registry } = newRegistry();
+    const file = path.join(tmp, `${uniqueId('model')}.onnx`);
+    await fs.writeFile(file, bytes);
+    const lines: string[] = [];
+    const code = await modelsCommand(['publish', file, '--name', 'cls', '--version', '1', ...flags], {
+      registry,
+      out: (line) => lines.push(line),
+    });
+    const manifest = code === 0 ? await registry.getManifest('cls', '1') : undefined;
+    return { code, lines, manifest };
+  }
+
+  it('takes INPUT:dims, once per input, and bare dims for a single-input model', async () => {
+    expect((await cli(image, '--warmup-shape', 'x:3,48,192')).manifest?.batching.warmupShapes).toEqual({ x: [3, 48, 192] });
+    expect((await cli(image, '--warmup-shape', '3,48,192')).manifest?.batching.warmupShapes).toEqual({ x: [3, 48, 192] });
+    const multi = await cli(buildMultiTypeModel(), '--warmup-shape', 'ids:3', '--warmup-shape', 'x:2,2');
+    expect(multi.manifest?.batching.warmupShapes).toEqual({ x: [2, 2], ids: [3] });
+  });
+
+  it.each<[string, string[], number, RegExp]>([
+    ['dimensions that are not positive integers', ['--warmup-shape', 'x:3,48,wide'], 2, /positive integers separated by commas/],
+    ['an input given twice', ['--warmup-shape', 'x:3,48,192', '--warmup-shape', 'x:3,32,32'], 2, /gives input x twice/],
+    ['an empty input name', ['--warmup-shape', ':3,48,192'], 2, /the input name before ':' is empty/],
+    ['a shape the model refuses', ['--warmup-shape', 'x:1,48,192'], 1, /fixed at 3 by the model, not 1/],
+  ])('refuses %s', async (_, flags, code, message) => {
+    const run = await cli(image, ...flags);
+    expect(run.code).toBe(code);
+    expect(run.lines[0]).toMatch(message);
+  });
+
+  it('asks for input names when a model with several inputs gets bare dims', async () => {
+    const run = await cli(buildMultiTypeModel(), '--warmup-shape', '2,2');
+    expect(run.code).toBe(2);
+    expect(run.lines[0]).toMatch(/the model has 4 inputs \(x, ids, mask, n\): name the input/);
+  });
+});
