@@ -6,7 +6,8 @@
  *
  * A kept profile is used only where it was measured under the same conditions, which its key
  * lists: the model's sha256, the execution providers, the thread counts and batch sizes tried,
- * the timed runs per cell, the host's CPU count and model, and the ONNX Runtime version. Any
+ * the timed runs per cell, the warm-up shape of a model with dynamic dimensions (the manifest's
+ * hints, or the sizes tried), the host's CPU count and model, and the ONNX Runtime version. Any
  * other difference (a new release, another instance type under the same cache volume, another
  * WARMUP_BATCHES) measures again and replaces the file. The latency budget is not in the key:
  * the choice is made again from the kept measurements, so a changed budget applies at once.
@@ -28,6 +29,13 @@ export interface ProfileKey {
   threadCandidates: number[];
   batchSizes: number[];
   iterations: number;
+  /**
+   * Only for a model with dynamic non-batch dimensions, so a fixed model's key is what it always
+   * was: its inputs' non-batch dimensions as warm-up plans them (fixed, from the manifest's
+   * warm-up shape, or -1 where it tries sizes), and the sizes it tries.
+   */
+  inputShapes?: Record<string, number[]>;
+  shapeCandidates?: number[];
   cpus: number;
   cpuModel: string;
   engine: string;

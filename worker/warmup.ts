@@ -13,11 +13,18 @@
  * model on the same host, with the same settings, loads the chosen thread count and runs the
  * chosen batch once (so the session is hot) instead of measuring again. The choice itself is
  * made again from the kept measurements, so a changed latency budget still applies.
+ *
+ * Inputs with dynamic non-batch dimensions (a vision model's `x` [-1, 3, -1, -1]) need a size.
+ * The manifest's warm-up shape (`batching.warmupShapes`, `publish --warmup-shape x:3,48,192`)
+ * gives it; without one, warm-up tries WARMUP_DIM_CANDIDATES in order, one batch-1 pass each, and
+ * profiles with the first that runs. The shape it used is reported (a `shapes` progress event)
+ * and kept in the profile (`inputShapes`); only when every candidate fails does warm-up fail,
+ * naming the input and asking for --warmup-shape. Models without such inputs run no extra pass.
  */
 
 import type { ModelManifest, TensorSpec } from '../infra/contracts/manifest.ts';
 import type { Clock } from '../infra/kernel/clock.ts';
-import type { EngineTensor, InferenceEngine } from './engine/engine.ts';
+import { EngineRejectedError, type EngineTensor, type InferenceEngine } from './engine/engine.ts';
 import { datatypeToDtype, elementCount, encodeHalf } from './engine/tensor-codec.ts';
 import { keepProfile, profileFileFor, profileKey, readKeptProfile } from './profile-cache.ts';
 
@@ -42,10 +49,37 @@ export interface BatchProfile {
   measuredAt: number;
   /** True when this start reused measurements kept by an earlier one instead of measuring. */
   reused?: boolean;
+  /**
+   * The non-batch dimensions each input was measured with, where an input has dynamic ones
+   * (absent for a model whose inputs are all fixed: their shapes are the manifest's).
+   */
+  inputShapes?: InputShapes;
 }
+
+/** Non-batch dimensions by input name: the shape an input runs with, the batch axis aside. */
+export type InputShapes = Record<string, number[]>;
+
+/**
+ * The sizes warm-up tries, in order, for the dynamic non-batch dimensions the manifest gives no
+ * warm-up shape. Every such dimension of every input takes the same size at once, so inputs that
+ * must agree (token ids and their attention mask) do.
+ * - 32: survives the five stride-2 stages of the usual CNN backbones (ResNet, MobileNet,
+ *   PaddleOCR's classifier: 32 → 1) and unpadded 3×3 stacks of a few stages, and is a short
+ *   sequence for a text model (BERT-family models take up to 512 positions). Warm-up then runs
+ *   every batch size at it, so it is tried first while cheap: 224² is 49× the pixels.
+ * - 224: the ImageNet size, what most classifiers were trained and exported at, for the ones
+ *   that need it (a fixed-size pooling or a Flatten into a dense head, deeper downsampling).
+ * - 1: the size of the old warm-up and the smallest any dimension takes: dimensions that count
+ *   things (boxes, tokens) of models that accept none of the above.
+ * A profile taken at a made-up size is only as good as that size is to real requests: publish
+ * the served size with --warmup-shape.
+ */
+export const WARMUP_DIM_CANDIDATES: readonly number[] = [32, 224, 1];
 
 export type WarmupProgress =
   | { type: 'load'; threads: number; loadMs: number }
+  /** The input shapes warm-up runs with (models with dynamic non-batch dimensions only), and the candidates ONNX Runtime refused first. */
+  | { type: 'shapes'; inputShapes: InputShapes; source: 'manifest' | 'tried'; rejected: Array<{ inputShapes: InputShapes; error: string }> }
   | { type: 'measured'; threads: number; entry: BatchProfileEntry }
   | { type: 'reused'; file: string; measuredAt: number };
 
@@ -88,19 +122,21 @@ const preciseClock: Pick<Clock, 'now'> = { now: () => performance.timeOrigin + p
 
 export async function runWarmup(options: WarmupOptions): Promise<BatchProfile> {
   const clock = options.clock ?? preciseClock;
-  const { file, key, kept, sizes, threadsList, iterations } = await lookUp(options);
+  const { file, key, kept, sizes, threadsList, iterations, plan } = await lookUp(options);
   if (file && kept) {
     emit(options, { type: 'reused', file, measuredAt: kept.measuredAt });
     return reuse(options, kept);
   }
 
   const candidates: BatchProfile['candidates'] = [];
+  let shapes: InputShapes | undefined;
   for (const threads of threadsList) {
     const info = await loadWith(options, threads);
     emit(options, { type: 'load', threads, loadMs: info.loadMs });
+    shapes ??= await settleShapes(options, plan);
     const entries: BatchProfileEntry[] = [];
     for (const batch of sizes) {
-      const entry = await measureBatch(options.engine, options.manifest, batch, iterations, clock);
+      const entry = await measureBatch(options.engine, representativeInputs(options.manifest, batch, shapes), iterations, clock);
       entries.push(entry);
       emit(options, { type: 'measured', threads, entry });
     }
@@ -110,9 +146,9 @@ export async function runWarmup(options: WarmupOptions): Promise<BatchProfile> {
   const choice = choose(candidates, options.latencyBudgetMs);
   if (threadsList.at(-1) !== choice.threads) {
     await loadWith(options, choice.threads);
-    await options.engine.run(representativeInputs(options.manifest, choice.entry.batch));
+    await options.engine.run(representativeInputs(options.manifest, choice.entry.batch, shapes));
   }
-  const profile = profileOf(candidates, choice, clock.now());
+  const profile = { ...profileOf(candidates, choice, clock.now()), ...(plan.dynamic && shapes ? { inputShapes: shapes } : {}) };
   if (file) await keepProfile(file, key, profile);
   return profile;
 }
@@ -134,15 +170,21 @@ async function lookUp(options: KeptProfileQuery) {
   if (threadsList.length === 0) threadsList.push(0);
   const iterations = Math.max(1, Math.floor(options.iterations));
   const file = options.profileFile === undefined ? profileFileFor(options.modelPath) : options.profileFile;
+  const plan = shapePlan(options.manifest);
   const key = profileKey({
     sha256: options.manifest.sha256,
     executionProviders: options.executionProviders,
     threadCandidates: threadsList,
     batchSizes: sizes,
     iterations,
+    // Only where an input has dynamic dimensions: a fixed model's key, and its kept file, stay as they were.
+    ...(plan.dynamic ? { inputShapes: plan.template } : {}),
+    ...(plan.dynamic && isOpen(plan.template) ? { shapeCandidates: [...WARMUP_DIM_CANDIDATES] } : {}),
   });
-  const kept = file ? await readKeptProfile(file, key, isBatchProfile) : undefined;
-  return { file, key, kept, sizes, threadsList, iterations };
+  const found = file ? await readKeptProfile(file, key, isBatchProfile) : undefined;
+  // A profile of a model with dynamic dimensions is reusable only with the shapes it was measured at.
+  const kept = found && (!plan.dynamic || found.inputShapes) ? found : undefined;
+  return { file, key, kept, sizes, threadsList, iterations, plan };
 }
 
 /** A start with kept measurements: load the chosen thread count (unless loaded), run the chosen batch once. */
@@ -153,8 +195,90 @@ async function reuse(options: WarmupOptions, kept: BatchProfile): Promise<BatchP
     emit(options, { type: 'load', threads: choice.threads, loadMs: info.loadMs });
   }
   // The first run pays for allocations and kernel selection: a job should not.
-  await options.engine.run(representativeInputs(options.manifest, choice.entry.batch));
-  return { ...profileOf(kept.candidates, choice, kept.measuredAt), reused: true };
+  await options.engine.run(representativeInputs(options.manifest, choice.entry.batch, kept.inputShapes));
+  const shapes = kept.inputShapes ? { inputShapes: kept.inputShapes } : {};
+  return { ...profileOf(kept.candidates, choice, kept.measuredAt), ...shapes, reused: true };
+}
+
+interface ShapePlan {
+  /** Per input, its non-batch dimensions: the model's fixed ones, the manifest's warm-up shape, -1 where warm-up picks. */
+  template: InputShapes;
+  /** Some input has dynamic non-batch dimensions: the shape is settled by a forward pass and recorded. */
+  dynamic: boolean;
+}
+
+function shapePlan(manifest: ModelManifest): ShapePlan {
+  const hints = manifest.batching.warmupShapes ?? {};
+  let dynamic = false;
+  const template = Object.fromEntries(
+    manifest.inputs.map((spec) => {
+      const rest = spec.shape.slice(1);
+      if (rest.some((d) => d < 0)) dynamic = true;
+      const hint = Object.hasOwn(hints, spec.name) ? hints[spec.name] : undefined;
+      // The registry checked the hint against the input; a stored manifest is read back through the same check.
+      return [spec.name, hint && hint.length === rest.length ? [...hint] : rest.map((d) => (d < 0 ? -1 : d))];
+    }),
+  );
+  return { template, dynamic };
+}
+
+/** Some dimension is still the warm-up's to pick. */
+function isOpen(template: InputShapes): boolean {
+  return Object.values(template).some((dims) => dims.some((d) => d < 0));
+}
+
+/** The template with every open dimension at `size`. */
+function withSize(template: InputShapes, size: number): InputShapes {
+  return Object.fromEntries(Object.entries(template).map(([name, dims]) => [name, dims.map((d) => (d < 0 ? size : d))]));
+}
+
+/**
+ * The input shapes warm-up measures with. A model with dynamic dimensions runs one batch-1 pass
+ * per candidate (the manifest's shape alone, or WARMUP_DIM_CANDIDATES) until ONNX Runtime takes
+ * one; a refused candidate is the model's answer, any other failure (the engine died) is thrown.
+ */
+async function settleShapes(options: WarmupOptions, plan: ShapePlan): Promise<InputShapes> {
+  if (!plan.dynamic) return plan.template;
+  const open = isOpen(plan.template);
+  const tries = open ? WARMUP_DIM_CANDIDATES.map((size) => withSize(plan.template, size)) : [plan.template];
+  const rejected: Array<{ inputShapes: InputShapes; error: string }> = [];
+  for (const inputShapes of tries) {
+    try {
+      await options.engine.run(representativeInputs(options.manifest, 1, inputShapes));
+    } catch (err) {
+      if (!(err instanceof EngineRejectedError)) throw err;
+      rejected.push({ inputShapes, error: err.message });
+      continue;
+    }
+    emit(options, { type: 'shapes', inputShapes, source: open ? 'tried' : 'manifest', rejected });
+    return inputShapes;
+  }
+  throw new Error(noShapeMessage(options.manifest, plan.template, rejected));
+}
+
+/** Why warm-up found no shape to run, naming the inputs and the flag that fixes it. */
+function noShapeMessage(manifest: ModelManifest, template: InputShapes, rejected: Array<{ inputShapes: InputShapes; error: string }>) {
+  const said = (error: string) => error.replace(/\s+/g, ' ').trim().slice(0, 200);
+  if (!isOpen(template)) {
+    const given = Object.entries(manifest.batching.warmupShapes ?? {}).map(([name, dims]) => `${name}:${dims.join(',')}`);
+    return (
+      `warm-up: ONNX Runtime refused the manifest's warm-up shape (--warmup-shape ${given.join(' --warmup-shape ')}): ` +
+      `${said(rejected[0]?.error ?? '')}; publish a new version with the shape the model serves`
+    );
+  }
+  const open = manifest.inputs.filter((spec) => template[spec.name]?.some((d) => d < 0));
+  const named = open.map((spec) => `${spec.name} [${spec.shape.join(', ')}]`).join(', ');
+  const tried = rejected.map((r, i) => `${WARMUP_DIM_CANDIDATES[i]}: ${said(r.error)}`).join('; ');
+  const flags = open.map((spec) => `--warmup-shape ${spec.name}:${example(template[spec.name] ?? [])}`).join(' ');
+  return (
+    `warm-up: no forward pass ran with input ${named} at any size tried for its dynamic dimensions (${tried}); ` +
+    `publish the model with the size it serves: ${flags}`
+  );
+}
+
+/** `3,H,W` for an image's dimensions, `N` for any other dynamic one. */
+function example(dims: number[]): string {
+  return dims.map((d, i) => (d >= 0 ? String(d) : dims.length === 3 ? (['C', 'H', 'W'][i] ?? 'N') : 'N')).join(',');
 }
 
 function profileOf(candidates: BatchProfile['candidates'], choice: Choice, measuredAt: number): BatchProfile {
@@ -177,7 +301,18 @@ function isBatchProfile(x: unknown): x is BatchProfile {
     typeof p.measuredAt === 'number' &&
     Array.isArray(p.candidates) &&
     p.candidates.length > 0 &&
-    p.candidates.every((c) => Number.isInteger(c?.threads) && Array.isArray(c.entries) && c.entries.length > 0 && c.entries.every(isEntry))
+    p.candidates.every(
+      (c) => Number.isInteger(c?.threads) && Array.isArray(c.entries) && c.entries.length > 0 && c.entries.every(isEntry),
+    ) &&
+    (p.inputShapes === undefined || isInputShapes(p.inputShapes))
+  );
+}
+
+function isInputShapes(x: unknown): x is InputShapes {
+  return (
+    typeof x === 'object' &&
+    x !== null &&
+    Object.values(x).every((dims) => Array.isArray(dims) && dims.every((d) => Number.isInteger(d) && d >= 1))
   );
 }
 
@@ -213,16 +348,17 @@ function loadWith(options: WarmupOptions, threads: number) {
 
 async function measureBatch(
   engine: InferenceEngine,
-  manifest: ModelManifest,
-  batch: number,
+  template: Record<string, EngineTensor>,
   iterations: number,
   clock: Pick<Clock, 'now'>,
 ): Promise<BatchProfileEntry> {
-  // Inputs are built before the clock starts: each run detaches the buffers it is given.
-  await engine.run(representativeInputs(manifest, batch));
+  const batch = Object.values(template)[0]?.dims[0] ?? 1;
+  // Inputs are copied before the clock starts: each run detaches the buffers it is given. (A copy
+  // is a memcpy; generating a 224×224 image batch value by value again would take longer than the run.)
+  await engine.run(copyInputs(template));
   const samples: number[] = [];
   for (let i = 0; i < iterations; i++) {
-    const inputs = representativeInputs(manifest, batch);
+    const inputs = copyInputs(template);
     const started = clock.now();
     await engine.run(inputs);
     samples.push(Math.max(0, clock.now() - started));
@@ -299,19 +435,28 @@ function emit(options: WarmupOptions, e: WarmupProgress): void {
 }
 
 /**
- * Deterministic synthetic inputs for `rows` rows: dynamic non-batch dimensions become 1;
- * floats in [-1, 1); integers 0 (the one index every embedding or gather table accepts);
- * bools alternating; strings a short word.
+ * Deterministic synthetic inputs for `rows` rows: each input's non-batch dimensions from
+ * `shapes`, else its own with dynamic ones 1; floats in [-1, 1); integers 0 (the one index every
+ * embedding or gather table accepts); bools alternating; strings a short word.
  */
-export function representativeInputs(manifest: ModelManifest, rows: number): Record<string, EngineTensor> {
+export function representativeInputs(manifest: ModelManifest, rows: number, shapes: InputShapes = {}): Record<string, EngineTensor> {
   const inputs: Record<string, EngineTensor> = {};
-  for (const spec of manifest.inputs) inputs[spec.name] = syntheticTensor(spec, rows);
+  for (const spec of manifest.inputs) {
+    const rest = Object.hasOwn(shapes, spec.name) ? shapes[spec.name] : undefined;
+    inputs[spec.name] = syntheticTensor(spec, [rows, ...(rest ?? spec.shape.slice(1).map((d) => (d < 0 ? 1 : d)))]);
+  }
   return inputs;
 }
 
-function syntheticTensor(spec: TensorSpec, rows: number): EngineTensor {
+/** Fresh buffers with the same values: a run may detach the ones it is given. */
+function copyInputs(inputs: Record<string, EngineTensor>): Record<string, EngineTensor> {
+  const copy: Record<string, EngineTensor> = {};
+  for (const [name, t] of Object.entries(inputs)) copy[name] = { type: t.type, dims: [...t.dims], data: t.data.slice() };
+  return copy;
+}
+
+function syntheticTensor(spec: TensorSpec, dims: number[]): EngineTensor {
   const type = datatypeToDtype(spec.datatype);
-  const dims = [rows, ...spec.shape.slice(1).map((d) => (d < 0 ? 1 : d))];
   const n = elementCount(dims);
   const next = unitRandom(0x5eed);
   switch (type) {
