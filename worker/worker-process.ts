@@ -50,7 +50,7 @@ import { createIntake } from './intake.ts';
 import { connectionState, IntakeSupervisor } from './intake-supervisor.ts';
 import { createModelCache } from './model-cache.ts';
 import { withStartBackoff } from './start-backoff.ts';
-import { type BatchProfile, runWarmup } from './warmup.ts';
+import { type BatchProfile, keptThreads, runWarmup } from './warmup.ts';
 
 export interface WorkerEvents extends Record<string, unknown[]> {
   'worker:state': [state: WorkerState, previous: WorkerState];
@@ -196,17 +196,9 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
     if (this.closing) return;
 
     this.setState('loading');
-    const info = await engine.load(cached.path, {
-      executionProviders: config.worker.executionProviders,
-      intraOpThreads: config.worker.intraOpThreads,
-    });
-    this.emit('model:loaded', { sha256: manifest.sha256, cacheHit: cached.hit, downloadMs: cached.downloadMs, loadMs: info.loadMs });
-    if (this.closing) return;
-
-    this.setState('warming');
     const cpus = os.availableParallelism();
     const threadCandidates = config.worker.intraOpThreads > 0 ? [config.worker.intraOpThreads] : [...new Set([1, cpus])];
-    this.profile = await runWarmup({
+    const warmup = {
       engine,
       modelPath: cached.path,
       manifest,
@@ -215,7 +207,17 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
       batchSizes: manifest.batching.warmupBatches.length > 0 ? manifest.batching.warmupBatches : undefined,
       iterations: config.worker.warmupIterations,
       latencyBudgetMs: config.worker.warmupLatencyBudgetMs,
-    });
+    };
+    // A warm-cache restart loads the thread count its kept profile chose, once (worker/warmup.ts
+    // then reuses that session instead of creating a second one).
+    const kept = await keptThreads(warmup);
+    const intraOpThreads = kept ?? config.worker.intraOpThreads;
+    const info = await engine.load(cached.path, { executionProviders: config.worker.executionProviders, intraOpThreads });
+    this.emit('model:loaded', { sha256: manifest.sha256, cacheHit: cached.hit, downloadMs: cached.downloadMs, loadMs: info.loadMs });
+    if (this.closing) return;
+
+    this.setState('warming');
+    this.profile = await runWarmup({ ...warmup, loadedThreads: intraOpThreads });
     log.info({ profile: summarise(this.profile) }, 'warm-up done');
     if (this.closing) return;
     this.startServing(manifest, this.profile);
