@@ -19,8 +19,14 @@ import type { Datatype } from '../contracts/oip.ts';
 import { errorMessage, InvalidInputError } from '../kernel/errors.ts';
 
 const require = createRequire(import.meta.url);
-// onnx-proto is CommonJS (protobufjs static classes); its bundled .d.ts gives the types.
-const { onnx } = require('onnx-proto') as typeof import('onnx-proto');
+// onnx-proto is CommonJS (protobufjs static classes); its bundled .d.ts gives the types. Loaded at
+// the first decode, not at import: a worker's warm-cache start decodes nothing (its model was
+// checked when cached), and the ~30 ms load was part of every worker's boot.
+let onnxProto: typeof import('onnx-proto').onnx | undefined;
+function onnxLib(): typeof import('onnx-proto').onnx {
+  onnxProto ??= (require('onnx-proto') as typeof import('onnx-proto')).onnx;
+  return onnxProto;
+}
 
 type ValueInfo = import('onnx-proto').onnx.IValueInfoProto;
 type Tensor = import('onnx-proto').onnx.ITensorProto;
@@ -147,7 +153,7 @@ function externalTensors(model: import('onnx-proto').onnx.IModelProto): External
 function decodeModel(bytes: Uint8Array): import('onnx-proto').onnx.ModelProto {
   if (bytes.length === 0) throw notOnnx('the file is empty');
   try {
-    return onnx.ModelProto.decode(bytes);
+    return onnxLib().ModelProto.decode(bytes);
   } catch (err) {
     throw notOnnx(`it does not decode as an ONNX ModelProto (${errorMessage(err)})`, err);
   }
