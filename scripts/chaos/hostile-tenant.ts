@@ -125,7 +125,7 @@ export async function hostileTenant(ctx: ChaosContext, sizes: HostileTenantSizes
     ctx.log(`hostile-tenant: the honest load without the attacker (${sizes.jobsPerS} jobs/s for ${sizes.phaseMs} ms, a bulk run)`);
     const memoryAtStart = await redisUsedMb(stack);
     const baseline = await honestPhase(stack, plan('baseline', 100_000));
-    await waitSettled(stack, MODELS.shared, count(warm, baseline), 30_000);
+    await waitSettled(stack, MODELS.shared, acceptedIn(warm, baseline), 30_000);
     const before = await snapshot(stack);
     const targets = await attackTargets(stack, sizes, warm.outcome.accepted.slice(0, 3));
     const early = await strikeFirst(targets);
@@ -134,8 +134,8 @@ export async function hostileTenant(ctx: ChaosContext, sizes: HostileTenantSizes
     const attacked = await honestPhase(stack, plan('attack', 200_000));
     const tally = await attacker.stop();
     const canary = await canaryStanding(stack);
-    const accepted = [warm, baseline, attacked].flatMap((p) => p.outcome.accepted);
-    const settled = await waitSettled(stack, MODELS.shared, accepted.length, 30_000);
+    const accepted = acceptedIn(warm, baseline, attacked);
+    const settled = await waitSettled(stack, MODELS.shared, accepted, 30_000);
     const undelivered = await waitForDeliveries(receiver, accepted);
     const times = new Map<string, number>();
     const jobs = await reconcile(stack, MODELS.shared, accepted, (id, job) => {
@@ -243,8 +243,9 @@ export function operator(stack: ChaosStack, urlPath: string, init: RequestInit =
   return stack.call(urlPath, { ...init, headers: { authorization: `Bearer ${OPERATOR_KEY}` } });
 }
 
-function count(...phases: HonestPhase[]): number {
-  return phases.reduce((n, p) => n + p.outcome.accepted.length, 0);
+/** The ids the phases' submissions were accepted under, in order. */
+function acceptedIn(...phases: HonestPhase[]): string[] {
+  return phases.flatMap((p) => p.outcome.accepted);
 }
 
 async function attackTargets(stack: ChaosStack, sizes: HostileTenantSizes, victimJobs: string[]): Promise<AttackTargets> {

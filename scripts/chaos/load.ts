@@ -1,13 +1,14 @@
 /**
  * Load and bookkeeping shared by the scenarios: submit jobs through the HTTP API and remember
- * exactly which ones were accepted (202), wait until the queue has nothing left to do, and
- * reconcile: every accepted id read back through GET /v1/jobs/{id}, every job BullMQ holds
- * accounted for. The counts it returns are the suite's invariants.
+ * exactly which ones were accepted (202), wait until every accepted request is terminal and the
+ * queue has nothing left to do, and reconcile: every accepted id read back through
+ * GET /v1/jobs/{id}, every request BullMQ's queue entries carried accounted for. Requests are
+ * counted, never BullMQ jobs: one queue entry carries many (infra/contracts/entry.ts). The counts
+ * it returns are the suite's invariants.
  */
-import { queueName } from '../../infra/contracts/job.ts';
-import { countJobs, type JobCountState, leaseQueues } from '../../infra/queue/index.ts';
-import { closeRedis, createRedis } from '../../infra/redis/client.ts';
+import { describeMissing } from './missing.ts';
 import { countReasons, type JobCounts } from './report.ts';
+import { openRequestLedger } from './request-ledger.ts';
 import { type ChaosStack, FEATURES } from './stack.ts';
 
 export interface SubmitOutcome {
@@ -100,43 +101,55 @@ export async function pool(count: number, concurrency: number, task: (n: number)
   await Promise.all(lanes);
 }
 
-/** Counts jobs by state in the model's queue. */
-type CountJobs = <S extends JobCountState>(...states: S[]) => Promise<Record<S, number>>;
-
-/** BullMQ's own counts of the model's queue (a reader: it never rewrites the queue's settings), for `fn`. */
-export async function withJobCounts<T>(stack: ChaosStack, model: string, fn: (count: CountJobs) => Promise<T>): Promise<T> {
-  const connection = createRedis(stack.config.redisUrl);
-  const queues = leaseQueues(connection, stack.config.queuePrefix);
+/**
+ * Waits until every accepted request is terminal and the model's queue has nothing left to do
+ * (no job waiting, delayed or running), or until `idleTimeoutMs` passes without a request
+ * finishing. Returns whether it settled. Requests are counted, not BullMQ jobs: a request is
+ * terminal once the entry carrying it is finished (request-ledger.ts). The few no finished entry
+ * carries once the queue is idle — ended outside BullMQ (canceled or expired before a worker
+ * took them, a result-cache hit) or routed to another version — are read through
+ * GET /v1/jobs/{id}, so an accepted request settles only when the API shows it terminal.
+ */
+export async function waitSettled(stack: ChaosStack, model: string, accepted: readonly string[], idleTimeoutMs = 60_000): Promise<boolean> {
+  const ledger = openRequestLedger(stack.config.redisUrl, stack.config.queuePrefix, model);
+  const left = new Set(accepted);
+  let progress = -1;
+  let progressAt = Date.now();
+  let readAt = 0;
   try {
-    return await fn((...states) => countJobs(queues, queueName(model, '1'), ...states));
+    for (;;) {
+      const open = await ledger.poll().then(
+        () => ledger.open(),
+        () => -1,
+      );
+      for (const id of left) if (ledger.finished.has(id)) left.delete(id);
+      if (open === 0 && left.size > 0 && Date.now() - readAt >= 1_000) {
+        readAt = Date.now();
+        await readTerminal(stack, left);
+      }
+      if (open === 0 && left.size === 0) return true;
+      const done = ledger.jobs + accepted.length - left.size;
+      if (done !== progress) [progress, progressAt] = [done, Date.now()];
+      else if (Date.now() - progressAt > idleTimeoutMs) return false;
+      await new Promise((r) => setTimeout(r, 250));
+    }
   } finally {
-    await queues.release();
-    await closeRedis(connection);
+    await ledger.close();
   }
 }
 
-/**
- * Waits until nothing is waiting, delayed or running and at least `expected` jobs are finished,
- * or until `idleTimeoutMs` passes without any job finishing. Returns whether it settled.
- */
-export async function waitSettled(stack: ChaosStack, model: string, expected: number, idleTimeoutMs = 60_000): Promise<boolean> {
-  return withJobCounts(stack, model, async (count) => {
-    let lastDone = -1;
-    let lastProgressAt = Date.now();
-    for (;;) {
-      const c = await count('waiting', 'prioritized', 'delayed', 'active', 'completed', 'failed');
-      const open = c.waiting + c.prioritized + c.delayed + c.active;
-      const done = c.completed + c.failed;
-      if (open === 0 && done >= expected) return true;
-      if (done !== lastDone) {
-        lastDone = done;
-        lastProgressAt = Date.now();
-      } else if (Date.now() - lastProgressAt > idleTimeoutMs) {
-        return false;
-      }
-      await new Promise((r) => setTimeout(r, 250));
-    }
+/** Reads `ids` through the API and deletes from it those the API shows terminal. */
+async function readTerminal(stack: ChaosStack, ids: Set<string>): Promise<void> {
+  const list = [...ids];
+  await pool(list.length, 32, async (n) => {
+    const id = list[n] as string;
+    const job = await readJob(stack, id).catch(() => null);
+    if (job && isTerminal(job)) ids.delete(id);
   });
+}
+
+function isTerminal(job: JobRead): boolean {
+  return job.status === 'succeeded' || job.status === 'failed';
 }
 
 /** GET /v1/jobs/{id} as reconcile reads it (ISO times, api/resources/job-resource.ts). */
@@ -149,9 +162,10 @@ export interface JobRead {
 }
 
 /**
- * Reads every accepted id back through the API and counts what it finds; then counts what
- * BullMQ holds, so a job the queue has but no client was told about (`extra`) shows too.
- * `onRead` sees each terminal job as read (its times, for latency figures).
+ * Reads every accepted id back through the API and counts what it finds; then reads which
+ * requests the model's queue finished (request-ledger.ts), so a request BullMQ carried that no
+ * client was told about (`extraInQueue`) shows too. A missing request is described as it stands
+ * in Redis (missing.ts). `onRead` sees each terminal job as read (its times, for latency figures).
  */
 export async function reconcile(
   stack: ChaosStack,
@@ -161,14 +175,14 @@ export async function reconcile(
 ): Promise<JobCounts> {
   const unique = new Set(accepted);
   const reads: JobRead[] = [];
-  let missing = 0;
+  const missing: Array<{ id: string; read: string }> = [];
   let badOutputs = 0;
   const ids = [...unique];
   await pool(ids.length, 32, async (n) => {
     const id = ids[n] as string;
     const job = await readJob(stack, id);
-    if (job === null || (job.status !== 'succeeded' && job.status !== 'failed')) {
-      missing++;
+    if (job === null || !isTerminal(job)) {
+      missing.push({ id, read: job === null ? '404' : job.status });
       return;
     }
     if (job.status === 'succeeded' && job.outputs?.[0]?.data?.length !== 1) badOutputs++;
@@ -177,18 +191,27 @@ export async function reconcile(
   });
   const succeeded = reads.filter((r) => r.status === 'succeeded').length;
   const failedReads = reads.filter((r) => r.status === 'failed');
-  const inQueue = await withJobCounts(stack, model, (count) => count('completed', 'failed'));
-  const total = inQueue.completed + inQueue.failed;
-  return {
+  const ledger = openRequestLedger(stack.config.redisUrl, stack.config.queuePrefix, model);
+  const counts: JobCounts = {
     accepted: accepted.length,
     succeeded,
     failed: failedReads.length,
     failedByReason: countReasons(failedReads.map((r) => r.error?.code ?? 'no_reason')),
-    missing,
+    missing: missing.length,
     duplicates: accepted.length - unique.size,
     badOutputs,
-    extraInQueue: Math.max(0, total - unique.size + missing),
+    extraInQueue: 0,
+    queueEntries: 0,
   };
+  try {
+    await ledger.poll();
+    counts.extraInQueue = [...ledger.finished].filter((id) => !unique.has(id)).length;
+    counts.queueEntries = ledger.jobs;
+  } finally {
+    await ledger.close();
+  }
+  if (missing.length > 0) counts.missingFirst = await describeMissing(stack, model, missing.slice(0, 5));
+  return counts;
 }
 
 /**

@@ -70,7 +70,7 @@ export async function redisRestart(ctx: ChaosContext, sizes: RedisRestartSizes):
       await load.until(load.sent() + sizes.jobsPerPhase);
     }
     const submitted = await load.stop();
-    const settled = await waitSettled(stack, MODEL, submitted.accepted.length);
+    const settled = await waitSettled(stack, MODEL, submitted.accepted);
     if (!settled) {
       // Each worker logs where it and its Redis connections stand (worker/main.ts), into the kept folder's logs.
       for (const w of stack.liveWorkers()) w.kill('SIGUSR2');

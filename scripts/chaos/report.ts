@@ -5,7 +5,10 @@
  */
 import type { RedisTopology } from './stack.ts';
 
-/** The fate of the jobs a scenario submitted. */
+/**
+ * The fate of the jobs a scenario submitted, counted in requests (a job is a request: the id a
+ * 202 answered with), however many of them shared a queue entry.
+ */
 export interface JobCounts {
   /** 202 answers. */
   accepted: number;
@@ -19,8 +22,12 @@ export interface JobCounts {
   duplicates: number;
   /** Succeeded without an output row. */
   badOutputs: number;
-  /** Jobs BullMQ holds that no client got a 202 for (a request cut off mid-way); allowed. */
+  /** Requests BullMQ's queue entries carried that no client got a 202 for (a request cut off mid-way); allowed. */
   extraInQueue: number;
+  /** Finished BullMQ jobs (queue entries) that carried the requests: fewer than the requests where they coalesced. */
+  queueEntries: number;
+  /** The first few missing requests and where each stands in Redis (missing.ts). */
+  missingFirst?: string;
 }
 
 export interface ScenarioReport {
@@ -80,7 +87,10 @@ export function formatReport(report: ScenarioReport): string {
     const j = report.jobs;
     rows.push(['accepted', String(j.accepted)], ['succeeded', String(j.succeeded)], ['failed', String(j.failed)]);
     for (const [code, n] of Object.entries(j.failedByReason)) rows.push([`  failed: ${code}`, String(n)]);
-    rows.push(['missing', String(j.missing)], ['duplicates', String(j.duplicates)], ['extra in queue (no 202)', String(j.extraInQueue)]);
+    rows.push(['missing', String(j.missing)]);
+    if (j.missingFirst) rows.push(['  missing, first few', j.missingFirst]);
+    rows.push(['duplicates', String(j.duplicates)], ['extra in queue (no 202)', String(j.extraInQueue)]);
+    rows.push(['queue entries (finished)', String(j.queueEntries)]);
   }
   for (const [k, v] of Object.entries(report.figures)) rows.push([k, String(v)]);
   rows.push(['verdict', report.violations.length === 0 ? 'PASS' : `FAIL: ${report.violations.join('; ')}`]);

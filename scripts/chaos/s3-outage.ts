@@ -53,7 +53,7 @@ export async function s3Outage(ctx: ChaosContext, sizes: S3OutageSizes): Promise
     const recoveryMs = Date.now() - restartedAt;
     const after = await submitJobs(stack, { model: MODEL, count: sizes.jobs, concurrency: 8, from: 2 * sizes.jobs });
     const accepted = [before, duringOutcome, after].flatMap((o) => o.accepted);
-    const settled = await waitSettled(stack, MODEL, accepted.length, 30_000);
+    const settled = await waitSettled(stack, MODEL, accepted, 30_000);
     const jobs = await reconcile(stack, MODEL, accepted);
     const violations = jobViolations(jobs);
     if (!settled) violations.push('the queue never settled');

@@ -92,7 +92,7 @@ class Phases {
     const outcome = await submitJobs(this.stack, { model: MODEL, count: this.jobs, concurrency: 16, from: this.done, extra });
     this.done += this.jobs;
     this.all.push(...outcome.accepted);
-    this.settled &&= await waitSettled(this.stack, MODEL, this.done, 30_000);
+    this.settled &&= await waitSettled(this.stack, MODEL, this.all, 30_000);
     return { outcome, jobsPerS: outcome.accepted.length / ((performance.now() - started) / 1000) };
   }
 

@@ -35,7 +35,7 @@ export async function workerKill(ctx: ChaosContext, sizes: WorkerKillSizes): Pro
     const kills = killLoop(stack, sizes, stopKills.signal);
     const started = performance.now();
     const submitted = await submitJobs(stack, { model: MODEL, count: sizes.jobs, concurrency: 32 });
-    const settled = await waitSettled(stack, MODEL, submitted.accepted.length);
+    const settled = await waitSettled(stack, MODEL, submitted.accepted);
     stopKills.abort();
     const killed = await kills;
     const elapsedS = (performance.now() - started) / 1000;
