@@ -4,8 +4,16 @@
  * locks that nobody renews; when a lock expires the stalled check puts the job back (or, past
  * maxStalledCount, fails it with a reason). Invariant: every accepted job ends succeeded or
  * failed-with-reason, none missing, and the counts reconcile exactly.
+ *
+ * The first kill comes as soon as a worker holds an entry (it is that worker), the next every
+ * `killEveryMs`: with coalescing a short run drains in a second or two, and a first kill timed
+ * from the start could come after the last job, proving nothing.
  */
 import type { ChildProcess } from 'node:child_process';
+import type { Queue } from 'bullmq';
+import { queueName } from '../../infra/contracts/job.ts';
+import { leaseQueues } from '../../infra/queue/index.ts';
+import { closeRedis, createRedis } from '../../infra/redis/client.ts';
 import { reconcile, submitJobs, waitSettled } from './load.ts';
 import { type ChaosContext, jobViolations, round, type ScenarioReport } from './report.ts';
 import { sleep } from './sleep.ts';
@@ -56,18 +64,47 @@ export async function workerKill(ctx: ChaosContext, sizes: WorkerKillSizes): Pro
   }
 }
 
-/** Kills a random live worker every `killEveryMs` and starts a replacement; returns the kill count. */
+/**
+ * Kills a worker that holds an entry as soon as one does, then one every `killEveryMs` (the one
+ * holding an entry then, else a random one), starting a replacement each time; returns the kill count.
+ */
 async function killLoop(stack: ChaosStack, sizes: WorkerKillSizes, stop: AbortSignal): Promise<number> {
+  const redis = createRedis(stack.config.redisUrl);
+  const queues = leaseQueues(redis, stack.config.queuePrefix);
+  const queue = queues.reader(queueName(MODEL, '1'));
+  const holder = () => holdingWorker(stack, queue).catch(() => undefined);
   let killed = 0;
-  while (!stop.aborted) {
-    await sleep(sizes.killEveryMs, stop);
-    if (stop.aborted) break;
-    const live = stack.liveWorkers();
-    const victim: ChildProcess | undefined = live[Math.floor(Math.random() * live.length)];
-    if (!victim) continue;
-    victim.kill('SIGKILL');
-    killed++;
-    stack.startWorker(MODEL);
+  try {
+    let victim = await holder();
+    while (!victim && !stop.aborted) {
+      await sleep(20, stop);
+      victim = await holder();
+    }
+    while (!stop.aborted) {
+      const live = stack.liveWorkers();
+      victim ??= live[Math.floor(Math.random() * live.length)];
+      if (victim) {
+        victim.kill('SIGKILL');
+        killed++;
+        stack.startWorker(MODEL);
+      }
+      await sleep(sizes.killEveryMs, stop);
+      victim = await holder();
+    }
+  } finally {
+    await queues.release();
+    await closeRedis(redis);
   }
   return killed;
+}
+
+/**
+ * The live worker process that holds an entry of the queue now (BullMQ's processedBy is the
+ * worker's id, its heartbeat names its pid); undefined when none does.
+ */
+async function holdingWorker(stack: ChaosStack, queue: Pick<Queue, 'getActive'>): Promise<ChildProcess | undefined> {
+  const [entry] = await queue.getActive(0, 0);
+  if (!entry?.processedBy) return undefined;
+  const beat = (await stack.heartbeats()).find((b) => b.id === entry.processedBy);
+  return stack.liveWorkers().find((w) => w.pid === beat?.pid);
 }
