@@ -32,6 +32,8 @@ export interface SubmitOptions {
   timeoutMs?: number;
   /** Stop submitting when this says so (the rest are not sent). */
   stop?: () => boolean;
+  /** Told of each 202 as it arrives: when the API acknowledged that request. */
+  onAccepted?: (id: string) => void;
 }
 
 /** A body whose rows are a fixed function of `i`, distinct per job (no result-cache hits). */
@@ -51,8 +53,10 @@ export async function submitJobs(stack: ChaosStack, options: SubmitOptions): Pro
       (err: unknown) => ({ status: err instanceof Error && err.name === 'TimeoutError' ? 'timeout' : 'network', id: undefined }),
     );
     pushTo(outcome.latencyMs, status.status, [performance.now() - started]);
-    if (status.id !== undefined) outcome.accepted.push(status.id);
-    else outcome.rejected[status.status] = (outcome.rejected[status.status] ?? 0) + 1;
+    if (status.id !== undefined) {
+      outcome.accepted.push(status.id);
+      options.onAccepted?.(status.id);
+    } else outcome.rejected[status.status] = (outcome.rejected[status.status] ?? 0) + 1;
   });
   return outcome;
 }
