@@ -10,13 +10,15 @@
  *     busier Redis is, the more requests share each entry, so its cost is paid per entry;
  *   - at `maxMembers` requests or `maxBytes` of inputs, whichever first (a full entry goes at once).
  *
- * Writing an entry is two round trips, in this order: a pipeline with every member's index key
- * (`<queue>#<entryId>`, so a job BullMQ holds is always findable by id) and the packed inputs
- * (one binary string), then BullMQ's add of the entry. A request's promise resolves once its
+ * Writing an entry is one round trip on a single Redis: a pipeline with, in this order, every
+ * member's index key (`<queue>#<entryId>`, so a job BullMQ holds is always findable by id), the
+ * packed inputs (one binary string), and BullMQ's insert of the entry. On a cluster the index
+ * keys lie in other slots than the queue's: they and the inputs go first, then the entry. A request's promise resolves once its
  * entry is in BullMQ, and rejects (the whole group's) when either write fails: nothing is
  * acknowledged that is not queued. An index key or inputs left behind by a failed add points at
  * no job and expires with the retention.
  */
+import { Job, type Queue } from 'bullmq';
 import {
   ENTRY_ID_PREFIX,
   ENTRY_JOB_NAME,
@@ -195,33 +197,38 @@ async function writeEntry(options: EntryWriterOptions, queue: string, priority: 
   const { redis, prefix, retentionS } = options;
   const location = memberLocation(queue, entryId);
   const inputsKey = entryInputsKey(prefix, queue, entryId);
-  if (isCluster(redis)) {
-    // The index keys lie in every slot, so no one pipeline reaches them: concurrent SETs, which ioredis sends per node.
-    await Promise.all([
-      ...members.map((m) => redis.set(jobIndexKey(prefix, m.id), location, 'EX', retentionS)),
-      redis.set(inputsKey, bytes, 'EX', retentionS),
-    ]);
-  } else {
-    const pipeline = redis.pipeline();
-    for (const m of members) pipeline.set(jobIndexKey(prefix, m.id), location, 'EX', retentionS);
-    pipeline.set(inputsKey, bytes, 'EX', retentionS);
-    const replies = (await pipeline.exec()) ?? [];
-    const failed = replies.find(([err]) => err);
-    if (failed) throw failed[0];
-  }
-
-  // The producer handle is typed for JobData; an entry is the other kind of job it carries.
-  const producer = options.queues.producer(queue) as unknown as {
-    add(name: string, data: EntryData, opts: Record<string, unknown>): Promise<unknown>;
-  };
-  await producer.add(ENTRY_JOB_NAME, data, {
-    jobId: entryId,
+  const opts = {
     priority: PRIORITIES[priority],
     attempts: options.attempts,
     backoff: { type: 'exponential', delay: options.backoffMs },
     removeOnComplete: { age: retentionS },
     removeOnFail: { age: retentionS },
-  });
+  };
+  // The producer handle is typed for JobData; an entry is the other kind of job it carries.
+  const producer = options.queues.producer(queue) as unknown as Queue<EntryData>;
+  if (isCluster(redis)) {
+    // The index keys lie in every slot, so no one pipeline reaches them: concurrent SETs, which
+    // ioredis sends per node, then the entry.
+    await Promise.all([
+      ...members.map((m) => redis.set(jobIndexKey(prefix, m.id), location, 'EX', retentionS)),
+      redis.set(inputsKey, bytes, 'EX', retentionS),
+    ]);
+    await producer.add(ENTRY_JOB_NAME, data, { ...opts, jobId: entryId });
+  } else {
+    // One round trip: the index keys, the inputs, then BullMQ's own insert of the entry, in
+    // that order on one connection (BullMQ's addBulk queues its inserts on a pipeline the same way).
+    // BullMQ's own client wraps this connection: its pipeline runs BullMQ's scripts too.
+    const pipeline = ((await producer.backend.client) as unknown as Pick<RedisClient, 'pipeline'>).pipeline();
+    for (const m of members) pipeline.set(jobIndexKey(prefix, m.id), location, 'EX', retentionS);
+    pipeline.set(inputsKey, bytes, 'EX', retentionS);
+    // Queued on the pipeline synchronously (as BullMQ's addBulk relies on); its reply is read from exec().
+    new Job<EntryData>(producer, ENTRY_JOB_NAME, data, opts, entryId).addJob(pipeline as never).catch(() => undefined);
+    const replies = (await pipeline.exec()) ?? [];
+    const failed = replies.find(([err]) => err);
+    if (failed) throw failed[0];
+    const added = replies.at(-1)?.[1];
+    if (typeof added === 'number' && added < 0) throw new Error(`BullMQ refused the entry (code ${added})`);
+  }
   options.onWritten?.({ queue, members: members.length, bytes: bytes.byteLength });
 }
 
