@@ -53,7 +53,11 @@ export type PackedArray =
   | BigInt64Array
   | BigUint64Array;
 
-const ARRAY_OF: Record<BinaryDatatype, new (length: number) => PackedArray> = {
+/** The typed array each packed datatype's elements live in (also packed-tensors.ts's). */
+export const ARRAY_OF: Record<
+  BinaryDatatype,
+  { new (length: number): PackedArray; new (buffer: ArrayBuffer, offset: number, length: number): PackedArray }
+> = {
   BOOL: Uint8Array,
   UINT8: Uint8Array,
   INT8: Int8Array,

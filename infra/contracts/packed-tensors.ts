@@ -18,7 +18,7 @@
  */
 import { InvalidInputError } from '../kernel/errors.ts';
 import { decodeHalf, encodeHalf } from '../kernel/half-float.ts';
-import { BINARY_ITEM_BYTES, type BinaryDatatype, type PackedArray } from './binary-tensor.ts';
+import { ARRAY_OF, BINARY_ITEM_BYTES, type BinaryDatatype, type PackedArray } from './binary-tensor.ts';
 import type { Datatype, OipTensor } from './oip.ts';
 
 export interface PackedSpec {
@@ -45,24 +45,6 @@ export interface PackedSet {
   specs: PackedSpec[];
   bytes: Buffer;
 }
-
-const ARRAY_OF: Record<
-  BinaryDatatype,
-  { new (length: number): PackedArray; new (buffer: ArrayBuffer, offset: number, length: number): PackedArray }
-> = {
-  BOOL: Uint8Array,
-  UINT8: Uint8Array,
-  INT8: Int8Array,
-  UINT16: Uint16Array,
-  INT16: Int16Array,
-  FP16: Uint16Array,
-  UINT32: Uint32Array,
-  INT32: Int32Array,
-  FP32: Float32Array,
-  UINT64: BigUint64Array,
-  INT64: BigInt64Array,
-  FP64: Float64Array,
-};
 
 const ALIGN = 8;
 const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
