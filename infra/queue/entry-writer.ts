@@ -31,7 +31,7 @@ import { PRIORITIES, type Priority, queueName } from '../contracts/job.ts';
 import { type PackedSpec, packTensors, type TensorData, type TensorToPack } from '../contracts/packed-tensors.ts';
 import { randomId } from '../kernel/random-id.ts';
 import { isCluster, type RedisClient } from '../redis/client.ts';
-import { entryInputsKey, jobIndexKey } from '../redis/keys.ts';
+import { entryInputsKey, entryMembersKey, jobIndexKey } from '../redis/keys.ts';
 import type { QueueLease } from './queue-cache.ts';
 
 export interface EntryWriterOptions {
@@ -45,6 +45,8 @@ export interface EntryWriterOptions {
   maxMembers: number;
   /** Input bytes per entry at most: a full entry is written at once. */
   maxBytes: number;
+  /** Epoch ms (default Date.now): dates the requests-per-entry mean. */
+  now?: () => number;
   /** Told of each entry written, for metrics: `members` requests share it. */
   onWritten?: (e: { queue: string; members: number; bytes: number }) => void;
 }
@@ -58,8 +60,13 @@ export interface EntryWriter {
   close(): Promise<void>;
 }
 
-/** Weight of the latest entry in the running mean of members per entry. */
-const MEAN_WEIGHT = 0.05;
+/**
+ * Requests per entry is a ratio of sums that halve every this many ms: recent entries count, a
+ * burst long past does not.
+ */
+const MEAN_HALF_LIFE_MS = 5000;
+/** The mean goes to Redis at most this often per queue, and at the end of each interval it changed in. */
+const PUBLISH_INTERVAL_MS = 1000;
 
 interface Pending {
   id: string;
@@ -81,8 +88,40 @@ interface Group {
 export function createEntryWriter(options: EntryWriterOptions): EntryWriter {
   const groups = new Map<string, Group>();
   const inFlight = new Set<Promise<void>>();
-  const meanMembers = new Map<string, number>();
   let closed = false;
+  /** Per queue: requests and entries written, each sum halving every MEAN_HALF_LIFE_MS. */
+  const written = new Map<string, { requests: number; entries: number; at: number }>();
+  const meanOf = (queue: string) => {
+    const w = written.get(queue);
+    return w && w.entries > 0 ? w.requests / w.entries : 1;
+  };
+  const clockNow = options.now ?? Date.now;
+  const record = (queue: string, members: number) => {
+    const now = clockNow();
+    const w = written.get(queue) ?? { requests: 0, entries: 0, at: now };
+    const decay = 0.5 ** (Math.max(0, now - w.at) / MEAN_HALF_LIFE_MS);
+    written.set(queue, { requests: w.requests * decay + members, entries: w.entries * decay + 1, at: now });
+    publish(queue);
+  };
+  /**
+   * For readers in other processes (queue-stats.ts), best effort: written at once, then at most
+   * once per interval, and once more at the end of an interval in which it changed.
+   */
+  const timers = new Map<string, NodeJS.Timeout>();
+  const dirty = new Set<string>();
+  const publish = (queue: string): void => {
+    if (timers.has(queue)) {
+      dirty.add(queue);
+      return;
+    }
+    options.redis.set(entryMembersKey(options.prefix, queue), meanOf(queue).toFixed(2), 'EX', 3600).catch(() => undefined);
+    const timer = setTimeout(() => {
+      timers.delete(queue);
+      if (dirty.delete(queue)) publish(queue);
+    }, PUBLISH_INTERVAL_MS);
+    timer.unref();
+    timers.set(queue, timer);
+  };
 
   function schedule(key: string, group: Group): void {
     if (group.scheduled || group.writing) return;
@@ -99,8 +138,7 @@ export function createEntryWriter(options: EntryWriterOptions): EntryWriter {
     group.writing = true;
     const write = writeEntry(options, group.queue, group.priority, batch).then(
       () => {
-        const mean = meanMembers.get(group.queue);
-        meanMembers.set(group.queue, mean === undefined ? batch.length : mean + MEAN_WEIGHT * (batch.length - mean));
+        record(group.queue, batch.length);
         for (const p of batch) p.resolve();
       },
       (err: unknown) => {
@@ -149,10 +187,12 @@ export function createEntryWriter(options: EntryWriterOptions): EntryWriter {
       });
     },
 
-    membersPerEntry: (queue) => meanMembers.get(queue) ?? 1,
+    membersPerEntry: meanOf,
 
     async close() {
       closed = true;
+      for (const timer of timers.values()) clearTimeout(timer);
+      timers.clear();
       for (const [key, group] of groups) flush(key, group);
       while (inFlight.size > 0) await Promise.allSettled([...inFlight]);
     },

@@ -143,6 +143,7 @@ export function createBullJobQueue(options: BullJobQueueOptions): BullJobQueue {
     backoffMs: options.backoffMs ?? 1000,
     maxMembers: options.coalesceMaxRequests ?? 64,
     maxBytes: options.coalesceMaxBytes ?? 4 * 1024 * 1024,
+    now: () => clock.now(),
     ...(options.onEntryWritten ? { onWritten: options.onEntryWritten } : {}),
   });
   const snapshot = createSnapshotReader({ clock, index, tombstones, queue, members: { redis: client, prefix } });

@@ -17,6 +17,11 @@
  *   its age counts from its due time (the score is `due·2¹² + counter`), never from its creation.
  * Ages of wait and prioritized jobs count from the job's `timestamp` (when it was submitted).
  *
+ * Counts are in requests: BullMQ counts queue entries (infra/contracts/entry.ts), each carrying
+ * one or more requests, so each count is scaled by the requests per entry the APIs have lately
+ * been writing to the queue (entry-writer.ts publishes it once a second). Exact without
+ * coalescing; under load an estimate, as good as recent entries are like queued ones.
+ *
  * The Queues are the process's shared readers on the caller's Redis client (queue-cache.ts),
  * which never rewrite a queue's settings; `close()` releases them, once.
  */
@@ -26,6 +31,7 @@ import type { Backlog } from '../contracts/pool.ts';
 import type { Clock } from '../kernel/clock.ts';
 import { once } from '../kernel/lifecycle.ts';
 import type { RedisClient } from '../redis/client.ts';
+import { entryMembersKey } from '../redis/keys.ts';
 import { bullJobKey, bullQueueKey } from './bullmq-keys.ts';
 import { leaseQueues, type QueueLease } from './queue-cache.ts';
 
@@ -93,8 +99,18 @@ export function createQueueStats(deps: QueueStatsDeps): QueueStats {
   const versionBacklog = async (model: string, version: string): Promise<Backlog> => {
     if (closed) throw new Error('queue stats are closed');
     const name = queueName(model, version);
-    const counts = await countJobs(queues, name, 'waiting', 'prioritized', 'delayed', 'active');
-    const backlog: Backlog = { ...counts, oldestAgeMs: 0 };
+    const [counts, perEntry] = await Promise.all([
+      countJobs(queues, name, 'waiting', 'prioritized', 'delayed', 'active'),
+      requestsPerEntry(deps.redis, deps.prefix, name),
+    ]);
+    const scale = (n: number) => Math.round(n * perEntry);
+    const backlog: Backlog = {
+      waiting: scale(counts.waiting),
+      prioritized: scale(counts.prioritized),
+      delayed: scale(counts.delayed),
+      active: scale(counts.active),
+      oldestAgeMs: 0,
+    };
     if (queuedJobs(backlog) > 0) backlog.oldestAgeMs = await oldestAge(deps.redis, deps.prefix, name, deps.clock.now());
     return backlog;
   };
@@ -109,6 +125,16 @@ export function createQueueStats(deps: QueueStatsDeps): QueueStats {
       await queues.release();
     }),
   };
+}
+
+/**
+ * Requests per queue entry lately in queue `name` (infra/contracts/entry.ts), as the API's entry
+ * writers publish it (entry-writer.ts): BullMQ counts entries, the backlog is in requests. 1
+ * when none is published (no API wrote lately, or jobs from before entries).
+ */
+async function requestsPerEntry(redis: RedisClient, prefix: string, name: string): Promise<number> {
+  const value = Number(await redis.get(entryMembersKey(prefix, name)));
+  return Number.isFinite(value) && value >= 1 ? value : 1;
 }
 
 /** The age of the oldest job of one queue not yet taken (see the header for how each set is read). */

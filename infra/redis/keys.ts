@@ -15,6 +15,7 @@
  *   entry inputs        wp:{infer.m.1}:in:<entryId>  (binary)    {infer.m.1}      infra/queue entry-writer      JOB_RETENTION_S, deleted at the end
  *   entry outputs       wp:{infer.m.1}:out:<entryId> (binary)    {infer.m.1}      worker (intake)               JOB_RETENTION_S
  *   entry skips         wp:{infer.m.1}:skip:<entryId>  (set)     {infer.m.1}      infra/queue tombstones        JOB_RETENTION_S
+ *   requests per entry  wp:{infer.m.1}:members-per-entry        {infer.m.1}      infra/queue entry-writer      1 h
  *   canary cursor       wp:canary:cursor:{infer.m.1}             {infer.m.1}      infra/canary outcomes         cursor TTL
  *   canary aggregate    wp:canary:agg:{infer.m.1}:<bucketMs>     {infer.m.1}      infra/canary outcomes         window + 2 buckets
  *   --- {deployments}: a deployment write is one compare-and-set script over both ---
@@ -91,6 +92,11 @@ export function entryInputsKey(prefix: string, queue: string, entryId: string): 
 /** A queue entry's packed output rows, written by the worker that completed it. */
 export function entryOutputsKey(prefix: string, queue: string, entryId: string): string {
   return queueKey(prefix, queue, `out:${entryId}`);
+}
+
+/** Requests per queue entry lately (a decimal), written by the APIs' entry writers once a second: turns entry counts into request counts. */
+export function entryMembersKey(prefix: string, queue: string): string {
+  return queueKey(prefix, queue, 'members-per-entry');
 }
 
 /** The members of a queued entry the API canceled or expired: the worker skips them. */
