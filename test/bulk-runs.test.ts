@@ -22,6 +22,7 @@ import { createLogger } from '../infra/kernel/log.ts';
 import { closeRedis, createRedis, type RedisClient } from '../infra/redis/client.ts';
 import type { ObjectStore } from '../infra/registry/object-store.ts';
 import { buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
+import { locateMember } from './support/entries.ts';
 import { TEST_BUCKET, testBulkPrefix, uniqueId } from './support/services.ts';
 import { startStack, type TestStack, waitForJob } from './support/stack.ts';
 
@@ -292,6 +293,10 @@ describe('bulk runs', () => {
       await new Promise((r) => setTimeout(r, 50));
     }
     const online = await stack.submitMany('slow', 5, { features: F });
+    // The queue's events name the entries that carry the online jobs (infra/contracts/entry.ts).
+    const entries = await Promise.all(
+      online.map(async (job) => (await locateMember(redis, stack.config.queuePrefix, job))?.entryId as string),
+    );
     const finished = await Promise.all(online.map((job) => waitForJob(stack, job, 120_000)));
     expect(finished.every((j) => j.status === 'succeeded')).toBe(true);
     const { run } = await driving;
@@ -308,7 +313,7 @@ describe('bulk runs', () => {
     });
     const chunks = [...takenAt.keys()].filter((j) => j.startsWith(`bulk:${runRef('tenant-a', id)}:`));
     expect(chunks.length).toBe(40);
-    for (const job of online) {
+    for (const job of entries) {
       // The bulk chunks already waiting when this online job arrived…
       const ahead = chunks.filter((c) => queuedAt.get(c)! < queuedAt.get(job)! && takenAt.get(c)! > queuedAt.get(job)!);
       expect(ahead.length).toBeGreaterThanOrEqual(10);
