@@ -20,6 +20,7 @@ import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { startApiServer } from '../../api/main.ts';
+import { isEntryData } from '../../infra/contracts/entry.ts';
 import { type JobData, queueName } from '../../infra/contracts/job.ts';
 import { type HeartbeatPayload, listHeartbeats } from '../../infra/fleet/worker-states.ts';
 import { systemClock } from '../../infra/kernel/clock.ts';
@@ -284,21 +285,31 @@ async function addBurst(queue: JobQueueHandle, o: RealRunOptions, offset: number
   await queue.addBulk(jobs);
 }
 
+/**
+ * Waits until `total` requests have completed. The API's requests reach BullMQ inside queue
+ * entries (infra/contracts/entry.ts), the bursts as jobs of their own: each completed entry
+ * counts its members.
+ */
 async function waitDone(queue: JobQueueHandle, total: number): Promise<void> {
   const deadline = Date.now() + 300_000;
   while (Date.now() < deadline) {
-    const c = await queue.getJobCounts('completed', 'failed');
+    const c = await queue.getJobCounts('failed');
     if ((c.failed ?? 0) > 0) throw new Error(`${c.failed} calibration job(s) failed`);
-    if ((c.completed ?? 0) >= total) return;
-    await systemClock.sleep(100);
+    if ((await measuredJobs(queue)).length >= total) return;
+    await systemClock.sleep(250);
   }
   throw new Error('timed out waiting for the calibration jobs');
 }
 
+/** Every completed request: a job of its own, or an entry's member (arrived at its own submit, run with its entry). */
 async function measuredJobs(queue: JobQueueHandle): Promise<MeasuredJob[]> {
   const jobs = await queue.getJobs(['completed'], 0, -1);
   return jobs
-    .map((j) => ({ arrivedMs: j.data.submittedAt, startedMs: j.processedOn ?? Number.NaN, doneMs: j.finishedOn ?? Number.NaN }))
+    .flatMap((j) => {
+      const data: unknown = j.data;
+      const arrivals = isEntryData(data) ? data.members.map((m) => m.submittedAt) : [j.data.submittedAt];
+      return arrivals.map((arrivedMs) => ({ arrivedMs, startedMs: j.processedOn ?? Number.NaN, doneMs: j.finishedOn ?? Number.NaN }));
+    })
     .filter((j) => Number.isFinite(j.startedMs) && Number.isFinite(j.doneMs))
     .sort((a, b) => a.arrivedMs - b.arrivedMs);
 }
