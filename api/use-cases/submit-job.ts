@@ -176,27 +176,96 @@ export async function submitJob(deps: SubmitJobDeps, input: SubmitJobInput): Pro
   return job;
 }
 
-/** Steps 1–3 of the header: the cache, admission, the fallback; then the queue. */
+/**
+ * Steps 1–3 of the header: the cache, admission, the fallback; then the queue. The tenant's
+ * open-job slot is asked for beside the cache lookup, so both take one round trip, not two: a
+ * hit gives the slot back, and a refusal (429) only counts when the job is to be queued.
+ */
 async function place(deps: SubmitJobDeps, s: Submission): Promise<SubmittedJob> {
   const id = deps.newId();
   const data = jobData(deps, s, s.target.manifest, s.request);
-  const hit = await fromCache(deps, s, id, data);
-  if (hit) return hit;
-  const route = await admit(deps, s.target.deployment, s.degradable);
-  if (route === 'fallback') return placeOnFallback(deps, s, id, data);
-  return enqueue(deps, id, data, route === 'low' ? 'low' : s.priority, s.request.rows, s.kind);
+  const slot = reserveOpenJob(deps, data.tenant, id);
+  try {
+    const hit = await fromCache(deps, s, id, data);
+    if (hit) {
+      slot.giveBack();
+      return hit;
+    }
+    const route = await admit(deps, s.target.deployment, s.degradable);
+    if (route === 'fallback') return await placeOnFallback(deps, s, id, data, slot);
+    return await enqueue(deps, id, data, route === 'low' ? 'low' : s.priority, s.request.rows, s.kind, slot);
+  } catch (err) {
+    slot.giveBack(); // else it ages out
+    throw err;
+  }
 }
 
-async function placeOnFallback(deps: SubmitJobDeps, s: Submission, id: string, primary: QueuedRequest): Promise<SubmittedJob> {
+async function placeOnFallback(
+  deps: SubmitJobDeps,
+  s: Submission,
+  id: string,
+  primary: QueuedRequest,
+  slot: OpenJobSlot,
+): Promise<SubmittedJob> {
   const fallback = s.target.deployment?.fallback as Fallback; // admit() answers 'fallback' only when there is one
   const target = await resolveTarget(deps, fallback.model, fallback.version);
   const request = validateForFallback(deps, s.body, target.manifest);
   const data = jobData(deps, s, target.manifest, request);
   const fallbackFor = { model: primary.model, version: primary.version };
   const hit = await fromCache(deps, s, id, data);
-  if (hit) return { ...hit, fallbackFor };
+  if (hit) {
+    slot.giveBack();
+    return { ...hit, fallbackFor };
+  }
   await admitStrictly(deps, target.deployment, primary.model);
-  return { ...(await enqueue(deps, id, data, s.priority, request.rows, s.kind)), fallbackFor };
+  return { ...(await enqueue(deps, id, data, s.priority, request.rows, s.kind, slot)), fallbackFor };
+}
+
+async function enqueue(
+  deps: SubmitJobDeps,
+  id: string,
+  data: QueuedRequest,
+  priority: Priority,
+  rows: number,
+  kind: SubmitKind,
+  slot: OpenJobSlot,
+): Promise<SubmittedJob> {
+  await slot.taken;
+  await deps.jobs.enqueue(data, { priority, jobId: id });
+  deps.onSubmitted?.({ model: data.model, version: data.version, kind, rows });
+  return submitted(id, data, rows);
+}
+
+/** A job's place among its tenant's open jobs, asked for early (see place()). */
+interface OpenJobSlot {
+  /** Resolves once counted; rejects with 429 `too_many_open_jobs` at the cap. */
+  taken: Promise<void>;
+  /** Gives a counted slot back (a cache hit, a failure before the queue); idempotent. */
+  giveBack(): void;
+}
+
+function reserveOpenJob(deps: Pick<SubmitJobDeps, 'openJobs'>, tenant: string, id: string): OpenJobSlot {
+  if (!deps.openJobs) return { taken: Promise.resolve(), giveBack: () => undefined };
+  const { store, maxPerTenant } = deps.openJobs;
+  const admitted = store.admit(tenant, id, maxPerTenant);
+  const taken = admitted.then(({ admitted: ok, open }) => {
+    if (ok) return;
+    throw new InvalidInputError(
+      'too_many_open_jobs',
+      `tenant ${tenant} has ${open} jobs queued or running, at its limit of ${maxPerTenant}; retry once some have finished (or cancel some)`,
+      { status: 429 },
+    );
+  });
+  taken.catch(() => undefined); // awaited only by enqueue(): a cache hit never looks
+  let given = false;
+  return {
+    taken,
+    giveBack() {
+      if (given) return;
+      given = true;
+      admitted.then((r) => (r.admitted ? store.release(tenant, [id]) : undefined)).catch(() => undefined);
+    },
+  };
 }
 
 /**
@@ -251,38 +320,6 @@ async function fromCache(deps: SubmitJobDeps, s: Submission, id: string, data: Q
   const view = await deps.jobs.answerFromCache(data, { jobId: id });
   if (!view) return undefined;
   return { ...submitted(id, data, s.request.rows), cached: true };
-}
-
-async function enqueue(
-  deps: SubmitJobDeps,
-  id: string,
-  data: QueuedRequest,
-  priority: Priority,
-  rows: number,
-  kind: SubmitKind,
-): Promise<SubmittedJob> {
-  await admitOpenJob(deps, data.tenant, id);
-  try {
-    await deps.jobs.enqueue(data, { priority, jobId: id });
-  } catch (err) {
-    await deps.openJobs?.store.release(data.tenant, [id]).catch(() => undefined); // else it ages out
-    throw err;
-  }
-  deps.onSubmitted?.({ model: data.model, version: data.version, kind, rows });
-  return submitted(id, data, rows);
-}
-
-/** Counts the job among the tenant's open ones: 429 `too_many_open_jobs` at the cap. */
-async function admitOpenJob(deps: Pick<SubmitJobDeps, 'openJobs'>, tenant: string, id: string): Promise<void> {
-  if (!deps.openJobs) return;
-  const { store, maxPerTenant } = deps.openJobs;
-  const { admitted, open } = await store.admit(tenant, id, maxPerTenant);
-  if (admitted) return;
-  throw new InvalidInputError(
-    'too_many_open_jobs',
-    `tenant ${tenant} has ${open} jobs queued or running, at its limit of ${maxPerTenant}; retry once some have finished (or cancel some)`,
-    { status: 429 },
-  );
 }
 
 function submitted(id: string, data: QueuedRequest, rows: number): SubmittedJob {
