@@ -137,7 +137,11 @@ export function toJsonTensor(
   return { name, datatype, shape: outShape, data: jsonValues(datatype, part) };
 }
 
-function jsonValues(datatype: Datatype, data: TensorData): OipTensor['data'] {
+/**
+ * Elements as JSON values: 64-bit integers beyond 2^53 as decimal strings, FP16 decoded, BOOL as
+ * booleans (also the worker's engineToOip, for jobs from before packed tensors).
+ */
+export function jsonValues(datatype: Datatype, data: TensorData): OipTensor['data'] {
   if (Array.isArray(data)) return [...(data as readonly string[])];
   const typed = data as PackedArray;
   if (typed instanceof BigInt64Array || typed instanceof BigUint64Array) return Array.from(typed, bigToJson);

@@ -9,6 +9,7 @@
 
 import { type BinaryTensor, binaryBytes } from '../../infra/contracts/binary-tensor.ts';
 import type { Datatype, OipTensor } from '../../infra/contracts/oip.ts';
+import { jsonValues } from '../../infra/contracts/packed-tensors.ts';
 import { InvalidInputError } from '../../infra/kernel/errors.ts';
 import { decodeHalf, encodeHalf } from '../../infra/kernel/half-float.ts';
 import type { EngineData, EngineDtype, EngineTensor } from './engine.ts';
@@ -117,7 +118,7 @@ function badBinaryElement(type: Exclude<EngineDtype, 'string'>, data: NumericDat
 
 export function engineToOip(name: string, t: EngineTensor): OipTensor {
   checkTensor(t);
-  return { name, shape: [...t.dims], datatype: dtypeToDatatype(t.type), data: decodeData(t) };
+  return { name, shape: [...t.dims], datatype: dtypeToDatatype(t.type), data: jsonValues(dtypeToDatatype(t.type), t.data) };
 }
 
 function checkedShape(t: OipTensor): number[] {
@@ -186,20 +187,6 @@ function encodeBigInt(v: unknown, [min, max]: [bigint, bigint]): bigint | undefi
   else if (typeof v === 'string' && /^-?\d{1,20}$/.test(v)) n = BigInt(v);
   else return undefined;
   return n >= min && n <= max ? n : undefined;
-}
-
-function decodeData(t: EngineTensor): OipTensor['data'] {
-  const data = t.data;
-  if (Array.isArray(data)) return [...data];
-  if (data instanceof BigInt64Array || data instanceof BigUint64Array) return Array.from(data, bigToJson);
-  if (t.type === 'bool') return Array.from(data, (v) => v !== 0);
-  if (t.type === 'float16') return Array.from(data, decodeHalf);
-  return Array.from(data);
-}
-
-/** int64 as a JS number when exact, else a decimal string (JSON numbers lose precision past 2^53). */
-function bigToJson(v: bigint): number | string {
-  return v >= BigInt(Number.MIN_SAFE_INTEGER) && v <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(v) : v.toString();
 }
 
 /** Throws when the data is not the array kind `type` calls for, or its length does not match `dims`. */
