@@ -14,6 +14,7 @@
 
 export { type ChunkQueue, type ChunkQueueOptions, type ChunkState, chunkJobId, createChunkQueue } from './chunk-queue.ts';
 export { modelQueuesWithEvents, type QueueStreamEntries, readEventStreams, type StreamEntry } from './event-streams.ts';
+export { type FinishedJob, type FinishedJobsReader, readFinishedJobs } from './finished-jobs.ts';
 export { type BullJobQueue, type BullJobQueueOptions, createBullJobQueue, type JobView } from './job-queue.ts';
 export { parseFailure } from './job-view.ts';
 export { type HeldJob, readHeldJobs } from './member-view.ts';

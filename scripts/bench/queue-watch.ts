@@ -7,13 +7,12 @@
  * entries, the raw BullMQ baselines) is one request. A job that failed for good fails each of
  * its entry's members, or itself.
  *
- * The watch reads incrementally: BullMQ's completed and failed sets are sorted by finishing
- * time, so each poll reads the ids scored from a little before the newest it has seen, and reads
- * the whole set only when its size says something finished earlier than that (a job whose
- * finishing time was taken before another's but written after it). Each new job costs one HMGET.
+ * The watch reads incrementally, through infra/queue's finished-jobs reader: each new job costs
+ * one HMGET.
  */
 import type { Queue } from 'bullmq';
 import { isEntryData, isEntryResult } from '../../infra/contracts/entry.ts';
+import { type FinishedJobsReader, readFinishedJobs } from '../../infra/queue/index.ts';
 import type { RedisClient } from '../../infra/redis/client.ts';
 import { type LatencySummary, summarizeMs } from './stats.ts';
 
@@ -81,15 +80,20 @@ export function countFailed(data: string | null | undefined): number {
 
 export class RequestWatch {
   private readonly finished = new Map<string, FinishedRequest>();
-  private readonly seen = { completed: new Set<string>(), failed: new Set<string>() };
-  private newest = { completed: 0, failed: 0 };
+  private readonly readers: Record<'completed' | 'failed', FinishedJobsReader>;
   private failedRequests = 0;
   private lastFinishedAt = 0;
 
   constructor(
     private readonly queue: WatchedQueue,
-    private readonly redis: Pick<RedisClient, 'zcard' | 'zrangebyscore' | 'pipeline'>,
-  ) {}
+    redis: Pick<RedisClient, 'zcard' | 'zrangebyscore' | 'pipeline'>,
+  ) {
+    const times = ['finishedOn', 'processedOn'];
+    this.readers = {
+      completed: readFinishedJobs(redis, queue, { set: 'completed', fields: ['returnvalue', ...times], overlapMs: OVERLAP_MS }),
+      failed: readFinishedJobs(redis, queue, { set: 'failed', fields: ['data', ...times], overlapMs: OVERLAP_MS }),
+    };
+  }
 
   /** Reads what finished since the last poll. */
   async poll(): Promise<Finished> {
@@ -98,7 +102,7 @@ export class RequestWatch {
     return {
       completed: this.finished.size,
       failed: this.failedRequests,
-      jobs: this.seen.completed.size + this.seen.failed.size,
+      jobs: this.readers.completed.seen + this.readers.failed.seen,
       lastFinishedAt: this.lastFinishedAt,
     };
   }
@@ -113,54 +117,26 @@ export class RequestWatch {
     await this.queue.clean(0, 0, 'completed');
     await this.queue.clean(0, 0, 'failed');
     this.finished.clear();
-    this.seen.completed.clear();
-    this.seen.failed.clear();
-    this.newest = { completed: 0, failed: 0 };
+    this.readers.completed.reset();
+    this.readers.failed.reset();
     this.failedRequests = 0;
     this.lastFinishedAt = 0;
   }
 
   private async read(set: 'completed' | 'failed'): Promise<void> {
-    const key = this.queue.keys[set];
-    if (!key) throw new Error(`BullMQ has no ${set} key for this queue`);
-    const seen = this.seen[set];
-    const size = await this.redis.zcard(key);
-    if (size <= seen.size) return;
-    let fresh = await this.unseen(key, seen, this.newest[set] - OVERLAP_MS);
-    // Something finished before the window: read the whole set once.
-    if (seen.size + fresh.length < size) fresh = await this.unseen(key, seen, 0);
-    if (fresh.length === 0) return;
-    const fields = set === 'completed' ? ['returnvalue', 'finishedOn', 'processedOn'] : ['data', 'finishedOn', 'processedOn'];
-    const pipeline = this.redis.pipeline();
-    for (const [id] of fresh) pipeline.hmget(this.queue.toKey(id), ...fields);
-    const replies = (await pipeline.exec()) ?? [];
-    fresh.forEach(([id, score], i) => {
-      const [err, values] = replies[i] ?? [];
-      const [value, finishedOn, processedOn] = err ? [] : ((values as Array<string | null>) ?? []);
+    for (const { id, score, values } of await this.readers[set].read()) {
+      const [value, finishedOn, processedOn] = values;
       const finishedAt = Number(finishedOn ?? score);
       const taken = Number(processedOn ?? NaN);
-      seen.add(id);
-      this.newest[set] = Math.max(this.newest[set], score);
       this.lastFinishedAt = Math.max(this.lastFinishedAt, finishedAt);
       if (set === 'failed') {
         this.failedRequests += countFailed(value);
-        return;
+        continue;
       }
       const count = countCompleted(id, value);
       this.failedRequests += count.failed;
       for (const member of count.succeeded) this.finished.set(member, { finishedOn: finishedAt, processedOn: taken });
-    });
-  }
-
-  /** [id, finishing time] of the set's members scored from `since` on that this watch has not seen. */
-  private async unseen(key: string, seen: ReadonlySet<string>, since: number): Promise<Array<[string, number]>> {
-    const flat = await this.redis.zrangebyscore(key, Math.max(0, since), '+inf', 'WITHSCORES');
-    const out: Array<[string, number]> = [];
-    for (let i = 0; i + 1 < flat.length; i += 2) {
-      const id = flat[i] as string;
-      if (!seen.has(id)) out.push([id, Number(flat[i + 1])]);
     }
-    return out;
   }
 
   /**
