@@ -1,0 +1,186 @@
+/**
+ * Compressed bodies both ways, as Triton's HTTP server handles them: tritonclient and other
+ * clients may send a request body as gzip or deflate (`Content-Encoding`) and accept a compressed
+ * response (`Accept-Encoding`).
+ *
+ * Requests: `readBody` decodes one coding (gzip, x-gzip, deflate in zlib or raw form) with
+ * node:zlib's async functions, bounded by `maxOutputLength` so a zip bomb (64 MiB of zeros is
+ * 64 KiB gzipped) stops at the limit instead of filling memory: 413 `body_too_large`. A list of
+ * codings is refused (415), as Triton does, rather than decoded layer by layer: each layer could
+ * cost a full limit's worth of inflating for one small request. The bytes as sent are bounded by
+ * the body-limit middleware (api/http/body-limit.ts), so an identity body is returned untouched.
+ *
+ * Responses: `compressResponses` buffers and compresses a finished response when the client
+ * asked for it. On @hono/node-server a response's body getter builds WHATWG streams (as the
+ * request's does, see body-limit.ts), so the body is touched only once every header-level
+ * reason to skip has been ruled out; a request without Accept-Encoding costs one header read.
+ * Streams (`text/event-stream`) are never buffered.
+ */
+import { promisify } from 'node:util';
+import zlib from 'node:zlib';
+import type { Context, MiddlewareHandler } from 'hono';
+import { errorMessage, InvalidInputError } from '../../infra/kernel/errors.ts';
+
+const gunzip = promisify(zlib.gunzip);
+const inflate = promisify(zlib.inflate);
+const inflateRaw = promisify(zlib.inflateRaw);
+const gzip = promisify(zlib.gzip);
+const deflate = promisify(zlib.deflate);
+
+type Coding = 'gzip' | 'deflate';
+
+/** The request body as bytes, decoded per its Content-Encoding and at most `limitBytes` once decoded. */
+export async function readBody(c: Context, limitBytes: number): Promise<Buffer> {
+  const coding = requestCoding(c.req.header('content-encoding'));
+  const sent = Buffer.from(await c.req.arrayBuffer());
+  if (coding === undefined || sent.length === 0) return sent;
+  return decode(sent, coding, limitBytes);
+}
+
+/** The one coding a request body carries (undefined for identity), or 415 for any other. */
+function requestCoding(header: string | undefined): { name: string; coding: Coding } | undefined {
+  if (header === undefined) return undefined;
+  const names = header
+    .split(',')
+    .map((name) => name.trim().toLowerCase())
+    .filter((name) => name !== '' && name !== 'identity');
+  const [name] = names;
+  if (name === undefined) return undefined;
+  if (names.length > 1) {
+    throw new InvalidInputError(
+      'unsupported_content_encoding',
+      `Content-Encoding "${header.trim()}" lists more than one coding; only one is supported: send the body as gzip, deflate or identity`,
+      { status: 415 },
+    );
+  }
+  if (name === 'gzip' || name === 'x-gzip') return { name, coding: 'gzip' };
+  if (name === 'deflate') return { name, coding: 'deflate' };
+  throw new InvalidInputError(
+    'unsupported_content_encoding',
+    `Content-Encoding "${name}" is not supported; send the body as gzip, deflate or identity`,
+    { status: 415 },
+  );
+}
+
+async function decode(sent: Buffer, { name, coding }: { name: string; coding: Coding }, limitBytes: number): Promise<Buffer> {
+  const options = { maxOutputLength: limitBytes };
+  try {
+    if (coding === 'gzip') return await gunzip(sent, options);
+    return await inflate(sent, options).catch((zlibErr: unknown) => {
+      // "deflate" means the zlib format (RFC 9110), but some clients send raw deflate.
+      if (isTooLarge(zlibErr)) throw zlibErr;
+      return inflateRaw(sent, options).catch((rawErr: unknown) => {
+        if (isTooLarge(rawErr)) throw rawErr;
+        throw new Error(`${errorMessage(zlibErr)} (as raw deflate: ${errorMessage(rawErr)})`, { cause: zlibErr });
+      });
+    });
+  } catch (err) {
+    if (isTooLarge(err)) {
+      throw new InvalidInputError(
+        'body_too_large',
+        `request body is larger than ${limitBytes} bytes once decompressed (Content-Encoding: ${name})`,
+        { status: 413, cause: err },
+      );
+    }
+    // Whatever zlib refuses came from the client's bytes: a 400, never a 5xx.
+    throw new InvalidInputError('malformed_body', `request body could not be decompressed as ${name}: ${errorMessage(err)}`, {
+      cause: err,
+    });
+  }
+}
+
+/** zlib stopped at `maxOutputLength`. */
+function isTooLarge(err: unknown): boolean {
+  return (err as { code?: unknown } | null)?.code === 'ERR_BUFFER_TOO_LARGE';
+}
+
+/** Statuses whose responses have no body to compress (204, 304) or a partial one (206). */
+const NO_COMPRESS_STATUS = new Set([204, 206, 304]);
+const NO_TRANSFORM = /(?:^|,)\s*no-transform\s*(?:,|$)/i;
+const VARY_ACCEPT_ENCODING = /(?:^|,)\s*(?:accept-encoding|\*)\s*(?:,|$)/i;
+
+/**
+ * Compresses a response as gzip or deflate (zlib format) when the request's Accept-Encoding
+ * allows one and the body is at least `threshold` bytes (default 1024). Any content type, as
+ * Triton compresses JSON and binary tensor bodies alike.
+ */
+export function compressResponses(options: { threshold?: number } = {}): MiddlewareHandler {
+  const threshold = options.threshold ?? 1024;
+  return async function compressResponses(c, next) {
+    const accepted = c.req.header('accept-encoding');
+    const coding = accepted === undefined || c.req.method === 'HEAD' ? undefined : responseCoding(accepted);
+    if (coding === undefined) return next();
+    await next();
+    if (!compressible(c.res, threshold)) return;
+    const res = c.res;
+    if (res.body === null) return;
+    const body = Buffer.from(await res.arrayBuffer());
+    const headers = new Headers(res.headers);
+    const init = { status: res.status, statusText: res.statusText, headers };
+    // The body has been read either way: the response is rebuilt around the bytes. Clearing
+    // `c.res` first stops hono's setter from re-reading the new body and copying the old headers
+    // (Content-Length among them) over the new ones.
+    c.res = undefined;
+    if (body.length < threshold) {
+      c.res = new Response(body, init);
+      return;
+    }
+    const compressed = coding === 'gzip' ? await gzip(body) : await deflate(body);
+    headers.set('content-encoding', coding);
+    headers.set('content-length', String(compressed.length));
+    addVary(headers);
+    const etag = headers.get('etag');
+    if (etag !== null && !etag.startsWith('W/')) headers.set('etag', `W/${etag}`);
+    c.res = new Response(compressed, init);
+  };
+}
+
+/** Whether a finished response may be compressed, judged by its status and headers alone. */
+function compressible(res: Response, threshold: number): boolean {
+  if (NO_COMPRESS_STATUS.has(res.status)) return false;
+  const headers = res.headers;
+  if (headers.has('content-encoding')) return false;
+  if ((headers.get('content-type') ?? '').toLowerCase().startsWith('text/event-stream')) return false;
+  if (NO_TRANSFORM.test(headers.get('cache-control') ?? '')) return false;
+  const length = headers.get('content-length');
+  return length === null || Number(length) >= threshold;
+}
+
+function addVary(headers: Headers): void {
+  const vary = headers.get('vary');
+  if (vary === null || vary.trim() === '') headers.set('vary', 'Accept-Encoding');
+  else if (!VARY_ACCEPT_ENCODING.test(vary)) headers.set('vary', `${vary}, Accept-Encoding`);
+}
+
+/**
+ * The coding to answer with for an Accept-Encoding header: gzip or deflate, whichever has the
+ * higher q-value (an explicit entry over `*`; `x-gzip` counts as gzip), gzip on a tie; undefined
+ * (identity) when neither is acceptable.
+ */
+export function responseCoding(accepted: string): Coding | undefined {
+  const q = new Map<string, number>();
+  for (const entry of accepted.split(',')) {
+    const [rawName = '', ...params] = entry.split(';');
+    const name = rawName.trim().toLowerCase();
+    if (name === '') continue;
+    const value = qValue(params);
+    const key = name === 'x-gzip' ? 'gzip' : name;
+    q.set(key, Math.max(q.get(key) ?? 0, value));
+  }
+  const wildcard = q.get('*') ?? 0;
+  const gzipQ = q.get('gzip') ?? wildcard;
+  const deflateQ = q.get('deflate') ?? wildcard;
+  if (gzipQ <= 0 && deflateQ <= 0) return undefined;
+  return gzipQ >= deflateQ ? 'gzip' : 'deflate';
+}
+
+/** An entry's q parameter in [0, 1]: 1 when absent, 0 (not acceptable) when unreadable. */
+function qValue(params: string[]): number {
+  for (const param of params) {
+    const [key = '', value = ''] = param.split('=');
+    if (key.trim().toLowerCase() !== 'q') continue;
+    const q = Number(value.trim());
+    return Number.isFinite(q) && value.trim() !== '' ? Math.min(Math.max(q, 0), 1) : 0;
+  }
+  return 1;
+}
