@@ -6,12 +6,14 @@ import {
   aligned,
   fromJsonData,
   type PackedSpec,
+  packedData,
   packTensors,
   rowBytes,
+  rowsTensor,
   type TensorData,
   type TensorToPack,
   tensorData,
-  toJsonTensor,
+  wireBytes,
 } from './packed-tensors.ts';
 
 /** Two rows of three elements per datatype, extremes included. */
@@ -134,13 +136,28 @@ describe('rows and the JSON edge', () => {
     const { specs, bytes } = packTensors(all());
     const json = (datatype: Datatype) => {
       const s = specs[DATATYPES.indexOf(datatype)] as PackedSpec;
-      return toJsonTensor(s.name, datatype, s.shape, tensorData(s, bytes), 1, 2);
+      return rowsTensor(s.name, datatype, s.shape, tensorData(s, bytes), 1, 2);
     };
     expect(json('BOOL')).toEqual({ name: 't_BOOL', datatype: 'BOOL', shape: [1, 3], data: [false, false, true] });
     expect(json('FP16').data).toEqual([0, -0, 65504]);
     expect(json('INT64').data).toEqual([0, 1, -1]);
     expect(json('UINT64').data).toEqual([4, 5, 6]);
-    expect(toJsonTensor('u', 'UINT64', [1, 2], BigUint64Array.from([2n ** 64n - 1n, 1n])).data).toEqual(['18446744073709551615', 1]);
+    expect(rowsTensor('u', 'UINT64', [1, 2], BigUint64Array.from([2n ** 64n - 1n, 1n])).data).toEqual(['18446744073709551615', 1]);
     expect(json('BYTES').data).toEqual(['日本', 'x'.repeat(300), '\u0000']);
+  });
+
+  it("keeps an output's rows as a view for binary answers, and its JSON form for everything else", () => {
+    const whole = Float32Array.from([1, 2, 3, 4, 5, 6]);
+    const t = rowsTensor('y', 'FP32', [3, 2], whole, 1, 3);
+    const view = packedData(t) as Float32Array;
+    expect(view.buffer).toBe(whole.buffer); // no copy
+    expect(Array.from(view)).toEqual([3, 4, 5, 6]);
+    expect(Array.from(wireBytes('FP32', view))).toEqual(Array.from(new Uint8Array(whole.buffer, 8, 16)));
+    // JSON sees a plain tensor; a spread copy too; the view never leaks into JSON.
+    expect(JSON.parse(JSON.stringify(t))).toEqual({ name: 'y', datatype: 'FP32', shape: [2, 2], data: [3, 4, 5, 6] });
+    expect({ ...t }).toEqual({ name: 'y', datatype: 'FP32', shape: [2, 2], data: [3, 4, 5, 6] });
+    // A tensor that went through JSON is converted back once.
+    expect(Array.from(packedData({ datatype: 'FP16', data: [1, 0.5] }) as Uint16Array)).toEqual([0x3c00, 0x3800]);
+    expect(Array.from(wireBytes('BYTES', ['ab', '']))).toEqual([2, 0, 0, 0, 97, 98, 0, 0, 0, 0]);
   });
 });

@@ -11,7 +11,7 @@
  * Readers build typed arrays over the bytes (`tensorData`: no per-element loop; one copy of the
  * whole buffer at most, when Redis handed it back unaligned), so a worker goes from a Redis
  * reply to ONNX Runtime tensors in O(1) JS work per tensor. JSON numbers exist only at the HTTP
- * edge: `fromJsonData` (after oip-validate has checked every value) and `toJsonTensor`.
+ * edge: `fromJsonData` (after oip-validate has checked every value) and `rowsTensor`'s `data`.
  *
  * Pure, no I/O. This module and binary-tensor.ts (the bulk chunks' base64 form) are the only
  * places that know byte layouts.
@@ -47,6 +47,8 @@ export interface PackedSet {
 }
 
 const ALIGN = 8;
+/** Where rowsTensor keeps its rows' typed view (non-enumerable: JSON never sees it). */
+const PACKED = Symbol('packedData');
 const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 
 /** The typed array a numeric datatype's elements live in. */
@@ -117,10 +119,13 @@ export function aligned(bytes: Buffer): Buffer {
 }
 
 /**
- * Rows [start, end) of a tensor as an OIP JSON tensor, for the HTTP edge (and only there).
- * 64-bit integers beyond 2^53 become decimal strings; FP16 is decoded; BOOL becomes booleans.
+ * Rows [start, end) of a tensor as the API shows an output: an OIP tensor whose `data` is the
+ * JSON form, made only when something reads it (a JSON response, a webhook body, a test), while
+ * `packedData` gives the same rows as a zero-copy view for a binary response (the OIP binary
+ * tensor extension, gRPC's raw contents) without any per-element pass. `data` is an own,
+ * enumerable accessor, so JSON.stringify and object spread see the JSON values as if plain.
  */
-export function toJsonTensor(
+export function rowsTensor(
   name: string,
   datatype: Datatype,
   shape: readonly number[],
@@ -132,9 +137,41 @@ export function toJsonTensor(
   const from = start ?? 0;
   const to = end ?? rows;
   const rowSize = shape.length === 0 ? 1 : elementsOf(shape.slice(1));
-  const part = data.slice(from * rowSize, to * rowSize);
+  const part = Array.isArray(data)
+    ? (data as readonly string[]).slice(from * rowSize, to * rowSize)
+    : (data as PackedArray).subarray(from * rowSize, to * rowSize);
   const outShape = shape.length === 0 ? [] : [to - from, ...shape.slice(1)];
-  return { name, datatype, shape: outShape, data: jsonValues(datatype, part) };
+  let json: OipTensor['data'] | undefined;
+  const tensor = { name, datatype, shape: outShape } as OipTensor;
+  Object.defineProperty(tensor, 'data', {
+    enumerable: true,
+    configurable: true,
+    get: () => {
+      json ??= jsonValues(datatype, part);
+      return json;
+    },
+  });
+  Object.defineProperty(tensor, PACKED, { value: part, enumerable: false });
+  return tensor;
+}
+
+/**
+ * A tensor's elements as typed data: the view `rowsTensor` keeps, or — for a tensor that went
+ * through JSON (a result read back from a tombstone, a job from before packed outputs) — its
+ * JSON values converted once.
+ */
+export function packedData(tensor: Pick<OipTensor, 'datatype' | 'data'>): TensorData {
+  const kept = (tensor as { [PACKED]?: TensorData })[PACKED];
+  return kept ?? fromJsonData(tensor.datatype, tensor.data);
+}
+
+/**
+ * Elements in the OIP binary layout (numeric: little-endian element bytes, a view, no copy;
+ * BYTES: 4-byte little-endian length + bytes per element).
+ */
+export function wireBytes(datatype: Datatype, data: TensorData): Uint8Array {
+  requireLittleEndian();
+  return datatype === 'BYTES' ? encodeStrings(data as readonly string[]) : asBytes(data as PackedArray);
 }
 
 /**

@@ -29,7 +29,7 @@
 import { Redis, type RedisOptions } from 'ioredis';
 import type { QueuedRequest } from '../contracts/entry.ts';
 import { type JobView, type Priority, queueName } from '../contracts/job.ts';
-import { aligned, tensorData, toJsonTensor } from '../contracts/packed-tensors.ts';
+import { aligned, rowsTensor, tensorData } from '../contracts/packed-tensors.ts';
 import { type Clock, systemClock } from '../kernel/clock.ts';
 import { closeRedis, createRedis, type RedisClient } from '../redis/client.ts';
 import type { OpenJobs } from '../redis/open-jobs.ts';
@@ -183,7 +183,7 @@ export function createBullJobQueue(options: BullJobQueueOptions): BullJobQueue {
       const hit = await results.get(request.model, request.version, request.cacheDigest);
       if (!hit) return null;
       const bytes = aligned(hit.bytes);
-      const outputs = hit.specs.map((s) => toJsonTensor(s.name, s.datatype, s.shape, tensorData(s, bytes)));
+      const outputs = hit.specs.map((s) => rowsTensor(s.name, s.datatype, s.shape, tensorData(s, bytes)));
       const view = cachedView(jobId, request, outputs, hit.workerId);
       if (!(await index.recordFinished(view))) throw new Error(`job id ${jobId} is already taken`);
       return view;

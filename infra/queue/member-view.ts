@@ -16,7 +16,7 @@
 import { Job } from 'bullmq';
 import { type EntryData, type EntryResult, isEntryData, isEntryResult } from '../contracts/entry.ts';
 import type { JobData, JobResult, JobStatus, JobView } from '../contracts/job.ts';
-import { aligned, type PackedSpec, tensorData, toJsonTensor } from '../contracts/packed-tensors.ts';
+import { aligned, type PackedSpec, rowsTensor, tensorData } from '../contracts/packed-tensors.ts';
 import type { WebhookSpec } from '../contracts/webhook.ts';
 import type { RedisClient } from '../redis/client.ts';
 import { entryOutputsKey, jobTombstoneKey } from '../redis/keys.ts';
@@ -89,7 +89,7 @@ async function memberOutputs(deps: MemberViewDeps, queue: string, entryId: strin
   const raw = await deps.redis.getBuffer(entryOutputsKey(deps.prefix, queue, entryId));
   if (raw === null) throw new Error(`the outputs of entry ${entryId} are gone`);
   const bytes = aligned(raw);
-  return specs.map((spec) => toJsonTensor(spec.name, spec.datatype, spec.shape, tensorData(spec, bytes), start, end));
+  return specs.map((spec) => rowsTensor(spec.name, spec.datatype, spec.shape, tensorData(spec, bytes), start, end));
 }
 
 /** A request BullMQ holds, read once: an entry's member, or a job from before entries. */
