@@ -249,7 +249,8 @@ interface DecodedJob {
 function validated(data: JobData, manifest: ModelManifest, bounds: JobBounds): DecodedJob {
   const request = validateInferRequest({ inputs: data.inputs, outputs: data.outputs }, manifest, bounds);
   const tensors: Record<string, EngineTensor> = {};
-  for (const input of request.inputs) tensors[input.name] = oipToEngine(input);
+  // Legacy jobs carry JSON data, never binary: no binary map is passed, so data is JSON values.
+  for (const input of request.inputs) tensors[input.name] = oipToEngine(input as OipTensor);
   return { ...request, tensors };
 }
 

@@ -291,7 +291,7 @@ describe('validateInferRequest: bounded work', () => {
     (body.inputs[0] as Record<string, unknown>).parameters = { content_type: 'np' };
     const v = validateInferRequest(body, multi);
     expect(v.outputs).toEqual([{ name: 'y' }]);
-    expect(v.inputs.every((t) => t.parameters === undefined)).toBe(true);
+    expect(v.inputs.every((t) => !('parameters' in t))).toBe(true);
   });
 
   it('an id of at most 256 characters; longer is id_too_long (413)', () => {
@@ -350,4 +350,87 @@ describe('validateInferRequest: invalid_value per datatype', () => {
       }
     });
   }
+});
+
+describe('validateInferRequest: binary tensor data', () => {
+  const texts = manifest([
+    { name: 'x', datatype: 'FP32', shape: [-1, 2, 2] },
+    { name: 's', datatype: 'BYTES', shape: [-1] },
+    { name: 'mask', datatype: 'BOOL', shape: [-1, 3] },
+  ]);
+  const header = (rows = 1) => ({
+    inputs: [
+      { name: 'x', datatype: 'FP32', shape: [rows, 2, 2], parameters: { binary_data_size: rows * 16 } },
+      { name: 's', datatype: 'BYTES', shape: [rows], parameters: { binary_data_size: 0 } },
+      { name: 'mask', datatype: 'BOOL', shape: [rows, 3], data: Array.from({ length: rows * 3 }, () => true) },
+    ],
+  });
+  const strings = (...values: string[]) => {
+    const parts = values.map((v) => Buffer.from(v, 'utf8'));
+    return Buffer.concat(parts.flatMap((p) => [Buffer.from(Uint32Array.from([p.byteLength]).buffer), p]));
+  };
+
+  it('turns each binary input into typed elements (one copy, any alignment), BYTES into strings, beside JSON inputs', () => {
+    const floats = Float32Array.from([1, -2, 3.5, 4]);
+    const unaligned = Buffer.concat([Buffer.from([0]), Buffer.from(floats.buffer)]).subarray(1);
+    const v = validateInferRequest(
+      header(),
+      texts,
+      {},
+      new Map([
+        ['x', unaligned],
+        ['s', strings('日本')],
+      ]),
+    );
+    expect(v.inputs[0]?.data).toBeInstanceOf(Float32Array);
+    expect(Array.from(v.inputs[0]?.data as Float32Array)).toEqual([1, -2, 3.5, 4]);
+    expect(v.inputs[1]?.data).toEqual(['日本']);
+    expect(v.inputs[2]?.data).toEqual([true, true, true]);
+    expect(v.rows).toBe(1);
+  });
+
+  it('refuses bytes that do not fit the shape, BOOL bytes other than 0/1, and BYTES that do not hold the shape’s count', () => {
+    const short = errorOf(() =>
+      validateInferRequest(
+        header(),
+        texts,
+        {},
+        new Map([
+          ['x', new Uint8Array(12)],
+          ['s', strings('a')],
+        ]),
+      ),
+    );
+    expect(short.code).toBe('binary_size_mismatch');
+    expect(short.message).toMatch(
+      /input byte size mismatch for input 'x': shape \[1, 2, 2\] of FP32 needs 16 bytes, binary_data_size is 12/,
+    );
+    const twoStrings = errorOf(() =>
+      validateInferRequest(
+        header(),
+        texts,
+        {},
+        new Map([
+          ['x', new Uint8Array(16)],
+          ['s', strings('a', 'b')],
+        ]),
+      ),
+    );
+    expect(twoStrings.code).toBe('data_length_mismatch');
+    const bools = manifest([{ name: 'b', datatype: 'BOOL', shape: [-1] }]);
+    const body = { inputs: [{ name: 'b', datatype: 'BOOL', shape: [3], parameters: { binary_data_size: 3 } }] };
+    const two = errorOf(() => validateInferRequest(body, bools, {}, new Map([['b', Uint8Array.from([1, 0, 2])]])));
+    expect(two.message).toMatch(/element 2 is byte 2; a BOOL element is one byte, 0 or 1/);
+  });
+
+  it('binary_data_size on a body that carries no binary data says how to send it', () => {
+    const err = errorOf(() => validateInferRequest(header(), texts));
+    expect(err.code).toBe('invalid_body');
+    expect(err.message).toMatch(/Inference-Header-Content-Length/);
+  });
+
+  it('bounds a binary input’s shape before its bytes are read', () => {
+    const err = errorOf(() => validateInferRequest(header(5), texts, { maxRows: 4 }, new Map([['x', new Uint8Array(80)]])));
+    expect(err.code).toBe('too_many_rows');
+  });
 });

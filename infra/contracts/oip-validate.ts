@@ -11,12 +11,25 @@
  * checks again on every job it takes (worker/intake.ts).
  */
 import { InvalidInputError } from '../kernel/errors.ts';
+import { BINARY_ITEM_BYTES } from './binary-tensor.ts';
 import type { ModelManifest, TensorSpec } from './manifest.ts';
 import type { Datatype, OipRequestedOutput, OipTensor } from './oip.ts';
+import { type TensorData, tensorData } from './packed-tensors.ts';
+
+/**
+ * A checked input. `data` is flat and row-major: JSON values as sent, or — for an input that came
+ * as binary tensor data (oip-binary.ts, gRPC raw contents) — its typed elements (strings for BYTES).
+ */
+export interface ValidatedInput {
+  name: string;
+  shape: number[];
+  datatype: Datatype;
+  data: OipTensor['data'] | TensorData;
+}
 
 export interface ValidatedInferRequest {
-  /** In the order the caller sent them; `data` flat, row-major. */
-  inputs: OipTensor[];
+  /** In the order the caller sent them. */
+  inputs: ValidatedInput[];
   outputs?: OipRequestedOutput[];
   parameters?: Record<string, unknown>;
   id?: string;
@@ -43,17 +56,26 @@ export const MAX_REQUEST_ID_LENGTH = 256;
 
 type Json = Record<string, unknown>;
 
-export function validateInferRequest(body: unknown, manifest: ModelManifest, limits: ValidateLimits = {}): ValidatedInferRequest {
+/**
+ * `binary`: the bytes of the inputs sent as binary tensor data, by name (oip-binary.ts's
+ * splitBinaryBody, or gRPC's raw_input_contents); such an input has no `data`.
+ */
+export function validateInferRequest(
+  body: unknown,
+  manifest: ModelManifest,
+  limits: ValidateLimits = {},
+  binary?: ReadonlyMap<string, Uint8Array>,
+): ValidatedInferRequest {
   if (!isObject(body)) fail('invalid_body', 'request body must be a JSON object');
   if (!Array.isArray(body.inputs) || body.inputs.length === 0) {
     fail('invalid_body', '"inputs" must be a non-empty array of tensors');
   }
   const specs = new Map(manifest.inputs.map((s) => [s.name, s]));
   const seen = new Set<string>();
-  const inputs: OipTensor[] = [];
+  const inputs: ValidatedInput[] = [];
   let rows = 0;
   for (let i = 0; i < body.inputs.length; i++) {
-    const tensor = validateInput(body.inputs[i], i, specs, seen, limits);
+    const tensor = validateInput(body.inputs[i], i, specs, seen, limits, binary);
     const tensorRows = tensor.shape[0] as number;
     if (inputs.length > 0 && tensorRows !== rows) {
       fail(
@@ -93,7 +115,14 @@ function validateParameters(raw: unknown, what: string): Record<string, unknown>
   return raw;
 }
 
-function validateInput(raw: unknown, index: number, specs: Map<string, TensorSpec>, seen: Set<string>, limits: ValidateLimits): OipTensor {
+function validateInput(
+  raw: unknown,
+  index: number,
+  specs: Map<string, TensorSpec>,
+  seen: Set<string>,
+  limits: ValidateLimits,
+  binary: ReadonlyMap<string, Uint8Array> | undefined,
+): ValidatedInput {
   if (!isObject(raw) || typeof raw.name !== 'string') fail('invalid_body', `inputs[${index}] must be an object with a string "name"`);
   const name = raw.name;
   const spec = specs.get(name);
@@ -106,15 +135,54 @@ function validateInput(raw: unknown, index: number, specs: Map<string, TensorSpe
   }
   const shape = validateShape(name, raw.shape, spec.shape);
   checkShapeBounds(name, shape, limits);
-  if (!Array.isArray(raw.data)) fail('invalid_body', `input "${name}": "data" must be an array`);
+  if (raw.parameters !== undefined) validateParameters(raw.parameters, `input "${name}": "parameters"`);
+  const bytes = binary?.get(name);
+  if (bytes !== undefined) return { name, shape, datatype: spec.datatype, data: binaryData(name, spec.datatype, shape, bytes) };
+  if (isObject(raw.parameters) && raw.parameters.binary_data_size !== undefined) {
+    fail(
+      'invalid_body',
+      `input "${name}" has parameters.binary_data_size but the body carries no binary data: send the JSON header's length in Inference-Header-Content-Length and the tensor bytes after it`,
+    );
+  }
+  if (!Array.isArray(raw.data)) {
+    fail(
+      'invalid_body',
+      `input "${name}": "data" must be an array (or send the input as binary tensor data with parameters.binary_data_size)`,
+    );
+  }
   const data = flatten(raw.data);
   const expected = product(shape);
   if (data.length !== expected) {
     fail('data_length_mismatch', `input "${name}": shape [${shape.join(', ')}] needs ${expected} values, got ${data.length}`);
   }
   checkValues(name, spec.datatype, data);
-  if (raw.parameters !== undefined) validateParameters(raw.parameters, `input "${name}": "parameters"`);
   return { name, shape, datatype: spec.datatype, data };
+}
+
+/**
+ * A binary input's elements, checked as Triton checks them: exactly the bytes its shape needs
+ * (numeric), or exactly its shape's count of length-prefixed strings (BYTES); BOOL bytes 0 or 1.
+ * Numeric data is one copy of the bytes into an aligned typed array, no per-element pass.
+ */
+function binaryData(name: string, datatype: Datatype, shape: number[], bytes: Uint8Array): TensorData {
+  const elements = product(shape);
+  if (datatype === 'BYTES') {
+    return tensorData({ name, datatype, shape, offset: 0, length: bytes.byteLength }, bytes);
+  }
+  const item = BINARY_ITEM_BYTES[datatype];
+  if (bytes.byteLength !== elements * item) {
+    fail(
+      'binary_size_mismatch',
+      `input byte size mismatch for input '${name}': shape [${shape.join(', ')}] of ${datatype} needs ${elements * item} bytes, binary_data_size is ${bytes.byteLength}`,
+    );
+  }
+  const copy = new Uint8Array(bytes.byteLength);
+  copy.set(bytes);
+  if (datatype === 'BOOL') {
+    const bad = copy.findIndex((b) => b > 1);
+    if (bad >= 0) fail('invalid_value', `input "${name}": element ${bad} is byte ${copy[bad]}; a BOOL element is one byte, 0 or 1`);
+  }
+  return tensorData({ name, datatype, shape, offset: 0, length: copy.byteLength }, copy);
 }
 
 /**
