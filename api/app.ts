@@ -24,6 +24,7 @@ import { dashboardRoutes, sessionRoutes } from './dashboard/routes.ts';
 import { type AuthEnv, bearerAuth } from './http/auth.ts';
 import { type AuthFailureLimit, authFailureGuard } from './http/auth-failures.ts';
 import { bodyLimit } from './http/body-limit.ts';
+import { compressResponses } from './http/content-encoding.ts';
 import { errorBody, errorHandler, notFoundHandler } from './http/errors.ts';
 import type { IdempotencyStore } from './http/idempotency.ts';
 import { metricsAuth } from './http/metrics-auth.ts';
@@ -41,6 +42,7 @@ import { poolRoutes } from './routes/pool.ts';
 import { webhookRoutes } from './routes/webhooks.ts';
 import type { JobCanceler } from './use-cases/cancel-job.ts';
 import type { DeploymentAdmin } from './use-cases/deployments.ts';
+import type { InferSyncDeps } from './use-cases/infer-sync.ts';
 import { newJobId, type SubmitJobDeps } from './use-cases/submit-job.ts';
 
 /** The job queue as the app uses it: the JobQueue port plus cancel and watch. */
@@ -126,7 +128,10 @@ export function createApp(deps: AppDeps): Hono<AuthEnv> {
     ),
   );
 
-  app.get('/v2', (c) => c.json({ name: 'warmpool', version: SERVER_VERSION, extensions: [] }));
+  // Accept-Encoding: gzip|deflate, as Triton answers; free for requests that do not ask.
+  app.use('*', compressResponses());
+
+  app.get('/v2', (c) => c.json({ name: 'warmpool', version: SERVER_VERSION, extensions: ['binary_tensor_data'] }));
   app.get('/v2/health/live', (c) => c.json({ live: true }));
   app.get('/v2/health/ready', async (c) => {
     const ready = deps.ready ? await deps.ready().catch(() => false) : true;
@@ -147,25 +152,7 @@ export function createApp(deps: AppDeps): Hono<AuthEnv> {
     if (deps.rateLimit) app.use(path, rateLimit(deps.rateLimit, deps.clock, deps.bodyLimitBytes));
   }
 
-  const jobMetrics = deps.metrics.api?.jobsSubmitted;
-  const useCaseDeps = {
-    jobs: deps.jobs,
-    catalog: deps.catalog,
-    deployments: deps.deployments,
-    clock: deps.clock,
-    newId: deps.newId ?? newJobId,
-    idempotency: deps.idempotency,
-    webhookAllowedPrivateHosts: deps.webhookAllowedPrivateHosts ?? [],
-    maxRows: deps.maxRows,
-    maxElements: deps.maxElements,
-    openJobs: deps.openJobs,
-    syncTimeoutMs: deps.syncTimeoutMs,
-    onSubmitted: (e: { model: string; version: string; kind: 'async' | 'sync'; rows: number }) => {
-      jobMetrics?.inc({ model: e.model, version: e.version, kind: e.kind });
-      // The scaler forecasts from these (rows, the unit of a worker's measured throughput).
-      deps.arrivals?.recordArrival(e.model, e.rows);
-    },
-  };
+  const useCaseDeps = inferenceDeps(deps);
   app.route('/', jobRoutes(useCaseDeps));
   const sse = deps.sse ?? API_LIMIT_DEFAULTS.sse;
   const slots = createStreamSlots({ perTenant: sse.maxStreamsPerTenant, total: sse.maxStreams });
@@ -191,6 +178,33 @@ export function createApp(deps: AppDeps): Hono<AuthEnv> {
   }
   app.route('/', sessionRoutes(deps.adminTenants ?? []));
   return app;
+}
+
+/**
+ * What submitting and sync inference need, built from the app's dependencies: shared by the
+ * HTTP routes and the OIP gRPC service (api/grpc/), so both place requests the same way and
+ * count them on the same metrics.
+ */
+export function inferenceDeps(deps: AppDeps): InferSyncDeps & { jobs: AppJobQueue } {
+  const jobMetrics = deps.metrics.api?.jobsSubmitted;
+  return {
+    jobs: deps.jobs,
+    catalog: deps.catalog,
+    deployments: deps.deployments,
+    clock: deps.clock,
+    newId: deps.newId ?? newJobId,
+    idempotency: deps.idempotency,
+    webhookAllowedPrivateHosts: deps.webhookAllowedPrivateHosts ?? [],
+    ...(deps.maxRows !== undefined ? { maxRows: deps.maxRows } : {}),
+    ...(deps.maxElements !== undefined ? { maxElements: deps.maxElements } : {}),
+    ...(deps.openJobs ? { openJobs: deps.openJobs } : {}),
+    syncTimeoutMs: deps.syncTimeoutMs,
+    onSubmitted: (e) => {
+      jobMetrics?.inc({ model: e.model, version: e.version, kind: e.kind });
+      // The scaler forecasts from these (rows, the unit of a worker's measured throughput).
+      deps.arrivals?.recordArrival(e.model, e.rows);
+    },
+  };
 }
 
 function adminOnly(admins: readonly string[]): MiddlewareHandler<AuthEnv> {

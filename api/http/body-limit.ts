@@ -14,9 +14,28 @@
 import type { Context, MiddlewareHandler } from 'hono';
 import { bodyLimit as countingBodyLimit } from 'hono/body-limit';
 
+declare module 'hono' {
+  interface ContextVariableMap {
+    /** BODY_LIMIT_BYTES, for readers that decompress a body (the limit holds for what they decompress). */
+    bodyLimitBytes: number;
+  }
+}
+
+/**
+ * The body limit the request is under, for readers of a compressed body (content-encoding.ts):
+ * the compressed bytes were judged here, the decompressed ones are judged as they are inflated.
+ */
+export function bodyLimitOf(c: Context): number {
+  return c.get('bodyLimitBytes') ?? DEFAULT_BODY_LIMIT_BYTES;
+}
+
+/** What bodyLimitOf answers where no bodyLimit middleware ran (an app built without one, in tests). */
+const DEFAULT_BODY_LIMIT_BYTES = 8 * 1024 * 1024;
+
 export function bodyLimit(maxSize: number, onError: (c: Context) => Response | Promise<Response>): MiddlewareHandler {
   const counting = countingBodyLimit({ maxSize, onError });
   return async (c, next) => {
+    c.set('bodyLimitBytes', maxSize);
     const length = c.req.header('content-length');
     const chunked = c.req.header('transfer-encoding') !== undefined;
     if (length !== undefined && !chunked) {

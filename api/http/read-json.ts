@@ -1,6 +1,8 @@
 /** Small request helpers shared by the routes. */
 import type { Context } from 'hono';
 import { errorMessage, InvalidInputError } from '../../infra/kernel/errors.ts';
+import { bodyLimitOf } from './body-limit.ts';
+import { readBody } from './content-encoding.ts';
 
 const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
 
@@ -12,15 +14,25 @@ const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
  */
 export const MAX_JSON_DEPTH = 64;
 
-/** The body as JSON: 415 for another content type, 400 `malformed_json` for bad or too deeply nested JSON. */
-export async function readJson(c: Context): Promise<unknown> {
+/**
+ * The body as JSON: 415 for another content type (unless `types` is 'any': the caller has
+ * already decided the body is JSON), 400 `malformed_json` for bad or too deeply nested JSON. A
+ * compressed body (Content-Encoding) is decompressed first, within the body limit.
+ */
+export async function readJson(c: Context, types: 'json' | 'any' = 'json'): Promise<unknown> {
   const type = c.req.header('content-type') ?? '';
-  if (!JSON_TYPE.test(type)) {
+  if (types === 'json' && !JSON_TYPE.test(type)) {
     throw new InvalidInputError('unsupported_media_type', `send the body as application/json (got ${type || 'no content type'})`, {
       status: 415,
     });
   }
-  const text = await c.req.text();
+  // No Content-Encoding (nearly every request): node-server hands the text straight from the socket.
+  const text = c.req.header('content-encoding') === undefined ? await c.req.text() : (await readBody(c, bodyLimitOf(c))).toString('utf8');
+  return parseJsonText(text);
+}
+
+/** Text as a JSON body: 400 `malformed_json` for bad or too deeply nested JSON. */
+export function parseJsonText(text: string): unknown {
   let body: unknown;
   try {
     body = JSON.parse(text) as unknown;

@@ -1,10 +1,13 @@
 /**
  * The async job routes (DESIGN §5): submit, read, cancel, and the registry view. Thin: parse,
- * call a use case. The event stream of a job is in job-events.ts.
+ * call a use case. A job's body may be JSON or OIP binary tensor data, and its outputs may be
+ * read binary (api/http/infer-body.ts, infer-response.ts). The event stream of a job is in
+ * job-events.ts.
  */
 import { Hono } from 'hono';
 import type { AuthEnv } from '../http/auth.ts';
-import { readJson } from '../http/read-json.ts';
+import { readInferBody } from '../http/infer-body.ts';
+import { tensorResponse, wantsBinaryJob } from '../http/infer-response.ts';
 import type { DeploymentLookup, JobQueue, ModelCatalog } from '../ports.ts';
 import { iso, toJobResource } from '../resources/job-resource.ts';
 import { cancelJob, type JobCanceler } from '../use-cases/cancel-job.ts';
@@ -22,8 +25,16 @@ export function jobRoutes(deps: JobRoutesDeps): Hono<AuthEnv> {
 
   app.post('/v1/models/:model/jobs', async (c) => {
     const idempotencyKey = parseIdempotencyKey(c.req.header('idempotency-key'));
-    const body = await readJson(c);
-    const job = await submitJob(deps, { tenant: c.get('tenant'), model: c.req.param('model'), body, kind: 'async', idempotencyKey });
+    const { body, binary } = await readInferBody(c);
+    const tenant = c.get('tenant');
+    const job = await submitJob(deps, {
+      tenant,
+      model: c.req.param('model'),
+      body,
+      ...(binary ? { binary } : {}),
+      kind: 'async',
+      idempotencyKey,
+    });
     const self = `/v1/jobs/${job.id}`;
     c.header('Location', self);
     if (job.replayed) c.header('Idempotent-Replayed', 'true');
@@ -44,7 +55,7 @@ export function jobRoutes(deps: JobRoutesDeps): Hono<AuthEnv> {
 
   app.get('/v1/jobs/:id', async (c) => {
     const view = await getJob(deps, { tenant: c.get('tenant'), id: c.req.param('id') });
-    return c.json(toJobResource(view));
+    return tensorResponse(c, toJobResource(view), wantsBinaryJob(c));
   });
 
   app.delete('/v1/jobs/:id', async (c) => {

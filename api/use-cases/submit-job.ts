@@ -33,8 +33,9 @@ import { createHash } from 'node:crypto';
 import type { QueuedRequest } from '../../infra/contracts/entry.ts';
 import { PRIORITIES, type Priority } from '../../infra/contracts/job.ts';
 import { MODEL_NAME_PATTERN, type ModelManifest, VERSION_PATTERN } from '../../infra/contracts/manifest.ts';
+import type { OipTensor } from '../../infra/contracts/oip.ts';
 import { type ValidatedInferRequest, validateInferRequest } from '../../infra/contracts/oip-validate.ts';
-import { fromJsonData, type TensorToPack } from '../../infra/contracts/packed-tensors.ts';
+import { fromJsonData, type TensorData, type TensorToPack } from '../../infra/contracts/packed-tensors.ts';
 import type { WebhookSpec } from '../../infra/contracts/webhook.ts';
 import type { Fallback } from '../../infra/deployments/deployment-store.ts';
 import { InvalidInputError, NotFoundError, OverloadedError } from '../../infra/kernel/errors.ts';
@@ -89,8 +90,13 @@ export interface SubmitJobInput {
   /** From the URL; wins over `body.version`. */
   version?: string;
   body: unknown;
+  /**
+   * The bytes of inputs sent as binary tensor data, by input name (the OIP binary extension's
+   * body after the JSON header, or gRPC's raw contents); such inputs have no `data` in `body`.
+   */
+  binary?: ReadonlyMap<string, Uint8Array>;
   kind: SubmitKind;
-  /** Overrides `body.priority` (sync inference is always high). */
+  /** Overrides `body.priority`. */
   priority?: Priority;
   /** Validated by the route (parseIdempotencyKey). */
   idempotencyKey?: string;
@@ -130,6 +136,7 @@ interface Submission {
   cache: boolean;
   /** The body as sent: a fallback validates it against its own manifest. */
   body: unknown;
+  binary: ReadonlyMap<string, Uint8Array> | undefined;
   target: Target;
   request: ValidatedInferRequest;
 }
@@ -146,7 +153,7 @@ export async function submitJob(deps: SubmitJobDeps, input: SubmitJobInput): Pro
   const degradable = parseFlag(fields.degradable, 'degradable', false);
   const cache = parseFlag(fields.cache, 'cache', true);
   const target = await resolveTarget(deps, input.model, input.version ?? parseVersion(fields.version));
-  const request = validateInferRequest(body, target.manifest, limitsOf(deps));
+  const request = validateInferRequest(body, target.manifest, limitsOf(deps), input.binary);
   const submission: Submission = {
     tenant: input.tenant,
     kind: input.kind,
@@ -156,6 +163,7 @@ export async function submitJob(deps: SubmitJobDeps, input: SubmitJobInput): Pro
     degradable,
     cache,
     body,
+    binary: input.binary,
     target,
     request,
   };
@@ -209,7 +217,7 @@ async function placeOnFallback(
 ): Promise<SubmittedJob> {
   const fallback = s.target.deployment?.fallback as Fallback; // admit() answers 'fallback' only when there is one
   const target = await resolveTarget(deps, fallback.model, fallback.version);
-  const request = validateForFallback(deps, s.body, target.manifest);
+  const request = validateForFallback(deps, s, target.manifest);
   const data = jobData(deps, s, target.manifest, request);
   const fallbackFor = { model: primary.model, version: primary.version };
   const hit = await fromCache(deps, s, id, data);
@@ -282,7 +290,7 @@ function jobData(
     name: t.name,
     datatype: t.datatype,
     shape: t.shape,
-    data: fromJsonData(t.datatype, t.data),
+    data: ArrayBuffer.isView(t.data) ? (t.data as TensorData) : fromJsonData(t.datatype, t.data as OipTensor['data']),
   }));
   const data: QueuedRequest = {
     tenant: s.tenant,
@@ -340,11 +348,11 @@ function limitsOf(deps: Pick<SubmitJobDeps, 'maxRows' | 'maxElements'>): { maxRo
 /** The request as the fallback model sees it: 422 `fallback_incompatible` when it does not fit. */
 function validateForFallback(
   deps: Pick<SubmitJobDeps, 'maxRows' | 'maxElements'>,
-  body: unknown,
+  s: Pick<Submission, 'body' | 'binary'>,
   manifest: ModelManifest,
 ): ValidatedInferRequest {
   try {
-    return validateInferRequest(body, manifest, limitsOf(deps));
+    return validateInferRequest(s.body, manifest, limitsOf(deps), s.binary);
   } catch (err) {
     if (!(err instanceof InvalidInputError)) throw err;
     throw new InvalidInputError(
@@ -358,11 +366,18 @@ function validateForFallback(
 /**
  * What makes two submissions "the same request" for an Idempotency-Key: the model and version
  * asked for (not the one resolved: a redeploy in between must not turn a retry into a
- * conflict) and the body, as canonical JSON (object keys sorted), hashed.
+ * conflict) and the body, as canonical JSON (object keys sorted), and its binary inputs' bytes
+ * (by name, in name order), hashed.
  */
-export function fingerprint(input: Pick<SubmitJobInput, 'model' | 'version' | 'body'>): string {
+export function fingerprint(input: Pick<SubmitJobInput, 'model' | 'version' | 'body' | 'binary'>): string {
   const canonical = JSON.stringify({ model: input.model, version: input.version ?? null, body: input.body }, sortKeys);
-  return createHash('sha256').update(canonical).digest('hex');
+  const hash = createHash('sha256').update(canonical);
+  const names = [...(input.binary?.keys() ?? [])].sort();
+  for (const name of names) {
+    const bytes = input.binary?.get(name) as Uint8Array;
+    hash.update(`\0${name}\0${bytes.byteLength}\0`).update(bytes);
+  }
+  return hash.digest('hex');
 }
 
 function sortKeys(_key: string, value: unknown): unknown {
