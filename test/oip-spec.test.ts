@@ -11,9 +11,9 @@
  * Where warmpool deviates from the spec, the deviation is asserted as it is today in
  * "known deviations" (each citing the spec), so fixing one fails its test and it is struck off.
  */
-import { createRequire } from 'node:module';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { buildSpecExampleModel } from '../scripts/fixtures/onnx-models.ts';
 import { startStack, type TestStack } from './support/stack.ts';
 
 // ---- Fixtures from the spec ------------------------------------------------------------------
@@ -136,44 +136,6 @@ const SPEC_SCHEMAS = {
 function specSchema(name: keyof typeof SPEC_SCHEMAS): z.ZodType {
   // fromJSONSchema's parameter is zod's JSON Schema type; the fixture is plain JSON of that shape.
   return z.fromJSONSchema({ $ref: `#/$defs/${name}`, $defs: SPEC_SCHEMAS } as unknown as Parameters<typeof z.fromJSONSchema>[0]);
-}
-
-// ---- A model with the example's tensors -------------------------------------------------------
-
-const require = createRequire(import.meta.url);
-// onnx-proto's generated create() types want Long and enum instances where the wire format takes
-// plain numbers (as in scripts/fixtures/onnx-models.ts).
-// biome-ignore lint/suspicious/noExplicitAny: see above
-const { onnx } = require('onnx-proto') as { onnx: any };
-const ELEM = { FLOAT: 1, UINT32: 12, BOOL: 9 } as const;
-
-/**
- * `mymodel`: input0 UINT32 [b,2], input1 BOOL [b] → output0 FP32 [b,2] = float(input0),
- * output1 BOOL [b] = not(input1). Two outputs, so the example's `outputs: [output0]` is a real choice.
- */
-function buildSpecExampleModel(): Uint8Array {
-  const info = (name: string, elem: number, dims: number[]) =>
-    onnx.ValueInfoProto.create({
-      name,
-      type: { tensorType: { elemType: elem, shape: { dim: [{ dimParam: 'batch' }, ...dims.map((d) => ({ dimValue: d }))] } } },
-    });
-  const graph = onnx.GraphProto.create({
-    name: 'oip-spec-example',
-    input: [info('input0', ELEM.UINT32, [2]), info('input1', ELEM.BOOL, [])],
-    output: [info('output0', ELEM.FLOAT, [2]), info('output1', ELEM.BOOL, [])],
-    node: [
-      onnx.NodeProto.create({
-        name: 'cast',
-        opType: 'Cast',
-        input: ['input0'],
-        output: ['output0'],
-        attribute: [onnx.AttributeProto.create({ name: 'to', i: ELEM.FLOAT, type: 2 })],
-      }),
-      onnx.NodeProto.create({ name: 'not', opType: 'Not', input: ['input1'], output: ['output1'] }),
-    ],
-  });
-  const model = onnx.ModelProto.create({ irVersion: 8, producerName: 'oip-spec-test', opsetImport: [{ domain: '', version: 17 }], graph });
-  return onnx.ModelProto.encode(model).finish() as Uint8Array;
 }
 
 /**
@@ -369,7 +331,7 @@ describe('known deviations from the spec (asserted as they are, so a fix shows u
     expect(server.status).toBe(200);
     const body = await json(server);
     expect(Object.keys(body).sort()).toEqual(['extensions', 'name', 'version']);
-    expect(body).toMatchObject({ name: 'warmpool', extensions: [] });
+    expect(body).toMatchObject({ name: 'warmpool', extensions: ['binary_tensor_data'] });
     expect((await stack.call('/v2/models/mymodel/versions/1/ready')).status).toBe(200);
     expect((await stack.call('/v2/models/mymodel/versions/9/ready')).status).toBe(404);
   });

@@ -6,7 +6,6 @@
  * run, an expired one failed alone, a member ORT rejects failed alone, the inputs key deleted
  * once the entry completed, result-cache entries per member. `infer` jobs still run beside.
  */
-import { createRequire } from 'node:module';
 import { Queue } from 'bullmq';
 import * as ort from 'onnxruntime-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -19,7 +18,7 @@ import {
   type MemberOutcome,
 } from '../infra/contracts/entry.ts';
 import { type JobData, type JobResult, queueName } from '../infra/contracts/job.ts';
-import type { Datatype } from '../infra/contracts/oip.ts';
+import { DATATYPES, type Datatype } from '../infra/contracts/oip.ts';
 import { aligned, packTensors, type TensorData, type TensorToPack, tensorData } from '../infra/contracts/packed-tensors.ts';
 import { systemClock } from '../infra/kernel/clock.ts';
 import { loadConfig } from '../infra/kernel/config.ts';
@@ -30,7 +29,7 @@ import { entryInputsKey, entryOutputsKey, entrySkipKey } from '../infra/redis/ke
 import { createResultCache } from '../infra/redis/result-cache.ts';
 import { createModelRegistry } from '../infra/registry/model-registry.ts';
 import { createS3ObjectStore } from '../infra/registry/s3-object-store.ts';
-import { buildDynamicAxisModel, buildGatherModel, buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
+import { buildDynamicAxisModel, buildEveryTypeModel, buildGatherModel, buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
 import { INPUT_REJECTED } from '../worker/engine/rejections.ts';
 import { createThreadEngine } from '../worker/engine/thread-engine.ts';
 import { WarmpoolWorker } from '../worker/worker-process.ts';
@@ -53,23 +52,7 @@ const store = createS3ObjectStore(config.s3);
 const registry = createModelRegistry({ store, prefix: config.s3.prefix });
 const redis = createRedis(config.redisUrl);
 
-// --- every datatype: Identity per datatype, FP32 [b,3] … BYTES [b,3] ---
-const ELEM: Record<Datatype, number> = {
-  FP32: 1,
-  UINT8: 2,
-  INT8: 3,
-  UINT16: 4,
-  INT16: 5,
-  INT32: 6,
-  INT64: 7,
-  BYTES: 8,
-  BOOL: 9,
-  FP16: 10,
-  FP64: 11,
-  UINT32: 12,
-  UINT64: 13,
-};
-const DATATYPES = Object.keys(ELEM) as Datatype[];
+// --- every datatype: Identity per datatype, FP32 [b,3] … BYTES [b,3] (buildEveryTypeModel) ---
 const ORT_TYPE: Record<Datatype, ort.Tensor.Type> = {
   FP32: 'float32',
   UINT8: 'uint8',
@@ -85,30 +68,6 @@ const ORT_TYPE: Record<Datatype, ort.Tensor.Type> = {
   UINT32: 'uint32',
   UINT64: 'uint64',
 };
-
-/** `in_<T>` → Identity → `out_<T>` for every datatype, each [batch, 3] (written here: no fixture takes strings). */
-function buildEveryTypeModel(): Uint8Array {
-  // biome-ignore lint/suspicious/noExplicitAny: onnx-proto's create() wants Long and enum instances; literals go through an untyped handle (as scripts/fixtures/onnx-models.ts does).
-  const { onnx } = createRequire(import.meta.url)('onnx-proto') as { onnx: any };
-  const info = (name: string, elem: number) =>
-    onnx.ValueInfoProto.create({
-      name,
-      type: { tensorType: { elemType: elem, shape: { dim: [{ dimParam: 'batch' }, { dimValue: 3 }] } } },
-    });
-  const graph = onnx.GraphProto.create({
-    name: 'every-type',
-    input: DATATYPES.map((t) => info(`in_${t}`, ELEM[t])),
-    output: DATATYPES.map((t) => info(`out_${t}`, ELEM[t])),
-    node: DATATYPES.map((t) => onnx.NodeProto.create({ name: `id_${t}`, opType: 'Identity', input: [`in_${t}`], output: [`out_${t}`] })),
-  });
-  const model = onnx.ModelProto.create({
-    irVersion: 8,
-    producerName: 'worker-entry-test',
-    opsetImport: [{ domain: '', version: 17 }],
-    graph,
-  });
-  return onnx.ModelProto.encode(model).finish() as Uint8Array;
-}
 
 /** `rows` × 3 elements of `datatype`, distinct per `seed`, extremes included. */
 function column(datatype: Datatype, rows: number, seed: number): TensorData {
