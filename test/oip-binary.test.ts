@@ -42,7 +42,7 @@ function postBinary(path: string, header: unknown, parts: Uint8Array[], init: { 
   const { body, headerLength } = binaryBody(header, parts);
   return stack.call(path, {
     method: 'POST',
-    body,
+    body: new Uint8Array(body),
     headers: { 'content-type': 'application/octet-stream', 'inference-header-content-length': String(headerLength), ...init.headers },
     ...(init.key ? { key: init.key } : {}),
   });
@@ -271,7 +271,7 @@ describe('malformed binary bodies: a 4xx with a clear message, never a 5xx', () 
   const withLength = (length: string, body: Buffer) =>
     stack.call('/v2/models/every/infer', {
       method: 'POST',
-      body,
+      body: new Uint8Array(body),
       headers: { 'content-type': 'application/octet-stream', 'inference-header-content-length': length },
     });
 
