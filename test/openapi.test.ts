@@ -6,10 +6,15 @@
  *     both the zod source and the JSON Schema published in the document;
  * (c) the document is structurally valid OpenAPI 3.1: path parameters, operation ids, tags,
  *     security, and every $ref resolves.
+ * The binary tensor data forms and compressed bodies are in (b) and (c) too: the documented
+ * binary header examples are sent as binary bodies (one gzip-compressed), binary answers are
+ * split by their Inference-Header-Content-Length and their JSON headers checked against the
+ * documented schemas, and each refusal of a bad binary or compressed body carries a documented code.
  */
 
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { gzipSync } from 'node:zlib';
 import type { Hono } from 'hono';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -194,6 +199,67 @@ describe('(b) examples and responses against the real API', () => {
     }
   });
 
+  it('binary tensor data: the documented header examples as bodies (one gzip-compressed), answers read binary', async () => {
+    const infer = op('infer');
+    const json = (await expectDocumented(infer, await send(infer, infer.example as OperationExample), 200)) as {
+      outputs: Array<{ name: string; data: number[] }>;
+    };
+    const sent = binaryExample(documentedBinaryHeader(infer), [float32Bytes(demoRow())]);
+    const binary = await expectBinary(infer, await send(infer, { params: { model: DEMO_MODEL }, ...sent, status: 200 }), 200);
+    expect(binary.outputs.size).toBe(json.outputs.length);
+    for (const output of json.outputs) {
+      const values = Array.from(new Float32Array(new Uint8Array(binary.outputs.get(output.name) ?? []).buffer));
+      expect(values).toHaveLength(output.data.length);
+      values.forEach((v, i) => {
+        expect(v).toBeCloseTo(output.data[i] as number, 5);
+      });
+    }
+
+    const submit = op('submitJob');
+    const job = binaryExample(documentedBinaryHeader(submit), [float32Bytes(demoRow())]);
+    const compressed = { ...job, headers: { ...job.headers, 'Content-Encoding': 'gzip' }, body: gzipSync(job.body) };
+    const accepted = await send(submit, { params: { model: DEMO_MODEL }, ...compressed, status: 202 });
+    const { id } = (await expectDocumented(submit, accepted, 202)) as { id: string };
+    expect((await waitForJob(stack, id)).status).toBe('succeeded');
+    const getJob = op('getJob');
+    const byQuery = await expectBinary(
+      getJob,
+      await send(getJob, { params: { id }, query: { binary_data_output: 'true' }, status: 200 }),
+      200,
+    );
+    const byAccept = await expectBinary(
+      getJob,
+      await send(getJob, { params: { id }, headers: { Accept: 'application/octet-stream' }, status: 200 }),
+      200,
+    );
+    expect(byAccept.header).toEqual(byQuery.header);
+    expect([...byAccept.outputs.keys()]).toEqual(json.outputs.map((o) => o.name));
+    expect(byAccept.outputs).toEqual(byQuery.outputs);
+  });
+
+  it('parameters.priority takes a name or a Triton level; GET /v2 names the binary extension; large answers are compressed', async () => {
+    const infer = op('infer');
+    for (const priority of ['low', 3, 0]) {
+      const body = { inputs: [oneRow()], parameters: { priority } };
+      expect(publishedSchema(requestSchemaOf(infer)).safeParse(body).success, String(priority)).toBe(true);
+      await expectDocumented(infer, await send(infer, { params: { model: DEMO_MODEL }, body, status: 200 }), 200);
+    }
+    const server = (await expectDocumented(op('serverMetadata'), await send(op('serverMetadata'), { status: 200 }), 200)) as Json;
+    expect(server.extensions).toContain('binary_tensor_data');
+    // fetch sends Accept-Encoding: gzip, deflate and decodes the answer; the header says it was compressed.
+    const document = await send(op('openApiDocument'), { status: 200 });
+    expect(document.headers.get('content-encoding')).toMatch(/^(gzip|deflate)$/);
+    await expectDocumented(op('openApiDocument'), document, 200);
+  });
+
+  it('a compressed body counts once decompressed: over the body limit it is a documented 413', async () => {
+    const spec = op('submitJob');
+    const bomb = gzipSync(Buffer.alloc(stack.config.api.bodyLimitBytes + 1));
+    expect(bomb.byteLength).toBeLessThan(stack.config.api.bodyLimitBytes);
+    const example = { params: { model: DEMO_MODEL }, headers: { 'Content-Encoding': 'gzip' }, body: bomb, status: 413 };
+    await expectError(spec, await send(spec, example), 413, 'body_too_large');
+  });
+
   // Bad requests: each answer's status must be documented for its route, with its code.
   const errorCases: Array<[string, string, OperationExample & { contentType?: string }, string]> = [
     ['submit: not an object', 'submitJob', { params: { model: DEMO_MODEL }, body: [1], status: 400 }, 'invalid_body'],
@@ -262,6 +328,54 @@ describe('(b) examples and responses against the real API', () => {
       'version_not_found',
     ],
     ['ready: not deployed', 'modelReady', { params: { model: IDLE_MODEL }, status: 404 }, 'model_not_ready'],
+    [
+      'infer: Inference-Header-Content-Length past the body',
+      'infer',
+      { params: { model: DEMO_MODEL }, ...binaryExample({ inputs: [oneRow()] }, [], true), status: 400 },
+      'invalid_header_length',
+    ],
+    [
+      'infer: fewer bytes than binary_data_size',
+      'infer',
+      { params: { model: DEMO_MODEL }, ...binaryExample({ inputs: demoBinaryRow() }, [new Uint8Array(255)]), status: 400 },
+      'binary_size_mismatch',
+    ],
+    [
+      'submit: bytes after the binary inputs',
+      'submitJob',
+      { params: { model: DEMO_MODEL }, ...binaryExample({ inputs: demoBinaryRow() }, [new Uint8Array(257)]), status: 400 },
+      'binary_size_mismatch',
+    ],
+    [
+      'infer: priority not a name or level',
+      'infer',
+      { params: { model: DEMO_MODEL }, body: { inputs: [oneRow()], parameters: { priority: 'urgent' } }, status: 400 },
+      'invalid_body',
+    ],
+    [
+      'submit: a gzip body that is not gzip',
+      'submitJob',
+      { params: { model: DEMO_MODEL }, headers: { 'Content-Encoding': 'gzip' }, body: Buffer.from('not gzip'), status: 400 },
+      'malformed_body',
+    ],
+    [
+      'submit: a brotli body',
+      'submitJob',
+      { params: { model: DEMO_MODEL }, headers: { 'Content-Encoding': 'br' }, body: { inputs: [oneRow()] }, status: 415 },
+      'unsupported_content_encoding',
+    ],
+    [
+      'put: a gzip body that is not gzip',
+      'putDeployment',
+      { params: { model: DEMO_MODEL }, headers: { 'Content-Encoding': 'gzip' }, body: Buffer.from('{}'), status: 400 },
+      'malformed_body',
+    ],
+    [
+      'bulk: a brotli body',
+      'startBulkRun',
+      { headers: { 'Content-Encoding': 'br' }, body: { model: DEMO_MODEL, input: 's3://b/in/', output: 's3://b/out/' }, status: 415 },
+      'unsupported_content_encoding',
+    ],
   ];
 
   it.each(errorCases)('%s', async (_, operationId, example, code) => {
@@ -336,6 +450,61 @@ describe('(c) the document is structurally valid OpenAPI 3.1', () => {
       expect(spec.body?.schema.safeParse(body).success, spec.operationId).toBe(true);
       expect(publishedSchema(requestSchemaOf(spec)).safeParse(body).success, spec.operationId).toBe(true);
     }
+    const withBinary = OPERATIONS.filter((o) => o.example?.binaryHeader !== undefined);
+    expect(withBinary.map((o) => o.operationId)).toEqual(['submitJob', 'infer', 'inferVersion']);
+    for (const spec of withBinary) {
+      const header = documentedBinaryHeader(spec);
+      expect(header).toEqual(spec.example?.binaryHeader);
+      expect(spec.body?.binary?.header.safeParse(header).success, spec.operationId).toBe(true);
+      expect(publishedSchema(binaryMediaOf(spec).requestBody['x-inference-header'] as Json).safeParse(header).success).toBe(true);
+      // The header without `data`, with `binary_data_size`, is no JSON request: the two forms differ.
+      expect(publishedSchema(requestSchemaOf(spec)).safeParse(header).success, spec.operationId).toBe(false);
+    }
+  });
+
+  it('describes binary tensor data and compressed bodies on the operations that take them', () => {
+    for (const id of ['submitJob', 'infer', 'inferVersion']) {
+      const operation = operationOf(op(id));
+      const content = (operation.requestBody as Json).content as Record<string, Json>;
+      expect(Object.keys(content), id).toEqual(['application/json', 'application/octet-stream']);
+      const binary = binaryMediaOf(op(id)).requestBody;
+      expect(binary.schema).toMatchObject({ type: 'string', format: 'binary', contentMediaType: 'application/octet-stream' });
+      expect(String((binary.schema as Json).description)).toMatch(/Inference-Header-Content-Length.*little-endian.*BYTES a 4-byte/s);
+      expect(binary['x-inference-header']).toMatchObject({ $ref: expect.stringMatching(/BinaryHeader$/), examples: [expect.any(Object)] });
+      const headers = headerParameters(operation);
+      expect(headers['Inference-Header-Content-Length']).toMatchObject({ required: false, schema: { type: 'integer' } });
+      const responses = operation.responses as Record<string, Json>;
+      for (const code of ['invalid_header_length', 'binary_size_mismatch', 'malformed_body']) {
+        expect(responses['400']?.description, `${id} 400`).toContain(`\`${code}\``);
+      }
+      expect(responses['413']?.description).toContain('`body_too_large`');
+    }
+    for (const id of ['infer', 'inferVersion', 'getJob']) {
+      const ok = (operationOf(op(id)).responses as Record<string, Json>)['200'] as Json;
+      expect(Object.keys(ok.content as Json), id).toEqual(['application/json', 'application/octet-stream']);
+      expect(binaryMediaOf(op(id)).ok['x-inference-header']).toMatchObject({ $ref: expect.stringMatching(/BinaryHeader$/) });
+      expect(ok.headers).toMatchObject({ 'Inference-Header-Content-Length': { schema: { type: 'integer' } } });
+    }
+    const getJob = operationOf(op('getJob'));
+    const query = (getJob.parameters as Array<Json>).find((p) => p.in === 'query' && p.name === 'binary_data_output');
+    expect(query?.schema).toMatchObject({ enum: expect.arrayContaining(['true', '1']) });
+    expect(getJob.description).toContain('`Accept: application/octet-stream`');
+    // Every body goes through the same decoder: each operation with one says so.
+    const withBody = OPERATIONS.filter((o) => o.body);
+    expect(withBody.length).toBeGreaterThan(3);
+    for (const spec of withBody) {
+      const operation = operationOf(spec);
+      expect(headerParameters(operation)['Content-Encoding']?.schema, spec.operationId).toMatchObject({
+        enum: expect.arrayContaining(['gzip', 'deflate']),
+      });
+      expect((operation.responses as Record<string, Json>)['415']?.description, spec.operationId).toContain(
+        '`unsupported_content_encoding`',
+      );
+    }
+    const serverMetadata = (doc.components as { schemas: Record<string, Json> }).schemas.ServerMetadata as {
+      properties: Record<string, Json>;
+    };
+    expect(serverMetadata.properties.extensions?.description).toContain('binary_tensor_data');
   });
 });
 
@@ -349,6 +518,31 @@ function oneRow() {
   return { name: 'features', shape: [1, 64], datatype: 'FP32', data: demoRow(5) };
 }
 
+/** oneRow's inputs as binary tensor data: 64 FP32 = 256 bytes. */
+function demoBinaryRow() {
+  return [{ name: 'features', shape: [1, 64], datatype: 'FP32', parameters: { binary_data_size: 256 } }];
+}
+
+function float32Bytes(values: number[]): Uint8Array {
+  const bytes = Buffer.alloc(values.length * 4);
+  values.forEach((v, i) => {
+    bytes.writeFloatLE(v, i * 4);
+  });
+  return bytes;
+}
+
+/** A binary tensor data body, framed as the document says: the JSON header, then the parts (`pastTheBody`: a header length one byte too long). */
+function binaryExample(header: unknown, parts: Uint8Array[], pastTheBody = false) {
+  const json = Buffer.from(JSON.stringify(header), 'utf8');
+  const body = Buffer.concat([json, ...parts]);
+  const length = pastTheBody ? body.byteLength + 1 : json.byteLength;
+  return {
+    body,
+    contentType: 'application/octet-stream',
+    headers: { 'Inference-Header-Content-Length': String(length) },
+  };
+}
+
 async function send(
   spec: OperationSpec,
   example: OperationExample & { contentType?: string },
@@ -359,7 +553,8 @@ async function send(
   const headers = new Headers(example.headers);
   if (example.contentType) headers.set('content-type', example.contentType);
   const key = spec.auth ? (options.key === undefined ? KEY_A : options.key) : null;
-  const body = example.body === undefined ? undefined : typeof example.body === 'string' ? example.body : JSON.stringify(example.body);
+  const raw = example.body;
+  const body = raw === undefined ? undefined : typeof raw === 'string' || raw instanceof Buffer ? raw : JSON.stringify(raw);
   return stack.call(path, { method: spec.method.toUpperCase(), headers, body, key });
 }
 
@@ -394,16 +589,80 @@ async function expectError(spec: OperationSpec, res: Response, status: number, c
   expect(spec.responses[status]?.codes ?? [], `${spec.operationId} ${status} lists ${code}`).toContain(code);
 }
 
+/**
+ * A binary tensor data answer: its status and form documented for the route (content type and
+ * Inference-Header-Content-Length), its JSON header valid against the documented schema (zod and
+ * published), and every byte after it one output's. Returns the header and each binary output's bytes.
+ */
+async function expectBinary(spec: OperationSpec, res: Response, status: number): Promise<{ header: Json; outputs: Map<string, Buffer> }> {
+  const bytes = Buffer.from(await res.arrayBuffer());
+  expect(res.status, `${spec.operationId}: ${bytes.subarray(0, 300).toString()}`).toBe(status);
+  const form = spec.responses[status]?.binary;
+  expect(form, `${spec.operationId} ${status} documents a binary form`).toBeDefined();
+  expect(res.headers.get('content-type')).toBe('application/octet-stream');
+  const published = responseOf(spec, status);
+  expect(Object.keys(published.content as Json)).toContain('application/octet-stream');
+  expect(Object.keys(published.headers as Json)).toContain('Inference-Header-Content-Length');
+  const length = Number(res.headers.get('inference-header-content-length'));
+  expect(Number.isInteger(length) && length > 0 && length <= bytes.byteLength, `header length ${length}`).toBe(true);
+  const header = JSON.parse(bytes.subarray(0, length).toString('utf8')) as Json;
+  const parsed = form?.header.safeParse(header);
+  expect(parsed?.success, `${spec.operationId} ${status} header: ${parsed?.error?.message}`).toBe(true);
+  const media = (published.content as Record<string, Json>)['application/octet-stream'] as Json;
+  const check = publishedSchema(media['x-inference-header'] as Json).safeParse(header);
+  expect(check.success, `${spec.operationId} ${status} header (published): ${check.error?.message}`).toBe(true);
+  const outputs = new Map<string, Buffer>();
+  let at = length;
+  for (const output of (header.outputs ?? []) as Array<{ name: string; data?: unknown; parameters?: { binary_data_size?: number } }>) {
+    const size = output.parameters?.binary_data_size;
+    if (size === undefined) continue;
+    expect(output).not.toHaveProperty('data');
+    outputs.set(output.name, bytes.subarray(at, at + size));
+    at += size;
+  }
+  expect(at, 'every byte after the header belongs to an output').toBe(bytes.byteLength);
+  const seen = checked.get(spec.operationId) ?? new Set<number>();
+  seen.add(status);
+  checked.set(spec.operationId, seen);
+  return { header, outputs };
+}
+
+function operationOf(spec: OperationSpec): Json {
+  return (doc.paths as Record<string, Record<string, Json>>)[openApiPath(spec.path)]?.[spec.method] as Json;
+}
+
+function responseOf(spec: OperationSpec, status: number): Json {
+  return (operationOf(spec).responses as Record<string, Json>)[String(status)] as Json;
+}
+
 function responseSchemaOf(spec: OperationSpec, status: number, contentType: string): Json {
-  const operation = (doc.paths as Record<string, Record<string, Json>>)[openApiPath(spec.path)]?.[spec.method] as Json;
-  const response = (operation.responses as Record<string, Json>)[String(status)] as Json;
-  return ((response.content as Record<string, Json>)[contentType] as Json).schema as Json;
+  return ((responseOf(spec, status).content as Record<string, Json>)[contentType] as Json).schema as Json;
 }
 
 function requestSchemaOf(spec: OperationSpec): Json {
-  const operation = (doc.paths as Record<string, Record<string, Json>>)[openApiPath(spec.path)]?.[spec.method] as Json;
-  const content = (operation.requestBody as Json).content as Record<string, Json>;
+  const content = (operationOf(spec).requestBody as Json).content as Record<string, Json>;
   return (content['application/json'] as Json).schema as Json;
+}
+
+/** The published application/octet-stream media of an operation's request body and of its 200 (each `{}` when absent). */
+function binaryMediaOf(spec: OperationSpec): { requestBody: Json; ok: Json } {
+  const operation = operationOf(spec);
+  const request = ((operation.requestBody as Json | undefined)?.content ?? {}) as Record<string, Json>;
+  const ok = ((operation.responses as Record<string, Json>)['200']?.content ?? {}) as Record<string, Json>;
+  return { requestBody: request['application/octet-stream'] ?? {}, ok: ok['application/octet-stream'] ?? {} };
+}
+
+/** The binary header example the document publishes for an operation's request body. */
+function documentedBinaryHeader(spec: OperationSpec): unknown {
+  const header = binaryMediaOf(spec).requestBody['x-inference-header'] as { examples?: unknown[] } | undefined;
+  expect(header?.examples, `${spec.operationId} publishes a binary header example`).toHaveLength(1);
+  return header?.examples?.[0];
+}
+
+/** An operation's header parameters by name. */
+function headerParameters(operation: Json): Record<string, Json> {
+  const parameters = (operation.parameters ?? []) as Array<Json & { name: string; in: string }>;
+  return Object.fromEntries(parameters.filter((p) => p.in === 'header').map((p) => [p.name, p]));
 }
 
 /** A schema of the published document as a validator: its $refs pointed at the components as $defs. */

@@ -1,5 +1,5 @@
 /** The bulk run routes (DESIGN §7) in the operation table (operations.ts): start or resume, read, cancel. */
-import { authed, jsonBody, type OperationSpec, type ResponseSpec, tooLarge } from './operation-spec.ts';
+import { authed, jsonBody, malformedBody, type OperationSpec, type ResponseSpec, tooLarge } from './operation-spec.ts';
 import * as S from './schemas.ts';
 
 const bulkRunNotFound: ResponseSpec = {
@@ -24,7 +24,7 @@ export const BULK_RUN_OPERATIONS: readonly OperationSpec[] = [
     responses: {
       200: { description: 'The run already existed (same `runId`, same spec)', schema: S.BulkRunResource },
       202: { description: 'Started', schema: S.BulkRunResource, headers: { Location: 'The run: /v1/bulk-runs/{id}' } },
-      400: { description: 'Invalid request', schema: S.ErrorBody, codes: ['malformed_json', 'invalid_bulk_run', 'invalid_location'] },
+      400: { description: 'Invalid request', schema: S.ErrorBody, codes: [...malformedBody, 'invalid_bulk_run', 'invalid_location'] },
       403: {
         description:
           'The input or the output is not inside one of the tenant’s bulk locations (`BULK_LOCATIONS`); checked before any S3 ' +

@@ -179,15 +179,27 @@ const SCRIPT = `
     });
     return el('table', {}, [el('tr', {}, ['name', 'in', 'type', ''].map(function (h) { return el('th', { text: h }); }))].concat(rows));
   }
+  // A media type: its schema and example; binary tensor data also shows its JSON header's schema.
+  function mediaBlock(parent, media) {
+    parent.appendChild(schemaBlock(media.schema));
+    if (media.example !== undefined) parent.appendChild(el('pre', { text: compactJson(media.example) }));
+    var header = media['x-inference-header'];
+    if (!header) return;
+    parent.appendChild(el('div', { text: 'JSON header:' }));
+    parent.appendChild(schemaBlock(header));
+    (header.examples || []).forEach(function (x) { parent.appendChild(el('pre', { text: compactJson(x) })); });
+  }
   function operation(path, method, op) {
     var body = el('div', { class: 'body' });
     if (op.description) body.appendChild(el('p', {}, [md(op.description)]));
     if (op.parameters) { body.appendChild(el('h4', { text: 'Parameters' })); body.appendChild(paramsTable(op.parameters)); }
     if (op.requestBody) {
-      var media = op.requestBody.content['application/json'];
       body.appendChild(el('h4', { text: 'Request body' + (op.requestBody.required ? '' : ' (optional)') }));
-      body.appendChild(schemaBlock(media.schema));
-      if (media.example !== undefined) body.appendChild(el('pre', { text: compactJson(media.example) }));
+      Object.keys(op.requestBody.content).forEach(function (type, i) {
+        var media = op.requestBody.content[type];
+        if (i > 0) body.appendChild(el('div', {}, ['or ', el('span', { class: 'mono desc', text: type })]));
+        mediaBlock(body, media);
+      });
     }
     body.appendChild(el('h4', { text: 'Responses' }));
     var rows = Object.keys(op.responses).map(function (status) {
@@ -196,7 +208,7 @@ const SCRIPT = `
       var content = r.content || {};
       Object.keys(content).forEach(function (type) {
         cell.appendChild(el('div', {}, [el('span', { class: 'mono desc', text: type }), ' ']));
-        if (status[0] === '2') cell.appendChild(schemaBlock(content[type].schema));
+        if (status[0] === '2') mediaBlock(cell, content[type]);
       });
       if (r.headers) cell.appendChild(el('div', {}, ['Headers: '].concat(Object.keys(r.headers).map(function (h) { return el('code', { text: h + ' ' }); }))));
       return el('tr', {}, [el('td', { class: 'status s' + status[0], text: status }), cell]);

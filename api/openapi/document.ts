@@ -7,10 +7,17 @@
  * `$ref`; everything else is inlined. Schemas are converted in "input" mode: objects stay open
  * (`additionalProperties` unset) unless the schema is strict, which matches a server that
  * ignores unknown fields, and a client that should too.
+ *
+ * Headers every body shares are added here rather than in each table entry: `Content-Encoding`
+ * on every operation with a body (all bodies go through one decoder), and for a body or answer
+ * that may be binary tensor data, the `application/octet-stream` content beside the JSON and the
+ * `Inference-Header-Content-Length` header that frames it. OpenAPI has no way to say "a JSON
+ * header, then bytes", so the header's schema rides in the media type as `x-inference-header`.
  */
 import { z } from 'zod';
+import type { BinaryForm } from './operation-spec.ts';
 import { OPERATIONS, type OperationSpec, type ResponseSpec } from './operations.ts';
-import { NAMED_SCHEMAS } from './schemas.ts';
+import { BinaryTensorBody, ContentEncoding, InferenceHeaderContentLength, NAMED_SCHEMAS } from './schemas.ts';
 
 export interface OpenApiOptions {
   /** Absolute URL of the API, for `servers`; without it clients resolve paths against the document's own URL. */
@@ -20,6 +27,8 @@ export interface OpenApiOptions {
 type Json = Record<string, unknown>;
 
 const COMPONENT_REF = '#/components/schemas/';
+const BINARY_TYPE = 'application/octet-stream';
+const HEADER_LENGTH = 'Inference-Header-Content-Length';
 
 /** "input": what a client may send (defaults optional, open objects). The safe-integer bounds zod adds to every int are noise. */
 const CONVERT = {
@@ -58,7 +67,9 @@ export function buildOpenApiDocument(options: OpenApiOptions = {}): Json {
       description:
         'Autoscaling ONNX inference behind a queue: async jobs with signed webhooks, Open Inference Protocol ' +
         '(KServe v2) sync inference, deployments with traffic splits. Authenticate with `Authorization: Bearer <key>`. ' +
-        'Errors are `{"error": {"code", "message"}}`.',
+        'Errors are `{"error": {"code", "message"}}`. Request bodies may be compressed (`Content-Encoding: gzip` or `deflate`); ' +
+        'answers of 1 KiB or more are compressed when `Accept-Encoding` allows gzip or deflate. Inference bodies and answers ' +
+        'may be Open Inference Protocol binary tensor data (`application/octet-stream` with `Inference-Header-Content-Length`).',
     },
     tags,
     paths,
@@ -116,7 +127,9 @@ function operationObject(op: OperationSpec, refOf: (schema: z.ZodType) => Json):
   if (op.body) {
     const media: Json = { schema: refOf(op.body.schema) };
     if (op.example?.body !== undefined) media.example = op.example.body;
-    operation.requestBody = { required: op.body.required, content: { 'application/json': media } };
+    const content: Json = { 'application/json': media };
+    if (op.body.binary) content[BINARY_TYPE] = binaryMedia(op.body.binary, refOf, op.example?.binaryHeader);
+    operation.requestBody = { required: op.body.required, content };
   }
   operation.responses = Object.fromEntries(Object.entries(op.responses).map(([status, spec]) => [status, responseObject(spec, refOf)]));
   return operation;
@@ -138,7 +151,19 @@ function parameterObjects(op: OperationSpec): Json[] {
   for (const [name, schema] of Object.entries(op.headers ?? {})) {
     params.push(parameter(name, 'header', false, schema, example?.headers?.[name]));
   }
+  if (op.body?.binary) params.push(parameter(HEADER_LENGTH, 'header', false, InferenceHeaderContentLength, undefined));
+  if (op.body) params.push(parameter('Content-Encoding', 'header', false, ContentEncoding, undefined));
   return params;
+}
+
+/**
+ * A binary tensor data body: bytes to any JSON Schema tool, described; the JSON header's schema
+ * (with the operation's example header, when it has one) under `x-inference-header`.
+ */
+function binaryMedia(form: BinaryForm, refOf: (schema: z.ZodType) => Json, example: unknown): Json {
+  const header = refOf(form.header);
+  if (example !== undefined) header.examples = [example];
+  return { schema: { ...inline(BinaryTensorBody), description: form.description }, 'x-inference-header': header };
 }
 
 function parameter(name: string, where: string, required: boolean, schema: z.ZodType, example: unknown): Json {
@@ -154,10 +179,16 @@ function responseObject(spec: ResponseSpec, refOf: (schema: z.ZodType) => Json):
   const codes = spec.codes?.length ? ` Codes: ${spec.codes.map((c) => `\`${c}\``).join(', ')}.` : '';
   const response: Json = { description: `${spec.description}.${codes}` };
   if (spec.schema) response.content = { [spec.contentType ?? 'application/json']: { schema: refOf(spec.schema) } };
-  if (spec.headers) {
-    response.headers = Object.fromEntries(
-      Object.entries(spec.headers).map(([name, description]) => [name, { description, schema: { type: 'string' } }]),
-    );
+  if (spec.binary) response.content = { ...(response.content as Json), [BINARY_TYPE]: binaryMedia(spec.binary, refOf, undefined) };
+  const headers: Record<string, Json> = Object.fromEntries(
+    Object.entries(spec.headers ?? {}).map(([name, description]) => [name, { description, schema: { type: 'string' } }]),
+  );
+  if (spec.binary) {
+    headers[HEADER_LENGTH] = {
+      description: 'Binary answers only: bytes of the JSON header at the start of the body',
+      schema: { type: 'integer', minimum: 1 },
+    };
   }
+  if (Object.keys(headers).length > 0) response.headers = headers;
   return response;
 }

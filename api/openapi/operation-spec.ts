@@ -1,7 +1,8 @@
 /**
  * The shape of the operation table (operations.ts) and the pieces its entries share: the
  * responses most routes can give (401, 429, 413, 415, 500, 503), the error codes of a bad
- * inference request, the path parameters, and the demo model the examples use.
+ * inference request, the OIP binary tensor data forms of inference bodies and answers, the path
+ * parameters, and the demo model the examples use.
  */
 import type { z } from 'zod';
 import * as S from './schemas.ts';
@@ -18,6 +19,21 @@ export interface ResponseSpec {
   codes?: readonly string[];
   /** Response headers worth naming: name → description. */
   headers?: Record<string, string>;
+  /** The answer may come as binary tensor data instead (application/octet-stream, with Inference-Header-Content-Length). */
+  binary?: BinaryForm;
+}
+
+/**
+ * The OIP binary tensor data form of a body (infra/contracts/oip-binary.ts): a JSON header, then
+ * tensor bytes. document.ts publishes it as `application/octet-stream` content beside the JSON,
+ * with the header's schema under `x-inference-header`, and adds the Inference-Header-Content-Length
+ * header it comes with.
+ */
+export interface BinaryForm {
+  /** The JSON part at the start of the body. */
+  header: z.ZodType;
+  /** When this form is used, and how the bytes follow the header. */
+  description: string;
 }
 
 export interface OperationExample {
@@ -25,6 +41,8 @@ export interface OperationExample {
   query?: Record<string, string>;
   headers?: Record<string, string>;
   body?: unknown;
+  /** The body's request as binary tensor data: its JSON header (the tensors' bytes are the body's `data`, encoded). */
+  binaryHeader?: unknown;
   /** The status this example gets on a server where the example's model is deployed and served. */
   status: number;
 }
@@ -42,7 +60,8 @@ export interface OperationSpec {
   params?: Record<string, z.ZodType>;
   query?: z.ZodObject;
   headers?: Record<string, z.ZodType>;
-  body?: { schema: z.ZodType; required: boolean };
+  /** Every body may be compressed (Content-Encoding, added by document.ts); `binary`: it may be binary tensor data instead of JSON. */
+  body?: { schema: z.ZodType; required: boolean; binary?: BinaryForm };
   responses: Record<number, ResponseSpec>;
   example?: OperationExample;
 }
@@ -56,6 +75,37 @@ export function demoRow(seed = 1): number[] {
 }
 
 export const demoInputs = [{ name: 'features', shape: [1, DEMO_FEATURES], datatype: 'FP32', data: demoRow() }];
+/** demoInputs as binary tensor data: the header's inputs; 64 FP32 = 256 bytes follow the header. */
+export const demoBinaryInputs = demoInputs.map(({ data, ...input }) => ({ ...input, parameters: { binary_data_size: data.length * 4 } }));
+
+/** How binary tensor bytes are laid out, as each binary form's description says it. */
+const TENSOR_BYTES =
+  'Elements are little-endian and row-major: BOOL one byte each, FP16 IEEE half-precision bits, BYTES a 4-byte ' +
+  'little-endian length and then the bytes, per element.';
+
+/** An inference request sent as binary tensor data (the OIP binary tensor data extension). */
+export function binaryRequest(header: z.ZodType): BinaryForm {
+  return {
+    header,
+    description:
+      'Binary tensor data (Open Inference Protocol extension `binary_tensor_data`): the JSON header (schema under ' +
+      '`x-inference-header`), then the bytes of each input that has `parameters.binary_data_size` instead of `data`, ' +
+      'in input order, each that many bytes. Send `Inference-Header-Content-Length: <bytes of the JSON header>`: with it ' +
+      'the body is read this way whatever its Content-Type (`application/octet-stream` is usual; tritonclient sends none). ' +
+      `${TENSOR_BYTES} Sizes that do not add up to the body, or do not fit an input's shape, are a 400 \`binary_size_mismatch\`.`,
+  };
+}
+
+/** An answer carrying output tensors, as binary tensor data when `when` holds. */
+export function binaryResponse(header: z.ZodType, when: string): BinaryForm {
+  return {
+    header,
+    description:
+      `${when}: binary tensor data. The JSON header (schema under \`x-inference-header\`, \`Inference-Header-Content-Length\` ` +
+      'bytes long), then the bytes of each output that has `parameters.binary_data_size` instead of `data`, in output ' +
+      `order. ${TENSOR_BYTES}`,
+  };
+}
 
 // Responses most routes share.
 const unauthorized: ResponseSpec = {
@@ -73,12 +123,28 @@ const rateLimited: ResponseSpec = {
 const internal: ResponseSpec = { description: 'Server fault (logged)', schema: S.ErrorBody, codes: ['internal'] };
 export const authed = { 401: unauthorized, 429: rateLimited, 500: internal };
 export const tooLarge = (extra: readonly string[] = []): ResponseSpec => ({
-  description: 'Request too large',
+  description: 'Request too large (a compressed body counts once decompressed)',
   schema: S.ErrorBody,
   codes: ['body_too_large', ...extra],
 });
+/** Every body is read through the same Content-Encoding decoder (api/http/content-encoding.ts). */
+const unsupportedCoding = 'unsupported_content_encoding';
 export const jsonBody = {
-  415: { description: 'Body not sent as application/json', schema: S.ErrorBody, codes: ['unsupported_media_type'] },
+  415: {
+    description: 'Body not sent as application/json, or compressed with a coding other than gzip or deflate',
+    schema: S.ErrorBody,
+    codes: ['unsupported_media_type', unsupportedCoding],
+  },
+};
+/** The inference routes take JSON (any JSON type, or none) or binary tensor data (api/http/infer-body.ts). */
+export const inferBody = {
+  415: {
+    description:
+      'Body neither JSON (a JSON type, application/octet-stream, or no Content-Type) nor binary tensor data (Inference-Header-Content-Length), ' +
+      'or compressed with a coding other than gzip or deflate',
+    schema: S.ErrorBody,
+    codes: ['unsupported_media_type', unsupportedCoding],
+  },
 };
 export const backlogFull: ResponseSpec = {
   description: 'The deployment backlog is at its bound (send `"degradable": true` to queue at low priority)',
@@ -86,8 +152,10 @@ export const backlogFull: ResponseSpec = {
   codes: ['backlog_full'],
   headers: { 'Retry-After': 'Seconds to wait' },
 };
+/** A body that does not decompress (Content-Encoding), or is not JSON. */
+export const malformedBody = ['malformed_json', 'malformed_body'] as const;
 export const invalidRequestCodes = [
-  'malformed_json',
+  ...malformedBody,
   'invalid_body',
   'unknown_input',
   'missing_input',
@@ -99,6 +167,8 @@ export const invalidRequestCodes = [
   'unknown_output',
   'duplicate_output',
 ] as const;
+/** A binary tensor body whose framing is wrong (infra/contracts/oip-binary.ts). */
+export const binaryBodyCodes = ['invalid_header_length', 'binary_size_mismatch'] as const;
 /** A request over the bounds on the work one request may ask for (docs/SECURITY.md). */
 export const overBounds = ['too_many_rows', 'too_many_elements', 'parameters_too_large', 'id_too_long'] as const;
 /** Rate limited, or the tenant holds MAX_OPEN_JOBS_PER_TENANT queued or running jobs already. */

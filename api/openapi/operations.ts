@@ -11,11 +11,17 @@ import { DASHBOARD_OPERATIONS } from './dashboard-operations.ts';
 import {
   authed,
   backlogFull,
+  binaryBodyCodes,
+  binaryRequest,
+  binaryResponse,
   DEMO_MODEL,
+  demoBinaryInputs,
   demoInputs,
+  inferBody,
   invalidRequestCodes,
   jobId,
   jsonBody,
+  malformedBody,
   model,
   modelAndVersion,
   modelNotFound,
@@ -39,17 +45,29 @@ function inferOperation(operationId: string, path: string, withVersion: boolean)
     tag: 'Inference (Open Inference Protocol)',
     summary: withVersion ? 'Run inference on a given version' : 'Run inference (sync)',
     description:
-      'Goes through the same queue and micro-batcher as async jobs, at high priority, and waits up to SYNC_TIMEOUT_MS. ' +
-      'On timeout: 504 with the `job_id` to poll at /v1/jobs/{id}.',
+      'Goes through the same queue and micro-batcher as async jobs, at high priority (or `parameters.priority`), and waits up to SYNC_TIMEOUT_MS. ' +
+      'On timeout: 504 with the `job_id` to poll at /v1/jobs/{id}. The body is JSON (also without a Content-Type, as tritonclient sends it) ' +
+      'or binary tensor data; outputs come back binary when asked (`parameters.binary_data_output`, or an output’s `parameters.binary_data`).',
     auth: true,
     params: withVersion ? modelAndVersion : model,
-    body: { schema: S.SyncInferRequest, required: true },
+    body: { schema: S.SyncInferRequest, required: true, binary: binaryRequest(S.SyncInferBinaryHeader) },
     responses: {
-      200: { description: 'The outputs', schema: S.InferResponse },
-      400: { description: 'Invalid request', schema: S.ErrorBody, codes: [...invalidRequestCodes, 'invalid_input'] },
+      200: {
+        description: 'The outputs',
+        schema: S.InferResponse,
+        binary: binaryResponse(
+          S.InferResponseBinaryHeader,
+          'When the request asks for a binary output (`parameters.binary_data_output: true`, or an output’s `parameters.binary_data: true`)',
+        ),
+      },
+      400: {
+        description: 'Invalid request',
+        schema: S.ErrorBody,
+        codes: [...invalidRequestCodes, ...binaryBodyCodes, 'invalid_input'],
+      },
       404: modelNotFound,
       413: tooLarge(overBounds),
-      ...jsonBody,
+      ...inferBody,
       422: webhookOrFallback,
       ...authed,
       429: rateLimitedOrTooManyJobs,
@@ -64,6 +82,7 @@ function inferOperation(operationId: string, path: string, withVersion: boolean)
     example: {
       params: withVersion ? { model: DEMO_MODEL, version: '1' } : { model: DEMO_MODEL },
       body: { id: 'req-42', inputs: demoInputs },
+      binaryHeader: { id: 'req-42', inputs: demoBinaryInputs, parameters: { binary_data_output: true } },
       status: 200,
     },
   };
@@ -98,23 +117,29 @@ export const OPERATIONS: readonly OperationSpec[] = [
     tag: 'Jobs',
     summary: 'Submit an async inference job',
     description:
-      'Validates the request against the model, then queues it. With an `Idempotency-Key`, the same key and body ' +
-      'return the same job (header `Idempotent-Replayed: true`); another body with the key is a 409.',
+      'Validates the request against the model, then queues it. The body is JSON or binary tensor data (then read the ' +
+      'outputs binary too: GET /v1/jobs/{id} with `Accept: application/octet-stream`). With an `Idempotency-Key`, the same ' +
+      'key and body (its bytes, for a binary body) return the same job (header `Idempotent-Replayed: true`); another body ' +
+      'with the key is a 409.',
     auth: true,
     params: model,
     headers: { 'Idempotency-Key': S.IdempotencyKey },
-    body: { schema: S.JobSubmission, required: true },
+    body: { schema: S.JobSubmission, required: true, binary: binaryRequest(S.JobSubmissionBinaryHeader) },
     responses: {
       202: {
         description: 'Queued',
         schema: S.JobAccepted,
         headers: { Location: 'The job: /v1/jobs/{id}', 'Idempotent-Replayed': '`true` when an earlier request with this key made the job' },
       },
-      400: { description: 'Invalid request', schema: S.ErrorBody, codes: [...invalidRequestCodes, 'invalid_idempotency_key'] },
+      400: {
+        description: 'Invalid request',
+        schema: S.ErrorBody,
+        codes: [...invalidRequestCodes, ...binaryBodyCodes, 'invalid_idempotency_key'],
+      },
       404: modelNotFound,
       409: { description: 'Idempotency-Key conflict', schema: S.ErrorBody, codes: ['idempotency_key_reused', 'idempotency_key_in_use'] },
       413: tooLarge(overBounds),
-      ...jsonBody,
+      ...inferBody,
       422: webhookOrFallback,
       ...authed,
       429: rateLimitedOrTooManyJobs,
@@ -124,6 +149,7 @@ export const OPERATIONS: readonly OperationSpec[] = [
       params: { model: DEMO_MODEL },
       headers: { 'Idempotency-Key': 'openapi-example-1' },
       body: { inputs: demoInputs, priority: 'normal', timeoutMs: 60_000 },
+      binaryHeader: { inputs: demoBinaryInputs, priority: 'normal', timeoutMs: 60_000 },
       status: 202,
     },
   },
@@ -133,10 +159,24 @@ export const OPERATIONS: readonly OperationSpec[] = [
     path: '/v1/jobs/:id',
     tag: 'Jobs',
     summary: 'Read a job: status, outputs, timings',
-    description: 'A queued job past its `timeoutMs` reads `failed` with `deadline_exceeded`.',
+    description:
+      'A queued job past its `timeoutMs` reads `failed` with `deadline_exceeded`. Its outputs come as binary tensor data ' +
+      'with `Accept: application/octet-stream` (preferred over application/json: a higher q, or listed first) or `?binary_data_output=true`.',
     auth: true,
     params: jobId,
-    responses: { 200: { description: 'The job', schema: S.JobResource }, 404: notFoundJob(), ...authed },
+    query: S.JobReadQuery,
+    responses: {
+      200: {
+        description: 'The job',
+        schema: S.JobResource,
+        binary: binaryResponse(
+          S.JobResourceBinaryHeader,
+          'With `Accept: application/octet-stream` or `?binary_data_output=true`, once the job has outputs (before, it answers JSON)',
+        ),
+      },
+      404: notFoundJob(),
+      ...authed,
+    },
   },
   {
     operationId: 'cancelJob',
@@ -241,7 +281,7 @@ export const OPERATIONS: readonly OperationSpec[] = [
     body: { schema: S.DeploymentChange, required: true },
     responses: {
       200: { description: 'The new revision', schema: S.Deployment },
-      400: { description: 'Invalid change', schema: S.ErrorBody, codes: ['malformed_json', 'invalid_body', 'invalid_deployment'] },
+      400: { description: 'Invalid change', schema: S.ErrorBody, codes: [...malformedBody, 'invalid_body', 'invalid_deployment'] },
       403: adminOnly(),
       409: { description: '`ifRevision` is not the current revision', schema: S.ErrorBody, codes: ['revision_conflict'] },
       413: tooLarge(),
@@ -267,7 +307,7 @@ export const OPERATIONS: readonly OperationSpec[] = [
     body: { schema: S.RollbackRequest, required: false },
     responses: {
       200: { description: 'The new revision', schema: S.Deployment },
-      400: { description: 'Invalid body', schema: S.ErrorBody, codes: ['malformed_json', 'invalid_body'] },
+      400: { description: 'Invalid body', schema: S.ErrorBody, codes: [...malformedBody, 'invalid_body'] },
       403: adminOnly(),
       404: notDeployed(),
       409: {

@@ -10,6 +10,7 @@
  */
 import { z } from 'zod';
 import { BULK_FORMATS, BULK_RUN_STATUSES, BULK_WEBHOOK_EVENTS } from '../../infra/contracts/bulk.ts';
+import { PRIORITIES } from '../../infra/contracts/job.ts';
 import { MODEL_NAME_PATTERN, VERSION_PATTERN } from '../../infra/contracts/manifest.ts';
 import { DATATYPES } from '../../infra/contracts/oip.ts';
 import { WEBHOOK_EVENTS } from '../../infra/contracts/webhook.ts';
@@ -63,7 +64,12 @@ export const RequestInput = z
 export const RequestOutput = z
   .object({
     name: z.string().describe('An output of the model'),
-    parameters: z.unknown().optional().describe('Per-output parameters (kept when an object, otherwise ignored)'),
+    parameters: z
+      .unknown()
+      .optional()
+      .describe(
+        'Per-output parameters (kept when an object, otherwise ignored). Sync inference: `binary_data: true` returns this output as binary tensor data, `false` keeps it JSON under `binary_data_output`',
+      ),
   })
   .describe('$request_output: an output to return');
 
@@ -108,7 +114,22 @@ const submissionOptions = {
     .describe('Default true: an identical earlier request may be answered from the result cache (never with a webhook)'),
 };
 
-export const SyncInferRequest = InferRequest.extend(submissionOptions).describe(
+/** The request parameters sync inference reads (api/use-cases/infer-sync.ts, infra/contracts/oip-binary.ts); others pass through. */
+const SyncParameters = z
+  .object({
+    priority: z
+      .union([z.enum(Object.keys(PRIORITIES) as [keyof typeof PRIORITIES]), z.number().int().nonnegative()])
+      .optional()
+      .describe('Queue priority: a name, or a Triton-style level (1 high, 2 normal, 3 and above low; 0 the default). Default high'),
+    binary_data_output: z
+      .boolean()
+      .optional()
+      .describe("`true`: every output comes back as binary tensor data (an output's own `binary_data: false` keeps it JSON)"),
+  })
+  .catchall(z.unknown())
+  .describe('Free-form key/value parameters; sync inference reads `priority` and `binary_data_output`');
+
+export const SyncInferRequest = InferRequest.extend({ ...submissionOptions, parameters: SyncParameters.optional() }).describe(
   '$inference_request, plus warmpool options (`version`, `timeoutMs`, `webhook`, `degradable`, `cache`)',
 );
 
@@ -137,6 +158,45 @@ export const InferResponse = z
   })
   .describe('$inference_response (Open Inference Protocol)');
 
+// ---- Binary tensor data extension (infra/contracts/oip-binary.ts) ---------------------------
+
+/** The byte count a binary tensor carries in `parameters.binary_data_size`. */
+const binaryParameters = z
+  .object({ binary_data_size: nonNegativeInt.describe('Bytes of this tensor in the body after the JSON header') })
+  .catchall(z.unknown());
+
+export const BinaryRequestInput = RequestInput.omit({ data: true })
+  .extend({ parameters: binaryParameters })
+  .describe(
+    'An input sent as binary tensor data: no `data`; its `binary_data_size` bytes follow the JSON header, in input order. ' +
+      'Elements little-endian, row-major; BOOL one byte each; FP16 as IEEE half bits; BYTES as a 4-byte little-endian length, then the bytes, per element',
+  );
+
+/** The JSON header's inputs: each in JSON (`data`) or binary (`binary_data_size`). */
+const headerInputs = z
+  .array(z.union([RequestInput, BinaryRequestInput]))
+  .min(1)
+  .describe('Every input of the model, once');
+
+export const BinaryResponseOutput = ResponseOutput.omit({ data: true })
+  .extend({ parameters: binaryParameters })
+  .describe('An output answered as binary tensor data: no `data`; its `binary_data_size` bytes follow the JSON header, in output order');
+
+/** A binary answer's JSON header's outputs: the binary ones carry `binary_data_size`, the others `data`. */
+const headerOutputs = z.array(z.union([ResponseOutput, BinaryResponseOutput]));
+
+export const SyncInferBinaryHeader = SyncInferRequest.extend({ inputs: headerInputs }).describe(
+  'The JSON header of a binary sync inference request: the request, its binary inputs carrying `binary_data_size` instead of `data`',
+);
+
+export const JobSubmissionBinaryHeader = JobSubmission.extend({ inputs: headerInputs }).describe(
+  'The JSON header of a binary job submission: the submission, its binary inputs carrying `binary_data_size` instead of `data`',
+);
+
+export const InferResponseBinaryHeader = InferResponse.extend({ outputs: headerOutputs }).describe(
+  'The JSON header of a binary inference response: the response, its binary outputs carrying `binary_data_size` instead of `data`',
+);
+
 const MetadataTensor = z.object({
   name: z.string(),
   datatype: Datatype,
@@ -155,7 +215,11 @@ export const ModelMetadata = z
 
 export const ModelReady = z.object({ name: z.string(), version: z.string(), ready: z.literal(true) });
 export const ServerLive = z.object({ live: z.literal(true) });
-export const ServerMetadata = z.object({ name: z.string(), version: z.string(), extensions: z.array(z.string()) });
+export const ServerMetadata = z.object({
+  name: z.string(),
+  version: z.string(),
+  extensions: z.array(z.string()).describe('Protocol extensions served: `binary_tensor_data`'),
+});
 export const ServerReady = z.object({ ready: z.boolean() });
 
 // ---- Jobs -------------------------------------------------------------------------------------
@@ -201,7 +265,32 @@ export const JobResource = z
   })
   .describe('A job as GET /v1/jobs/{id} shows it');
 
+export const JobResourceBinaryHeader = JobResource.extend({ outputs: headerOutputs.optional().describe('When succeeded') }).describe(
+  'The JSON header of a job read as binary tensor data: the job, its outputs carrying `binary_data_size` instead of `data`',
+);
+
+export const JobReadQuery = z.object({
+  binary_data_output: z
+    .enum(['true', '1', 'false', '0'])
+    .optional()
+    .describe('`true` or `1`: answer as binary tensor data, every output binary (as `Accept: application/octet-stream` does)'),
+});
+
 export const JobId = z.string().describe('Job id (`job_…`); another tenant’s job is a 404 like an unknown one');
+
+export const InferenceHeaderContentLength = z
+  .number()
+  .int()
+  .positive()
+  .describe(
+    'Bytes of the JSON inference header at the start of the body. Present: the body is binary tensor data, whatever its Content-Type; it must be in (0, body length] (else 400 `invalid_header_length`)',
+  );
+
+export const ContentEncoding = z
+  .enum(['gzip', 'x-gzip', 'deflate', 'identity'])
+  .describe(
+    'The body is compressed (one coding). The body limit holds for the decompressed bytes (413 `body_too_large`); bytes that do not decompress are a 400 `malformed_body`, another coding a 415 `unsupported_content_encoding`',
+  );
 
 export const IdempotencyKey = z
   .string()
@@ -479,6 +568,11 @@ export const EventStream = z
   .string()
   .describe('Server-Sent Events: `event: <status>`, `data: <the job as GET /v1/jobs/{id}>`; ends after a terminal status');
 export const HtmlPage = z.string().describe('HTML');
+export const BinaryTensorBody = z.string().meta({
+  description: 'Binary tensor data: a JSON header, then tensor bytes',
+  format: 'binary',
+  contentMediaType: 'application/octet-stream',
+});
 export const OpenApiJson = z.record(z.string(), z.unknown()).describe('This document');
 
 /** Every named schema, as it appears under `components.schemas`. */
@@ -492,6 +586,11 @@ export const NAMED_SCHEMAS = {
   SyncInferRequest,
   ResponseOutput,
   InferResponse,
+  BinaryRequestInput,
+  BinaryResponseOutput,
+  SyncInferBinaryHeader,
+  JobSubmissionBinaryHeader,
+  InferResponseBinaryHeader,
   ModelMetadata,
   ModelReady,
   ServerMetadata,
@@ -504,6 +603,7 @@ export const NAMED_SCHEMAS = {
   JobStatus,
   JobTimings,
   JobResource,
+  JobResourceBinaryHeader,
   ModelList,
   Fallback,
   Deployment,
