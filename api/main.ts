@@ -1,6 +1,8 @@
 /**
  * `warmpool api`: the API process's one entry. Wires BullMQ, the registry, deployments and
- * metrics into `createApp`, serves it with @hono/node-server, and drains on SIGTERM.
+ * metrics into `createApp`, serves it with @hono/node-server, and drains on SIGTERM. With
+ * GRPC_PORT set it also serves the Open Inference Protocol over gRPC (api/grpc/), on the same
+ * dependencies as the HTTP routes; grpc-js is loaded only then.
  */
 
 import type { AddressInfo } from 'node:net';
@@ -22,7 +24,8 @@ import { createS3ObjectStore } from '../infra/registry/s3-object-store.ts';
 import { createArrivalCounter } from '../infra/telemetry/arrival-counter.ts';
 import { createArrivalHistory } from '../infra/telemetry/arrival-history.ts';
 import { createApiMetrics, readMetricsSnapshots, renderClusterMetrics } from '../infra/telemetry/metrics.ts';
-import { type AppDeps, createApp } from './app.ts';
+import { type AppDeps, createApp, inferenceDeps } from './app.ts';
+import type { GrpcServiceDeps } from './grpc/service.ts';
 import { answerParseErrorsAsJson, slowClientLimits } from './http/client-errors.ts';
 import { createIdempotencyStore } from './http/idempotency.ts';
 import { createRateLimiter } from './http/rate-limiter.ts';
@@ -34,6 +37,9 @@ export interface ApiServer {
   url: string;
   /** `/metrics` without auth on METRICS_PORT; absent when that is unset. */
   metricsUrl?: string;
+  /** The OIP gRPC service's `host:port` (a gRPC target, no scheme) on GRPC_PORT; absent when that is unset. */
+  grpcUrl?: string;
+  grpcPort?: number;
   jobs: BullJobQueue;
   close(): Promise<void>;
 }
@@ -80,6 +86,8 @@ export interface ApiRuntime {
   connected(timeoutMs: number): Promise<boolean>;
   /** The Prometheus text `/metrics` serves, for METRICS_PORT's listener. */
   renderMetrics(): Promise<string>;
+  /** What the gRPC service runs on: the app's own inference dependencies, auth and limits (api/grpc/service.ts). */
+  grpc: GrpcServiceDeps;
   /** Closes the connections the app uses; idempotent. */
   close(): Promise<void>;
 }
@@ -139,7 +147,7 @@ export function createApiRuntime(config: Config, log: Logger, overrides: ApiOver
     getManifest: (model, version) => catalog.getManifest(model, version),
     notify: createBulkNotifier({ store: createDeliveryStore(redis, config.queuePrefix), clock }),
   });
-  const app = createApp({
+  const appDeps: AppDeps = {
     jobs,
     catalog,
     deployments,
@@ -180,11 +188,13 @@ export function createApiRuntime(config: Config, log: Logger, overrides: ApiOver
     ready: async () => redis.status === 'ready',
     log,
     ...overrides.deps,
-  });
+  };
+  const app = createApp(appDeps);
   let closing: Promise<void> | undefined;
   return {
     app,
     jobs,
+    grpc: grpcDeps(appDeps),
     connected: (timeoutMs) => redisReady(redis, timeoutMs),
     renderMetrics: overrides.deps?.metrics?.render ?? renderMetrics,
     close() {
@@ -201,10 +211,35 @@ export function createApiRuntime(config: Config, log: Logger, overrides: ApiOver
   };
 }
 
+/** The gRPC service's dependencies from the app's: the same queue, admission, caps and metrics hook as the HTTP routes. */
+function grpcDeps(deps: AppDeps): GrpcServiceDeps {
+  return {
+    inference: inferenceDeps(deps),
+    apiKeys: deps.apiKeys,
+    clock: deps.clock,
+    ...(deps.rateLimit ? { rateLimit: deps.rateLimit } : {}),
+    ...(deps.authFailures ? { authFailures: deps.authFailures } : {}),
+    ...(deps.ready ? { ready: deps.ready } : {}),
+    ...(deps.log ? { log: deps.log.child({ transport: 'grpc' }) } : {}),
+  };
+}
+
+/** The gRPC listener on GRPC_PORT, or undefined when unset; grpc-js is imported only here. */
+async function startGrpc(config: Config, deps: GrpcServiceDeps) {
+  if (config.api.grpcPort === undefined) return undefined;
+  const { startGrpcServer } = await import('./grpc/server.ts');
+  return startGrpcServer({ host: config.api.host, port: config.api.grpcPort, maxMessageBytes: config.api.bodyLimitBytes, deps });
+}
+
 export async function startApiServer(config: Config, log: Logger, overrides: ApiOverrides = {}): Promise<ApiServer> {
-  const { app, jobs, close, connected, renderMetrics } = createApiRuntime(config, log, overrides);
+  const { app, jobs, close, connected, renderMetrics, grpc: grpcServiceDeps } = createApiRuntime(config, log, overrides);
   // Serve even when Redis is down (readiness and job routes answer 503 until it is back).
   if (!(await connected(STARTUP_REDIS_WAIT_MS))) log.warn({ waitedMs: STARTUP_REDIS_WAIT_MS }, 'redis not ready; serving anyway');
+  // Before the HTTP listener: a port already taken fails the start with nothing left open.
+  const grpc = await startGrpc(config, grpcServiceDeps).catch(async (err: unknown) => {
+    await close();
+    throw err;
+  });
   const server = await new Promise<ReturnType<typeof serve>>((resolve) => {
     const s = serve(
       { fetch: app.fetch, hostname: config.api.host, port: config.api.port, serverOptions: slowClientLimits(config.api) },
@@ -222,10 +257,12 @@ export async function startApiServer(config: Config, log: Logger, overrides: Api
   return {
     url: `http://${host}:${port}`,
     ...(metrics ? { metricsUrl: metrics.url } : {}),
+    ...(grpc ? { grpcUrl: grpc.url, grpcPort: grpc.port } : {}),
     jobs,
     close() {
       closing ??= closeAll([
         ['metrics-http', async () => metrics?.close()],
+        ['grpc', async () => grpc?.close()],
         [
           'http',
           () => {
@@ -244,7 +281,8 @@ export async function startApiServer(config: Config, log: Logger, overrides: Api
 export async function apiMain(config: Config): Promise<number> {
   const log = createLogger(config.logLevel, { role: 'api' });
   const server = await startApiServer(config, log);
-  log.info({ url: server.url, ...(server.metricsUrl ? { metricsUrl: server.metricsUrl } : {}) }, 'api listening');
+  const extra = { ...(server.metricsUrl ? { metricsUrl: server.metricsUrl } : {}), ...(server.grpcUrl ? { grpcUrl: server.grpcUrl } : {}) };
+  log.info({ url: server.url, ...extra }, 'api listening');
   return new Promise<number>((resolve) => {
     onShutdownSignals({
       drain: async () => {

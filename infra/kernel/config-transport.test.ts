@@ -42,8 +42,17 @@ describe('transport settings', () => {
     expect(JSON.stringify(config)).not.toContain(token);
   });
 
+  it('serves gRPC only when GRPC_PORT is set; 0 asks for any free port', () => {
+    expect(load({}).api.grpcPort).toBeUndefined();
+    expect(load({ GRPC_PORT: '' }).api.grpcPort).toBeUndefined();
+    expect(load({ GRPC_PORT: '8081' }).api.grpcPort).toBe(8081);
+    expect(load({ GRPC_PORT: '0' }).api.grpcPort).toBe(0);
+  });
+
   it.each([
     [{ HEADERS_TIMEOUT_MS: '20000', REQUEST_TIMEOUT_MS: '10000' }, /^HEADERS_TIMEOUT_MS: /],
+    [{ GRPC_PORT: '65536' }, /^GRPC_PORT: /],
+    [{ GRPC_PORT: 'grpc' }, /^GRPC_PORT: /],
     [{ HEADERS_TIMEOUT_MS: '5' }, /^HEADERS_TIMEOUT_MS: /],
     [{ METRICS_PORT: '70000' }, /^METRICS_PORT: /],
     [{ METRICS_PORT: 'nine' }, /^METRICS_PORT: /],

@@ -89,6 +89,10 @@ const schema = z.object({
   METRICS_PORT: optionalString
     .refine((v) => v === undefined || (/^\d{1,5}$/.test(v) && Number(v) <= 65535), 'a port from 0 to 65535')
     .transform((v) => (v === undefined ? undefined : Number(v))),
+  // The Open Inference Protocol over gRPC (api/grpc/), beside HTTP: off unless set; 0 = any free port.
+  GRPC_PORT: optionalString
+    .refine((v) => v === undefined || (/^\d{1,5}$/.test(v) && Number(v) <= 65535), 'a port from 0 to 65535')
+    .transform((v) => (v === undefined ? undefined : Number(v))),
   METRICS_TOKEN: optionalString.pipe(z.string().min(16, 'must be 16 characters or more').optional()),
   SIMULATION_CPU_BUDGET_MS: int(100, 600_000).default(API_LIMIT_DEFAULTS.simulation.cpuBudgetMs),
   SIMULATIONS_PER_MIN: int(1, 10_000).default(API_LIMIT_DEFAULTS.simulation.perTenantPerMin),
@@ -195,6 +199,8 @@ export interface Config {
     trustProxyHops: number;
     /** `/metrics` also served, without auth, on this port (0 = any free one); absent = none. */
     metricsPort?: number;
+    /** The OIP gRPC service (api/grpc/) on this port of `host` (0 = any free one); absent = none. Never on Lambda. */
+    grpcPort?: number;
     /** A bearer token that may read `/metrics` on the API's port besides admin tenants' keys. Non-enumerable. */
     readonly metricsToken?: string;
     /** The dashboard's simulation: CPU time one replay may use, and replays a tenant may start per minute. */
@@ -330,6 +336,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     simulation: { cpuBudgetMs: e.SIMULATION_CPU_BUDGET_MS, perTenantPerMin: e.SIMULATIONS_PER_MIN },
     sse: { maxStreamsPerTenant: e.MAX_SSE_STREAMS_PER_TENANT, maxStreams: e.MAX_SSE_STREAMS },
     ...(e.METRICS_PORT !== undefined ? { metricsPort: e.METRICS_PORT } : {}),
+    ...(e.GRPC_PORT !== undefined ? { grpcPort: e.GRPC_PORT } : {}),
     adminTenants: e.ADMIN_TENANTS.split(',')
       .map((t) => t.trim())
       .filter(Boolean),

@@ -5,8 +5,9 @@
  * unless REDIS_URL is set. S3: an embedded S3-compatible server on `.warmpool/s3`, unless
  * S3_ENDPOINT is set. Then the demo model is built, published and deployed if absent; the API
  * webhook dispatcher, the scaler and its local worker pool start; the URL, an API key and a ready-to-paste curl are printed; the
- * endpoints go to `.warmpool/dev.env` for other terminals. Ctrl-C drains and stops everything
- * (a second Ctrl-C forces).
+ * endpoints go to `.warmpool/dev.env` for other terminals. The Open Inference Protocol's gRPC
+ * service is on too (GRPC_PORT, else a free port): its address is printed and stored there as
+ * GRPC_URL. Ctrl-C drains and stops everything (a second Ctrl-C forces).
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -45,6 +46,8 @@ export async function devMain(_args: string[]): Promise<number> {
   try {
     await startEmbeddedServices(env, { dir: STATE_DIR, preferredRedisPort: 6379, log: say, closers });
     if (!env.PORT && (await isPortOpen(8080))) env.PORT = String(await freePort());
+    // gRPC beside HTTP: the port asked for, else any free one (0); loadConfig reads it, dev.env does not keep it.
+    const grpcPort = env.GRPC_PORT?.trim() ? env.GRPC_PORT : '0';
     if (!env.API_KEYS) {
       env.API_KEYS = `dev:${devKey()}`;
       env.ADMIN_TENANTS ??= 'dev';
@@ -54,7 +57,7 @@ export async function devMain(_args: string[]): Promise<number> {
     env.BULK_LOCATIONS ??= devBulkLocations(env);
     // Webhooks to a receiver on this machine are the point of a dev stack.
     env.WEBHOOK_ALLOWED_PRIVATE_HOSTS ??= '127.0.0.1,localhost,::1';
-    const config = loadConfig(env);
+    const config = loadConfig({ ...env, GRPC_PORT: grpcPort });
     // The watcher narrates workers; the dev process's own JSON log only speaks up for problems.
     const log = createLogger(process.env.LOG_LEVEL ?? 'warn', { role: 'dev' });
 
@@ -96,8 +99,10 @@ export async function devMain(_args: string[]): Promise<number> {
     }
 
     const key = config.api.apiKeys[0]?.key ?? '';
-    writeDevEnv(env, api.url);
+    writeDevEnv(env, api.url, api.grpcUrl);
     say('');
+    // Before the "up" line: whoever waits for that line (scripts/dashboard-screenshots.ts) has this one too.
+    if (api.grpcUrl) say(`gRPC (Open Inference Protocol, KServe v2): ${api.grpcUrl}   (metadata authorization: Bearer <key>)`);
     say(`warmpool is up: ${api.url}   (API key: ${key})`);
     say(`other terminals in this folder pick up ${STATE_DIR}/dev.env; Ctrl-C drains and stops`);
     say('');
@@ -197,7 +202,7 @@ function devKey(): string {
   return key;
 }
 
-function writeDevEnv(env: NodeJS.ProcessEnv, url: string): void {
+function writeDevEnv(env: NodeJS.ProcessEnv, url: string, grpcUrl: string | undefined): void {
   const names = [
     'REDIS_URL',
     'S3_ENDPOINT',
@@ -214,6 +219,7 @@ function writeDevEnv(env: NodeJS.ProcessEnv, url: string): void {
   ];
   const lines = names.filter((n) => env[n] !== undefined).map((n) => `${n}=${env[n]}`);
   lines.push(`WARMPOOL_URL=${url}`);
+  if (grpcUrl) lines.push(`GRPC_URL=${grpcUrl}`);
   writeFileSync(path.join(STATE_DIR, 'dev.env'), `${lines.join('\n')}\n`, { mode: 0o600 });
 }
 
