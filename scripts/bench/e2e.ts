@@ -13,7 +13,7 @@ import type { ModelManifest } from '../../infra/contracts/manifest.ts';
 import { closedLoopSubmit, openLoopSubmit, type SubmitTarget } from './load.ts';
 import { startCpuMeter } from './proc-cpu.ts';
 import type { RequestWatch } from './queue-watch.ts';
-import { requestBodies } from './request-bodies.ts';
+import { binaryRequestBodies, requestBodies } from './request-bodies.ts';
 import { type LatencySummary, ratePerS, summarizeMs } from './stats.ts';
 
 export type ApiMode = 'child' | 'in-process';
@@ -28,22 +28,42 @@ export interface StackUnderTest {
   stop(): Promise<void>;
 }
 
-/** The submit route's target for `manifest`'s single-row requests. */
+/** How request bodies carry tensors: JSON numbers, or the OIP binary tensor extension. */
+export type BodyForm = 'json' | 'binary';
+
+/** The submit route's target for `manifest`'s single-row requests, in either body form. */
 export function submitTarget(
   url: string,
   manifest: Pick<ModelManifest, 'name' | 'inputs'>,
   headers: Record<string, string> = {},
+  form: BodyForm = 'json',
 ): SubmitTarget {
-  return {
-    url,
-    path: `/v1/models/${manifest.name}/jobs`,
-    headers: { ...headers, 'content-type': 'application/json' },
-    body: requestBodies(manifest, 1),
-  };
+  const path = `/v1/models/${manifest.name}/jobs`;
+  if (form === 'json') return { url, path, headers: { ...headers, 'content-type': 'application/json' }, body: requestBodies(manifest, 1) };
+  const { headerLength, body } = binaryRequestBodies(manifest, 1);
+  const binaryHeaders = { 'content-type': 'application/octet-stream', 'inference-header-content-length': String(headerLength) };
+  return { url, path, headers: { ...headers, ...binaryHeaders }, body };
+}
+
+/** `target` sent to sync inference (POST /v2/models/{m}/infer) instead of the async submit route. */
+export function inferTarget(target: SubmitTarget, manifest: Pick<ModelManifest, 'name'>): SubmitTarget {
+  return { ...target, path: `/v2/models/${manifest.name}/infer` };
 }
 
 /** Seeds of each run's requests start here, a run apart, so no request repeats another's rows. */
-export const SEEDS = { warmUp: 1_000_000, max: 2_000_000, latency: 3_000_000, search: 4_000_000 } as const;
+export const SEEDS = {
+  warmUp: 1_000_000,
+  max: 2_000_000,
+  latency: 3_000_000,
+  search: 4_000_000,
+  /** binary_vs_json's binary runs (its JSON side is the max-rate run above). */
+  binaryWarmUp: 5_000_000,
+  binary: 5_500_000,
+  /** grpc_vs_http: the HTTP and gRPC sync runs. */
+  syncWarmUp: 6_000_000,
+  http: 6_500_000,
+  grpc: 7_000_000,
+} as const;
 
 /** Untimed requests: JIT, first queue and stream reads, connections. The finished sets are emptied after. */
 export async function warmUp(stack: StackUnderTest, amount = 300, seed: number = SEEDS.warmUp): Promise<void> {
@@ -121,6 +141,6 @@ export async function measureOpenLoop(
   }
 }
 
-function withSeed(target: SubmitTarget, offset: number): SubmitTarget {
+export function withSeed(target: SubmitTarget, offset: number): SubmitTarget {
   return { ...target, body: (i) => target.body(offset + i) };
 }

@@ -21,7 +21,7 @@ export interface SubmitTarget {
   path: string;
   headers: Record<string, string>;
   /** The body of request i: distinct per i, so no request is a result-cache hit. */
-  body: (i: number) => string;
+  body: (i: number) => string | Buffer;
 }
 
 export interface ClosedLoopResult {
@@ -38,7 +38,7 @@ interface AutocannonRequest {
   method: string;
   path: string;
   headers: Record<string, string>;
-  body?: string;
+  body?: string | Buffer;
   setupRequest?: (req: AutocannonRequest) => AutocannonRequest;
   onResponse?: (status: number, body: string) => void;
 }
@@ -84,6 +84,47 @@ export async function closedLoopSubmit(target: SubmitTarget, amount: number, con
     ],
   });
   return { ids, startedAt, endedAt, rejected: Math.max(rejected, result.errors + result.timeouts) };
+}
+
+export interface SyncLoopResult {
+  /** Answered 200. */
+  completed: number;
+  startedAt: number;
+  endedAt: number;
+  /** Other answers, and transport errors. */
+  failed: number;
+}
+
+/**
+ * `amount` sync inference calls (POST /v2/models/{m}/infer) on `connections` connections, each
+ * sending its next call as soon as its answer came: a request is done when it is answered.
+ */
+export async function closedLoopInfer(target: SubmitTarget, amount: number, connections: number): Promise<SyncLoopResult> {
+  let next = 0;
+  let completed = 0;
+  let failed = 0;
+  const startedAt = Date.now();
+  let endedAt = startedAt;
+  const result = await autocannon({
+    url: target.url,
+    connections,
+    amount,
+    timeout: 30,
+    requests: [
+      {
+        method: 'POST',
+        path: target.path,
+        headers: target.headers,
+        setupRequest: (req) => ({ ...req, body: target.body(next++) }),
+        onResponse: (status) => {
+          endedAt = Date.now();
+          if (status === 200) completed++;
+          else failed++;
+        },
+      },
+    ],
+  });
+  return { completed, startedAt, endedAt, failed: Math.max(failed, result.errors + result.timeouts) };
 }
 
 export interface OpenLoopResult {
@@ -139,7 +180,12 @@ export async function openLoopSubmit(target: SubmitTarget, ratePerS: number, amo
   return { accepted, rejected, http: summarizeMs(httpMs), maxDispatchLagMs };
 }
 
-function post(agent: http.Agent, url: URL, headers: Record<string, string>, body: string): Promise<{ status: number; body: string }> {
+function post(
+  agent: http.Agent,
+  url: URL,
+  headers: Record<string, string>,
+  body: string | Buffer,
+): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
     const req = http.request(
       url,

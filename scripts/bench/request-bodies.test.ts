@@ -1,8 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import type { TensorSpec } from '../../infra/contracts/manifest.ts';
 import type { OipTensor } from '../../infra/contracts/oip.ts';
+import { fromJsonData, wireBytes } from '../../infra/contracts/packed-tensors.ts';
 import { benchInputs } from './bench-models.ts';
-import { HEAD_VALUES, requestBodies } from './request-bodies.ts';
+import { binaryRequestBodies, HEAD_VALUES, requestBodies } from './request-bodies.ts';
 
 const spec = (name: string, datatype: TensorSpec['datatype'], shape: number[]): TensorSpec => ({ name, datatype, shape });
 const parse = (body: string) => (JSON.parse(body) as { inputs: OipTensor[] }).inputs;
@@ -49,5 +50,31 @@ describe('requestBodies', () => {
   it('handles rows shorter than the head (all head, no tail)', () => {
     const [t] = parse(requestBodies({ inputs: [spec('x', 'FP32', [-1, 3])] }, 2)(5));
     expect(t?.data).toEqual(benchInputs({ inputs: [spec('x', 'FP32', [-1, 3])] }, 2, 5)[0]?.data);
+  });
+});
+
+describe('binaryRequestBodies', () => {
+  it('holds exactly the elements of the JSON body for the same seed, framed as the binary extension', () => {
+    const manifest = { inputs: [spec('x', 'FP32', [-1, 40]), spec('n', 'INT64', [-1, 3]), spec('m', 'BOOL', [-1, 25])] };
+    const json = parse(requestBodies(manifest, 2)(4321));
+    const { headerLength, body } = binaryRequestBodies(manifest, 2);
+    const bytes = body(4321);
+    const header = JSON.parse(bytes.subarray(0, headerLength).toString()) as {
+      inputs: Array<{ name: string; parameters: { binary_data_size: number } }>;
+    };
+    expect(header.inputs.map((i) => [i.name, i.parameters.binary_data_size])).toEqual([
+      ['x', 2 * 40 * 4],
+      ['n', 2 * 3 * 8],
+      ['m', 2 * 25],
+    ]);
+    let at = headerLength;
+    for (const [t, tensor] of json.entries()) {
+      const size = header.inputs[t]?.parameters.binary_data_size as number;
+      const expected = Buffer.from(wireBytes(tensor.datatype, fromJsonData(tensor.datatype, tensor.data)));
+      expect(bytes.subarray(at, at + size).equals(expected), tensor.name).toBe(true);
+      at += size;
+    }
+    expect(at).toBe(bytes.byteLength);
+    expect(body(4322).equals(bytes)).toBe(false);
   });
 });

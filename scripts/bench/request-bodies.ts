@@ -10,7 +10,9 @@
  * MB), never one JSON per request held up front (which took a real PaddleOCR classifier past
  * the 4 GB heap after six minutes).
  */
+import { BINARY_ITEM_BYTES, type BinaryDatatype } from '../../infra/contracts/binary-tensor.ts';
 import type { ModelManifest } from '../../infra/contracts/manifest.ts';
+import { fromJsonData, wireBytes } from '../../infra/contracts/packed-tensors.ts';
 import { benchValue, rowWidth } from './bench-models.ts';
 
 export const BODY_POOL_SIZE = 64;
@@ -50,5 +52,58 @@ export function requestBodies(manifest: Pick<ModelManifest, 'inputs'>, rows: num
       return `${prefix}${rowText.join(',')}]}`;
     });
     return `{"inputs":[${tensors.join(',')}]}`;
+  };
+}
+
+/**
+ * The same requests as `requestBodies` in the OIP binary tensor extension's form (the JSON
+ * header, then each input's little-endian bytes): `body(seed)` holds exactly the elements of
+ * `requestBodies(…)(seed)`, so `binary_vs_json` compares the two forms of the same rows. The
+ * header is the same for every seed, so its length is one header value for the whole run.
+ */
+export function binaryRequestBodies(
+  manifest: Pick<ModelManifest, 'inputs'>,
+  rows: number,
+  poolSize = BODY_POOL_SIZE,
+): { headerLength: number; body: (seed: number) => Buffer } {
+  const inputs = manifest.inputs.map((spec) => {
+    const width = rowWidth(spec);
+    const head = Math.min(HEAD_VALUES, width);
+    const item = BINARY_ITEM_BYTES[spec.datatype as BinaryDatatype];
+    if (item === undefined)
+      throw new Error(`binaryRequestBodies: input "${spec.name}" is ${spec.datatype}; the bench's models are numeric`);
+    // One whole tensor per pool slot, as bytes; a request overwrites each row's head.
+    const slots = Array.from({ length: poolSize }, (_, slot) => {
+      const values = new Array<number | boolean>(rows * width);
+      for (let k = 0; k < values.length; k++) values[k] = benchValue(spec.datatype, width, POOL_SEED + slot * rows, k);
+      return Buffer.from(wireBytes(spec.datatype, fromJsonData(spec.datatype, values)));
+    });
+    return { spec, width, head, item, slots };
+  });
+  const header = Buffer.from(
+    JSON.stringify({
+      inputs: inputs.map(({ spec, slots }) => ({
+        name: spec.name,
+        datatype: spec.datatype,
+        shape: [rows, ...spec.shape.slice(1)],
+        parameters: { binary_data_size: (slots[0] as Buffer).byteLength },
+      })),
+    }),
+  );
+  return {
+    headerLength: header.byteLength,
+    body: (seed) => {
+      const slot = ((seed % poolSize) + poolSize) % poolSize;
+      const parts = inputs.map(({ spec, width, head, item, slots }) => {
+        const bytes = Buffer.from(slots[slot] as Buffer);
+        for (let r = 0; r < rows; r++) {
+          const values = new Array<number | boolean>(head);
+          for (let j = 0; j < head; j++) values[j] = benchValue(spec.datatype, width, seed, r * width + j);
+          bytes.set(wireBytes(spec.datatype, fromJsonData(spec.datatype, values)), r * width * item);
+        }
+        return bytes;
+      });
+      return Buffer.concat([header, ...parts]);
+    },
   };
 }

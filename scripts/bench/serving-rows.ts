@@ -7,18 +7,33 @@
  *   e2e_latency_p50/p95/p99_ms  submit → succeeded, open loop at 80% of warmpool's maximum
  *   serving_efficiency          the highest open-loop rate whose p99 ≤ 100 ms (serving-search.ts)
  *                               ÷ raw ONNX Runtime's best rows/s at the worker's thread count
+ *   binary_vs_json              the max rate with the requests as OIP binary tensor data ÷ as JSON
+ *   grpc_vs_http                sync inferences/s over OIP gRPC ÷ over HTTP, binary tensors both
  */
 import os from 'node:os';
 import type { ModelManifest } from '../../infra/contracts/manifest.ts';
 import { errorMessage } from '../../infra/kernel/errors.ts';
 import { rowWidth } from './bench-models.ts';
-import { type ApiMode, type MaxRate, measureMaxRate, measureOpenLoop, SEEDS, type StackUnderTest, warmUp } from './e2e.ts';
+import {
+  type ApiMode,
+  inferTarget,
+  type MaxRate,
+  measureMaxRate,
+  measureOpenLoop,
+  SEEDS,
+  type StackUnderTest,
+  submitTarget,
+  warmUp,
+  withSeed,
+} from './e2e.ts';
+import { closedLoopGrpc } from './grpc-load.ts';
+import { closedLoopInfer, type SyncLoopResult } from './load.ts';
 import { startMinimalStack } from './minimal-stack.ts';
 import { bestCellAt, type RawSweep } from './raw-ort.ts';
 import { type BenchRow, regime } from './report.ts';
 import type { BenchContext } from './services.ts';
 import { describeTrials, searchServingRate } from './serving-search.ts';
-import { boundedCount, maxBy, planLatencyRun } from './stats.ts';
+import { boundedCount, maxBy, planLatencyRun, ratePerS } from './stats.ts';
 import { type BenchSizes, failedRows, type ModelRun } from './suite.ts';
 import { startWarmpoolStack, type WarmpoolStack } from './warmpool-stack.ts';
 
@@ -59,6 +74,8 @@ export async function benchServing(
     rows.push(minimalRow(m, max, minimal, minimalError, api, run.raw), ...cpuRows(m, max, minimal));
     rows.push(...(await latencyRows(ctx, m, stack, max, sizes)));
     rows.push(await servingRow(ctx, m, stack, max, run.raw, sizes));
+    rows.push(await binaryVsJsonRow(ctx, manifest, stack, max, amount, sizes));
+    rows.push(await grpcVsHttpRow(ctx, manifest, stack, amount, sizes));
   } catch (err) {
     rows.push(...failedRows(m, ['e2e_vs_minimal_stack', 'e2e_latency_p99_ms', 'serving_efficiency'], err));
   } finally {
@@ -67,13 +84,23 @@ export async function benchServing(
   return rows;
 }
 
-/** The best of `maxRuns` closed-loop runs after a warm-up; stops the stack after unless told not to. */
-async function bestMaxRate(ctx: BenchContext, stack: StackUnderTest, amount: number, sizes: BenchSizes, stop = true): Promise<MaxRate> {
+/**
+ * The best of `maxRuns` closed-loop runs after a warm-up; stops the stack after unless told not
+ * to. `seeds` keep each series' rows apart from every other's (a repeated row is a cache hit).
+ */
+async function bestMaxRate(
+  ctx: BenchContext,
+  stack: StackUnderTest,
+  amount: number,
+  sizes: BenchSizes,
+  stop = true,
+  seeds: { warmUp: number; max: number } = { warmUp: SEEDS.warmUp, max: SEEDS.max },
+): Promise<MaxRate> {
   try {
-    await warmUp(stack, Math.min(amount, sizes.warmUpRequests));
+    await warmUp(stack, Math.min(amount, sizes.warmUpRequests), seeds.warmUp);
     const runs: MaxRate[] = [];
     for (let i = 0; i < sizes.maxRuns; i++) {
-      runs.push(await measureMaxRate(stack, { amount, connections: 32, seed: SEEDS.max + i * amount }));
+      runs.push(await measureMaxRate(stack, { amount, connections: 32, seed: seeds.max + i * amount }));
       const r = runs.at(-1) as MaxRate;
       ctx.out(
         `  ${stack.label} max: ${f0(r.requestsPerS)} requests/s (${f2(r.requestsPerJob)} per queue job; CPU ms per request ${describeCpu(r)})`,
@@ -139,6 +166,86 @@ async function latencyRows(ctx: BenchContext, m: string, stack: StackUnderTest, 
     }));
   } catch (err) {
     return failedRows(m, ['e2e_latency_p99_ms'], `${at}: ${errorMessage(err)}`);
+  }
+}
+
+/**
+ * `binary_vs_json`: the max-rate run again with the same single-row requests sent as OIP binary
+ * tensor data instead of JSON numbers (other rows, the same shapes), on the same stack: what the
+ * API's JSON parse and validation of the elements cost end to end.
+ */
+async function binaryVsJsonRow(
+  ctx: BenchContext,
+  manifest: ModelManifest,
+  stack: StackUnderTest,
+  json: MaxRate,
+  amount: number,
+  sizes: BenchSizes,
+): Promise<BenchRow> {
+  const m = manifest.name;
+  try {
+    const target = submitTarget(stack.target.url, manifest, { authorization: stack.target.headers.authorization ?? '' }, 'binary');
+    const binary = await bestMaxRate(ctx, { ...stack, label: 'warmpool binary', target }, amount, sizes, false, {
+      warmUp: SEEDS.binaryWarmUp,
+      max: SEEDS.binary,
+    });
+    const bytes = (form: 'json' | 'binary') => Buffer.byteLength((form === 'json' ? stack.target : target).body(SEEDS.max));
+    return {
+      name: `${m}.binary_vs_json`,
+      value: binary.requestsPerS / json.requestsPerS,
+      unit: 'ratio',
+      detail:
+        `${f0(binary.requestsPerS)} vs ${f0(json.requestsPerS)} completed single-row requests/s (rows/s), closed loop, 32 connections, ` +
+        `POST /v1/models/${m}/jobs with binary tensor data vs JSON numbers (${f0(bytes('binary'))} vs ${f0(bytes('json'))} body bytes); ` +
+        `API CPU ms per request ${f2(binary.cpuMsPerRequest.api ?? NaN)} vs ${f2(json.cpuMsPerRequest.api ?? NaN)}`,
+    };
+  } catch (err) {
+    return failedRows(m, ['binary_vs_json'], err)[0] as BenchRow;
+  }
+}
+
+/**
+ * `grpc_vs_http`: sync inference, binary tensors both ways, 32 calls in flight closed loop: the
+ * OIP gRPC service's ModelInfer (raw_input_contents) against HTTP's POST /v2/models/{m}/infer,
+ * the same rows' bytes, runs interleaved, best of `maxRuns` each. A call is done when answered.
+ */
+async function grpcVsHttpRow(
+  ctx: BenchContext,
+  manifest: ModelManifest,
+  stack: WarmpoolStack,
+  amount: number,
+  sizes: BenchSizes,
+): Promise<BenchRow> {
+  const m = manifest.name;
+  try {
+    const key = (stack.target.headers.authorization ?? '').replace(/^Bearer /, '');
+    const http = inferTarget(submitTarget(stack.target.url, manifest, { authorization: `Bearer ${key}` }, 'binary'), manifest);
+    const grpc = { url: stack.grpcUrl, key, manifest };
+    const warm = Math.min(amount, sizes.warmUpRequests);
+    await closedLoopInfer(withSeed(http, SEEDS.syncWarmUp), warm, 16);
+    await closedLoopGrpc(grpc, warm, 16, SEEDS.syncWarmUp + warm);
+    const best = { http: 0, grpc: 0 };
+    let failed = 0;
+    for (let i = 0; i < sizes.maxRuns; i++) {
+      const h = await closedLoopInfer(withSeed(http, SEEDS.http + i * amount), amount, 32);
+      const g = await closedLoopGrpc(grpc, amount, 32, SEEDS.grpc + i * amount);
+      failed += h.failed + g.failed;
+      const rate = (r: SyncLoopResult) => ratePerS(r.completed, r.startedAt, r.endedAt);
+      ctx.out(`  sync: HTTP ${f0(rate(h))}, gRPC ${f0(rate(g))} requests/s`);
+      best.http = Math.max(best.http, rate(h));
+      best.grpc = Math.max(best.grpc, rate(g));
+    }
+    await stack.watch.reset();
+    return {
+      name: `${m}.grpc_vs_http`,
+      value: best.grpc / best.http,
+      unit: 'ratio',
+      detail:
+        `${f0(best.grpc)} vs ${f0(best.http)} single-row sync inferences/s (rows/s), closed loop, 32 in flight: gRPC ModelInfer with ` +
+        `raw_input_contents vs HTTP POST /v2/models/${m}/infer with binary tensor data, the same rows${failed > 0 ? `; ${failed} failed` : ''}`,
+    };
+  } catch (err) {
+    return failedRows(m, ['grpc_vs_http'], err)[0] as BenchRow;
   }
 }
 

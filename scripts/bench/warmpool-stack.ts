@@ -1,7 +1,8 @@
 /**
  * warmpool as the stack under test: the real API (a `warmpool api` child process by default, or
  * in the bench's own process) and one real `warmpool worker` process for the model, on a queue
- * prefix of their own. Requests go to POST /v1/models/{m}/jobs with the bench tenant's key.
+ * prefix of their own. Requests go to POST /v1/models/{m}/jobs with the bench tenant's key; the
+ * API also serves OIP gRPC (GRPC_PORT) for grpc_vs_http.
  *
  * The API runs as a child by default, like the worker: in this process it would share one event
  * loop with the load generator, and on 2 cores the generator's CPU would be charged to the API
@@ -22,6 +23,8 @@ import { BENCH_KEY, type BenchContext, scopedEnv, spawnRole, waitForHttp, waitFo
 export interface WarmpoolStack extends StackUnderTest {
   /** The worker's intra-op threads (its warm-up's choice; 0 when it did not say). */
   workerThreads: number;
+  /** The API's OIP gRPC service, `host:port` (GRPC_PORT is set for the bench). */
+  grpcUrl: string;
 }
 
 /** `nodeArgs` go to the child processes' node (e.g. `--cpu-prof --cpu-prof-dir=DIR`, to profile them). */
@@ -32,7 +35,8 @@ export async function startWarmpoolStack(
   options: { nodeArgs?: string[] } = {},
 ): Promise<WarmpoolStack> {
   const spawnOptions = options.nodeArgs ? { nodeArgs: options.nodeArgs } : {};
-  const { env, config } = scopedEnv(ctx, `e2e-${manifest.name}-${api}`, { PORT: String(await freePort()) });
+  const grpcPort = await freePort();
+  const { env, config } = scopedEnv(ctx, `e2e-${manifest.name}-${api}`, { PORT: String(await freePort()), GRPC_PORT: String(grpcPort) });
   const redis = createRedis(config.redisUrl);
   // A reader: it never rewrites the queue's settings (the events stream's maxLen).
   const queues = leaseQueues(redis, config.queuePrefix);
@@ -67,6 +71,7 @@ export async function startWarmpoolStack(
       watch: new RequestWatch(queue, redis),
       pids: { api: apiPid, worker: worker.child.pid, redis: await redisServerPid(redis) },
       workerThreads: beat?.batchProfile?.threads ?? 0,
+      grpcUrl: `127.0.0.1:${grpcPort}`,
       stop,
     };
   } catch (err) {
