@@ -12,6 +12,7 @@
  * names its job, which only its own tenant can read over HTTP; and the tenant's rate limit is
  * one bucket for HTTP and gRPC.
  */
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -299,6 +300,33 @@ describe('gRPC against warmpool dev', () => {
     });
     expect(garbled?.code).toBe(status.INTERNAL);
     expect(ok(await api.serverLive({}))).toEqual({ live: true });
+  });
+
+  /** A docs/examples/ client run as the docs say: from the folder `warmpool dev` runs in (it reads .warmpool/dev.env). */
+  const runExample = (file: string) =>
+    execFileSync(process.execPath, [fileURLToPath(new URL(`../docs/examples/${file}`, import.meta.url))], {
+      cwd,
+      encoding: 'utf8',
+      env: { ...process.env, WARMPOOL_KEY: key },
+      timeout: 60_000,
+    });
+
+  it('the docs’ binary HTTP client (docs/examples/binary-infer.mjs) gets the score HTTP’s JSON gives', async () => {
+    const answer = JSON.parse(runExample('binary-infer.mjs')) as { outputs: Array<{ name: string; values: number[] }> };
+    const features = Array.from({ length: FEATURES }, (_, i) => Math.fround(Math.sin(i) / 2));
+    const json = (await overHttp(features)) as Array<{ name: string; data: number[] }>;
+    expect(answer.outputs[0]?.name).toBe('score');
+    expect(answer.outputs[0]?.values).toEqual(json[0]?.data);
+  });
+
+  it('the docs’ gRPC client (docs/examples/grpc-infer.mjs) runs ServerLive, ModelMetadata and ModelInfer both ways', () => {
+    const out = runExample('grpc-infer.mjs');
+    expect(out).toMatch(/^live: true$/m);
+    expect(out).toMatch(/^inputs: features FP32 \[-1, 64\]$/m);
+    const typed = /^typed contents → score \[ (\S+) \]$/m.exec(out)?.[1];
+    const raw = /^raw contents {3}→ score \[ (\S+) \]$/m.exec(out)?.[1];
+    expect(typed).toBeDefined();
+    expect(raw).toBe(typed);
   });
 });
 
