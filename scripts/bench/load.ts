@@ -60,30 +60,12 @@ const autocannon = createRequire(import.meta.url)('autocannon') as Autocannon;
 /** `amount` submits on `connections` connections, each as fast as the API answers. */
 export async function closedLoopSubmit(target: SubmitTarget, amount: number, connections: number): Promise<ClosedLoopResult> {
   const ids: string[] = [];
-  let next = 0;
-  let rejected = 0;
-  const startedAt = Date.now();
-  let endedAt = startedAt;
-  const result = await autocannon({
-    url: target.url,
-    connections,
-    amount,
-    timeout: 30,
-    requests: [
-      {
-        method: 'POST',
-        path: target.path,
-        headers: target.headers,
-        setupRequest: (req) => ({ ...req, body: target.body(next++) }),
-        onResponse: (status, body) => {
-          endedAt = Date.now();
-          if (status === 202) ids.push((JSON.parse(body) as { id: string }).id);
-          else rejected++;
-        },
-      },
-    ],
+  const run = await closedLoop(target, amount, connections, (status, body) => {
+    if (status !== 202) return false;
+    ids.push((JSON.parse(body) as { id: string }).id);
+    return true;
   });
-  return { ids, startedAt, endedAt, rejected: Math.max(rejected, result.errors + result.timeouts) };
+  return { ids, startedAt: run.startedAt, endedAt: run.endedAt, rejected: run.failed };
 }
 
 export interface SyncLoopResult {
@@ -99,7 +81,17 @@ export interface SyncLoopResult {
  * `amount` sync inference calls (POST /v2/models/{m}/infer) on `connections` connections, each
  * sending its next call as soon as its answer came: a request is done when it is answered.
  */
-export async function closedLoopInfer(target: SubmitTarget, amount: number, connections: number): Promise<SyncLoopResult> {
+export function closedLoopInfer(target: SubmitTarget, amount: number, connections: number): Promise<SyncLoopResult> {
+  return closedLoop(target, amount, connections, (status) => status === 200);
+}
+
+/** autocannon's closed loop over `target`'s bodies; `accept` judges each answer (false: failed). */
+async function closedLoop(
+  target: SubmitTarget,
+  amount: number,
+  connections: number,
+  accept: (status: number, body: string) => boolean,
+): Promise<SyncLoopResult> {
   let next = 0;
   let completed = 0;
   let failed = 0;
@@ -116,9 +108,9 @@ export async function closedLoopInfer(target: SubmitTarget, amount: number, conn
         path: target.path,
         headers: target.headers,
         setupRequest: (req) => ({ ...req, body: target.body(next++) }),
-        onResponse: (status) => {
+        onResponse: (status, body) => {
           endedAt = Date.now();
-          if (status === 200) completed++;
+          if (accept(status, body)) completed++;
           else failed++;
         },
       },

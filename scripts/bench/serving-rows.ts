@@ -29,6 +29,7 @@ import {
 import { closedLoopGrpc } from './grpc-load.ts';
 import { closedLoopInfer, type SyncLoopResult } from './load.ts';
 import { startMinimalStack } from './minimal-stack.ts';
+import { startCpuMeter } from './proc-cpu.ts';
 import { bestCellAt, type RawSweep } from './raw-ort.ts';
 import { type BenchRow, regime } from './report.ts';
 import type { BenchContext } from './services.ts';
@@ -225,15 +226,24 @@ async function grpcVsHttpRow(
     await closedLoopInfer(withSeed(http, SEEDS.syncWarmUp), warm, 16);
     await closedLoopGrpc(grpc, warm, 16, SEEDS.syncWarmUp + warm);
     const best = { http: 0, grpc: 0 };
+    const apiMs = { http: [] as number[], grpc: [] as number[] };
     let failed = 0;
+    const rate = (r: SyncLoopResult) => ratePerS(r.completed, r.startedAt, r.endedAt);
+    /** One run, and the API process's CPU ms per answered call over it (the load generator's own CPU is not in it). */
+    const measured = async (run: () => Promise<SyncLoopResult>) => {
+      const meter = startCpuMeter({ api: stack.pids.api });
+      const r = await run();
+      return { r, apiMs: (meter.stop().api ?? NaN) / r.completed };
+    };
     for (let i = 0; i < sizes.maxRuns; i++) {
-      const h = await closedLoopInfer(withSeed(http, SEEDS.http + i * amount), amount, 32);
-      const g = await closedLoopGrpc(grpc, amount, 32, SEEDS.grpc + i * amount);
-      failed += h.failed + g.failed;
-      const rate = (r: SyncLoopResult) => ratePerS(r.completed, r.startedAt, r.endedAt);
-      ctx.out(`  sync: HTTP ${f0(rate(h))}, gRPC ${f0(rate(g))} requests/s`);
-      best.http = Math.max(best.http, rate(h));
-      best.grpc = Math.max(best.grpc, rate(g));
+      const h = await measured(() => closedLoopInfer(withSeed(http, SEEDS.http + i * amount), amount, 32));
+      const g = await measured(() => closedLoopGrpc(grpc, amount, 32, SEEDS.grpc + i * amount));
+      failed += h.r.failed + g.r.failed;
+      ctx.out(`  sync: HTTP ${f0(rate(h.r))}, gRPC ${f0(rate(g.r))} requests/s (API CPU ms per call ${f2(h.apiMs)}, ${f2(g.apiMs)})`);
+      best.http = Math.max(best.http, rate(h.r));
+      best.grpc = Math.max(best.grpc, rate(g.r));
+      apiMs.http.push(h.apiMs);
+      apiMs.grpc.push(g.apiMs);
     }
     await stack.watch.reset();
     return {
@@ -242,7 +252,9 @@ async function grpcVsHttpRow(
       unit: 'ratio',
       detail:
         `${f0(best.grpc)} vs ${f0(best.http)} single-row sync inferences/s (rows/s), closed loop, 32 in flight: gRPC ModelInfer with ` +
-        `raw_input_contents vs HTTP POST /v2/models/${m}/infer with binary tensor data, the same rows${failed > 0 ? `; ${failed} failed` : ''}`,
+        `raw_input_contents vs HTTP POST /v2/models/${m}/infer with binary tensor data, the same rows; API CPU ms per call ` +
+        `${f2(Math.min(...apiMs.grpc))} vs ${f2(Math.min(...apiMs.http))} (the load generators differ: grpc-js's client vs autocannon, on the same cores)` +
+        `${failed > 0 ? `; ${failed} failed` : ''}`,
     };
   } catch (err) {
     return failedRows(m, ['grpc_vs_http'], err)[0] as BenchRow;
