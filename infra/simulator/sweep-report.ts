@@ -1,12 +1,13 @@
 /**
  * A sweep as files: sweep.json (every point and the baselines), sweep.md (the cost-vs-SLO table,
- * Pareto front marked, the cheapest setting that meets the SLO named) and pareto.svg.
+ * Pareto front marked, the cheapest policy that meets the SLO named — a grid point or a
+ * deployable baseline, whichever costs less — with the oracle's floor beside it) and pareto.svg.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { TraceInfo } from './report.ts';
 import { scatterChart } from './svg-chart.ts';
-import type { PolicySummary, SweepResult } from './sweep.ts';
+import { BOUND_BASELINES, type PolicySummary, type SweepResult } from './sweep.ts';
 
 const pct = (x: number) => `${(x * 100).toFixed(3)} %`;
 const int = (x: number) => Math.round(x).toLocaleString('en-US');
@@ -15,10 +16,26 @@ const settingText = (setting: Record<string, number>) =>
     .map(([k, v]) => `${k}=${v}`)
     .join(' ');
 
+/** The cheapest policy meeting the target, as `[what it is, its figures]`; undefined when none does. */
+function cheapestOf(r: SweepResult): [string, PolicySummary] | undefined {
+  const c = r.cheapest;
+  if (c?.kind === 'point') {
+    const point = r.points[c.index];
+    return point && [`the predictive policy with ${settingText(point.setting)}`, point.result];
+  }
+  const baseline = c === undefined ? undefined : r.baselines[c.index];
+  return baseline && [`the ${baseline.name} baseline`, baseline];
+}
+
 export function cheapestLine(r: SweepResult): string {
-  const best = r.cheapest === undefined ? undefined : r.points[r.cheapest];
-  if (!best) return `No setting meets the SLO target (${pct(r.sloTarget)} of jobs within the queue-wait SLO).`;
-  return `Cheapest setting that meets the SLO target (${pct(r.sloTarget)}): ${settingText(best.setting)} — cost ${int(best.result.cost)}, attainment ${pct(best.result.sloAttainment)}.`;
+  const best = cheapestOf(r);
+  const bounds = r.baselines
+    .filter((b) => BOUND_BASELINES.includes(b.name))
+    .map((b) => ` (The ${b.name}, which needs perfect foresight, costs ${int(b.cost)} at ${pct(b.sloAttainment)}: a floor, not a setting.)`)
+    .join('');
+  if (!best) return `No setting meets the SLO target (${pct(r.sloTarget)} of jobs within the queue-wait SLO), baselines included.${bounds}`;
+  const [what, p] = best;
+  return `Cheapest setting that meets the SLO target (${pct(r.sloTarget)}), grid and baselines compared: ${what} — cost ${int(p.cost)}, attainment ${pct(p.sloAttainment)}.${bounds}`;
 }
 
 export function sweepTable(r: SweepResult): string {
@@ -33,10 +50,16 @@ export function sweepTable(r: SweepResult): string {
     row(
       [String(i + 1), ...names.map((n) => String(pt.setting[n]))],
       pt.result,
-      `${pt.pareto ? '★' : ''}${i === r.cheapest ? ' cheapest meeting SLO' : ''}`,
+      `${pt.pareto ? '★' : ''}${r.cheapest?.kind === 'point' && i === r.cheapest.index ? ' cheapest meeting SLO' : ''}`,
     ),
   );
-  const baselines = r.baselines.map((b) => row([b.name, ...names.map(() => '')], b, 'baseline'));
+  const baselines = r.baselines.map((b, i) =>
+    row(
+      [b.name, ...names.map(() => '')],
+      b,
+      `baseline${BOUND_BASELINES.includes(b.name) ? ' (a floor)' : ''}${r.cheapest?.kind === 'baseline' && i === r.cheapest.index ? ', cheapest meeting SLO' : ''}`,
+    ),
+  );
   return [header, rule, ...points, ...baselines].join('\n');
 }
 
