@@ -117,7 +117,8 @@ describe('GET /v1/deployments/:model/series', () => {
       pool: { t: number[]; active: number[] };
     };
     const minute0 = (Math.floor(now / MINUTE) - 2) * 60;
-    expect(view.arrivals).toEqual({ t: [minute0, minute0 + 60, minute0 + 120], perMin: [7, 0, 3], forecastPerMin: [null, 30, null] });
+    // The decision holds into the next minute (an unchanged one is recorded only once a minute).
+    expect(view.arrivals).toEqual({ t: [minute0, minute0 + 60, minute0 + 120], perMin: [7, 0, 3], forecastPerMin: [null, 30, 30] });
     expect(view.pool.t).toEqual([now / 1000]);
     expect(view.pool.active).toEqual([0]); // no worker runs in this test
   });

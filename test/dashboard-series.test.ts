@@ -117,9 +117,16 @@ function decision(
 const T0 = Date.UTC(2026, 0, 1, 12, 0);
 
 describe('minuteForecast', () => {
-  it('averages the decisions of each minute as rows per minute; a minute without one is null', () => {
-    const f = minuteForecast([decision(T0 + 1000, 1), decision(T0 + 30_000, 2), decision(T0 + 120_000, 0.5)], T0, 3);
-    expect(f).toEqual([90, null, 30]);
+  it('averages the decisions of each minute as rows per minute', () => {
+    const f = minuteForecast([decision(T0 + 1000, 1), decision(T0 + 30_000, 2), decision(T0 + 60_000, 0.5)], T0, 2);
+    expect(f).toEqual([90, 30]);
+  });
+
+  it('a minute without one holds the last decision from at most a heartbeat before it (an unchanged one is not recorded again); then null', () => {
+    // Recorded at 0:30 and then not until 3:10: minute 1 holds it, minutes 2 (90 s later) is unknown.
+    const f = minuteForecast([decision(T0 + 30_000, 2), decision(T0 + 190_000, 0.5)], T0, 4);
+    expect(f).toEqual([120, 120, null, 30]);
+    expect(minuteForecast([decision(T0 - 10_000, 1)], T0, 2)).toEqual([60, null]);
   });
 
   it('prefers the live scaler over a shadow one, and uses shadow decisions when they are all there is', () => {
@@ -146,7 +153,7 @@ describe('shapeSeries', () => {
       decisions: [decision(T0 + 5_000, 0.1)],
       samples: [sample(T0 + 2_000, 3, w), sample(T0 + 4_000, 0, w, h([1, 2, 2], 2), h([0, 0, 4], 4, 12))],
     });
-    expect(view.arrivals).toEqual({ t: [T0 / 1000, T0 / 1000 + 60, T0 / 1000 + 120], perMin: [5, 0, 7], forecastPerMin: [6, null, null] });
+    expect(view.arrivals).toEqual({ t: [T0 / 1000, T0 / 1000 + 60, T0 / 1000 + 120], perMin: [5, 0, 7], forecastPerMin: [6, 6, null] });
     expect(view.pool.t).toEqual([T0 / 1000 + 2, T0 / 1000 + 4]);
     expect(view.pool.queued).toEqual([3, 0]);
     expect(view.pool.oldestAgeS).toEqual([1.5, 1.5]);

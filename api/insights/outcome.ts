@@ -5,13 +5,14 @@
  *
  * - Worker-seconds by state: the worker counts seen (decision records and samples merged, by
  *   time) held until the next observation, at most `maxGapMs` (a longer silence is not billed:
- *   nothing says what ran then). Cost weighs them as the simulator does: active + starting +
+ *   nothing says what ran then). The scaler records an unchanged decision once per heartbeat
+ *   (infra/scaler/decision-log.ts), so the default allows a heartbeat and a few ticks. Cost weighs them as the simulator does: active + starting +
  *   standby × standbyPrice.
  * - Queue waits: the sampled interval histograms summed; SLO attainment is the share of jobs
  *   taken within the SLO (linear within a histogram bucket, so approximate), null with no jobs.
  */
 import type { WorkerCounts } from '../../infra/contracts/pool.ts';
-import type { DecisionRecord } from '../../infra/scaler/index.ts';
+import { DECISION_HEARTBEAT_MS, type DecisionRecord } from '../../infra/scaler/index.ts';
 import { addHistograms, fractionAtMost, type Histogram, type PoolSample, quantile, round } from './series.ts';
 
 export interface Outcome {
@@ -32,7 +33,7 @@ export interface OutcomeInput {
   toMs: number;
   sloMs: number;
   standbyPrice?: number;
-  /** Default 60 s. */
+  /** Default: a decision heartbeat plus 30 s (ticks may land just after it). */
   maxGapMs?: number;
 }
 
@@ -47,7 +48,7 @@ export function workerTimeline(
 }
 
 export function actualOutcome(input: OutcomeInput): Outcome {
-  const maxGapMs = input.maxGapMs ?? 60_000;
+  const maxGapMs = input.maxGapMs ?? DECISION_HEARTBEAT_MS + 30_000;
   const timeline = workerTimeline(input.decisions, input.samples).filter((p) => p.at >= input.fromMs && p.at <= input.toMs);
   const seconds = { active: 0, standby: 0, starting: 0 };
   const minutes = new Set<number>();

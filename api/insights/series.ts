@@ -12,7 +12,7 @@
  * histograms, not the raw counters, so reading an hour of them stays small.
  */
 import type { ArrivalSeries, Backlog, WorkerCounts } from '../../infra/contracts/pool.ts';
-import type { DecisionRecord } from '../../infra/scaler/index.ts';
+import { DECISION_HEARTBEAT_MS, type DecisionRecord } from '../../infra/scaler/index.ts';
 
 /**
  * A Prometheus histogram: cumulative counts at each finite upper bound (ascending); `count` is
@@ -148,11 +148,19 @@ export function intervalHistogram(earlier: CountersByWorker, later: CountersByWo
 
 /**
  * The forecast per minute (arrivals per minute the scaler expected), the mean over the decisions
- * taken in that minute; live decisions only, unless only a shadow scaler ran.
+ * taken in that minute; live decisions only, unless only a shadow scaler ran. The scaler records
+ * an unchanged decision only once per heartbeat (infra/scaler/decision-log.ts), so a minute with
+ * none carries the last decision from at most a heartbeat before it; after a longer silence
+ * nothing is known and the minute is null.
  */
-export function minuteForecast(decisions: readonly DecisionRecord[], startMs: number, minutes: number): Array<number | null> {
+export function minuteForecast(
+  decisions: readonly DecisionRecord[],
+  startMs: number,
+  minutes: number,
+  heartbeatMs = DECISION_HEARTBEAT_MS,
+): Array<number | null> {
   const live = decisions.filter((d) => !d.shadow);
-  const used = live.length > 0 ? live : decisions;
+  const used = [...(live.length > 0 ? live : decisions)].sort((a, b) => a.at - b.at);
   const sums = new Array<number>(minutes).fill(0);
   const seen = new Array<number>(minutes).fill(0);
   for (const d of used) {
@@ -161,7 +169,22 @@ export function minuteForecast(decisions: readonly DecisionRecord[], startMs: nu
     sums[i] = (sums[i] ?? 0) + d.forecast.ratePerSec * 60;
     seen[i] = (seen[i] ?? 0) + 1;
   }
-  return sums.map((s, i) => ((seen[i] ?? 0) === 0 ? null : round(s / (seen[i] as number), 2)));
+  return sums.map((s, i) => {
+    if ((seen[i] ?? 0) > 0) return round(s / (seen[i] as number), 2);
+    const minuteStart = startMs + i * MINUTE_MS;
+    const held = lastBefore(used, minuteStart);
+    return held && minuteStart - held.at <= heartbeatMs ? round(held.forecast.ratePerSec * 60, 2) : null;
+  });
+}
+
+/** The last of `sorted` (by time) taken before `ms`. */
+function lastBefore(sorted: readonly DecisionRecord[], ms: number): DecisionRecord | undefined {
+  let found: DecisionRecord | undefined;
+  for (const d of sorted) {
+    if (d.at >= ms) break;
+    found = d;
+  }
+  return found;
 }
 
 export function shapeSeries(input: {

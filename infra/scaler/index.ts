@@ -2,7 +2,7 @@
 
 export { countWorkers, type ObservedWorker } from './controller-observe.ts';
 export { planVersion } from './controller-plan.ts';
-export { createDecisionLog, type DecisionRecord, type ScalerAction } from './decision-log.ts';
+export { createDecisionLog, DECISION_HEARTBEAT_MS, type DecisionRecord, type ScalerAction } from './decision-log.ts';
 export { forecastArrivals } from './forecast.ts';
 export { decide } from './policy.ts';
 export { type ScalerSettings, scalerSettingsFrom } from './settings.ts';
