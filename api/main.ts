@@ -56,6 +56,12 @@ const API_REDIS_OPTIONS = { ...FAIL_FAST_REDIS_OPTIONS, enableAutoPipelining: tr
 /** How long an API entry waits for its first Redis connection before serving anyway. */
 export const STARTUP_REDIS_WAIT_MS = 3_000;
 
+/**
+ * SIGTERM's drain limit: the API closes its sockets at once (a client retries elsewhere); what
+ * remains is closing connections, which must not wait long on a Redis that is gone.
+ */
+const API_DRAIN_LIMIT_MS = 10_000;
+
 function redisReady(
   redis: { status: string; once(event: 'ready', fn: () => void): unknown; off(event: 'ready', fn: () => void): unknown },
   timeoutMs: number,
@@ -284,12 +290,15 @@ export async function apiMain(config: Config): Promise<number> {
   const extra = { ...(server.metricsUrl ? { metricsUrl: server.metricsUrl } : {}), ...(server.grpcUrl ? { grpcUrl: server.grpcUrl } : {}) };
   log.info({ url: server.url, ...extra }, 'api listening');
   return new Promise<number>((resolve) => {
-    onShutdownSignals({
-      drain: async () => {
-        await server.close();
-        resolve(0);
+    onShutdownSignals(
+      {
+        drain: async () => {
+          await server.close();
+          resolve(0);
+        },
+        force: (signal, reason) => log.warn({ signal, reason }, 'forced exit'),
       },
-      force: (signal) => log.warn({ signal }, 'forced exit'),
-    });
+      { forceAfterMs: API_DRAIN_LIMIT_MS },
+    );
   });
 }

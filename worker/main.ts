@@ -78,7 +78,7 @@ export async function workerMain(args: string[], config: Config, env: NodeJS.Pro
     drain,
     // onShutdownSignals exits with 128 + signal right after this; held jobs return to the
     // queue when their locks expire.
-    force: (signal) => log.warn({ signal }, 'forced exit'),
+    force: (signal, reason) => log.warn({ signal, reason }, 'forced exit'),
   });
   void worker.drainRequested.then(() => drain('control: drain'));
   // `kill -USR2 <pid>`: where the worker and its Redis connections stand, logged at warn.

@@ -26,6 +26,13 @@ import { createDispatcher } from './dispatcher.ts';
 /** How often the dispatcher's webhook metrics are published for the API's /metrics. */
 const METRICS_PUBLISH_MS = 5_000;
 
+/**
+ * SIGTERM's drain limit: the dispatcher holds no work a longer wait would save (an attempt cut
+ * short is retried; a bulk drive's lease lapses and another supervisor adopts the run), and a
+ * drain waiting on an unreachable Redis must not keep it running.
+ */
+const DISPATCHER_DRAIN_LIMIT_MS = 10_000;
+
 export interface RunningDispatcher {
   /** Drains attempts in flight, then closes its connections; idempotent. */
   close(): Promise<void>;
@@ -100,12 +107,15 @@ export async function dispatcherMain(config: Config): Promise<number> {
   const log = createLogger(config.logLevel, { role: 'dispatcher' });
   const running = startDispatcher(config, log);
   return new Promise<number>((resolve) => {
-    onShutdownSignals({
-      drain: async () => {
-        await running.close();
-        resolve(0);
+    onShutdownSignals(
+      {
+        drain: async () => {
+          await running.close();
+          resolve(0);
+        },
+        force: (signal, reason) => log.warn({ signal, reason }, 'forced exit'),
       },
-      force: (signal) => log.warn({ signal }, 'forced exit'),
-    });
+      { forceAfterMs: DISPATCHER_DRAIN_LIMIT_MS },
+    );
   });
 }

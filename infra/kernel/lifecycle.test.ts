@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import { flushMicrotasks, ManualClock } from './clock.ts';
-import { closeAll, exitCodeFor, once, onShutdownSignals } from './lifecycle.ts';
+import { closeAll, DRAIN_LIMIT_MS, ECHO_WINDOW_MS, exitCodeFor, once, onShutdownSignals } from './lifecycle.ts';
 
 /** Stands in for `process`: signals are plain events, exit() only records its code. */
 class FakeProcess extends EventEmitter {
@@ -35,28 +35,73 @@ function recorder() {
           failDrain = reject;
         });
       },
-      force: (signal: string) => void forces.push(signal),
+      force: (signal: string, reason: string) => void forces.push(`${signal}:${reason}`),
     },
   };
 }
 
 describe('onShutdownSignals', () => {
-  it('drains on the first signal and forces on the second', async () => {
+  it('drains on the first signal and forces when it comes again', async () => {
     const proc = new FakeProcess();
+    const clock = new ManualClock();
     const r = recorder();
-    onShutdownSignals(r.handlers, { processLike: proc.asProcess() });
-    proc.emit('SIGTERM', 'SIGTERM');
+    onShutdownSignals(r.handlers, { processLike: proc.asProcess(), clock });
+    proc.emit('SIGINT', 'SIGINT');
     await flushMicrotasks();
-    expect(r.drains).toEqual(['SIGTERM']);
+    expect(r.drains).toEqual(['SIGINT']);
     expect(r.forces).toEqual([]);
     expect(proc.exits).toEqual([]);
 
+    await clock.advance(ECHO_WINDOW_MS);
     proc.emit('SIGINT', 'SIGINT');
-    expect(r.forces).toEqual(['SIGINT']);
+    expect(r.forces).toEqual(['SIGINT:signal']);
     expect(proc.exits).toEqual([exitCodeFor('SIGINT')]);
     proc.emit('SIGINT', 'SIGINT'); // a third signal changes nothing
     expect(r.forces).toHaveLength(1);
     expect(r.drains).toHaveLength(1);
+  });
+
+  it('ignores echoes of the first signal: another signal, or the same one at once', async () => {
+    // One Ctrl-C under `npm start`: SIGINT from the terminal, SIGINT again from npm, SIGTERM
+    // from the supervisor that started this process.
+    const proc = new FakeProcess();
+    const clock = new ManualClock();
+    const r = recorder();
+    onShutdownSignals(r.handlers, { processLike: proc.asProcess(), clock });
+    proc.emit('SIGINT', 'SIGINT');
+    await clock.advance(ECHO_WINDOW_MS - 1);
+    proc.emit('SIGINT', 'SIGINT');
+    await clock.advance(5_000);
+    proc.emit('SIGTERM', 'SIGTERM');
+    expect(r.drains).toEqual(['SIGINT']);
+    expect(r.forces).toEqual([]);
+    expect(proc.exits).toEqual([]);
+    r.finishDrain();
+    await flushMicrotasks();
+    proc.emit('SIGTERM', 'SIGTERM'); // drained: any signal now ends the process at once
+    expect(r.forces).toEqual(['SIGTERM:signal']);
+  });
+
+  it('bounds every drain by DRAIN_LIMIT_MS unless told otherwise; 0 = never', async () => {
+    const proc = new FakeProcess();
+    const clock = new ManualClock();
+    const r = recorder();
+    onShutdownSignals(r.handlers, { processLike: proc.asProcess(), clock });
+    proc.emit('SIGTERM', 'SIGTERM');
+    await clock.advance(DRAIN_LIMIT_MS - 1);
+    expect(r.forces).toEqual([]);
+    await clock.advance(1);
+    expect(r.forces).toEqual(['SIGTERM:timeout']);
+    expect(proc.exits).toEqual([143]);
+
+    const unbounded = new FakeProcess();
+    const r2 = recorder();
+    onShutdownSignals(r2.handlers, { processLike: unbounded.asProcess(), clock, forceAfterMs: 0 });
+    unbounded.emit('SIGTERM', 'SIGTERM');
+    await flushMicrotasks();
+    expect(clock.pending).toBe(0);
+    await clock.advance(10 * DRAIN_LIMIT_MS);
+    expect(r2.forces).toEqual([]);
   });
 
   it('forces when drain outlasts forceAfterMs, and not before', async () => {
@@ -68,7 +113,7 @@ describe('onShutdownSignals', () => {
     await clock.advance(4999);
     expect(r.forces).toEqual([]);
     await clock.advance(1);
-    expect(r.forces).toEqual(['SIGTERM']);
+    expect(r.forces).toEqual(['SIGTERM:timeout']);
     expect(proc.exits).toEqual([143]);
   });
 
@@ -86,33 +131,35 @@ describe('onShutdownSignals', () => {
     await clock.advance(1000);
     expect(r.forces).toEqual([]);
     proc.emit('SIGTERM', 'SIGTERM');
-    expect(r.forces).toEqual(['SIGTERM']);
+    expect(r.forces).toEqual(['SIGTERM:signal']);
   });
 
   it('forces when drain fails, even when drain throws synchronously', async () => {
     const proc = new FakeProcess();
+    const clock = new ManualClock();
     const r = recorder();
-    onShutdownSignals(r.handlers, { processLike: proc.asProcess() });
+    onShutdownSignals(r.handlers, { processLike: proc.asProcess(), clock });
     proc.emit('SIGTERM', 'SIGTERM');
     await flushMicrotasks();
     r.failDrain(new Error('redis gone'));
     await flushMicrotasks();
-    expect(r.forces).toEqual(['SIGTERM']);
+    expect(r.forces).toEqual(['SIGTERM:drain-failed']);
 
     const proc2 = new FakeProcess();
     const forces: string[] = [];
     const drain = (): Promise<void> => {
       throw new Error('sync');
     };
-    onShutdownSignals({ drain, force: (s) => void forces.push(s) }, { processLike: proc2.asProcess() });
+    onShutdownSignals({ drain, force: (s) => void forces.push(s) }, { processLike: proc2.asProcess(), clock });
     proc2.emit('SIGINT', 'SIGINT');
     await flushMicrotasks();
     expect(forces).toEqual(['SIGINT']);
     expect(proc2.exits).toEqual([130]);
   });
 
-  it('exits even when force throws', () => {
+  it('exits even when force throws', async () => {
     const proc = new FakeProcess();
+    const clock = new ManualClock();
     onShutdownSignals(
       {
         drain: () => new Promise(() => {}),
@@ -120,9 +167,10 @@ describe('onShutdownSignals', () => {
           throw new Error('boom');
         },
       },
-      { processLike: proc.asProcess() },
+      { processLike: proc.asProcess(), clock },
     );
     proc.emit('SIGTERM', 'SIGTERM');
+    await clock.advance(ECHO_WINDOW_MS);
     proc.emit('SIGTERM', 'SIGTERM');
     expect(proc.exits).toEqual([143]);
   });

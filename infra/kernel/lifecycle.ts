@@ -5,26 +5,53 @@
  * Shutdown, as a state machine (one per onShutdownSignals subscription):
  *
  *   running --first signal--> draining --drain resolves--> drained
- *   draining --second signal | forceAfterMs | drain rejects--> forced (force(), then exit)
+ *   draining --the signal again | forceAfterMs | drain rejects--> forced (force(), then exit)
+ *   draining --an echo of the first signal--> draining (ignored)
  *   drained --another signal--> forced
  *
  * `drain` should stop taking work, finish or hand back what is held, and close resources; the
  * process then ends on its own (or the caller exits). `force` is the last, synchronous chance
  * to log or kill children; the process exits right after it with 128 + the signal's number,
  * the shell convention, so supervisors see "killed by signal".
+ *
+ * The drain is bounded (forceAfterMs, DRAIN_LIMIT_MS unless the caller says): a drain that waits
+ * on something that never answers (a Redis that is gone: its commands wait to be resent) must
+ * not turn SIGTERM into a no-op that only SIGKILL ends.
+ *
+ * Echoes: one Ctrl-C often reaches a process twice. The terminal sends SIGINT to the whole
+ * foreground process group, and `npm start` forwards it to its child as well; a supervisor in
+ * that group (`warmpool dev`, `warmpool scaler`) then sends its workers SIGTERM, which they have
+ * already begun. So while draining, a signal other than the first, or the first again within
+ * ECHO_WINDOW_MS, is the same request and is ignored; the same signal again later is a person
+ * asking again, and forces.
  */
 import { constants } from 'node:os';
 import { type Clock, systemClock } from './clock.ts';
 
+/** Why a shutdown was forced: the signal came again, the drain outlasted its limit, or it failed. */
+export type ForceReason = 'signal' | 'timeout' | 'drain-failed';
+
 export interface ShutdownHandlers {
   drain: (signal: string) => Promise<void>;
-  force: (signal: string) => void;
+  force: (signal: string, reason: ForceReason) => void;
 }
+
+/** How long a drain may take before it is forced, unless the caller says otherwise. */
+export const DRAIN_LIMIT_MS = 30_000;
+
+/**
+ * The limit for a process whose drain waits on its children's (the scaler's local pool, `warmpool
+ * dev`): theirs, and time to see them exit.
+ */
+export const SUPERVISOR_DRAIN_LIMIT_MS = DRAIN_LIMIT_MS + 10_000;
+
+/** A repeat of the first signal this soon after it is an echo of the same delivery (see the header). */
+export const ECHO_WINDOW_MS = 500;
 
 export interface ShutdownOptions {
   /** Default SIGINT and SIGTERM. */
   signals?: NodeJS.Signals[];
-  /** Force this long after the first signal if drain has not finished; 0 or absent = never. */
+  /** Force this long after the first signal if drain has not finished; default DRAIN_LIMIT_MS, 0 = never. */
   forceAfterMs?: number;
   processLike?: Pick<NodeJS.Process, 'on' | 'off' | 'exit'>;
   clock?: Clock;
@@ -37,13 +64,14 @@ export function onShutdownSignals(handlers: ShutdownHandlers, options: ShutdownO
   const clock = options.clock ?? systemClock;
   const timer = new AbortController();
   let state: 'running' | 'draining' | 'drained' | 'forced' = 'running';
+  let first: { signal: string; at: number } | undefined;
 
-  const force = (signal: string) => {
+  const force = (signal: string, reason: ForceReason) => {
     if (state === 'forced') return;
     state = 'forced';
     timer.abort();
     try {
-      handlers.force(signal);
+      handlers.force(signal, reason);
     } catch {
       // The process exits on the next line either way; nothing is left to tell.
     }
@@ -52,10 +80,11 @@ export function onShutdownSignals(handlers: ShutdownHandlers, options: ShutdownO
 
   const startDrain = (signal: string) => {
     state = 'draining';
-    const forceAfterMs = options.forceAfterMs ?? 0;
+    first = { signal, at: clock.now() };
+    const forceAfterMs = options.forceAfterMs ?? DRAIN_LIMIT_MS;
     if (forceAfterMs > 0) {
       clock.sleep(forceAfterMs, timer.signal).then(
-        () => force(signal),
+        () => force(signal, 'timeout'),
         () => {}, // aborted: drain finished or we unsubscribed
       );
     }
@@ -68,13 +97,16 @@ export function onShutdownSignals(handlers: ShutdownHandlers, options: ShutdownO
           state = 'drained';
           timer.abort();
         },
-        () => force(signal),
+        () => force(signal, 'drain-failed'),
       );
   };
 
+  const isEcho = (signal: string): boolean =>
+    state === 'draining' && first !== undefined && (signal !== first.signal || clock.now() - first.at < ECHO_WINDOW_MS);
+
   const onSignal = (signal: NodeJS.Signals) => {
     if (state === 'running') startDrain(signal);
-    else force(signal);
+    else if (!isEcho(signal)) force(signal, 'signal');
   };
 
   for (const signal of signals) proc.on(signal, onSignal);

@@ -25,7 +25,7 @@ import { listHeartbeats } from '../fleet/worker-states.ts';
 import { systemClock } from '../kernel/clock.ts';
 import type { Config } from '../kernel/config.ts';
 import { ConfigError } from '../kernel/errors.ts';
-import { closeAll, once, onShutdownSignals } from '../kernel/lifecycle.ts';
+import { closeAll, once, onShutdownSignals, SUPERVISOR_DRAIN_LIMIT_MS } from '../kernel/lifecycle.ts';
 import { createLogger, type Logger } from '../kernel/log.ts';
 import { createLocalProvider, loadAsgProvider, loadKubernetesProvider } from '../pool/index.ts';
 import { createQueueStats } from '../queue/index.ts';
@@ -185,16 +185,19 @@ export async function scalerMain(args: string[], config: Config, options: Scaler
   const running = startScaler(config, log, provider, { ...options, shadow });
   log.info({ shadow, provider: provider?.name ?? 'none', tickMs: s.tickMs }, 'scaler started');
   return new Promise<number>((resolve) => {
-    onShutdownSignals({
-      drain: async () => {
-        await closeAll([
-          ['scaler', () => running.close()],
-          ['provider', () => provider?.close()],
-          ['provider-redis', () => (providerRedis ? closeRedis(providerRedis) : undefined)],
-        ]);
-        resolve(0);
+    onShutdownSignals(
+      {
+        drain: async () => {
+          await closeAll([
+            ['scaler', () => running.close()],
+            ['provider', () => provider?.close()],
+            ['provider-redis', () => (providerRedis ? closeRedis(providerRedis) : undefined)],
+          ]);
+          resolve(0);
+        },
+        force: (signal, reason) => log.warn({ signal, reason }, 'forced exit'),
       },
-      force: (signal) => log.warn({ signal }, 'forced exit'),
-    });
+      { forceAfterMs: SUPERVISOR_DRAIN_LIMIT_MS },
+    );
   });
 }
