@@ -383,7 +383,7 @@ describe('webhooks, end to end', () => {
     expect(r.at('/entry-failed-only')).toEqual([]);
   });
 
-  it('sends nothing for a member canceled while its entry was queued; its entry-mate gets its own', async () => {
+  it('sends job.failed (status canceled, no job.started) for a member canceled while its entry was queued; its entry-mate gets its own', async () => {
     const canceled = member('/entry-canceled', ['job.started', 'job.succeeded', 'job.failed']);
     const kept = member('/entry-kept', ['job.started', 'job.succeeded']);
     const data = testEntry({ model, version: '1', members: [canceled, kept] });
@@ -397,11 +397,17 @@ describe('webhooks, end to end', () => {
     expect(await received('/entry-kept', deliveryId(kept.id, 'job.succeeded'))).toMatchObject({
       data: { id: kept.id, status: 'succeeded', outputs: [{ shape: [1, 1], data: memberOutput(1, 1) }] },
     });
-    expect(await storedEvents(canceled.id)).toEqual([]);
-    expect(r.at('/entry-canceled')).toEqual([]);
+    // A cancel is the member's end: job.failed, saying canceled (event-source.ts's header).
+    await settled(deliveryId(canceled.id, 'job.failed'), 'succeeded');
+    expect(await received('/entry-canceled', deliveryId(canceled.id, 'job.failed'))).toMatchObject({
+      type: 'job.failed',
+      data: { id: canceled.id, status: 'canceled', error: { code: 'canceled' } },
+    });
+    expect(await storedEvents(canceled.id)).toEqual(['job.failed']);
+    expect(r.at('/entry-canceled')).toHaveLength(1);
   });
 
-  it("fails each member that asked when its entry fails for good, with the entry's error; not one canceled while queued", async () => {
+  it("fails each member that asked when its entry fails for good, with the entry's error; one canceled while queued hears of its cancel instead", async () => {
     const canceled = member('/entry-down-canceled', ['job.started', 'job.failed']);
     const successOnly = member('/entry-down-success-only', ['job.succeeded']);
     const failing = member('/entry-down');
@@ -419,7 +425,11 @@ describe('webhooks, end to end', () => {
       type: 'job.failed',
       data: { id: failing.id, status: 'failed', error: { code: 'inference_failed', message: 'the forward pass failed for this entry' } },
     });
-    expect(await storedEvents(canceled.id)).toEqual([]);
+    expect(await storedEvents(canceled.id)).toEqual(['job.failed']);
+    await settled(deliveryId(canceled.id, 'job.failed'), 'succeeded');
+    expect(await received('/entry-down-canceled', deliveryId(canceled.id, 'job.failed'))).toMatchObject({
+      data: { id: canceled.id, status: 'canceled', error: { code: 'canceled' } },
+    });
     expect(await storedEvents(successOnly.id)).toEqual([]);
   });
 

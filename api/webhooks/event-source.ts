@@ -11,9 +11,17 @@
  *                                          failed (a member failed alone: bad input, its deadline)
  *                                          → job.failed, canceled (skipped) → nothing
  *   failed, and the request is now failed → job.failed    (an attempt that will be retried is not)
+ *   buried (the API ended a queued request:  → job.failed    (data.status `failed`, error
+ *     past its deadline, or canceled)                       `deadline_exceeded`; or data.status
+ *                                                           `canceled`, error `canceled`)
  *
- * `member-ended` (a member canceled or expired while its entry was queued) and every other event
- * deliver nothing, as a canceled job's `removed` never did.
+ * `buried` is written by the script that ends the request (infra/queue/tombstones.ts) and carries
+ * the request's final view and webhook, so it delivers even when the entry that held the request
+ * is gone by the time the event is read. Every way a request ends therefore comes through this
+ * stream: a worker's outcome (completed, failed), the API's deadline expiry or cancel (buried).
+ * A cancel is delivered as `job.failed`: every webhook that asks to hear of failures (the
+ * default does) hears of it, and the payload says what happened. `member-ended` (the followers'
+ * hint for the same end) and every other event deliver nothing.
  *
  * At least once: a queue's cursor (`<prefix>:{webhooks}:cursor:<queue>`) advances only after the
  * deliveries of the entries before it are stored, so a crash re-reads some entries, and the
@@ -83,6 +91,12 @@ const STREAM_EVENTS: Record<string, readonly WebhookEvent[]> = {
   failed: ['job.failed'],
 };
 
+/** A request the API ended while queued (the `buried` event) → the event it delivers. */
+const BURIED_EVENTS: Partial<Record<JobStatus, WebhookEvent>> = {
+  failed: 'job.failed',
+  canceled: 'job.failed',
+};
+
 /** A request's own final status after its BullMQ job completed → the event it delivers (canceled: none). */
 const FINAL_EVENTS: Partial<Record<JobStatus, WebhookEvent>> = {
   succeeded: 'job.succeeded',
@@ -91,6 +105,9 @@ const FINAL_EVENTS: Partial<Record<JobStatus, WebhookEvent>> = {
 
 /** A request whose webhook asks for one of the events a stream event may become. */
 type Hooked = HeldJob & { webhook: WebhookSpec };
+
+/** Whom a delivery is for. */
+type Recipient = Pick<Hooked, 'id' | 'tenant' | 'webhook'>;
 
 /** The webhook-id of a job's event: the same on every re-read and every retry. */
 export function deliveryId(jobId: string, event: WebhookEvent): string {
@@ -120,13 +137,14 @@ export function createEventSource(deps: EventSourceDeps): { run(signal: AbortSig
   async function handle(queues: QueueLease, name: string, streamId: string, fields: Record<string, string>): Promise<number> {
     const kind = fields.event ?? '';
     const jobId = fields.jobId;
+    const timestamp = iso(Number(streamId.split('-')[0]));
+    if (kind === 'buried') return (await buried(fields, timestamp)) ? 1 : 0;
     const wanted = STREAM_EVENTS[kind];
     if (!wanted || !jobId) return 0;
     const held = await readHeldJobs({ redis: sharedOutputReads(deps.redis), prefix: deps.prefix }, queues, name, jobId);
     const hooked = held.filter((h): h is Hooked => h.webhook?.events.some((e) => wanted.includes(e)) ?? false);
     if (hooked.length === 0) return 0;
     const skipped = kind === 'completed' ? new Set<string>() : await skippedMembers(name, jobId);
-    const timestamp = iso(Number(streamId.split('-')[0]));
     const found = await Promise.all(hooked.filter((h) => !skipped.has(h.id)).map((h) => deliveryOf(kind, h)));
     let added = 0;
     for (const d of found) {
@@ -159,7 +177,21 @@ export function createEventSource(deps: EventSourceDeps): { run(signal: AbortSig
     return new Set(await deps.redis.smembers(entrySkipKey(deps.prefix, queue, jobId)));
   }
 
-  function store(job: Hooked, event: WebhookEvent, payload: WebhookPayload): Promise<boolean> {
+  /**
+   * A `buried` event: the request's final view and webhook ride in it (see the header). Stored
+   * when the webhook asks for the event; true when the delivery is new. Fields that do not parse
+   * (not written by tombstones.ts) deliver nothing.
+   */
+  async function buried(fields: Record<string, string>, timestamp: string): Promise<boolean> {
+    const parsed = parseBuried(fields);
+    if (!parsed) return false;
+    const { view, webhook } = parsed;
+    const event = BURIED_EVENTS[view.status];
+    if (!event || !webhook.events.includes(event)) return false;
+    return store({ id: view.id, tenant: view.tenant, webhook }, event, { type: event, timestamp, data: toJobResource(view) });
+  }
+
+  function store(job: Recipient, event: WebhookEvent, payload: WebhookPayload): Promise<boolean> {
     return deps.store.enqueue(
       {
         id: deliveryId(job.id, event),
@@ -229,6 +261,19 @@ export function createEventSource(deps: EventSourceDeps): { run(signal: AbortSig
   }
 
   return { run };
+}
+
+/** A `buried` event's view and webhook; undefined when either is missing or malformed. */
+function parseBuried(fields: Record<string, string>): { view: JobView; webhook: WebhookSpec } | undefined {
+  try {
+    const view = JSON.parse(fields.view ?? '') as JobView;
+    const webhook = JSON.parse(fields.webhook ?? '') as WebhookSpec;
+    if (typeof view?.id !== 'string' || typeof view.tenant !== 'string' || typeof view.status !== 'string') return undefined;
+    if (typeof webhook?.url !== 'string' || !Array.isArray(webhook.events)) return undefined;
+    return { view, webhook };
+  } catch {
+    return undefined;
+  }
 }
 
 /**

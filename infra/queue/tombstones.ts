@@ -17,6 +17,16 @@
  * the queue's events stream makes every API process's followers of the entry look again (sent
  * before, a follower could read the index first, find the entry still queued, and wait on). When
  * every member is skipped the entry itself is taken out, as a single job is.
+ *
+ * Both scripts also tell the webhook dispatcher (api/webhooks/event-source.ts): when the job
+ * has a webhook (read by the script from the BullMQ job's own data), they append a `buried`
+ * event to the queue's events stream carrying the job's id, its final view (the tombstone) and
+ * its webhook. Written by the same script as the tombstone, it cannot be lost between the two
+ * (an API that dies right after the script has still told the dispatcher), and it needs nothing
+ * that may be gone by the time the dispatcher reads it (an entry whose members were all ended is
+ * removed). A job with no webhook adds nothing. `buried` is not `member-ended`: that one is a
+ * hint for followers and must come after the index (see above); this one must come with the
+ * tombstone.
  */
 
 import { EVENTS_STREAM_MAX_LEN, type JobStatus, type JobView } from '../contracts/job.ts';
@@ -24,31 +34,59 @@ import type { Clock } from '../kernel/clock.ts';
 import type { RedisClient } from '../redis/client.ts';
 import { entryInputsKey, entrySkipKey, jobTombstoneKey } from '../redis/keys.ts';
 import type { OpenJobs } from '../redis/open-jobs.ts';
-import { bullQueueKey } from './bullmq-keys.ts';
+import { bullJobKey, bullQueueKey } from './bullmq-keys.ts';
 import type { JobIndex } from './job-index.ts';
 import type { QueueLease } from './queue-cache.ts';
 
 /**
- * KEYS: wait, paused, prioritized, delayed, tombstone (all in the queue's slot). ARGV: job id, tombstone, ttl s.
+ * Lua: `tell(jobKey, events, memberId, view, maxLen)` appends the `buried` event (see the
+ * header) when the job has a webhook: a job from before entries keeps it in its data's
+ * `webhook`, an entry in its member's. Data that does not decode tells nothing: the tombstone
+ * is what matters, and a job whose data is not ours has no webhook of ours.
+ */
+const TELL = `
+local function tell(jobKey, events, memberId, view, maxLen)
+  local raw = redis.call('HGET', jobKey, 'data')
+  if not raw then return end
+  local ok, data = pcall(cjson.decode, raw)
+  if not ok or type(data) ~= 'table' then return end
+  local hook = data.webhook
+  if data.entry == 1 then
+    hook = nil
+    if type(data.members) == 'table' then
+      for _, m in ipairs(data.members) do
+        if type(m) == 'table' and m.id == memberId then hook = m.webhook end
+      end
+    end
+  end
+  if type(hook) ~= 'table' then return end
+  redis.call('XADD', events, 'MAXLEN', '~', maxLen, '*', 'event', 'buried', 'jobId', memberId, 'view', view, 'webhook', cjson.encode(hook))
+end
+`;
+
+/**
+ * KEYS: wait, paused, prioritized, delayed, tombstone, job hash, events (all in the queue's slot).
+ * ARGV: job id, tombstone, ttl s, events stream max length.
  * The same sets BullMQ's own fetch (moveToActive) pops from: once out of them, no worker can
  * take the job. BullMQ's removeJob then deletes the rest (it is no longer in any set).
  */
-const BURY = `
+const BURY = `${TELL}
 local id = ARGV[1]
 if redis.call('ZREM', KEYS[3], id) == 1 or redis.call('ZREM', KEYS[4], id) == 1
   or redis.call('LREM', KEYS[1], 1, id) == 1 or redis.call('LREM', KEYS[2], 1, id) == 1 then
   redis.call('SET', KEYS[5], ARGV[2], 'EX', ARGV[3])
+  tell(KEYS[6], KEYS[7], id, ARGV[2], ARGV[4])
   return 1
 end
 return 0
 `;
 
 /**
- * KEYS: wait, paused, prioritized, delayed, skip, tombstone (the queue's slot).
- * ARGV: entry id, member id, tombstone, ttl s, members in the entry.
+ * KEYS: wait, paused, prioritized, delayed, skip, tombstone, entry hash, events (the queue's slot).
+ * ARGV: entry id, member id, tombstone, ttl s, members in the entry, events stream max length.
  * 0: the entry is not queued (any more); 1: the member is skipped; 2: so is every member, and the entry is out of the queue.
  */
-const BURY_MEMBER = `
+const BURY_MEMBER = `${TELL}
 local id = ARGV[1]
 local queued = redis.call('ZSCORE', KEYS[3], id) or redis.call('ZSCORE', KEYS[4], id)
   or redis.call('LPOS', KEYS[1], id) or redis.call('LPOS', KEYS[2], id)
@@ -56,6 +94,7 @@ if not queued then return 0 end
 redis.call('SADD', KEYS[5], ARGV[2])
 redis.call('EXPIRE', KEYS[5], ARGV[4])
 redis.call('SET', KEYS[6], ARGV[3], 'EX', ARGV[4])
+tell(KEYS[7], KEYS[8], ARGV[2], ARGV[3], ARGV[6])
 if redis.call('SCARD', KEYS[5]) >= tonumber(ARGV[5]) then
   redis.call('ZREM', KEYS[3], id)
   redis.call('ZREM', KEYS[4], id)
@@ -104,8 +143,11 @@ export function createTombstones(deps: TombstoneDeps): Tombstones {
       const keys = [
         ...(['wait', 'paused', 'prioritized', 'delayed'] as const).map((k) => bullQueueKey(prefix, queue, k)),
         jobTombstoneKey(prefix, queue, view.id),
+        bullJobKey(prefix, queue, view.id),
+        bullQueueKey(prefix, queue, 'events'),
       ];
-      const done = await redis.eval(BURY, keys.length, ...keys, view.id, JSON.stringify(tombstone), deps.retentionS);
+      const args = [view.id, JSON.stringify(tombstone), deps.retentionS, EVENTS_STREAM_MAX_LEN];
+      const done = await redis.eval(BURY, keys.length, ...keys, ...args);
       if (done !== 1) return null;
       // A release Redis refuses is reported, not thrown: the job has ended, and its entry ages out.
       await deps.openJobs?.release(view.tenant, [view.id]).catch(deps.onError);
@@ -130,8 +172,10 @@ export function createTombstones(deps: TombstoneDeps): Tombstones {
       ...(['wait', 'paused', 'prioritized', 'delayed'] as const).map((k) => bullQueueKey(prefix, queue, k)),
       entrySkipKey(prefix, queue, entryId),
       jobTombstoneKey(prefix, queue, tombstone.id),
+      bullJobKey(prefix, queue, entryId),
+      bullQueueKey(prefix, queue, 'events'),
     ];
-    const args = [entryId, tombstone.id, JSON.stringify(tombstone), deps.retentionS, at.members ?? 1];
+    const args = [entryId, tombstone.id, JSON.stringify(tombstone), deps.retentionS, at.members ?? 1, EVENTS_STREAM_MAX_LEN];
     const done = await redis.eval(BURY_MEMBER, keys.length, ...keys, ...args);
     if (done !== 1 && done !== 2) return null;
     await deps.openJobs?.release(tombstone.tenant, [tombstone.id]).catch(deps.onError);
