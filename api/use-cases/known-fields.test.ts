@@ -1,0 +1,74 @@
+import { describe, expect, it } from 'vitest';
+import { InvalidInputError } from '../../infra/kernel/errors.ts';
+import { closestField, editDistance, JOB_REQUEST_FIELDS, rejectUnknownFields } from './known-fields.ts';
+
+describe('editDistance', () => {
+  it.each([
+    ['', '', 0],
+    ['abc', '', 3],
+    ['', 'abc', 3],
+    ['kitten', 'sitting', 3],
+    ['priorty', 'priority', 1],
+    ['cache', 'cahce', 2],
+    ['same', 'same', 0],
+  ])('%s → %s is %i', (a, b, d) => {
+    expect(editDistance(a, b)).toBe(d);
+    expect(editDistance(b, a)).toBe(d);
+  });
+});
+
+describe('closestField', () => {
+  it.each([
+    ['webhook_url', 'webhook'],
+    ['webhookUrl', 'webhook'],
+    ['Webhook', 'webhook'],
+    ['timeout', 'timeoutMs'],
+    ['timeout_ms', 'timeoutMs'],
+    ['input', 'inputs'],
+    ['output', 'outputs'],
+    ['priorty', 'priority'],
+    ['degradeable', 'degradable'],
+    ['params', 'parameters'],
+    ['versoin', 'version'],
+  ])('%s means %s', (name, field) => {
+    expect(closestField(name, JOB_REQUEST_FIELDS)).toBe(field);
+  });
+
+  it.each(['model', 'width', 'callback_url', 'data', '', '__'])('%j means nothing known', (name) => {
+    expect(closestField(name, JOB_REQUEST_FIELDS)).toBeUndefined();
+  });
+});
+
+describe('rejectUnknownFields', () => {
+  const errorOf = (body: Record<string, unknown>) => {
+    try {
+      rejectUnknownFields(body, JOB_REQUEST_FIELDS, 'a job request');
+    } catch (err) {
+      return err;
+    }
+    return undefined;
+  };
+
+  it('passes every known field', () => {
+    const body = Object.fromEntries(JOB_REQUEST_FIELDS.map((f) => [f, 1]));
+    expect(errorOf(body)).toBeUndefined();
+  });
+
+  it('names the unknown field and the one it likely meant', () => {
+    const err = errorOf({ inputs: [], webhook_url: 'https://example.com/hook' });
+    expect(err).toBeInstanceOf(InvalidInputError);
+    expect(err).toMatchObject({
+      status: 400,
+      code: 'unknown_field',
+      message: '"webhook_url" is not a field of a job request; did you mean "webhook"?',
+    });
+  });
+
+  it('lists the known fields when none is close', () => {
+    expect(errorOf({ inputs: [], model: 'scorer' })).toMatchObject({
+      code: 'unknown_field',
+      message:
+        '"model" is not a field of a job request; its fields are "id", "inputs", "outputs", "parameters", "priority", "version", "timeoutMs", "webhook", "degradable", "cache"',
+    });
+  });
+});
