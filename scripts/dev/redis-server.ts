@@ -5,7 +5,12 @@
  * imitations get subtly wrong.
  *
  * The child is never daemonized: it lives and dies with the handle returned here, and a
- * process 'exit' hook kills it if the parent ends without calling close().
+ * process 'exit' hook stops it if the parent ends without calling close() (SIGKILL, or SIGTERM
+ * when it persists: Redis then writes its append-only file out before it exits).
+ *
+ * `detached` puts it in a process group of its own, so the terminal's Ctrl-C (SIGINT to the
+ * whole foreground group) does not reach it: `warmpool dev` stops it itself, after everything
+ * that uses it has drained, instead of watching its workers drain into a Redis already gone.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { constants as fsConstants } from 'node:fs';
@@ -35,7 +40,8 @@ export interface StartRedisOptions {
   dir: string;
   /**
    * Persistence: an append-only file in `dir`, replayed on the next start in the same `dir`
-   * (the chaos suite restarts Redis on it). Off by default: dev and tests want a clean slate.
+   * (the chaos suite restarts Redis on it; `warmpool dev` keeps its state across restarts in it).
+   * Off by default: tests want a clean slate.
    */
   appendonly?: boolean;
   /** When the AOF is fsynced (with `appendonly`); default everysec. See docs/RELIABILITY.md. */
@@ -45,6 +51,8 @@ export interface StartRedisOptions {
   host?: string;
   /** More server arguments, e.g. `['--cluster-enabled', 'yes']` (scripts/dev/redis-cluster.ts). */
   extraArgs?: string[];
+  /** Its own process group: a Ctrl-C in the parent's terminal does not stop it (see the header). */
+  detached?: boolean;
 }
 
 export interface EnsureRedisOptions {
@@ -184,10 +192,10 @@ async function startOn(options: StartRedisOptions, host: string, port: number): 
     'no',
     ...(options.extraArgs ?? []),
   ];
-  const child = spawn(options.binary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(options.binary, args, { stdio: ['ignore', 'pipe', 'pipe'], detached: options.detached ?? false });
   const output = collectOutput(child);
   const exited = exitPromise(child);
-  const killOnParentExit = () => child.kill('SIGKILL');
+  const killOnParentExit = () => child.kill(options.appendonly ? 'SIGTERM' : 'SIGKILL');
   process.once('exit', killOnParentExit);
   try {
     await waitUntilReady(child.pid, host, port, exited, output);
