@@ -7,11 +7,15 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MAX_REPLAY_ROWS } from '../api/use-cases/simulate-deployment.ts';
+import type { Histogram, PoolSample } from '../api/insights/series.ts';
+import { ASSUMED_ROWS_PER_SEC } from '../api/insights/world-model.ts';
+import { MAX_REPLAY_ROWS, type SimulationView } from '../api/use-cases/simulate-deployment.ts';
 import { createDeploymentStore } from '../infra/deployments/deployment-store.ts';
+import type { HeartbeatPayload } from '../infra/fleet/worker-states.ts';
 import { ManualClock } from '../infra/kernel/clock.ts';
 import { loadConfig } from '../infra/kernel/config.ts';
 import { closeRedis, createRedis, deleteMany, scanKeys } from '../infra/redis/client.ts';
+import { dashboardKey, scalerWorkerRateKey, workerKey } from '../infra/redis/keys.ts';
 import { createDecisionLog, type DecisionRecord } from '../infra/scaler/decision-log.ts';
 import { createArrivalHistory } from '../infra/telemetry/arrival-history.ts';
 import { startTestApi, type TestApi } from './support/api-app.ts';
@@ -32,6 +36,7 @@ beforeAll(async () => {
   await deployments.put({ model: 'dash', version: '1', min: 1, max: 4, standby: 0 });
   await deployments.put({ model: 'sim', version: '1', min: 1, max: 4, standby: 0 });
   await deployments.put({ model: 'flood', version: '1', min: 1, max: 4, standby: 0 });
+  await deployments.put({ model: 'calib', version: '1', min: 1, max: 4, standby: 0 });
   api = await startTestApi(config, { clock });
 });
 
@@ -102,6 +107,44 @@ function decision(model: string, at: number, ratePerSec: number): DecisionRecord
     planned: [],
     applied: [],
   };
+}
+
+/** A live worker of `model` whose warm-up served `rowsPerS` at batch 32. */
+function profiledBeat(model: string, rowsPerS: number): HeartbeatPayload {
+  const p50Ms = (32 / rowsPerS) * 1000;
+  return {
+    id: `${model}-w1`,
+    model,
+    version: '1',
+    state: 'active',
+    pid: 1,
+    host: 'test',
+    startedAt: clock.now() - 3600_000,
+    updatedAt: clock.now(),
+    rowsPerS: 0,
+    jobsInFlight: 0,
+    memory: { rssBytes: 1, heapUsedBytes: 1 },
+    batchProfile: {
+      threads: 1,
+      chosenBatch: 32,
+      rowsPerS,
+      entries: [
+        { batch: 1, p50Ms: p50Ms / 16, p95Ms: p50Ms / 16, rowsPerS: rowsPerS / 2 },
+        { batch: 32, p50Ms, p95Ms: p50Ms, rowsPerS },
+      ],
+    },
+  };
+}
+
+/** A pool sample as the dashboard records it (api/insights/samples.ts), with the queue waits of its interval. */
+async function addSample(model: string, at: number, queueSeconds: Histogram): Promise<void> {
+  const sample: PoolSample = {
+    at,
+    queue: { waiting: 0, prioritized: 0, delayed: 0, active: 0, oldestAgeMs: 0 },
+    workers: { starting: 0, standby: 0, active: 1, draining: 0 },
+    queueSeconds,
+  };
+  await redis.xadd(dashboardKey(config.queuePrefix, 'samples', model), '*', 'sample', JSON.stringify(sample));
 }
 
 describe('GET /v1/deployments/:model/series', () => {
@@ -175,6 +218,63 @@ describe('GET /v1/deployments/:model/simulation', () => {
     expect(chosen.jobs).toBe(recorded);
     expect(chosen.workerSeconds.standby).toBeGreaterThan(current.workerSeconds.standby);
     expect(sim.pool.t.length).toBeGreaterThan(0);
+  });
+
+  it("builds the simulated worker from the deployment's measurements and fills the actual row from the sampled waits", async () => {
+    const now = clock.now();
+    const to = Math.floor(now / MINUTE) * MINUTE;
+    for (let m = 1; m <= 10; m++) await history.recordArrival('calib', 3000, to - m * MINUTE);
+    await history.recordArrival('calib', 70, now); // the minute in progress
+    await createDecisionLog(redis, config.queuePrefix).record(decision('calib', to - 10 * MINUTE, 50));
+    // A live worker's warm-up: 32 rows in 16 ms (2000 rows/s of forward passes) ...
+    await redis.set(workerKey(config.queuePrefix, 'calib-w1'), JSON.stringify(profiledBeat('calib', 2000)), 'PX', 60_000);
+    // ... and the scaler measured 400 rows/s on busy workers: 2 ms per job beyond the forward pass.
+    await redis.set(scalerWorkerRateKey(config.queuePrefix, false, 'calib'), '400');
+    // What the dashboard sampled: waits of a few ms in the window, and some in the minute in progress.
+    const waits = (count: number): Histogram => ({ bounds: [0.001, 0.005, 0.025], counts: [0, count, count], sum: count * 0.003, count });
+    for (let m = 9; m >= 1; m--) await addSample('calib', to - m * MINUTE + 30_000, waits(100));
+    await addSample('calib', to + 5_000, waits(7));
+
+    const res = await api.call('/v1/deployments/calib/simulation?minutes=10', { key: KEY_OTHER });
+    expect(res.status).toBe(200);
+    const sim = (await res.json()) as SimulationView;
+    expect(sim.world).toMatchObject({
+      source: 'profile+measured',
+      measuredRowsPerSec: 400,
+      profileRowsPerSec: 2000,
+      jobOverheadMs: 2,
+      workerRowsPerSec: 400,
+      maxBatch: 32,
+      batchProfile: true,
+      replayedRows: 30_000,
+    });
+    expect(sim.world.missing.filter((m) => !m.startsWith('cold start'))).toEqual([]);
+    // 50 rows/s on a worker that serves 400: the replay waits as little as the deployment did.
+    const [current] = sim.runs;
+    expect(current?.jobs).toBe(30_000);
+    expect(current?.queueWaitMs.p95).toBeLessThan(sim.sloMs);
+    expect(sim.actual).toMatchObject({ jobs: 900, waitSamples: 9, note: null, sloAttainment: 1 });
+    expect(sim.actual.queueWaitP95Ms).toBeGreaterThan(0);
+    expect(sim.actual.queueWaitP95Ms).toBeLessThanOrEqual(5);
+    // The minute in progress is in neither row, and the view says what it holds.
+    expect(sim.inProgress).toEqual({ rows: 70, jobs: 7, endsAt: to + MINUTE });
+  });
+
+  it('says what it assumed when the deployment measured nothing, and why the actual row has no waits', async () => {
+    const res = await api.call('/v1/deployments/sim/simulation?minutes=5', { key: KEY_OTHER });
+    expect(res.status).toBe(200);
+    const sim = (await res.json()) as SimulationView;
+    expect(sim.world).toMatchObject({
+      source: 'assumed',
+      workerRowsPerSec: ASSUMED_ROWS_PER_SEC,
+      measuredRowsPerSec: null,
+      batchProfile: false,
+    });
+    expect(sim.world.missing).toEqual(
+      expect.arrayContaining([expect.stringMatching(/^worker speed: nothing measured yet/), expect.stringMatching(/^batch profile: /)]),
+    );
+    expect(sim.actual).toMatchObject({ jobs: 0, queueWaitP95Ms: null, waitSamples: 0 });
+    expect(sim.actual.note).toMatch(/no queue waits were recorded in these minutes: the dashboard samples them while it is open/);
   });
 
   it('refuses settings that do not hold together, and a window with more arrivals than it replays here', async () => {

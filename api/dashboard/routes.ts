@@ -21,7 +21,7 @@ import type { Clock } from '../../infra/kernel/clock.ts';
 import type { Config, ScalerTuning } from '../../infra/kernel/config.ts';
 import { InvalidInputError } from '../../infra/kernel/errors.ts';
 import type { RedisClient } from '../../infra/redis/client.ts';
-import { decisionStreamKey } from '../../infra/redis/keys.ts';
+import { decisionStreamKey, scalerWorkerRateKey } from '../../infra/redis/keys.ts';
 import type { DecisionRecord } from '../../infra/scaler/index.ts';
 import { replayBounded } from '../../infra/simulator/index.ts';
 import { createArrivalHistory } from '../../infra/telemetry/arrival-history.ts';
@@ -63,6 +63,7 @@ export function dashboardRoutes(deps: DashboardRoutesDeps): Hono<AuthEnv> {
     samples: createPoolSamples({ ...deps, minIntervalMs: deps.sampleIntervalMs }),
     decisionsSince: (model: string, fromMs: number) => decisionsSince(deps.redis, deps.prefix, model, fromMs),
     heartbeats: () => listHeartbeats(deps.redis, deps.prefix),
+    measuredWorkerRate: (model: string) => measuredWorkerRate(deps.redis, deps.prefix, model),
     clock: deps.clock,
   };
   const { cpuBudgetMs, perTenantPerMin } = deps.simulation;
@@ -92,6 +93,19 @@ export function dashboardRoutes(deps: DashboardRoutesDeps): Hono<AuthEnv> {
   });
 
   return app;
+}
+
+/**
+ * The rows/s one busy worker of `model` sustained, as the scaler measured it under load (its EWMA,
+ * infra/scaler/controller-observe.ts): the live scaler's, else a shadow scaler's; undefined when
+ * neither has measured one (the batch profile it falls back on is not a measurement of load).
+ */
+async function measuredWorkerRate(redis: RedisClient, prefix: string, model: string): Promise<number | undefined> {
+  for (const shadow of [false, true]) {
+    const rate = Number(await redis.get(scalerWorkerRateKey(prefix, shadow, model)));
+    if (Number.isFinite(rate) && rate > 0) return rate;
+  }
+  return undefined;
 }
 
 /** The model's decision records from `fromMs` on, oldest first (stream ids are the records' times). */

@@ -77,13 +77,26 @@ export const Simulation = z.object({
   minutes: z.number().int().describe('Minutes replayed: those asked for, or fewer when the deployment was observed for less of them'),
   requestedMinutes: z.number().int(),
   sloMs: z.number(),
-  world: z.object({
-    workerRowsPerSec: z.number(),
-    coldStartMs: z.number(),
-    batchProfile: z.boolean(),
-    historyMinutes: z.number(),
-    replayedRows: z.number(),
-  }),
+  world: z
+    .object({
+      source: z
+        .enum(['profile+measured', 'profile', 'measured', 'assumed'])
+        .describe(
+          'Where the simulated worker’s speed comes from: the batch profile, the per-worker rate the scaler measured under load, both, or neither',
+        ),
+      workerRowsPerSec: z.number().describe('Rows/s one simulated worker serves at a full batch'),
+      measuredRowsPerSec: z.number().nullable().describe('The scaler’s per-worker rate measured under load; null before it has one'),
+      profileRowsPerSec: z.number().nullable().describe('Warm-up’s rows/s at its chosen batch (forward passes only)'),
+      jobOverheadMs: z.number().describe('Per job (row) beyond the forward pass: fitted so the simulated rate equals the measured one'),
+      maxBatch: z.number(),
+      missing: z.array(z.string()).describe('What was not measured and what was assumed instead, in words'),
+      coldStartMs: z.number(),
+      coldStartMeasured: z.boolean(),
+      batchProfile: z.boolean(),
+      historyMinutes: z.number(),
+      replayedRows: z.number(),
+    })
+    .describe('The simulated world, from the deployment’s measurements'),
   runs: z
     .array(
       z.object({
@@ -106,7 +119,12 @@ export const Simulation = z.object({
       jobs: z.number(),
       sloAttainment: z.number().nullable(),
       queueWaitP95Ms: z.number().nullable(),
+      waitSamples: z.number().describe('Dashboard samples in the window that carry queue waits'),
+      note: z.string().nullable().describe('Why there are no queue waits, when there are none'),
     })
     .describe('What the deployment actually did over the window, as far as it was observed'),
+  inProgress: z
+    .object({ rows: z.number(), jobs: z.number(), endsAt: z.number() })
+    .describe('The minute in progress, in neither row: rows arrived and jobs sampled so far, and when it ends (epoch ms)'),
   pool: z.object({ t: nums, actual: maybeNums, current: nums, chosen: nums }).describe('Workers in the pool per interval'),
 });

@@ -24,6 +24,8 @@ export interface Outcome {
   jobs: number;
   sloAttainment: number | null;
   queueWaitP95Ms: number | null;
+  /** Samples in the window that carry queue waits (0: none were recorded, as opposed to no jobs). */
+  waitSamples: number;
 }
 
 export interface OutcomeInput {
@@ -61,7 +63,12 @@ export function actualOutcome(input: OutcomeInput): Outcome {
     minutes.add(Math.floor(point.at / 60_000));
   }
   let waits: Histogram | undefined;
-  for (const s of input.samples) if (s.at >= input.fromMs && s.at <= input.toMs) waits = addHistograms(waits, s.queueSeconds);
+  let waitSamples = 0;
+  for (const s of input.samples) {
+    if (s.at < input.fromMs || s.at > input.toMs || !s.queueSeconds) continue;
+    waits = addHistograms(waits, s.queueSeconds);
+    waitSamples++;
+  }
   const p95 = quantile(waits, 0.95);
   const attainment = fractionAtMost(waits, input.sloMs / 1000);
   return {
@@ -76,5 +83,6 @@ export function actualOutcome(input: OutcomeInput): Outcome {
     jobs: waits?.count ?? 0,
     sloAttainment: attainment === null ? null : round(attainment, 4),
     queueWaitP95Ms: p95 === null ? null : round(p95 * 1000, 1),
+    waitSamples,
   };
 }

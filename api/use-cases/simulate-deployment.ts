@@ -4,9 +4,17 @@
  * settings it has now and with the settings an operator chose, beside what actually happened over
  * the same window (api/insights/outcome.ts).
  *
- * The world model is the deployment's own measurements where there are any: the cold start and
- * the per-worker rate from the scaler's latest decision, the batch profile from a live worker's
- * warm-up. The forecaster gets up to HISTORY_DAYS of recorded history before the window.
+ * The world model is the deployment's own measurements where there are any (api/insights/
+ * world-model.ts): the cold start from the scaler's latest decision, the forward pass from a live
+ * worker's batch profile, and the per-job overhead fitted so the simulated worker serves at the
+ * per-worker rate the scaler measured under load. What was not measured is named in the view
+ * (`world.missing`), never silently replaced by a default. The forecaster gets up to HISTORY_DAYS
+ * of recorded history before the window.
+ *
+ * Both rows cover the same whole minutes: the replay's grain is the minute, so the minute in
+ * progress is in neither; the view says what it holds so far (`inProgress`) and when it will be
+ * replayed. The actual row's queue waits are the ones the dashboard sampled (its queue-wait chart);
+ * where none were sampled in the window, `actual.note` says why instead of leaving it blank.
  *
  * Bounded, because it runs in the API process and any tenant may ask: at most
  * MAX_SIMULATION_MINUTES replayed, at most MAX_REPLAY_ROWS arrivals in them (422 beyond), workers
@@ -25,17 +33,11 @@ import type { ScalerTuning } from '../../infra/kernel/config.ts';
 import { InvalidInputError, OverloadedError } from '../../infra/kernel/errors.ts';
 import type { DecisionRecord } from '../../infra/scaler/index.ts';
 import { scalerSettingsFrom } from '../../infra/scaler/index.ts';
-import {
-  batchPointsFrom,
-  defaultSettings,
-  type PolicyReport,
-  ReplayBudgetError,
-  type ReplayTask,
-  type Trace,
-} from '../../infra/simulator/index.ts';
+import { defaultSettings, type PolicyReport, ReplayBudgetError, type ReplayTask, type Trace } from '../../infra/simulator/index.ts';
 import { actualOutcome, type Outcome, workerTimeline } from '../insights/outcome.ts';
 import type { PoolSamples } from '../insights/samples.ts';
 import { round } from '../insights/series.ts';
+import { latestProfile, type WorldModel, worldModel } from '../insights/world-model.ts';
 import { checkMinutes, deployedOrThrow } from './deployment-series.ts';
 
 export const MAX_SIMULATION_MINUTES = 1440;
@@ -58,6 +60,8 @@ export interface SimulateDeploymentDeps {
   decisionsSince(model: string, fromMs: number): Promise<DecisionRecord[]>;
   samples: Pick<PoolSamples, 'read'>;
   heartbeats(): Promise<HeartbeatPayload[]>;
+  /** The rows/s one busy worker sustained, as the scaler measured it under load; undefined before it has. */
+  measuredWorkerRate(model: string): Promise<number | undefined>;
   clock: Clock;
   /** The live scaler's settings (the config's `scaler` section): its tick, and what it decides with before a decision is recorded. */
   scaler: ScalerTuning;
@@ -87,10 +91,20 @@ export interface SimulationView {
   minutes: number;
   requestedMinutes: number;
   sloMs: number;
-  /** What the world model was built from. */
-  world: { workerRowsPerSec: number; coldStartMs: number; batchProfile: boolean; historyMinutes: number; replayedRows: number };
+  /** What the world model was built from, and what of it was not measured (`missing`, in words). */
+  world: Omit<WorldModel, 'batchProfile' | 'maxBatch'> & {
+    maxBatch: number;
+    coldStartMs: number;
+    coldStartMeasured: boolean;
+    batchProfile: boolean;
+    historyMinutes: number;
+    replayedRows: number;
+  };
   runs: SimulatedRun[];
-  actual: Outcome;
+  /** What happened over the same minutes; `note` says why waits are missing when they are. */
+  actual: Outcome & { note: string | null };
+  /** The minute in progress, in neither row: rows arrived and jobs sampled so far, and when it ends (epoch ms). */
+  inProgress: { rows: number; jobs: number; endsAt: number };
   /** Workers in the pool (starting + standby + active) per interval, x in epoch seconds. */
   pool: { t: number[]; actual: Array<number | null>; current: number[]; chosen: number[] };
 }
@@ -120,14 +134,25 @@ async function simulateDeployment(
   const deployment = await deployedOrThrow(deps, model);
   checkWorkers(choice, deployment.max);
   // Whole minutes only, the arrivals' grain: the minute in progress is neither replayed nor judged.
-  const to = Math.floor(deps.clock.now() / MINUTE_MS) * MINUTE_MS;
+  const now = deps.clock.now();
+  const to = Math.floor(now / MINUTE_MS) * MINUTE_MS;
   const requestedFrom = to - requestedMinutes * MINUTE_MS;
-  const [series, decisions, samples, beats] = await Promise.all([
-    deps.arrivals.series(model, requestedFrom - HISTORY_DAYS * 1440 * MINUTE_MS, to - 1),
+  const [read, decisions, allSamples, beats, measuredRate] = await Promise.all([
+    deps.arrivals.series(model, requestedFrom - HISTORY_DAYS * 1440 * MINUTE_MS, now),
     deps.decisionsSince(model, requestedFrom - MINUTE_MS),
-    deps.samples.read(model, requestedFrom, to),
+    deps.samples.read(model, requestedFrom, now),
     deps.heartbeats(),
+    deps.measuredWorkerRate(model),
   ]);
+  // The minute in progress is read with the rest, then set aside (see the header).
+  const whole = Math.max(0, Math.round((to - read.startMs) / MINUTE_MS));
+  const series: ArrivalSeries = { startMs: read.startMs, perMinute: read.perMinute.slice(0, whole) };
+  const samples = allSamples.filter((s) => s.at < to);
+  const inProgress = {
+    rows: read.perMinute.slice(whole).reduce((a, b) => a + b, 0),
+    jobs: allSamples.filter((s) => s.at >= to).reduce((n, s) => n + (s.queueSeconds?.count ?? 0), 0),
+    endsAt: to + MINUTE_MS,
+  };
   // Cost is only comparable over what was observed: when the record starts inside the window,
   // replay from there (the arrivals before it still feed the forecaster as history).
   const firstSeen = workerTimeline(decisions, samples).find((p) => p.at >= requestedFrom && p.at < to)?.at;
@@ -143,15 +168,17 @@ async function simulateDeployment(
   const latest = [...decisions].reverse().find((d) => !d.shadow) ?? decisions.at(-1);
   const current = currentSettings(deployment, latest, deps.scaler);
   const chosen = chooseSettings(current, choice);
-  const profile = beats.filter((b) => b.model === model && b.batchProfile).map((b) => batchPointsFrom(b))[0];
-  const workerRowsPerSec = latest?.perWorkerRatePerSec || 100;
+  const world = worldModel(latestProfile(beats, model, deployment.version), measuredRate);
+  const coldStartMeasured = current.coldStartMs !== unmeasuredColdStartMs(deployment, deps.scaler);
   const historyMinutes = trace.series.perMinute.length - minutes;
   const task = (policy: PolicySettings): ReplayTask => ({
     settings: defaultSettings(deps.scaler, {
       sloMs: chosen.sloQueueWaitMs,
       coldStartMs: current.coldStartMs,
-      workerRps: workerRowsPerSec,
-      ...(profile ? { batchProfile: profile.points, maxBatch: profile.chosenBatch ?? 32 } : {}),
+      workerRps: world.workerRowsPerSec,
+      maxBatch: world.maxBatch,
+      jobOverheadMs: world.jobOverheadMs,
+      ...(world.batchProfile ? { batchProfile: world.batchProfile } : {}),
       historyDays: historyMinutes / 1440,
       policy,
     }),
@@ -159,7 +186,8 @@ async function simulateDeployment(
   });
   const [currentRun, chosenRun] = await replay(deps, trace, [task(current), task(chosen)], signal);
   const runs = [summary('current', current, currentRun as PolicyReport), summary('chosen', chosen, chosenRun as PolicyReport)];
-  const actual = actualOutcome({ decisions, samples, fromMs: from, toMs: to, sloMs: chosen.sloQueueWaitMs });
+  const outcome = actualOutcome({ decisions, samples, fromMs: from, toMs: to, sloMs: chosen.sloQueueWaitMs });
+  const { batchProfile: points, missing, ...measured } = world;
   return {
     model,
     from,
@@ -168,16 +196,37 @@ async function simulateDeployment(
     requestedMinutes,
     sloMs: chosen.sloQueueWaitMs,
     world: {
-      workerRowsPerSec: round(workerRowsPerSec, 1),
+      ...measured,
+      missing: coldStartMeasured ? missing : [...missing, coldStartNote(current.coldStartMs)],
       coldStartMs: current.coldStartMs,
-      batchProfile: !!profile,
+      coldStartMeasured,
+      batchProfile: !!points,
       historyMinutes,
       replayedRows,
     },
     runs: runs.map((r) => r.run),
-    actual,
+    actual: { ...outcome, note: actualNote(outcome, replayedRows) },
+    inProgress,
     pool: poolColumns(trace.series.startMs + historyMinutes * MINUTE_MS, runs, workerTimeline(decisions, samples)),
   } satisfies SimulationView;
+}
+
+/** The cold start the scaler decides with before it has timed a launch: the deployment's policy, else the config's default. */
+function unmeasuredColdStartMs(d: Deployment, scaler: ScalerTuning): number {
+  return numericOverrides(d.policy).coldStartMs ?? scaler.coldStartDefaultMs;
+}
+
+function coldStartNote(ms: number): string {
+  return `cold start: no launch timed yet, ${round(ms / 1000, 1)} s assumed (the deployment's policy or COLD_START_DEFAULT_MS)`;
+}
+
+/** Why the actual row has no queue waits, when it has none. */
+export function actualNote(outcome: Outcome, replayedRows: number): string | null {
+  if (outcome.jobs > 0) return null;
+  if (outcome.waitSamples === 0) {
+    return 'no queue waits were recorded in these minutes: the dashboard samples them while it is open (its queue-wait chart)';
+  }
+  return replayedRows > 0 ? 'no job was taken by a worker in the sampled intervals' : 'no jobs in these minutes';
 }
 
 /** The replays' predictive reports; a replay past its CPU-time budget is the caller's to shrink (422). */
