@@ -4,16 +4,22 @@
  * `chromium` through playwright-core). The page loads and signs in, shows the demo deployment's
  * workers, a burst of jobs moves the charts (read from the charts' own data), changing standby
  * from the page changes the deployment and then the workers, a read-only tenant is told why it
- * cannot change anything, and the simulator view runs.
+ * cannot change anything, and the simulator view runs. Switching to another deployment clears
+ * every panel of the first at once, and answers for the first that arrive late (held back by
+ * the browser's request routing) never repaint the panels.
  *
  * Skipped, saying so, only where /usr/bin/chromium is missing (scripts/test.mjs installs it).
  */
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import path from 'node:path';
-import { type Browser, chromium, type Page } from 'playwright-core';
+import { type Browser, chromium, type Page, type Route } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../infra/kernel/config.ts';
 import { closeRedis, createRedis, deleteMany, scanKeys } from '../infra/redis/client.ts';
+import { createModelRegistry } from '../infra/registry/model-registry.ts';
+import { createS3ObjectStore } from '../infra/registry/s3-object-store.ts';
 import { CHROMIUM, DEMO, type DevStack, dashboardEnv, KEYS, signIn, startDev, submitJobs } from '../scripts/dashboard-screenshots.ts';
+import { buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
 import { testEnv, testServices } from './support/services.ts';
 
 const hasChromium = existsSync(CHROMIUM);
@@ -24,6 +30,15 @@ if (!hasChromium) {
 }
 
 type ChartData = Array<Array<number | null>>;
+/** The dashboard's state as the page exposes it (window.__dashboard). */
+type PageState = {
+  model: string;
+  polls: number;
+  charts: Record<string, { data: ChartData }>;
+  last: { series?: { model: string }; pool?: unknown; simulation?: unknown };
+};
+/** A second deployment for the model switch: min 0, so no worker is started for it. */
+const SECOND = 'second-scorer';
 
 describe.skipIf(!hasChromium)('dashboard against warmpool dev', () => {
   const cwd = hasChromium ? mkdtempSync(path.join(testServices().tmpDir, 'dashboard-dev-')) : '';
@@ -143,7 +158,114 @@ describe.skipIf(!hasChromium)('dashboard against warmpool dev', () => {
     expect(rows[0]).toMatch(/^actual/);
     expect(rows.slice(1).map((r) => r.replace(/ \(.*/, ''))).toEqual(['simulated, current settings', 'simulated, chosen settings']);
     expect(rows[2]).toContain('standby 0');
+    // The simulated worker is the demo worker as measured (its warm-up profile, and the rate the
+    // scaler measured if the burst kept a worker busy), and what was not measured is said in the table.
+    type Sim = { world: { source: string; missing: string[] }; actual: { jobs: number; note: string | null } };
+    const sim = await page.evaluate(
+      () => (window as unknown as { __dashboard: { last: { simulation: Sim } } }).__dashboard.last.simulation,
+    );
+    // Measured under load only if the scaler saw a busy worker while the burst queued.
+    expect(sim.world.source).toMatch(/^profile(\+measured)?$/);
+    expect(await page.textContent('#sim-world')).toMatch(/^Simulated worker: .* rows\/s per worker.* from the batch profile/);
+    expect(await page.locator('#sim-world [data-missing]').count()).toBe(sim.world.missing.length);
+    // The actual row has the sampled waits, or says why it has none.
+    if (sim.actual.jobs > 0) expect(await page.textContent('#sim-table tr[data-row=actual] td:nth-child(8)')).toMatch(/^[0-9.]+$/);
+    else expect(await page.textContent('#sim-table tr[data-row=actual-note]')).toBe(`actual: ${sim.actual.note}`);
   }, 60_000);
+
+  it("switching models shows only the new model's data at once, and drops the previous model's late answers", async () => {
+    const pageState = () =>
+      page.evaluate(() => {
+        const s = (window as unknown as { __dashboard: PageState }).__dashboard;
+        return { model: s.model, polls: s.polls, seriesModel: s.last.series?.model ?? null, simulation: s.last.simulation !== undefined };
+      });
+    const panelModels = () => page.$$eval('[data-model]', (els) => els.map((e) => `${e.id}=${e.getAttribute('data-model')}`));
+    // What the earlier tests left on demo-scorer's panels.
+    expect(await page.textContent('#settings-result')).toContain('Applied: revision');
+    expect(await page.isVisible('#sim-table')).toBe(true);
+    expect((await states()).length).toBeGreaterThan(0);
+
+    // A second deployment, made while the page is open: the selector offers it at its next poll.
+    await publishSecondModel();
+    const put = await api(`/v1/deployments/${SECOND}`, {
+      method: 'PUT',
+      body: JSON.stringify({ version: '1', min: 0, max: 1, standby: 0 }),
+    });
+    expect(put.status, await put.clone().text()).toBe(200);
+    await expect.poll(() => page.$$eval('#deployment option', (os) => os.map((o) => (o as HTMLOptionElement).value))).toContain(SECOND);
+
+    // Requests are held back by the browser's routing: demo-scorer's simulation and its next chart
+    // read until after the switch, and the second model's reads until the empty panels are checked.
+    const gate = () => {
+      let open = () => {};
+      const opened = new Promise<void>((resolve) => {
+        open = resolve;
+      });
+      const hold = async (route: Route) => {
+        await opened;
+        await route.continue();
+      };
+      return { open, hold };
+    };
+    const demoGate = gate();
+    const secondGate = gate();
+    const isDemo = (url: URL, what: string) => url.pathname.endsWith(`/v1/deployments/${DEMO}/${what}`);
+    await page.route((url) => isDemo(url, 'simulation') || isDemo(url, 'series'), demoGate.hold);
+    await page.route((url) => url.pathname.includes(`/v1/deployments/${SECOND}`), secondGate.hold);
+    try {
+      const lateSeries = page.waitForRequest((r) => isDemo(new URL(r.url()), 'series'));
+      const lateSimulation = page.waitForEvent('requestfinished', (r) => isDemo(new URL(r.url()), 'simulation'));
+      await page.click('#sim-form button[type=submit]');
+      expect(await page.textContent('#sim-note')).toBe('Replaying…');
+      await lateSeries;
+
+      await page.selectOption('#deployment', SECOND);
+      // At once, before any answer: nothing of demo-scorer is left on screen.
+      const empty = async () => {
+        expect(await page.textContent('#settings-result')).toBe('');
+        expect(await page.isVisible('#sim-table')).toBe(false);
+        expect(await page.textContent('#sim-note')).toBe('');
+        expect(await states()).toEqual([]);
+        expect(await page.locator('#decisions tbody tr').count()).toBe(0);
+        expect(await page.textContent('#pool-figures')).toBe('');
+        expect(await page.inputValue('#settings-form input[name=standby]')).toBe('');
+        expect(await panelModels()).toEqual(['summary', 'charts', 'settings', 'decisions', 'simulator'].map((id) => `${id}=${SECOND}`));
+        expect(await pageState()).toMatchObject({ model: SECOND, seriesModel: null, simulation: false });
+      };
+      await empty();
+      expect(new URL(page.url()).searchParams.get('model')).toBe(SECOND);
+
+      // demo-scorer's late answers arrive while the second model's are still held: dropped, not drawn.
+      const lateSeriesDone = page.waitForEvent('requestfinished', (r) => isDemo(new URL(r.url()), 'series'));
+      demoGate.open();
+      await Promise.all([lateSimulation, lateSeriesDone]);
+      await empty();
+
+      // The second model's own data arrives (after demo-scorer's answers were handled).
+      secondGate.open();
+      await expect.poll(async () => (await pageState()).seriesModel).toBe(SECOND);
+      await expect.poll(() => page.inputValue('#settings-form input[name=max]')).toBe('1');
+      expect(await page.inputValue('#settings-form input[name=min]')).toBe('0');
+      expect(await page.inputValue('#settings-form input[name=standby]')).toBe('0');
+      expect(await page.textContent('#settings-note')).toContain(`PUT /v1/deployments/${SECOND}`);
+      expect(await pageState()).toMatchObject({ model: SECOND, seriesModel: SECOND, simulation: false });
+      expect(await page.isVisible('#sim-table')).toBe(false);
+      expect(await page.textContent('#sim-note')).toBe('');
+      expect(await page.textContent('#settings-result')).toBe('');
+      expect(await states()).toEqual([]); // no worker runs for the second model
+      expect(max((await chart('workers'))[3])).toBe(0);
+    } finally {
+      demoGate.open();
+      secondGate.open();
+      await page.unrouteAll({ behavior: 'wait' });
+    }
+
+    // And back: demo-scorer's panels are its own again.
+    await page.selectOption('#deployment', DEMO);
+    await expect.poll(async () => (await pageState()).seriesModel).toBe(DEMO);
+    await expect.poll(states, { timeout: 30_000 }).toEqual(expect.arrayContaining([expect.stringMatching(/^(active|standby)$/)]));
+    expect(await page.textContent('#settings-note')).toContain(`PUT /v1/deployments/${DEMO}`);
+  }, 120_000);
 
   it('a tenant outside ADMIN_TENANTS sees why it cannot change settings', async () => {
     const viewer = await (browser as Browser).newPage();
@@ -156,7 +278,19 @@ describe.skipIf(!hasChromium)('dashboard against warmpool dev', () => {
     }
   });
 
-  function api(route: string): Promise<Response> {
-    return fetch(`${dev?.url}${route}`, { headers: { Authorization: `Bearer ${KEYS.ops}` } });
+  function api(route: string, init: RequestInit = {}): Promise<Response> {
+    const headers = { Authorization: `Bearer ${KEYS.ops}`, ...(init.body ? { 'Content-Type': 'application/json' } : {}) };
+    return fetch(`${dev?.url}${route}`, { ...init, headers });
+  }
+
+  /** Publishes a small model as SECOND in the dev stack's bucket (the stack uses the suite's S3 server). */
+  async function publishSecondModel(): Promise<void> {
+    const store = createS3ObjectStore(loadConfig(env).s3);
+    try {
+      const registry = createModelRegistry({ store, prefix: loadConfig(env).s3.prefix });
+      await registry.publish({ name: SECOND, version: '1', bytes: buildMlpModel({ features: 4, hidden: 8, layers: 1 }), maxBatch: 8 });
+    } finally {
+      store.close();
+    }
   }
 });

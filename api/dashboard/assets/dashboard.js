@@ -4,6 +4,11 @@
 // Data from the API is only ever written with textContent, never parsed as HTML.
 //
 // `window.__dashboard` exposes the state (charts, last answers) to tests and to curious operators.
+//
+// One model at a time: every panel below the header shows the selected deployment and carries its
+// name in `data-model`. Switching models clears every panel at once and bumps `state.generation`;
+// each request remembers the generation it was made in and drops its answer if the selection
+// moved on meanwhile, so a slow answer for the previous model can never paint over the new one.
 
 const KEY = 'warmpool.apiKey';
 const params = new URLSearchParams(location.search);
@@ -12,7 +17,16 @@ const MINUTES = Math.max(1, Number(params.get('minutes')) || 15);
 const COLORS = { blue: '#1f6feb', orange: '#d4700b', green: '#1a7f37', purple: '#8250df', red: '#cf222e', grey: '#6e7781' };
 
 const $ = (id) => document.getElementById(id);
-const state = { key: sessionStorage.getItem(KEY), session: null, model: null, deployment: null, charts: {}, last: {}, polls: 0 };
+const state = {
+  key: sessionStorage.getItem(KEY),
+  session: null,
+  model: null,
+  generation: 0,
+  deployment: null,
+  charts: {},
+  last: {},
+  polls: 0,
+};
 window.__dashboard = state;
 
 /** An element with attributes and children (strings become text nodes). */
@@ -91,40 +105,104 @@ async function start() {
   $('logout').hidden = false;
   $('who').textContent = `${state.session.tenant}${state.session.admin ? ' (admin)' : ' (read-only)'}`;
   const pool = await api('v1/pool');
-  const select = $('deployment');
-  select.replaceChildren(...pool.deployments.map((d) => el('option', { value: d.model }, d.model)));
-  select.hidden = pool.deployments.length === 0;
   const wanted = params.get('model');
-  state.model = pool.deployments.find((d) => d.model === wanted)?.model ?? pool.deployments[0]?.model ?? null;
-  if (state.model) select.value = state.model;
-  if (!state.model) $('status').textContent = 'No deployments yet: deploy a model (warmpool deploy M).';
-  await loadSettings();
-  await poll();
+  listDeployments(pool.deployments);
+  const model = pool.deployments.find((d) => d.model === wanted)?.model ?? pool.deployments[0]?.model ?? null;
+  if (!model) $('status').textContent = 'No deployments yet: deploy a model (warmpool deploy M).';
+  await selectModel(model);
 }
 
-$('deployment').addEventListener('change', async (event) => {
-  state.model = event.target.value;
+/** The selector's options follow the deployments (one deployed while the page is open appears). */
+function listDeployments(deployments) {
+  const select = $('deployment');
+  const names = deployments.map((d) => d.model);
+  const shown = [...select.options].map((o) => o.value);
+  if (names.join('\n') !== shown.join('\n')) {
+    select.replaceChildren(...names.map((m) => el('option', { value: m }, m)));
+    if (state.model) select.value = state.model;
+  }
+  select.hidden = names.length === 0;
+}
+
+$('deployment').addEventListener('change', (event) => selectModel(event.target.value));
+
+/** Shows `model`: every panel of the previous one is cleared first, and its answers still in flight are dropped. */
+async function selectModel(model) {
+  state.generation++;
+  state.model = model;
+  if (model) $('deployment').value = model;
+  clearModelPanels();
+  if (model && params.get('model') !== model) {
+    params.set('model', model);
+    history.replaceState(null, '', `?${params}`);
+  }
+  await Promise.all([loadSettings(), poll()]);
+}
+
+/** True while `generation` is still the selection a request was made for. */
+const current = (generation) => generation === state.generation;
+
+/** Empties every panel that belongs to a model, so nothing of the previous one stays on screen. */
+function clearModelPanels() {
+  clearTimeout(timer);
   for (const chart of Object.values(state.charts)) chart.destroy();
   state.charts = {};
-  await loadSettings();
-  await poll();
-});
+  state.last = {};
+  state.deployment = null;
+  pending = null;
+  for (const container of document.querySelectorAll('.chart')) delete container.dataset.points;
+  $('pool-figures').replaceChildren();
+  $('workers').querySelector('tbody').replaceChildren();
+  $('decisions').querySelector('tbody').replaceChildren();
+  $('shadow').textContent = '';
+  const form = $('settings-form');
+  for (const f of FIELDS) form.elements[f].value = '';
+  $('settings-note').textContent = state.model ? `Loading ${state.model}…` : '';
+  $('settings-result').textContent = '';
+  $('settings-result').className = '';
+  $('confirm').hidden = true;
+  // What was typed into the simulator was a policy for the previous model; the minutes are not.
+  for (const input of $('sim-form').querySelectorAll('input')) if (input.name !== 'minutes') input.value = '';
+  clearSimulation();
+  for (const panel of MODEL_PANELS) $(panel).dataset.model = state.model ?? '';
+}
+
+/** The sections whose content belongs to the selected model. */
+const MODEL_PANELS = ['summary', 'charts', 'settings', 'decisions', 'simulator'];
+
+function clearSimulation() {
+  state.charts.sim?.destroy();
+  delete state.charts.sim;
+  delete state.last.simulation;
+  $('sim-note').textContent = '';
+  $('sim-world').replaceChildren();
+  $('sim-table').querySelector('tbody').replaceChildren();
+  $('sim-table').hidden = true;
+}
 
 async function poll() {
   clearTimeout(timer);
   if (!state.key || !state.model) return;
-  const model = encodeURIComponent(state.model);
+  const generation = state.generation;
+  const model = state.model;
   try {
-    const [pool, series] = await Promise.all([api('v1/pool'), api(`v1/deployments/${model}/series?minutes=${MINUTES}`)]);
+    const [pool, series] = await Promise.all([
+      api('v1/pool'),
+      api(`v1/deployments/${encodeURIComponent(model)}/series?minutes=${MINUTES}`),
+    ]);
+    if (!current(generation)) return;
     state.last.pool = pool;
     state.last.series = series;
-    const view = pool.deployments.find((d) => d.model === state.model);
+    listDeployments(pool.deployments);
+    const view = pool.deployments.find((d) => d.model === model);
     if (view) renderPool(view);
+    else $('shadow').textContent = `${model} is no longer deployed.`;
     renderCharts(series);
     state.polls++;
     $('status').className = '';
     $('status').textContent = `updated ${new Date().toLocaleTimeString()}`;
   } catch (err) {
+    if (!current(generation)) return;
     if (err.status === 401) return signOut('Your API key was refused: sign in again.');
     $('status').className = 'error';
     $('status').textContent = `update failed: ${err.message}`;
@@ -293,7 +371,16 @@ const FIELDS = ['min', 'max', 'standby'];
 
 async function loadSettings() {
   if (!state.model) return;
-  state.deployment = await api(`v1/deployments/${encodeURIComponent(state.model)}`);
+  const generation = state.generation;
+  let deployment;
+  try {
+    deployment = await api(`v1/deployments/${encodeURIComponent(state.model)}`);
+  } catch (err) {
+    if (current(generation)) $('settings-note').textContent = `Could not read ${state.model}: ${err.message}`;
+    return;
+  }
+  if (!current(generation)) return;
+  state.deployment = deployment;
   const form = $('settings-form');
   for (const f of FIELDS) form.elements[f].value = state.deployment[f];
   const simForm = $('sim-form');
@@ -309,6 +396,7 @@ let pending = null;
 
 $('settings-form').addEventListener('submit', (event) => {
   event.preventDefault();
+  if (!state.deployment) return;
   const form = event.target;
   const change = {};
   for (const f of FIELDS) {
@@ -320,7 +408,7 @@ $('settings-form').addEventListener('submit', (event) => {
     $('settings-result').textContent = 'Nothing to change.';
     return;
   }
-  pending = { change, revision: state.deployment.revision };
+  pending = { change, revision: state.deployment.revision, model: state.model, generation: state.generation };
   const what = Object.entries(change).map(([f, v]) => `${f} ${state.deployment[f]} → ${v}`);
   $('confirm-text').textContent = `Change ${state.model}: ${what.join(', ')}? The scaler acts on it at its next tick.`;
   $('confirm').hidden = false;
@@ -332,25 +420,33 @@ $('confirm-cancel').addEventListener('click', () => {
 });
 
 $('confirm-apply').addEventListener('click', async () => {
-  if (!pending) return;
-  const { change, revision } = pending;
+  if (!pending || !current(pending.generation)) return;
+  const { change, revision, model, generation } = pending;
   pending = null;
   $('confirm').hidden = true;
-  const result = $('settings-result');
+  let text;
+  let ok = false;
   try {
     const body = JSON.stringify({ ...change, ifRevision: revision });
-    const updated = await api(`v1/deployments/${encodeURIComponent(state.model)}`, { method: 'PUT', body });
-    result.className = 'ok';
-    result.textContent = `Applied: revision ${updated.revision} (min ${updated.min}, max ${updated.max}, standby ${updated.standby}).`;
+    const updated = await api(`v1/deployments/${encodeURIComponent(model)}`, { method: 'PUT', body });
+    ok = true;
+    text = `Applied: revision ${updated.revision} (min ${updated.min}, max ${updated.max}, standby ${updated.standby}).`;
   } catch (err) {
-    result.className = 'error';
-    result.textContent =
+    text =
       err.status === 403
         ? `Not allowed: tenant "${state.session.tenant}" may not change deployments (ask for it to be added to ADMIN_TENANTS).`
         : err.code === 'revision_conflict'
           ? 'Someone changed this deployment meanwhile: the form shows the new settings, review and apply again.'
           : `Not applied: ${err.message}`;
   }
+  if (!current(generation)) {
+    // The page shows another model now: say what became of the change where it cannot be taken for that model's.
+    $('status').className = ok ? '' : 'error';
+    $('status').textContent = `${model}: ${text}`;
+    return;
+  }
+  $('settings-result').className = ok ? 'ok' : 'error';
+  $('settings-result').textContent = text;
   await loadSettings();
 });
 
@@ -358,15 +454,19 @@ $('confirm-apply').addEventListener('click', async () => {
 
 $('sim-form').addEventListener('submit', async (event) => {
   event.preventDefault();
+  if (!state.model) return;
+  const generation = state.generation;
   const query = new URLSearchParams();
   for (const input of event.target.querySelectorAll('input')) if (input.value !== '') query.set(input.name, input.value);
+  clearSimulation();
   $('sim-note').textContent = 'Replaying…';
   try {
     const sim = await api(`v1/deployments/${encodeURIComponent(state.model)}/simulation?${query}`);
+    if (!current(generation)) return;
     state.last.simulation = sim;
     renderSimulation(sim);
   } catch (err) {
-    $('sim-note').textContent = `Simulation failed: ${err.message}`;
+    if (current(generation)) $('sim-note').textContent = `Simulation failed: ${err.message}`;
   }
 });
 
@@ -376,9 +476,14 @@ function renderSimulation(sim) {
     sim.minutes < sim.requestedMinutes
       ? ` (observed for only the last ${sim.minutes} of the ${sim.requestedMinutes} minutes asked for)`
       : '';
+  const progress = sim.inProgress;
+  const pendingMinute =
+    progress.rows > 0 || progress.jobs > 0
+      ? ` The minute in progress (${progress.rows} rows so far) is in neither row: both cover whole minutes; run again after ${time(progress.endsAt)} to include it.`
+      : '';
   $('sim-note').textContent =
-    `${sim.minutes} minutes${clipped}, ${w.replayedRows} rows replayed (${w.historyMinutes} minutes of history for the forecaster); ` +
-    `worker ${w.workerRowsPerSec} rows/s${w.batchProfile ? ' (measured batch profile)' : ''}, cold start ${(w.coldStartMs / 1000).toFixed(0)} s; SLO ${sim.sloMs} ms.`;
+    `${sim.minutes} minutes${clipped}, ${w.replayedRows} rows replayed (${w.historyMinutes} minutes of history for the forecaster); SLO ${sim.sloMs} ms.${pendingMinute}`;
+  renderWorld(w);
   const pct = (x) => (x === null ? '—' : `${(x * 100).toFixed(1)} %`);
   const row = (label, ws, cost, jobs, slo, p95, cold) =>
     el(
@@ -388,11 +493,17 @@ function renderSimulation(sim) {
       ...[cost, ws.active, ws.standby, ws.starting, jobs, pct(slo), p95 ?? '—', cold].map((v) => el('td', {}, v)),
     );
   const a = sim.actual;
-  const rows = [row(`actual (observed ${a.observedMinutes} min)`, a.workerSeconds, a.cost, a.jobs, a.sloAttainment, a.queueWaitP95Ms, '—')];
+  const actual = row(`actual (observed ${a.observedMinutes} min)`, a.workerSeconds, a.cost, a.jobs, a.sloAttainment, a.queueWaitP95Ms, '—');
+  actual.dataset.row = 'actual';
+  const rows = [actual];
+  // Where the actual waits are missing, the row says why rather than showing blanks.
+  if (a.note) rows.push(el('tr', { 'data-row': 'actual-note', class: 'muted' }, el('td', { colspan: 9 }, `actual: ${a.note}`)));
   for (const r of sim.runs) {
     const s = r.settings;
     const label = `simulated, ${r.name} settings (min ${s.min}, max ${s.max}, standby ${s.standby}, util ${s.targetUtilization})`;
-    rows.push(row(label, r.workerSeconds, r.cost, r.jobs, r.sloAttainment, r.queueWaitMs.p95.toFixed(0), r.coldStarts));
+    const simulated = row(label, r.workerSeconds, r.cost, r.jobs, r.sloAttainment, r.queueWaitMs.p95.toFixed(0), r.coldStarts);
+    simulated.dataset.row = r.name;
+    rows.push(simulated);
   }
   $('sim-table')
     .querySelector('tbody')
@@ -409,6 +520,21 @@ function renderSimulation(sim) {
     chartOptions(container, lines),
     [sim.pool.t, sim.pool.actual, sim.pool.current, sim.pool.chosen],
     container,
+  );
+}
+
+/** What the simulated worker is made of, and, loudly, what of it was not measured. */
+function renderWorld(w) {
+  const speed = {
+    'profile+measured': `${w.workerRowsPerSec} rows/s per worker: forward passes from the batch profile (${w.profileRowsPerSec} rows/s at batch ${w.maxBatch}) plus ${w.jobOverheadMs.toFixed(2)} ms per job, fitted to the ${w.measuredRowsPerSec} rows/s the scaler measured on busy workers`,
+    profile: `${w.workerRowsPerSec} rows/s per worker from the batch profile (batch ${w.maxBatch})`,
+    measured: `${w.workerRowsPerSec} rows/s per worker, as the scaler measured on busy workers`,
+    assumed: `${w.workerRowsPerSec} rows/s per worker, assumed`,
+  }[w.source];
+  const cold = `cold start ${(w.coldStartMs / 1000).toFixed(1)} s${w.coldStartMeasured ? ' (measured)' : ''}`;
+  $('sim-world').replaceChildren(
+    el('span', { 'data-world': w.source }, `Simulated worker: ${speed}; ${cold}.`),
+    ...w.missing.map((m) => el('span', { class: 'warn', 'data-missing': '' }, ` Not measured: ${m}.`)),
   );
 }
 
