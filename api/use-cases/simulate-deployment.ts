@@ -187,7 +187,7 @@ async function simulateDeployment(
   const [currentRun, chosenRun] = await replay(deps, trace, [task(current), task(chosen)], signal);
   const runs = [summary('current', current, currentRun as PolicyReport), summary('chosen', chosen, chosenRun as PolicyReport)];
   const outcome = actualOutcome({ decisions, samples, fromMs: from, toMs: to, sloMs: chosen.sloQueueWaitMs });
-  const { batchProfile: points, missing, ...measured } = world;
+  const { batchProfile: points, missing, ...worker } = world;
   return {
     model,
     from,
@@ -196,7 +196,7 @@ async function simulateDeployment(
     requestedMinutes,
     sloMs: chosen.sloQueueWaitMs,
     world: {
-      ...measured,
+      ...worker,
       missing: coldStartMeasured ? missing : [...missing, coldStartNote(current.coldStartMs)],
       coldStartMs: current.coldStartMs,
       coldStartMeasured,
