@@ -61,13 +61,8 @@ const BIN = fileURLToPath(new URL('../../bin/warmpool.mjs', import.meta.url));
 /** How long start-up waits for the demo's first worker before saying so and serving anyway. */
 const WARM_WAIT_MS = 180_000;
 
-/** `warmpool dev`'s options, as parseArgs takes them (the CLI's help is made from the descriptions). */
-export const DEV_OPTIONS = {
-  fresh: {
-    type: 'boolean',
-    description: `start clean: remove this folder's dev state first (${STATE_DIR}/redis, s3, model-cache, dev.env; the API key is kept)`,
-  },
-} as const;
+/** `warmpool dev`'s options as parseArgs takes them (the CLI's help describes them: scripts/commands/cli-options.ts DEV). */
+export const DEV_OPTIONS = { fresh: { type: 'boolean' } } as const;
 
 /** Raised inside start-up once a signal asked it to stop. */
 class StartAborted extends Error {}
