@@ -34,7 +34,7 @@ describe('closestField', () => {
     expect(closestField(name, JOB_REQUEST_FIELDS)).toBe(field);
   });
 
-  it.each(['model', 'width', 'callback_url', 'data', '', '__'])('%j means nothing known', (name) => {
+  it.each(['width', 'callback_url', 'data', '', '__'])('%j means nothing known', (name) => {
     expect(closestField(name, JOB_REQUEST_FIELDS)).toBeUndefined();
   });
 });
@@ -65,10 +65,14 @@ describe('rejectUnknownFields', () => {
   });
 
   it('lists the known fields when none is close', () => {
-    expect(errorOf({ inputs: [], model: 'scorer' })).toMatchObject({
+    expect(errorOf({ inputs: [], callback: 'https://example.com/' })).toMatchObject({
       code: 'unknown_field',
       message:
-        '"model" is not a field of a job request; its fields are "id", "inputs", "outputs", "parameters", "priority", "version", "timeoutMs", "webhook", "degradable", "cache"',
+        '"callback" is not a field of a job request; its fields are "id", "inputs", "outputs", "parameters", "model_name", "model_version", "priority", "version", "timeoutMs", "webhook", "degradable", "cache"',
+    });
+    expect(errorOf({ inputs: [], model: 'scorer' })).toMatchObject({
+      code: 'unknown_field',
+      message: '"model" is not a field of a job request; did you mean "model_name"?',
     });
   });
 });

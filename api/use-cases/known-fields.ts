@@ -10,8 +10,12 @@
  */
 import { InvalidInputError } from '../../infra/kernel/errors.ts';
 
-/** The Open Inference Protocol's own top-level fields of an inference request. */
-export const OIP_REQUEST_FIELDS = ['id', 'inputs', 'outputs', 'parameters'] as const;
+/**
+ * The Open Inference Protocol's own top-level fields of an inference request, and the two its
+ * binary extension's example request also carries (`model_name`, `model_version`: the model is
+ * the URL's; they are taken and not read).
+ */
+export const OIP_REQUEST_FIELDS = ['id', 'inputs', 'outputs', 'parameters', 'model_name', 'model_version'] as const;
 
 /** A job submission or sync inference body: the OIP's fields, then warmpool's options. */
 export const JOB_REQUEST_FIELDS = [...OIP_REQUEST_FIELDS, 'priority', 'version', 'timeoutMs', 'webhook', 'degradable', 'cache'] as const;

@@ -8,16 +8,19 @@ import { PRIORITIES } from '../../infra/contracts/job.ts';
 import type { ModelManifest } from '../../infra/contracts/manifest.ts';
 import type { OipTensor } from '../../infra/contracts/oip.ts';
 import { packTensors } from '../../infra/contracts/packed-tensors.ts';
+import type { WorkerState } from '../../infra/contracts/worker-state.ts';
 import { systemClock } from '../../infra/kernel/clock.ts';
 import { InvalidInputError, NotFoundError, OverloadedError } from '../../infra/kernel/errors.ts';
 import { type BullJobQueue, createBullJobQueue } from '../../infra/queue/index.ts';
 import { closeRedis, createRedis, deleteMany, scanKeys } from '../../infra/redis/client.ts';
+import { workerKey } from '../../infra/redis/keys.ts';
 import { createOpenJobs } from '../../infra/redis/open-jobs.ts';
 import { createResultCache, requestDigest } from '../../infra/redis/result-cache.ts';
 import { memberEntry } from '../../test/support/entries.ts';
 import { testServices, uniqueId } from '../../test/support/services.ts';
 import { createIdempotencyStore } from '../http/idempotency.ts';
 import type { ModelCatalog } from '../ports.ts';
+import { redisFleetView } from './fleet-view.ts';
 import { type SubmitDeployment, type SubmitJobDeps, type SubmitJobInput, submitJob } from './submit-job.ts';
 
 const redis = createRedis(testServices().redisUrl);
@@ -187,6 +190,12 @@ describe('result cache at submit', () => {
   });
 
   it('never answers from another version or other model bytes', async () => {
+    deploy('scorer', {
+      versions: [
+        { version: '1', weight: 100 },
+        { version: '2', weight: 0 },
+      ],
+    });
     await remember(manifests.get('scorer@1') as ModelManifest, [1, 2, 3, 4]);
     expect((await submit({ version: '1', body: body() })).cached).toBe(true);
     const v2 = await submit({ version: '2', body: body() });
@@ -221,6 +230,7 @@ describe('result cache at submit', () => {
 describe('fallback under overload', () => {
   it('sends a degradable request over the bound to the fallback queue; a plain one gets 503', async () => {
     deploy('scorer', { backlogMax: 2, fallback: { model: 'lite' } });
+    deploy('lite');
     await fill('scorer', '1', 2);
     const refused = await rejection(submit({ body: body() }));
     expect(refused).toBeInstanceOf(OverloadedError);
@@ -237,6 +247,12 @@ describe('fallback under overload', () => {
   it('pins the fallback version when the deployment names one', async () => {
     manifests.set('lite@2', manifest('lite', '2'));
     deploy('scorer', { backlogMax: 1, fallback: { model: 'lite', version: '1' } });
+    deploy('lite', {
+      versions: [
+        { version: '2', weight: 100 },
+        { version: '1', weight: 0 },
+      ],
+    });
     await fill('scorer', '1', 1);
     expect(await submit({ body: body([1, 2, 3, 4], { degradable: true }) })).toMatchObject({ model: 'lite', version: '1' });
   });
@@ -255,8 +271,18 @@ describe('fallback under overload', () => {
     expect(await submit({ body: body([1, 2, 3, 4], { degradable: true }) })).toMatchObject({ model: 'scorer' });
   });
 
+  it('treats a fallback nothing serves as no fallback: the job would never run there', async () => {
+    deploy('scorer', { backlogMax: 1, fallback: { model: 'lite' } }); // lite is published, not deployed
+    await fill('scorer', '1', 1);
+    const job = await submit({ body: body([1, 2, 3, 4], { degradable: true }) });
+    expect(job).toMatchObject({ model: 'scorer', version: '1' });
+    expect((await queuedJob('scorer', '1', job.id))?.opts.priority).toBe(PRIORITIES.low);
+    expect(await jobs.depth('lite', '1')).toBe(0);
+  });
+
   it('answers 422 fallback_incompatible when the request does not fit the fallback', async () => {
     deploy('scorer', { backlogMax: 1, fallback: { model: 'wide' } });
+    deploy('wide');
     await fill('scorer', '1', 1);
     const err = await rejection(submit({ body: body([1, 2, 3, 4], { degradable: true }) }));
     expect(err).toBeInstanceOf(InvalidInputError);
@@ -277,11 +303,95 @@ describe('fallback under overload', () => {
 
   it("answers a degraded request from the fallback's cache entry", async () => {
     deploy('scorer', { backlogMax: 1, fallback: { model: 'lite' } });
+    deploy('lite');
     await fill('scorer', '1', 1);
     await remember(manifests.get('lite@1') as ModelManifest, [1, 2, 3, 4]);
     const job = await submit({ body: body([1, 2, 3, 4], { degradable: true }) });
     expect(job).toMatchObject({ model: 'lite', cached: true, fallbackFor: { model: 'scorer', version: '1' } });
     expect(await jobs.depth('lite', '1')).toBe(0);
+  });
+});
+
+describe('what serves a job (serving-check.ts)', () => {
+  /** A worker's heartbeat as worker/heartbeat.ts writes it, on the real Redis the fleet view scans. */
+  async function heartbeat(model: string, version: string, state: WorkerState) {
+    const id = `w-${uniqueId('hb')}`;
+    const payload = { id, model, version, state, pid: 1, host: 'h', startedAt: 0, updatedAt: 0, rowsPerS: 0, jobsInFlight: 0 };
+    await redis.set(workerKey(prefix, id), JSON.stringify(payload), 'PX', 60_000);
+  }
+
+  it('refuses a published model with no deployment: 409 model_not_deployed naming the fix; nothing is queued', async () => {
+    deployments.clear();
+    for (const kind of ['async', 'sync'] as const) {
+      const err = await rejection(submit({ kind, body: body() }));
+      expect(err).toBeInstanceOf(InvalidInputError);
+      expect(err).toMatchObject({
+        status: 409,
+        code: 'model_not_deployed',
+        message: 'model scorer is published but not deployed: run `warmpool deploy scorer` (or PUT /v1/deployments/scorer)',
+      });
+    }
+    expect(await jobs.depth('scorer', '2')).toBe(0);
+    // Unknown everywhere stays 404; a bad body is still the body's fault first.
+    expect(await rejection(submit({ model: 'ghost', body: body() }))).toBeInstanceOf(NotFoundError);
+    expect(await rejection(submit({ body: body([1, 2]) }))).toMatchObject({ code: 'shape_mismatch' });
+  });
+
+  it('refuses a version the deployment does not list, naming what it serves', async () => {
+    const err = await rejection(submit({ version: '2', body: body() }));
+    expect(err).toMatchObject({
+      status: 409,
+      code: 'model_not_deployed',
+      message:
+        'version 2 of model scorer is published but not deployed (its deployment serves 1): send no version, or run `warmpool deploy scorer --version 2` (or PUT /v1/deployments/scorer)',
+    });
+  });
+
+  it('accepts a deployment whose min is 0 (the scaler starts a worker) without reading the fleet', async () => {
+    deploy('scorer', { min: 0 });
+    let asked = 0;
+    deps.fleet = {
+      async workers() {
+        asked++;
+        return [];
+      },
+    };
+    expect(await submit({ body: body([1, 0, 0, 0], { cache: false }) })).toMatchObject({ model: 'scorer', version: '1' });
+    expect(asked).toBe(0);
+  });
+
+  it('accepts a version no deployment lists while a live worker of it heartbeats (a hand-started worker)', async () => {
+    deps.fleet = redisFleetView(redis, prefix, systemClock);
+    const refused = await rejection(submit({ version: '2', body: body() }));
+    expect(refused).toMatchObject({ code: 'model_not_deployed' });
+    await heartbeat('scorer', '2', 'draining'); // on its way out: serves nothing new
+    await heartbeat('scorer', '1', 'active'); // another version
+    deps.fleet = redisFleetView(redis, prefix, systemClock); // a fresh view: the last one holds its read for a second
+    expect(await rejection(submit({ version: '2', body: body() }))).toMatchObject({ code: 'model_not_deployed' });
+    await heartbeat('scorer', '2', 'warming');
+    deps.fleet = redisFleetView(redis, prefix, systemClock);
+    const job = await submit({ version: '2', body: body([2, 0, 0, 0], { cache: false }) });
+    expect(job).toMatchObject({ model: 'scorer', version: '2' });
+    expect(await queuedJob('scorer', '2', job.id)).toBeDefined();
+  });
+});
+
+describe('strict bodies', () => {
+  it('refuses an unknown top-level field with 400 unknown_field before anything else is read', async () => {
+    deployments.clear(); // not even the deployment is asked
+    const err = await rejection(submit({ model: 'ghost', body: body([1, 2, 3, 4], { webhookUrl: 'https://example.com/' }) }));
+    expect(err).toBeInstanceOf(InvalidInputError);
+    expect(err).toMatchObject({
+      status: 400,
+      code: 'unknown_field',
+      message: '"webhookUrl" is not a field of a job request; did you mean "webhook"?',
+    });
+  });
+
+  it('keeps parameters and tensor-level fields open (the OIP lets clients extend them)', async () => {
+    const inputs = [{ ...features([1, 2, 3, 4]), parameters: { mine: 1, nested: { ok: true } } }];
+    const job = await submit({ body: { inputs, parameters: { sequence_id: 7, custom: { a: 1 } }, cache: false } });
+    expect(job.id).toMatch(/^job_/);
   });
 });
 

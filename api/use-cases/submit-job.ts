@@ -1,7 +1,13 @@
 /**
  * Submitting a job: resolve the model version, validate the OIP request against its manifest
- * and the job options (priority, version, deadline, webhook, cache, degradable), then place it.
- * Shared by the async route and sync inference, so both validate and place the same way.
+ * and the job options (priority, version, deadline, webhook, cache, degradable), check that
+ * something serves that version, then place it. Shared by the async route, sync inference and
+ * gRPC, so all validate and place the same way.
+ *
+ * Refusals, in order: a top-level field the request does not have (400 `unknown_field`,
+ * known-fields.ts); a bad option; a model or version not in the registry (404); a request its
+ * manifest does not take (400); a version no deployment lists and no worker serves (409
+ * `model_not_deployed`, serving-check.ts: such a job would wait forever).
  *
  * Placing, in order:
  * 1. Result cache (infra/redis/result-cache.ts). Unless the body says `"cache": false` or names a
@@ -22,7 +28,7 @@
  *    against the fallback's manifest, else 422 `fallback_incompatible` naming the problem
  *    (never silently the primary). The fallback's own cache entry is looked up (as in 1) and
  *    its own `backlogMax` holds strictly (503, no further degradation). A fallback that is not
- *    in the registry counts as no fallback.
+ *    in the registry, or that nothing serves (serving-check.ts), counts as no fallback.
  *
  * With an Idempotency-Key the key is claimed only after validation (a rejected request holds
  * no key, like Stripe) and released if placing fails, so a retry can claim it again. Placing
@@ -47,6 +53,9 @@ import type { IdempotencyStore } from '../http/idempotency.ts';
 import type { Clock, DeploymentLookup, JobQueue, JobView, ModelCatalog } from '../ports.ts';
 import { parseWebhookSpec } from '../webhooks/webhook-spec.ts';
 import { checkAdmission, deploymentBacklog } from './admission.ts';
+import type { FleetView } from './fleet-view.ts';
+import { JOB_REQUEST_FIELDS, rejectUnknownFields } from './known-fields.ts';
+import { ensureServed } from './serving-check.ts';
 import { chooseVersion } from './traffic-split.ts';
 
 /**
@@ -57,8 +66,8 @@ export type SubmitJobQueue = JobQueue & {
   answerFromCache?(request: QueuedRequest, options: { jobId: string }): Promise<JobView | null>;
 };
 
-/** The deployment as submit reads it: the port's fields plus the fallback. */
-export type SubmitDeployment = NonNullable<Awaited<ReturnType<DeploymentLookup['get']>>> & { fallback?: Fallback };
+/** The deployment as submit reads it: the port's fields plus the fallback (and `min`, which a sync timeout names). */
+export type SubmitDeployment = NonNullable<Awaited<ReturnType<DeploymentLookup['get']>>> & { fallback?: Fallback; min?: number };
 
 export interface SubmitJobDeps {
   jobs: SubmitJobQueue;
@@ -79,6 +88,12 @@ export interface SubmitJobDeps {
   onSubmitted?: (e: { model: string; version: string; kind: SubmitKind; rows: number }) => void;
   /** Picks a version by the deployment's traffic split; Math.random when absent. */
   random?: () => number;
+  /**
+   * The workers' heartbeats (fleet-view.ts), read only for a version no deployment lists: a
+   * hand-started worker serves it. Absent: no such worker is known, so only deployed versions
+   * take jobs.
+   */
+  fleet?: FleetView;
 }
 
 /** The longest start deadline a job may ask for: a day. */
@@ -147,6 +162,7 @@ export async function submitJob(deps: SubmitJobDeps, input: SubmitJobInput): Pro
     throw new InvalidInputError('invalid_body', 'request body must be a JSON object');
   }
   const fields = body as Record<string, unknown>;
+  rejectUnknownFields(fields, JOB_REQUEST_FIELDS, input.kind === 'sync' ? 'an inference request' : 'a job request');
   const priority = input.priority ?? parsePriority(fields.priority);
   const timeoutMs = parseTimeoutMs(fields.timeoutMs);
   const webhook = parseWebhookSpec(fields.webhook, { allowedPrivateHosts: deps.webhookAllowedPrivateHosts });
@@ -154,6 +170,7 @@ export async function submitJob(deps: SubmitJobDeps, input: SubmitJobInput): Pro
   const cache = parseFlag(fields.cache, 'cache', true);
   const target = await resolveTarget(deps, input.model, input.version ?? parseVersion(fields.version));
   const request = validateInferRequest(body, target.manifest, limitsOf(deps), input.binary);
+  await ensureServed(deps, target.manifest, target.deployment);
   const submission: Submission = {
     tenant: input.tenant,
     kind: input.kind,
@@ -399,8 +416,8 @@ export function parseIdempotencyKey(raw: string | undefined): string | undefined
 }
 
 /**
- * The version asked for, else the deployed one, else the registry's latest (a published model
- * that is not deployed still takes jobs; they wait for a pool). Unknown everywhere → 404.
+ * The version asked for, else the deployed one, else the registry's latest (the model's
+ * metadata is there whether or not it is deployed). Unknown everywhere → 404.
  */
 export async function resolveManifest(
   deps: Pick<SubmitJobDeps, 'catalog' | 'deployments' | 'random'>,
@@ -418,8 +435,8 @@ interface Target {
 
 /**
  * The version a job runs on: the one asked for, else one drawn by the deployment's traffic
- * split (per job), else the registry's latest (a published model that is not deployed still
- * takes jobs; they wait for a pool). Unknown everywhere → 404.
+ * split (per job), else the registry's latest (which submit then refuses unless a worker
+ * serves it: serving-check.ts). Unknown everywhere → 404.
  */
 async function resolveTarget(
   deps: Pick<SubmitJobDeps, 'catalog' | 'deployments' | 'random'>,
@@ -437,13 +454,13 @@ async function resolveTarget(
  * deployments pay no extra Redis round trip).
  */
 async function admit(
-  deps: Pick<SubmitJobDeps, 'jobs' | 'catalog'>,
+  deps: Pick<SubmitJobDeps, 'jobs' | 'catalog' | 'deployments' | 'random' | 'fleet'>,
   deployment: SubmitDeployment | null,
   degradable: boolean,
 ): Promise<'normal' | 'low' | 'fallback'> {
   if (deployment?.backlogMax === undefined) return 'normal';
   const depth = await deploymentBacklog(deployment, (m, v) => deps.jobs.depth(m, v));
-  const fallbackOk = degradable && deployment.fallback !== undefined && (await fallbackExists(deps, deployment.fallback));
+  const fallbackOk = degradable && deployment.fallback !== undefined && (await fallbackUsable(deps, deployment.fallback));
   const decision = checkAdmission({ depth, backlogMax: deployment.backlogMax, lowPriorityOk: degradable, fallbackOk });
   if (!decision.admit) {
     const hint = degradable
@@ -458,13 +475,22 @@ async function admit(
   return decision.fallback ? 'fallback' : decision.priority === 'low' ? 'low' : 'normal';
 }
 
-/** A fallback missing from the registry counts as none: the request is not the caller's mistake. */
-async function fallbackExists(deps: Pick<SubmitJobDeps, 'catalog'>, fallback: Fallback): Promise<boolean> {
+/**
+ * A fallback missing from the registry, or one nothing serves (serving-check.ts), counts as
+ * none: the request is not the caller's mistake, and a job sent where no worker runs would never
+ * end.
+ */
+async function fallbackUsable(
+  deps: Pick<SubmitJobDeps, 'catalog' | 'deployments' | 'random' | 'fleet'>,
+  fallback: Fallback,
+): Promise<boolean> {
   try {
-    await deps.catalog.getManifest(fallback.model, fallback.version);
+    const target = await resolveTarget(deps, fallback.model, fallback.version);
+    await ensureServed(deps, target.manifest, target.deployment);
     return true;
   } catch (err) {
     if (err instanceof NotFoundError) return false;
+    if (err instanceof InvalidInputError && err.code === 'model_not_deployed') return false;
     throw err;
   }
 }
