@@ -67,9 +67,14 @@ beforeAll(async () => {
   const registry = createModelRegistry({ store, prefix: config.s3.prefix });
   await registry.publish({ name: 'scorer', version: '1', bytes: buildMlpModel({ features: 4, hidden: 8, layers: 1 }), maxBatch: 8 });
   await registry.publish({ name: 'multi', version: '1', bytes: buildMultiTypeModel(), maxBatch: 8 });
+  await registry.publish({ name: 'undeployed', version: '1', bytes: buildMlpModel({ features: 4, hidden: 8, layers: 1 }), maxBatch: 8 });
   store.close();
   api = await startTestApi(config);
   limited = await startTestApi(config, { rateLimit: { rps: 0.001, burst: 1 } });
+  // Deployed at min 0 (no worker comes: no scaler runs here), so they take jobs; "undeployed" is only published.
+  for (const model of ['scorer', 'multi']) {
+    expect((await send({ method: 'PUT', path: `/v1/deployments/${model}`, body: { version: '1', min: 0, max: 1 } })).status).toBe(200);
+  }
 
   // The good requests pass, so every refusal below is about what each case changed.
   expect((await send({ body: multi() })).status).toBe(202);
@@ -308,6 +313,13 @@ const TABLE: Array<[string, () => Send, number, string, RegExp]> = [
     /unknown event "job.exploded"/,
   ],
   [
+    'a misspelt option',
+    () => ({ body: multi({}, { webhook_url: 'https://example.com/h' }) }),
+    400,
+    'unknown_field',
+    /^"webhook_url" is not a field of a job request; did you mean "webhook"\?$/,
+  ],
+  [
     'an Idempotency-Key over 255 characters',
     () => ({ body: multi(), headers: { 'Idempotency-Key': 'k'.repeat(256) } }),
     400,
@@ -322,6 +334,13 @@ const TABLE: Array<[string, () => Send, number, string, RegExp]> = [
     404,
     'model_not_found',
     /no model named "bad.name"/,
+  ],
+  [
+    'a model published but not deployed',
+    () => ({ path: '/v1/models/undeployed/jobs', body: scorer() }),
+    409,
+    'model_not_deployed',
+    /^model undeployed is published but not deployed: run `warmpool deploy undeployed` \(or PUT \/v1\/deployments\/undeployed\)$/,
   ],
   ['an unknown job id', () => ({ path: '/v1/jobs/job_doesnotexist' }), 404, 'job_not_found', /no job job_doesnotexist/],
   ['a job id with odd characters', () => ({ path: '/v1/jobs/a:b*c' }), 404, 'job_not_found', /no job a:b\*c/],
@@ -345,6 +364,13 @@ const TABLE: Array<[string, () => Send, number, string, RegExp]> = [
     /input "n": expected datatype INT32, got INT64/,
   ],
   ['sync inference on an unknown model', () => ({ path: '/v2/models/ghost/infer', body: scorer() }), 404, 'model_not_found', /ghost/],
+  [
+    'sync inference on a model published but not deployed',
+    () => ({ path: '/v2/models/undeployed/infer', body: scorer() }),
+    409,
+    'model_not_deployed',
+    /warmpool deploy undeployed/,
+  ],
 ];
 
 describe('bad input', () => {

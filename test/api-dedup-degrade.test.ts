@@ -91,7 +91,14 @@ beforeAll(async () => {
   await publish('twin', '1', twin);
   await publish('primary', '1', scorer);
   await publish('wide', '1', buildMlpModel({ features: F + 4, hidden: 4, layers: 1 }));
-  await stack.deployments.put({ model: 'scorer', version: '1', min: 1, max: 1, standby: 0 });
+  // Version 2 is listed without traffic: jobs that name it are taken (and wait: no worker serves it).
+  const versions = [
+    { version: '1', weight: 100 },
+    { version: '2', weight: 0 },
+  ];
+  await stack.deployments.put({ model: 'scorer', versions, min: 1, max: 1, standby: 0 });
+  // Twin's jobs are queued before its worker starts: deployed (min 0, no scaler here) so they are taken.
+  await stack.deployments.put({ model: 'twin', version: '1', min: 0, max: 1, standby: 0 });
   await stack.startWorker('scorer', '1');
   await stack.startWorker('lite', '1');
   await stack.waitForWorkers('scorer', 'active');

@@ -32,6 +32,9 @@ beforeAll(async () => {
   for (const name of ['scorer', 'idle', 'ordered', 'held', 'late'])
     await stack.registry.publish({ name, version: '1', bytes: mlp, maxBatch: 8 });
   await stack.deployments.put({ model: 'scorer', version: '1', min: 1, max: 1, standby: 0 });
+  // Deployed so they take jobs; min 0 and no scaler here, so only this file's own workers run them.
+  for (const name of ['idle', 'ordered', 'held', 'late'])
+    await stack.deployments.put({ model: name, version: '1', min: 0, max: 1, standby: 0 });
   api = await startTestApi(stack.config, { deps: { sseHeartbeatMs: 20 } });
 }, 120_000);
 

@@ -27,7 +27,7 @@ import { memberEntry } from './support/entries.ts';
 import { KEY_A, KEY_B, startStack, type TestStack, waitForJob } from './support/stack.ts';
 
 const MODEL = 'seqsum';
-/** Published, never deployed, no worker: its jobs stay queued. */
+/** Deployed at min 0 with no scaler and no worker: its jobs are taken and stay queued. */
 const IDLE = 'seqsum-idle';
 
 let stack: TestStack;
@@ -42,6 +42,7 @@ beforeAll(async () => {
   await stack.registry.publish({ name: MODEL, version: '1', bytes, maxBatch: 16, warmupBatches: [1, 16] });
   await stack.registry.publish({ name: IDLE, version: '1', bytes, maxBatch: 16 });
   await stack.deployments.put({ model: MODEL, version: '1', min: 1, max: 1, standby: 0 });
+  await stack.deployments.put({ model: IDLE, version: '1', min: 0, max: 1, standby: 0 });
   await stack.startWorker(MODEL, '1');
   await stack.waitForWorkers(MODEL, 'active');
 }, 90_000);

@@ -431,7 +431,7 @@ describe('a request inside a shared entry', () => {
     const deps = {
       jobs: arriveTogether(queue, 5),
       catalog: { getManifest: async () => manifest, list: async () => [], listVersions: async () => [] },
-      deployments: { get: async () => null },
+      deployments: { get: async () => ({ model, version: '1', versions: [{ version: '1', weight: 100 }] }) },
       clock: systemClock,
       newId: () => `job_idem${next++}`,
       idempotency: createIdempotencyStore(redis, { prefix, ttlS: 600 }),

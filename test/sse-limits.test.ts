@@ -19,6 +19,8 @@ const open: Array<{ abort: AbortController; reader: ReadableStreamDefaultReader<
 beforeAll(async () => {
   stack = await startStack({ MAX_SSE_STREAMS_PER_TENANT: String(PER_TENANT), MAX_SSE_STREAMS: String(TOTAL) });
   await stack.registry.publish({ name: 'idle', version: '1', bytes: buildMlpModel({ features: 4, hidden: 8, layers: 1 }), maxBatch: 8 });
+  // Deployed, at min 0: it takes jobs, and no worker comes (no scaler runs here).
+  await stack.deployments.put({ model: 'idle', version: '1', min: 0, max: 1, standby: 0 });
 }, 120_000);
 
 afterAll(async () => {
