@@ -15,6 +15,7 @@ import { type AppDeps, type AppJobQueue, createApp } from './app.ts';
 import { createIdempotencyStore } from './http/idempotency.ts';
 import { createRateLimiter } from './http/rate-limiter.ts';
 import type { JobView, ModelCatalog } from './ports.ts';
+import type { FleetView, WorkerSighting } from './use-cases/fleet-view.ts';
 
 const KEY_A = 'key-aaaaaaaaaaaaaaaa';
 const KEY_B = 'key-bbbbbbbbbbbbbbbb';
@@ -148,8 +149,10 @@ describe('createApp', () => {
     const deployments: AppDeps['deployments'] = {
       async get(model) {
         const version = deployed.get(model);
+        // The other published version is listed at weight 0 (kept, no new traffic): a job that names it is served.
+        const others = ['1', '2'].filter((v) => v !== version).map((v) => ({ version: v, weight: 0 }));
         return version
-          ? { model, version, versions: [{ version, weight: 100 }], min: 1, max: 1, standby: 0, revision: 1, updatedAt: '' }
+          ? { model, version, versions: [{ version, weight: 100 }, ...others], min: 1, max: 1, standby: 0, revision: 1, updatedAt: '' }
           : null;
       },
       list: notHere,
@@ -223,6 +226,21 @@ describe('createApp', () => {
       expect(ordinary.status).toBe(403);
       expect((await errorOf(ordinary)).code).toBe('forbidden');
     });
+
+    it('answers GET / without a key with an index of where things are, each of which answers', async () => {
+      const res = await get('/', null);
+      expect(res.status).toBe(200);
+      const index = (await res.json()) as Record<string, string>;
+      expect(index).toEqual({
+        name: 'warmpool',
+        version: expect.stringMatching(/^\d+\.\d+\.\d+/),
+        docs: '/docs',
+        openapi: '/openapi.json',
+        dashboard: '/dashboard',
+        health: '/v2/health/ready',
+      });
+      for (const path of [index.docs, index.openapi, index.dashboard, index.health]) expect((await get(path ?? '', null)).status).toBe(200);
+    });
   });
 
   describe('POST /v1/models/:model/jobs', () => {
@@ -248,16 +266,45 @@ describe('createApp', () => {
       expect(job?.data.inputs[0]?.data).toEqual(Float32Array.from({ length: 12 }, (_, i) => i));
     });
 
-    it('honours priority and an explicit version; falls back to the latest when not deployed', async () => {
+    it('honours priority and an explicit version the deployment lists', async () => {
       const a = (await (await post('/v1/models/scorer/jobs', body(1, { priority: 'low', version: '2' }))).json()) as {
         id: string;
         version: string;
       };
       expect(a.version).toBe('2');
       expect(jobs.jobs.get(a.id)?.priority).toBe('low');
+    });
+
+    it('answers 409 model_not_deployed, naming the fix, for a published model that is not deployed (sync too)', async () => {
       deployed.clear();
-      const b = (await (await post('/v1/models/scorer/jobs', body(1))).json()) as { version: string };
-      expect(b.version).toBe('2');
+      for (const path of ['/v1/models/scorer/jobs', '/v2/models/scorer/infer', '/v2/models/scorer/versions/1/infer']) {
+        const res = await post(path, body(1));
+        expect(res.status).toBe(409);
+        expect(await errorOf(res)).toEqual({
+          code: 'model_not_deployed',
+          message: 'model scorer is published but not deployed: run `warmpool deploy scorer` (or PUT /v1/deployments/scorer)',
+        });
+      }
+      expect(jobs.jobs.size).toBe(0);
+      // Unknown everywhere is still the registry's 404.
+      expect((await errorOf(await post('/v1/models/ghost/jobs', body(1)))).code).toBe('model_not_found');
+    });
+
+    it('refuses an unknown top-level field with 400 unknown_field naming the field meant; parameters stay open', async () => {
+      const res = await post('/v1/models/scorer/jobs', body(1, { webhook_url: 'https://hooks.example.com/x' }));
+      expect(res.status).toBe(400);
+      expect(await errorOf(res)).toEqual({
+        code: 'unknown_field',
+        message: '"webhook_url" is not a field of a job request; did you mean "webhook"?',
+      });
+      const sync = await post('/v2/models/scorer/infer', body(1, { timeout: 5 }));
+      expect(await errorOf(sync)).toEqual({
+        code: 'unknown_field',
+        message: '"timeout" is not a field of an inference request; did you mean "timeoutMs"?',
+      });
+      expect(jobs.jobs.size).toBe(0);
+      const open = await post('/v1/models/scorer/jobs', body(1, { id: 'r-1', parameters: { anything: { goes: true } } }));
+      expect(open.status).toBe(202);
     });
 
     it('gives ids that differ per job', async () => {
@@ -449,6 +496,17 @@ describe('createApp', () => {
       expect(jobs.jobs.size).toBe(1);
     });
 
+    it("answers a replay with its job's status now: succeeded once it has", async () => {
+      const first = (await (await submit(body(2), 'order-2')).json()) as { id: string; status: string };
+      expect(first.status).toBe('queued');
+      const job = jobs.jobs.get(first.id);
+      if (!job) throw new Error('the job was not queued');
+      job.view = { ...job.view, status: 'succeeded', result, finishedAt: T0 + 9 };
+      const again = await submit(body(2), 'order-2');
+      expect(again.headers.get('idempotent-replayed')).toBe('true');
+      expect(await again.json()).toMatchObject({ id: first.id, status: 'succeeded' });
+    });
+
     it('keeps keys per tenant', async () => {
       const a = (await (await submit(body(1), 'shared')).json()) as { id: string };
       const b = await submit(body(1), 'shared', KEY_B);
@@ -616,6 +674,42 @@ describe('createApp', () => {
       const poll = await get(`/v1/jobs/${error.job_id}`);
       expect(poll.status).toBe(200);
       expect(((await poll.json()) as { status: string }).status).toBe('queued');
+    });
+
+    it.each<[string, WorkerSighting['state'][], number, RegExp]>([
+      ['no worker', [], 1, /: no worker for scorer@1 yet \(the scaler is starting one\); poll/],
+      ['no worker, min 0', [], 0, /: no worker for scorer@1 yet \(the deployment's min is 0: the scaler is starting one\); poll/],
+      ['a worker warming up', ['warming'], 1, /: a worker is starting \(warming up\); poll/],
+      ['a worker in standby', ['standby'], 1, /: a worker is in standby and the scaler has not activated it yet; poll/],
+      ['busy workers', ['active', 'warming'], 1, /: workers are busy: 3 requests queued ahead; poll/],
+    ])('says why a sync call timed out: %s', async (_, states, min, message) => {
+      const asked: string[] = [];
+      const fleet: FleetView = {
+        async workers(model, version) {
+          asked.push(`${model}@${version}`);
+          return states.map((state, i) => ({ id: `w${i}`, state, jobsInFlight: 1 }));
+        },
+      };
+      const lookup = deps.deployments;
+      const deployments = {
+        ...lookup,
+        get: async (m: string) => ({ ...(await lookup.get(m)), min }) as Awaited<ReturnType<typeof lookup.get>>,
+      };
+      const withFleet = createApp({ ...deps, fleet, deployments });
+      const send = (path: string, payload: unknown) =>
+        withFleet.request(path, {
+          method: 'POST',
+          headers: { Authorization: `Bearer ${KEY_A}`, 'Content-Type': 'application/json' },
+          body: JSON.stringify(payload),
+        });
+      for (let i = 0; i < 3; i++) expect((await send('/v1/models/scorer/jobs', body(1, { id: `queued-${i}` }))).status).toBe(202);
+      expect(asked).toEqual([]); // a deployed version is accepted without reading the fleet
+      const res = await send('/v2/models/scorer/infer', body(1));
+      expect(res.status).toBe(504);
+      const error = await errorOf(res);
+      expect(error.message).toMatch(message);
+      expect(error.message).toContain(`poll /v1/jobs/${error.job_id}`);
+      expect(asked).toEqual(['scorer@1']);
     });
 
     it('validates like the async route', async () => {

@@ -3,7 +3,9 @@
  * @hono/node-server in api/main.ts, wrapped by `handle()` on Lambda, and exercised with
  * `app.request()` in tests.
  *
- * Auth, then the tenant's rate limit, cover `/v1/*` and `/v2/models/*`; health is open.
+ * Auth, then the tenant's rate limit, cover `/v1/*` and `/v2/models/*`; health is open, and so
+ * is `GET /`, a small index of where things are (the docs, the OpenAPI document, the dashboard,
+ * health), so a newcomer's first curl finds its way instead of a bare 404.
  * `/metrics` takes an admin tenant's key or METRICS_TOKEN (api/http/metrics-auth.ts); api/main.ts
  * may also serve it without auth on METRICS_PORT (DESIGN §5).
  */
@@ -42,6 +44,7 @@ import { poolRoutes } from './routes/pool.ts';
 import { webhookRoutes } from './routes/webhooks.ts';
 import type { JobCanceler } from './use-cases/cancel-job.ts';
 import type { DeploymentAdmin } from './use-cases/deployments.ts';
+import { type FleetView, redisFleetView } from './use-cases/fleet-view.ts';
 import type { InferSyncDeps } from './use-cases/infer-sync.ts';
 import { newJobId, type SubmitJobDeps } from './use-cases/submit-job.ts';
 
@@ -104,6 +107,12 @@ export interface AppDeps {
   webhookAllowedPrivateHosts?: readonly string[];
   /** Keep-alive comment period of job event streams; default 15 s. */
   sseHeartbeatMs?: number;
+  /**
+   * The workers' heartbeats, read by submit for a version no deployment lists and by a sync
+   * call that timed out (api/use-cases/fleet-view.ts). Default: the heartbeats on `webhooks.redis`;
+   * none (no worker known) without either.
+   */
+  fleet?: FleetView;
   /** `/v2/health/ready`; ready when absent. */
   ready?: () => Promise<boolean>;
   newId?: () => string;
@@ -112,6 +121,16 @@ export interface AppDeps {
 
 /** OIP server metadata's `version`: the package's. */
 const SERVER_VERSION = (createRequire(import.meta.url)('../package.json') as { version: string }).version;
+
+/** `GET /`: where things are. */
+export const SERVER_INDEX = {
+  name: 'warmpool',
+  version: SERVER_VERSION,
+  docs: '/docs',
+  openapi: '/openapi.json',
+  dashboard: '/dashboard',
+  health: '/v2/health/ready',
+} as const;
 
 export const PROMETHEUS_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
 
@@ -131,6 +150,7 @@ export function createApp(deps: AppDeps): Hono<AuthEnv> {
   // Accept-Encoding: gzip|deflate, as Triton answers; free for requests that do not ask.
   app.use('*', compressResponses());
 
+  app.get('/', (c) => c.json(SERVER_INDEX));
   app.get('/v2', (c) => c.json({ name: 'warmpool', version: SERVER_VERSION, extensions: ['binary_tensor_data'] }));
   app.get('/v2/health/live', (c) => c.json({ live: true }));
   app.get('/v2/health/ready', async (c) => {
@@ -187,6 +207,7 @@ export function createApp(deps: AppDeps): Hono<AuthEnv> {
  */
 export function inferenceDeps(deps: AppDeps): InferSyncDeps & { jobs: AppJobQueue } {
   const jobMetrics = deps.metrics.api?.jobsSubmitted;
+  const fleet = deps.fleet ?? (deps.webhooks ? redisFleetView(deps.webhooks.redis, deps.webhooks.prefix, deps.clock) : undefined);
   return {
     jobs: deps.jobs,
     catalog: deps.catalog,
@@ -198,6 +219,7 @@ export function inferenceDeps(deps: AppDeps): InferSyncDeps & { jobs: AppJobQueu
     ...(deps.maxRows !== undefined ? { maxRows: deps.maxRows } : {}),
     ...(deps.maxElements !== undefined ? { maxElements: deps.maxElements } : {}),
     ...(deps.openJobs ? { openJobs: deps.openJobs } : {}),
+    ...(fleet ? { fleet } : {}),
     syncTimeoutMs: deps.syncTimeoutMs,
     onSubmitted: (e) => {
       jobMetrics?.inc({ model: e.model, version: e.version, kind: e.kind });

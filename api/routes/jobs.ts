@@ -8,11 +8,11 @@ import { Hono } from 'hono';
 import type { AuthEnv } from '../http/auth.ts';
 import { readInferBody } from '../http/infer-body.ts';
 import { tensorResponse, wantsBinaryJob } from '../http/infer-response.ts';
-import type { DeploymentLookup, JobQueue, ModelCatalog } from '../ports.ts';
+import type { DeploymentLookup, JobQueue, JobView, ModelCatalog } from '../ports.ts';
 import { iso, toJobResource } from '../resources/job-resource.ts';
 import { cancelJob, type JobCanceler } from '../use-cases/cancel-job.ts';
 import { getJob } from '../use-cases/get-job.ts';
-import { parseIdempotencyKey, type SubmitJobDeps, submitJob } from '../use-cases/submit-job.ts';
+import { parseIdempotencyKey, type SubmitJobDeps, type SubmittedJob, submitJob } from '../use-cases/submit-job.ts';
 
 export interface JobRoutesDeps extends SubmitJobDeps {
   jobs: JobQueue & JobCanceler;
@@ -41,8 +41,7 @@ export function jobRoutes(deps: JobRoutesDeps): Hono<AuthEnv> {
     return c.json(
       {
         id: job.id,
-        // A result-cache hit is a job that already succeeded: say so, GET has its outputs.
-        status: job.cached ? ('succeeded' as const) : ('queued' as const),
+        status: await statusOf(deps, job),
         ...(job.cached ? { cached: true } : {}),
         model: job.model,
         version: job.version,
@@ -72,4 +71,15 @@ export function jobRoutes(deps: JobRoutesDeps): Hono<AuthEnv> {
   });
 
   return app;
+}
+
+/**
+ * The status a 202 names: a result-cache hit already succeeded (GET has its outputs); a new job
+ * is queued; a replay (Idempotency-Key) names its job's status now, read once more (a job that
+ * has aged out since keeps what the first answer said).
+ */
+async function statusOf(deps: Pick<JobRoutesDeps, 'jobs'>, job: SubmittedJob): Promise<JobView['status']> {
+  if (job.cached) return 'succeeded';
+  if (!job.replayed) return 'queued';
+  return (await deps.jobs.get(job.id))?.status ?? 'queued';
 }

@@ -28,13 +28,11 @@ export function oipRoutes(deps: InferSyncDeps): Hono<AuthEnv> {
         // The worker found the input bad (what validation cannot see, e.g. an index out of range).
         if (outcome.error.code === 'invalid_input') throw new InvalidInputError('invalid_input', outcome.error.message);
         return c.json(errorBody('inference_failed', outcome.error.message, { job_id: outcome.jobId }), 500);
-      case 'timeout':
-        return c.json(
-          errorBody('timeout', `inference did not finish within ${deps.syncTimeoutMs} ms; poll /v1/jobs/${outcome.jobId}`, {
-            job_id: outcome.jobId,
-          }),
-          504,
-        );
+      case 'timeout': {
+        const why = outcome.reason ? `: ${outcome.reason}` : '';
+        const message = `inference did not finish within ${deps.syncTimeoutMs} ms${why}; poll /v1/jobs/${outcome.jobId}`;
+        return c.json(errorBody('timeout', message, { job_id: outcome.jobId }), 504);
+      }
     }
   };
 

@@ -2,14 +2,16 @@
  * OIP sync inference through the same queue and batcher as async jobs: enqueue (high priority
  * unless the request's `parameters.priority` says otherwise), wait a bounded time. The outcome
  * is a value, not an exception, because a timeout is an expected answer (504 with the job id, so
- * the caller can poll) rather than a fault. Shared by the HTTP route (JSON or binary tensors) and
- * the gRPC service: both hand in the JSON header and any binary inputs' bytes.
+ * the caller can poll, and why nothing answered: sync-timeout.ts) rather than a fault. Shared by
+ * the HTTP route (JSON or binary tensors) and the gRPC service: both hand in the JSON header and
+ * any binary inputs' bytes.
  */
 import { PRIORITIES, type Priority } from '../../infra/contracts/job.ts';
 import type { InferResponse } from '../../infra/contracts/oip.ts';
 import { InvalidInputError } from '../../infra/kernel/errors.ts';
 import type { JobView } from '../ports.ts';
 import { type SubmitJobDeps, type SubmitJobInput, submitJob } from './submit-job.ts';
+import { timeoutReason } from './sync-timeout.ts';
 
 export interface InferSyncDeps extends SubmitJobDeps {
   syncTimeoutMs: number;
@@ -18,7 +20,8 @@ export interface InferSyncDeps extends SubmitJobDeps {
 export type InferSyncOutcome =
   | { kind: 'succeeded'; response: InferResponse }
   | { kind: 'failed'; jobId: string; error: { code: string; message: string } }
-  | { kind: 'timeout'; jobId: string; status: JobView['status'] };
+  /** `reason`: why nothing answered in time, as a clause (sync-timeout.ts); absent when it could not be read. */
+  | { kind: 'timeout'; jobId: string; status: JobView['status']; reason?: string };
 
 export async function inferSync(
   deps: InferSyncDeps,
@@ -28,7 +31,10 @@ export async function inferSync(
   const priority = priorityParameter(input.body) ?? 'high';
   const job = await submitJob(deps, { ...input, kind: 'sync', priority });
   const view = await deps.jobs.waitFor(job.id, deps.syncTimeoutMs, signal);
-  if (view.status === 'queued' || view.status === 'running') return { kind: 'timeout', jobId: job.id, status: view.status };
+  if (view.status === 'queued' || view.status === 'running') {
+    const reason = await timeoutReason(deps, job, view.status);
+    return { kind: 'timeout', jobId: job.id, status: view.status, ...(reason ? { reason } : {}) };
+  }
   if (view.status === 'succeeded' && view.result) {
     return {
       kind: 'succeeded',
