@@ -32,7 +32,8 @@ import { KEY_A, startStack, type TestStack, waitForJob } from './support/stack.t
 
 type Json = Record<string, unknown>;
 
-const IDLE_MODEL = 'idle-model'; // published, never served: its jobs stay queued
+const IDLE_MODEL = 'idle-model'; // published, never deployed: submits to it are refused (409)
+const QUEUED_MODEL = 'queued-model'; // deployed at min 0, never served (no scaler here): its jobs stay queued
 const SPLIT_MODEL = 'split-model'; // two versions, never served: for a traffic split
 const doc = buildOpenApiDocument({ serverUrl: 'http://localhost:8080' });
 const byId = new Map(OPERATIONS.map((op) => [op.operationId, op]));
@@ -52,9 +53,10 @@ beforeAll(async () => {
   await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', () => resolve()));
   const model = buildMlpModel({ features: 64, hidden: 8, layers: 1 });
   await stack.registry.publish({ name: DEMO_MODEL, version: '1', bytes: model, maxBatch: 8 });
-  await stack.registry.publish({ name: IDLE_MODEL, version: '1', bytes: model, maxBatch: 8 });
+  for (const name of [IDLE_MODEL, QUEUED_MODEL]) await stack.registry.publish({ name, version: '1', bytes: model, maxBatch: 8 });
   for (const version of ['1', '2']) await stack.registry.publish({ name: SPLIT_MODEL, version, bytes: model, maxBatch: 8 });
   await stack.deployments.put({ model: DEMO_MODEL, version: '1', min: 1, max: 1, standby: 0 });
+  await stack.deployments.put({ model: QUEUED_MODEL, version: '1', min: 0, max: 1, standby: 0 });
   await stack.startWorker(DEMO_MODEL, '1');
   await stack.waitForWorkers(DEMO_MODEL, 'active');
   dispatcher = startDispatcher(stack.config, createLogger('silent'));
@@ -128,7 +130,7 @@ describe('(b) examples and responses against the real API', () => {
     expect(blocks.at(-1)?.event).toBe('succeeded');
     for (const block of blocks) expect(JobResource.parse(JSON.parse(block.data))).toBeDefined();
 
-    const queued = await send(op('submitJob'), { params: { model: IDLE_MODEL }, body: { inputs: [oneRow()] }, status: 202 });
+    const queued = await send(op('submitJob'), { params: { model: QUEUED_MODEL }, body: { inputs: [oneRow()] }, status: 202 });
     const idle = (await queued.json()) as { id: string };
     const canceled = (await expectDocumented(
       op('cancelJob'),
@@ -287,6 +289,24 @@ describe('(b) examples and responses against the real API', () => {
       'submitJob',
       { params: { model: DEMO_MODEL }, headers: { 'Idempotency-Key': 'openapi-example-1' }, body: { inputs: [oneRow()] }, status: 409 },
       'idempotency_key_reused',
+    ],
+    [
+      'submit: published, not deployed',
+      'submitJob',
+      { params: { model: IDLE_MODEL }, body: { inputs: [oneRow()] }, status: 409 },
+      'model_not_deployed',
+    ],
+    [
+      'submit: an unknown top-level field',
+      'submitJob',
+      { params: { model: DEMO_MODEL }, body: { inputs: [oneRow()], webhook_url: 'https://example.com/' }, status: 400 },
+      'unknown_field',
+    ],
+    [
+      'infer: published, not deployed',
+      'infer',
+      { params: { model: IDLE_MODEL }, body: { inputs: [oneRow()] }, status: 409 },
+      'model_not_deployed',
     ],
     ['bulk: unknown run', 'getBulkRun', { params: { id: 'no-such-run' }, status: 404 }, 'bulk_run_not_found'],
     [

@@ -157,6 +157,7 @@ export const malformedBody = ['malformed_json', 'malformed_body'] as const;
 export const invalidRequestCodes = [
   ...malformedBody,
   'invalid_body',
+  'unknown_field',
   'unknown_input',
   'missing_input',
   'duplicate_input',
@@ -182,6 +183,13 @@ export const webhookOrFallback: ResponseSpec = {
   description: 'Webhook refused, or the backlog is full and the fallback model does not accept this request',
   schema: S.ErrorBody,
   codes: ['invalid_webhook', 'webhook_url_blocked', 'fallback_incompatible'],
+};
+/** A published model version that no deployment lists and no worker serves (api/use-cases/serving-check.ts). */
+export const notDeployedModel: ResponseSpec = {
+  description:
+    'The model (or the version asked for) is published but not deployed, and no worker serves it: the message names the fix (`warmpool deploy M`, or PUT /v1/deployments/M)',
+  schema: S.ErrorBody,
+  codes: ['model_not_deployed'],
 };
 export const modelNotFound: ResponseSpec = {
   description: 'No such model or version',

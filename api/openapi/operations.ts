@@ -26,6 +26,7 @@ import {
   modelAndVersion,
   modelNotFound,
   notDeployed,
+  notDeployedModel,
   notFoundJob,
   type OperationSpec,
   overBounds,
@@ -46,7 +47,8 @@ function inferOperation(operationId: string, path: string, withVersion: boolean)
     summary: withVersion ? 'Run inference on a given version' : 'Run inference (sync)',
     description:
       'Goes through the same queue and micro-batcher as async jobs, at high priority (or `parameters.priority`), and waits up to SYNC_TIMEOUT_MS. ' +
-      'On timeout: 504 with the `job_id` to poll at /v1/jobs/{id}. The body is JSON (also without a Content-Type, as tritonclient sends it) ' +
+      'On timeout: 504 with the `job_id` to poll at /v1/jobs/{id}, its message saying why (no worker yet, a worker starting, or workers busy with N requests ahead). ' +
+      'A model that is published but not deployed is a 409 `model_not_deployed`; an unknown top-level field a 400 `unknown_field`. The body is JSON (also without a Content-Type, as tritonclient sends it) ' +
       'or binary tensor data; outputs come back binary when asked (`parameters.binary_data_output`, or an output’s `parameters.binary_data`).',
     auth: true,
     params: withVersion ? modelAndVersion : model,
@@ -66,6 +68,7 @@ function inferOperation(operationId: string, path: string, withVersion: boolean)
         codes: [...invalidRequestCodes, ...binaryBodyCodes, 'invalid_input'],
       },
       404: modelNotFound,
+      409: notDeployedModel,
       413: tooLarge(overBounds),
       ...inferBody,
       422: webhookOrFallback,
@@ -77,7 +80,12 @@ function inferOperation(operationId: string, path: string, withVersion: boolean)
         codes: ['inference_failed', 'internal'],
       },
       503: backlogFull,
-      504: { description: 'Not finished within SYNC_TIMEOUT_MS; poll the job', schema: S.ErrorBody, codes: ['timeout'] },
+      504: {
+        description:
+          'Not finished within SYNC_TIMEOUT_MS; the message says why (no worker yet, one starting, or workers busy), and `job_id` is the job to poll',
+        schema: S.ErrorBody,
+        codes: ['timeout'],
+      },
     },
     example: {
       params: withVersion ? { model: DEMO_MODEL, version: '1' } : { model: DEMO_MODEL },
@@ -119,8 +127,11 @@ export const OPERATIONS: readonly OperationSpec[] = [
     description:
       'Validates the request against the model, then queues it. The body is JSON or binary tensor data (then read the ' +
       'outputs binary too: GET /v1/jobs/{id} with `Accept: application/octet-stream`). With an `Idempotency-Key`, the same ' +
-      'key and body (its bytes, for a binary body) return the same job (header `Idempotent-Replayed: true`); another body ' +
-      'with the key is a 409.',
+      'key and body (its bytes, for a binary body) return the same job (header `Idempotent-Replayed: true`, `status` the job’s ' +
+      'status now); another body with the key is a 409. A model that is published but not deployed (no deployment lists ' +
+      'the version, no worker serves it) is a 409 `model_not_deployed` naming the fix; a deployment whose min is 0 takes ' +
+      'jobs (the scaler starts a worker). An unknown top-level field is a 400 `unknown_field` naming the field meant ' +
+      '(`webhook_url` → `webhook`); tensors and `parameters` are open.',
     auth: true,
     params: model,
     headers: { 'Idempotency-Key': S.IdempotencyKey },
@@ -137,7 +148,11 @@ export const OPERATIONS: readonly OperationSpec[] = [
         codes: [...invalidRequestCodes, ...binaryBodyCodes, 'invalid_idempotency_key'],
       },
       404: modelNotFound,
-      409: { description: 'Idempotency-Key conflict', schema: S.ErrorBody, codes: ['idempotency_key_reused', 'idempotency_key_in_use'] },
+      409: {
+        description: 'Idempotency-Key conflict, or the model is published but not deployed (the message names the fix)',
+        schema: S.ErrorBody,
+        codes: ['idempotency_key_reused', 'idempotency_key_in_use', 'model_not_deployed'],
+      },
       413: tooLarge(overBounds),
       ...inferBody,
       422: webhookOrFallback,
@@ -184,7 +199,9 @@ export const OPERATIONS: readonly OperationSpec[] = [
     path: '/v1/jobs/:id',
     tag: 'Jobs',
     summary: 'Cancel a queued job',
-    description: 'Idempotent: canceling a canceled job succeeds again.',
+    description:
+      'Idempotent: canceling a canceled job succeeds again. A job with a webhook asking for `job.failed` (the default) gets ' +
+      'it, with `data.status` and `data.error.code` `canceled`.',
     auth: true,
     params: jobId,
     responses: {
@@ -456,6 +473,16 @@ export const OPERATIONS: readonly OperationSpec[] = [
     example: { params: { model: DEMO_MODEL, version: '1' }, status: 200 },
   },
   // ---- Operations (no auth) ----
+  {
+    operationId: 'index',
+    method: 'get',
+    path: '/',
+    tag: 'Health and metrics',
+    summary: 'Where things are: the docs, the OpenAPI document, the dashboard, health',
+    auth: false,
+    responses: { 200: { description: 'An index', schema: S.ServerIndex } },
+    example: { status: 200 },
+  },
   {
     operationId: 'serverMetadata',
     method: 'get',

@@ -6,7 +6,8 @@
  * without its schema fails a test.
  *
  * Objects are open (unknown fields allowed) wherever the server ignores unknown fields;
- * `strictObject` where it refuses them (the deployment bodies, a job's `webhook`).
+ * `strictObject` where it refuses them (the top level of an inference or job request: 400
+ * `unknown_field`; the deployment bodies, a job's `webhook`). Tensors and `parameters` stay open.
  */
 import { z } from 'zod';
 import { BULK_FORMATS, BULK_RUN_STATUSES, BULK_WEBHOOK_EVENTS } from '../../infra/contracts/bulk.ts';
@@ -74,8 +75,10 @@ export const RequestOutput = z
   .describe('$request_output: an output to return');
 
 export const InferRequest = z
-  .object({
+  .strictObject({
     id: z.string().optional().describe('Echoed back as the response `id`'),
+    model_name: z.string().optional().describe('Taken and not read (the model is the path’s): the binary extension’s example sends it'),
+    model_version: z.string().optional().describe('Taken and not read (the version is the path’s, or `version`)'),
     parameters: Parameters.optional(),
     inputs: z.array(RequestInput).min(1).describe('Every input of the model, once'),
     outputs: z.array(RequestOutput).optional().describe('Outputs to return; all when absent'),
@@ -89,7 +92,15 @@ export const WebhookSpec = z
       .min(1)
       .max(2048)
       .describe('http(s) URL; private, loopback and metadata addresses are refused (422) unless allowed by the server'),
-    events: z.array(z.enum(WEBHOOK_EVENTS)).min(1).optional().describe('Default: job.succeeded, job.failed'),
+    events: z
+      .array(z.enum(WEBHOOK_EVENTS))
+      .min(1)
+      .optional()
+      .describe(
+        'Default: job.succeeded, job.failed. `job.failed` comes for every end that is not a success, whatever ended it: ' +
+          'a worker (`data.status` failed), the deadline passing while queued (error `deadline_exceeded`), a cancel ' +
+          '(`data.status` and error code `canceled`)',
+      ),
   })
   .describe('Where to POST signed (Standard Webhooks) job events');
 
@@ -221,6 +232,16 @@ export const ServerMetadata = z.object({
   extensions: z.array(z.string()).describe('Protocol extensions served: `binary_tensor_data`'),
 });
 export const ServerReady = z.object({ ready: z.boolean() });
+export const ServerIndex = z
+  .object({
+    name: z.literal('warmpool'),
+    version: z.string(),
+    docs: z.string().describe('This API reference, as a page'),
+    openapi: z.string().describe('The OpenAPI document'),
+    dashboard: z.string().describe('The dashboard'),
+    health: z.string().describe('Readiness'),
+  })
+  .describe('Where things are');
 
 // ---- Jobs -------------------------------------------------------------------------------------
 
@@ -228,9 +249,10 @@ export const JobStatus = z.enum(['queued', 'running', 'succeeded', 'failed', 'ca
 
 export const JobAccepted = z.object({
   id: z.string(),
-  status: z
-    .enum(['queued', 'succeeded'])
-    .describe('`succeeded` when the result cache answered (then `cached` is true and GET has the outputs)'),
+  status: JobStatus.describe(
+    '`queued`; `succeeded` when the result cache answered (then `cached` is true and GET has the outputs); for a replay ' +
+      '(`Idempotent-Replayed: true`), the job’s status now',
+  ),
   cached: z.literal(true).optional(),
   model: z.string(),
   version: z.string().describe('The version the job runs on'),
@@ -597,6 +619,7 @@ export const NAMED_SCHEMAS = {
   PoolView,
   ServerLive,
   ServerReady,
+  ServerIndex,
   WebhookSpec,
   JobSubmission,
   JobAccepted,
