@@ -193,6 +193,12 @@ export function isUnavailableError(err: unknown): boolean {
 /** Closes politely (QUIT), falling back to disconnect when the server is already gone. */
 export async function closeRedis(redis: RedisClient): Promise<void> {
   if (redis.status === 'end') return;
+  // QUIT waits for its reply, which is queued while the connection is down (a process stopping
+  // with Redis unreachable waited for it until its drain bound): only a ready connection says goodbye.
+  if (redis.status !== 'ready') {
+    redis.disconnect();
+    return;
+  }
   try {
     await redis.quit();
   } catch {
