@@ -147,9 +147,9 @@ describe('every end of a job with a webhook sends it', () => {
     expect(hooks.delivered.filter((d) => d.data.id === quiet.id)).toEqual([]);
   });
 
-  it('a queued job past its deadline, refused by the worker that takes it: job.failed deadline_exceeded', async () => {
+  it('a queued job past its deadline, refused by the worker that takes it: job.failed deadline_exceeded, no job.started', async () => {
     // Nobody reads the job: it is still queued when the worker comes.
-    const job = await submit('late', { timeoutMs: 50, webhook: { url: hooks.url('/refused'), events: ['job.failed'] } });
+    const job = await submit('late', { timeoutMs: 50, webhook: { url: hooks.url('/refused'), events: ['job.started', 'job.failed'] } });
     await pause(100);
     await stack.startWorker('late', '1');
     const got = await deliveryOf(deliveryId(job.id, 'job.failed'));
@@ -158,6 +158,8 @@ describe('every end of a job with a webhook sends it', () => {
       data: { id: job.id, model: 'late', status: 'failed', error: { code: 'deadline_exceeded' } },
     });
     expect(got.data.error?.message).toMatch(/waited \d+ ms for a worker; its deadline was 50 ms/);
+    // The entry's `active` came before its `completed` in the stream: had it delivered, it would be stored by now.
+    expect(await dispatcher.store.get(deliveryId(job.id, 'job.started'))).toBeNull();
   }, 90_000);
 
   it('a degradable job sent to the fallback model by admission: job.succeeded from the fallback', async () => {

@@ -6,7 +6,9 @@
  * entries) or several (an entry's members, infra/contracts/entry.ts); each request whose
  * webhook asks for the event gets its own delivery:
  *
- *   active                               → job.started    (not for a member canceled while queued)
+ *   active                               → job.started    (not for a member canceled while queued,
+ *                                                           nor one taken past its deadline: the
+ *                                                           worker refuses it, it never starts)
  *   completed                            → the request's own status: succeeded → job.succeeded,
  *                                          failed (a member failed alone: bad input, its deadline)
  *                                          → job.failed, canceled (skipped) → nothing
@@ -156,7 +158,13 @@ export function createEventSource(deps: EventSourceDeps): { run(signal: AbortSig
   /** The event a request delivers for stream event `kind`, with its view; null when none, or not one its webhook asks for. */
   async function deliveryOf(kind: string, job: Hooked): Promise<{ job: Hooked; event: WebhookEvent; view: JobView } | null> {
     const asked = (event: WebhookEvent | undefined) => event !== undefined && job.webhook.events.includes(event);
-    if (kind === 'active') return asked('job.started') ? { job, event: 'job.started', view: await job.view('running') } : null;
+    if (kind === 'active') {
+      if (!asked('job.started')) return null;
+      const view = await job.view('running');
+      // Taken past its deadline: the worker refuses it (deadline_exceeded, delivered on `completed`), as worker/entry-intake.ts decides.
+      if (job.deadlineAt !== undefined && view.startedAt !== undefined && view.startedAt > job.deadlineAt) return null;
+      return { job, event: 'job.started', view };
+    }
     if (kind === 'failed') {
       if (!asked('job.failed') || (await job.status()) !== 'failed') return null;
       return { job, event: 'job.failed', view: await job.view('failed') };

@@ -97,6 +97,11 @@ export interface HeldJob {
   id: string;
   tenant: string;
   webhook?: WebhookSpec;
+  /**
+   * Epoch ms by which the request had to start (its submit + `timeoutMs`), when it has a
+   * deadline: a worker that takes it later refuses it (deadline_exceeded) and never runs it.
+   */
+  deadlineAt?: number;
   /** The request's view when its BullMQ job is at `status` (e.g. the status an event says it reached). */
   view(status: JobStatus): Promise<JobView>;
   /** The request's own status now, by a second read; undefined once BullMQ no longer holds it. */
@@ -116,6 +121,7 @@ export async function readHeldJobs(deps: MemberViewDeps, queues: QueueLease, nam
       status: async () => statusOf(await legacy.getState()),
     };
     if (legacy.data.webhook) held.webhook = legacy.data.webhook;
+    if (legacy.data.timeoutMs !== undefined) held.deadlineAt = legacy.data.submittedAt + legacy.data.timeoutMs;
     return [held];
   }
   const entry = job as EntryJob;
@@ -133,6 +139,7 @@ export async function readHeldJobs(deps: MemberViewDeps, queues: QueueLease, nam
       },
     };
     if (m.webhook) held.webhook = m.webhook;
+    if (m.timeoutMs !== undefined) held.deadlineAt = m.submittedAt + m.timeoutMs;
     return held;
   });
 }
