@@ -89,7 +89,7 @@ it('deploy splits traffic, changes only what it is told, and rollback restores t
 });
 
 it.each([
-  [['cli-model', 'extra'], /name one model/],
+  [['cli-model', 'extra'], /warmpool rollback: unexpected argument 'extra'\nsee 'warmpool rollback --help'/],
   [['never-deployed'], /model never-deployed is not deployed/],
 ])('rollback %j → exit 2 with a message naming the problem', async (args, message) => {
   const io = capture();
@@ -120,12 +120,12 @@ it.each([
   [['deploy', 'cli-model', '--backlog-max', '0'], /backlogMax must be an integer between 1/],
   [['deploy', 'cli-model', '--policy', '/nonexistent/policy.json'], /cannot read --policy/],
   [['deploy', 'cli-model', '--min=-1'], /--min must be a non-negative integer/],
-  [['deploy', 'cli-model', '--min', '-1'], /Option '--min' argument is ambiguous/],
+  [['deploy', 'cli-model', '--min', '-1'], /warmpool deploy: option '--min' argument is ambiguous/],
   [['deploy', 'cli-model', '--standby', 'two'], /--standby must be a non-negative integer/],
   [['deploy', 'cli-model', '--min', '3', '--max', '2'], /max \(2\) is below min \(3\)/],
   [['deploy', 'no-such-model'], /no-such-model/],
   [['deploy'], /name one model/],
-  [['deploy', 'cli-model', '--bogus'], /Unknown option '--bogus'/],
+  [['deploy', 'cli-model', '--bogus'], /^warmpool deploy: unknown option '--bogus'\nsee 'warmpool deploy --help'\n$/],
   [['worker'], /--model is required/],
   [['frobnicate'], /unknown command "frobnicate"/],
 ])('%j → exit 2 with a message naming the problem', async (args, message) => {

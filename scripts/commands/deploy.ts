@@ -8,7 +8,6 @@
  * (and later the scaler) picks it up. The rules are the API's own (api/use-cases/deployments.ts).
  */
 import { readFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
 import { putDeployment, rollbackDeployment } from '../../api/use-cases/deployments.ts';
 import {
   createDeploymentStore,
@@ -21,6 +20,9 @@ import { errorMessage, InvalidInputError, NotFoundError } from '../../infra/kern
 import { closeRedis, createRedis } from '../../infra/redis/client.ts';
 import { createModelRegistry, type ModelRegistry } from '../../infra/registry/model-registry.ts';
 import { createS3ObjectStore } from '../../infra/registry/s3-object-store.ts';
+import { notFoundHint } from './cli-errors.ts';
+import { DEPLOY, DEPLOYMENTS, ROLLBACK } from './cli-options.ts';
+import { parseCommand, UsageError } from './cli-spec.ts';
 
 /** Where a command writes; the process's streams unless a test captures them. */
 export interface CliIo {
@@ -38,7 +40,10 @@ type Stores = { deployments: ReturnType<typeof createDeploymentStore>; registry:
 export function deployMain(command: 'deploy' | 'deployments', args: string[], config: Config, io: CliIo = processIo): Promise<number> {
   return withStores(config, io, command, async ({ deployments, registry }) => {
     if (command === 'deployments') {
-      for (const d of await deployments.list()) io.out(`${describe(d)}\n`);
+      parseCommand(DEPLOYMENTS, args);
+      const all = await deployments.list();
+      for (const d of all) io.out(`${describe(d)}\n`);
+      if (all.length === 0) io.err('no deployments yet: `warmpool deploy M` deploys a published model\n');
       return 0;
     }
     const { model, change } = parseDeployArgs(args);
@@ -51,9 +56,7 @@ export function deployMain(command: 'deploy' | 'deployments', args: string[], co
 /** `warmpool rollback M`: the previous revision's config, as a new revision. */
 export function rollbackMain(args: string[], config: Config, io: CliIo = processIo): Promise<number> {
   return withStores(config, io, 'rollback', async ({ deployments, registry }) => {
-    const { positionals } = parseArgs({ args, allowPositionals: true, options: {} });
-    const model = positionals[0];
-    if (!model || positionals.length > 1) throw badArgument('name one model, e.g. warmpool rollback demo-scorer');
+    const model = oneModel(args, ROLLBACK, 'warmpool rollback demo-scorer');
     const d = await rollbackDeployment({ deployments, catalog: registry }, model);
     io.out(
       `rolled back ${d.model} to revision ${d.restoredFrom}'s config, now revision ${d.revision}: ` +
@@ -72,8 +75,13 @@ async function withStores(config: Config, io: CliIo, command: string, run: (stor
       registry: createModelRegistry({ store, prefix: config.s3.prefix }),
     });
   } catch (err) {
+    if (err instanceof UsageError) {
+      io.err(`${err.message}\n`);
+      return 2;
+    }
     if (err instanceof InvalidInputError || err instanceof NotFoundError) {
       io.err(`warmpool ${command}: ${err.message}\n`);
+      if (err instanceof NotFoundError) for (const hint of notFoundHint(err.code)) io.err(`${hint}\n`);
       return 2;
     }
     throw err;
@@ -84,23 +92,8 @@ async function withStores(config: Config, io: CliIo, command: string, run: (stor
 }
 
 function parseDeployArgs(args: string[]): { model: string; change: DeploymentChange } {
-  const { values, positionals } = parseArgs({
-    args,
-    allowPositionals: true,
-    options: {
-      version: { type: 'string' },
-      split: { type: 'string' },
-      min: { type: 'string' },
-      max: { type: 'string' },
-      standby: { type: 'string' },
-      'backlog-max': { type: 'string' },
-      policy: { type: 'string' },
-    },
-  });
-  const model = positionals[0];
-  if (!model || positionals.length > 1) {
-    throw badArgument('name one model, e.g. warmpool deploy demo-scorer --version 1 --min 1 --max 4');
-  }
+  const { values } = parseCommand(DEPLOY, args);
+  const model = oneModel(args, DEPLOY, 'warmpool deploy demo-scorer --version 1 --min 1 --max 4');
   if (values.version !== undefined && values.split !== undefined) throw badArgument('give --version or --split, not both');
   const change: DeploymentChange = {};
   if (values.version !== undefined) change.version = values.version;
@@ -112,6 +105,14 @@ function parseDeployArgs(args: string[]): { model: string; change: DeploymentCha
   if (backlog !== undefined) change.backlogMax = backlog === 'off' ? null : toInt('--backlog-max', backlog);
   if (values.policy !== undefined) change.policy = readPolicy(values.policy);
   return { model, change };
+}
+
+/** The one model the command line names (its table allows one positional; none, or more, is a usage error). */
+function oneModel(args: string[], spec: typeof DEPLOY | typeof ROLLBACK, example: string): string {
+  const { positionals } = parseCommand(spec, args);
+  const model = positionals[0];
+  if (!model) throw badArgument(`name one model, e.g. ${example}`);
+  return model;
 }
 
 /** `1=90,2=10` → [{version: '1', weight: 90}, {version: '2', weight: 10}]; the sum is checked with the rest. */

@@ -8,7 +8,6 @@
  * or warmpool processes still running, 2 a usage error (unknown flag, a cluster REDIS_URL, a
  * prefix that cannot take the layout).
  */
-import { parseArgs } from 'node:util';
 import type { Config } from '../../infra/kernel/config.ts';
 import { InvalidInputError } from '../../infra/kernel/errors.ts';
 import { isClusterUrl } from '../../infra/kernel/redis-url.ts';
@@ -22,9 +21,10 @@ import {
   type KeyMigrationResult,
   planKeyMigration,
 } from '../../infra/redis/key-migration.ts';
+import { MIGRATE_KEYS } from './cli-options.ts';
+import { parseCommand, UsageError } from './cli-spec.ts';
 import type { CliIo } from './deploy.ts';
 
-const USAGE = 'usage: warmpool migrate-keys [--dry-run] [--force]';
 /** Conflicts and live-process signs listed one per line; the rest are counted. */
 const LISTED = 20;
 
@@ -38,8 +38,8 @@ export async function migrateKeysMain(args: string[], config: Config, io: CliIo 
   try {
     flags = parseFlags(args);
   } catch (err) {
-    if (!isParseArgsError(err)) throw err;
-    io.err(`warmpool migrate-keys: ${err.message}\n${USAGE}\n`);
+    if (!(err instanceof UsageError)) throw err;
+    io.err(`${err.message}\n`);
     return 2;
   }
   if (isClusterUrl(config.redisUrl)) {
@@ -77,16 +77,8 @@ export async function migrateKeysMain(args: string[], config: Config, io: CliIo 
 }
 
 function parseFlags(args: string[]): { dryRun: boolean; force: boolean } {
-  const { values } = parseArgs({
-    args,
-    allowPositionals: false,
-    options: { 'dry-run': { type: 'boolean', default: false }, force: { type: 'boolean', default: false } },
-  });
+  const { values } = parseCommand(MIGRATE_KEYS, args);
   return { dryRun: values['dry-run'] ?? false, force: values.force ?? false };
-}
-
-function isParseArgsError(err: unknown): err is Error {
-  return err instanceof Error && 'code' in err && String(err.code).startsWith('ERR_PARSE_ARGS');
 }
 
 function printPlan(io: CliIo, plan: KeyMigrationPlan): void {

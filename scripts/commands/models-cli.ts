@@ -8,7 +8,12 @@ export async function modelsMain(args: string[], config: Config): Promise<number
   const store = createS3ObjectStore(config.s3);
   try {
     const registry = createModelRegistry({ store, prefix: config.s3.prefix });
-    return await modelsCommand(args, { registry, out: (line) => process.stdout.write(`${line}\n`) });
+    return await modelsCommand(args, {
+      registry,
+      out: (line) => process.stdout.write(`${line}\n`),
+      err: (line) => process.stderr.write(`${line}\n`),
+      prefix: 'warmpool models',
+    });
   } finally {
     store.close();
   }

@@ -18,10 +18,18 @@ import { parseArgs } from 'node:util';
 import { errorMessage, InvalidInputError, NotFoundError } from '../../infra/kernel/errors.ts';
 import type { ModelRegistry } from '../../infra/registry/model-registry.ts';
 import { readOnnxMetadata } from '../../infra/registry/onnx-metadata.ts';
+import { MODELS_LIST, MODELS_PUBLISH, MODELS_SHOW } from './cli-options.ts';
 
 export interface ModelsCommandDeps {
   registry: ModelRegistry;
   out: (line: string) => void;
+  /** Where errors go (default: `out`). */
+  err?: (line: string) => void;
+  /**
+   * The CLI's name for the command (`warmpool models`): errors read `warmpool models show: …` and
+   * point at the subcommand's --help. Unset: `error: …` and the usage.
+   */
+  prefix?: string;
 }
 
 export const MODELS_USAGE = [
@@ -53,13 +61,16 @@ export async function modelsCommand(args: string[], deps: ModelsCommandDeps): Pr
         throw new UsageError(`unknown models subcommand "${sub}"`);
     }
   } catch (err) {
+    const say = deps.err ?? deps.out;
+    const prefix = deps.prefix ? `${deps.prefix} ${sub}` : 'error';
     if (err instanceof UsageError) {
-      deps.out(`error: ${err.message}`);
-      deps.out(MODELS_USAGE);
+      say(`${prefix}: ${err.message}`);
+      say(deps.prefix ? `see '${deps.prefix} ${sub} --help'` : MODELS_USAGE);
       return 2;
     }
     if (err instanceof InvalidInputError || err instanceof NotFoundError) {
-      deps.out(`error: ${err.message}`);
+      say(`${prefix}: ${err.message}`);
+      if (err instanceof NotFoundError) say('`warmpool models list` shows what is published; `warmpool models publish` adds a model');
       return 1;
     }
     throw err;
@@ -67,15 +78,7 @@ export async function modelsCommand(args: string[], deps: ModelsCommandDeps): Pr
 }
 
 async function publish(args: string[], deps: ModelsCommandDeps): Promise<number> {
-  const { values, positionals } = parse(args, {
-    name: { type: 'string' },
-    version: { type: 'string' },
-    'max-batch': { type: 'string' },
-    'warmup-batches': { type: 'string' },
-    'warmup-shape': { type: 'string', multiple: true },
-    label: { type: 'string', multiple: true },
-    overwrite: { type: 'boolean' },
-  });
+  const { values, positionals } = parse(args, MODELS_PUBLISH.options);
   const [file, ...extra] = positionals;
   if (!file) throw new UsageError('publish needs the path of an .onnx file');
   if (extra.length > 0) throw new UsageError(`unexpected arguments: ${extra.join(' ')}`);
@@ -98,7 +101,7 @@ async function publish(args: string[], deps: ModelsCommandDeps): Promise<number>
 }
 
 async function list(args: string[], deps: ModelsCommandDeps): Promise<number> {
-  parse(args, {}, 0);
+  parse(args, MODELS_LIST.options, 0);
   const models = await deps.registry.list();
   if (models.length === 0) {
     deps.out('no models in the registry');
@@ -112,7 +115,7 @@ async function list(args: string[], deps: ModelsCommandDeps): Promise<number> {
 }
 
 async function show(args: string[], deps: ModelsCommandDeps): Promise<number> {
-  const { values, positionals } = parse(args, { version: { type: 'string' } }, 1);
+  const { values, positionals } = parse(args, MODELS_SHOW.options, 1);
   const [name] = positionals;
   if (!name) throw new UsageError('show needs a model name');
   const manifest = await deps.registry.getManifest(name, values.version);
@@ -122,7 +125,7 @@ async function show(args: string[], deps: ModelsCommandDeps): Promise<number> {
 
 type Options = NonNullable<Parameters<typeof parseArgs>[0]>['options'];
 
-/** parseArgs in strict mode, with its errors turned into usage errors. */
+/** parseArgs in strict mode over the command's table (cli-options.ts), with its errors turned into usage errors. */
 function parse<O extends Options>(args: string[], options: O, maxPositionals = Infinity) {
   const parsed = (() => {
     try {

@@ -26,6 +26,7 @@ import {
   readTraceFile,
   realiseCounts,
 } from '../../infra/simulator/index.ts';
+import { SIMULATE_CALIBRATE } from './cli-options.ts';
 import { type RealRun, runReal } from './simulate-calibrate-run.ts';
 import type { SimulateOut } from './simulate-out.ts';
 
@@ -59,12 +60,7 @@ export async function calibrateMain(args: string[], out: SimulateOut): Promise<n
   try {
     const { values } = parseArgs({
       args,
-      options: Object.fromEntries(
-        ['trace', 'from-minute', 'minutes', 'load', 'workers', 'rows-per-job', 'drain-jobs', 'seed', 'out'].map((k) => [
-          k,
-          { type: 'string' },
-        ]),
-      ) as Record<string, { type: 'string' }>,
+      options: SIMULATE_CALIBRATE.options,
       strict: true,
     });
     const v = values as Record<string, string | undefined>;

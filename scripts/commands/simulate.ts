@@ -37,35 +37,13 @@ import {
   writeReport,
   writeSweep,
 } from '../../infra/simulator/index.ts';
+import { SIMULATE } from './cli-options.ts';
 import type { SimulateOut } from './simulate-out.ts';
 
 const processOut: SimulateOut = { out: (t) => process.stdout.write(t), err: (t) => process.stderr.write(t) };
 
-const OPTIONS = {
-  trace: { type: 'string' },
-  'time-col': { type: 'string' },
-  'count-col': { type: 'string' },
-  scale: { type: 'string' },
-  policy: { type: 'string' },
-  'slo-ms': { type: 'string' },
-  'cold-start-s': { type: 'string' },
-  'worker-rps': { type: 'string' },
-  'max-batch': { type: 'string' },
-  'tick-s': { type: 'string' },
-  seed: { type: 'string' },
-  arrivals: { type: 'string' },
-  cv: { type: 'string' },
-  'history-days': { type: 'string' },
-  days: { type: 'string' },
-  'standby-price': { type: 'string' },
-  'cold-start-phases': { type: 'string' },
-  'cold-start-cv': { type: 'string' },
-  'batch-profile': { type: 'string' },
-  'job-overhead-ms': { type: 'string' },
-  'slo-target': { type: 'string' },
-  threads: { type: 'string' },
-  out: { type: 'string' },
-} as const;
+/** The table `--help` prints (cli-options.ts); `--sweep`'s words are split off first (splitSweep). */
+const OPTIONS = SIMULATE.options;
 
 export async function simulateMain(args: string[], out: SimulateOut = processOut): Promise<number> {
   if (args[0] === 'calibrate') return (await import('./simulate-calibrate.ts')).calibrateMain(args.slice(1), out);
@@ -113,7 +91,7 @@ function splitSweep(args: string[]): { flags: string[]; sweep: string[] | undefi
   return { flags: [...args.slice(0, at), ...args.slice(end)], sweep: args.slice(at + 1, end) };
 }
 
-type Values = { [K in keyof typeof OPTIONS]?: string };
+type Values = { [K in Exclude<keyof typeof OPTIONS, 'sweep'>]?: string };
 
 function settingsFrom(v: Values): SimulationSettings {
   const sloMs = num(v, 'slo-ms', { min: 1 });

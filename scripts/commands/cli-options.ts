@@ -1,0 +1,408 @@
+/**
+ * Every `warmpool` command's table (cli-spec.ts): the options its parser takes and its help text,
+ * in one place. Commands parse with their table (`parseCommand(BULK_RUN, args)`); cli.ts checks
+ * every command line against it before anything starts and prints `--help` from it.
+ *
+ * Loaded at every CLI start, so this module imports nothing but types: a command's own code is
+ * loaded only when it runs.
+ */
+import type { CommandSpec, OptionTable } from './cli-spec.ts';
+
+/** The table as written, its option types kept literal so parseArgs types each value. */
+function command<const O extends OptionTable>(spec: CommandSpec<O> & Extras): CommandSpec<O> & Extras {
+  return spec;
+}
+
+/** What cli.ts needs beyond the help: whether the command reads `.warmpool/dev.env` and needs Redis reachable. */
+interface Extras {
+  /** Read `.warmpool/dev.env` for unset variables (default true; dev, bench and simulate start their own). */
+  devEnv?: boolean;
+  /**
+   * `always`: a one-shot command that cannot do anything without Redis, checked before it starts
+   * so it fails in a second with a hint instead of retrying; `dev-env`: a long-running process,
+   * checked only when REDIS_URL came from `.warmpool/dev.env` (a stale file is the likely cause).
+   */
+  redis?: 'always' | 'dev-env';
+}
+
+const TENANT = { type: 'string', value: 'T', help: "act as tenant T (default: API_KEYS' first tenant, else 'cli')" } as const;
+
+export const DEV = command({
+  path: 'dev',
+  summary: 'the whole stack on this machine (= npm start)',
+  usage: '[--fresh]',
+  maxPositionals: 0,
+  devEnv: false,
+  options: {
+    fresh: { type: 'boolean', help: 'start from empty state: forget the Redis data in .warmpool/redis (deployments, jobs, bulk runs)' },
+  },
+  notes: [
+    'Starts Redis (the system redis-server) and an embedded S3 server unless REDIS_URL / S3_ENDPOINT are set, publishes and ' +
+      'deploys a demo model, and runs the API, the webhook dispatcher, the scaler and local workers. The endpoints go to ' +
+      '.warmpool/dev.env, which every other `warmpool` command in this folder reads. Ctrl-C drains and stops.',
+  ],
+  examples: ['warmpool dev', 'PORT=8081 warmpool dev --fresh'],
+});
+
+export const API = command({
+  path: 'api',
+  summary: 'the HTTP API alone (and gRPC where GRPC_PORT is set)',
+  usage: '',
+  maxPositionals: 0,
+  redis: 'dev-env',
+  options: {},
+  notes: ['Configuration from the environment (PORT, REDIS_URL, S3_*, API_KEYS …; see README). Runs until SIGINT/SIGTERM.'],
+});
+
+export const WORKER = command({
+  path: 'worker',
+  summary: 'one worker for a model version',
+  usage: '--model M [--version V] [--standby]',
+  maxPositionals: 0,
+  redis: 'dev-env',
+  options: {
+    model: { type: 'string', value: 'M', help: 'the model to serve (required)' },
+    version: { type: 'string', value: 'V', help: 'the version to serve (default: the latest in the registry)' },
+    standby: {
+      type: 'boolean',
+      help: 'warm up, then wait in standby until the control channel activates it (also WARMPOOL_START_AS=standby)',
+    },
+  },
+  notes: ['SIGTERM, or `drain` on the control channel, drains the jobs in hand and exits 0.'],
+  examples: ['warmpool worker --model demo-scorer --version 1'],
+});
+
+export const DISPATCHER = command({
+  path: 'dispatcher',
+  summary: 'the webhook dispatcher, canary guard and bulk supervisor alone',
+  usage: '',
+  maxPositionals: 0,
+  redis: 'dev-env',
+  options: {},
+  notes: ['Delivers webhooks, guards canary splits and drives bulk runs nobody else drives. Runs until SIGINT/SIGTERM.'],
+});
+
+export const SCALER = command({
+  path: 'scaler',
+  summary: 'the scaler alone',
+  usage: '[--shadow]',
+  maxPositionals: 0,
+  redis: 'dev-env',
+  options: {
+    shadow: { type: 'boolean', help: 'decide and record the decisions, change nothing (compare a policy against the live one)' },
+  },
+});
+
+export const MODELS_PUBLISH = command({
+  path: 'models publish',
+  summary: 'upload an ONNX model to the registry as a new version',
+  usage: 'FILE.onnx --name M --version V [options]',
+  maxPositionals: 1,
+  options: {
+    name: { type: 'string', value: 'M', help: 'model name (required)' },
+    version: { type: 'string', value: 'V', help: 'version, e.g. 1 or 2024-06-01 (required)' },
+    'max-batch': { type: 'string', value: 'N', help: 'largest batch the worker may run (rows)' },
+    'warmup-batches': { type: 'string', value: '1,8,32', help: 'batch sizes the worker profiles at warm-up' },
+    'warmup-shape': {
+      type: 'string',
+      multiple: true,
+      value: '[INPUT:]3,48,192',
+      help: "an input's non-batch dimensions for warm-up, where they are dynamic (once per input)",
+    },
+    label: { type: 'string', multiple: true, value: 'k=v', help: 'a label stored in the manifest' },
+    overwrite: { type: 'boolean', help: 'replace the version if it exists' },
+  },
+  notes: ['Exit codes: 0 published; 1 the registry refused (invalid model, version exists); 2 bad arguments or file.'],
+  examples: ['warmpool models publish model.onnx --name my-model --version 1 --max-batch 64'],
+});
+
+export const MODELS_LIST = command({
+  path: 'models list',
+  summary: 'the models in the registry and their versions',
+  usage: '',
+  maxPositionals: 0,
+  options: {},
+});
+
+export const MODELS_SHOW = command({
+  path: 'models show',
+  summary: "a model version's manifest (inputs, outputs, batching, checksum)",
+  usage: 'M [--version V]',
+  maxPositionals: 1,
+  options: { version: { type: 'string', value: 'V', help: 'the version (default: the latest)' } },
+  notes: ['Exit codes: 0 shown; 1 no such model or version.'],
+});
+
+export const DEPLOY = command({
+  path: 'deploy',
+  summary: 'deploy a model (or change its deployment): which versions serve, and how many workers',
+  usage: 'M [--version V | --split V1=90,V2=10] [--min N] [--max N] [--standby N] [--backlog-max N|off] [--policy FILE]',
+  maxPositionals: 1,
+  redis: 'always',
+  options: {
+    version: { type: 'string', value: 'V', help: 'serve this version (a first deployment: the latest)' },
+    split: { type: 'string', value: 'V1=90,V2=10', help: 'split traffic between versions by percent (sums to 100)' },
+    min: { type: 'string', value: 'N', help: 'fewest active workers (a first deployment: 1)' },
+    max: { type: 'string', value: 'N', help: 'most workers (a first deployment: max(min, 1))' },
+    standby: { type: 'string', value: 'N', help: 'warmed workers kept in standby (a first deployment: 0)' },
+    'backlog-max': { type: 'string', value: 'N|off', help: 'refuse new jobs (429) beyond N queued; off: no cap' },
+    policy: { type: 'string', value: 'FILE', help: "the scaler policy's settings for this model, as JSON" },
+  },
+  notes: ['Flags not given keep their current value. Every version named must be published. Exit codes: 0 deployed; 2 refused.'],
+  examples: ['warmpool deploy my-model --version 1 --min 1 --max 4', 'warmpool deploy my-model --split 1=90,2=10'],
+});
+
+export const ROLLBACK = command({
+  path: 'rollback',
+  summary: "restore a deployment's previous revision (as a new revision)",
+  usage: 'M',
+  maxPositionals: 1,
+  redis: 'always',
+  options: {},
+});
+
+export const DEPLOYMENTS = command({
+  path: 'deployments',
+  summary: 'list deployments: versions, bounds, revision',
+  usage: '',
+  maxPositionals: 0,
+  redis: 'always',
+  options: {},
+});
+
+export const MIGRATE_KEYS = command({
+  path: 'migrate-keys',
+  summary: "move a deployment's Redis keys to the Redis Cluster layout (on the old single node, every process stopped)",
+  usage: '[--dry-run] [--force]',
+  maxPositionals: 0,
+  redis: 'always',
+  options: {
+    'dry-run': { type: 'boolean', help: 'print the plan, change nothing' },
+    force: { type: 'boolean', help: 'migrate although warmpool processes look alive' },
+  },
+  notes: ['Exit codes: 0 done (or nothing to do); 1 conflicts or processes still running; 2 a usage error.'],
+});
+
+export const SIMULATE = command({
+  path: 'simulate',
+  summary: "replay a trace's arrivals through the scaler's policy and three baselines",
+  usage: '--trace FILE.csv [options]',
+  maxPositionals: 0,
+  devEnv: false,
+  options: {
+    trace: { type: 'string', value: 'FILE.csv', help: 'arrivals: one row per request or per-minute counts (required)' },
+    'time-col': { type: 'string', value: 'NAME', help: 'the time column (default: the first)' },
+    'count-col': { type: 'string', value: 'NAME', help: 'a column of counts per row (default: one arrival per row)' },
+    scale: { type: 'string', value: 'X', help: 'multiply the arrival rate by X (default 1)' },
+    policy: { type: 'string', value: 'FILE.json', help: "the predictive policy's settings" },
+    'slo-ms': { type: 'string', value: 'N', help: 'the queue-wait SLO (default 30000)' },
+    'cold-start-s': { type: 'string', value: 'N', help: "a worker's mean cold start (default 60)" },
+    'worker-rps': { type: 'string', value: 'N', help: "one worker's rows/s at full batch (default 100)" },
+    'max-batch': { type: 'string', value: 'N', help: "rows per batch (default 32, or the batch profile's)" },
+    'tick-s': { type: 'string', value: 'N', help: "the scaler's tick (default 5)" },
+    seed: { type: 'string', value: 'N', help: 'random seed (default 1)' },
+    arrivals: { type: 'string', value: 'uniform|poisson|gamma', help: 'arrivals within a minute (default poisson)' },
+    cv: { type: 'string', value: 'N', help: "gamma arrivals' coefficient of variation" },
+    'history-days': { type: 'string', value: 'N', help: 'days of the trace used as forecast history before the replay' },
+    days: { type: 'string', value: 'N', help: 'replay only the first N days' },
+    'standby-price': { type: 'string', value: 'X', help: "a standby worker-second's price relative to an active one (default 1)" },
+    'cold-start-phases': { type: 'string', value: 'launching=S,…', help: 'the cold start by phase, in seconds' },
+    'cold-start-cv': { type: 'string', value: 'X', help: "cold starts' coefficient of variation (default 0)" },
+    'batch-profile': { type: 'string', value: 'FILE.json', help: 'a measured batch profile (a heartbeat, or `simulate calibrate --out`)' },
+    'job-overhead-ms': { type: 'string', value: 'N', help: 'fixed time per job on top of the batch (default 0)' },
+    sweep: { type: 'string', words: true, value: 'NAME=V1,V2', help: 'run the predictive policy over a grid of its settings' },
+    'slo-target': { type: 'string', value: 'X', help: 'with --sweep: the SLO attainment a setting must reach (default 0.99)' },
+    threads: { type: 'string', value: 'N', help: 'with --sweep: worker threads' },
+    out: { type: 'string', value: 'DIR', help: 'where the report goes (default ./simulation)' },
+  },
+  notes: [
+    'Writes report.json, report.md and charts to --out; with --sweep, sweep.json, sweep.md and pareto.svg.',
+    '`warmpool simulate calibrate --help`: the simulator against a real worker.',
+  ],
+  examples: [
+    'warmpool simulate --trace shared/traces/nasa_http_1995_per_minute.csv --count-col count',
+    'warmpool simulate --trace t.csv --sweep standby=0,1,2 headroom=0.1,0.3',
+  ],
+});
+
+export const SIMULATE_CALIBRATE = command({
+  path: 'simulate calibrate',
+  summary: "the simulator's prediction against a real worker, on a real stack",
+  usage: '[options]',
+  maxPositionals: 0,
+  devEnv: false,
+  options: {
+    trace: { type: 'string', value: 'FILE.csv', help: 'the trace to replay a stretch of (default: the Azure LLM trace)' },
+    'from-minute': { type: 'string', value: 'N', help: 'where the stretch starts (default 10)' },
+    minutes: { type: 'string', value: 'N', help: 'how long it is (default 2)' },
+    load: { type: 'string', value: 'X', help: "the mean arrival rate as a share of the pool's capacity (default 0.6)" },
+    workers: { type: 'string', value: 'N', help: 'real workers (default 1)' },
+    'rows-per-job': { type: 'string', value: 'N', help: 'rows per job (default 32)' },
+    'drain-jobs': { type: 'string', value: 'N', help: 'jobs per capacity burst (default 1500)' },
+    seed: { type: 'string', value: 'N', help: 'random seed (default 1)' },
+    out: { type: 'string', value: 'DIR', help: 'write calibration.json and batch-profile.json here' },
+  },
+  notes: ['Starts its own Redis and S3 unless REDIS_URL / S3_ENDPOINT are set.'],
+});
+
+export const BULK_RUN = command({
+  path: 'bulk run',
+  summary: 'score every row under an S3 prefix into parts; resumable by --run-id',
+  usage: '--model M --input s3://bucket/in/ --output s3://bucket/out/ [options]',
+  maxPositionals: 0,
+  redis: 'always',
+  options: {
+    model: { type: 'string', value: 'M', help: 'the model (required)' },
+    version: { type: 'string', value: 'V', help: 'the version (default: the one deployed)' },
+    input: { type: 'string', value: 's3://bucket/in/', help: 'where the rows are: .jsonl or .csv objects (required)' },
+    output: { type: 'string', value: 's3://bucket/out/', help: 'where the parts and _manifest.json go (required)' },
+    format: { type: 'string', value: 'jsonl|csv', help: "the input's format (default: from each object's extension)" },
+    'chunk-rows': { type: 'string', value: 'N', help: 'rows per chunk, i.e. per job and per part (default 1000)' },
+    deadline: { type: 'string', value: 'HH:MM|ISO', help: 'finish by then: a late run is raised to urgent' },
+    webhook: { type: 'string', value: 'URL', help: 'POST bulk.progress / bulk.succeeded / bulk.failed events here' },
+    'run-id': { type: 'string', value: 'ID', help: 'name the run; the same id resumes it' },
+    'max-bad-rows': { type: 'string', value: 'N', help: 'fail the run past N bad rows' },
+    tenant: TENANT,
+  },
+  notes: [
+    'Prints the run id first, then progress; Ctrl-C stops driving (the run stays resumable) and prints the command that resumes it.',
+    'Exit codes: 0 succeeded; 1 failed, canceled or every row bad; 2 bad flags; 130 interrupted.',
+    'Put input files into the embedded S3 with `warmpool s3 cp`.',
+  ],
+  examples: [
+    'warmpool s3 cp rows.jsonl s3://warmpool/bulk/dev/in/',
+    'warmpool bulk run --model demo-scorer --input s3://warmpool/bulk/dev/in/ --output s3://warmpool/bulk/dev/out/',
+  ],
+});
+
+export const BULK_STATUS = command({
+  path: 'bulk status',
+  summary: "a bulk run's progress, or how it ended",
+  usage: 'ID [--tenant T] [--json]',
+  maxPositionals: 1,
+  redis: 'always',
+  options: { tenant: TENANT, json: { type: 'boolean', help: 'the run as JSON (the API resource)' } },
+  notes: ['Exit codes: 0 running or succeeded; 1 failed, canceled, every row bad, or no such run.'],
+});
+
+export const BULK_CANCEL = command({
+  path: 'bulk cancel',
+  summary: 'cancel a bulk run (parts written so far are kept)',
+  usage: 'ID [--tenant T]',
+  maxPositionals: 1,
+  redis: 'always',
+  options: { tenant: TENANT },
+});
+
+export const BENCH = command({
+  path: 'bench',
+  summary: 'warmpool against raw ONNX Runtime and a minimal hono + BullMQ stack, measured side by side',
+  usage: '[--quick] [--json FILE] [--model FILE.onnx [--input-shape 3,48,192]] [--no-cluster]',
+  maxPositionals: 0,
+  devEnv: false,
+  options: {
+    quick: { type: 'boolean', help: 'shorter runs (a smoke test, not a measurement)' },
+    json: { type: 'string', value: 'FILE', help: 'also write the report as JSON' },
+    model: { type: 'string', value: 'FILE.onnx', help: 'bench this model instead of the built-in ones' },
+    'input-shape': { type: 'string', value: '3,48,192', help: "--model's dynamic non-batch dimensions" },
+    api: { type: 'string', value: 'child|in-process', help: 'run the API as a child process (default) or in this one' },
+    'no-cluster': { type: 'boolean', help: 'skip the Redis Cluster row' },
+  },
+  notes: ['Starts its own Redis and S3 unless REDIS_URL / S3_ENDPOINT are set. What the rows mean: docs/BENCHMARKS.md.'],
+});
+
+export const S3_LS = command({
+  path: 's3 ls',
+  summary: 'list objects under an s3:// prefix (the embedded store of `warmpool dev`, or any S3)',
+  usage: 's3://bucket/[prefix/] [--recursive]',
+  maxPositionals: 1,
+  options: {
+    recursive: { type: 'boolean', short: 'r', help: 'every object under the prefix, not just this level' },
+  },
+  notes: ['Uses S3_ENDPOINT, AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY and AWS_REGION, from the environment or .warmpool/dev.env.'],
+  examples: ['warmpool s3 ls s3://warmpool/bulk/dev/', 'warmpool s3 ls -r s3://warmpool/bulk/dev/out/'],
+});
+
+export const S3_CP = command({
+  path: 's3 cp',
+  summary: 'copy files into S3 (upload) or out of it (download)',
+  usage: 'FILE… s3://bucket/prefix/ | s3://bucket/key FILE|DIR|- [--recursive]',
+  maxPositionals: Number.POSITIVE_INFINITY,
+  options: {
+    recursive: { type: 'boolean', short: 'r', help: "a directory's files (upload), or every object under a prefix (download)" },
+  },
+  notes: [
+    'Upload: each FILE goes to prefix/ + its name; a destination without a trailing / is the key itself (one file only). ' +
+      "With --recursive a directory's files keep their paths below it. Download: to FILE, into DIR, or to stdout with -.",
+    'Uses S3_ENDPOINT, AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY and AWS_REGION, from the environment or .warmpool/dev.env.',
+  ],
+  examples: [
+    'warmpool s3 cp rows.jsonl more.csv s3://warmpool/bulk/dev/in/',
+    'warmpool s3 cp --recursive ./inputs s3://warmpool/bulk/dev/in/',
+    'warmpool s3 cp s3://warmpool/bulk/dev/out/part-000000.jsonl .',
+    'warmpool s3 cp -r s3://warmpool/bulk/dev/out/ ./results',
+  ],
+});
+
+/** A command with subcommands: `warmpool models` lists them. */
+export interface CommandGroup {
+  path: string;
+  summary: string;
+  subcommands: readonly CommandSpec[];
+}
+
+export const GROUPS: readonly CommandGroup[] = [
+  { path: 'models', summary: 'the model registry', subcommands: [MODELS_PUBLISH, MODELS_LIST, MODELS_SHOW] },
+  {
+    path: 'bulk',
+    summary: 'bulk runs: every row under an S3 prefix, scored into parts',
+    subcommands: [BULK_RUN, BULK_STATUS, BULK_CANCEL],
+  },
+  { path: 's3', summary: 'files in and out of S3 (the embedded store of `warmpool dev`, or any S3)', subcommands: [S3_LS, S3_CP] },
+];
+
+/** Every command, in the order the overview lists them. */
+export const COMMANDS: readonly (CommandSpec & Extras)[] = [
+  DEV,
+  API,
+  WORKER,
+  DISPATCHER,
+  SCALER,
+  MODELS_PUBLISH,
+  MODELS_LIST,
+  MODELS_SHOW,
+  DEPLOY,
+  ROLLBACK,
+  DEPLOYMENTS,
+  MIGRATE_KEYS,
+  SIMULATE,
+  SIMULATE_CALIBRATE,
+  BULK_RUN,
+  BULK_STATUS,
+  BULK_CANCEL,
+  S3_LS,
+  S3_CP,
+  BENCH,
+];
+
+export type Resolved =
+  | { kind: 'command'; spec: CommandSpec & Extras; args: string[] }
+  | { kind: 'group'; group: CommandGroup; args: string[] }
+  | { kind: 'unknown'; message: string };
+
+/**
+ * The command the words name and the arguments after them: the longest path that matches
+ * (`simulate calibrate` before `simulate`); a group's name alone, or with `--help`, is the group.
+ */
+export function resolveCommand(argv: readonly string[]): Resolved {
+  const [first, second] = argv;
+  const two = COMMANDS.find((c) => c.path === `${first} ${second}`);
+  if (two) return { kind: 'command', spec: two, args: argv.slice(2) };
+  const one = COMMANDS.find((c) => c.path === first);
+  if (one) return { kind: 'command', spec: one, args: argv.slice(1) };
+  const group = GROUPS.find((g) => g.path === first);
+  if (!group) return { kind: 'unknown', message: `unknown command "${first}"` };
+  if (second === undefined || second.startsWith('-')) return { kind: 'group', group, args: argv.slice(1) };
+  const names = group.subcommands.map((s) => s.path.split(' ')[1]).join(', ');
+  return { kind: 'unknown', message: `unknown ${group.path} subcommand "${second}" (${names})` };
+}
