@@ -44,6 +44,8 @@ const RUNNERS: Record<string, Runner> = {
   'bulk run': async (args, config) => (await import('./commands/bulk.ts')).bulkMain(['run', ...args], config()),
   'bulk status': async (args, config) => (await import('./commands/bulk.ts')).bulkMain(['status', ...args], config()),
   'bulk cancel': async (args, config) => (await import('./commands/bulk.ts')).bulkMain(['cancel', ...args], config()),
+  's3 ls': async (args, config) => (await import('./commands/s3.ts')).s3Main('ls', args, config()),
+  's3 cp': async (args, config) => (await import('./commands/s3.ts')).s3Main('cp', args, config()),
   bench: async (args) => (await import('./bench.ts')).benchMain(args),
 };
 
