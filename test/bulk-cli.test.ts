@@ -7,10 +7,12 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { BulkRunView } from '../infra/contracts/bulk.ts';
 import { loadConfig } from '../infra/kernel/config.ts';
 import type { ObjectStore } from '../infra/registry/object-store.ts';
 import { createS3ObjectStore } from '../infra/registry/s3-object-store.ts';
 import { type BulkIo, bulkMain } from '../scripts/commands/bulk.ts';
+import { formatRate } from '../scripts/commands/format-rate.ts';
 import { buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
 import { testBulkPrefix } from './support/services.ts';
 import { startStack, type TestStack } from './support/stack.ts';
@@ -113,10 +115,39 @@ describe('warmpool bulk run', () => {
     expect(status.code, status.stderr).toBe(0);
     expect(status.stdout).toContain(`${id}: succeeded`);
     const json = await cli('status', id as string, '--json');
-    expect(JSON.parse(json.stdout)).toMatchObject({ id, status: 'succeeded', progress: { rowsDone: 7 } });
+    const view = JSON.parse(json.stdout) as BulkRunView;
+    expect(view).toMatchObject({ id, status: 'succeeded', progress: { rowsDone: 7 } });
+    // The rate shown is rows ÷ the run's duration, as the manifest counts it, not the driver's last window.
+    const rate = 7 / (((view.finishedAt as number) - (view.startedAt as number)) / 1000);
+    expect(status.stdout).toContain(`(${formatRate(rate)} rows/s); manifest`);
     const cancel = await cli('cancel', id as string);
     expect(cancel.code).toBe(1);
     expect(cancel.stderr).toContain('already succeeded');
+  });
+
+  it('a run whose every row is bad says failed, with the first bad row, and exits 1 (run and status)', async () => {
+    const prefix = `${root}all-bad/`;
+    await s3.put(`${prefix}in/rows.jsonl`, '{"id":"x","features":"not numbers"}\n{"features":[1,2,3,4]}\nnot json\n');
+    const res = await cli(
+      'run',
+      '--model',
+      MODEL,
+      '--input',
+      s3Url(`${prefix}in/`),
+      '--output',
+      s3Url(`${prefix}out/`),
+      '--run-id',
+      'all-bad-1',
+    );
+    expect(res.code, res.stdout).toBe(1);
+    expect(res.stderr).toMatch(
+      /^bulk all-bad-1 failed: all 3 rows were bad \(first: s3:\/\/\S+\/all-bad\/in\/rows\.jsonl line 1: .+\); nothing was written$/m,
+    );
+    expect(`${res.stdout}${res.stderr}`).not.toContain('succeeded');
+    const status = await cli('status', 'all-bad-1');
+    expect(status.code).toBe(1);
+    expect(status.stdout).toContain('failed: all 3 rows were bad (first: ');
+    expect(status.stdout).not.toContain('succeeded');
   });
 
   it('Ctrl-C stops driving and prints the resume command, which then finishes with each id exactly once', async () => {
@@ -189,7 +220,7 @@ describe('bad flags exit 2 naming the flag', () => {
     ['an unknown format', ['--format', 'parquet'], '--format must be one of'],
     ['a deadline that is not a time', ['--deadline', 'soon'], '--deadline "soon" is not a date-time'],
     ['a private webhook', ['--webhook', 'http://10.0.0.1/hook'], '--webhook: webhook.url host 10.0.0.1 is blocked'],
-    ['a stray argument', ['extra'], "Unexpected argument 'extra'"],
+    ['a stray argument', ['extra'], "warmpool bulk run: takes no arguments (got 'extra')"],
   ])('%s', async (_, extra, message) => {
     const res = await inProcess([...base(), ...extra]);
     expect(res.code, res.stderr).toBe(2);

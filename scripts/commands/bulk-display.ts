@@ -56,10 +56,10 @@ export function createBulkDisplay(io: BulkIo, options: { lineIntervalMs?: number
       const ended = run.status !== 'running';
       if (io.isTTY) {
         if (!ended && now - lastAt < redrawMs) return;
-        io.out(`\r\x1b[2K${formatProgressBar(run, io.columns())}`);
+        io.out(`\r\x1b[2K${formatProgressBar(run, io.columns(), now)}`);
         barShown = true;
       } else {
-        const line = formatProgressLine(run);
+        const line = formatProgressLine(run, now);
         // A line at the start, every interval, and the final state; never the same line twice in a row.
         if (line === lastLine || (!ended && now - lastAt < lineIntervalMs)) return;
         io.out(`${line}\n`);

@@ -1,6 +1,16 @@
 import { describe, expect, it } from 'vitest';
 import type { BulkProgress, BulkRunView } from '../../infra/contracts/bulk.ts';
-import { formatBadRows, formatDuration, formatProgressBar, formatProgressLine, formatSummary, fractionDone } from './bulk-progress.ts';
+import {
+  allRowsBad,
+  displayRate,
+  endedBadly,
+  formatBadRows,
+  formatDuration,
+  formatProgressBar,
+  formatProgressLine,
+  formatSummary,
+  fractionDone,
+} from './bulk-progress.ts';
 
 function run(progress: Partial<BulkProgress> = {}, extra: Partial<BulkRunView> = {}): BulkRunView {
   return {
@@ -86,7 +96,9 @@ describe('formatProgressLine and formatSummary', () => {
       { rowsDone: 200, rowsTotal: 200, rowsTotalExact: true, rowsPerSecond: 10, badRows: 3 },
       { status: 'succeeded', startedAt: 1000, finishedAt: 126_000, manifest: 's3://out-bucket/day/_manifest.json' },
     );
-    expect(formatSummary(done)).toBe('bulk nightly succeeded: 200 rows, 3 bad rows in 2m05s; manifest s3://out-bucket/day/_manifest.json');
+    expect(formatSummary(done)).toBe(
+      'bulk nightly succeeded: 200 rows, 3 bad rows in 2m05s (1.6 rows/s); manifest s3://out-bucket/day/_manifest.json',
+    );
   });
 
   it('a failed run gives its reason; a canceled one its rows done', () => {
@@ -98,5 +110,62 @@ describe('formatProgressLine and formatSummary', () => {
   it('bad row samples read as s3 URLs with line numbers', () => {
     const view = run({ badRows: 1 }, { badRowSamples: [{ object: 'day/a.jsonl', line: 7, message: 'missing "id"' }] });
     expect(formatBadRows(view)).toEqual(['  s3://in-bucket/day/a.jsonl line 7: missing "id"']);
+  });
+});
+
+describe('displayRate: the rate a user can check against the clock', () => {
+  const now = 1_000_000;
+
+  it('in its first minute, a run shows rows done ÷ time since it started, and the ETA that rate gives', () => {
+    // The driver's rate starts at its first progress save, after the first chunks finished: here
+    // twice what the run has done per second of its life.
+    const young = run(
+      { rowsDone: 1000, rowsTotal: 3000, rowsTotalExact: true, rowsPerSecond: 200, etaSeconds: 10 },
+      { startedAt: now - 10_000 },
+    );
+    expect(displayRate(young, now)).toBe(100);
+    expect(formatProgressLine(young, now)).toBe('bulk nightly: 1,000/3,000 rows (33.3%), 100 rows/s, ETA 20s');
+  });
+
+  it("later, the recent rate (a resumed run's earlier drives do not count in it)", () => {
+    const old = run({ rowsDone: 50_000, rowsTotal: 60_000, rowsPerSecond: 812, etaSeconds: 13 }, { startedAt: now - 600_000 });
+    expect(displayRate(old, now)).toBe(812);
+    expect(formatProgressLine(old, now)).toContain('812 rows/s, ETA 13s');
+  });
+
+  it('a finished run: rows ÷ its duration, as its manifest says', () => {
+    const done = run({ rowsDone: 9000, rowsTotal: 9000, rowsPerSecond: 1800 }, { status: 'succeeded', startedAt: 0, finishedAt: 9000 });
+    expect(displayRate(done, now)).toBe(1000);
+  });
+
+  it("without a start time, the run's own rate", () => {
+    expect(displayRate(run({ rowsPerSecond: 7.5 }), now)).toBe(7.5);
+  });
+});
+
+describe('a run whose every row was bad', () => {
+  const allBad = run(
+    { rowsDone: 0, rowsTotal: 0, rowsTotalExact: true, badRows: 3 },
+    {
+      status: 'succeeded',
+      startedAt: 0,
+      finishedAt: 2000,
+      badRowSamples: [{ object: 'day/a.jsonl', line: 1, message: 'missing "features"' }],
+    },
+  );
+
+  it('is a failure whatever its status says', () => {
+    expect(allRowsBad(allBad)).toBe(true);
+    expect(endedBadly(allBad)).toBe(true);
+    expect(formatSummary(allBad)).toBe(
+      'bulk nightly failed: all 3 rows were bad (first: s3://in-bucket/day/a.jsonl line 1: missing "features"); nothing was written',
+    );
+  });
+
+  it('but a run with one good row, or one still running, is not', () => {
+    expect(allRowsBad({ ...allBad, progress: { ...allBad.progress, rowsDone: 1 } })).toBe(false);
+    expect(allRowsBad({ ...allBad, status: 'running' })).toBe(false);
+    expect(endedBadly(run({ rowsDone: 5 }, { status: 'succeeded' }))).toBe(false);
+    expect(endedBadly(run({}, { status: 'canceled' }))).toBe(true);
   });
 });

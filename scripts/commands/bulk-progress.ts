@@ -1,9 +1,13 @@
 /**
  * How `warmpool bulk run` shows a run's progress: a one-line bar redrawn in place on a terminal,
  * a plain line every few seconds otherwise (logs, CI), and a closing summary. Pure: every
- * function takes the run view and returns text, so the formats are tested without a terminal.
+ * function takes the run view (and the time, where a rate depends on it) and returns text, so
+ * the formats are tested without a terminal.
+ *
+ * A run whose every row was bad wrote nothing: it is shown as failed whatever its status says.
  */
 import type { BulkRunView } from '../../infra/contracts/bulk.ts';
+import { formatRate } from './format-rate.ts';
 
 const FULL = '█';
 const EMPTY = '░';
@@ -38,15 +42,52 @@ export function formatDuration(seconds: number): string {
   return `${Math.floor(s / 86_400)}d${pad(Math.floor((s % 86_400) / 3600))}h`;
 }
 
-function rateText(run: BulkRunView): string {
-  const r = run.progress.rowsPerSecond;
-  return `${r >= 100 ? count(r) : r.toFixed(1)} rows/s`;
+/** How long the server's rate looks back (infra/bulk/progress.ts DEFAULT_RATE_WINDOW_MS). */
+const RATE_WINDOW_MS = 60_000;
+
+/**
+ * Rows/s to show. The run's `rowsPerSecond` is measured from its driver's first progress save,
+ * which comes only once the first chunks have finished: its start-up (listing and reading the
+ * input, queueing, the worker's first batches) is left out, so during a run's first minute it
+ * read about twice rows done ÷ time taken. Until the run is older than that window this is rows
+ * done ÷ time since it started; a finished run's is over its whole duration (the manifest's
+ * `timings.rowsPerSecond`); later the recent rate stands (it also leaves out a resumed run's
+ * earlier drives).
+ */
+export function displayRate(run: BulkRunView, now: number): number {
+  const { rowsDone, rowsPerSecond } = run.progress;
+  if (run.startedAt === undefined) return rowsPerSecond;
+  const end = run.status === 'running' ? now : run.finishedAt;
+  if (end === undefined) return rowsPerSecond;
+  const elapsedMs = end - run.startedAt;
+  if (elapsedMs <= 0) return 0;
+  return run.status !== 'running' || elapsedMs < RATE_WINDOW_MS ? rowsDone / (elapsedMs / 1000) : rowsPerSecond;
+}
+
+/** Seconds left at the rate shown; undefined while there is no rate. */
+function etaSeconds(run: BulkRunView, now: number): number | undefined {
+  const rate = displayRate(run, now);
+  if (rate === run.progress.rowsPerSecond) return run.progress.etaSeconds;
+  return rate > 0 ? Math.max(0, run.progress.rowsTotal - run.progress.rowsDone) / rate : undefined;
+}
+
+/** The run read all its input and every row was bad: it wrote nothing, though its status says succeeded. */
+export function allRowsBad(run: BulkRunView): boolean {
+  return run.status === 'succeeded' && run.progress.badRows > 0 && run.progress.rowsDone === 0;
+}
+
+/** Whether the run ended in a way its user must hear about as a failure (exit code 1). */
+export function endedBadly(run: BulkRunView): boolean {
+  return run.status === 'failed' || run.status === 'canceled' || allRowsBad(run);
 }
 
 /** The parts every format shares after the counts: rate, ETA, bad rows, late. */
-function details(run: BulkRunView): string[] {
-  const parts = [rateText(run)];
-  if (run.status === 'running') parts.push(`ETA ${run.progress.etaSeconds === undefined ? '?' : formatDuration(run.progress.etaSeconds)}`);
+function details(run: BulkRunView, now: number): string[] {
+  const parts = [`${formatRate(displayRate(run, now))} rows/s`];
+  if (run.status === 'running') {
+    const eta = etaSeconds(run, now);
+    parts.push(`ETA ${eta === undefined ? '?' : formatDuration(eta)}`);
+  }
   if (run.progress.badRows > 0) parts.push(`${count(run.progress.badRows)} bad`);
   // Late: the ETA is past the deadline, so the run was (or is being) raised to urgent.
   if (run.progress.onTrack === false) parts.push('late');
@@ -54,9 +95,9 @@ function details(run: BulkRunView): string[] {
 }
 
 /** `[██████░░░░░░] 52.3% 5,230/10,000 rows 812 rows/s ETA 5s 2 bad late`, for a TTY of `width` columns. */
-export function formatProgressBar(run: BulkRunView, width = 80): string {
+export function formatProgressBar(run: BulkRunView, width = 80, now = Date.now()): string {
   const fraction = fractionDone(run);
-  const tail = ` ${(fraction * 100).toFixed(1)}% ${rowsText(run)} ${details(run).join(' ')}`;
+  const tail = ` ${(fraction * 100).toFixed(1)}% ${rowsText(run)} ${details(run, now).join(' ')}`;
   const barWidth = Math.max(10, Math.min(40, width - tail.length - 3));
   const filled = Math.round(fraction * barWidth);
   const line = `[${FULL.repeat(filled)}${EMPTY.repeat(barWidth - filled)}]${tail}`;
@@ -64,24 +105,30 @@ export function formatProgressBar(run: BulkRunView, width = 80): string {
 }
 
 /** `bulk <id>: 5,230/10,000 rows (52.3%), 812 rows/s, ETA 5s, 2 bad, late`: one log line. */
-export function formatProgressLine(run: BulkRunView): string {
-  return `bulk ${run.id}: ${rowsText(run)} (${(fractionDone(run) * 100).toFixed(1)}%), ${details(run).join(', ')}`;
+export function formatProgressLine(run: BulkRunView, now = Date.now()): string {
+  return `bulk ${run.id}: ${rowsText(run)} (${(fractionDone(run) * 100).toFixed(1)}%), ${details(run, now).join(', ')}`;
 }
 
 /** The closing line: what happened, how long it took, where the output is, or why it stopped. */
-export function formatSummary(run: BulkRunView): string {
-  const took =
-    run.finishedAt !== undefined && run.startedAt !== undefined ? ` in ${formatDuration((run.finishedAt - run.startedAt) / 1000)}` : '';
+export function formatSummary(run: BulkRunView, now = Date.now()): string {
+  const timed = run.finishedAt !== undefined && run.startedAt !== undefined;
+  const took = timed ? ` in ${formatDuration(((run.finishedAt as number) - (run.startedAt as number)) / 1000)}` : '';
   const bad = run.progress.badRows > 0 ? `, ${count(run.progress.badRows)} bad rows` : '';
+  if (allRowsBad(run)) {
+    const first = formatBadRows(run)[0]?.trim();
+    return `bulk ${run.id} failed: all ${count(run.progress.badRows)} rows were bad${first ? ` (first: ${first})` : ''}; nothing was written`;
+  }
   switch (run.status) {
-    case 'succeeded':
-      return `bulk ${run.id} succeeded: ${count(run.progress.rowsDone)} rows${bad}${took}; manifest ${run.manifest ?? `${run.output}_manifest.json`}`;
+    case 'succeeded': {
+      const rate = timed ? ` (${formatRate(displayRate(run, now))} rows/s)` : '';
+      return `bulk ${run.id} succeeded: ${count(run.progress.rowsDone)} rows${bad}${took}${rate}; manifest ${run.manifest ?? `${run.output}_manifest.json`}`;
+    }
     case 'failed':
       return `bulk ${run.id} failed${took}: ${run.error ? `${run.error.code}: ${run.error.message}` : 'no reason recorded'}`;
     case 'canceled':
       return `bulk ${run.id} canceled after ${count(run.progress.rowsDone)} rows${run.error ? ` (${run.error.message})` : ''}`;
     default:
-      return formatProgressLine(run);
+      return formatProgressLine(run, now);
   }
 }
 

@@ -6,12 +6,13 @@
  * Ctrl-C stops driving (the run stays resumable; a running `warmpool dispatcher` adopts it once
  * the lease lapses) and prints how to resume.
  *
- * Exit codes: 0 succeeded; 1 failed or canceled (with the reason); 2 bad flags; 130 interrupted.
+ * Exit codes: 0 succeeded; 1 failed, canceled or every row bad (with the reason); 2 bad flags;
+ * 130 interrupted. `status` exits 1 too for a run that ended so, so a script can test it.
  * Like `warmpool deploy`, it talks to Redis and S3 directly with the environment's config.
  */
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
-import { parseArgs } from 'node:util';
+import type { RedisOptions } from 'ioredis';
 import { checkWebhookUrl } from '../../api/use-cases/bulk-runs.ts';
 import { BULK_PROGRESS_WEBHOOK_INTERVAL_MS, createBulkNotifier } from '../../api/webhooks/bulk-notifier.ts';
 import { createDeliveryStore } from '../../api/webhooks/delivery-store.ts';
@@ -22,16 +23,13 @@ import { InvalidInputError, NotFoundError } from '../../infra/kernel/errors.ts';
 import { createLogger } from '../../infra/kernel/log.ts';
 import { closeRedis, createRedis } from '../../infra/redis/client.ts';
 import { type BulkIo, createBulkDisplay, processBulkIo } from './bulk-display.ts';
-import { formatBadRows, formatProgressLine, formatSummary } from './bulk-progress.ts';
+import { allRowsBad, endedBadly, formatBadRows, formatProgressLine, formatSummary } from './bulk-progress.ts';
+import { BULK_CANCEL, BULK_RUN, BULK_STATUS } from './cli-options.ts';
+import { parseCommand, UsageError } from './cli-spec.ts';
 
 export type { BulkIo };
 
-const USAGE = `Usage:
-  warmpool bulk run --model M [--version V] --input s3://bucket/in/ --output s3://bucket/out/
-                    [--format jsonl|csv] [--chunk-rows N] [--deadline HH:MM|ISO] [--webhook URL]
-                    [--run-id ID] [--max-bad-rows N] [--tenant T]
-  warmpool bulk status ID [--tenant T] [--json]
-  warmpool bulk cancel ID [--tenant T]`;
+const USAGE = "see 'warmpool bulk run --help'";
 
 /** Request fields as the CLI's flags, for messages from the shared request parser. */
 const FLAG_OF: Record<string, string> = {
@@ -61,13 +59,19 @@ interface Session {
 export async function bulkMain(args: string[], config: Config, io: BulkIo = processBulkIo()): Promise<number> {
   const [sub, ...rest] = args;
   if (sub !== 'run' && sub !== 'status' && sub !== 'cancel') {
-    io.err(`warmpool bulk: ${sub ? `unknown subcommand "${sub}"` : 'name a subcommand'}\n${USAGE}\n`);
+    io.err(
+      `warmpool bulk: ${sub ? `unknown subcommand "${sub}"` : 'name a subcommand'} (run, status, cancel)\nsee 'warmpool bulk --help'\n`,
+    );
     return 2;
   }
   try {
     if (sub === 'run') return await runCommand(rest, config, io);
     return await idCommand(sub, rest, config, io);
   } catch (err) {
+    if (err instanceof UsageError) {
+      io.err(`${err.message}\n`);
+      return 2;
+    }
     const message = usageError(err);
     if (message === undefined) throw err;
     io.err(`warmpool bulk ${sub}: ${message}\n`);
@@ -77,7 +81,6 @@ export async function bulkMain(args: string[], config: Config, io: BulkIo = proc
 
 /** The message of a mistake in the command line (or the request it makes); undefined for anything else. */
 function usageError(err: unknown): string | undefined {
-  if (err instanceof Error && 'code' in err && String(err.code).startsWith('ERR_PARSE_ARGS')) return `${err.message}\n${USAGE}`;
   if (err instanceof InvalidInputError || err instanceof NotFoundError) {
     return err.message.replace(/"([A-Za-z.]+)"/g, (whole, field: string) => FLAG_OF[field] ?? whole);
   }
@@ -85,23 +88,7 @@ function usageError(err: unknown): string | undefined {
 }
 
 async function runCommand(args: string[], config: Config, io: BulkIo): Promise<number> {
-  const { values } = parseArgs({
-    args,
-    allowPositionals: false,
-    options: {
-      model: { type: 'string' },
-      version: { type: 'string' },
-      input: { type: 'string' },
-      output: { type: 'string' },
-      format: { type: 'string' },
-      'chunk-rows': { type: 'string' },
-      deadline: { type: 'string' },
-      webhook: { type: 'string' },
-      'run-id': { type: 'string' },
-      'max-bad-rows': { type: 'string' },
-      tenant: { type: 'string' },
-    },
-  });
+  const { values } = parseCommand(BULK_RUN, args);
   const request = toRequest(values);
   try {
     checkWebhookUrl(request, config.webhooks.allowedPrivateHosts);
@@ -109,7 +96,8 @@ async function runCommand(args: string[], config: Config, io: BulkIo): Promise<n
     if (err instanceof InvalidInputError) throw new InvalidInputError(err.code, `--webhook: ${err.message}`, { cause: err });
     throw err;
   }
-  return withSession(config, io, values.tenant, async (s) => {
+  // A run is driven for long: its connection waits out a Redis restart (Ctrl-C stops it; it stays resumable).
+  return withSession(config, io, values.tenant, {}, async (s) => {
     // Listening before the id is printed: a Ctrl-C from then on stops the drive, not the process.
     const stop = new AbortController();
     const offInterrupt = io.onInterrupt(() => stop.abort());
@@ -186,7 +174,7 @@ async function drive(s: Session, started: BulkRunView, signal: AbortSignal): Pro
 }
 
 function finish(io: BulkIo, run: BulkRunView): number {
-  if (run.status === 'succeeded') {
+  if (!endedBadly(run)) {
     io.out(`${formatSummary(run)}\n`);
     if (run.badRowSamples.length > 0) io.out(`bad rows (first ${run.badRowSamples.length}):\n${formatBadRows(run).join('\n')}\n`);
     return 0;
@@ -220,22 +208,18 @@ function shellQuote(word: string): string {
 }
 
 async function idCommand(sub: 'status' | 'cancel', args: string[], config: Config, io: BulkIo): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args,
-    allowPositionals: true,
-    options: { tenant: { type: 'string' }, json: { type: 'boolean' } },
-  });
+  const { values, positionals } = sub === 'status' ? parseCommand(BULK_STATUS, args) : parseCommand(BULK_CANCEL, args);
   const id = positionals[0];
-  if (!id || positionals.length > 1)
-    throw new InvalidInputError('invalid_argument', `name one run id, e.g. warmpool bulk ${sub} nightly-1`);
-  if (sub === 'cancel' && values.json) throw new InvalidInputError('invalid_argument', '--json is for status');
-  return withSession(config, io, values.tenant, async (s) => {
+  if (!id) throw new InvalidInputError('invalid_argument', `name one run id, e.g. warmpool bulk ${sub} nightly-1`);
+  const json = 'json' in values && values.json === true;
+  // One-shot reads and writes: a Redis gone mid-command fails them in a few retries, not a wait.
+  return withSession(config, io, values.tenant, { maxRetriesPerRequest: 2 }, async (s) => {
     const before = await s.bulkRuns.get(s.tenant, id);
     if (!before) {
       io.err(`warmpool bulk ${sub}: no bulk run ${id} for tenant ${s.tenant}\n`);
       return 1;
     }
-    if (sub === 'status') return status(io, before, values.json === true);
+    if (sub === 'status') return status(io, before, json);
     if (before.status === 'succeeded' || before.status === 'failed') {
       io.err(`warmpool bulk cancel: run ${id} has already ${before.status}\n`);
       return 1;
@@ -247,28 +231,30 @@ async function idCommand(sub: 'status' | 'cancel', args: string[], config: Confi
 }
 
 function status(io: BulkIo, run: BulkRunView, json: boolean): number {
+  const code = endedBadly(run) ? 1 : 0;
   if (json) {
     io.out(`${JSON.stringify(run, null, 2)}\n`);
-    return 0;
+    return code;
   }
   const lines = [
-    `${run.id}: ${run.status}${run.priority === 'urgent' ? ' (urgent)' : ''}`,
+    `${run.id}: ${allRowsBad(run) ? 'failed (every row was bad)' : run.status}${run.priority === 'urgent' ? ' (urgent)' : ''}`,
     `  ${run.model}@${run.version}, ${run.input} → ${run.output}, ${run.chunkRows} rows per chunk`,
     `  ${run.status === 'running' ? formatProgressLine(run) : formatSummary(run)}`,
   ];
   if (run.deadline !== undefined) lines.push(`  deadline ${new Date(run.deadline).toISOString()}`);
   if (run.badRowSamples.length > 0) lines.push('  bad rows:', ...formatBadRows(run).map((l) => `  ${l}`));
   io.out(`${lines.join('\n')}\n`);
-  return 0;
+  return code;
 }
 
 async function withSession(
   config: Config,
   io: BulkIo,
   tenantFlag: string | undefined,
+  redisOptions: RedisOptions,
   body: (s: Session) => Promise<number>,
 ): Promise<number> {
-  const redis = createRedis(config.redisUrl);
+  const redis = createRedis(config.redisUrl, redisOptions);
   const log = createLogger(config.logLevel === 'info' ? 'warn' : config.logLevel, { role: 'bulk-cli' });
   // A CLI-driven run's webhooks go through the dispatcher's store like any other.
   const notify = createBulkNotifier({ store: createDeliveryStore(redis, config.queuePrefix), clock: { now: () => Date.now() } });
