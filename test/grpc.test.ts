@@ -359,7 +359,9 @@ describe('gRPC against the test stack: sync timeouts and shared limits', () => {
     ); // 2 of 4
     expect(timeout).toMatchObject({ code: status.DEADLINE_EXCEEDED, errorCode: 'timeout' });
     expect(timeout.jobId).toMatch(/^job_/);
-    expect(timeout.details).toBe(`inference did not finish within 300 ms; poll /v1/jobs/${timeout.jobId} over HTTP`);
+    expect(timeout.details).toBe(
+      `inference did not finish within 300 ms: no worker for ${MODEL}@1 yet (the deployment's min is 0: the scaler is starting one); poll /v1/jobs/${timeout.jobId} over HTTP`,
+    );
 
     const other = await stack.call(`/v1/jobs/${timeout.jobId}`, { key: KEY_B });
     expect(other.status).toBe(404);

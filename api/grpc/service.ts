@@ -121,7 +121,7 @@ export function createInferenceService(deps: GrpcServiceDeps): UntypedServiceImp
         case 'failed':
           throw new StatusError(inferenceFailed(outcome.jobId, outcome.error));
         case 'timeout':
-          throw new StatusError(timedOut(outcome.jobId, deps.inference.syncTimeoutMs));
+          throw new StatusError(timedOut(outcome.jobId, deps.inference.syncTimeoutMs, outcome.reason));
       }
     }),
   };

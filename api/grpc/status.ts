@@ -84,11 +84,12 @@ export function toGrpcStatus(err: unknown, log?: Log): GrpcStatus {
 }
 
 /** A sync inference that did not finish in time: DEADLINE_EXCEEDED naming the job to poll. */
-export function timedOut(jobId: string, syncTimeoutMs: number): GrpcStatus {
+export function timedOut(jobId: string, syncTimeoutMs: number, reason?: string): GrpcStatus {
+  const why = reason ? `: ${reason}` : '';
   return grpcStatus(
     status.DEADLINE_EXCEEDED,
     'timeout',
-    `inference did not finish within ${syncTimeoutMs} ms; poll /v1/jobs/${jobId} over HTTP`,
+    `inference did not finish within ${syncTimeoutMs} ms${why}; poll /v1/jobs/${jobId} over HTTP`,
     { [JOB_ID_KEY]: jobId },
   );
 }
