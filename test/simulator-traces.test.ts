@@ -82,6 +82,13 @@ describe('warmpool simulate (CLI)', () => {
     }
   });
 
+  it('prints a small per-worker rate as it was given (0.05 rows/s, not 0.1)', async () => {
+    const out = path.join(dir, 'out-slow');
+    const r = await run(['--trace', good, '--worker-rps', '0.05', '--out', out]);
+    expect(r.code).toBe(0);
+    expect(readFileSync(path.join(out, 'report.md'), 'utf8')).toContain('0.05 rows/s per worker');
+  });
+
   it('writes report.json and report.md; --scale multiplies the rate', async () => {
     const out = path.join(dir, 'out');
     const r = await run(['--trace', good, '--scale', '2', '--worker-rps', '5', '--arrivals', 'uniform', '--out', out]);

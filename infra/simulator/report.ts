@@ -2,8 +2,10 @@
  * The comparison as files (issue 5 §4): report.json (without the per-interval series, which go
  * into the charts), report.md (a table a person reads, with the charts under it) and the charts.
  */
+
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { formatRate } from '../kernel/format-rate.ts';
 import { writeCharts } from './charts.ts';
 import { type Comparison, serviceModel } from './compare.ts';
 
@@ -66,7 +68,7 @@ function coldPhases(c: Comparison): string {
 
 function workerText(c: Comparison): string {
   const st = c.settings;
-  const rate = serviceModel(st).workerRate.toFixed(1);
+  const rate = formatRate(serviceModel(st).workerRate);
   return st.batchProfile
     ? `measured batch profile (${st.batchProfile.map((p) => `${p.batch}: ${p.ms.toFixed(1)} ms`).join(', ')}), ${rate} rows/s at batch ${st.maxBatch}`
     : `${rate} rows/s per worker at batch ${st.maxBatch}`;

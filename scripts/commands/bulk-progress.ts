@@ -7,7 +7,7 @@
  * A run whose every row was bad wrote nothing: it is shown as failed whatever its status says.
  */
 import type { BulkRunView } from '../../infra/contracts/bulk.ts';
-import { formatRate } from './format-rate.ts';
+import { formatRate } from '../../infra/kernel/format-rate.ts';
 
 const FULL = '█';
 const EMPTY = '░';
