@@ -209,21 +209,21 @@ describe('bin/warmpool.mjs', () => {
   });
 
   it('rebuilds a stale dist/ first, in one line on stderr, and runs the new code', () => {
-    const restore = edit('scripts/cli.ts');
+    const restore = edit('scripts/commands/cli-options.ts');
     try {
       // A change the output shows: the usage text itself.
-      const cliTs = path.join(root, 'scripts', 'cli.ts');
+      const cliTs = path.join(root, 'scripts', 'commands', 'cli-options.ts');
       writeFileSync(cliTs, readFileSync(cliTs, 'utf8').replace('the whole stack on this machine', 'the whole stack, rebuilt'));
       const run = cli('--help');
       expect(run.code).toBe(0);
-      expect(run.stderr).toBe('warmpool: scripts/cli.ts changed; building dist/ first (npm run build)\n');
+      expect(run.stderr).toBe('warmpool: scripts/commands/cli-options.ts changed; building dist/ first (npm run build)\n');
       expect(run.stdout).toContain('the whole stack, rebuilt');
       expect(cli('--help').stderr).toBe('');
     } finally {
       restore();
     }
     // Putting the file back is a change too.
-    expect(cli('--help').stderr).toBe('warmpool: scripts/cli.ts changed; building dist/ first (npm run build)\n');
+    expect(cli('--help').stderr).toBe('warmpool: scripts/commands/cli-options.ts changed; building dist/ first (npm run build)\n');
   });
 
   it('stops, naming `npm run build`, when dist/ is stale and esbuild is not installed', () => {

@@ -46,6 +46,7 @@ import { closeRedis, createRedis } from '../../infra/redis/client.ts';
 import { createModelRegistry, type ModelRegistry } from '../../infra/registry/model-registry.ts';
 import { createS3ObjectStore } from '../../infra/registry/s3-object-store.ts';
 import { startScaler } from '../../infra/scaler/main.ts';
+import { DEV } from '../commands/cli-options.ts';
 import { buildMlpModel } from '../fixtures/onnx-models.ts';
 import { writeDevEnv } from './dev-env.ts';
 import { acquireDevLock, type DevLock, type DevLockInfo } from './dev-lock.ts';
@@ -61,14 +62,11 @@ const BIN = fileURLToPath(new URL('../../bin/warmpool.mjs', import.meta.url));
 /** How long start-up waits for the demo's first worker before saying so and serving anyway. */
 const WARM_WAIT_MS = 180_000;
 
-/** `warmpool dev`'s options as parseArgs takes them (the CLI's help describes them: scripts/commands/cli-options.ts DEV). */
-export const DEV_OPTIONS = { fresh: { type: 'boolean' } } as const;
-
 /** Raised inside start-up once a signal asked it to stop. */
 class StartAborted extends Error {}
 
 export async function devMain(args: string[]): Promise<number> {
-  const { values } = parseArgs({ args, options: DEV_OPTIONS, strict: true });
+  const { values } = parseArgs({ args, options: DEV.options, strict: true });
   const say = (line: string) => process.stdout.write(`${line}\n`);
   mkdirSync(STATE_DIR, { recursive: true });
   const taken = acquireDevLock(STATE_DIR);
