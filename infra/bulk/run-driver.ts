@@ -96,6 +96,9 @@ export class RunDriver {
     this.manifest = await deps.getManifest(spec.model, spec.version);
     this.listing = await this.pinListing();
     await this.store.markStarted(this.ref, deps.clock.now());
+    // The rate counts from here, not from the first progress save (after the first chunks
+    // finished), which left the run's start-up out and showed up to twice the real rate.
+    this.reporter.start(deps.clock.now(), this.rowsDone);
     this.queue = createChunkQueue(deps.redis, deps.prefix, spec.model, spec.version, {
       ...chunkJobOptions(deps),
       onFinished: this.wakeup.fire,

@@ -50,6 +50,11 @@ export class RunReporter {
     this.lastWebhookAt = deps.clock.now();
   }
 
+  /** The drive starts at `now` with `rowsDone` rows already done (a resumed run): the rate's first point. */
+  start(now: number, rowsDone: number): void {
+    this.rate.add(now, rowsDone);
+  }
+
   progress(c: RunCounters, now: number): BulkProgress {
     const exact = c.chunksTotal !== undefined;
     return computeProgress({
