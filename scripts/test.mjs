@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // `npm test`: everything CI checks, in the order a failure is cheapest to read.
-//   1. redis-server is present (installed with apt-get when missing and we are root), and so is
-//      Debian's chromium for the dashboard's browser tests (same rule; without it they skip, saying why)
+//   1. redis-server is present (installed with apt-get when missing and we are root), and so are
+//      Debian's chromium for the dashboard's browser tests and curl for the getting-started
+//      walkthrough (same rule; without them those tests skip, saying why)
 //   2. typecheck (tsc -p .)
 //   3. layering (scripts/check-layers.mjs)
 //   4. lint and formatting (biome ci: reports, never rewrites)
@@ -45,34 +46,37 @@ async function ensureRedis() {
   }
 }
 
-const CHROMIUM = '/usr/bin/chromium';
-
-/** test/dashboard-e2e.test.ts drives Debian's chromium; install it like redis-server, or say why the browser tests will skip. */
-async function ensureChromium() {
-  if (existsSync(CHROMIUM)) {
-    console.log(`chromium: ${CHROMIUM}`);
+/**
+ * A Debian package some tests drive: chromium for the dashboard's browser tests, curl for the
+ * getting-started walkthrough (docs/GETTING-STARTED.md's commands, run as written). Installed
+ * like redis-server, or the reason those tests will skip is said here.
+ */
+async function ensurePackage(binary, pkg, purpose) {
+  if (existsSync(binary)) {
+    console.log(`${pkg}: ${binary}`);
     return 0;
   }
   const isRoot = process.getuid?.() === 0;
   if (!isRoot || !existsSync('/usr/bin/apt-get')) {
     const why = isRoot ? 'there is no apt-get here' : 'installing needs root';
-    console.log(`chromium: ${CHROMIUM} is missing and ${why}: the dashboard browser tests will be skipped (apt-get install chromium)`);
+    console.log(`${pkg}: ${binary} is missing and ${why}: ${purpose} will be skipped (apt-get install ${pkg})`);
     return 0;
   }
-  console.log('chromium: installing with apt-get…');
+  console.log(`${pkg}: installing with apt-get…`);
   process.env.DEBIAN_FRONTEND ??= 'noninteractive';
   // Wait for another apt (e.g. the redis-server install) rather than failing on its lock.
   const lock = ['-o', 'DPkg::Lock::Timeout=300'];
   const update = await run('apt-get', [...lock, 'update']);
-  const code = update === 0 ? await run('apt-get', [...lock, 'install', '-y', '--no-install-recommends', 'chromium']) : update;
-  if (code === 0 && existsSync(CHROMIUM)) return 0;
-  console.error(`chromium: apt-get install chromium failed (exit ${code}): the dashboard browser tests would be skipped`);
+  const code = update === 0 ? await run('apt-get', [...lock, 'install', '-y', '--no-install-recommends', pkg]) : update;
+  if (code === 0 && existsSync(binary)) return 0;
+  console.error(`${pkg}: apt-get install ${pkg} failed (exit ${code}): ${purpose} would be skipped`);
   return code || 1;
 }
 
 const steps = [
   ['redis-server', ensureRedis],
-  ['chromium (dashboard browser tests)', ensureChromium],
+  ['chromium (dashboard browser tests)', () => ensurePackage('/usr/bin/chromium', 'chromium', 'the dashboard browser tests')],
+  ['curl (the getting-started walkthrough)', () => ensurePackage('/usr/bin/curl', 'curl', 'the getting-started walkthrough test')],
   ['typecheck: tsc -p .', () => run(bin('tsc'), ['-p', '.'])],
   ['layering: scripts/check-layers.mjs', () => run(process.execPath, [path.join(root, 'scripts', 'check-layers.mjs')])],
   ['lint and format: biome ci', () => run(bin('biome'), ['ci', '.'])],
