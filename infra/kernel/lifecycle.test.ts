@@ -61,6 +61,19 @@ describe('onShutdownSignals', () => {
     expect(r.drains).toHaveLength(1);
   });
 
+  it('never forces on SIGTERM again: supervisors may each send one, late (the drain bound ends a drain that hangs)', async () => {
+    const proc = new FakeProcess();
+    const clock = new ManualClock();
+    const r = recorder();
+    onShutdownSignals(r.handlers, { processLike: proc.asProcess(), clock, forceAfterMs: 10_000 });
+    proc.emit('SIGTERM', 'SIGTERM');
+    await clock.advance(2_000);
+    proc.emit('SIGTERM', 'SIGTERM'); // the second supervisor's, well after the echo window
+    expect(r.forces).toEqual([]);
+    await clock.advance(8_000);
+    expect(r.forces).toEqual(['SIGTERM:timeout']);
+  });
+
   it('ignores echoes of the first signal: another signal, or the same one at once', async () => {
     // One Ctrl-C under `npm start`: SIGINT from the terminal, SIGINT again from npm, SIGTERM
     // from the supervisor that started this process.
@@ -169,10 +182,10 @@ describe('onShutdownSignals', () => {
       },
       { processLike: proc.asProcess(), clock },
     );
-    proc.emit('SIGTERM', 'SIGTERM');
+    proc.emit('SIGINT', 'SIGINT');
     await clock.advance(ECHO_WINDOW_MS);
-    proc.emit('SIGTERM', 'SIGTERM');
-    expect(proc.exits).toEqual([143]);
+    proc.emit('SIGINT', 'SIGINT');
+    expect(proc.exits).toEqual([130]);
   });
 
   it('listens only to the signals asked for, and unsubscribes cleanly', async () => {

@@ -5,8 +5,8 @@
  * Shutdown, as a state machine (one per onShutdownSignals subscription):
  *
  *   running --first signal--> draining --drain resolves--> drained
- *   draining --the signal again | forceAfterMs | drain rejects--> forced (force(), then exit)
- *   draining --an echo of the first signal--> draining (ignored)
+ *   draining --SIGINT again | forceAfterMs | drain rejects--> forced (force(), then exit)
+ *   draining --an echo of the first signal, or SIGTERM--> draining (ignored)
  *   drained --another signal--> forced
  *
  * `drain` should stop taking work, finish or hand back what is held, and close resources; the
@@ -22,8 +22,11 @@
  * foreground process group, and `npm start` forwards it to its child as well; a supervisor in
  * that group (`warmpool dev`, `warmpool scaler`) then sends its workers SIGTERM, which they have
  * already begun. So while draining, a signal other than the first, or the first again within
- * ECHO_WINDOW_MS, is the same request and is ignored; the same signal again later is a person
- * asking again, and forces.
+ * ECHO_WINDOW_MS, is the same request and is ignored; SIGINT again later is a person pressing
+ * Ctrl-C again, and forces. SIGTERM again never forces: it is what supervisors send, and more than
+ * one may send it (the scaler's pool and `warmpool dev` both stop a dev worker; under load the
+ * second came more than ECHO_WINDOW_MS after the first and cut a worker's drain short). The drain
+ * bound, and SIGKILL, are what end a drain that will not end.
  */
 import { constants } from 'node:os';
 import { type Clock, systemClock } from './clock.ts';
@@ -102,7 +105,9 @@ export function onShutdownSignals(handlers: ShutdownHandlers, options: ShutdownO
   };
 
   const isEcho = (signal: string): boolean =>
-    state === 'draining' && first !== undefined && (signal !== first.signal || clock.now() - first.at < ECHO_WINDOW_MS);
+    state === 'draining' &&
+    first !== undefined &&
+    (signal !== first.signal || signal === 'SIGTERM' || clock.now() - first.at < ECHO_WINDOW_MS);
 
   const onSignal = (signal: NodeJS.Signals) => {
     if (state === 'running') startDrain(signal);
