@@ -64,7 +64,7 @@ describe('publish', () => {
       const res = await cli(['models', 'publish', file, '--name', 'ext-cli', '--version', '1']);
       expect(res.code).toBe(1);
       expect(res.out).toMatch(
-        /error: tensor "W" keeps its data in the external file "another-models-weights\.bin"; warmpool serves only self-contained models/,
+        /^warmpool models publish: tensor "W" keeps its data in the external file "another-models-weights\.bin"; warmpool serves only self-contained models/m,
       );
       expect(await stack.registry.listVersions('ext-cli')).toEqual([]);
     } finally {
