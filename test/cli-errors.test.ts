@@ -3,38 +3,16 @@
  * never a stack trace unless --debug (or WARMPOOL_DEBUG=1) asks for one, and no command hangs on
  * a Redis that is down. Against the suite's real S3 server, and ports nobody listens on.
  */
-import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, utimesSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { type CliResult, runCli } from './support/cli-child.ts';
 import { testEnv, testServices } from './support/services.ts';
 
-const BIN = fileURLToPath(new URL('../bin/warmpool.mjs', import.meta.url));
-
-interface Result {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-  stdout: string;
-  stderr: string;
-}
-
 /** The real CLI; one still running after 30 s is killed (a hang: its signal says so). */
-function cli(args: string[], options: { env: NodeJS.ProcessEnv; cwd: string }): Promise<Result> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [BIN, ...args], { ...options, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
-    child.once('close', (code, signal) => {
-      clearTimeout(timer);
-      // bin/warmpool.mjs's notice when another edit in this checkout made dist/ stale is not the command's output.
-      resolve({ code, signal, stdout, stderr: stderr.replace(/^warmpool: .*(building dist\/|through tsx).*\n/gm, '') });
-    });
-  });
+function cli(args: string[], options: { env: NodeJS.ProcessEnv; cwd: string }): Promise<CliResult> {
+  return runCli(args, options);
 }
 
 let dead: number;

@@ -5,50 +5,21 @@
  * a `.warmpool/dev.env` naming dead ports; an unknown flag is one line naming the command's help,
  * exit 2, before anything starts.
  */
-import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { COMMANDS, GROUPS } from '../scripts/commands/cli-options.ts';
+import { type CliResult, runCli } from './support/cli-child.ts';
 import { testServices } from './support/services.ts';
-
-const BIN = fileURLToPath(new URL('../bin/warmpool.mjs', import.meta.url));
-
-interface Result {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-  stdout: string;
-  stderr: string;
-}
 
 let cwd: string;
 let env: NodeJS.ProcessEnv;
 const DEV_ENV = () => path.join(cwd, '.warmpool', 'dev.env');
 
 /** The real CLI in `cwd`; one that should stop at once and does not is killed (its signal says so). */
-function cli(...args: string[]): Promise<Result> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [BIN, ...args], { env, cwd, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
-    child.once('close', (code, signal) => {
-      clearTimeout(timer);
-      resolve({ code, signal, stdout, stderr: withoutBuildNotice(stderr) });
-    });
-  });
-}
-
-/**
- * bin/warmpool.mjs says on stderr when it rebuilds a stale dist/ first (another edit in this
- * checkout while the suite runs); that line is not the command's output.
- */
-function withoutBuildNotice(stderr: string): string {
-  return stderr.replace(/^warmpool: .*(building dist\/|through tsx).*\n/gm, '');
+function cli(...args: string[]): Promise<CliResult> {
+  return runCli(args, { env, cwd });
 }
 
 /** At most three CLIs at a time (a two-core machine). */
