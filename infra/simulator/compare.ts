@@ -7,7 +7,7 @@ import type { PolicySettings } from '../contracts/pool.ts';
 import type { ScalerTuning } from '../kernel/config.ts';
 import { type ArrivalPattern, realiseCounts } from './arrivals.ts';
 import { type ColdStartModel, coldStartModel, drawColdStart, meanColdStartMs } from './cold-start.ts';
-import { oraclePolicy, type PolicyContext, predictivePolicy, reactivePolicy, staticPeakPolicy } from './policies.ts';
+import { oraclePolicy, type PolicyContext, predictivePolicy, reactivePolicy, staticPolicy } from './policies.ts';
 import type { PolicyRun } from './recorder.ts';
 import { type BatchPoint, fullBatchRate, linearService, profileService } from './service.ts';
 import type { Trace } from './trace.ts';
@@ -45,6 +45,8 @@ export interface SimulationSettings {
   reactiveBacklogPerWorker?: number;
   reactiveTargetUtilization: number;
   oracleUtilization: number;
+  /** The static baseline's fixed fleet (default: sized for the replay's peak minute). */
+  staticWorkers?: number;
   staleMetrics: boolean;
 }
 
@@ -113,11 +115,33 @@ export function serviceModel(s: SimulationSettings): { serviceMs: (batch: number
   return { serviceMs, maxBatch: s.maxBatch, workerRate: fullBatchRate(serviceMs, s.maxBatch) };
 }
 
-/** Runs the policies named in `only` (default: all four) over the same realised arrivals. */
-export function compare(trace: Trace, s: SimulationSettings, only: readonly PolicyName[] = POLICY_NAMES): Comparison {
+/** The reactive baseline's waiting jobs per replica: as given, else what one worker clears in half the SLO. */
+export function reactiveBacklogPerWorker(s: SimulationSettings): number {
+  return s.reactiveBacklogPerWorker ?? Math.max(1, (serviceModel(s).workerRate * s.sloMs) / 2000);
+}
+
+/** The realised arrivals per minute and the replayed minutes [from, to). */
+function replayed(trace: Trace, s: SimulationSettings): { counts: number[]; from: number; to: number } {
   const counts = realiseCounts(trace.series.perMinute, trace.missing, s.scale, s.seed);
   const from = Math.min(counts.length, Math.round(s.historyDays * 1440));
   const to = s.days === undefined ? counts.length : Math.min(counts.length, from + Math.round(s.days * 1440));
+  return { counts, from, to };
+}
+
+/** Workers static-peak holds: ⌈the replay's peak minute's rate / the full-batch rate⌉, at least one. */
+export function staticPeakWorkers(trace: Trace, s: SimulationSettings): number {
+  const { counts, from, to } = replayed(trace, s);
+  return peakWorkers(counts.slice(from, to), serviceModel(s).workerRate);
+}
+
+function peakWorkers(counts: readonly number[], workerRate: number): number {
+  const peak = counts.reduce((m, n) => Math.max(m, n), 0);
+  return Math.max(1, Math.ceil(peak / 60 / workerRate - 1e-9));
+}
+
+/** Runs the policies named in `only` (default: all four) over the same realised arrivals. */
+export function compare(trace: Trace, s: SimulationSettings, only: readonly PolicyName[] = POLICY_NAMES): Comparison {
+  const { counts, from, to } = replayed(trace, s);
   const service = serviceModel(s);
   const ctx: PolicyContext = {
     series: { startMs: trace.series.startMs, perMinute: counts },
@@ -126,18 +150,18 @@ export function compare(trace: Trace, s: SimulationSettings, only: readonly Poli
     tickMs: s.tickMs,
     fromMinute: from,
   };
-  const peak = counts.slice(from, to).reduce((m, n) => Math.max(m, n), 0);
+  const staticWorkers = s.staticWorkers ?? peakWorkers(counts.slice(from, to), service.workerRate);
   const make: Record<PolicyName, () => Scaler> = {
     predictive: () => predictivePolicy(ctx, s.policy),
     reactive: () =>
       reactivePolicy(ctx, {
         min: 1,
         max: s.policy.max,
-        backlogPerWorker: s.reactiveBacklogPerWorker ?? Math.max(1, (service.workerRate * s.sloMs) / 2000),
+        backlogPerWorker: reactiveBacklogPerWorker(s),
         targetUtilization: s.reactiveTargetUtilization,
         scaleDownStabilizationMs: 300_000,
       }),
-    'static-peak': () => staticPeakPolicy(ctx, peak),
+    'static-peak': () => staticPolicy(staticWorkers),
     oracle: () => oraclePolicy(ctx, s.coldStartMs, s.oracleUtilization),
   };
   const world = {

@@ -16,7 +16,8 @@
  *   time grows with the replica count (more workers, smaller batches, more per-batch overhead),
  *   so a CPU-style trigger feeds on itself — measured, it held twice the needed pool on quiet
  *   traffic, a baseline too weak to be worth beating.
- * - static-peak: ⌈peak minute's rate / worker rate⌉ workers, active all the time.
+ * - static-peak: ⌈peak minute's rate / worker rate⌉ workers, active all the time (or a fleet
+ *   given: the smallest meeting the SLO target, at-slo.ts).
  * - oracle: perfect foresight of the per-minute counts. need(m) = ⌈rate(m) / (worker rate ×
  *   oracleUtilization)⌉; at time t it holds max need over [t, t + cold start + tick]: a worker is
  *   launched exactly a cold start before the minute that needs it, and one is kept while it will
@@ -129,8 +130,8 @@ export function reactivePolicy(ctx: PolicyContext, o: ReactiveOptions): Scaler {
   };
 }
 
-export function staticPeakPolicy(ctx: PolicyContext, peakPerMin: number): Scaler {
-  const workers = Math.max(1, Math.ceil(peakPerMin / 60 / ctx.workerRate - 1e-9));
+/** A fixed fleet of `workers`, active all the time (static-peak: sized for the peak minute, compare.ts). */
+export function staticPolicy(workers: number): Scaler {
   return { name: 'static-peak', initial: () => ({ active: workers, standby: 0 }), tick: () => [] };
 }
 
