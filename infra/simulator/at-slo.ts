@@ -42,6 +42,8 @@ export interface AtSlo {
   /** Whether some setting tried met the target. */
   met: boolean;
   setting: 'workers' | 'backlogPerWorker' | 'headroom';
+  /** The setting's value in the as-is run (static-peak's fleet, reactive's default target, the oracle's 1 / 0.9 − 1). */
+  asIs: number;
   /** The cheapest setting that met the target; null when none did. */
   value: number | null;
   /** At `value`; when none met, the best reached (at the most generous setting tried). */
@@ -72,6 +74,7 @@ export type Replay = (settings: SimulationSettings, policy: PolicyName) => Promi
 
 interface Knob {
   setting: AtSlo['setting'];
+  asIs: number;
   cheap: number;
   generous: number;
   /** The next, wider generous end, or undefined when the range is exhausted. */
@@ -87,10 +90,12 @@ const RESOLUTION = { ratio: 1.02, headroom: 0.02 };
 function knobFor(name: AtSloBaseline, trace: Trace, s: SimulationSettings): Knob {
   if (name === 'static-peak') {
     const max = Math.max(1, s.policy.max);
+    const peak = staticPeakWorkers(trace, s);
     return {
       setting: 'workers',
+      asIs: peak,
       cheap: 1,
-      generous: Math.min(max, staticPeakWorkers(trace, s)),
+      generous: Math.min(max, peak),
       widen: (v) => (v >= max ? undefined : Math.min(max, v * 2)),
       between: (a, b) => (Math.abs(a - b) <= 1 ? undefined : Math.floor((a + b) / 2)),
       apply: (x, v) => ({ ...x, staticWorkers: v }),
@@ -100,6 +105,7 @@ function knobFor(name: AtSloBaseline, trace: Trace, s: SimulationSettings): Knob
     const b0 = reactiveBacklogPerWorker(s);
     return {
       setting: 'backlogPerWorker',
+      asIs: b0,
       cheap: b0 * 4,
       generous: b0 / 4,
       widen: (v) => (v <= b0 / 256 ? undefined : v / 4),
@@ -109,6 +115,7 @@ function knobFor(name: AtSloBaseline, trace: Trace, s: SimulationSettings): Knob
   }
   return {
     setting: 'headroom',
+    asIs: 1 / s.oracleUtilization - 1,
     cheap: 0,
     generous: 1,
     widen: (v) => (v >= 15 ? undefined : 2 * v + 1),
@@ -158,6 +165,7 @@ function met(knob: Knob, ok: { value: number; figures: Figures }, missedAt: numb
   return {
     met: true,
     setting: knob.setting,
+    asIs: knob.asIs,
     value: ok.value,
     sloAttainment: f.sloAttainment,
     workerSeconds: f.workerSeconds,
@@ -176,6 +184,7 @@ function notMet(name: AtSloBaseline, knob: Knob, best: { value: number; figures:
   return {
     met: false,
     setting: knob.setting,
+    asIs: knob.asIs,
     value: null,
     sloAttainment: best.figures.sloAttainment,
     workerSeconds: null,
@@ -203,4 +212,10 @@ export async function baselinesAtSlo(
 /** Replays in this thread (tests, small traces); the CLI spreads them over sweep threads (replay-pool.ts). */
 export function inThisThread(trace: Trace): Replay {
   return async (settings, policy) => compare(trace, settings, [policy]).policies[0] as PolicyReport;
+}
+
+/** Whether the oracle was searched and met the target (it must, by construction; the report says when not). */
+export function oracleMeetsTarget(r: AtSloReport): boolean {
+  const o = r.baselines.oracle;
+  return o?.met === true && o.sloAttainment >= r.target;
 }

@@ -6,18 +6,24 @@
  * [--batch-profile FILE.json] [--job-overhead-ms N] [--out DIR] [--sweep NAME=V1,V2,… …] [--slo-target X] [--threads N]`
  * `warmpool simulate calibrate …` (simulate-calibrate.ts): the simulator against a real worker.
  *
- * Replays a trace through predictive, reactive, static-peak and oracle (infra/simulator) and
- * writes report.json, report.md and the charts to --out (default ./simulation); with --sweep,
+ * Replays a trace through predictive, reactive, static-peak and oracle (infra/simulator), then
+ * searches each baseline's cheapest setting meeting --slo-target (default 0.99; at-slo.ts, on
+ * --threads sweep threads), and writes report.json, report.md and the charts to --out (default
+ * ./simulation), costs compared as-is and at equal SLO attainment; with --sweep,
  * the predictive policy over a grid of its settings: sweep.json, sweep.md and pareto.svg. Bad
  * input exits 2 with a message naming the problem: a flag, a column, a time, rows out of order.
  */
 import { readFileSync } from 'node:fs';
+import os from 'node:os';
 import { parseArgs } from 'node:util';
 import type { PolicySettings } from '../../infra/contracts/pool.ts';
 import { SIMULATE_DEFAULTS } from '../../infra/kernel/config.ts';
 import { errorMessage, InvalidInputError } from '../../infra/kernel/errors.ts';
 import type { ArrivalPattern } from '../../infra/simulator/index.ts';
 import {
+  AT_SLO_BASELINES,
+  atSloTable,
+  baselinesAtSlo,
   batchPointsFrom,
   cheapestLine,
   coldStartModel,
@@ -34,6 +40,7 @@ import {
   sweepTable,
   type Trace,
   type TraceInfo,
+  withReplayThreads,
   writeReport,
   writeSweep,
 } from '../../infra/simulator/index.ts';
@@ -58,17 +65,23 @@ export async function simulateMain(args: string[], out: SimulateOut = processOut
     const settings = settingsFrom(values);
     const dir = values.out ?? 'simulation';
     const info = traceInfo(values.trace, trace);
+    const sloTarget = num(values, 'slo-target', { min: 0, max: 1 }) ?? 0.99;
+    const threads = num(values, 'threads', { min: 1, integer: true });
     if (axes) {
-      const sloTarget = num(values, 'slo-target', { min: 0, max: 1 }) ?? 0.99;
-      const threads = num(values, 'threads', { min: 1, integer: true });
       const result = await runSweep(trace, settings, axes, { sloTarget, threads });
       writeSweep(dir, info, result, settings.sloMs);
       out.out(`${sweepTable(result)}\n\n${cheapestLine(result)}\n\nwrote ${dir}/sweep.json, ${dir}/sweep.md and ${dir}/pareto.svg\n`);
       return 0;
     }
     const comparison = compare(trace, settings);
-    writeReport(dir, info, comparison);
-    out.out(`${reportTable(comparison)}\n\nwrote ${dir}/report.json, ${dir}/report.md and the charts (${dir}/*.svg)\n`);
+    // The baselines at the SLO target: three bisections sharing the cores (at-slo.ts).
+    const pool = Math.min(threads ?? os.availableParallelism(), AT_SLO_BASELINES.length);
+    const atSlo = await withReplayThreads(trace, pool, (replay) => baselinesAtSlo(trace, settings, sloTarget, replay));
+    const report = { ...comparison, atSlo };
+    writeReport(dir, info, report);
+    out.out(
+      `${reportTable(comparison)}\n\nAt equal SLO attainment:\n\n${atSloTable(report)}\n\nwrote ${dir}/report.json, ${dir}/report.md and the charts (${dir}/*.svg)\n`,
+    );
     return 0;
   } catch (err) {
     if (err instanceof InvalidInputError || isParseArgsError(err)) {
