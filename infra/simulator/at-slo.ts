@@ -11,14 +11,19 @@
  *   meets the target by construction once h is large enough; the report checks that it did.
  *
  * The search: replay the generous end of the range; while it misses, widen it (static: double the
- * fleet up to the policy's max; reactive: a quarter of the jobs per replica; oracle: h → 2h + 1),
- * and if the widest still misses, the baseline cannot meet the target here — reported as such
- * with the attainment it reached, never with a cost. Then the cheap end; then halve the interval
- * between the dearest setting that missed and the cheapest that met until the two are adjacent
- * (integers) or within RESOLUTION, at most MAX_RUNS replays per baseline in all. Each replay is a
- * full one, so the figures reported are a setting that was replayed and met the target. Bisection
- * assumes attainment grows with the setting's generosity; where noise breaks that, the setting
- * found meets the target but a cheaper one might too.
+ * fleet up to the policy's max; reactive: a quarter of the jobs per replica, down to 1/256 of its
+ * default; oracle: h → 2h + 1, up to 15), and if the widest still misses, the baseline cannot
+ * meet the target here — reported as such with the attainment it reached, never with a cost.
+ * Then the cheap end (static: 1 worker; reactive: 4 × its default target; oracle: h = 0, each
+ * minute's mean rate); while it meets, go cheaper (reactive: 4 × the jobs per replica, up to 256
+ * × its default, where only its throughput trigger still acts; oracle: h − 0.25, down to −0.5, a
+ * pool below the mean rate whose queue drains after the minute), and where the cheapest end of
+ * the range still meets, that is the answer (`missedAt` null: the range, not the target, bounded
+ * it). Then halve the interval between the dearest setting that missed and the cheapest that met
+ * until the two are adjacent (integers) or within RESOLUTION, at most MAX_RUNS replays per
+ * baseline in all. Each replay is a full one, so the figures reported are a setting that was
+ * replayed and met the target. Bisection assumes attainment grows with the setting's generosity;
+ * where noise breaks that, the setting found meets the target but a cheaper one might too.
  */
 import {
   compare,
@@ -51,7 +56,7 @@ export interface AtSlo {
   /** At `value`; null when none met (no cost pretends to be at the SLO). */
   workerSeconds: WorkerSeconds | null;
   cost: number | null;
-  /** The cheapest-side neighbour that missed the target (null: the cheap end met it). */
+  /** The cheapest-side neighbour that missed the target (null: the cheapest setting searched met it). */
   missedAt: number | null;
   /** Replays this search took. */
   runs: number;
@@ -79,6 +84,8 @@ interface Knob {
   generous: number;
   /** The next, wider generous end, or undefined when the range is exhausted. */
   widen(v: number): number | undefined;
+  /** The next, cheaper cheap end, or undefined when the range is exhausted. */
+  cheaper(v: number): number | undefined;
   /** A setting strictly between two, or undefined when they are close enough. */
   between(a: number, b: number): number | undefined;
   apply(s: SimulationSettings, v: number): SimulationSettings;
@@ -97,6 +104,7 @@ function knobFor(name: AtSloBaseline, trace: Trace, s: SimulationSettings): Knob
       cheap: 1,
       generous: Math.min(max, peak),
       widen: (v) => (v >= max ? undefined : Math.min(max, v * 2)),
+      cheaper: () => undefined,
       between: (a, b) => (Math.abs(a - b) <= 1 ? undefined : Math.floor((a + b) / 2)),
       apply: (x, v) => ({ ...x, staticWorkers: v }),
     };
@@ -109,6 +117,7 @@ function knobFor(name: AtSloBaseline, trace: Trace, s: SimulationSettings): Knob
       cheap: b0 * 4,
       generous: b0 / 4,
       widen: (v) => (v <= b0 / 256 ? undefined : v / 4),
+      cheaper: (v) => (v >= b0 * 256 ? undefined : v * 4),
       between: (a, b) => (Math.max(a, b) / Math.min(a, b) <= RESOLUTION.ratio ? undefined : Math.sqrt(a * b)),
       apply: (x, v) => ({ ...x, reactiveBacklogPerWorker: v }),
     };
@@ -119,6 +128,7 @@ function knobFor(name: AtSloBaseline, trace: Trace, s: SimulationSettings): Knob
     cheap: 0,
     generous: 1,
     widen: (v) => (v >= 15 ? undefined : 2 * v + 1),
+    cheaper: (v) => (v <= -0.5 ? undefined : v - 0.25),
     between: (a, b) => (Math.abs(a - b) <= RESOLUTION.headroom ? undefined : (a + b) / 2),
     apply: (x, v) => ({ ...x, oracleUtilization: 1 / (1 + v) }),
   };
@@ -146,11 +156,15 @@ export async function baselineAtSlo(
     missed = ok.value;
     ok = await at(wider);
   }
-  if (missed === null && ok.value === knob.cheap) return met(knob, ok, null, runs);
   if (missed === null) {
-    const cheap = await at(knob.cheap);
-    if (meets(cheap.figures)) return met(knob, cheap, null, runs);
-    missed = knob.cheap;
+    let cheap = ok.value === knob.cheap ? ok : await at(knob.cheap);
+    while (meets(cheap.figures)) {
+      ok = cheap;
+      const next = knob.cheaper(cheap.value);
+      if (next === undefined || runs >= MAX_RUNS) return met(knob, ok, null, runs);
+      cheap = await at(next);
+    }
+    missed = cheap.value;
   }
   for (let mid = knob.between(missed, ok.value); mid !== undefined && runs < MAX_RUNS; mid = knob.between(missed, ok.value)) {
     const tried = await at(mid);

@@ -81,7 +81,14 @@ function atSloNotes(c: Report, at: AtSloReport, predictive: PolicyReport | undef
         : `The oracle does NOT meet the target: ${oracle.reason ?? 'no setting tried met it'}.`,
     );
   }
-  for (const [, a] of Object.entries(at.baselines)) if (a && !a.met && a !== oracle) notes.push(`${a.reason}; it has no cost at the SLO.`);
+  for (const [name, a] of Object.entries(at.baselines)) {
+    if (a && !a.met && a !== oracle) notes.push(`${a.reason}; it has no cost at the SLO.`);
+    if (a?.met && a.missedAt === null && a.setting !== 'workers') {
+      notes.push(
+        `${name}: the cheapest ${a.setting} searched (${knobValue(a, a.value as number)}) met the target, so its cost at the SLO is bounded by the search's range, not by the target.`,
+      );
+    }
+  }
   if (predictive) {
     notes.push(
       predictive.sloAttainment >= at.target
