@@ -36,6 +36,9 @@ import {
 import type { WorkerSeconds } from './recorder.ts';
 import type { Trace } from './trace.ts';
 
+/** The SLO attainment the baselines are sized to when none is given (`--slo-target`, the dashboard). */
+export const DEFAULT_SLO_TARGET = 0.99;
+
 /** Replays per baseline, every widening and bisection step included. */
 export const MAX_RUNS = 12;
 

@@ -1,7 +1,8 @@
 import { readlinkSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { SIMULATE_DEFAULTS } from '../kernel/config.ts';
-import { ReplayBudgetError, replayBounded, threadCpuMs } from './bounded-replay.ts';
+import { baselinesAtSlo, inThisThread } from './at-slo.ts';
+import { ReplayBudgetError, replayBounded, searchAtSloBounded, threadCpuMs } from './bounded-replay.ts';
 import { compare, defaultSettings } from './compare.ts';
 import type { Trace } from './trace.ts';
 
@@ -43,6 +44,19 @@ describe('replayBounded', () => {
     await expect(replay).rejects.toThrow('client disconnected');
     await expect(replayBounded(trace(10, 1), [task], { cpuBudgetMs: 1_000, signal: gone.signal })).rejects.toThrow('client disconnected');
   });
+});
+
+describe('searchAtSloBounded', () => {
+  it('answers the baselines as-is and at the SLO target as in this thread, and stops at its budget', async () => {
+    const t = trace(120, 200);
+    const settings = defaultSettings(SIMULATE_DEFAULTS, { workerRps: 2, maxBatch: 4, sloMs: 10_000 });
+    const r = await searchAtSloBounded(t, settings, 0.99, { cpuBudgetMs: 60_000 });
+    expect(r.atSlo).toEqual(await baselinesAtSlo(t, settings, 0.99, inThisThread(t)));
+    const asIs = compare(t, settings, ['static-peak', 'reactive', 'oracle']).policies.map(({ series: _s, ...p }) => p);
+    expect(r.asIs).toEqual(asIs);
+    const big = trace(1440, 2000);
+    await expect(searchAtSloBounded(big, settings, 0.99, { cpuBudgetMs: 100 })).rejects.toBeInstanceOf(ReplayBudgetError);
+  }, 60_000);
 });
 
 describe.runIf(process.platform === 'linux')('threadCpuMs', () => {

@@ -12,8 +12,9 @@
  */
 import { readFileSync } from 'node:fs';
 import { Worker } from 'node:worker_threads';
+import { AT_SLO_BASELINES, type AtSloReport } from './at-slo.ts';
 import type { PolicyName, PolicyReport, SimulationSettings } from './compare.ts';
-import { runTask, SWEEP_THREAD, type ThreadReady } from './sweep.ts';
+import { type PolicySummary, runTask, SWEEP_THREAD, type SweepTask, type ThreadReady } from './sweep.ts';
 import type { Trace } from './trace.ts';
 
 /** The replay used its whole CPU-time budget and was stopped. */
@@ -33,7 +34,38 @@ export interface ReplayTask {
 }
 
 /** Runs the tasks one after the other on one thread; each task's reports, series included. */
-export async function replayBounded(trace: Trace, tasks: readonly ReplayTask[], o: BoundedReplayOptions): Promise<PolicyReport[][]> {
+export function replayBounded(trace: Trace, tasks: readonly ReplayTask[], o: BoundedReplayOptions): Promise<PolicyReport[][]> {
+  return onBoundedThread(trace, o, async (run) => {
+    const reports: PolicyReport[][] = [];
+    for (const [id, task] of tasks.entries()) {
+      const reply = await run({ id, ...task, series: true });
+      reports.push(reply.policies.map((p, i) => ({ ...p, series: reply.series?.[i] as PolicyReport['series'] })));
+    }
+    return reports;
+  });
+}
+
+/**
+ * The baselines as-is and searched at the SLO target (at-slo.ts), on one thread under the same
+ * kind of budget: up to MAX_RUNS replays per baseline, so a caller gives it a budget of its own.
+ */
+export function searchAtSloBounded(
+  trace: Trace,
+  settings: SimulationSettings,
+  target: number,
+  o: BoundedReplayOptions,
+): Promise<{ asIs: PolicySummary[]; atSlo: AtSloReport }> {
+  return onBoundedThread(trace, o, async (run) => {
+    const reply = await run({ id: 0, settings, only: [...AT_SLO_BASELINES], atSloTarget: target });
+    if (!reply.atSlo) throw new Error('the replay thread answered without the baselines at the SLO target');
+    return { asIs: reply.policies, atSlo: reply.atSlo };
+  });
+}
+
+type RunOnThread = (task: SweepTask) => ReturnType<typeof runTask>;
+
+/** A sweep thread metered against the budget for the length of `body`, then terminated. */
+async function onBoundedThread<T>(trace: Trace, o: BoundedReplayOptions, body: (run: RunOnThread) => Promise<T>): Promise<T> {
   o.signal?.throwIfAborted();
   const worker = new Worker(SWEEP_THREAD, { workerData: { trace } });
   let stop: (err: Error) => void = () => undefined;
@@ -55,12 +87,7 @@ export async function replayBounded(trace: Trace, tasks: readonly ReplayTask[], 
       if (ms > o.cpuBudgetMs)
         stop(new ReplayBudgetError(`the replay used ${Math.round(ms)} ms of CPU time; its budget is ${o.cpuBudgetMs} ms`));
     }, o.pollMs ?? 50);
-    const reports: PolicyReport[][] = [];
-    for (const [id, task] of tasks.entries()) {
-      const reply = await Promise.race([runTask(worker, { id, ...task, series: true }), stopped]);
-      reports.push(reply.policies.map((p, i) => ({ ...p, series: reply.series?.[i] as PolicyReport['series'] })));
-    }
-    return reports;
+    return await Promise.race([body((task) => Promise.race([runTask(worker, task), stopped])), stopped]);
   } finally {
     clearInterval(meter);
     o.signal?.removeEventListener('abort', onAbort);

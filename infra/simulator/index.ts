@@ -1,7 +1,7 @@
 /** The simulator (DESIGN §8): arrival traces replayed through the live scaler's policy; the public surface for the CLI and the dashboard. */
 export { type ArrivalPattern, minuteArrivals, realiseCounts } from './arrivals.ts';
-export { AT_SLO_BASELINES, type AtSlo, type AtSloReport, baselinesAtSlo, inThisThread, type Replay } from './at-slo.ts';
-export { type BoundedReplayOptions, ReplayBudgetError, type ReplayTask, replayBounded } from './bounded-replay.ts';
+export { AT_SLO_BASELINES, type AtSlo, type AtSloReport, baselinesAtSlo, DEFAULT_SLO_TARGET, inThisThread, type Replay } from './at-slo.ts';
+export { type BoundedReplayOptions, ReplayBudgetError, type ReplayTask, replayBounded, searchAtSloBounded } from './bounded-replay.ts';
 export { type Calibration, calibrate, figures, type MeasuredJob } from './calibration.ts';
 export { coldStartModel, PHASES, type Phase, parsePhases } from './cold-start.ts';
 export { compare, defaultSettings, type PolicyReport, type SimulationSettings } from './compare.ts';
@@ -9,7 +9,7 @@ export { readPolicyFile } from './policy-file.ts';
 export { withReplayThreads } from './replay-pool.ts';
 export { atSloTable, type Report, reportTable, type TraceInfo, writeReport } from './report.ts';
 export { type BatchPoint, batchPointsFrom } from './service.ts';
-export { parseSweep, runSweep } from './sweep.ts';
+export { type PolicySummary, parseSweep, runSweep } from './sweep.ts';
 export { cheapestLine, sweepTable, writeSweep } from './sweep-report.ts';
 export { parseTime, readTraceFile, type Trace } from './trace.ts';
 export { MINUTE_MS } from './world.ts';

@@ -13,6 +13,7 @@
 import os from 'node:os';
 import { Worker } from 'node:worker_threads';
 import { InvalidInputError } from '../kernel/errors.ts';
+import type { AtSloReport } from './at-slo.ts';
 import type { PolicyName, PolicyReport, SimulationSettings } from './compare.ts';
 import { checkField, withSettings } from './policy-file.ts';
 import type { Trace } from './trace.ts';
@@ -54,6 +55,8 @@ export interface SweepTask {
   only: PolicyName[];
   /** Send the chart series back too (default: they stay in the thread). */
   series?: boolean;
+  /** Also search the baselines in `only` at this SLO target (at-slo.ts), in the thread. */
+  atSloTarget?: number;
 }
 
 export interface SweepReply {
@@ -61,6 +64,8 @@ export interface SweepReply {
   policies?: PolicySummary[];
   /** Parallel to policies, when the task asked for them. */
   series?: Array<PolicyReport['series']>;
+  /** When the task gave atSloTarget. */
+  atSlo?: AtSloReport;
   error?: string;
 }
 
@@ -189,7 +194,10 @@ async function runTasks(trace: Trace, tasks: SweepTask[], threads: number): Prom
 }
 
 /** Sends one task to a sweep thread and waits for its answer (other messages are left alone). */
-export function runTask(worker: Worker, task: SweepTask): Promise<Required<Pick<SweepReply, 'policies'>> & Pick<SweepReply, 'series'>> {
+export function runTask(
+  worker: Worker,
+  task: SweepTask,
+): Promise<Required<Pick<SweepReply, 'policies'>> & Pick<SweepReply, 'series' | 'atSlo'>> {
   return new Promise((resolve, reject) => {
     const cleanup = () => {
       worker.off('message', onMessage);
@@ -199,7 +207,7 @@ export function runTask(worker: Worker, task: SweepTask): Promise<Required<Pick<
       if (reply.id !== task.id) return;
       cleanup();
       if (reply.error !== undefined || !reply.policies) reject(new Error(`sweep task ${task.id} failed: ${reply.error}`));
-      else resolve({ policies: reply.policies, series: reply.series });
+      else resolve({ policies: reply.policies, series: reply.series, atSlo: reply.atSlo });
     };
     const onError = (err: Error) => {
       cleanup();

@@ -28,6 +28,7 @@ import {
   cheapestLine,
   coldStartModel,
   compare,
+  DEFAULT_SLO_TARGET,
   defaultSettings,
   parsePhases,
   parseSweep,
@@ -65,7 +66,7 @@ export async function simulateMain(args: string[], out: SimulateOut = processOut
     const settings = settingsFrom(values);
     const dir = values.out ?? 'simulation';
     const info = traceInfo(values.trace, trace);
-    const sloTarget = num(values, 'slo-target', { min: 0, max: 1 }) ?? 0.99;
+    const sloTarget = num(values, 'slo-target', { min: 0, max: 1 }) ?? DEFAULT_SLO_TARGET;
     const threads = num(values, 'threads', { min: 1, integer: true });
     if (axes) {
       const result = await runSweep(trace, settings, axes, { sloTarget, threads });
