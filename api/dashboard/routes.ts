@@ -23,7 +23,7 @@ import { InvalidInputError } from '../../infra/kernel/errors.ts';
 import type { RedisClient } from '../../infra/redis/client.ts';
 import { decisionStreamKey, scalerWorkerRateKey } from '../../infra/redis/keys.ts';
 import type { DecisionRecord } from '../../infra/scaler/index.ts';
-import { replayBounded } from '../../infra/simulator/index.ts';
+import { replayBounded, searchAtSloBounded } from '../../infra/simulator/index.ts';
 import { createArrivalHistory } from '../../infra/telemetry/arrival-history.ts';
 import type { AuthEnv } from '../http/auth.ts';
 import { errorBody } from '../http/errors.ts';
@@ -71,6 +71,8 @@ export function dashboardRoutes(deps: DashboardRoutesDeps): Hono<AuthEnv> {
     ...data,
     scaler: deps.scaler,
     replay: (trace, tasks, signal) => replayBounded(trace, tasks, { cpuBudgetMs, signal }),
+    // The baselines' search has a budget of its own: the predictive replays may have spent theirs.
+    searchAtSlo: (trace, settings, target, signal) => searchAtSloBounded(trace, settings, target, { cpuBudgetMs, signal }),
   });
 
   app.get('/v1/deployments/:model/series', async (c) => {

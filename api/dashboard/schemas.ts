@@ -126,5 +126,30 @@ export const Simulation = z.object({
   inProgress: z
     .object({ rows: z.number(), jobs: z.number(), endsAt: z.number() })
     .describe('The minute in progress, in neither row: rows arrived and jobs sampled so far, and when it ends (epoch ms)'),
+  atSlo: z
+    .object({
+      target: z.number().describe('Share of jobs within the SLO each baseline was sized to reach'),
+      baselines: z.array(
+        z.object({
+          name: z.string(),
+          setting: z.enum(['workers', 'backlogPerWorker', 'headroom']).describe('The knob searched'),
+          asIs: z.object({ value: z.number(), sloAttainment: z.number(), cost: z.number() }),
+          atSlo: z
+            .object({
+              met: z.boolean(),
+              value: z.number().nullable(),
+              sloAttainment: z.number(),
+              cost: z.number().nullable(),
+              reason: z.string().nullable(),
+            })
+            .describe('The cheapest setting meeting the target; value and cost are null when no setting tried met it (reason says why)'),
+          ratio: z
+            .record(z.enum(['current', 'chosen']), z.object({ asIs: z.number().nullable(), atSlo: z.number().nullable() }))
+            .describe('The simulated run’s cost ÷ this baseline’s, as-is and at the SLO target'),
+        }),
+      ),
+      error: z.string().nullable().describe('Why there are no baselines: the search ran past its CPU-time budget'),
+    })
+    .describe('The baselines (static-peak, reactive, oracle) as-is and at the SLO target, on the same arrivals: costs at equal attainment'),
   pool: z.object({ t: nums, actual: maybeNums, current: nums, chosen: nums }).describe('Workers in the pool per interval'),
 });

@@ -16,6 +16,13 @@
  * replayed. The actual row's queue waits are the ones the dashboard sampled (its queue-wait chart);
  * where none were sampled in the window, `actual.note` says why instead of leaving it blank.
  *
+ * Beside them, the baselines (static-peak, reactive, oracle: infra/simulator) on the same arrivals and
+ * world, as-is and each at the cheapest setting that meets DEFAULT_SLO_TARGET of jobs within the
+ * chosen SLO (infra/simulator/at-slo.ts), with both policy runs' cost ÷ each: costs compared at
+ * equal attainment. That search is up to a few dozen replays of the baselines, on its own worker
+ * thread with its own CPU-time budget (`deps.searchAtSlo`); past it, `atSlo.error` says so and the
+ * rest of the view stands.
+ *
  * Bounded, because it runs in the API process and any tenant may ask: at most
  * MAX_SIMULATION_MINUTES replayed, at most MAX_REPLAY_ROWS arrivals in them (422 beyond), workers
  * tried at most MAX_WORKERS_FACTOR times the deployment's own max (400 beyond: the replay's work
@@ -33,7 +40,18 @@ import type { ScalerTuning } from '../../infra/kernel/config.ts';
 import { InvalidInputError, OverloadedError } from '../../infra/kernel/errors.ts';
 import type { DecisionRecord } from '../../infra/scaler/index.ts';
 import { scalerSettingsFrom } from '../../infra/scaler/index.ts';
-import { defaultSettings, type PolicyReport, ReplayBudgetError, type ReplayTask, type Trace } from '../../infra/simulator/index.ts';
+import {
+  type AtSlo,
+  type AtSloReport,
+  DEFAULT_SLO_TARGET,
+  defaultSettings,
+  type PolicyReport,
+  type PolicySummary,
+  ReplayBudgetError,
+  type ReplayTask,
+  type SimulationSettings,
+  type Trace,
+} from '../../infra/simulator/index.ts';
 import { actualOutcome, type Outcome, workerTimeline } from '../insights/outcome.ts';
 import type { PoolSamples } from '../insights/samples.ts';
 import { round } from '../insights/series.ts';
@@ -70,6 +88,34 @@ export interface SimulateDeploymentDeps {
    * task's reports. Rejects with ReplayBudgetError past its CPU-time budget.
    */
   replay(trace: Trace, tasks: ReplayTask[], signal?: AbortSignal): Promise<PolicyReport[][]>;
+  /**
+   * The baselines as-is and at the SLO target, off the event loop (infra/simulator
+   * searchAtSloBounded). Rejects with ReplayBudgetError past its CPU-time budget.
+   */
+  searchAtSlo(
+    trace: Trace,
+    settings: SimulationSettings,
+    target: number,
+    signal?: AbortSignal,
+  ): Promise<{ asIs: PolicySummary[]; atSlo: AtSloReport }>;
+}
+
+/** Each baseline as-is and at the SLO target, and the policy runs' cost ÷ each (null where there is no cost to divide by). */
+export interface BaselineAtSlo {
+  name: string;
+  setting: AtSlo['setting'];
+  asIs: { value: number; sloAttainment: number; cost: number };
+  atSlo: { met: boolean; value: number | null; sloAttainment: number; cost: number | null; reason: string | null };
+  /** `current` / `chosen` run's cost ÷ this baseline's, as-is and at the SLO target. */
+  ratio: Record<'current' | 'chosen', { asIs: number | null; atSlo: number | null }>;
+}
+
+export interface AtSloView {
+  /** Share of jobs within the SLO each baseline was sized to reach. */
+  target: number;
+  baselines: BaselineAtSlo[];
+  /** Why there are no baselines, when the search could not run to its end (its CPU-time budget). */
+  error: string | null;
 }
 
 export interface SimulatedRun {
@@ -105,6 +151,8 @@ export interface SimulationView {
   actual: Outcome & { note: string | null };
   /** The minute in progress, in neither row: rows arrived and jobs sampled so far, and when it ends (epoch ms). */
   inProgress: { rows: number; jobs: number; endsAt: number };
+  /** The baselines at equal SLO attainment, beside their as-is figures. */
+  atSlo: AtSloView;
   /** Workers in the pool (starting + standby + active) per interval, x in epoch seconds. */
   pool: { t: number[]; actual: Array<number | null>; current: number[]; chosen: number[] };
 }
@@ -186,6 +234,7 @@ async function simulateDeployment(
   });
   const [currentRun, chosenRun] = await replay(deps, trace, [task(current), task(chosen)], signal);
   const runs = [summary('current', current, currentRun as PolicyReport), summary('chosen', chosen, chosenRun as PolicyReport)];
+  const atSlo = await baselinesAtSloView(deps, trace, task(chosen).settings, runs, signal);
   const outcome = actualOutcome({ decisions, samples, fromMs: from, toMs: to, sloMs: chosen.sloQueueWaitMs });
   const { batchProfile: points, missing, ...worker } = world;
   return {
@@ -207,6 +256,7 @@ async function simulateDeployment(
     runs: runs.map((r) => r.run),
     actual: { ...outcome, note: actualNote(outcome, replayedRows) },
     inProgress,
+    atSlo,
     pool: poolColumns(trace.series.startMs + historyMinutes * MINUTE_MS, runs, workerTimeline(decisions, samples)),
   } satisfies SimulationView;
 }
@@ -238,6 +288,48 @@ async function replay(deps: SimulateDeploymentDeps, trace: Trace, tasks: ReplayT
     const message = `this replay needs more CPU time than one simulation may use (${err.message}): choose fewer minutes or fewer workers`;
     throw new InvalidInputError('simulation_too_large', message, { status: 422, cause: err });
   }
+}
+
+/** The baselines searched at the SLO target; past the search's CPU-time budget, a view that says so. */
+async function baselinesAtSloView(
+  deps: SimulateDeploymentDeps,
+  trace: Trace,
+  settings: SimulationSettings,
+  runs: Array<{ run: SimulatedRun }>,
+  signal: AbortSignal | undefined,
+): Promise<AtSloView> {
+  const target = DEFAULT_SLO_TARGET;
+  let found: Awaited<ReturnType<SimulateDeploymentDeps['searchAtSlo']>>;
+  try {
+    found = await deps.searchAtSlo(trace, settings, target, signal);
+  } catch (err) {
+    if (!(err instanceof ReplayBudgetError)) throw err;
+    const error = `the baselines at the SLO target need more CPU time than one search may use (${err.message}): choose fewer minutes`;
+    return { target, baselines: [], error };
+  }
+  const costOf = (name: 'current' | 'chosen') => runs.find((r) => r.run.name === name)?.run.cost ?? 0;
+  const per = (cost: number, of: number | null) => (of === null || of <= 0 ? null : round(cost / of, 3));
+  const baselines = found.asIs.flatMap((p): BaselineAtSlo[] => {
+    const a = found.atSlo.baselines[p.name as keyof AtSloReport['baselines']];
+    if (!a) return [];
+    const ratio = (name: 'current' | 'chosen') => ({ asIs: per(costOf(name), p.cost), atSlo: per(costOf(name), a.cost) });
+    return [
+      {
+        name: p.name,
+        setting: a.setting,
+        asIs: { value: round(a.asIs, 3), sloAttainment: round(p.sloAttainment, 4), cost: round(p.cost, 1) },
+        atSlo: {
+          met: a.met,
+          value: a.value === null ? null : round(a.value, 3),
+          sloAttainment: round(a.sloAttainment, 4),
+          cost: a.cost === null ? null : round(a.cost, 1),
+          reason: a.reason ?? null,
+        },
+        ratio: { current: ratio('current'), chosen: ratio('chosen') },
+      },
+    ];
+  });
+  return { target, baselines, error: null };
 }
 
 /** Workers tried beyond MAX_WORKERS_FACTOR × the deployment's max are refused before any replay. */

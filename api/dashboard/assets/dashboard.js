@@ -178,6 +178,8 @@ function clearSimulation() {
   $('sim-world').replaceChildren();
   $('sim-table').querySelector('tbody').replaceChildren();
   $('sim-table').hidden = true;
+  $('sim-slo').querySelector('tbody').replaceChildren();
+  $('sim-slo').hidden = true;
 }
 
 async function poll() {
@@ -509,6 +511,7 @@ function renderSimulation(sim) {
     .querySelector('tbody')
     .replaceChildren(...rows);
   $('sim-table').hidden = false;
+  renderAtSlo(sim.atSlo);
   const container = $('chart-sim');
   state.charts.sim?.destroy();
   const lines = [
@@ -521,6 +524,46 @@ function renderSimulation(sim) {
     [sim.pool.t, sim.pool.actual, sim.pool.current, sim.pool.chosen],
     container,
   );
+}
+
+/**
+ * The baselines as-is and at the SLO target on the same arrivals: the simulated runs' cost ÷
+ * each, the at-target columns comparing costs at equal attainment.
+ */
+function renderAtSlo(at) {
+  const table = $('sim-slo');
+  if (!at) {
+    table.hidden = true;
+    return;
+  }
+  const target = `${(at.target * 100).toFixed(0)} %`;
+  $('sim-slo-note').textContent = at.error
+    ? `Baselines at the SLO target: not shown, ${at.error}.`
+    : `Baselines on the same arrivals, as-is and at the cheapest setting that keeps ${target} of jobs within the SLO (cost ratios at equal attainment).`;
+  const pct = (x) => `${(x * 100).toFixed(2)} %`;
+  const times = (x) => (x === null ? '—' : `${x.toFixed(2)}×`);
+  const setting = (name, v) => (name === 'workers' ? `${v} worker${v === 1 ? '' : 's'}` : `${name} ${Number(v.toPrecision(3))}`);
+  const rows = at.baselines.map((b) => {
+    const a = b.atSlo;
+    const atCells = a.met
+      ? [setting(b.setting, a.value), pct(a.sloAttainment), a.cost]
+      : [`cannot meet ${target}: best ${pct(a.sloAttainment)}`, '—', '—'];
+    const cells = [
+      setting(b.setting, b.asIs.value),
+      pct(b.asIs.sloAttainment),
+      b.asIs.cost,
+      times(b.ratio.current.asIs),
+      times(b.ratio.chosen.asIs),
+      ...atCells,
+      times(b.ratio.current.atSlo),
+      times(b.ratio.chosen.atSlo),
+    ];
+    const tr = el('tr', { 'data-baseline': b.name }, el('th', {}, b.name), ...cells.map((v) => el('td', {}, v)));
+    if (a.reason) tr.title = a.reason;
+    return tr;
+  });
+  table.querySelector('tbody').replaceChildren(...rows);
+  table.hidden = false;
 }
 
 /** What the simulated worker is made of, and, loudly, what of it was not measured. */
