@@ -171,6 +171,14 @@ describe.skipIf(!hasChromium)('dashboard against warmpool dev', () => {
     // The actual row has the sampled waits, or says why it has none.
     if (sim.actual.jobs > 0) expect(await page.textContent('#sim-table tr[data-row=actual] td:nth-child(8)')).toMatch(/^[0-9.]+$/);
     else expect(await page.textContent('#sim-table tr[data-row=actual-note]')).toBe(`actual: ${sim.actual.note}`);
+    // The baselines at equal SLO attainment (issue 17's yardsticks).
+    await page.waitForSelector('#sim-slo tbody tr[data-baseline=oracle]');
+    expect(await page.$$eval('#sim-slo tbody tr', (trs) => trs.map((tr) => tr.getAttribute('data-baseline')))).toEqual([
+      'static-peak',
+      'reactive',
+      'oracle',
+    ]);
+    expect(await page.textContent('#sim-slo-note')).toMatch(/at the cheapest setting that keeps 99 % of jobs within the SLO/);
   }, 60_000);
 
   it("switching models shows only the new model's data at once, and drops the previous model's late answers", async () => {

@@ -72,7 +72,9 @@ export const DASHBOARD_OPERATIONS: readonly OperationSpec[] = [
       'Runs the policy simulator (the live forecaster and policy) on a worker thread of the API process, on up to 7 days of ' +
       'recorded history before the window; at most 1440 minutes and 1,000,000 arrivals replayed, within SIMULATION_CPU_BUDGET_MS ' +
       'of CPU time, with min/max/standby at most twice the deployment’s max; one simulation at a time per process, and ' +
-      'SIMULATIONS_PER_MIN per tenant.',
+      'SIMULATIONS_PER_MIN per tenant. Beside the runs, the baselines as-is and at the cheapest setting meeting 99 % within ' +
+      'the SLO (a search of up to 36 baseline replays, on its own thread with its own SIMULATION_CPU_BUDGET_MS); past that ' +
+      'budget, atSlo.error says so.',
     auth: true,
     params: model,
     query: SimulationQuery,

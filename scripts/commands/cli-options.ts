@@ -211,8 +211,12 @@ export const SIMULATE = command({
     'batch-profile': { type: 'string', value: 'FILE.json', help: 'a measured batch profile (a heartbeat, or `simulate calibrate --out`)' },
     'job-overhead-ms': { type: 'string', value: 'N', help: 'fixed time per job on top of the batch (default 0)' },
     sweep: { type: 'string', words: true, value: 'NAME=V1,V2', help: 'run the predictive policy over a grid of its settings' },
-    'slo-target': { type: 'string', value: 'X', help: 'with --sweep: the SLO attainment a setting must reach (default 0.99)' },
-    threads: { type: 'string', value: 'N', help: 'with --sweep: worker threads' },
+    'slo-target': {
+      type: 'string',
+      value: 'X',
+      help: 'the SLO attainment the baselines are sized to (every run) and a sweep setting must reach (default 0.99)',
+    },
+    threads: { type: 'string', value: 'N', help: 'worker threads for the sweep and the baselines at the SLO target (default: the cores)' },
     out: { type: 'string', value: 'DIR', help: 'where the report goes (default ./simulation)' },
   },
   notes: [
