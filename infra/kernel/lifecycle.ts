@@ -7,7 +7,8 @@
  *   running --first signal--> draining --drain resolves--> drained
  *   draining --SIGINT again | forceAfterMs | drain rejects--> forced (force(), then exit)
  *   draining --an echo of the first signal, or SIGTERM--> draining (ignored)
- *   drained --another signal--> forced
+ *   drained --another signal--> exit 0 (the drain is done; what still runs, e.g. a start-up's
+ *                                 download, is not worth waiting for, nor a "forced" alarm)
  *
  * `drain` should stop taking work, finish or hand back what is held, and close resources; the
  * process then ends on its own (or the caller exits). `force` is the last, synchronous chance
@@ -111,6 +112,7 @@ export function onShutdownSignals(handlers: ShutdownHandlers, options: ShutdownO
 
   const onSignal = (signal: NodeJS.Signals) => {
     if (state === 'running') startDrain(signal);
+    else if (state === 'drained') proc.exit(0);
     else if (!isEcho(signal)) force(signal, 'signal');
   };
 
