@@ -64,10 +64,7 @@ export function elementsOf(shape: readonly number[]): number {
 
 /** One buffer holding every tensor, each at an 8-byte aligned offset. */
 export function packTensors(tensors: readonly TensorToPack[]): PackedSet {
-  requireLittleEndian();
-  const encoded = tensors.map((t) =>
-    t.datatype === 'BYTES' ? encodeStrings(t.data as readonly string[]) : asBytes(t.data as PackedArray),
-  );
+  const encoded = tensors.map((t) => wireBytes(t.datatype, t.data));
   const specs: PackedSpec[] = [];
   let at = 0;
   tensors.forEach((t, i) => {
