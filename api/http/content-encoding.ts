@@ -20,6 +20,7 @@ import { promisify } from 'node:util';
 import zlib from 'node:zlib';
 import type { Context, MiddlewareHandler } from 'hono';
 import { errorMessage, InvalidInputError } from '../../infra/kernel/errors.ts';
+import { acceptWeights } from './accept-weights.ts';
 
 const gunzip = promisify(zlib.gunzip);
 const inflate = promisify(zlib.inflate);
@@ -158,29 +159,10 @@ function addVary(headers: Headers): void {
  * (identity) when neither is acceptable.
  */
 export function responseCoding(accepted: string): Coding | undefined {
-  const q = new Map<string, number>();
-  for (const entry of accepted.split(',')) {
-    const [rawName = '', ...params] = entry.split(';');
-    const name = rawName.trim().toLowerCase();
-    if (name === '') continue;
-    const value = qValue(params);
-    const key = name === 'x-gzip' ? 'gzip' : name;
-    q.set(key, Math.max(q.get(key) ?? 0, value));
-  }
+  const q = acceptWeights(accepted, (name) => (name === 'x-gzip' ? 'gzip' : name));
   const wildcard = q.get('*') ?? 0;
   const gzipQ = q.get('gzip') ?? wildcard;
   const deflateQ = q.get('deflate') ?? wildcard;
   if (gzipQ <= 0 && deflateQ <= 0) return undefined;
   return gzipQ >= deflateQ ? 'gzip' : 'deflate';
-}
-
-/** An entry's q parameter in [0, 1]: 1 when absent, 0 (not acceptable) when unreadable. */
-function qValue(params: string[]): number {
-  for (const param of params) {
-    const [key = '', value = ''] = param.split('=');
-    if (key.trim().toLowerCase() !== 'q') continue;
-    const q = Number(value.trim());
-    return Number.isFinite(q) && value.trim() !== '' ? Math.min(Math.max(q, 0), 1) : 0;
-  }
-  return 1;
 }

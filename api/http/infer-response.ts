@@ -10,8 +10,12 @@ import type { Context } from 'hono';
 import type { OipTensor } from '../../infra/contracts/oip.ts';
 import { type binaryOutputs, isBinaryOutput, joinBinaryBody } from '../../infra/contracts/oip-binary.ts';
 import { packedData, wireBytes } from '../../infra/contracts/packed-tensors.ts';
+import { acceptWeights } from './accept-weights.ts';
 
 export type BinaryWanted = ReturnType<typeof binaryOutputs>;
+
+const OCTET_STREAM = 'application/octet-stream';
+const JSON_TYPE = 'application/json';
 
 /** Nothing binary: the default. */
 export const JSON_ONLY: BinaryWanted = { all: false, named: new Set(), json: new Set() };
@@ -54,17 +58,11 @@ export function wantsBinaryJob(c: Context): BinaryWanted {
   if (query === 'true' || query === '1') return ALL_BINARY;
   const accept = c.req.header('accept');
   if (accept === undefined || !/octet-stream/i.test(accept)) return JSON_ONLY;
-  let best: { type: string; q: number } | undefined;
-  for (const part of accept.split(',')) {
-    const [type = '', ...params] = part.trim().toLowerCase().split(';');
-    if (type !== 'application/octet-stream' && type !== 'application/json') continue;
-    const q = Number(
-      params
-        .map((p) => p.trim())
-        .find((p) => p.startsWith('q='))
-        ?.slice(2) ?? '1',
-    );
-    if (Number.isFinite(q) && q > 0 && (best === undefined || q > best.q)) best = { type, q };
-  }
-  return best?.type === 'application/octet-stream' ? ALL_BINARY : JSON_ONLY;
+  const q = acceptWeights(accept);
+  const binary = q.get(OCTET_STREAM) ?? 0;
+  const json = q.get(JSON_TYPE) ?? 0;
+  if (binary <= 0 || binary < json) return JSON_ONLY;
+  if (binary > json) return ALL_BINARY;
+  // A tie goes to the type listed first.
+  return [...q.keys()].find((t) => t === OCTET_STREAM || t === JSON_TYPE) === OCTET_STREAM ? ALL_BINARY : JSON_ONLY;
 }
