@@ -22,10 +22,9 @@ import type { ServerUnaryCall, sendUnaryData, UntypedServiceImplementation } fro
 import type { ApiKey } from '../../infra/kernel/config.ts';
 import { NotFoundError, UnauthorizedError } from '../../infra/kernel/errors.ts';
 import type { Log } from '../../infra/kernel/log.ts';
-import { keyLookup } from '../http/auth.ts';
-import type { AuthFailureLimit } from '../http/auth-failures.ts';
-import { addressBucket } from '../http/client-address.ts';
-import type { RateLimitSettings } from '../http/rate-limit.ts';
+import { bearerKey, keyLookup } from '../http/auth.ts';
+import { type AuthFailureLimit, takeAuthFailure } from '../http/auth-failures.ts';
+import { type RateLimitSettings, takeRequestBudget } from '../http/rate-limit.ts';
 import type { Clock } from '../ports.ts';
 import { type InferSyncDeps, inferSync } from '../use-cases/infer-sync.ts';
 import { modelMetadata, modelReady } from '../use-cases/model-status.ts';
@@ -59,24 +58,20 @@ export function createInferenceService(deps: GrpcServiceDeps): UntypedServiceImp
 
   const authenticate = async (call: Call): Promise<string> => {
     const header = call.metadata.get('authorization')[0];
-    const match = typeof header === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
-    if (!match) throw new UnauthorizedError('unauthorized', 'missing bearer token: send the metadata authorization: Bearer <key>');
-    const tenant = tenantOfKey(match[1] as string);
+    const key = bearerKey(typeof header === 'string' ? header : undefined);
+    if (key === undefined)
+      throw new UnauthorizedError('unauthorized', 'missing bearer token: send the metadata authorization: Bearer <key>');
+    const tenant = tenantOfKey(key);
     if (tenant !== undefined) return tenant;
     await refuseRepeatedFailures(deps, call);
     throw new UnauthorizedError('unauthorized', 'unknown API key');
   };
 
-  /** The tenant's request bucket, then (for `bytes` > 0) its byte bucket, as api/http/rate-limit.ts takes them. */
+  /** The tenant's request bucket, then (for `bytes` > 0) its byte bucket: HTTP's budget (api/http/rate-limit.ts). */
   const admit = async (tenant: string, bytes: number): Promise<void> => {
     if (!deps.rateLimit) return;
-    const { limiter, rps, burst, bytesPerS = 0, bytesBurst = 0 } = deps.rateLimit;
-    const now = deps.clock.now();
-    const requests = await limiter.take(tenant, { now, rps, burst });
-    if (!requests.allowed) throw overLimit(requests.retryAfterMs, `${rps} per second with bursts of ${burst}`);
-    if (bytesPerS <= 0 || bytes <= 0) return;
-    const taken = await limiter.take(`bytes:${tenant}`, { now, rps: bytesPerS, burst: bytesBurst, cost: Math.min(bytes, bytesBurst) });
-    if (!taken.allowed) throw overLimit(taken.retryAfterMs, `${bytesPerS} message bytes per second with bursts of ${bytesBurst}`);
+    const refused = await takeRequestBudget(deps.rateLimit, tenant, deps.clock.now(), bytes, 'message bytes');
+    if (refused) throw overLimit(refused.retryAfterMs, refused.limit);
   };
 
   const signed = async (call: Call, bytes = 0): Promise<string> => {
@@ -162,14 +157,11 @@ function messageBytes(request: unknown): number {
  * be asked, the wrong key gets its UNAUTHENTICATED.
  */
 async function refuseRepeatedFailures(deps: GrpcServiceDeps, call: Call): Promise<void> {
-  const limit = deps.authFailures;
-  if (!limit) return;
-  const burst = Math.max(1, limit.perMinute);
-  const bucket = addressBucket(peerAddress(call.getPeer()));
-  const taken = await limit.limiter.take(`auth-fail:${bucket}`, { now: deps.clock.now(), rps: burst / 60, burst }).catch(() => null);
-  if (!taken || taken.allowed) return;
+  if (!deps.authFailures) return;
+  const retryAfterMs = await takeAuthFailure(deps.authFailures, peerAddress(call.getPeer()), deps.clock.now());
+  if (retryAfterMs === undefined) return;
   throw new StatusError(
-    rateLimited(taken.retryAfterMs, `too many failed authentications from this address (at most ${limit.perMinute} a minute)`),
+    rateLimited(retryAfterMs, `too many failed authentications from this address (at most ${deps.authFailures.perMinute} a minute)`),
   );
 }
 

@@ -32,14 +32,26 @@ export interface AuthFailureLimit {
 export type AuthFailureGuard = (c: Context) => Promise<Response | undefined>;
 
 export function authFailureGuard(limit: AuthFailureLimit, clock: Clock): AuthFailureGuard {
-  const burst = Math.max(1, limit.perMinute);
-  const rps = burst / 60;
   return async (c) => {
-    const bucket = addressBucket(clientAddress(c, limit.trustProxyHops));
-    const taken = await limit.limiter.take(`auth-fail:${bucket}`, { now: clock.now(), rps, burst }).catch(() => null);
-    if (!taken || taken.allowed) return undefined;
-    const seconds = Math.max(1, Math.ceil(taken.retryAfterMs / 1000));
+    const retryAfterMs = await takeAuthFailure(limit, clientAddress(c, limit.trustProxyHops), clock.now());
+    if (retryAfterMs === undefined) return undefined;
+    const seconds = Math.max(1, Math.ceil(retryAfterMs / 1000));
     const message = `too many failed authentications from this address (at most ${limit.perMinute} a minute); retry in ${seconds} s`;
     return c.json(errorBody('rate_limited', message), 429, { 'Retry-After': String(seconds), 'WWW-Authenticate': 'Bearer' });
   };
+}
+
+/**
+ * Draws one wrong key from `address`'s bucket (any transport's: HTTP's client address, gRPC's
+ * peer); the wait in ms once the address has none left, else undefined — also when Redis cannot
+ * be asked (the wrong key gets its plain refusal).
+ */
+export async function takeAuthFailure(
+  limit: Pick<AuthFailureLimit, 'limiter' | 'perMinute'>,
+  address: string | undefined,
+  now: number,
+): Promise<number | undefined> {
+  const burst = Math.max(1, limit.perMinute);
+  const taken = await limit.limiter.take(`auth-fail:${addressBucket(address)}`, { now, rps: burst / 60, burst }).catch(() => null);
+  return !taken || taken.allowed ? undefined : taken.retryAfterMs;
 }

@@ -36,9 +36,14 @@ export function bearerAuth(apiKeys: readonly ApiKey[], options: BearerAuthOption
 
 /** The request's bearer token; throws 401 when there is none. */
 export function bearerToken(c: Context): string {
-  const match = /^Bearer\s+(\S+)\s*$/i.exec(c.req.header('authorization') ?? '');
-  if (!match) throw new UnauthorizedError('unauthorized', 'missing bearer token: send Authorization: Bearer <key>');
-  return match[1] as string;
+  const key = bearerKey(c.req.header('authorization'));
+  if (key === undefined) throw new UnauthorizedError('unauthorized', 'missing bearer token: send Authorization: Bearer <key>');
+  return key;
+}
+
+/** The key in an `authorization` value of the form `Bearer <key>` (HTTP header or gRPC metadata); undefined otherwise. */
+export function bearerKey(authorization: string | undefined): string | undefined {
+  return /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '')?.[1];
 }
 
 /** Key → tenant, compared in constant time against every configured key. */

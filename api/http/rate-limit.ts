@@ -36,19 +36,40 @@ export interface RateLimitSettings {
 
 /** `bodyLimitBytes`: what a body without Content-Length is charged (BODY_LIMIT_BYTES, the most it may be). */
 export function rateLimit(settings: RateLimitSettings, clock: Clock, bodyLimitBytes: number): MiddlewareHandler<AuthEnv> {
-  const { limiter, rps, burst, bytesPerS = 0, bytesBurst = 0 } = settings;
   return async (c, next) => {
-    const tenant = c.get('tenant');
-    const now = clock.now();
     const bytes = bodyBytes(c.req.raw.headers, bodyLimitBytes);
-    const requests = await limiter.take(tenant, { now, rps, burst });
-    if (!requests.allowed) return refuse(c, requests.retryAfterMs, `${rps} per second with bursts of ${burst}`, bytes > 0);
-    if (bytesPerS > 0 && bytes > 0) {
-      const taken = await limiter.take(`bytes:${tenant}`, { now, rps: bytesPerS, burst: bytesBurst, cost: bytes });
-      if (!taken.allowed) return refuse(c, taken.retryAfterMs, `${bytesPerS} body bytes per second with bursts of ${bytesBurst}`, true);
-    }
+    const refused = await takeRequestBudget(settings, c.get('tenant'), clock.now(), bytes, 'body bytes');
+    if (refused) return refuse(c, refused.retryAfterMs, refused.limit, bytes > 0);
     await next();
   };
+}
+
+/** Why a request was refused: when its bucket allows it again, and the limit in words. */
+export interface RateRefusal {
+  retryAfterMs: number;
+  limit: string;
+}
+
+/**
+ * One request from the tenant's request bucket, then `bytes` from its byte bucket (when a byte
+ * rate is set): every transport's budget (this middleware; the gRPC service, with a message's
+ * size). `unit` names the bytes in the refusal. Undefined when both allow it.
+ */
+export async function takeRequestBudget(
+  settings: RateLimitSettings,
+  tenant: string,
+  now: number,
+  bytes: number,
+  unit: string,
+): Promise<RateRefusal | undefined> {
+  const { limiter, rps, burst, bytesPerS = 0, bytesBurst = 0 } = settings;
+  const requests = await limiter.take(tenant, { now, rps, burst });
+  if (!requests.allowed) return { retryAfterMs: requests.retryAfterMs, limit: `${rps} per second with bursts of ${burst}` };
+  if (bytesPerS <= 0 || bytes <= 0) return undefined;
+  // A cost past the burst could never be paid; bodies and messages are bounded below it (config checks).
+  const taken = await limiter.take(`bytes:${tenant}`, { now, rps: bytesPerS, burst: bytesBurst, cost: Math.min(bytes, bytesBurst) });
+  if (!taken.allowed) return { retryAfterMs: taken.retryAfterMs, limit: `${bytesPerS} ${unit} per second with bursts of ${bytesBurst}` };
+  return undefined;
 }
 
 /** `unreadBody`: the request has a body this answer leaves unread, so its connection ends with it. */
