@@ -36,24 +36,8 @@ export async function closedLoopGrpc(target: GrpcTarget, amount: number, concurr
   const client = new pkg.inference.GRPCInferenceService(target.url, credentials.createInsecure());
   const metadata = new Metadata();
   metadata.set('authorization', `Bearer ${target.key}`);
-  const { headerLength, body } = binaryRequestBodies(target.manifest, 1);
-  const request = (i: number) => {
-    const bytes = body(seed + i);
-    const header = JSON.parse(bytes.subarray(0, headerLength).toString('utf8')) as {
-      inputs: Array<{ name: string; datatype: string; shape: number[]; parameters: { binary_data_size: number } }>;
-    };
-    let at = headerLength;
-    const raw = header.inputs.map((input) => {
-      const part = bytes.subarray(at, at + input.parameters.binary_data_size);
-      at += input.parameters.binary_data_size;
-      return part;
-    });
-    return {
-      model_name: target.manifest.name,
-      inputs: header.inputs.map((input) => ({ name: input.name, datatype: input.datatype, shape: input.shape })),
-      raw_input_contents: raw,
-    };
-  };
+  const { inputs, parts } = binaryRequestBodies(target.manifest, 1);
+  const request = (i: number) => ({ model_name: target.manifest.name, inputs, raw_input_contents: parts(seed + i) });
   const infer = (message: unknown) =>
     new Promise<boolean>((resolve) => {
       (client.ModelInfer as Unary)(message, metadata, (err) => resolve(err === null));

@@ -65,8 +65,15 @@ export function binaryRequestBodies(
   manifest: Pick<ModelManifest, 'inputs'>,
   rows: number,
   poolSize = BODY_POOL_SIZE,
-): { headerLength: number; body: (seed: number) => Buffer } {
-  const inputs = manifest.inputs.map((spec) => {
+): {
+  headerLength: number;
+  /** The inputs as the header names them (the same for every seed). */
+  inputs: Array<{ name: string; datatype: string; shape: number[] }>;
+  /** Each input's bytes for `seed`, in input order (gRPC's raw_input_contents). */
+  parts: (seed: number) => Buffer[];
+  body: (seed: number) => Buffer;
+} {
+  const tensors = manifest.inputs.map((spec) => {
     const width = rowWidth(spec);
     const head = Math.min(HEAD_VALUES, width);
     const item = BINARY_ITEM_BYTES[spec.datatype as BinaryDatatype];
@@ -80,30 +87,23 @@ export function binaryRequestBodies(
     });
     return { spec, width, head, item, slots };
   });
+  const inputs = tensors.map(({ spec }) => ({ name: spec.name, datatype: spec.datatype, shape: [rows, ...spec.shape.slice(1)] }));
   const header = Buffer.from(
     JSON.stringify({
-      inputs: inputs.map(({ spec, slots }) => ({
-        name: spec.name,
-        datatype: spec.datatype,
-        shape: [rows, ...spec.shape.slice(1)],
-        parameters: { binary_data_size: (slots[0] as Buffer).byteLength },
-      })),
+      inputs: inputs.map((input, i) => ({ ...input, parameters: { binary_data_size: (tensors[i]?.slots[0] as Buffer).byteLength } })),
     }),
   );
-  return {
-    headerLength: header.byteLength,
-    body: (seed) => {
-      const slot = ((seed % poolSize) + poolSize) % poolSize;
-      const parts = inputs.map(({ spec, width, head, item, slots }) => {
-        const bytes = Buffer.from(slots[slot] as Buffer);
-        for (let r = 0; r < rows; r++) {
-          const values = new Array<number | boolean>(head);
-          for (let j = 0; j < head; j++) values[j] = benchValue(spec.datatype, width, seed, r * width + j);
-          bytes.set(wireBytes(spec.datatype, fromJsonData(spec.datatype, values)), r * width * item);
-        }
-        return bytes;
-      });
-      return Buffer.concat([header, ...parts]);
-    },
+  const parts = (seed: number) => {
+    const slot = ((seed % poolSize) + poolSize) % poolSize;
+    return tensors.map(({ spec, width, head, item, slots }) => {
+      const bytes = Buffer.from(slots[slot] as Buffer);
+      for (let r = 0; r < rows; r++) {
+        const values = new Array<number | boolean>(head);
+        for (let j = 0; j < head; j++) values[j] = benchValue(spec.datatype, width, seed, r * width + j);
+        bytes.set(wireBytes(spec.datatype, fromJsonData(spec.datatype, values)), r * width * item);
+      }
+      return bytes;
+    });
   };
+  return { headerLength: header.byteLength, inputs, parts, body: (seed) => Buffer.concat([header, ...parts(seed)]) };
 }
