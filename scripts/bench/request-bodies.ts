@@ -90,7 +90,7 @@ export function binaryRequestBodies(
   const inputs = tensors.map(({ spec }) => ({ name: spec.name, datatype: spec.datatype, shape: [rows, ...spec.shape.slice(1)] }));
   const header = Buffer.from(
     JSON.stringify({
-      inputs: inputs.map((input, i) => ({ ...input, parameters: { binary_data_size: (tensors[i]?.slots[0] as Buffer).byteLength } })),
+      inputs: tensors.map(({ slots }, i) => ({ ...inputs[i], parameters: { binary_data_size: (slots[0] as Buffer).byteLength } })),
     }),
   );
   const parts = (seed: number) => {
