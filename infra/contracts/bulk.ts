@@ -5,11 +5,26 @@
  * the code: the part and manifest object names, the statuses, the progress fields.
  */
 
+import type { Datatype } from './oip.ts';
+import type { TensorData } from './packed-tensors.ts';
+
 export const BULK_RUN_STATUSES = ['running', 'succeeded', 'failed', 'canceled'] as const;
 export type BulkRunStatus = (typeof BULK_RUN_STATUSES)[number];
 
-export const BULK_FORMATS = ['jsonl', 'csv'] as const;
+export const BULK_FORMATS = ['jsonl', 'csv', 'parquet'] as const;
 export type BulkFormat = (typeof BULK_FORMATS)[number];
+
+/** The id column (JSONL key, CSV header cell, Parquet column) unless a run names another. */
+export const DEFAULT_ID_COLUMN = 'id';
+
+/**
+ * Which input columns feed which model input: input name → column names. One name: that column
+ * is the input's row (a list or fixed-size list column, nested JSON arrays, or a scalar for a
+ * one-element row). Several: one scalar feature each, in the order given. Unset (the default):
+ * the column named like each input; for a single-input model without such a column, every
+ * numeric column but the id, in file order.
+ */
+export type BulkColumns = Record<string, string[]>;
 
 export const BULK_WEBHOOK_EVENTS = ['bulk.progress', 'bulk.succeeded', 'bulk.failed', 'bulk.canceled'] as const;
 export type BulkWebhookEvent = (typeof BULK_WEBHOOK_EVENTS)[number];
@@ -35,7 +50,16 @@ export interface BulkRunRequest {
   deadline?: number | string;
   /** Progress and completion webhooks (signed like job webhooks). */
   webhook?: { url: string; events?: BulkWebhookEvent[] };
-  /** The run fails once more bad rows than this were seen (default: unlimited). */
+  /** Output part format; default the input's (the first object's when inputs mix formats). */
+  outputFormat?: BulkFormat;
+  /** Input columns per model input (see BulkColumns); default by name. */
+  columns?: BulkColumns;
+  /** Default `id`. */
+  idColumn?: string;
+  /**
+   * The run fails once more bad rows than this were seen. Default: the bad-row budget, more
+   * than 1 % of the run's rows and at least 100 (see `badRowBudget`).
+   */
   maxBadRows?: number;
   /** Caller-chosen id: starting a run with an existing id resumes it (same spec required). */
   runId?: string;
@@ -51,6 +75,9 @@ export interface BulkRunSpec {
   input: S3Location;
   output: S3Location;
   format?: BulkFormat;
+  outputFormat?: BulkFormat;
+  columns?: BulkColumns;
+  idColumn?: string;
   chunkRows: number;
   deadline?: number;
   webhook?: { url: string; events: BulkWebhookEvent[] };
@@ -61,9 +88,23 @@ export interface BulkRunSpec {
 export interface BadRow {
   /** Input object key. */
   object: string;
-  /** 1-based line number within the object. */
+  /** 1-based line number within the object (text), or 1-based row number (Parquet). */
   line: number;
+  /** Text inputs: the byte offset of the line's start in the object. */
+  byte?: number;
   message: string;
+}
+
+/** Bad rows the run tolerates before it fails with `too_many_bad_rows` (issue 18's default budget). */
+export const BAD_ROW_BUDGET = { fraction: 0.01, atLeast: 100 } as const;
+
+/**
+ * The most bad rows a run of `rows` rows (good and bad) may have: `maxBadRows` when given, else
+ * 1 % of the rows and at least 100. Whatever the budget, a run with bad rows and no good one fails.
+ */
+export function badRowBudget(rows: number, maxBadRows?: number): number {
+  if (maxBadRows !== undefined) return maxBadRows;
+  return Math.max(BAD_ROW_BUDGET.atLeast, Math.floor(rows * BAD_ROW_BUDGET.fraction));
 }
 
 export interface BulkProgress {
@@ -121,31 +162,101 @@ export interface BulkRuns {
   cancel(tenant: string, id: string): Promise<BulkRunView | null>;
 }
 
-/** Object names in the output prefix (contract). */
-export function partKey(output: S3Location, chunk: number): string {
-  return `${output.prefix}part-${String(chunk).padStart(6, '0')}.jsonl`;
+/** Object names in the output prefix (contract): `part-000042.jsonl` (or `.csv`, `.parquet`). */
+export function partKey(output: S3Location, chunk: number, format: BulkFormat = 'jsonl'): string {
+  return `${output.prefix}part-${String(chunk).padStart(6, '0')}.${format}`;
 }
 export function manifestKey(output: S3Location): string {
   return `${output.prefix}_manifest.json`;
 }
 
 /**
- * A chunk job's extra data (JobData.bulk): the worker scores the rows and writes the part
- * itself, so results go to S3 rather than Redis and a retried chunk overwrites its part.
+ * Where a chunk's rows are: one input object and a range of it. Text (JSONL, CSV): the chunk owns
+ * every line whose first byte lies in [start, end), reading on past `end` to finish its last one.
+ * Parquet: the file's rows [start, end) (0-based, across row groups).
+ */
+export interface BulkChunkSource {
+  bucket: string;
+  key: string;
+  format: BulkFormat;
+  start: number;
+  end: number;
+  /** The object's size in bytes: where a text chunk's last line must end, where Parquet's footer is. */
+  sizeBytes: number;
+  /** CSV: the object's header cells when its first line is a header (only the chunk at byte 0 reads it). */
+  header?: string[];
+}
+
+/**
+ * A chunk job's extra data (JobData.bulk): the worker reads its own rows from S3, scores them and
+ * writes the part itself, so no row passes through Redis, and a retried chunk overwrites its part.
  */
 export interface BulkChunkSpec {
   /** The run's ref, `<tenant>/<run id>` (run ids are per tenant): part of the chunk's job id. */
   runId: string;
   chunk: number;
-  /** One id per row, in row order. */
-  ids: Array<string | number>;
+  source: BulkChunkSource;
   output: S3Location;
+  outputFormat: BulkFormat;
+  columns?: BulkColumns;
+  idColumn: string;
+}
+
+/** A bad row a chunk found, in chunk terms (the driver makes `line` the object's: BadRow). */
+export interface ChunkBadRow {
+  /** 1-based line within the chunk (text), or 1-based row number within the file (Parquet). */
+  line: number;
+  /** Text: the line's first byte in the object. */
+  byte?: number;
+  message: string;
 }
 
 /** What a chunk job returns once its part is written. */
 export interface BulkPartResult {
   key: string;
+  /** Rows scored (lines in the part). */
   rows: number;
   bytes: number;
   sha256: string;
+  /** Bad rows the chunk skipped (absent: none, or a part read back without its job). */
+  badRows?: number;
+  /** The first few of them. */
+  badSamples?: ChunkBadRow[];
+  /** Text: the lines the chunk owns (good, bad and blank): turns its local line numbers into the object's. */
+  lines?: number;
 }
+
+/**
+ * Rows of one model input (or output) stacked along a first axis: shape `[rows, ...row dims]`,
+ * data flat row-major in the datatype's typed array (packed-tensors.ts; BOOL as 0/1 bytes,
+ * BYTES as strings). What chunk readers produce and part writers take: no JSON numbers.
+ */
+export interface RowsTensor {
+  name: string;
+  datatype: Datatype;
+  shape: number[];
+  data: TensorData;
+}
+
+/** Good rows of one shape: one forward pass. `rows` are their positions in ChunkRows.ids, ascending. */
+export interface RowGroup {
+  rows: number[];
+  inputs: RowsTensor[];
+}
+
+/**
+ * What a chunk reader made of a chunk's rows: every good row's id in chunk order, the rows as
+ * groups of one shape each (nearly always one group), and the bad rows apart.
+ */
+export interface ChunkRows {
+  ids: Array<string | number>;
+  groups: RowGroup[];
+  /** Every bad row counted; `bad` keeps only the first MAX_CHUNK_BAD_SAMPLES. */
+  badRows: number;
+  bad: ChunkBadRow[];
+  /** Text: lines the chunk owns (good, bad and blank); Parquet: rows read. */
+  lines: number;
+}
+
+/** Bad rows a chunk keeps with their messages (the rest are counted). */
+export const MAX_CHUNK_BAD_SAMPLES = 20;
