@@ -16,6 +16,12 @@ export interface ObjectStore {
   put(key: string, body: Uint8Array | Readable | string, options?: { contentType?: string }): Promise<void>;
   /** A stream of the object's bytes, or null when there is no such key. */
   get(key: string): Promise<Readable | null>;
+  /**
+   * A stream of the bytes [start, endExclusive) (an HTTP Range `bytes=start-(endExclusive-1)`), or
+   * null when there is no such key. A range past the object's end gives what exists (nothing when
+   * `start` is at or past it), so a reader need not know the exact size to read on.
+   */
+  getRange(key: string, start: number, endExclusive: number): Promise<Readable | null>;
   /** The whole object in memory, or null; for small objects such as manifests. */
   getBytes(key: string): Promise<Uint8Array | null>;
   head(key: string): Promise<ObjectInfo | null>;

@@ -75,6 +75,12 @@ function bucketStore(client: S3Client, bucket: string, listPageSize: number | un
   const wrap = <T>(what: string, fn: () => Promise<T>) => wrapErrors(bucket, what, fn);
   const wrapMissing = <T>(what: string, fn: () => Promise<T>) => wrapErrorsMissing(bucket, what, fn);
 
+  const head = async (key: string): Promise<ObjectInfo | null> => {
+    const res = await wrapMissing(`head ${url(key)}`, () => client.send(new HeadObjectCommand({ Bucket: bucket, Key: key })));
+    if (!res) return null;
+    return info(key, res.ContentLength, res.ETag, res.LastModified);
+  };
+
   return {
     async put(key, body, putOptions) {
       const contentType = putOptions?.contentType;
@@ -102,6 +108,34 @@ function bucketStore(client: S3Client, bucket: string, listPageSize: number | un
       return res.Body;
     },
 
+    async getRange(key, start, endExclusive) {
+      if (!Number.isSafeInteger(start) || !Number.isSafeInteger(endExclusive) || start < 0) {
+        throw new RangeError(`getRange ${url(key)}: bad range [${start}, ${endExclusive})`);
+      }
+      // HTTP has no empty range: whether the key exists is all such a read can tell.
+      if (endExclusive <= start) return (await head(key)) === null ? null : emptyStream();
+      const what = `get ${url(key)} bytes ${start}-${endExclusive - 1}`;
+      const res = await wrapMissing(what, () =>
+        unsatisfiable(client.send(new GetObjectCommand({ Bucket: bucket, Key: key, Range: `bytes=${start}-${endExclusive - 1}` }))),
+      );
+      if (res === null) return null;
+      // A start at or past the end of an existing object: nothing exists there.
+      if (res === UNSATISFIABLE) return emptyStream();
+      if (!(res.Body instanceof Readable)) throw new Error(`${what}: response body is not a Node stream`);
+      const answered = /^bytes (\d+)-\d+\/(\d+)$/.exec(res.ContentRange ?? '');
+      // A server that ignores Range answers 200 with the whole object: refuse it rather than read wrong bytes.
+      if (Number(answered?.[1]) !== start) {
+        res.Body.destroy();
+        throw new Error(`${what}: the server answered Content-Range ${JSON.stringify(res.ContentRange ?? null)}`);
+      }
+      // s3rver answers a range of an empty object with `bytes 0-0/0` and a body that never comes (S3: 416).
+      if (start >= Number(answered?.[2])) {
+        res.Body.destroy();
+        return emptyStream();
+      }
+      return res.Body;
+    },
+
     async getBytes(key) {
       return wrapMissing(`get ${url(key)}`, async () => {
         const res = await client.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
@@ -110,11 +144,7 @@ function bucketStore(client: S3Client, bucket: string, listPageSize: number | un
       });
     },
 
-    async head(key) {
-      const res = await wrapMissing(`head ${url(key)}`, () => client.send(new HeadObjectCommand({ Bucket: bucket, Key: key })));
-      if (!res) return null;
-      return info(key, res.ContentLength, res.ETag, res.LastModified);
-    },
+    head,
 
     async list(prefix) {
       // ListObjects (v1) paged by marker rather than v2 continuation tokens: s3rver mints v2
@@ -164,6 +194,25 @@ function info(key: string, size: number | undefined, etag: string | undefined, l
     ...(etag !== undefined ? { etag } : {}),
     ...(lastModified !== undefined ? { lastModified } : {}),
   };
+}
+
+const UNSATISFIABLE = Symbol('unsatisfiable range');
+
+/** S3's 416 InvalidRange (a start at or past the end of an object that exists) as a value, not a throw. */
+async function unsatisfiable<T>(request: Promise<T>): Promise<T | typeof UNSATISFIABLE> {
+  try {
+    return await request;
+  } catch (err) {
+    const e = err as { name?: string; $metadata?: { httpStatusCode?: number } } | null;
+    if (e?.name === 'InvalidRange' || e?.$metadata?.httpStatusCode === 416) return UNSATISFIABLE;
+    throw err;
+  }
+}
+
+function emptyStream(): Readable {
+  const stream = new Readable({ read() {} });
+  stream.push(null);
+  return stream;
 }
 
 /** True for "no such key": GetObject says NoSuchKey; HEAD has no body, so only NotFound/404. */
