@@ -5,6 +5,17 @@ export { type BoundedReplayOptions, ReplayBudgetError, type ReplayTask, replayBo
 export { type Calibration, calibrate, figures, type MeasuredJob } from './calibration.ts';
 export { coldStartModel, PHASES, type Phase, parsePhases } from './cold-start.ts';
 export { compare, defaultSettings, type PolicyReport, type SimulationSettings } from './compare.ts';
+export {
+  type MatrixResult,
+  type MatrixTrace,
+  matrixMarkdown,
+  matrixTable,
+  matrixWorlds,
+  QUICK_MINUTES,
+  runMatrix,
+  traceWorld,
+  writeMatrix,
+} from './matrix.ts';
 export { readPolicyFile } from './policy-file.ts';
 export { withReplayThreads } from './replay-pool.ts';
 export { atSloTable, type Report, reportTable, type TraceInfo, writeReport } from './report.ts';
@@ -12,4 +23,13 @@ export { type BatchPoint, batchPointsFrom } from './service.ts';
 export { type PolicySummary, parseSweep, runSweep } from './sweep.ts';
 export { cheapestLine, sweepTable, writeSweep } from './sweep-report.ts';
 export { parseTime, readTraceFile, type Trace } from './trace.ts';
+export {
+  DEFAULT_TRAIN_FRACTION,
+  DEFAULT_WALK_FORWARD_SWEEP,
+  runWalkForward,
+  TUNED_POLICY,
+  type WalkForward,
+  walkForwardTable,
+  writeWalkForward,
+} from './walk-forward.ts';
 export { MINUTE_MS } from './world.ts';
