@@ -1,11 +1,23 @@
 /**
- * `bulk_vs_raw_ort`: rows/s of a bulk scoring run (JSONL under an S3 prefix → parts under
- * another, DESIGN §7) through one real worker, against ONNX Runtime alone at its best
- * configuration. The run is started and driven by `warmpool bulk run` in a child process, as a
- * data team would run it; its rate is the run's own record (rows done / started → finished),
- * read back with `warmpool bulk status --json`, so the CLI's boot is not counted.
+ * The bulk rows (issue 18), per input format (JSONL, CSV, Parquet; bulk-objects.ts lays them out):
+ *
+ *   bulk_vs_naive_script_<fmt>  rows/s of `warmpool bulk run` ÷ the single-process script a data
+ *                               engineer would write (naive-bulk.ts), on the same objects
+ *   bulk_vs_raw_ort_<fmt>       the same run's rows/s ÷ ONNX Runtime alone at its best configuration
+ *
+ * The run goes through as many `warmpool worker` processes as the machine has cores (at least
+ * 2), started before and kept warm across the formats (a warm pool is the product); it is started
+ * and driven by `warmpool bulk run` in a child process, as a data team runs it. Its rate is the
+ * run's own record: rows done ÷ started → finished, which spans planning, every chunk's read,
+ * score and part write, and the manifest, but neither the CLI's boot nor the input listing before
+ * the start. The naive script's rate spans its first list to its last put, after its boot and
+ * session creation; these two are the ratio's, the CLI's and the script's whole wall times are in
+ * the detail. Both sides' outputs are read back: each input id exactly once, or the row fails.
  */
-import { existsSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { BulkRunView } from '../../infra/contracts/bulk.ts';
 import type { ModelManifest } from '../../infra/contracts/manifest.ts';
@@ -13,106 +25,225 @@ import { loadConfig } from '../../infra/kernel/config.ts';
 import { errorMessage } from '../../infra/kernel/errors.ts';
 import { closeRedis, createRedis } from '../../infra/redis/client.ts';
 import { createS3ObjectStore } from '../../infra/registry/s3-object-store.ts';
-import { benchInputs, rowWidth } from './bench-models.ts';
+import { rowWidth } from './bench-models.ts';
+import { BULK_FORMATS, idsProblem, inputLayout, writeBulkInput, writtenIds } from './bulk-objects.ts';
+import type { NaiveFormat, NaiveInput, NaiveJob, NaiveResult } from './naive-bulk.ts';
 import type { RawSweep } from './raw-ort.ts';
 import type { BenchRow } from './report.ts';
-import { BENCH_TENANT, type BenchContext, runRole, scopedEnv, spawnRole, waitForWorkers } from './services.ts';
+import { BENCH_TENANT, type BenchContext, type ChildRole, runRole, scopedEnv, spawnRole, waitForWorkers } from './services.ts';
 import { boundedCount } from './stats.ts';
 
-const DRIVER = fileURLToPath(new URL('../../infra/bulk/driver.ts', import.meta.url));
-const ROWS_PER_OBJECT = 10_000;
-const VALUES_PER_OBJECT = 2_000_000;
+/** For the tests that knew it here. */
+export { nest } from './bulk-objects.ts';
 
-export interface BulkResult {
+const NAIVE = fileURLToPath(new URL('./naive-bulk.ts', import.meta.url));
+const RUN_TIMEOUT_MS = 600_000;
+
+export interface BulkBudget {
+  maxValues: number;
+  seconds: number;
+}
+
+interface Side {
   rowsPerS: number;
-  rows: number;
+  /** The process's whole wall time, ms (spawn → exit). */
+  processMs: number;
+}
+
+interface WarmpoolSide extends Side {
   chunkRows: number;
 }
 
-export async function measureBulkVsRawOrt(
-  ctx: BenchContext,
-  manifest: ModelManifest,
-  raw: RawSweep | undefined,
-  budget: { maxValues: number; seconds: number },
-): Promise<BenchRow> {
-  const name = `${manifest.name}.bulk_vs_raw_ort`;
-  if (!existsSync(DRIVER)) {
-    return { name, value: NaN, unit: 'ratio', detail: 'pending: bulk runs are not driven in this checkout yet (infra/bulk/driver.ts)' };
-  }
-  try {
-    const rows = boundedCount(ctx.quick ? 20_000 : 100_000, {
-      ...budget,
-      valuesPerItem: manifest.inputs.reduce((n, spec) => n + rowWidth(spec), 0),
-      ratePerS: raw?.best.rowsPerS ?? NaN,
-      min: 1000,
-    });
-    const r = await measureBulk(ctx, manifest, rows);
-    const best = raw?.best;
-    return {
-      name,
-      value: best ? r.rowsPerS / best.rowsPerS : NaN,
-      unit: 'ratio',
-      detail: `${r.rows} rows JSONL → parts, chunks of ${r.chunkRows}: ${Math.round(r.rowsPerS)} rows/s vs raw batch ${best?.batch} × ${best?.threads} thread(s)`,
-    };
-  } catch (err) {
-    return { name, value: NaN, unit: 'ratio', detail: `failed: ${errorMessage(err).split('\n')[0]}` };
-  }
+/** What one model's bulk rows share: the bench tenant's bulk area, warm workers, a store to check outputs. */
+interface BulkSession {
+  ctx: BenchContext;
+  manifest: ModelManifest;
+  modelPath: string;
+  env: NodeJS.ProcessEnv;
+  bucket: string;
+  /** Key prefix of this model's objects, ending with '/'. */
+  base: string;
+  workers: number;
+  store: ReturnType<typeof createS3ObjectStore>;
 }
 
-export async function measureBulk(ctx: BenchContext, manifest: ModelManifest, rows: number): Promise<BulkResult> {
-  const runId = `bench-${Date.now().toString(36)}`;
+const f0 = (v: number) => (Number.isFinite(v) ? Math.round(v).toLocaleString('en-US') : 'n/a');
+const s1 = (ms: number) => (ms / 1000).toFixed(1);
+
+/** Six rows per model: bulk_vs_naive_script and bulk_vs_raw_ort for each format. */
+export async function measureBulkRows(
+  ctx: BenchContext,
+  manifest: ModelManifest,
+  modelPath: string,
+  raw: RawSweep | undefined,
+  budget: BulkBudget,
+): Promise<BenchRow[]> {
+  const rows = boundedCount(ctx.quick ? 100_000 : 400_000, {
+    ...budget,
+    valuesPerItem: manifest.inputs.reduce((n, spec) => n + rowWidth(spec), 0),
+    ratePerS: raw?.best.rowsPerS ?? NaN,
+    min: 1000,
+  });
+  const workers = Math.max(2, os.availableParallelism());
+  const out: BenchRow[] = [];
+  let session: (BulkSession & { close(): Promise<void> }) | undefined;
+  try {
+    session = await startSession(ctx, manifest, modelPath, workers);
+    for (const format of BULK_FORMATS) out.push(...(await measureFormat(session, format, rows, raw)));
+  } catch (err) {
+    const why = `failed: ${errorMessage(err).split('\n')[0]}`;
+    for (const format of BULK_FORMATS.slice(out.length / 2)) out.push(...failedRows(manifest.name, format, why));
+  } finally {
+    await session?.close();
+  }
+  return out;
+}
+
+function rowNames(model: string, format: NaiveFormat) {
+  return { naive: `${model}.bulk_vs_naive_script_${format}`, raw: `${model}.bulk_vs_raw_ort_${format}` };
+}
+
+function failedRows(model: string, format: NaiveFormat, detail: string): BenchRow[] {
+  const names = rowNames(model, format);
+  return [
+    { name: names.naive, value: NaN, unit: 'ratio', detail },
+    { name: names.raw, value: NaN, unit: 'ratio', detail },
+  ];
+}
+
+async function startSession(ctx: BenchContext, manifest: ModelManifest, modelPath: string, workers: number) {
   const { s3 } = loadConfig(ctx.env);
   const area = `${s3.prefix ? `${s3.prefix}/` : ''}bulk/${BENCH_TENANT}/`;
   // The bench tenant's bulk location (BULK_LOCATIONS): its runs may use this folder and no other.
   const { env, config } = scopedEnv(ctx, 'bulk', { BULK_LOCATIONS: `${BENCH_TENANT}:s3://${s3.bucket}/${area}` });
-  const base = `${area}${runId}`;
-  await writeInput(config.s3, `${base}/in/`, manifest, rows);
+  const store = createS3ObjectStore(config.s3);
   const redis = createRedis(config.redisUrl);
-  const worker = spawnRole(['worker', '--model', manifest.name, '--version', manifest.version], env);
-  try {
-    await waitForWorkers(redis, config, manifest.name, 'active');
-    const url = (p: string) => `s3://${config.s3.bucket}/${base}/${p}/`;
-    const args = ['--model', manifest.name, '--version', manifest.version, '--input', url('in'), '--output', url('out')];
-    const run = await runRole(['bulk', 'run', ...args, '--run-id', runId, '--tenant', BENCH_TENANT], env, 600_000);
-    if (run.code !== 0) throw new Error(`warmpool bulk run exited ${run.code}: ${run.stderr.trim().split('\n').at(-1) ?? ''}`);
-    const status = await runRole(['bulk', 'status', runId, '--json', '--tenant', BENCH_TENANT], env, 60_000);
-    const view = JSON.parse(status.stdout) as BulkRunView;
-    if (view.status !== 'succeeded') throw new Error(`bulk run ${view.status}: ${view.error?.message ?? 'no reason given'}`);
-    const spanMs = (view.finishedAt ?? NaN) - (view.startedAt ?? view.createdAt);
-    return { rowsPerS: view.progress.rowsDone / (spanMs / 1000), rows: view.progress.rowsDone, chunkRows: view.chunkRows };
-  } finally {
-    await worker.stop();
+  const roles: ChildRole[] = [];
+  const close = async () => {
+    await Promise.all(roles.map((r) => r.stop()));
     await closeRedis(redis);
-  }
-}
-
-/**
- * `rows` JSONL rows (`{"id", "<input>": row, …}`) under `prefix`, in objects of ROWS_PER_OBJECT
- * rows or VALUES_PER_OBJECT values, whichever is fewer: one object is built in memory at a time.
- */
-async function writeInput(s3: ReturnType<typeof scopedEnv>['config']['s3'], prefix: string, manifest: ModelManifest, rows: number) {
-  const store = createS3ObjectStore(s3);
-  try {
-    const width = manifest.inputs.reduce((n, spec) => n + rowWidth(spec), 0);
-    const perObject = Math.max(1, Math.min(ROWS_PER_OBJECT, Math.floor(VALUES_PER_OBJECT / width)));
-    for (let start = 0, part = 0; start < rows; start += perObject, part++) {
-      const lines: string[] = [];
-      for (let i = start; i < Math.min(rows, start + perObject); i++) {
-        const row: Record<string, unknown> = { id: i };
-        for (const tensor of benchInputs(manifest, 1, i)) row[tensor.name] = nest(tensor.data, tensor.shape.slice(1));
-        lines.push(JSON.stringify(row));
-      }
-      await store.put(`${prefix}in-${String(part).padStart(4, '0')}.jsonl`, `${lines.join('\n')}\n`);
-    }
-  } finally {
     store.close();
+  };
+  try {
+    for (let i = 0; i < workers; i++) roles.push(spawnRole(['worker', '--model', manifest.name, '--version', manifest.version], env));
+    await waitForWorkers(redis, config, manifest.name, 'active', { count: workers });
+  } catch (err) {
+    await close();
+    throw err;
+  }
+  const base = `${area}${manifest.name}-${Date.now().toString(36)}/`;
+  return { ctx, manifest, modelPath, env, bucket: config.s3.bucket, base, workers, store, close };
+}
+
+async function measureFormat(s: BulkSession, format: NaiveFormat, rows: number, raw: RawSweep | undefined): Promise<BenchRow[]> {
+  const layout = inputLayout(s.manifest, format);
+  if (typeof layout === 'string') return failedRows(s.manifest.name, format, `n/a: ${layout}`);
+  const names = rowNames(s.manifest.name, format);
+  const prefix = `${s.base}${format}/`;
+  let objects: number;
+  try {
+    objects = await writeBulkInput(s.store, `${prefix}in/`, s.manifest, rows, format, layout);
+  } catch (err) {
+    return failedRows(s.manifest.name, format, `failed writing the input: ${errorMessage(err).split('\n')[0]}`);
+  }
+  s.ctx.out(`bulk ${s.manifest.name} ${format}: ${rows} rows in ${objects} objects; naive script, then warmpool bulk run`);
+  const naive = await settle(runNaive(s, format, prefix, layout, rows));
+  const warm = await settle(runWarmpool(s, format, prefix, rows));
+  const what = `${rows} rows in ${objects} ${format.toUpperCase()} objects`;
+  const wp = typeof warm === 'string' ? undefined : warm;
+  const wpText = wp
+    ? `warmpool ${s.workers} workers (${os.availableParallelism()} cores) ${f0(wp.rowsPerS)} rows/s (run record; CLI wall ${s1(wp.processMs)} s = ${f0(rows / (wp.processMs / 1000))} rows/s), chunks of ${wp.chunkRows}`
+    : `warmpool ${warm}`;
+  const naiveText =
+    typeof naive === 'string'
+      ? `naive script ${naive}`
+      : `naive script 1 process ${f0(naive.rowsPerS)} rows/s (first list → last put; process wall ${s1(naive.processMs)} s)`;
+  const best = raw?.best;
+  const checked = wp && typeof naive !== 'string' ? '; each id once on both sides' : '';
+  return [
+    {
+      name: names.naive,
+      value: wp && typeof naive !== 'string' ? wp.rowsPerS / naive.rowsPerS : NaN,
+      unit: 'ratio',
+      detail: `${what}: ${wpText} vs ${naiveText}${checked}`,
+    },
+    {
+      name: names.raw,
+      value: wp && best ? wp.rowsPerS / best.rowsPerS : NaN,
+      unit: 'ratio',
+      detail: `${what}: ${wpText} vs raw batch ${best?.batch} × ${best?.threads} thread(s) ${f0(best?.rowsPerS ?? NaN)} rows/s`,
+    },
+  ];
+}
+
+/** The promise's value, or 'failed: <why>'. */
+async function settle<T>(promise: Promise<T>): Promise<T | string> {
+  try {
+    return await promise;
+  } catch (err) {
+    return `failed: ${errorMessage(err).split('\n')[0]}`;
   }
 }
 
-/** Flat row-major values as nested arrays of `dims` (a scalar for no dims), as JSONL rows carry them. */
-export function nest<T>(flat: readonly T[], dims: readonly number[]): unknown {
-  const [first, ...rest] = dims;
-  if (first === undefined) return flat[0];
-  const size = rest.reduce((a, d) => a * d, 1);
-  return Array.from({ length: first }, (_, i) => nest(flat.slice(i * size, (i + 1) * size), rest));
+async function runNaive(s: BulkSession, format: NaiveFormat, prefix: string, layout: NaiveInput[], rows: number): Promise<Side> {
+  const job: NaiveJob = {
+    bucket: s.bucket,
+    input: `${prefix}in/`,
+    output: `${prefix}naive/`,
+    modelPath: s.modelPath,
+    format,
+    inputs: layout,
+  };
+  const jobFile = path.join(s.ctx.dir, `naive-${s.manifest.name}-${format}.json`);
+  writeFileSync(jobFile, JSON.stringify(job));
+  const started = performance.now();
+  const run = await runScript(NAIVE, [jobFile], s.ctx.env, RUN_TIMEOUT_MS);
+  const processMs = performance.now() - started;
+  if (run.code !== 0) throw new Error(`exited ${run.code}: ${lastLine(run.stderr)}`);
+  const result = JSON.parse(lastLine(run.stdout)) as NaiveResult;
+  const problem = idsProblem(await writtenIds(s.store, job.output, 'jsonl'), rows);
+  if (problem) throw new Error(`wrong output: ${problem}`);
+  return { rowsPerS: result.rows / (result.wallMs / 1000), processMs };
+}
+
+async function runWarmpool(s: BulkSession, format: NaiveFormat, prefix: string, rows: number): Promise<WarmpoolSide> {
+  const runId = `bench-${s.manifest.name}-${format}-${Date.now().toString(36)}`;
+  const url = (p: string) => `s3://${s.bucket}/${prefix}${p}/`;
+  const args = ['--model', s.manifest.name, '--version', s.manifest.version, '--input', url('in'), '--output', url('out')];
+  const started = performance.now();
+  const run = await runRole(['bulk', 'run', ...args, '--run-id', runId, '--tenant', BENCH_TENANT], s.env, RUN_TIMEOUT_MS);
+  const processMs = performance.now() - started;
+  if (run.code !== 0) throw new Error(`warmpool bulk run exited ${run.code}: ${lastLine(run.stderr)}`);
+  const status = await runRole(['bulk', 'status', runId, '--json', '--tenant', BENCH_TENANT], s.env, 60_000);
+  const view = JSON.parse(status.stdout) as BulkRunView;
+  if (view.status !== 'succeeded') throw new Error(`bulk run ${view.status}: ${view.error?.message ?? 'no reason given'}`);
+  const problem = idsProblem(await writtenIds(s.store, `${prefix}out/`, format), rows);
+  if (problem) throw new Error(`wrong parts: ${problem}`);
+  const spanMs = (view.finishedAt ?? NaN) - (view.startedAt ?? view.createdAt);
+  return { rowsPerS: view.progress.rowsDone / (spanMs / 1000), processMs, chunkRows: view.chunkRows };
+}
+
+function lastLine(text: string): string {
+  return text.trim().split('\n').at(-1) ?? '';
+}
+
+/** `node --import tsx FILE args` run to its end: exit code and output (killed after `timeoutMs`). */
+function runScript(file: string, args: string[], env: NodeJS.ProcessEnv, timeoutMs: number) {
+  return new Promise<{ code: number; stdout: string; stderr: string }>((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', file, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => {
+      stdout += c.toString();
+    });
+    child.stderr.on('data', (c: Buffer) => {
+      stderr = (stderr + c.toString()).slice(-4096);
+    });
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.once('error', reject);
+    child.once('close', (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code: code ?? 1, stdout, stderr: stderr + (signal ? `\n(killed by ${signal})` : '') });
+    });
+  });
 }

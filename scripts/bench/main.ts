@@ -17,7 +17,7 @@ import type { ModelManifest } from '../../infra/contracts/manifest.ts';
 import { InvalidInputError } from '../../infra/kernel/errors.ts';
 import { type Closer, closeAll } from '../../infra/kernel/lifecycle.ts';
 import { type BenchModel, builtInModels, publishBenchModel, userModel } from './bench-models.ts';
-import { measureBulkVsRawOrt } from './bulk.ts';
+import { measureBulkRows } from './bulk.ts';
 import type { ApiMode } from './e2e.ts';
 import { type BenchModelInfo, type BenchReport, type BenchRow, formatTable, judgedRows, toJson } from './report.ts';
 import { startBenchContext } from './services.ts';
@@ -64,8 +64,9 @@ export async function benchMain(args: string[]): Promise<number> {
       infos.push(modelInfo(manifest));
       const run = await benchModel(ctx, manifest, writeModel(dir, model), sizes);
       rows.push(...run.rows);
-      // Per model: with a cheap model bulk is bound by JSON and S3, with a heavy one by ONNX Runtime.
-      rows.push(await measureBulkVsRawOrt(ctx, manifest, run.raw, { maxValues: sizes.maxValues, seconds: sizes.budgetS * 2 }));
+      // Per model: with a cheap model bulk is bound by parsing and S3, with a heavy one by ONNX Runtime.
+      const bulkBudget = { maxValues: sizes.maxValues, seconds: sizes.budgetS * 2 };
+      rows.push(...(await measureBulkRows(ctx, manifest, writeModel(dir, model), run.raw, bulkBudget)));
       rows.push(...(await benchServing(ctx, manifest, run, sizes, api)));
     }
     if (!values['no-cluster']) rows.push(...(await benchCluster(ctx, sizes)));

@@ -35,6 +35,17 @@ describe('judge', () => {
     expect(judge(row('my-model.cpu_ms_per_request_api', 9)).verdict).toBe('');
   });
 
+  it('holds bulk scoring to the naive script on the cheap model and to raw ONNX Runtime on the heavy one', () => {
+    expect(judge(row('demo.bulk_vs_naive_script_jsonl', 1.2))).toMatchObject({ target: '≥ 1', verdict: 'met' });
+    expect(judge(row('demo.bulk_vs_naive_script_parquet', 0.9)).verdict).toBe('gap');
+    expect(judge(row('demo.bulk_vs_naive_script_csv', 0.9)).verdict).toBe('');
+    expect(judge(row('cnn.bulk_vs_naive_script_jsonl', 0.9)).verdict).toBe('');
+    for (const format of ['jsonl', 'csv', 'parquet']) {
+      expect(judge(row(`cnn.bulk_vs_raw_ort_${format}`, 0.79))).toMatchObject({ target: '≥ 0.8', verdict: 'gap' });
+      expect(judge(row(`demo.bulk_vs_raw_ort_${format}`, 0.01)).verdict).toBe('');
+    }
+  });
+
   it('leaves rows without a target unjudged', () => {
     const judged = judge(row('demo.job_in_worker_p50_ms', 3));
     expect(judged.verdict).toBe('');
@@ -89,7 +100,7 @@ describe('toJson', () => {
       options: { quick: true, api: 'child' },
       startedAt: 'now',
       durationS: 1,
-      rows: judgedRows([row('demo.bulk_vs_raw_ort', Number.NaN)]),
+      rows: judgedRows([row('cnn.bulk_vs_raw_ort_jsonl', Number.NaN)]),
     };
     const parsed = JSON.parse(toJson(report)) as { rows: Array<{ value: unknown; verdict: string }> };
     expect(parsed.rows[0]).toMatchObject({ value: null, verdict: 'gap' });
