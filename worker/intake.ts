@@ -24,7 +24,7 @@
  * "job stalled more than allowable limit", shown as `worker_crashed`: infra/queue/job-view.ts).
  *
  * Two kinds of job: queue entries (`entry`: many requests, packed tensors; entry-intake.ts), how
- * the API sends online requests, and `infer` jobs with JSON or base64 tensors: bulk chunks, and
+ * the API sends online requests; bulk chunks (the worker reads their rows itself: bulk-chunk.ts); and
  * online jobs an older API queued. Only entries fill the result cache (infra/redis/result-cache.ts,
  * which holds packed outputs); an `infer` job's outputs are its returnvalue alone.
  */
@@ -34,16 +34,16 @@ import type { JobData, JobResult } from '../infra/contracts/job.ts';
 import { queueName } from '../infra/contracts/job.ts';
 import type { ModelManifest } from '../infra/contracts/manifest.ts';
 import type { OipRequestedOutput, OipTensor } from '../infra/contracts/oip.ts';
-import { checkShapeBounds, validateInferRequest } from '../infra/contracts/oip-validate.ts';
+import { validateInferRequest } from '../infra/contracts/oip-validate.ts';
 import type { Clock } from '../infra/kernel/clock.ts';
 import { InvalidInputError } from '../infra/kernel/errors.ts';
 import type { RedisClient } from '../infra/redis/client.ts';
+import type { ObjectStore } from '../infra/registry/object-store.ts';
 import type { OpenJobsReleaser } from '../infra/redis/open-jobs.ts';
 import type { ResultCache } from '../infra/redis/result-cache.ts';
 import type { Slice, SliceResult } from './batch-runner.ts';
 import type { Batcher } from './batcher.ts';
-import { decodeBulkInputs, hasBinaryInputs } from './bulk-inputs.ts';
-import type { BulkPartWriter } from './bulk-part.ts';
+import { type ChunkFormats, scoreChunk } from './bulk-chunk.ts';
 import { EngineRejectedError, type EngineTensor } from './engine/engine.ts';
 import { rejectionOf } from './engine/rejections.ts';
 import { concatRows, engineToOip, oipToEngine, sliceRows } from './engine/tensor-codec.ts';
@@ -71,8 +71,8 @@ export interface IntakeOptions {
   retentionS: number;
   /** Where entries' successful results are stored for repeats; no caching when absent. */
   results?: Pick<ResultCache, 'putMany'>;
-  /** Writes a bulk chunk's part (worker/bulk-part.ts); bulk chunk jobs fail (and retry) without it. */
-  writePart?: BulkPartWriter;
+  /** Reads bulk chunks and writes their parts (worker/bulk-chunk.ts); bulk chunk jobs fail (and retry) without it. */
+  bulk?: BulkChunkIo;
   /** A result that could not be stored (the job still succeeds). */
   onCacheError?: (err: unknown) => void;
   /** An ended entry's inputs that could not be deleted (they expire after JOB_RETENTION_S). */
@@ -84,6 +84,12 @@ export interface IntakeOptions {
   gate?: IntakeGate;
   /** Told of each online job that ended here for good, so it no longer counts among its tenant's open jobs. */
   openJobs?: Pick<OpenJobsReleaser, 'release'>;
+}
+
+/** A worker's way to bulk data: object stores by bucket, and the format readers and writers (loaded on first use). */
+export interface BulkChunkIo {
+  storeFor(bucket: string): ObjectStore;
+  formats(): Promise<ChunkFormats>;
 }
 
 /** What the intake takes: entries, and `infer` jobs (bulk chunks, an older API's online jobs). */
@@ -150,15 +156,8 @@ export function createIntake(options: IntakeOptions): IntakeWorker {
       throw new UnrecoverableError(`deadline_exceeded: the job waited ${queueMs} ms for a worker; its deadline was ${timeoutMs} ms`);
     }
     try {
+      if (data.bulk) return await runChunk(data.bulk, options, queueMs);
       const result = await runJob(data, options, queueMs);
-      const bulk = data.bulk;
-      if (bulk) {
-        // A bulk chunk's rows go to S3 as its part; the job carries only where (and no cache entry).
-        if (!options.writePart) throw new Error('this worker has no object store for bulk parts');
-        const part = await options.writePart(bulk, result.result.outputs);
-        options.onJobDone?.({ outcome: 'succeeded', queueMs, rows: result.rows });
-        return { ...result.result, outputs: [], part };
-      }
       options.onJobDone?.({ outcome: 'succeeded', queueMs, rows: result.rows });
       return result.result;
     } catch (err) {
@@ -198,12 +197,41 @@ export function createIntake(options: IntakeOptions): IntakeWorker {
   return worker;
 }
 
+/**
+ * A bulk chunk: the worker reads its rows from S3 and writes its part (bulk-chunk.ts); the job
+ * returns the part, never outputs. A chunk job from before workers read their own rows (its rows
+ * in the job, no `source`) is refused: its run must be started again.
+ */
+async function runChunk(bulk: NonNullable<JobData['bulk']>, options: IntakeOptions, queueMs: number): Promise<JobResult> {
+  if (!options.bulk) throw new Error('this worker has no object store for bulk chunks');
+  if (!bulk.source) {
+    throw new InvalidInputError('invalid_chunk', 'a chunk job from an older warmpool (rows inside the job); start the bulk run again');
+  }
+  let inferMs = 0;
+  let batchRows = 0;
+  const scored = await scoreChunk(bulk, {
+    storeFor: options.bulk.storeFor,
+    manifest: options.manifest,
+    maxRows: options.maxRows,
+    formats: await options.bulk.formats(),
+    infer: async (inputs, rows) => {
+      const result = await options.batcher.submit({ inputs, rows }).catch((err: unknown) => {
+        throw err instanceof EngineRejectedError ? new SliceFailedError(err.message, { cause: err }) : err;
+      });
+      inferMs += result.inferMs;
+      batchRows = Math.max(batchRows, result.batchRows);
+      return result.outputs;
+    },
+  });
+  options.onJobDone?.({ outcome: 'succeeded', queueMs, rows: scored.rows });
+  return { outputs: [], part: scored.part, timings: { queueMs, inferMs: round(inferMs), batchRows }, workerId: options.workerId };
+}
+
 async function runJob(data: JobData, options: IntakeOptions, queueMs: number): Promise<{ result: JobResult; rows: number }> {
   const { manifest, batcher, maxRows } = options;
   // Jobs normally come validated from the API; validating again keeps any other producer
   // (or a stale job from an older model version) from crashing a forward pass for others.
-  // Bulk chunks with packed inputs (the decoded path) name no outputs: their parts hold all of them.
-  const request: DecodedJob = hasBinaryInputs(data) ? decodedChunk(data, options) : validated(data, manifest, options.bounds);
+  const request: DecodedJob = validated(data, manifest, options.bounds);
   const { tensors } = request;
 
   const slices: Slice[] = [];
@@ -252,20 +280,6 @@ function validated(data: JobData, manifest: ModelManifest, bounds: JobBounds): D
   // Legacy jobs carry JSON data, never binary: no binary map is passed, so data is JSON values.
   for (const input of request.inputs) tensors[input.name] = oipToEngine(input as OipTensor);
   return { ...request, tensors };
-}
-
-/**
- * A bulk chunk's packed inputs. Its rows may pass MAX_ROWS_PER_JOB (a run's chunkRows is
- * bounded by the bulk API), and its packed bytes must hold every element its shape declares
- * (decodeBulkInputs checks), so only a zero-length axis can declare rows it does not carry:
- * such a shape is held to the element bound, a zero axis counted as 1.
- */
-function decodedChunk(data: JobData, options: Pick<IntakeOptions, 'manifest' | 'bounds'>): DecodedJob {
-  const decoded = decodeBulkInputs(data.inputs, options.manifest);
-  for (const [name, t] of Object.entries(decoded.tensors)) {
-    if (t.dims.includes(0)) checkShapeBounds(name, t.dims, { maxElements: options.bounds.maxElements });
-  }
-  return decoded;
 }
 
 function round(ms: number): number {

@@ -42,7 +42,7 @@ import { createArrivalHistory } from '../infra/telemetry/arrival-history.ts';
 import { createWorkerMetrics, publishMetricsSnapshot } from '../infra/telemetry/metrics.ts';
 import { type BatchEvent, createBatchRunner, type Slice, type SliceResult } from './batch-runner.ts';
 import { type Batcher, createBatcher } from './batcher.ts';
-import { createBulkPartWriter } from './bulk-part.ts';
+import { loadChunkFormats } from './bulk-formats.ts';
 import { type ControlListener, createControlListener } from './control.ts';
 import { EngineRejectedError, type InferenceEngine } from './engine/engine.ts';
 import { type Heartbeat, startHeartbeat } from './heartbeat.ts';
@@ -343,7 +343,7 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
       ttlS: config.worker.resultCacheTtlS,
       maxBytes: config.worker.resultCacheMaxBytes,
     });
-    const writePart = this.deps.storeFor ? { writePart: createBulkPartWriter(this.deps.storeFor) } : {};
+    const bulk = this.deps.storeFor ? { bulk: { storeFor: this.deps.storeFor, formats: loadChunkFormats } } : {};
     const processed = {
       succeeded: metrics.jobsProcessed.labels({ ...labels, outcome: 'succeeded' }),
       failed: metrics.jobsProcessed.labels({ ...labels, outcome: 'failed' }),
@@ -378,7 +378,7 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
           clock,
           retentionS: config.jobs.retentionS,
           results,
-          ...writePart,
+          ...bulk,
           onCacheError: (err) => this.deps.log.warn({ err }, 'result not cached'),
           onCleanupError: (err) => this.deps.log.warn({ err }, 'an ended entry’s inputs not deleted (they expire)'),
           onRejected: (e) => this.deps.log.warn(e, 'ONNX Runtime rejected a job'),

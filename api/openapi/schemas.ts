@@ -517,10 +517,20 @@ export const BulkRunRequest = z
     model: ModelName,
     version: VersionName.optional().describe("Absent: the deployment's serving version, fixed for the run"),
     input: s3Url.describe(
-      '`s3://bucket/prefix/` inside one of your bulk locations: every object under it is read (JSONL lines `{"id", "<input>": …}`, or CSV)',
+      '`s3://bucket/prefix/` inside one of your bulk locations: every object under it is read (JSONL lines `{"id", "<input>": …}`, CSV, or Parquet)',
     ),
-    output: s3Url.describe('`s3://bucket/prefix/` inside one of your bulk locations: `part-NNNNNN.jsonl` per chunk, then `_manifest.json`'),
-    format: z.enum(BULK_FORMATS).optional().describe("Absent: from each object's extension (.jsonl/.json or .csv)"),
+    output: s3Url.describe(
+      '`s3://bucket/prefix/` inside one of your bulk locations: `part-NNNNNN.<jsonl|csv|parquet>` per chunk, then `_manifest.json`',
+    ),
+    format: z.enum(BULK_FORMATS).optional().describe("Absent: from each object's extension (.jsonl/.json, .csv, .parquet)"),
+    outputFormat: z.enum(BULK_FORMATS).optional().describe("The parts' format; absent: the input's"),
+    columns: z
+      .record(z.string(), z.array(z.string()).min(1))
+      .optional()
+      .describe(
+        'Model input → its columns: one column holds the whole row (a list column, nested JSON arrays); several are one scalar feature each, in order. Absent: the column named like each input; for a single-input model without one, every numeric column but the id, in file order',
+      ),
+    idColumn: z.string().min(1).max(256).optional().describe('The id column; default `id`'),
     chunkRows: z.number().int().min(1).optional().describe('Rows per chunk (one part object each)'),
     deadline: z
       .union([z.number().int().describe('Epoch ms'), z.string().describe('ISO 8601, or `HH:MM` (the next one)')])
@@ -533,7 +543,11 @@ export const BulkRunRequest = z
       })
       .optional()
       .describe('Signed (Standard Webhooks) progress and completion events; `bulk.progress` at most every few seconds'),
-    maxBadRows: nonNegativeInt.optional().describe('The run fails once more malformed rows than this were seen; default unlimited'),
+    maxBadRows: nonNegativeInt
+      .optional()
+      .describe(
+        'The run fails (`too_many_bad_rows`) once more malformed rows than this were seen; default: 1 % of the run\'s rows and at least 100. A run whose every row is bad never succeeds',
+      ),
     runId: z
       .string()
       .optional()
@@ -570,8 +584,15 @@ export const BulkRunResource = z
     priority: z.enum(['bulk', 'urgent']).describe('`urgent` once the ETA said the deadline would be missed'),
     progress: BulkRunProgress,
     badRowSamples: z
-      .array(z.object({ object: z.string().describe('Input object key'), line: z.number().int().positive(), message: z.string() }))
-      .describe('The first few malformed rows'),
+      .array(
+        z.object({
+          object: z.string().describe('Input object key'),
+          line: nonNegativeInt.describe('1-based line in the object (Parquet: row); 0 while not yet known (then see `byte`)'),
+          byte: nonNegativeInt.optional().describe("Text inputs: the line's first byte in the object"),
+          message: z.string(),
+        }),
+      )
+      .describe('The first few malformed rows, in input order'),
     error: z.object({ code: z.string(), message: z.string() }).optional().describe('When failed or canceled'),
     manifest: z.string().optional().describe('`s3://…/_manifest.json` once succeeded'),
     createdAt: isoTime,

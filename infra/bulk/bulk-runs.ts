@@ -13,13 +13,17 @@
  *
  * Same id, same spec = the same run: `start` returns it (reopening it when it had failed or was
  * canceled, so "run it again with the same --run-id" continues). What defines the output —
- * model, version, input, output, format, chunkRows — must match (else 409 `run_conflict`); the
+ * model, version, input, output, format, outputFormat, columns, idColumn, chunkRows — must match
+ * (else 409 `run_conflict`); the
  * deadline, webhook and maxBadRows given on a resume replace the stored ones.
  */
 import { randomBytes } from 'node:crypto';
 import {
   BULK_WEBHOOK_EVENTS,
+  type BulkColumns,
+  type BulkFormat,
   type BulkRunRequest,
+  DEFAULT_ID_COLUMN,
   type BulkRunSpec,
   type BulkRuns,
   type BulkRunView,
@@ -34,7 +38,7 @@ import type { RedisClient } from '../redis/client.ts';
 import { BucketUnavailableError, type ObjectInfo, type ObjectStore } from '../registry/object-store.ts';
 import { clearCapacityRequest } from './capacity-request.ts';
 import type { BulkLocations } from './locations.ts';
-import { formatOf } from './row-reader.ts';
+import { formatOf } from './formats.ts';
 import { DEFAULT_CHUNK_ROWS, parseBulkRunRequest } from './run-request.ts';
 import { createRunStore, type RunRecord, type RunStore, viewOf } from './run-store.ts';
 import { formatS3Url, parseS3Url } from './s3-url.ts';
@@ -91,7 +95,10 @@ export function createBulkRuns(deps: BulkDeps): BulkRuns {
       ...settingsOf(request),
     };
     if (request.format) spec.format = request.format;
-    await checkInput(deps, spec, manifest);
+    if (request.idColumn) spec.idColumn = request.idColumn;
+    if (request.columns) spec.columns = resolveColumns(request.columns, manifest);
+    const firstFormat = await checkInput(deps, spec, manifest);
+    spec.outputFormat = request.outputFormat ?? firstFormat;
     const existingOutput = await listLocation(deps, spec.output, 'output');
     if (existingOutput.length > 0) {
       throw new InvalidInputError(
@@ -172,8 +179,32 @@ export async function notifyRun(deps: BulkDeps, event: BulkWebhookEvent, view: B
   await deps.notify(event, view).catch((err: unknown) => deps.log.warn({ err, runId: view.id, event }, 'bulk webhook not queued'));
 }
 
-/** The input prefix holds objects, each of a format this model can read. */
-async function checkInput(deps: BulkDeps, spec: BulkRunSpec, manifest: ModelManifest): Promise<void> {
+/**
+ * Columns per model input as the caller gave them, checked against the model: every name an
+ * input of it; the CLI's bare list (`a,b,c`, key '') is the single input's.
+ */
+function resolveColumns(columns: BulkColumns, manifest: ModelManifest): BulkColumns {
+  const out: BulkColumns = {};
+  const names = manifest.inputs.map((i) => i.name);
+  for (const [input, cols] of Object.entries(columns)) {
+    if (input === '') {
+      const only = manifest.inputs.length === 1 ? names[0] : undefined;
+      if (!only) {
+        throw new InvalidInputError(
+          'invalid_bulk_run',
+          `"columns" must name the input each list is for: model ${manifest.name} has inputs ${names.join(', ')}`,
+        );
+      }
+      out[only] = cols;
+    } else if (!names.includes(input)) {
+      throw new InvalidInputError('invalid_bulk_run', `"columns" names "${input}", which is not an input of ${manifest.name} (${names.join(', ')})`);
+    } else out[input] = cols;
+  }
+  return out;
+}
+
+/** The input prefix holds objects, each of a format this model can read; returns the first object's format. */
+async function checkInput(deps: BulkDeps, spec: BulkRunSpec, manifest: ModelManifest): Promise<BulkFormat> {
   const objects = (await listLocation(deps, spec.input, 'input')).filter((o) => !o.key.endsWith('/'));
   if (objects.length === 0) {
     throw new InvalidInputError('empty_input', `no objects under s3://${spec.input.bucket}/${spec.input.prefix}`, { status: 422 });
@@ -185,16 +216,15 @@ async function checkInput(deps: BulkDeps, spec: BulkRunSpec, manifest: ModelMani
         status: 422,
       });
     }
-    if (format === 'csv' && manifest.inputs.length !== 1) {
+    if (format === 'csv' && manifest.inputs.length !== 1 && !spec.columns) {
       throw new InvalidInputError(
         'csv_needs_single_input',
-        `${o.key} is CSV but model ${spec.model} has ${manifest.inputs.length} inputs; use JSONL`,
-        {
-          status: 422,
-        },
+        `${o.key} is CSV but model ${spec.model} has ${manifest.inputs.length} inputs; give "columns" for each input, or use JSONL or Parquet`,
+        { status: 422 },
       );
     }
   }
+  return formatOf((objects[0] as ObjectInfo).key, spec.format) as BulkFormat;
 }
 
 function settingsOf(request: BulkRunRequest): Partial<Pick<BulkRunSpec, 'deadline' | 'webhook' | 'maxBadRows'>> {
@@ -222,6 +252,13 @@ async function listLocation(deps: BulkDeps, location: BulkRunSpec['input'], fiel
   }
 }
 
+/** The CLI's bare list (key '') under the stored run's single input name, to compare like with like. */
+function sameNames(asked: BulkColumns, stored: BulkColumns | undefined): BulkColumns {
+  const only = stored ? Object.keys(stored) : [];
+  const bare = asked[''];
+  return bare && only.length === 1 ? { [only[0] as string]: bare } : asked;
+}
+
 /** What differs between a stored run (the tenant's own) and a request for the same id, in words; undefined when none. */
 function conflictOf(spec: BulkRunSpec, request: BulkRunRequest): string | undefined {
   const input = parseS3Url(request.input, 'input');
@@ -233,6 +270,9 @@ function conflictOf(spec: BulkRunSpec, request: BulkRunRequest): string | undefi
     ['output', spec.output.bucket !== output.bucket || spec.output.prefix !== output.prefix],
     ['format', request.format !== undefined && spec.format !== request.format],
     ['chunkRows', request.chunkRows !== undefined && spec.chunkRows !== request.chunkRows],
+    ['outputFormat', request.outputFormat !== undefined && spec.outputFormat !== request.outputFormat],
+    ['idColumn', request.idColumn !== undefined && (spec.idColumn ?? DEFAULT_ID_COLUMN) !== request.idColumn],
+    ['columns', request.columns !== undefined && JSON.stringify(spec.columns) !== JSON.stringify(sameNames(request.columns, spec.columns))],
   ];
   const differ = checks.filter(([, d]) => d).map(([name]) => name);
   return differ.length > 0 ? `a different ${differ.join(', ')}` : undefined;

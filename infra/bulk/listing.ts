@@ -5,8 +5,9 @@
  * attempt wrote, read back for the run's record.
  */
 import { createHash } from 'node:crypto';
-import type { BulkPartResult } from '../contracts/bulk.ts';
+import type { BulkFormat, BulkPartResult } from '../contracts/bulk.ts';
 import type { ObjectStore } from '../registry/object-store.ts';
+import { parquetPartRows } from './parquet-part.ts';
 import type { PinnedObject } from './run-store.ts';
 
 /** The objects under the input prefix in key order (folder markers left out). */
@@ -16,12 +17,21 @@ export async function listInput(store: ObjectStore, prefix: string): Promise<Pin
     .map((o) => (o.etag ? { key: o.key, sizeBytes: o.sizeBytes, etag: o.etag } : { key: o.key, sizeBytes: o.sizeBytes }));
 }
 
-/** A written part's result (rows = lines, checksum of its bytes); undefined when it is not there. */
-export async function readPart(store: ObjectStore, key: string): Promise<BulkPartResult | undefined> {
+/**
+ * A written part's result (its rows, the checksum of its bytes); undefined when it is not there.
+ * Its chunk's bad rows are not in the part: a part read back without its job counts none.
+ */
+export async function readPart(store: ObjectStore, key: string, format: BulkFormat): Promise<BulkPartResult | undefined> {
   const bytes = await store.getBytes(key);
   if (!bytes) return undefined;
-  let rows = 0;
-  for (const b of bytes) if (b === 0x0a) rows++;
+  let rows: number;
+  if (format === 'parquet') rows = parquetPartRows(bytes);
+  else {
+    rows = 0;
+    for (const b of bytes) if (b === 0x0a) rows++;
+    // A CSV part's first line is its header.
+    if (format === 'csv' && rows > 0) rows--;
+  }
   return { key, rows, bytes: bytes.length, sha256: createHash('sha256').update(bytes).digest('hex') };
 }
 

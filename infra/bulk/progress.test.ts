@@ -63,5 +63,8 @@ describe('estimateRowsTotal', () => {
     expect(estimateRowsTotal({ rowsSeen: 100, bytesSeen: 1000, bytesTotal: 10_000, exact: false })).toBe(1000);
     expect(estimateRowsTotal({ rowsSeen: 100, bytesSeen: 1000, bytesTotal: 10_000, exact: true })).toBe(100);
     expect(estimateRowsTotal({ rowsSeen: 0, bytesSeen: 0, bytesTotal: 10_000, exact: false })).toBe(0);
+    // Before any chunk was counted, the plan's rows per byte; after, what the counted chunks showed.
+    expect(estimateRowsTotal({ rowsSeen: 0, bytesSeen: 0, bytesTotal: 10_000, exact: false, rowsPerByte: 0.05 })).toBe(500);
+    expect(estimateRowsTotal({ rowsSeen: 100, bytesSeen: 1000, bytesTotal: 10_000, exact: false, rowsPerByte: 0.05 })).toBe(1000);
   });
 });

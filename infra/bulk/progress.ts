@@ -42,11 +42,22 @@ export class RateWindow {
   }
 }
 
-/** Rows total so far: exact once every object was read, else scaled from bytes read. */
-export function estimateRowsTotal(input: { rowsSeen: number; bytesSeen: number; bytesTotal: number; exact: boolean }): number {
+/**
+ * Rows total so far: exact once every chunk was counted, else the rows counted plus the bytes
+ * left at the rows per byte seen so far (before any chunk was counted, `rowsPerByte`: the plan's
+ * estimate from the objects' heads).
+ */
+export function estimateRowsTotal(input: {
+  rowsSeen: number;
+  bytesSeen: number;
+  bytesTotal: number;
+  exact: boolean;
+  rowsPerByte?: number;
+}): number {
   const { rowsSeen, bytesSeen, bytesTotal, exact } = input;
-  if (exact || bytesSeen <= 0) return rowsSeen;
-  return Math.max(rowsSeen, Math.round((rowsSeen / bytesSeen) * bytesTotal));
+  if (exact) return rowsSeen;
+  const rate = bytesSeen > 0 ? rowsSeen / bytesSeen : (input.rowsPerByte ?? 0);
+  return Math.max(rowsSeen, Math.round(rowsSeen + Math.max(0, bytesTotal - bytesSeen) * rate));
 }
 
 /** The counts a progress view is computed from: the view's own fields, less what is derived here. */

@@ -1,32 +1,51 @@
 /**
- * One drive of one run, while its driver holds the lease (driver.ts). Steps:
+ * One drive of one run, while its driver holds the lease (driver.ts). The driver lists, plans and
+ * counts; it never reads a row (issue 18): workers read their own chunks from S3.
  *
- *   pin the input listing (first drive) or check it is unchanged (a resume) → read each object
- *   in key order, rows → chunks (chunker.ts) → for each chunk not yet counted: wait for room in
- *   the window, then count it if BullMQ or S3 already has its part, adopt its job if one is
- *   pending, or enqueue it → once every object is read, wait for the window to empty → write
+ *   pin the input listing (first drive) or check it is unchanged (a resume) → plan each object
+ *   in key order (chunk-plan.ts: byte ranges of text, row ranges of Parquet; chunk numbers count
+ *   on across objects) → for each chunk not yet counted: wait for room in the window, then count
+ *   it if BullMQ or S3 already has its part, adopt its job if one is pending, or enqueue it →
+ *   once every object is planned, wait for the window to empty → the bad-row budget →
  *   `_manifest.json` → succeeded.
  *
- * Ends: `failed` (input changed, too many bad rows, a chunk failed after its retries), or
- * `canceled` seen in the record; either removes the run's queued chunks. Abort (the signal: the
- * CLI interrupted, the lease lost) just stops: queued chunks stay and the next drive counts them.
+ * Ends: `failed` (input changed, too many bad rows, a chunk failed after its retries, a chunk's
+ * rows the model cannot take), or `canceled` seen in the record; either removes the run's queued
+ * chunks. Abort (the signal: the CLI interrupted, the lease lost) just stops: queued chunks stay
+ * and the next drive counts them.
  *
  * Idempotent under any crash: a chunk is counted once (run-store.ts), its job id is fixed
- * (`bulk:<ref>:<chunk>`), its part is one S3 put by key. Objects read whole by an earlier drive
- * whose chunks are all counted are skipped from their recorded stats instead of being re-read.
+ * (`bulk:<ref>:<chunk>`), its part is one S3 put by key. Objects whose chunks are all counted
+ * are skipped from their saved stats without a byte read.
+ *
+ * Bad rows come back with each chunk's part (count and the first few). A text chunk knows its
+ * bad rows' lines within itself; the object's line is that plus the lines of the object's
+ * earlier chunks, which the driver adds once those are counted (until then a sample names its
+ * byte offset). The budget (contracts/bulk.ts `badRowBudget`): the run fails as soon as the bad
+ * rows pass the budget of the rows it expects, and at the end against the exact count; a run
+ * with bad rows and no good one never succeeds.
  */
 
-import { type BadRow, type BulkPartResult, partKey } from '../contracts/bulk.ts';
+import {
+  type BadRow,
+  type BulkChunkSource,
+  type BulkPartResult,
+  badRowBudget,
+  type ChunkBadRow,
+  DEFAULT_ID_COLUMN,
+  partKey,
+} from '../contracts/bulk.ts';
 import { BULK_PRIORITIES } from '../contracts/job.ts';
 import type { ModelManifest } from '../contracts/manifest.ts';
-import { InvalidInputError } from '../kernel/errors.ts';
+import { errorMessage, InvalidInputError } from '../kernel/errors.ts';
 import { Wakeup } from '../kernel/wakeup.ts';
 import { type ChunkQueue, createChunkQueue } from '../queue/index.ts';
 import { type BulkDeps, chunkJobOptions, removeQueuedChunks } from './bulk-runs.ts';
 import { clearCapacityRequest } from './capacity-request.ts';
-import { type Chunk, chunkJobData, chunkRows } from './chunker.ts';
+import { planObject } from './chunk-plan.ts';
+import { chunkJobData } from './chunker.ts';
+import { formatOf } from './formats.ts';
 import { describeListingChange, listInput, readPart } from './listing.ts';
-import { type BadLine, createRowSchema, formatOf, readRows } from './row-reader.ts';
 import { writeRunManifest } from './run-manifest.ts';
 import { type ReportSettings, type RunCounters, RunReporter } from './run-reporter.ts';
 import type { ObjectStats, PinnedObject, RunRecord, RunStore } from './run-store.ts';
@@ -45,24 +64,48 @@ export interface DriveSettings extends ReportSettings {
 /** Unwinds the drive once the run reached an end (written by whoever ended it). */
 class RunEnded extends Error {}
 
+/** A chunk in flight: what the driver needs to count it (its object, its span of the object's bytes). */
+interface Tracked {
+  object: string;
+  /** Input bytes this chunk stands for (Parquet: its share of the file). */
+  bytes: number;
+  /** The object's first chunk: the sum of earlier chunks' lines turns its local lines into the object's. */
+  firstChunk: number;
+  text: boolean;
+}
+
+/** A bad row whose object line is not known yet (an earlier chunk of its object is not counted). */
+interface PendingSample {
+  chunk: number;
+  info: Tracked;
+  bad: ChunkBadRow;
+}
+
 export class RunDriver {
   private readonly spec: RunRecord['spec'];
   /** The run's name in Redis and in its chunk job ids (run-store.ts `runRef`). */
   private readonly ref: string;
-  private readonly outstanding = new Set<number>();
+  private readonly outstanding = new Map<number, Tracked>();
   private readonly wakeup = new Wakeup();
   private queue?: ChunkQueue;
   private manifest?: ModelManifest;
   private listing: PinnedObject[] = [];
   private existingParts = new Set<string>();
   private samples: BadRow[];
+  private pending: PendingSample[] = [];
+  /** Lines each counted text chunk owned (to place its bad rows in its object). */
+  private readonly chunkLines = new Map<number, number>();
+  /** Rows (good and bad) of the chunks an earlier drive counted, added to rowsSeen as the plan passes them. */
+  private readonly countedBefore = new Map<number, number>();
   private readonly reporter: RunReporter;
   private rowsDone: number;
   private chunksDone: number;
   private rowsSeen = 0;
   private bytesSeen = 0;
-  private badRows = 0;
+  private badRows: number;
   private chunksTotal?: number;
+  private plannedRows = 0;
+  private plannedBytes = 0;
 
   constructor(
     private readonly deps: BulkDeps,
@@ -77,6 +120,7 @@ export class RunDriver {
     this.reporter = new RunReporter(deps, store, record.ref, record.spec, settings, record.priority);
     this.rowsDone = record.rowsDone;
     this.chunksDone = record.chunksDone;
+    this.badRows = 0;
   }
 
   /** Resolves when the run ended or the drive was aborted (then with the signal's reason thrown). */
@@ -105,6 +149,7 @@ export class RunDriver {
     });
     const written = await deps.storeFor(spec.output.bucket).list(spec.output.prefix);
     this.existingParts = new Set(written.map((o) => o.key));
+    await this.loadCounted();
     const stats = await this.store.objectStats(this.ref);
     let next = 0;
     for (const object of this.listing) next = await this.feedObject(object, next, stats.get(object.key));
@@ -140,47 +185,50 @@ export class RunDriver {
     return pinned;
   }
 
-  /** Reads one object (or skips it whole when an earlier drive counted all its chunks); returns the next chunk number. */
+  /** A resume: the counted parts' rows, bad rows and lines (bad rows are recounted here, not trusted from the record). */
+  private async loadCounted(): Promise<void> {
+    const parts = await this.store.parts(this.ref);
+    for (const [chunk, part] of parts) {
+      this.badRows += part.badRows ?? 0;
+      this.countedBefore.set(chunk, part.rows + (part.badRows ?? 0));
+      if (part.lines !== undefined) this.chunkLines.set(chunk, part.lines);
+    }
+  }
+
+  /** Plans one object (or skips it whole when its chunks are all counted); returns the next chunk number. */
   private async feedObject(object: PinnedObject, first: number, stats: ObjectStats | undefined): Promise<number> {
     const { spec, deps } = this;
     if (stats && stats.firstChunk === first && (await this.allCounted(first, stats.chunks))) {
-      this.rowsSeen += stats.rows;
       this.bytesSeen += object.sizeBytes;
-      this.badRows += stats.badRows;
+      for (let c = first; c < first + stats.chunks; c++) this.rowsSeen += this.countedBefore.get(c) ?? 0;
+      this.plannedBytes += object.sizeBytes;
       return first + stats.chunks;
     }
     const url = formatS3Url(spec.input, object.key);
     const format = formatOf(object.key, spec.format);
     if (!format) return this.fail('unknown_format', `cannot tell the format of ${url}`);
-    const stream = await deps.storeFor(spec.input.bucket).get(object.key);
-    if (!stream) return this.fail('input_changed', `${url} disappeared since the run started`);
-    const before = this.bytesSeen;
-    const found = { next: first, rows: 0, bad: 0 };
+    const store = deps.storeFor(spec.input.bucket);
+    let plan: Awaited<ReturnType<typeof planObject>>;
     try {
-      const rows = readRows(stream, {
-        format,
-        manifest: this.manifest as ModelManifest,
-        schema: createRowSchema(this.manifest?.inputs ?? []),
+      plan = await planObject(store, { bucket: spec.input.bucket, ...object }, format, {
+        chunkRows: spec.chunkRows,
+        idColumn: spec.idColumn ?? DEFAULT_ID_COLUMN,
       });
-      for await (const event of chunkRows(rows, spec.chunkRows, first)) {
-        if (event.kind === 'bad') {
-          found.bad++;
-          await this.badRow(object.key, event);
-          continue;
-        }
-        found.rows += event.rows.length;
-        found.next = event.index + 1;
-        this.rowsSeen += event.rows.length;
-        this.bytesSeen = before + event.offset;
-        await this.submit(event);
-      }
-    } finally {
-      stream.destroy();
+    } catch (err) {
+      if (err instanceof InvalidInputError) return this.fail(err.code, `${url}: ${err.message}`);
+      if ((await store.head(object.key)) === null) return this.fail('input_changed', `${url} disappeared since the run started`);
+      throw err;
     }
-    this.bytesSeen = before + object.sizeBytes;
-    const objectStats = { firstChunk: first, chunks: found.next - first, rows: found.rows, badRows: found.bad, bytes: object.sizeBytes };
-    await this.store.saveObjectStats(this.ref, object.key, objectStats);
-    return found.next;
+    this.plannedRows += plan.rows;
+    this.plannedBytes += object.sizeBytes;
+    await this.store.saveObjectStats(this.ref, object.key, { firstChunk: first, chunks: plan.chunks.length, bytes: object.sizeBytes });
+    const text = format !== 'parquet';
+    const fileRows = Math.max(1, plan.rows);
+    for (const [i, source] of plan.chunks.entries()) {
+      const bytes = text ? source.end - source.start : (object.sizeBytes * (source.end - source.start)) / fileRows;
+      await this.submit(first + i, source, { object: object.key, bytes, firstChunk: first, text });
+    }
+    return first + plan.chunks.length;
   }
 
   private async allCounted(first: number, chunks: number): Promise<boolean> {
@@ -191,50 +239,120 @@ export class RunDriver {
     return done.every(Boolean);
   }
 
-  private async badRow(object: string, bad: BadLine): Promise<void> {
-    this.badRows++;
-    const seen = this.samples.some((s) => s.object === object && s.line === bad.line);
-    if (!seen && this.samples.length < MAX_BAD_ROW_SAMPLES) this.samples.push({ object, line: bad.line, message: bad.message });
-    const max = this.spec.maxBadRows;
-    if (max !== undefined && this.badRows > max) {
-      const where = `${formatS3Url(this.spec.input, object)} line ${bad.line}: ${bad.message}`;
-      await this.fail('too_many_bad_rows', `${this.badRows} bad rows, more than maxBadRows ${max} (the last at ${where})`);
-    }
-  }
-
   /** Counts a chunk already done, adopts its pending job, or enqueues it; waits for room first. */
-  private async submit(chunk: Chunk): Promise<void> {
+  private async submit(chunk: number, source: BulkChunkSource, info: Tracked): Promise<void> {
     const { spec } = this;
     const queue = this.queue as ChunkQueue;
-    if ((await this.store.partsDone(this.ref, [chunk.index]))[0]) return;
+    if ((await this.store.partsDone(this.ref, [chunk]))[0]) {
+      this.bytesSeen += info.bytes;
+      this.rowsSeen += this.countedBefore.get(chunk) ?? 0;
+      return;
+    }
     while (this.outstanding.size >= this.settings.windowChunks) await this.poll();
-    const state = await queue.state(this.ref, chunk.index);
-    if (state.kind === 'done') return this.count(chunk.index, state.part);
-    if (state.kind === 'pending') return this.track(chunk.index);
+    const state = await queue.state(this.ref, chunk);
+    if (state.kind === 'done') return this.count(chunk, info, state.part);
+    if (state.kind === 'pending') return this.track(chunk, info);
     // A failed job left by an earlier drive gets a fresh set of attempts.
-    if (state.kind === 'failed') await queue.remove(this.ref, chunk.index);
-    const key = partKey(spec.output, chunk.index);
-    const part = this.existingParts.has(key) ? await readPart(this.deps.storeFor(this.spec.output.bucket), key) : undefined;
-    if (part) return this.count(chunk.index, part);
-    await this.track(chunk.index);
-    const data = chunkJobData(this.ref, spec, this.manifest as ModelManifest, chunk, this.deps.clock.now());
+    if (state.kind === 'failed') await queue.remove(this.ref, chunk);
+    const key = partKey(spec.output, chunk, spec.outputFormat);
+    const format = spec.outputFormat ?? 'jsonl';
+    const part = this.existingParts.has(key) ? await readPart(this.deps.storeFor(spec.output.bucket), key, format) : undefined;
+    if (part) return this.count(chunk, info, part);
+    await this.track(chunk, info);
+    const data = chunkJobData(this.ref, spec, chunk, source, this.deps.clock.now());
     await queue.add(data, BULK_PRIORITIES[this.reporter.priority]);
   }
 
-  private async track(chunk: number): Promise<void> {
+  private async track(chunk: number, info: Tracked): Promise<void> {
     // In the record first: a cancel finds every job that may be queued.
     await this.store.addOutstanding(this.ref, chunk);
-    this.outstanding.add(chunk);
+    this.outstanding.set(chunk, info);
   }
 
-  private async count(chunk: number, part: BulkPartResult): Promise<void> {
-    if (await this.store.recordPart(this.ref, chunk, part)) {
+  private async count(chunk: number, info: Tracked, part: BulkPartResult): Promise<void> {
+    const { badSamples, ...kept } = part;
+    // The samples go to the run's own (bounded) list, not into every part's record.
+    if (await this.store.recordPart(this.ref, chunk, kept)) {
       this.rowsDone += part.rows;
       this.chunksDone++;
+      this.badRows += part.badRows ?? 0;
+      if (part.lines !== undefined) this.chunkLines.set(chunk, part.lines);
+      for (const bad of badSamples ?? []) this.pending.push({ chunk, info, bad });
     }
+    this.rowsSeen += part.rows + (part.badRows ?? 0);
+    this.bytesSeen += info.bytes;
     this.outstanding.delete(chunk);
-    // Counted: the job (with its rows) need not stay in Redis.
+    // Counted: the job need not stay in Redis.
     await this.queue?.remove(this.ref, chunk);
+    this.placeSamples(false);
+    await this.checkBudget(false);
+  }
+
+  /**
+   * Moves bad rows whose object line is now known into the samples (the earliest rows first,
+   * at most MAX_BAD_ROW_SAMPLES); `final`: the rest too, named by byte offset.
+   */
+  private placeSamples(final: boolean): void {
+    const left: PendingSample[] = [];
+    for (const p of this.pending) {
+      const line = this.objectLine(p);
+      if (line === undefined && !final) left.push(p);
+      else this.addSample(p, line);
+    }
+    this.pending = left;
+  }
+
+  private objectLine({ chunk, info, bad }: PendingSample): number | undefined {
+    if (!info.text) return bad.line;
+    let before = 0;
+    for (let c = info.firstChunk; c < chunk; c++) {
+      const lines = this.chunkLines.get(c);
+      if (lines === undefined) return undefined;
+      before += lines;
+    }
+    return before + bad.line;
+  }
+
+  private addSample({ info, bad }: PendingSample, line: number | undefined): void {
+    const sample: BadRow = {
+      object: info.object,
+      line: line ?? 0,
+      ...(bad.byte !== undefined ? { byte: bad.byte } : {}),
+      message: line === undefined ? `${bad.message} (the line starting at byte ${bad.byte ?? '?'})` : bad.message,
+    };
+    if (this.samples.some((s) => s.object === sample.object && s.line === sample.line && s.byte === sample.byte)) return;
+    const order = this.listing.map((o) => o.key);
+    const rank = (s: BadRow) => [order.indexOf(s.object), s.byte ?? s.line] as const;
+    this.samples.push(sample);
+    this.samples.sort((a, b) => {
+      const [oa, pa] = rank(a);
+      const [ob, pb] = rank(b);
+      return oa - ob || pa - pb;
+    });
+    this.samples.length = Math.min(this.samples.length, MAX_BAD_ROW_SAMPLES);
+  }
+
+  /**
+   * Fails the run when its bad rows passed the budget: during the run, of the rows it expects
+   * (bytes-scaled, so an early estimate errs only as much as the plan did); at the end, of the
+   * exact count, and whenever no row at all was good.
+   */
+  private async checkBudget(final: boolean): Promise<void> {
+    const { spec } = this;
+    const rows = final ? this.rowsDone + this.badRows : this.reporter.progress(this.counters(), this.deps.clock.now()).rowsTotal;
+    const budget = badRowBudget(Math.max(rows, this.rowsDone + this.badRows), spec.maxBadRows);
+    const allBad = final && this.badRows > 0 && this.rowsDone === 0;
+    if (this.badRows <= budget && !allBad) return;
+    this.placeSamples(true);
+    const first = this.samples[0];
+    const where = first
+      ? `; the first: ${formatS3Url(spec.input, first.object)}${first.line > 0 ? ` line ${first.line}` : ''}: ${first.message}`
+      : '';
+    const limit =
+      spec.maxBadRows !== undefined
+        ? `more than maxBadRows ${spec.maxBadRows}`
+        : `more than the budget of 1 % of the run's ${rows} rows (at least 100; --max-bad-rows sets another)`;
+    await this.fail('too_many_bad_rows', allBad ? `every row was bad (${this.badRows})${where}` : `${this.badRows} bad rows, ${limit}${where}`);
   }
 
   /** Waits for a chunk to finish (or the poll interval), then reads every outstanding chunk's state. */
@@ -244,21 +362,31 @@ export class RunDriver {
     const status = await this.store.status(this.ref);
     if (status !== 'running') return this.ended(status);
     const queue = this.queue as ChunkQueue;
-    const chunks = [...this.outstanding];
-    const states = await Promise.all(chunks.map((c) => queue.state(this.ref, c)));
+    const chunks = [...this.outstanding.entries()];
+    const states = await Promise.all(chunks.map(([c]) => queue.state(this.ref, c)));
     for (const [i, state] of states.entries()) {
-      const chunk = chunks[i] as number;
-      if (state.kind === 'done') await this.count(chunk, state.part);
-      else if (state.kind === 'failed') await this.fail('chunk_failed', `chunk ${chunk} failed after its retries: ${state.reason}`);
-      else if (state.kind === 'missing') await this.recover(chunk);
+      const [chunk, info] = chunks[i] as [number, Tracked];
+      if (state.kind === 'done') await this.count(chunk, info, state.part);
+      else if (state.kind === 'failed') await this.chunkFailed(chunk, info, state.reason);
+      else if (state.kind === 'missing') await this.recover(chunk, info);
     }
     await this.report(false);
   }
 
+  /** A chunk failed for good: the run fails, in the words the worker gave (invalid input is the caller's to fix). */
+  private async chunkFailed(chunk: number, info: Tracked, reason: string): Promise<never> {
+    const url = formatS3Url(this.spec.input, info.object);
+    const invalid = /^(invalid_input|invalid_chunk): /.exec(reason);
+    if (invalid) return this.fail('invalid_input', `${url} (chunk ${chunk}): ${reason.slice(invalid[0].length)}`);
+    return this.fail('chunk_failed', `chunk ${chunk} (${url}) failed after its retries: ${reason}`);
+  }
+
   /** A job that vanished without being counted (removed by hand, or aged out): its part, else run it again. */
-  private async recover(chunk: number): Promise<void> {
-    const part = await readPart(this.deps.storeFor(this.spec.output.bucket), partKey(this.spec.output, chunk));
-    if (part) return this.count(chunk, part);
+  private async recover(chunk: number, info: Tracked): Promise<void> {
+    const { spec } = this;
+    const format = spec.outputFormat ?? 'jsonl';
+    const part = await readPart(this.deps.storeFor(spec.output.bucket), partKey(spec.output, chunk, format), format);
+    if (part) return this.count(chunk, info, part);
     this.outstanding.delete(chunk);
     await this.fail(
       'chunk_lost',
@@ -280,12 +408,16 @@ export class RunDriver {
   }
 
   private counters(): RunCounters {
+    const bytesTotal = this.listing.reduce((sum, o) => sum + o.sizeBytes, 0);
+    const exact = this.chunksTotal !== undefined && this.outstanding.size === 0;
     return {
       rowsDone: this.rowsDone,
       chunksDone: this.chunksDone,
-      rowsSeen: this.rowsSeen,
+      rowsSeen: exact ? this.rowsDone + this.badRows : this.rowsSeen,
       bytesSeen: this.bytesSeen,
-      bytesTotal: this.listing.reduce((sum, o) => sum + o.sizeBytes, 0),
+      bytesTotal,
+      ...(this.plannedBytes > 0 && this.plannedRows > 0 ? { rowsPerByte: this.plannedRows / this.plannedBytes } : {}),
+      exact,
       badRows: this.badRows,
       ...(this.chunksTotal !== undefined ? { chunksTotal: this.chunksTotal } : {}),
       samples: this.samples,
@@ -295,29 +427,36 @@ export class RunDriver {
   private report(force: boolean): Promise<void> {
     // Raised to urgent: the chunks already queued move up too (a worker's held ones keep their place).
     const raise = async () => {
-      for (const chunk of this.outstanding) await this.queue?.changePriority(this.ref, chunk, BULK_PRIORITIES.urgent);
+      for (const chunk of this.outstanding.keys()) await this.queue?.changePriority(this.ref, chunk, BULK_PRIORITIES.urgent);
     };
     return this.reporter.report(this.counters(), force, raise);
   }
 
   private async succeed(): Promise<void> {
     const { deps, spec } = this;
-    const parts = await this.store.parts(this.ref);
-    const missing = Array.from({ length: this.chunksTotal ?? 0 }, (_, i) => i).filter((i) => !parts.has(i));
-    if (missing.length > 0) return this.fail('chunk_lost', `chunks ${missing.slice(0, 10).join(', ')} have no part`);
+    this.placeSamples(true);
+    await this.checkBudget(true);
     const now = deps.clock.now();
     await this.report(true);
     const record = await this.store.read(this.ref);
-    const manifest = await writeRunManifest(deps.storeFor(spec.output.bucket), {
-      spec,
-      model: this.manifest as ModelManifest,
-      listing: this.listing,
-      parts,
-      badRows: this.badRows,
-      samples: this.samples,
-      startedAt: record?.startedAt ?? now,
-      finishedAt: now,
-    });
+    let manifest: string;
+    try {
+      manifest = await writeRunManifest(deps.storeFor(spec.output.bucket), {
+        spec,
+        model: this.manifest as ModelManifest,
+        listing: this.listing,
+        chunks: this.chunksTotal ?? 0,
+        parts: (from, to) => this.store.partsRange(this.ref, from, to),
+        rows: this.rowsDone,
+        badRows: this.badRows,
+        samples: this.samples,
+        startedAt: record?.startedAt ?? now,
+        finishedAt: now,
+      });
+    } catch (err) {
+      if (!(err instanceof InvalidInputError)) throw err;
+      return this.fail('chunk_lost', errorMessage(err));
+    }
     if (await this.store.finish(this.ref, 'succeeded', now, { manifest })) {
       await clearCapacityRequest(deps.redis, deps.prefix, spec.model, this.ref);
       deps.log.info({ runId: this.ref, rows: this.rowsDone, badRows: this.badRows, manifest }, 'bulk run succeeded');
@@ -330,6 +469,7 @@ export class RunDriver {
     const { deps, spec } = this;
     if (await this.store.finish(this.ref, 'failed', deps.clock.now(), { error: { code, message } })) {
       deps.log.warn({ runId: this.ref, code, message }, 'bulk run failed');
+      this.placeSamples(true);
       await this.store.saveProgress(this.ref, this.reporter.progress(this.counters(), deps.clock.now()), this.samples);
       await removeQueuedChunks(deps, this.store, this.ref, spec);
       await this.reporter.told('bulk.failed');

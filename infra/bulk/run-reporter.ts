@@ -23,10 +23,14 @@ export interface ReportSettings {
 export interface RunCounters {
   rowsDone: number;
   chunksDone: number;
-  /** Rows read so far (counted or not) and the input bytes they came from. */
+  /** Rows (good and bad) of the counted chunks, and the input bytes those chunks cover. */
   rowsSeen: number;
   bytesSeen: number;
   bytesTotal: number;
+  /** The plan's estimate before any chunk was counted. */
+  rowsPerByte?: number;
+  /** Every chunk counted: rowsSeen is the total. */
+  exact: boolean;
   badRows: number;
   /** Known once every object was read. */
   chunksTotal?: number;
@@ -56,11 +60,12 @@ export class RunReporter {
   }
 
   progress(c: RunCounters, now: number): BulkProgress {
-    const exact = c.chunksTotal !== undefined;
+    const { exact } = c;
+    const estimate = { rowsSeen: c.rowsSeen, bytesSeen: c.bytesSeen, bytesTotal: c.bytesTotal, exact };
     return computeProgress({
       now,
       rowsDone: c.rowsDone,
-      rowsTotal: estimateRowsTotal({ rowsSeen: c.rowsSeen, bytesSeen: c.bytesSeen, bytesTotal: c.bytesTotal, exact }),
+      rowsTotal: estimateRowsTotal(c.rowsPerByte !== undefined ? { ...estimate, rowsPerByte: c.rowsPerByte } : estimate),
       rowsTotalExact: exact,
       chunksDone: c.chunksDone,
       ...(c.chunksTotal !== undefined ? { chunksTotal: c.chunksTotal } : {}),

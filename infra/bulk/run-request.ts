@@ -4,7 +4,14 @@
  * resolved to epoch ms against the caller's clock. Errors are InvalidInputError naming the field.
  */
 
-import { BULK_FORMATS, BULK_WEBHOOK_EVENTS, type BulkFormat, type BulkRunRequest, type BulkWebhookEvent } from '../contracts/bulk.ts';
+import {
+  BULK_FORMATS,
+  BULK_WEBHOOK_EVENTS,
+  type BulkColumns,
+  type BulkFormat,
+  type BulkRunRequest,
+  type BulkWebhookEvent,
+} from '../contracts/bulk.ts';
 import { MODEL_NAME_PATTERN, VERSION_PATTERN } from '../contracts/manifest.ts';
 import { InvalidInputError } from '../kernel/errors.ts';
 import { overlaps, parseS3Url } from './s3-url.ts';
@@ -13,7 +20,25 @@ export const DEFAULT_CHUNK_ROWS = 1000;
 export const MAX_CHUNK_ROWS = 100_000;
 export const RUN_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
 
-const FIELDS = new Set(['model', 'version', 'input', 'output', 'format', 'chunkRows', 'deadline', 'webhook', 'maxBadRows', 'runId']);
+const FIELDS = new Set([
+  'model',
+  'version',
+  'input',
+  'output',
+  'format',
+  'outputFormat',
+  'columns',
+  'idColumn',
+  'chunkRows',
+  'deadline',
+  'webhook',
+  'maxBadRows',
+  'runId',
+]);
+
+/** Column names: what a CSV header cell, a JSON key or a Parquet column may be called here. */
+const COLUMN_NAME = /^[^\u0000-\u001f]{1,256}$/;
+const MAX_COLUMNS = 100_000;
 
 type Json = Record<string, unknown>;
 
@@ -32,10 +57,15 @@ export function parseBulkRunRequest(body: unknown, now: number): BulkRunRequest 
     if (!VERSION_PATTERN.test(version)) fail('version', `"${version}" is not a version name`);
     request.version = version;
   }
-  const format = str(body, 'format');
-  if (format !== undefined) {
-    if (!(BULK_FORMATS as readonly string[]).includes(format)) fail('format', `must be one of ${BULK_FORMATS.join(', ')}`);
-    request.format = format as BulkFormat;
+  const format = formatField(body, 'format');
+  if (format !== undefined) request.format = format;
+  const outputFormat = formatField(body, 'outputFormat');
+  if (outputFormat !== undefined) request.outputFormat = outputFormat;
+  if (body.columns !== undefined) request.columns = parseColumns(body.columns);
+  const idColumn = str(body, 'idColumn');
+  if (idColumn !== undefined) {
+    if (!COLUMN_NAME.test(idColumn)) fail('idColumn', 'must be 1-256 printable characters');
+    request.idColumn = idColumn;
   }
   const chunkRows = int(body, 'chunkRows', 1, MAX_CHUNK_ROWS);
   if (chunkRows !== undefined) request.chunkRows = chunkRows;
@@ -49,6 +79,49 @@ export function parseBulkRunRequest(body: unknown, now: number): BulkRunRequest 
     request.runId = runId;
   }
   return request;
+}
+
+function formatField(body: Json, field: 'format' | 'outputFormat'): BulkFormat | undefined {
+  const v = str(body, field);
+  if (v === undefined) return undefined;
+  if (!(BULK_FORMATS as readonly string[]).includes(v)) fail(field, `must be one of ${BULK_FORMATS.join(', ')}`);
+  return v as BulkFormat;
+}
+
+/**
+ * `{"<input>": ["col", …]}`, or the CLI's text: `a,b,c` (the single input's features) or
+ * `x=a,b;y=seq` (per input). A list of names (JSON) is the single input's.
+ */
+export function parseColumns(raw: unknown): BulkColumns {
+  let map: Record<string, unknown>;
+  if (typeof raw === 'string') map = columnsText(raw);
+  else if (Array.isArray(raw)) map = { '': raw };
+  else if (isObject(raw)) map = raw;
+  else fail('columns', 'must map each model input to a list of column names, e.g. {"x": ["f1", "f2"]}');
+  const out: BulkColumns = {};
+  let total = 0;
+  for (const [input, cols] of Object.entries(map)) {
+    if (!Array.isArray(cols) || cols.length === 0) fail('columns', `"${input || 'the input'}" must list at least one column`);
+    for (const c of cols) if (typeof c !== 'string' || !COLUMN_NAME.test(c)) fail('columns', `${JSON.stringify(c)} is not a column name`);
+    if (new Set(cols).size !== cols.length) fail('columns', `"${input || 'the input'}" lists a column twice`);
+    total += cols.length;
+    out[input] = cols as string[];
+  }
+  if (Object.keys(out).length === 0) fail('columns', 'must name at least one input');
+  if (total > MAX_COLUMNS) fail('columns', `names more than ${MAX_COLUMNS} columns`);
+  return out;
+}
+
+function columnsText(text: string): Record<string, string[]> {
+  const split = (s: string) => s.split(',').map((c) => c.trim());
+  if (!text.includes('=')) return { '': split(text) };
+  const out: Record<string, string[]> = {};
+  for (const part of text.split(';')) {
+    const eq = part.indexOf('=');
+    if (eq <= 0) fail('columns', `"${part}" is not <input>=<column>[,<column>…]`);
+    out[part.slice(0, eq).trim()] = split(part.slice(eq + 1));
+  }
+  return out;
 }
 
 /**

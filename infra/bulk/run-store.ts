@@ -5,7 +5,7 @@
  *                                   drive), progress, samples, badRows, rowsDone, chunksDone,
  *                                   manifest, startedAt, finishedAt
  *   <p>:{bulk}:run:<ref>:parts        hash: chunk → its BulkPartResult (a chunk counts once)
- *   <p>:{bulk}:run:<ref>:objects      hash: input key → ObjectStats, once that object was read whole
+ *   <p>:{bulk}:run:<ref>:objects      hash: input key → ObjectStats, once that object was planned
  *   <p>:{bulk}:run:<ref>:outstanding  set: chunks enqueued and not yet counted (cancel removes their jobs)
  *   <p>:{bulk}:running                set: refs of running runs (the supervisor's worklist)
  *
@@ -40,12 +40,13 @@ export interface PinnedObject {
   etag?: string;
 }
 
-/** What a whole read of one input object found; lets a resume skip objects whose chunks are all done. */
+/**
+ * An input object's place in the run's chunk numbering, saved once it was planned: a resume
+ * whose chunks of it are all counted skips it without reading a byte of it.
+ */
 export interface ObjectStats {
   firstChunk: number;
   chunks: number;
-  rows: number;
-  badRows: number;
   bytes: number;
 }
 
@@ -184,6 +185,14 @@ export function createRunStore(redis: RedisClient, prefix: string) {
       if (chunks.length === 0) return [];
       const found = await redis.hmget(`${rec(ref)}:parts`, ...chunks.map(String));
       return found.map((v) => v !== null);
+    },
+
+    /** Parts of chunks [from, to) in chunk order; undefined where a chunk has none. */
+    async partsRange(ref: string, from: number, to: number): Promise<Array<BulkPartResult | undefined>> {
+      if (to <= from) return [];
+      const fields = Array.from({ length: to - from }, (_, i) => String(from + i));
+      const found = await redis.hmget(`${rec(ref)}:parts`, ...fields);
+      return found.map((v) => (v === null ? undefined : (JSON.parse(v) as BulkPartResult)));
     },
 
     async parts(ref: string): Promise<Map<number, BulkPartResult>> {

@@ -38,6 +38,9 @@ const FLAG_OF: Record<string, string> = {
   input: '--input',
   output: '--output',
   format: '--format',
+  outputFormat: '--output-format',
+  columns: '--columns',
+  idColumn: '--id-column',
   chunkRows: '--chunk-rows',
   deadline: '--deadline',
   'webhook.url': '--webhook',
@@ -123,6 +126,9 @@ function toRequest(values: Record<string, string | undefined>): BulkRunRequest {
   const copy: Array<[string, keyof BulkRunRequest]> = [
     ['version', 'version'],
     ['format', 'format'],
+    ['output-format', 'outputFormat'],
+    ['columns', 'columns'],
+    ['id-column', 'idColumn'],
     ['deadline', 'deadline'],
     ['run-id', 'runId'],
   ];

@@ -1,0 +1,69 @@
+/**
+ * How one input object is cut into chunks, decided from a few bytes of it and never from reading
+ * it whole: the driver only lists and plans; workers read their own chunks (issue 18).
+ *
+ * Text (JSONL, CSV): one ranged GET of the object's head gives the mean bytes per line, and the
+ * object is cut into byte ranges of about `chunkRows` lines each (line-range.ts: a chunk owns
+ * the lines that start inside its range, so any cut is correct and only sizes are estimated).
+ * The head also gives a CSV object's header, which only the chunk at byte 0 would otherwise see.
+ * Parquet: the footer gives the row groups, and chunks are row ranges that keep a small group
+ * whole and split a big one (parquet-input.ts).
+ *
+ * The plan is a function of the object's bytes and `chunkRows` only, so a resume (the listing is
+ * pinned: same keys, sizes and etags) plans the same chunks under the same numbers.
+ */
+import { type BulkChunkSource, type BulkFormat, DEFAULT_ID_COLUMN } from '../contracts/bulk.ts';
+import type { ObjectStore } from '../registry/object-store.ts';
+import { planTextChunks, sampleLines } from './line-range.ts';
+import { parquetLayout, planParquetChunks } from './parquet-input.ts';
+import { splitCsv } from './line-rows.ts';
+
+/** A chunk's byte span is never below this (a head with one huge line would otherwise plan crumbs). */
+export const MIN_CHUNK_BYTES = 1024;
+/** …nor above this, whatever the rows (a worker holds a chunk's text while it parses it). */
+export const MAX_CHUNK_BYTES = 256 * 1024 * 1024;
+
+export interface ObjectPlan {
+  /** Sources of the object's chunks in order (bucket and key filled in). */
+  chunks: BulkChunkSource[];
+  /** Rows in the object: exact for Parquet, estimated from the head's lines for text. */
+  rows: number;
+  rowsExact: boolean;
+}
+
+export async function planObject(
+  store: ObjectStore,
+  object: { bucket: string; key: string; sizeBytes: number },
+  format: BulkFormat,
+  options: { chunkRows: number; idColumn?: string },
+): Promise<ObjectPlan> {
+  const { bucket, key, sizeBytes } = object;
+  if (sizeBytes === 0) return { chunks: [], rows: 0, rowsExact: true };
+  if (format === 'parquet') {
+    const layout = await parquetLayout(store, key, sizeBytes);
+    const chunks = planParquetChunks(layout, options.chunkRows).map((r) => ({ bucket, key, format, sizeBytes, start: r.start, end: r.end }));
+    return { chunks, rows: layout.rows, rowsExact: true };
+  }
+  const head = await sampleLines(store, key, sizeBytes);
+  const bytesPerLine = head.bytesPerLine ?? sizeBytes;
+  const chunkBytes = Math.min(MAX_CHUNK_BYTES, Math.max(MIN_CHUNK_BYTES, Math.round(bytesPerLine * options.chunkRows)));
+  const header = format === 'csv' ? csvHeader(head.firstLine, options.idColumn ?? DEFAULT_ID_COLUMN) : undefined;
+  const chunks = planTextChunks(sizeBytes, chunkBytes).map((r) => ({
+    bucket,
+    key,
+    format,
+    sizeBytes,
+    start: r.start,
+    end: r.end,
+    ...(header ? { header } : {}),
+  }));
+  return { chunks, rows: Math.max(1, Math.round(sizeBytes / bytesPerLine)), rowsExact: false };
+}
+
+/** A CSV object's header: its first line when that line's first cell is the id column's name. */
+function csvHeader(firstLine: string | undefined, idColumn: string): string[] | undefined {
+  if (firstLine === undefined) return undefined;
+  const cells = splitCsv(firstLine);
+  if (!cells || cells[0]?.trim().toLowerCase() !== idColumn.toLowerCase()) return undefined;
+  return cells.map((c) => c.trim());
+}
