@@ -6,7 +6,8 @@
  *   bulk_vs_raw_ort_<fmt>       the same run's rows/s ÷ ONNX Runtime alone at its best configuration
  *
  * The run goes through as many `warmpool worker` processes as the machine has cores (at least
- * 2), started before and kept warm across the formats (a warm pool is the product); it is started
+ * 2), each with its share of the cores as intra-op threads (INTRA_OP_THREADS), started before
+ * and kept warm across the formats (a warm pool is the product); it is started
  * and driven by `warmpool bulk run` in a child process, as a data team runs it. Its rate is the
  * run's own record: rows done ÷ started → finished, which spans planning, every chunk's read,
  * score and part write, and the manifest, but neither the CLI's boot nor the input listing before
@@ -115,7 +116,12 @@ async function startSession(ctx: BenchContext, manifest: ModelManifest, modelPat
   const { s3 } = loadConfig(ctx.env);
   const area = `${s3.prefix ? `${s3.prefix}/` : ''}bulk/${BENCH_TENANT}/`;
   // The bench tenant's bulk location (BULK_LOCATIONS): its runs may use this folder and no other.
-  const { env, config } = scopedEnv(ctx, 'bulk', { BULK_LOCATIONS: `${BENCH_TENANT}:s3://${s3.bucket}/${area}` });
+  // Several workers on one host share its cores: each gets its share of intra-op threads, as an
+  // operator would set it, not a warm-up's pick that assumes the host is its own.
+  const { env, config } = scopedEnv(ctx, 'bulk', {
+    BULK_LOCATIONS: `${BENCH_TENANT}:s3://${s3.bucket}/${area}`,
+    INTRA_OP_THREADS: String(threadsPerWorker(workers)),
+  });
   const store = createS3ObjectStore(config.s3);
   const redis = createRedis(config.redisUrl);
   const roles: ChildRole[] = [];
@@ -135,6 +141,10 @@ async function startSession(ctx: BenchContext, manifest: ModelManifest, modelPat
   return { ctx, manifest, modelPath, env, bucket: config.s3.bucket, base, workers, store, close };
 }
 
+function threadsPerWorker(workers: number): number {
+  return Math.max(1, Math.floor(os.availableParallelism() / workers));
+}
+
 async function measureFormat(s: BulkSession, format: NaiveFormat, rows: number, raw: RawSweep | undefined): Promise<BenchRow[]> {
   const layout = inputLayout(s.manifest, format);
   if (typeof layout === 'string') return failedRows(s.manifest.name, format, `n/a: ${layout}`);
@@ -152,7 +162,7 @@ async function measureFormat(s: BulkSession, format: NaiveFormat, rows: number, 
   const what = `${rows} rows in ${objects} ${format.toUpperCase()} objects`;
   const wp = typeof warm === 'string' ? undefined : warm;
   const wpText = wp
-    ? `warmpool ${s.workers} workers (${os.availableParallelism()} cores) ${f0(wp.rowsPerS)} rows/s (run record; CLI wall ${s1(wp.processMs)} s = ${f0(rows / (wp.processMs / 1000))} rows/s), chunks of ${wp.chunkRows}`
+    ? `warmpool ${s.workers} workers × ${threadsPerWorker(s.workers)} thread(s) (${os.availableParallelism()} cores) ${f0(wp.rowsPerS)} rows/s (run record; CLI wall ${s1(wp.processMs)} s = ${f0(rows / (wp.processMs / 1000))} rows/s), chunks of ${wp.chunkRows}`
     : `warmpool ${warm}`;
   const naiveText =
     typeof naive === 'string'
@@ -199,7 +209,7 @@ async function runNaive(s: BulkSession, format: NaiveFormat, prefix: string, lay
   const started = performance.now();
   const run = await runScript(NAIVE, [jobFile], s.ctx.env, RUN_TIMEOUT_MS);
   const processMs = performance.now() - started;
-  if (run.code !== 0) throw new Error(`exited ${run.code}: ${lastLine(run.stderr)}`);
+  if (run.code !== 0) throw new Error(`exited ${run.code}: ${why(run.stderr)}`);
   const result = JSON.parse(lastLine(run.stdout)) as NaiveResult;
   const problem = idsProblem(await writtenIds(s.store, job.output, 'jsonl'), rows);
   if (problem) throw new Error(`wrong output: ${problem}`);
@@ -213,7 +223,7 @@ async function runWarmpool(s: BulkSession, format: NaiveFormat, prefix: string, 
   const started = performance.now();
   const run = await runRole(['bulk', 'run', ...args, '--run-id', runId, '--tenant', BENCH_TENANT], s.env, RUN_TIMEOUT_MS);
   const processMs = performance.now() - started;
-  if (run.code !== 0) throw new Error(`warmpool bulk run exited ${run.code}: ${lastLine(run.stderr)}`);
+  if (run.code !== 0) throw new Error(`warmpool bulk run exited ${run.code}: ${why(run.stderr)}`);
   const status = await runRole(['bulk', 'status', runId, '--json', '--tenant', BENCH_TENANT], s.env, 60_000);
   const view = JSON.parse(status.stdout) as BulkRunView;
   if (view.status !== 'succeeded') throw new Error(`bulk run ${view.status}: ${view.error?.message ?? 'no reason given'}`);
@@ -225,6 +235,15 @@ async function runWarmpool(s: BulkSession, format: NaiveFormat, prefix: string, 
 
 function lastLine(text: string): string {
   return text.trim().split('\n').at(-1) ?? '';
+}
+
+/** What a failed child said: its last lines, less a hint on how to see a stack trace. */
+function why(stderr: string): string {
+  const lines = stderr
+    .trim()
+    .split('\n')
+    .filter((l) => l.trim() !== '' && !l.startsWith('(unexpected:'));
+  return lines.slice(-2).join(' ');
 }
 
 /** `node --import tsx FILE args` run to its end: exit code and output (killed after `timeoutMs`). */
