@@ -4,7 +4,7 @@ import { parquetWriteBuffer } from 'hyparquet-writer';
 import { describe, expect, it } from 'vitest';
 import type { ChunkRows } from '../contracts/bulk.ts';
 import { InvalidInputError } from '../kernel/errors.ts';
-import { type InputSpec, parquetLayout, planParquetChunks, readParquetRows } from './parquet-input.ts';
+import { type InputSpec, MAX_UNINDEXED_PIECES, parquetLayout, planParquetChunks, readParquetRows } from './parquet-input.ts';
 
 type Columns = Parameters<typeof parquetWriteBuffer>[0]['columnData'];
 
@@ -78,7 +78,7 @@ const plain = (t: ChunkRows) =>
 describe('planParquetChunks', () => {
   const groups = (...rows: number[]) => {
     const starts = rows.map((_, i) => rows.slice(0, i).reduce((a, b) => a + b, 0));
-    return { rowGroups: rows.map((r, i) => ({ start: starts[i] as number, rows: r })) };
+    return { rowGroups: rows.map((r, i) => ({ start: starts[i] as number, rows: r, indexed: true })) };
   };
 
   it('keeps a group that fits whole, merges small neighbours up to chunkRows, splits a big one evenly', () => {
@@ -91,6 +91,23 @@ describe('planParquetChunks', () => {
       { start: 126, end: 150 },
       { start: 150, end: 153 },
     ]);
+  });
+
+  it('cuts a group without an offset index in at most MAX_UNINDEXED_PIECES (each piece reads the whole group)', () => {
+    const layout = {
+      rowGroups: [
+        { start: 0, rows: 122_880, indexed: false },
+        { start: 122_880, rows: 5000, indexed: true },
+      ],
+    };
+    expect(planParquetChunks(layout, 1000)).toEqual([
+      { start: 0, end: 30_720 },
+      { start: 30_720, end: 61_440 },
+      { start: 61_440, end: 92_160 },
+      { start: 92_160, end: 122_880 },
+      ...Array.from({ length: 5 }, (_, k) => ({ start: 122_880 + k * 1000, end: 122_880 + (k + 1) * 1000 })),
+    ]);
+    expect(MAX_UNINDEXED_PIECES).toBe(4);
   });
 
   it('covers every row exactly once, in order, with no range over chunkRows', () => {
@@ -128,9 +145,9 @@ describe('parquetLayout', () => {
     const layout = await parquetLayout(store, 'k', bytes.length);
     expect(layout.rows).toBe(n);
     expect(layout.rowGroups).toEqual([
-      { start: 0, rows: 1000 },
-      { start: 1000, rows: 1000 },
-      { start: 2000, rows: 500 },
+      { start: 0, rows: 1000, indexed: true },
+      { start: 1000, rows: 1000, indexed: true },
+      { start: 2000, rows: 500, indexed: true },
     ]);
     expect(layout.columns).toEqual([
       { name: 'id', type: 'BYTE_ARRAY', logicalType: 'UTF8', listDepth: 0, numeric: false },

@@ -60,8 +60,12 @@ export interface ParquetColumn {
 
 export interface ParquetLayout {
   rows: number;
-  /** In file order; `start` is the group's first row in the file. */
-  rowGroups: Array<{ start: number; rows: number }>;
+  /**
+   * In file order; `start` is the group's first row in the file. `indexed`: its column chunks
+   * have offset indexes (but for small ones), so a range of its rows reads only its pages
+   * (DuckDB 1.5 writes none; hyparquet-writer, parquet-mr and Arrow do).
+   */
+  rowGroups: Array<{ start: number; rows: number; indexed: boolean }>;
   /** Top-level columns, in file order. */
   columns: ParquetColumn[];
 }
@@ -73,6 +77,14 @@ export interface ParquetRowsOptions {
 
 /** The footer's first read: most footers fit, and it stays clear of the last row group's pages. */
 const FOOTER_FETCH_BYTES = 64 * 1024;
+/**
+ * A group without an offset index is cut in at most this many pieces, whatever `chunkRows`: each
+ * piece GETs the group's whole column chunks (no index says where its pages are), so the cut
+ * trades that many times the group's bytes for that many workers on it.
+ */
+export const MAX_UNINDEXED_PIECES = 4;
+/** A group whose column chunks without an offset index hold no more than this counts as indexed: they are read whole, cheaply. */
+const SMALL_UNINDEXED_BYTES = 1024 * 1024;
 /** Columns named in an error before "and N more". */
 const NAMED_COLUMNS = 40;
 
@@ -84,7 +96,8 @@ export async function parquetLayout(store: RangeReader, key: string, sizeBytes: 
 /**
  * Row ranges [start, end) of about `chunkRows` rows: a row group that fits is never split and
  * neighbours that fit together are merged; a bigger group is cut into equal pieces of at most
- * `chunkRows`. Every row of the file lies in exactly one range, in order.
+ * `chunkRows` when it has an offset index, else into at most MAX_UNINDEXED_PIECES. Every row of
+ * the file lies in exactly one range, in order.
  */
 export function planParquetChunks(layout: Pick<ParquetLayout, 'rowGroups'>, chunkRows: number): Array<{ start: number; end: number }> {
   const limit = Math.max(1, Math.floor(chunkRows));
@@ -95,7 +108,7 @@ export function planParquetChunks(layout: Pick<ParquetLayout, 'rowGroups'>, chun
     if (group.rows > limit) {
       if (open) out.push(open);
       open = undefined;
-      const pieces = Math.ceil(group.rows / limit);
+      const pieces = Math.min(Math.ceil(group.rows / limit), group.indexed ? Number.POSITIVE_INFINITY : MAX_UNINDEXED_PIECES);
       for (let i = 0; i < pieces; i++) {
         out.push({
           start: group.start + Math.floor((i * group.rows) / pieces),
@@ -147,10 +160,17 @@ function layoutOf(metadata: FileMetaData): ParquetLayout {
   let at = 0;
   for (const group of metadata.row_groups) {
     const rows = Number(group.num_rows);
-    rowGroups.push({ start: at, rows });
+    rowGroups.push({ start: at, rows, indexed: unindexedBytes(group) <= SMALL_UNINDEXED_BYTES });
     at += rows;
   }
   return { rows: at, rowGroups, columns: parquetSchema(metadata).children.map(describeColumn) };
+}
+
+/** Bytes of a group's column chunks that have no offset index (a writer leaves it out of a one-page chunk). */
+function unindexedBytes(group: FileMetaData['row_groups'][number]): number {
+  let bytes = 0;
+  for (const c of group.columns) if (!c.offset_index_length) bytes += Number(c.meta_data?.total_compressed_size ?? 0);
+  return bytes;
 }
 
 function describeColumn(node: SchemaTree): ParquetColumn {
