@@ -18,6 +18,18 @@ export interface Forecast {
   ratePerSec: number;
   /** An upper rate for bursts (e.g. recent peak-to-mean), ≥ ratePerSec. */
   burstRatePerSec: number;
+  /**
+   * The forecast's upper quantile (`upperQuantile`) of the per-minute rate over the horizon,
+   * ≥ ratePerSec: what the policy sizes active workers for. Absent: ratePerSec.
+   */
+  upperRatePerSec?: number;
+  /** Which quantile upperRatePerSec is, e.g. 0.9. */
+  upperQuantile?: number;
+  /**
+   * Variance over mean of arrivals at the minute scale once the level's drift is taken out (1 for
+   * Poisson arrivals, more for bursty ones): the queueing model's noise. Absent: 1.
+   */
+  dispersion?: number;
   horizonS: number;
   /** 'seasonal' when history was long enough; 'reactive' when it fell back to the recent level. */
   method: 'seasonal' | 'reactive';
@@ -32,6 +44,11 @@ export interface Backlog {
   active: number;
   /** Age of the oldest job not yet taken; 0 when none. */
   oldestAgeMs: number;
+  /**
+   * Rows a queued job carries on average (a request may hold many rows): the counts above are
+   * jobs, capacity and arrivals are rows, so the policy multiplies. Absent: 1.
+   */
+  rowsPerJob?: number;
 }
 
 /** Workers of one deployment by the state their heartbeat reports. */
@@ -54,14 +71,25 @@ export interface PolicySettings {
   coldStartMs: number;
   /** How long lower demand must last before scale-in. */
   scaleDownStabilizationMs: number;
-  /** Target utilisation of active workers (headroom), e.g. 0.8. */
+  /**
+   * The most of a worker's full rate the policy may plan to use for the forecast's upper
+   * quantile: a cap on top of the SLO sizing (1 = the SLO alone sizes the pool).
+   */
   targetUtilization: number;
+  /**
+   * A launched worker is kept at least this many cold starts (the pool's total is held that long
+   * after it last needed it), so no worker is launched and drained within minutes. Absent: the
+   * default in infra/kernel/config.ts.
+   */
+  minLifetimeColdStarts?: number;
 }
 
 /** What the policy remembers between ticks (stabilisation windows); opaque to callers. */
 export interface PolicyMemory {
   /** Recent desired-active values with their times, for scale-down stabilisation. */
   recentDesired: Array<{ at: number; active: number }>;
+  /** Recent desired pool totals (active + standby), held for the minimum lifetime; absent in memories from before it. */
+  recentPool?: Array<{ at: number; active: number }>;
 }
 
 export interface PolicyInput {
@@ -69,8 +97,13 @@ export interface PolicyInput {
   forecast: Forecast;
   backlog: Backlog;
   workers: WorkerCounts;
-  /** Rows (or jobs) per second one active worker sustains (from its batch profile / heartbeat). */
+  /** Rows (or jobs) per second one active worker sustains (measured busy; its batch profile until then). */
   perWorkerRatePerSec: number;
+  /**
+   * How long one full batch takes on a worker: a job that arrives while every worker is busy
+   * waits up to this long for one to free, so the SLO sizing plans for the SLO less this. Absent: 0.
+   */
+  batchServiceMs?: number;
   settings: PolicySettings;
   memory: PolicyMemory;
   /**
@@ -91,7 +124,46 @@ export interface PolicyDecision {
   drain: number;
   /** Human-readable reasons, e.g. "backlog 340 jobs needs 3 workers to clear within SLO". */
   reasons: string[];
+  /**
+   * Which term set each number, and the terms' values (the decision log, GET /v1/pool, the
+   * dashboard). decide() always gives them; a hand-written policy may not.
+   */
+  terms?: DecisionTerms;
   memory: PolicyMemory;
+}
+
+/**
+ * What set `active`: the SLO sizing of the forecast's upper quantile, the backlog, the scale-down
+ * window (stabilisation), the pool held for its minimum lifetime, or a bound.
+ */
+export type ActiveSource = 'slo-sizing' | 'backlog' | 'stabilisation' | 'min-lifetime' | 'min' | 'max';
+/** What set `standby`: the setting, the burst a cold start cannot absorb, or max. */
+export type StandbySource = 'setting' | 'burst' | 'max';
+
+/** The numbers behind a decision, named as the policy's header names its rules. */
+export interface DecisionTerms {
+  /** The rate the SLO sizing planned for (the forecast's upper quantile, plus late bulk runs). */
+  upperRatePerSec: number;
+  /** Which quantile of the forecast that is (absent from the forecast: the mean, 0.5). */
+  quantile: number;
+  perWorkerRatePerSec: number;
+  /** Whether perWorkerRatePerSec was measured (false: a guess, scale-down held). */
+  measuredRate: boolean;
+  /** The cold start the lead time, the standby and the lifetime were sized with. */
+  coldStartMs: number;
+  /** Active workers the SLO sizing asks for: the fewest whose queue wait stays within the SLO at upperRatePerSec. */
+  sloActive: number;
+  /** Active workers the backlog asks for (0 without one). */
+  backlogActive: number;
+  /** Standby for the burst a cold start cannot absorb (before the setting's floor). */
+  burstStandby: number;
+  /** Active held by the scale-down window (the most needed in it). */
+  stabilisedActive: number;
+  /** The pool total held for the minimum lifetime. */
+  heldPool: number;
+  minLifetimeMs: number;
+  activeSetBy: ActiveSource;
+  standbySetBy: StandbySource;
 }
 
 export function emptyPolicyMemory(): PolicyMemory {

@@ -31,7 +31,12 @@ export const SCALER_DEFAULTS: Readonly<Config['scaler']> = {
   sloQueueWaitMs: 2_000,
   coldStartDefaultMs: 60_000,
   scaleDownStabilizationMs: 300_000,
-  targetUtilization: 0.8,
+  // The SLO sizes the pool (infra/scaler/policy.ts); 1 adds no utilisation cap on top of it.
+  targetUtilization: 1,
+  // A launched worker is kept at least 2 cold starts: holding an idle worker for one cold start
+  // costs what relaunching it does, so the ski-rental rule (hold as long as a relaunch costs) is
+  // within 2× of the best hold in hindsight; the second absorbs the next swing of flapping traffic.
+  minLifetimeColdStarts: 2,
 };
 
 /**
@@ -152,6 +157,7 @@ const schema = z.object({
   COLD_START_DEFAULT_MS: int(0).default(SCALER_DEFAULTS.coldStartDefaultMs),
   SCALE_DOWN_STABILIZATION_MS: int(0).default(SCALER_DEFAULTS.scaleDownStabilizationMs),
   TARGET_UTILIZATION: z.coerce.number().gt(0).max(1).default(SCALER_DEFAULTS.targetUtilization),
+  MIN_LIFETIME_COLD_STARTS: z.coerce.number().min(0).max(100).default(SCALER_DEFAULTS.minLifetimeColdStarts),
   CANARY_ENABLED: bool.default(true),
   CANARY_WINDOW_MS: int(1000).default(120_000),
   CANARY_MAX_ERROR_RATE_DELTA: z.coerce.number().min(0).max(1).default(0.05),
@@ -235,7 +241,10 @@ export interface Config {
     /** Cold-start time assumed until a worker's is measured. */
     coldStartDefaultMs: number;
     scaleDownStabilizationMs: number;
+    /** A cap on planned utilisation on top of the SLO sizing (1: none). */
     targetUtilization: number;
+    /** A launched worker is kept at least this many cold starts (no launch-then-drain within it). */
+    minLifetimeColdStarts: number;
   };
   /** The canary guard (infra/canary): when a canary version's share is taken back to 0. */
   canary: {
@@ -387,6 +396,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       coldStartDefaultMs: e.COLD_START_DEFAULT_MS,
       scaleDownStabilizationMs: e.SCALE_DOWN_STABILIZATION_MS,
       targetUtilization: e.TARGET_UTILIZATION,
+      minLifetimeColdStarts: e.MIN_LIFETIME_COLD_STARTS,
     },
     canary: {
       enabled: e.CANARY_ENABLED,

@@ -14,7 +14,8 @@
  * it is later seen warmed (standby or active), the time from its start to the warmed state is one
  * sample (to the worker's `stateSince` when it reports one, else to the first warmed beat we see:
  * late by at most a tick). Workers already warm when first seen say nothing (their start
- * predates us). The estimate is the median of the last COLD_START_SAMPLES samples.
+ * predates us). The estimate is a high quantile of the last COLD_START_SAMPLES samples
+ * (cold-start-estimate.ts, shared with the simulator).
  */
 
 import type { Backlog, PoolProvider, PoolTarget, WorkerCounts } from '../contracts/pool.ts';
@@ -23,6 +24,7 @@ import type { HeartbeatPayload } from '../fleet/worker-states.ts';
 import { queuedJobs } from '../queue/index.ts';
 import type { RedisClient } from '../redis/client.ts';
 import { scalerColdStartKey, scalerColdStartPendingKey, scalerWorkerRateKey } from '../redis/keys.ts';
+import { COLD_START_SAMPLES, coldStartEstimateMs } from './cold-start-estimate.ts';
 
 /** One worker as the controller sees it: the provider's view, plus what its heartbeat says. */
 export interface ObservedWorker {
@@ -36,8 +38,8 @@ export interface ObservedWorker {
 }
 
 export const STARTING_STATES: readonly WorkerState[] = ['launching', 'downloading', 'loading', 'warming'];
-export const COLD_START_SAMPLES = 20;
-const RATE_EWMA_ALPHA = 0.3;
+/** Weight of a new busy sample in the per-worker rate (the simulator folds its samples the same way). */
+export const RATE_EWMA_ALPHA = 0.3;
 /** Measurements of a model nobody has looked at for this long are dropped. */
 const MEASUREMENT_TTL_MS = 30 * 24 * 3600_000;
 
@@ -93,6 +95,15 @@ export function createThroughputMeter(redis: Pick<RedisClient, 'get' | 'set'>, p
   };
 }
 
+/**
+ * How long one full batch takes at `perWorkerRatePerSec`: the largest batch warm-up chose among
+ * these workers over the rate. 0 when none reports a profile or the rate is unknown.
+ */
+export function batchServiceMs(beats: readonly HeartbeatPayload[], perWorkerRatePerSec: number): number {
+  const batch = beats.reduce((most, b) => Math.max(most, b.batchProfile?.chosenBatch ?? 0), 0);
+  return batch > 0 && perWorkerRatePerSec > 0 ? (batch / perWorkerRatePerSec) * 1000 : 0;
+}
+
 /** The best rows/s a warm-up measured at its chosen batch size, among these workers; 0 when none. */
 export function bestProfileRate(beats: readonly HeartbeatPayload[]): number {
   return beats.reduce((best, b) => Math.max(best, b.batchProfile?.rowsPerS ?? 0), 0);
@@ -131,12 +142,11 @@ export function createColdStartMeter(redis: ColdStartRedis, prefix: string, shad
     return samples;
   };
 
-  /** The median of the recent samples, or undefined before the first. */
+  /** A high quantile of the recent samples (coldStartEstimateMs), or undefined before the first. */
   const estimateMs = async (model: string): Promise<number | undefined> => {
-    const values = (await redis.lrange(samplesKey(model), 0, -1)).map(Number).filter(Number.isFinite);
-    if (values.length === 0) return undefined;
-    values.sort((a, b) => a - b);
-    return values[Math.floor(values.length / 2)];
+    // LPUSH keeps the newest first; the estimate reads them oldest first.
+    const values = (await redis.lrange(samplesKey(model), 0, -1)).map(Number).reverse();
+    return coldStartEstimateMs(values);
   };
 
   return { observe, estimateMs };

@@ -25,8 +25,10 @@
  * its records go to the same decision streams, flagged `shadow: true`.
  *
  * Per-deployment overrides: a deployment's `policy` object may set `sloQueueWaitMs`,
- * `coldStartMs` (the model's default until a cold start is measured), `scaleDownStabilizationMs`
- * and `targetUtilization`; min, max and standby come from the deployment itself.
+ * `coldStartMs` (the model's default until a cold start is measured), `scaleDownStabilizationMs`,
+ * `targetUtilization` and `minLifetimeColdStarts`; min, max and standby come from the deployment
+ * itself. The policy is also told how long a full batch takes (the largest batch the workers'
+ * warm-up chose, at the per-worker rate), and records which term set each number (`terms`).
  *
  * Lifecycle: start() runs ticks every `tickMs` until close(); tick() is one pass (tests, tools).
  * close() stops the loop, waits for a tick in flight, releases the lock; safe to call twice.
@@ -60,15 +62,26 @@ import { metricsKey, scalerLeaderKey, scalerMemoryKey } from '../redis/keys.ts';
 import { publishMetricsSnapshot } from '../telemetry/metrics.ts';
 import { createLeaderLock } from './controller-lock.ts';
 import { createScalerMetrics, observeDeployment, resetGauges } from './controller-metrics.ts';
-import { countWorkers, createColdStartMeter, createIntents, createThroughputMeter, observeWorkers } from './controller-observe.ts';
+import {
+  batchServiceMs,
+  countWorkers,
+  createColdStartMeter,
+  createIntents,
+  createThroughputMeter,
+  observeWorkers,
+} from './controller-observe.ts';
 import { allocate, inApplyOrder, isSettled, planVersion, retireTargets, usableWorkers, type VersionView } from './controller-plan.ts';
 import { createDecisionLog, type ScalerAction } from './decision-log.ts';
 import type { ScalerSettings } from './settings.ts';
 
 /** The settings a deployment's `policy` object may override. */
-const SETTING_NAMES = ['sloQueueWaitMs', 'coldStartMs', 'scaleDownStabilizationMs', 'targetUtilization'] as const satisfies Array<
-  keyof ScalerSettings
->;
+const SETTING_NAMES = [
+  'sloQueueWaitMs',
+  'coldStartMs',
+  'scaleDownStabilizationMs',
+  'targetUtilization',
+  'minLifetimeColdStarts',
+] as const satisfies Array<keyof ScalerSettings>;
 
 /** Daily analogues for a week back plus the recent window, and the first weekly one (forecast.ts). */
 export const DEFAULT_HISTORY_WINDOW_MS = 8 * 24 * 3600_000;
@@ -130,7 +143,9 @@ export function createScalerController(deps: ScalerControllerDeps): ScalerContro
     if (!raw) return emptyPolicyMemory();
     try {
       const parsed = JSON.parse(raw) as PolicyMemory;
-      return Array.isArray(parsed.recentDesired) ? parsed : emptyPolicyMemory();
+      if (!Array.isArray(parsed.recentDesired)) return emptyPolicyMemory();
+      // A memory from before the pool's hold (or a foreign one) starts that window afresh.
+      return Array.isArray(parsed.recentPool) ? parsed : { recentDesired: parsed.recentDesired };
     } catch {
       return emptyPolicyMemory();
     }
@@ -174,6 +189,7 @@ export function createScalerController(deps: ScalerControllerDeps): ScalerContro
       backlog,
       workers,
       perWorkerRatePerSec,
+      batchServiceMs: batchServiceMs(weightedBeats, perWorkerRatePerSec),
       settings: s,
       memory,
       ...(capacityRequest ? { capacityRequest } : {}),
@@ -207,6 +223,7 @@ export function createScalerController(deps: ScalerControllerDeps): ScalerContro
         launch: decision.launch,
         drain: decision.drain,
         reasons: decision.reasons,
+        ...(decision.terms ? { terms: decision.terms } : {}),
       },
       planned: ordered,
       applied,

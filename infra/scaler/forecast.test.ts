@@ -170,3 +170,42 @@ describe('forecastArrivals', () => {
     );
   });
 });
+
+describe('forecastArrivals: upper quantile and dispersion', () => {
+  // Seeded Poisson counts around a level: the noise the queueing model absorbs, not rate uncertainty.
+  function poissonSeries(minutes: number, level: (i: number) => number, seed = 7): ArrivalSeries {
+    let state = seed;
+    const random = () => {
+      state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
+      return state / 2 ** 32;
+    };
+    const draw = (mean: number) => {
+      let k = 0;
+      for (let p = random(), limit = Math.exp(-mean); p > limit; p *= random()) k++;
+      return k;
+    };
+    return series(minutes, (i) => draw(level(i)));
+  }
+
+  it('a steady Poisson level: dispersion near 1 and an upper quantile near the rate', () => {
+    const s = poissonSeries(600, () => 30);
+    const f = forecastArrivals({ series: upTo(s, 600), now: T0 + 600 * MIN, horizonS: 180 });
+    expect(f.upperQuantile).toBe(0.9);
+    expect(f.dispersion).toBeGreaterThan(0.7);
+    expect(f.dispersion).toBeLessThan(1.4);
+    expect(f.upperRatePerSec).toBeGreaterThanOrEqual(f.ratePerSec);
+    // What is left is the level's own noise (a one-minute half-life reads few arrivals): ≈ 10 %.
+    expect((f.upperRatePerSec ?? 0) / f.ratePerSec).toBeLessThan(1.2);
+  });
+
+  it('a level that wanders widens the upper quantile; too little history leaves it at the rate', () => {
+    // The level jumps between 15 and 45 every 7 minutes: a forecast a horizon ahead is often wrong.
+    const s = poissonSeries(600, (i) => (Math.floor(i / 7) % 2 === 0 ? 15 : 45));
+    const f = forecastArrivals({ series: upTo(s, 600), now: T0 + 600 * MIN, horizonS: 180 });
+    expect((f.upperRatePerSec ?? 0) / f.ratePerSec).toBeGreaterThan(1.3);
+    expect(f.dispersion).toBeGreaterThan(2);
+    const young = forecastArrivals({ series: upTo(s, 20), now: T0 + 20 * MIN, horizonS: 180 });
+    expect(young.upperRatePerSec).toBe(young.ratePerSec);
+    expect(young.components.errors).toBeLessThan(30);
+  });
+});

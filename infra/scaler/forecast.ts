@@ -29,6 +29,19 @@
  * 5. Burst: burstRatePerSec = rate × the recent peak-to-mean (the `burstQuantile` of the last
  *    `burstWindowMin` per-minute counts over their mean), never below rate: what a warm standby
  *    should absorb.
+ * 6. Upper quantile: upperRatePerSec, the `upperQuantile` (default 0.9) of the rate a horizon
+ *    ahead, what the policy sizes active workers for. Its spread is read from this series' own
+ *    recent forecast errors: over the last `errorWindowMin` complete minutes, the log error of
+ *    the recent level (step 1) read a horizon before each minute against that minute's count,
+ *    e = log((n + c) / (level + c)). A minute's count is noisy around its rate by itself
+ *    (variance ≈ dispersion × level, so ≈ dispersion × level / (level + c)² in e), and that
+ *    noise is the queueing model's to absorb (the policy's dispersion term), not the rate's
+ *    uncertainty; so the rate's log spread is σ = √(robust var(e) − that), robust meaning
+ *    (1.4826 × median absolute deviation)², and upper = (rate + c) × e^(z_q σ) − c. It holds the
+ *    level's drift over the lead time and whatever else this trace does, without a parameter
+ *    fitted to a trace. With fewer than MIN_ERRORS errors (a new deployment) it is the rate.
+ *    Dispersion: half the mean squared minute-to-minute change over the mean count (1 for
+ *    Poisson counts on a steady level; differencing removes the slow drift), at least 1.
  *
  * Honest when history is short: with fewer than 3 usable analogues (the same time yesterday
  * and its shifts need about 24 h 15 min of history) the method is 'reactive': the recent level
@@ -52,6 +65,10 @@ const WEEK_MIN = 7 * DAY_MIN;
 const SHIFT_SCALE_MIN = 5;
 /** Fewer usable analogues than this and the forecast is 'reactive': one shifted window is not a season. */
 const MIN_ANALOGUES = 3;
+/** Fewer recent forecast errors than this and the upper quantile is the Poisson bound alone. */
+const MIN_ERRORS = 30;
+/** Dispersion is capped here: a trace with a gap reads as one huge change. */
+const MAX_DISPERSION = 50;
 
 export interface ForecastOptions {
   /** Half-life of the recent level's EWMA, in minutes (default a quarter of the horizon, 1–30). */
@@ -74,6 +91,10 @@ export interface ForecastOptions {
   burstWindowMin?: number;
   /** Quantile of recent per-minute counts for the burst term (default 0.95). */
   burstQuantile?: number;
+  /** The quantile upperRatePerSec is (default 0.9). */
+  upperQuantile?: number;
+  /** Complete minutes whose forecast errors set the upper quantile's spread (default 360). */
+  errorWindowMin?: number;
   /** Per minute, parallel to series.perMinute: true where there is no data (an outage). */
   missing?: boolean[];
 }
@@ -96,6 +117,8 @@ const DEFAULTS = {
   ratioFloorPerMin: 1,
   burstWindowMin: 60,
   burstQuantile: 0.95,
+  upperQuantile: 0.9,
+  errorWindowMin: 360,
 };
 
 type Settings = typeof DEFAULTS & { levelHalfLifeMin: number };
@@ -174,14 +197,103 @@ export function forecastArrivals(input: ForecastInput): Forecast {
   const history = new History(input.series.perMinute, input.options?.missing, end);
   const peakToMean = burstFactor(history.values(nowIdx - s.burstWindowMin, nowIdx), s.burstQuantile);
   const estimate = estimateRate(history, nowIdx, horizonMin, s);
-  const ratePerSec = Math.max(0, estimate.perMin) / 60;
+  const perMin = Math.max(0, estimate.perMin);
+  const ratePerSec = perMin / 60;
+  const noise = upperBound(history, nowIdx, horizonMin, perMin, s);
   return {
     ratePerSec,
     burstRatePerSec: ratePerSec * peakToMean,
+    upperRatePerSec: noise.upperPerMin / 60,
+    upperQuantile: s.upperQuantile,
+    dispersion: noise.dispersion,
     horizonS: input.horizonS,
     method: estimate.method,
-    components: { ...estimate.components, peakToMean },
+    components: { ...estimate.components, peakToMean, errorSpread: noise.spread, errors: noise.errors, dispersion: noise.dispersion },
   };
+}
+
+interface Noise {
+  upperPerMin: number;
+  /** Log spread of the recent errors (0 when too few). */
+  spread: number;
+  errors: number;
+  dispersion: number;
+}
+
+/** The upper quantile of the rate a horizon ahead (step 6 of the header). */
+function upperBound(history: History, nowIdx: number, horizonMin: number, perMin: number, s: Settings): Noise {
+  const c = s.ratioFloorPerMin;
+  const from = nowIdx - s.errorWindowMin;
+  const errors = levelErrors(history, from, nowIdx, horizonMin, s.levelHalfLifeMin, c);
+  const dispersion = minuteDispersion(history.values(from, nowIdx));
+  if (errors.length < MIN_ERRORS) return { upperPerMin: perMin, spread: 0, errors: errors.length, dispersion };
+  // The errors' robust variance, less what the minutes' own noise puts into a log count.
+  const logs = errors.map((e) => e.log);
+  const centre = median(logs);
+  const mad = 1.4826 * median(logs.map((x) => Math.abs(x - centre)));
+  const noise = errors.reduce((t, e) => t + (dispersion * e.level) / (e.level + c) ** 2, 0) / errors.length;
+  const spread = normalQuantile(s.upperQuantile) * Math.sqrt(Math.max(0, mad * mad - noise));
+  return { upperPerMin: Math.max(perMin, (perMin + c) * Math.exp(spread) - c), spread, errors: errors.length, dispersion };
+}
+
+/**
+ * log((n_i + c) / (level + c)) for each observed minute i in [from, to), the level being the EWMA
+ * of the minutes before i − lag + 1 (what step 1 said a horizon earlier). One pass, O(window).
+ */
+function levelErrors(
+  history: History,
+  from: number,
+  to: number,
+  lag: number,
+  halfLifeMin: number,
+  c: number,
+): Array<{ log: number; level: number }> {
+  const keep = 2 ** (-1 / halfLifeMin);
+  const start = from - lag - Math.ceil(8 * halfLifeMin);
+  const levels = new Float64Array(Math.max(0, to - start));
+  let sum = 0;
+  let weight = 0;
+  for (let i = start; i < to; i++) {
+    levels[i - start] = weight > 0 ? sum / weight : Number.NaN;
+    const v = history.at(i);
+    sum *= keep;
+    weight *= keep;
+    if (v !== undefined) {
+      sum += v;
+      weight += 1;
+    }
+  }
+  const out: Array<{ log: number; level: number }> = [];
+  for (let i = Math.max(from, 0); i < to; i++) {
+    const v = history.at(i);
+    const level = levels[i - lag + 1 - start];
+    if (v === undefined || level === undefined || Number.isNaN(level)) continue;
+    out.push({ log: Math.log((v + c) / (level + c)), level });
+  }
+  return out;
+}
+
+/** Half the mean squared minute-to-minute change over the mean count, at least 1 (see the header). */
+function minuteDispersion(counts: number[]): number {
+  if (counts.length < 2) return 1;
+  let squares = 0;
+  for (let i = 1; i < counts.length; i++) squares += ((counts[i] as number) - (counts[i - 1] as number)) ** 2;
+  const mean = counts.reduce((a, b) => a + b, 0) / counts.length;
+  if (mean <= 0) return 1;
+  return Math.min(MAX_DISPERSION, Math.max(1, squares / (2 * (counts.length - 1)) / mean));
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)] ?? 0;
+}
+
+/** The standard normal's q-quantile (Abramowitz & Stegun 26.2.23, error < 5e-4), for q in (0, 1). */
+export function normalQuantile(q: number): number {
+  if (!(q > 0 && q < 1)) return q >= 1 ? Infinity : -Infinity;
+  if (q < 0.5) return -normalQuantile(1 - q);
+  const t = Math.sqrt(-2 * Math.log(1 - q));
+  return t - (2.515517 + 0.802853 * t + 0.010328 * t * t) / (1 + 1.432788 * t + 0.189269 * t * t + 0.001308 * t * t * t);
 }
 
 interface Estimate {

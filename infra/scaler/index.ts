@@ -1,6 +1,7 @@
 /** The scaler (DESIGN §8): forecast, policy, controller, decision log; the public surface for the API, the simulator and the CLI. */
 
-export { countWorkers, type ObservedWorker } from './controller-observe.ts';
+export { coldStartEstimateMs } from './cold-start-estimate.ts';
+export { countWorkers, type ObservedWorker, RATE_EWMA_ALPHA } from './controller-observe.ts';
 export { planVersion } from './controller-plan.ts';
 export { createDecisionLog, DECISION_HEARTBEAT_MS, type DecisionRecord, type ScalerAction } from './decision-log.ts';
 export { forecastArrivals } from './forecast.ts';

@@ -12,7 +12,7 @@
  * `--shadow` needs no provider at all: it decides and records, and touches no worker.
  *
  * Settings come from the config's `scaler` section (SCALER_TICK_MS, SLO_QUEUE_WAIT_MS,
- * COLD_START_DEFAULT_MS, SCALE_DOWN_STABILIZATION_MS, TARGET_UTILIZATION; their defaults are
+ * COLD_START_DEFAULT_MS, SCALE_DOWN_STABILIZATION_MS, TARGET_UTILIZATION, MIN_LIFETIME_COLD_STARTS; their defaults are
  * SCALER_DEFAULTS in infra/kernel/config.ts), under the explicit options of `ScalerOptions`.
  */
 import { fileURLToPath } from 'node:url';
@@ -47,6 +47,7 @@ export interface ScalerConfig {
   coldStartDefaultMs: number;
   scaleDownStabilizationMs: number;
   targetUtilization: number;
+  minLifetimeColdStarts: number;
   poolProvider: PoolProviderName;
 }
 

@@ -222,10 +222,12 @@ describe('decide: scenarios on a fake clock', () => {
   });
 
   it('a forecast burst raises standby above the setting; max cuts standby before active', () => {
-    // 160/s needs 2 active; a 600/s burst needs 6 at full rate, so 4 standby beyond them.
+    // 160/s needs 2 active; a 600/s burst over a 120 s cold start with a 10 s SLO needs
+    // 600 × 120 / 130 ≈ 554/s warm, 6 workers at full rate, so 4 standby beyond them.
     const d = decide(inputOf({ forecast: forecastOf(160, 600), workers: pool(2, 1) }));
     expect(d).toMatchObject({ active: 2, standby: 4, launch: 3, drain: 0 });
-    expect(d.reasons).toContain('burst raises standby from 1 to 4');
+    expect(d.terms).toMatchObject({ burstStandby: 4, standbySetBy: 'burst', activeSetBy: 'slo-sizing' });
+    expect(d.reasons).toContain('burst 600.0/s for a 120.0s cold start needs 553.8/s warm: standby 4 (setting 1)');
     const capped = decide(inputOf({ forecast: forecastOf(160, 600), workers: pool(2, 1), settings: { ...SETTINGS, max: 4 } }));
     expect(capped).toMatchObject({ active: 2, standby: 2, launch: 1 });
     const full = decide(inputOf({ forecast: forecastOf(400, 600), workers: pool(2, 1), settings: { ...SETTINGS, max: 4 } }));

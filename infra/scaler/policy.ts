@@ -1,62 +1,88 @@
 /**
- * The scaling policy (DESIGN §8, issue 4): a pure function from what the scaler sees (forecast,
- * backlog, worker counts, per-worker throughput, settings, its own memory) to what the pool
- * should be. The live controller and the simulator run this same code, so it reads nothing but
- * its input: no clock, no randomness, no I/O, and the input is never mutated.
+ * The scaling policy (DESIGN §8, issues 4 and 17): a pure function from what the scaler sees
+ * (forecast, backlog, worker counts, per-worker throughput, settings, its own memory) to what the
+ * pool should be. The live controller and the simulator run this same code, so it reads nothing
+ * but its input: no clock, no randomness, no I/O, and the input is never mutated. Every unit is
+ * rows: arrivals and a worker's rate are counted in rows, and the backlog's jobs are turned into
+ * rows with `backlog.rowsPerJob` (a request may carry many).
  *
- * 1. Capacity. One active worker serves perWorkerRatePerSec × targetUtilization. With no profile
- *    yet (rate ≤ 0 or not finite) it assumes FALLBACK_PER_WORKER_RATE_PER_SEC, deliberately low
- *    so the pool errs toward more workers (max caps it), and on such a tick it neither scales
- *    down nor remembers its guess: a guess must not hold the pool up once a real profile exists.
- * 2. Need. needed active = ⌈(forecast rate + backlog / clearing budget) / capacity⌉, and at least
- *    ⌈(forecast rate + the rows/s late bulk runs ask for) / capacity⌉ (a deadline asks through
- *    the same min/max as everything else: max caps it). The forecast
- *    covers the lead time (the controller asks for a horizon ≥ coldStartMs), so a worker launched
- *    now is ready for the demand it was launched for. Backlog = waiting + prioritized + delayed
- *    (active jobs are already being served). Clearing budget = half the SLO (the other half is
- *    for jobs arriving meanwhile and the second a standby needs to activate), shrinking to what
- *    the oldest job has left of its SLO but not below a quarter; once the oldest job is past the
- *    SLO, an eighth: four times the normal drain rate, to stop the damage fast. The backlog asks
- *    for no launches when the warm workers (active + standby, at full rate) clear it within a
- *    cold start: a launched worker would arrive to an empty queue and then be held for the whole
- *    stabilisation window. If the backlog outlasts that estimate it grows, and a later tick
- *    launches.
- * 3. Up fast, down slow. desired active = the maximum of `needed` over the last
- *    scaleDownStabilizationMs, read as a step function (the value in force at the window's start
- *    counts), so a long gap between ticks (the clock jumping forwards) does not by itself expire
- *    the window. Entries from the future (the clock went backwards) are dropped; that tick holds
- *    the pool where it is and restarts the window from now.
- * 4. Standby = settings.standby, raised to ⌈burst rate / full rate⌉ − active when a burst would
- *    outrun the active workers (in a burst workers may run flat out; utilisation headroom is for
- *    steady load). Bounds: active ≤ max first, standby fills what max leaves, and if
- *    active + standby < min, active rises to reach min.
- * 5. Actions count the whole pool (starting + standby + active; draining workers are leaving):
+ * 1. Capacity. μ = the per-worker rate at full batch: measured as soon as a worker has been busy
+ *    with a queue behind it, its batch profile until then (the controller's choice). With none
+ *    (≤ 0 or not finite) it assumes FALLBACK_PER_WORKER_RATE_PER_SEC, deliberately low so the
+ *    pool errs toward more workers (max caps it), and on such a tick it neither scales down nor
+ *    remembers its guess: a guess must not hold the pool up once a real profile exists.
+ * 2. SLO sizing. Active capacity C = c·μ must meet two conditions, and c is the fewest that do:
+ *    - steady: at the forecast mean λ (plus what late bulk runs ask for) the queue is stable and
+ *      its wait stays within the SLO. The queue is read as a diffusion (heavy-traffic) model of
+ *      c batch servers: rows arrive at λ with variance D·λ per second (D the forecast's
+ *      dispersion, 1 for Poisson) and leave at C, so the backlog's tail is exponential and
+ *      P(wait > S′) ≈ exp(−2·C·S′·(C − λ) / (D·λ)). At most SLO_TAIL gives
+ *      C ≥ (λ + √(λ² + 2·D·λ·ln(1/SLO_TAIL) / S′)) / 2, where S′ = the SLO S less one full batch
+ *      (`batchServiceMs`: a job that arrives while every worker is busy waits for one to free);
+ *    - transient: if the rate turns out at the forecast's upper quantile λ_q (forecast.ts step 6),
+ *      the queue grows by (λ_q − C) a second until more capacity can arrive, a cold start L
+ *      later (rule 3 launches for the backlog); its wait stays within S′ while
+ *      (λ_q − C)·L ≤ C·S′, so C ≥ λ_q·L / (L + S′). A short cold start lets the pool run near
+ *      the mean; a long one makes it hold the upper quantile.
+ *    Why this model: it is closed-form and monotone in c (one line per tick, no search), it holds
+ *    for hundreds of workers where M/D/c's sums are ill-conditioned, and it is exact where cost is
+ *    decided (heavy traffic); a small simulation in the loop would answer the same question
+ *    noisily, at a replay per tick. `targetUtilization` < 1 adds a cap: C ≥ λ / u.
+ * 3. Backlog. What is queued (waiting + prioritized + delayed, in rows) must clear within a
+ *    budget: half the SLO (the other half is for jobs arriving meanwhile), shrinking to what the
+ *    oldest job has left of its SLO but not below a quarter; once the oldest job is past the SLO,
+ *    an eighth, to stop the damage fast. needed = ⌈(forecast rate + rows / budget) / (μ·u)⌉.
+ *    It asks for no launches when the warm workers (active + standby, at full rate) clear it
+ *    within a cold start: a launched worker would arrive to an empty queue.
+ * 4. Standby for the burst a cold start cannot absorb. A burst at rate λ_b (the forecast's
+ *    burst rate, at least λ) outruns C active capacity by (λ_b − C) for the cold start L a
+ *    launch needs; the queue absorbs that within the SLO while (λ_b − C)·L ≤ C·S, so the warm
+ *    pool must reach λ_b·L / (L + S): standby = ⌈that / μ⌉ − active, never below the setting.
+ * 5. Up fast, down slow. desired active = the most rule 2/3 asked for over the last
+ *    scaleDownStabilizationMs; the pool's total (active + standby) = the most it asked for over
+ *    the minimum lifetime (minLifetimeColdStarts × the cold start, at least the stabilisation
+ *    window): a worker launched for a peak is not drained within its lifetime, and a scale-down
+ *    needs a surplus sustained for the whole window. Both are read as step functions (the value
+ *    in force at the window's start counts), so a long gap between ticks (the clock jumping
+ *    forwards) does not by itself expire a window. Entries from the future (the clock went
+ *    backwards) are dropped; that tick holds the pool where it is and restarts the windows.
+ *    Workers the total holds beyond active + standby stay active: they are paid for either way,
+ *    and serving they shorten waits.
+ * 6. Bounds: active ≤ max first, standby fills what max leaves, and if active + standby < min,
+ *    active rises to reach min.
+ * 7. Actions count the whole pool (starting + standby + active; draining workers are leaving):
  *    launch = target − pool when short, drain = pool − target when over, so never both. Starting
  *    workers are capacity on its way and are not launched again. The controller reaches the
- *    `active`/`standby` targets by moving warmed workers: standby is activated before launches
- *    arrive, and an active worker goes to standby rather than being drained while standby is
- *    below target. It drains starting workers first, then standby, then active, so the pool left
- *    equals the target and never holds fewer active workers than the `active` target. That is
- *    also why a drain cannot make the backlog miss its SLO: the active target is never below the
- *    need, backlog term included (only max can cap it: max is a hard quota and wins). No drain
- *    on a skewed tick or on a guessed profile.
+ *    `active`/`standby` targets by moving warmed workers (controller-plan.ts). No drain on a
+ *    skewed tick or on a guessed profile.
  *
- * The controller should ask the forecaster for a horizon of at least a cold start plus a tick.
+ * `terms` names the number each rule produced and which one set `active` and `standby`; the
+ * reasons say the same in words. The controller asks the forecaster for a horizon of at least
+ * a cold start plus a tick, so a worker launched now is ready for the demand it was launched for.
  */
 
-import type { PolicyDecision, PolicyInput, PolicyMemory, PolicySettings, WorkerCounts } from '../contracts/pool.ts';
+import type {
+  ActiveSource,
+  DecisionTerms,
+  PolicyDecision,
+  PolicyInput,
+  PolicyMemory,
+  PolicySettings,
+  WorkerCounts,
+} from '../contracts/pool.ts';
 import { SCALER_DEFAULTS } from '../kernel/config.ts';
 
-/** Rows (or jobs) per second assumed per worker until one reports a batch profile. */
+/** Rows per second assumed per worker until one reports a batch profile. */
 export const FALLBACK_PER_WORKER_RATE_PER_SEC = 1;
+/** The probability the SLO sizing allows a job's wait past the SLO at the upper-quantile rate. */
+export const SLO_TAIL = 0.01;
 
 type Entry = PolicyMemory['recentDesired'][number];
+type Settings = Required<PolicySettings>;
 
 interface Capacity {
   /** Full rate of one worker. */
   fullPerSec: number;
-  /** Rate one active worker is planned at (full × utilisation). */
-  plannedPerSec: number;
   measured: boolean;
 }
 
@@ -64,89 +90,198 @@ export function decide(input: PolicyInput): PolicyDecision {
   const reasons: string[] = [];
   const settings = normaliseSettings(input.settings);
   const workers = normaliseWorkers(input.workers);
-  const capacity = workerCapacity(input.perWorkerRatePerSec, settings.targetUtilization, reasons);
-  const raw = Math.min(settings.max, neededActive(input, settings, capacity, workers, reasons));
-  const windowMs = settings.scaleDownStabilizationMs;
-  const stable = stabilise(
-    { now: input.now, raw, memory: input.memory, windowMs, current: workers.active, remember: capacity.measured },
+  const capacity = workerCapacity(input.perWorkerRatePerSec, reasons);
+  const demand = demandOf(input, reasons);
+  const sloActive = sloSizing(demand, input, settings, capacity, reasons);
+  const backlogActive = backlogNeed(input, settings, capacity, workers, reasons);
+  const raw = Math.min(settings.max, Math.max(sloActive, backlogActive));
+  reasons.push(`needs ${raw} active (${backlogActive > sloActive ? 'backlog' : 'SLO sizing'})`);
+  const remember = capacity.measured;
+  const active = stabilise(
+    {
+      now: input.now,
+      raw,
+      entries: input.memory.recentDesired,
+      windowMs: settings.scaleDownStabilizationMs,
+      current: workers.active,
+      remember,
+    },
+    'active',
     reasons,
   );
-  const { active, standby } = targets(stable.active, burstStandby(input, settings, capacity), settings, reasons);
-  const hold = stable.skewed || !capacity.measured;
-  const { launch, drain } = actions(workers, active, standby, hold, reasons);
-  return { active, standby, launch, drain, reasons, memory: { recentDesired: stable.entries } };
+  const burst = burstStandby(demand, settings, capacity, active.value, reasons);
+  const standbyWanted = Math.max(settings.standby, burst);
+  // The pool's own want, from this tick's need (not the held one): each window holds only itself.
+  const poolWant = raw + Math.max(settings.standby, burstStandby(demand, settings, capacity, raw, []));
+  const minLifetimeMs = Math.max(settings.scaleDownStabilizationMs, settings.minLifetimeColdStarts * settings.coldStartMs);
+  const current = workers.active + workers.standby + workers.starting;
+  const pool = stabilise(
+    {
+      now: input.now,
+      raw: Math.min(settings.max, poolWant),
+      entries: input.memory.recentPool ?? [],
+      windowMs: minLifetimeMs,
+      current,
+      remember,
+    },
+    'pool',
+    reasons,
+  );
+  const t = targets({ active: active.value, standby: standbyWanted, pool: pool.value }, settings, reasons);
+  const hold = active.skewed || pool.skewed || !capacity.measured;
+  const { launch, drain } = actions(workers, t.active, t.standby, hold, reasons);
+  const terms: DecisionTerms = {
+    upperRatePerSec: demand.upperPerSec + demand.bulkPerSec,
+    quantile: demand.quantile,
+    perWorkerRatePerSec: capacity.fullPerSec,
+    measuredRate: capacity.measured,
+    coldStartMs: settings.coldStartMs,
+    sloActive,
+    backlogActive,
+    burstStandby: burst,
+    stabilisedActive: active.value,
+    heldPool: pool.value,
+    minLifetimeMs,
+    activeSetBy: activeSource(t, raw, active.value, sloActive, backlogActive),
+    standbySetBy: t.standbyCut ? 'max' : burst > settings.standby ? 'burst' : 'setting',
+  };
+  return {
+    active: t.active,
+    standby: t.standby,
+    launch,
+    drain,
+    reasons,
+    terms,
+    memory: { recentDesired: active.entries, recentPool: pool.entries },
+  };
 }
 
-function workerCapacity(perWorkerRatePerSec: number, utilization: number, reasons: string[]): Capacity {
+function workerCapacity(perWorkerRatePerSec: number, reasons: string[]): Capacity {
   const measured = Number.isFinite(perWorkerRatePerSec) && perWorkerRatePerSec > 0;
   const fullPerSec = measured ? perWorkerRatePerSec : FALLBACK_PER_WORKER_RATE_PER_SEC;
   if (!measured) reasons.push(`no throughput profile yet: assuming ${rate(fullPerSec)} per worker, holding scale-down`);
-  return { fullPerSec, plannedPerSec: fullPerSec * utilization, measured };
+  return { fullPerSec, measured };
 }
 
-function neededActive(input: PolicyInput, settings: PolicySettings, capacity: Capacity, workers: WorkerCounts, reasons: string[]): number {
-  const { forecast } = input;
-  const ratePerSec = nonNegative(forecast.ratePerSec);
-  reasons.push(
-    `forecast ${rate(ratePerSec)} (${forecast.method}, ${forecast.horizonS}s ahead) at ${rate(capacity.plannedPerSec)} per worker`,
-  );
-  if (forecast.horizonS * 1000 < settings.coldStartMs) {
-    reasons.push(`forecast horizon ${forecast.horizonS}s is shorter than the ${secs(settings.coldStartMs)} cold start`);
-  }
+interface Demand {
+  meanPerSec: number;
+  /** The forecast's upper quantile (its mean when it has none). */
+  upperPerSec: number;
+  quantile: number;
+  burstPerSec: number;
+  dispersion: number;
+  bulkPerSec: number;
+}
+
+/** The forecast's rates, cleaned: an upper quantile or burst below the mean is the mean. */
+function demandOf(input: PolicyInput, reasons: string[]): Demand {
+  const f = input.forecast;
+  const meanPerSec = nonNegative(f.ratePerSec);
+  const hasUpper = f.upperRatePerSec !== undefined && Number.isFinite(f.upperRatePerSec);
+  const upperPerSec = Math.max(meanPerSec, hasUpper ? nonNegative(f.upperRatePerSec ?? 0) : 0);
+  const quantile = hasUpper && f.upperQuantile !== undefined && f.upperQuantile > 0 && f.upperQuantile < 1 ? f.upperQuantile : 0.5;
+  const dispersion = f.dispersion !== undefined && f.dispersion >= 1 && Number.isFinite(f.dispersion) ? f.dispersion : 1;
   const bulkPerSec = nonNegative(input.capacityRequest?.rowsPerSecondNeeded ?? 0);
+  reasons.push(
+    `forecast ${rate(meanPerSec)}, q${Math.round(quantile * 100)} ${rate(upperPerSec)} (${f.method}, ${f.horizonS}s ahead, dispersion ${dispersion.toFixed(1)})`,
+  );
+  if (f.horizonS * 1000 < input.settings.coldStartMs) {
+    reasons.push(`forecast horizon ${f.horizonS}s is shorter than the ${secs(input.settings.coldStartMs)} cold start`);
+  }
   if (bulkPerSec > 0) reasons.push(`late bulk runs ask for ${rate(bulkPerSec)} more`);
-  const forRate = ceilCount((ratePerSec + bulkPerSec) / capacity.plannedPerSec);
-  const need = Math.max(forRate, backlogNeed(input, settings, capacity, workers, reasons));
-  reasons.push(`needs ${need} active`);
-  return need;
+  const burstPerSec = Math.max(upperPerSec, nonNegative(f.burstRatePerSec));
+  return { meanPerSec, upperPerSec, quantile, burstPerSec, dispersion, bulkPerSec };
 }
 
-/** Active workers the forecast plus the backlog's drain term ask for (rule 2); 0 with no backlog. */
-function backlogNeed(input: PolicyInput, settings: PolicySettings, capacity: Capacity, workers: WorkerCounts, reasons: string[]): number {
+/** Rule 2: the fewest active workers that hold the queue wait within the SLO (see the header). */
+function sloSizing(demand: Demand, input: PolicyInput, s: Settings, capacity: Capacity, reasons: string[]): number {
+  const mean = demand.meanPerSec + demand.bulkPerSec;
+  const upper = demand.upperPerSec + demand.bulkPerSec;
+  if (upper <= 0) return 0;
+  const batchMs = nonNegative(input.batchServiceMs ?? 0);
+  const budgetS = Math.max(s.sloQueueWaitMs / 4, s.sloQueueWaitMs - batchMs) / 1000;
+  const spread = (2 * demand.dispersion * mean * Math.log(1 / SLO_TAIL)) / budgetS;
+  const steady = (mean + Math.sqrt(mean * mean + spread)) / 2;
+  const coldS = s.coldStartMs / 1000;
+  const transient = (upper * coldS) / (coldS + budgetS);
+  const capped = mean / s.targetUtilization;
+  const needed = Math.max(steady, transient, capped);
+  const workers = ceilCount(needed / capacity.fullPerSec);
+  const by =
+    needed === capped && capped > steady
+      ? `utilisation cap ${s.targetUtilization}`
+      : needed === steady
+        ? 'the mean with its noise'
+        : `q${Math.round(demand.quantile * 100)} for a cold start`;
+  reasons.push(
+    `SLO sizing: ${rate(needed)} of capacity (${by}) keeps waits under ${secs(budgetS * 1000)} at ${rate(capacity.fullPerSec)} per worker: ${workers} active`,
+  );
+  return workers;
+}
+
+/** Rule 3: active workers the backlog's drain term asks for; 0 with no backlog. */
+function backlogNeed(input: PolicyInput, s: Settings, capacity: Capacity, workers: WorkerCounts, reasons: string[]): number {
   const b = input.backlog;
-  const backlog = nonNegative(b.waiting) + nonNegative(b.prioritized) + nonNegative(b.delayed);
-  if (backlog === 0) return 0;
+  const jobs = nonNegative(b.waiting) + nonNegative(b.prioritized) + nonNegative(b.delayed);
+  if (jobs === 0) return 0;
+  const rowsPerJob = b.rowsPerJob !== undefined && Number.isFinite(b.rowsPerJob) && b.rowsPerJob >= 1 ? b.rowsPerJob : 1;
+  const rows = jobs * rowsPerJob;
   const ratePerSec = nonNegative(input.forecast.ratePerSec);
   const oldestAgeMs = nonNegative(b.oldestAgeMs);
-  const clearMs = clearingBudgetMs(settings.sloQueueWaitMs, oldestAgeMs);
-  const slo = settings.sloQueueWaitMs;
-  const late = oldestAgeMs >= slo ? ` (oldest ${secs(oldestAgeMs)} is past the ${secs(slo)} SLO)` : '';
-  reasons.push(`backlog ${round(backlog)} jobs to clear within ${secs(clearMs)}${late} adds ${rate(backlog / (clearMs / 1000))}`);
-  const need = ceilCount((ratePerSec + backlog / (clearMs / 1000)) / capacity.plannedPerSec);
+  const clearMs = clearingBudgetMs(s.sloQueueWaitMs, oldestAgeMs);
+  const late = oldestAgeMs >= s.sloQueueWaitMs ? ` (oldest ${secs(oldestAgeMs)} is past the ${secs(s.sloQueueWaitMs)} SLO)` : '';
+  const unit = rowsPerJob === 1 ? '' : ` (${round(jobs)} jobs × ${rowsPerJob.toFixed(1)})`;
+  reasons.push(`backlog ${round(rows)} rows${unit} to clear within ${secs(clearMs)}${late} adds ${rate(rows / (clearMs / 1000))}`);
+  const need = ceilCount((ratePerSec + rows / (clearMs / 1000)) / (capacity.fullPerSec * s.targetUtilization));
   const warm = workers.active + workers.standby;
   const spare = warm * capacity.fullPerSec - ratePerSec;
-  const warmClearMs = spare > 0 ? (backlog / spare) * 1000 : Infinity;
-  if (need <= warm || warmClearMs > settings.coldStartMs) return need;
+  const warmClearMs = spare > 0 ? (rows / spare) * 1000 : Infinity;
+  if (need <= warm || warmClearMs > s.coldStartMs) return need;
   reasons.push(`${warm} warm workers clear it in ${secs(warmClearMs)}, before a cold start: no launch for it`);
   return warm;
 }
 
-/** How soon the current backlog should be gone (see rule 2 in the header). */
+/** How soon the current backlog should be gone (rule 3). */
 function clearingBudgetMs(sloMs: number, oldestAgeMs: number): number {
   if (oldestAgeMs >= sloMs) return sloMs / 8;
   return Math.max(sloMs / 4, Math.min(sloMs / 2, sloMs - oldestAgeMs));
 }
 
+/** Rule 4: standby beyond `active` so the warm pool reaches what a cold start cannot absorb. */
+function burstStandby(demand: Demand, s: Settings, capacity: Capacity, active: number, reasons: string[]): number {
+  const burst = demand.burstPerSec + demand.bulkPerSec;
+  const coldMs = s.coldStartMs;
+  const warmNeeded = coldMs > 0 ? (burst * coldMs) / (coldMs + s.sloQueueWaitMs) : 0;
+  const standby = Math.max(0, ceilCount(warmNeeded / capacity.fullPerSec) - active);
+  if (standby > s.standby) {
+    reasons.push(
+      `burst ${rate(burst)} for a ${secs(coldMs)} cold start needs ${rate(warmNeeded)} warm: standby ${standby} (setting ${s.standby})`,
+    );
+  }
+  return standby;
+}
+
 interface StabiliseInput {
   now: number;
-  /** This tick's need, capped by max. */
+  /** This tick's want, capped by max. */
   raw: number;
-  memory: PolicyMemory;
+  entries: readonly Entry[];
   windowMs: number;
-  /** Active workers now: the floor on a tick that must not scale down. */
+  /** What the pool has now: the floor on a tick that must not scale down. */
   current: number;
   /** False on a guessed profile: hold the pool, record nothing. */
   remember: boolean;
 }
 
 interface Stable {
-  active: number;
+  value: number;
   entries: Entry[];
   skewed: boolean;
 }
 
-function stabilise({ now, raw, memory, windowMs, current, remember }: StabiliseInput, reasons: string[]): Stable {
-  const valid = memory.recentDesired.filter((e) => Number.isFinite(e.at) && Number.isFinite(e.active));
+/** Rule 5 for one quantity: the most wanted over the window, with the clock's skew handled. */
+function stabilise({ now, raw, entries, windowMs, current, remember }: StabiliseInput, what: string, reasons: string[]): Stable {
+  const valid = entries.filter((e) => Number.isFinite(e.at) && Number.isFinite(e.active));
   // Folding every entry through record() keeps a memory written elsewhere in the canonical form.
   const past = valid
     .filter((e) => e.at <= now)
@@ -155,14 +290,14 @@ function stabilise({ now, raw, memory, windowMs, current, remember }: StabiliseI
   const future = valid.length - past.length;
   if (future > 0) {
     const newest = Math.max(...valid.map((e) => e.at));
-    reasons.push(`clock went back ${secs(newest - now)}: dropped ${future} future entries, no scale-down this tick`);
+    reasons.push(`clock went back ${secs(newest - now)}: dropped ${future} future ${what} entries, no scale-down this tick`);
     const held = Math.max(raw, current, windowMax(prune(past, now, windowMs)));
-    return { active: held, entries: prune(record(past, now, held), now, windowMs), skewed: true };
+    return { value: held, entries: prune(record(past, now, held), now, windowMs), skewed: true };
   }
-  const entries = prune(remember ? record(past, now, raw) : past, now, windowMs);
-  const active = Math.max(raw, windowMax(entries), remember ? 0 : current);
-  if (active > raw && remember) reasons.push(`holding ${active} active, the most needed in the last ${secs(windowMs)}`);
-  return { active, entries, skewed: false };
+  const kept = prune(remember ? record(past, now, raw) : past, now, windowMs);
+  const value = Math.max(raw, windowMax(kept), remember ? 0 : current);
+  if (value > raw && remember) reasons.push(`holding ${value} ${what}, the most wanted in the last ${secs(windowMs)}`);
+  return { value, entries: kept, skewed: false };
 }
 
 /**
@@ -194,30 +329,43 @@ function windowMax(entries: Entry[]): number {
   return entries.reduce((m, e) => Math.max(m, e.active), 0);
 }
 
-/** Standby beyond the setting when a burst would outrun the active workers at full rate. */
-function burstStandby(input: PolicyInput, settings: PolicySettings, capacity: Capacity): (active: number) => number {
-  const burst = Math.max(nonNegative(input.forecast.burstRatePerSec), nonNegative(input.forecast.ratePerSec));
-  const burstWorkers = ceilCount(burst / capacity.fullPerSec);
-  return (active) => Math.max(settings.standby, burstWorkers - active);
+interface Targets {
+  active: number;
+  standby: number;
+  /** Which rule last moved active (rule 5's pool hold, or a bound). */
+  activeBy?: 'min-lifetime' | 'min' | 'max';
+  standbyCut: boolean;
 }
 
-function targets(
-  stableActive: number,
-  standbyFor: (active: number) => number,
-  settings: PolicySettings,
-  reasons: string[],
-): { active: number; standby: number } {
-  let active = Math.min(settings.max, stableActive);
-  if (active < stableActive) reasons.push(`max ${settings.max} caps active at ${active}`);
-  const wanted = standbyFor(active);
-  const standby = Math.min(settings.max - active, wanted);
-  if (wanted > settings.standby) reasons.push(`burst raises standby from ${settings.standby} to ${wanted}`);
-  if (standby < wanted) reasons.push(`max ${settings.max} leaves standby ${standby} of ${wanted}`);
-  if (active + standby < settings.min) {
-    active = settings.min - standby;
-    reasons.push(`min ${settings.min} raises active to ${active}`);
+/** Rules 5 (the held surplus stays active) and 6 (max, then min). */
+function targets(want: { active: number; standby: number; pool: number }, s: Settings, reasons: string[]): Targets {
+  let activeBy: Targets['activeBy'];
+  let active = Math.max(want.active, want.pool - want.standby);
+  if (active > want.active) {
+    activeBy = 'min-lifetime';
+    reasons.push(`pool held at ${want.pool} for the ${secs(minLifetime(s))} minimum lifetime: ${active} active`);
   }
-  return { active, standby };
+  if (active > s.max) {
+    reasons.push(`max ${s.max} caps active at ${s.max}`);
+    active = s.max;
+    activeBy = 'max';
+  }
+  const standby = Math.min(s.max - active, want.standby);
+  if (standby < want.standby) reasons.push(`max ${s.max} leaves standby ${standby} of ${want.standby}`);
+  if (active + standby < s.min) {
+    active = s.min - standby;
+    activeBy = 'min';
+    reasons.push(`min ${s.min} raises active to ${active}`);
+  }
+  return { active, standby, ...(activeBy ? { activeBy } : {}), standbyCut: standby < want.standby };
+}
+
+const minLifetime = (s: Settings) => Math.max(s.scaleDownStabilizationMs, s.minLifetimeColdStarts * s.coldStartMs);
+
+function activeSource(t: Targets, raw: number, stable: number, slo: number, backlog: number): ActiveSource {
+  if (t.activeBy) return t.activeBy;
+  if (stable > raw) return 'stabilisation';
+  return backlog > slo ? 'backlog' : 'slo-sizing';
 }
 
 function actions(
@@ -247,17 +395,20 @@ function actions(
   return { launch: 0, drain: pool - target };
 }
 
-function normaliseSettings(s: PolicySettings): PolicySettings {
+function normaliseSettings(s: PolicySettings): Settings {
   const min = count(s.min);
   const util = s.targetUtilization;
+  const lifetime = s.minLifetimeColdStarts;
   return {
     min,
     max: Number.isFinite(s.max) ? Math.max(min, Math.floor(s.max)) : min,
     standby: count(s.standby),
     sloQueueWaitMs: Number.isFinite(s.sloQueueWaitMs) && s.sloQueueWaitMs > 0 ? s.sloQueueWaitMs : SCALER_DEFAULTS.sloQueueWaitMs,
-    coldStartMs: nonNegative(s.coldStartMs),
-    scaleDownStabilizationMs: nonNegative(s.scaleDownStabilizationMs),
+    coldStartMs: Number.isFinite(s.coldStartMs) ? nonNegative(s.coldStartMs) : 0,
+    scaleDownStabilizationMs: Number.isFinite(s.scaleDownStabilizationMs) ? nonNegative(s.scaleDownStabilizationMs) : 0,
     targetUtilization: Number.isFinite(util) && util > 0 ? Math.min(1, util) : SCALER_DEFAULTS.targetUtilization,
+    minLifetimeColdStarts:
+      lifetime !== undefined && Number.isFinite(lifetime) && lifetime >= 0 ? lifetime : SCALER_DEFAULTS.minLifetimeColdStarts,
   };
 }
 

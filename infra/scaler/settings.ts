@@ -16,5 +16,6 @@ export function scalerSettingsFrom(t: ScalerTuning): ScalerSettings {
     coldStartMs: t.coldStartDefaultMs,
     scaleDownStabilizationMs: t.scaleDownStabilizationMs,
     targetUtilization: t.targetUtilization,
+    minLifetimeColdStarts: t.minLifetimeColdStarts,
   };
 }

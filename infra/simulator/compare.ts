@@ -95,11 +95,13 @@ export function defaultSettings(scaler: ScalerTuning, given: Partial<SimulationS
     policy: {
       min: 1,
       max: 1000,
-      standby: 1,
+      // No standby floor: the policy sizes standby for the burst a cold start cannot absorb.
+      standby: 0,
       sloQueueWaitMs: sloMs,
       coldStartMs,
       scaleDownStabilizationMs: scaler.scaleDownStabilizationMs,
       targetUtilization: scaler.targetUtilization,
+      minLifetimeColdStarts: scaler.minLifetimeColdStarts,
       ...over.policy,
     },
   };
@@ -108,11 +110,25 @@ export function defaultSettings(scaler: ScalerTuning, given: Partial<SimulationS
 export const POLICY_NAMES = ['predictive', 'reactive', 'static-peak', 'oracle'] as const;
 export type PolicyName = (typeof POLICY_NAMES)[number];
 
-/** The service-time model and the full-batch rate the policies are told. */
-export function serviceModel(s: SimulationSettings): { serviceMs: (batch: number) => number; maxBatch: number; workerRate: number } {
+export interface ServiceModel {
+  serviceMs: (batch: number) => number;
+  maxBatch: number;
+  /** Rows/s one worker serves at a full batch, per-job overhead included: what the baselines are told. */
+  workerRate: number;
+  /** The same from the forward pass alone, as a worker's warm-up measures it (no per-job overhead). */
+  profileRate: number;
+}
+
+/** The service-time model, the full-batch rate the baselines are told and the one warm-up would report. */
+export function serviceModel(s: SimulationSettings): ServiceModel {
   const pass = s.batchProfile ? profileService(s.batchProfile) : linearService(s.workerRps, s.maxBatch);
   const serviceMs = s.jobOverheadMs > 0 ? (batch: number) => pass(batch) + batch * s.jobOverheadMs : pass;
-  return { serviceMs, maxBatch: s.maxBatch, workerRate: fullBatchRate(serviceMs, s.maxBatch) };
+  return {
+    serviceMs,
+    maxBatch: s.maxBatch,
+    workerRate: fullBatchRate(serviceMs, s.maxBatch),
+    profileRate: fullBatchRate(pass, s.maxBatch),
+  };
 }
 
 /** The reactive baseline's waiting jobs per replica: as given, else what one worker clears in half the SLO. */
@@ -147,6 +163,9 @@ export function compare(trace: Trace, s: SimulationSettings, only: readonly Poli
     series: { startMs: trace.series.startMs, perMinute: counts },
     missing: trace.missing,
     workerRate: service.workerRate,
+    profileRate: service.profileRate,
+    batchMs: service.serviceMs(s.maxBatch),
+    maxBatch: s.maxBatch,
     tickMs: s.tickMs,
     fromMinute: from,
   };

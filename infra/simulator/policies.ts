@@ -4,7 +4,11 @@
  * actions out, in the controller's own order.
  *
  * - predictive: the live forecaster and policy, unchanged: forecastArrivals over a cold start
- *   plus a tick (what the controller asks for), then decide() with the settings given.
+ *   plus a tick (what the controller asks for), then decide() with the settings given, fed as
+ *   the controller feeds it: the per-worker rate measured from busy ticks with a queue behind
+ *   them (jobs served over busy time, folded as the live meter folds heartbeats), the warm-up's
+ *   forward-pass rate until then; the cold start learnt from the pool's own launches
+ *   (coldStartEstimateMs), the settings' value until the first is warm; a full batch's time.
  * - reactive: a queue-length scaler like KEDA/HPA, with two triggers and the larger answer
  *   winning, as HPA does with several metrics: the waiting list (waiting + prioritized +
  *   delayed, as KEDA's list-length trigger reads it) at `backlogPerWorker` jobs per replica, and
@@ -29,7 +33,7 @@
 import type { ArrivalSeries, PolicySettings } from '../contracts/pool.ts';
 import { emptyPolicyMemory } from '../contracts/pool.ts';
 import type { ScalerAction } from '../scaler/index.ts';
-import { decide, forecastArrivals, planVersion } from '../scaler/index.ts';
+import { coldStartEstimateMs, decide, forecastArrivals, planVersion, RATE_EWMA_ALPHA } from '../scaler/index.ts';
 import { MINUTE_MS, type Observation, type Scaler, VERSION } from './world.ts';
 
 export interface PolicyContext {
@@ -38,6 +42,12 @@ export interface PolicyContext {
   missing: boolean[];
   /** Rows per second one worker sustains at a full batch. */
   workerRate: number;
+  /** What a worker's warm-up reports before any is measured busy (the forward pass alone); default workerRate. */
+  profileRate?: number;
+  /** One full batch's time, ms; default 0. */
+  batchMs?: number;
+  /** Rows in a full batch: a busy tick is a sample of the full rate once a full batch waits (default 1). */
+  maxBatch?: number;
   tickMs: number;
   /** The first replayed minute: initial pools are sized for it. */
   fromMinute: number;
@@ -56,14 +66,14 @@ const perSec = (ctx: PolicyContext, minute: number) => (ctx.series.perMinute[min
 
 export function predictivePolicy(ctx: PolicyContext, settings: PolicySettings): Scaler {
   let memory = emptyPolicyMemory();
-  let cached: { minute: number; forecast: ReturnType<typeof forecastArrivals> } | undefined;
-  // As the live controller asks (controller.ts): a cold start plus a tick, in whole seconds.
-  const horizonS = Math.ceil((settings.coldStartMs + ctx.tickMs) / 1000);
-  const forecastAt = (now: number) => {
+  let cached: { minute: number; horizonS: number; forecast: ReturnType<typeof forecastArrivals> } | undefined;
+  const meter = measurements(ctx);
+  const forecastAt = (now: number, horizonS: number) => {
     const minute = Math.floor((now - ctx.series.startMs) / MINUTE_MS);
     // The forecaster reads only complete minutes, so within a minute its answer cannot change.
-    if (cached?.minute !== minute) {
-      cached = { minute, forecast: forecastArrivals({ series: ctx.series, now, horizonS, options: { missing: ctx.missing } }) };
+    if (cached?.minute !== minute || cached.horizonS !== horizonS) {
+      const forecast = forecastArrivals({ series: ctx.series, now, horizonS, options: { missing: ctx.missing } });
+      cached = { minute, horizonS, forecast };
     }
     return cached.forecast;
   };
@@ -74,14 +84,18 @@ export function predictivePolicy(ctx: PolicyContext, settings: PolicySettings): 
       return { active: Math.max(settings.min, need), standby: settings.standby };
     },
     tick(obs) {
-      const forecast = forecastAt(obs.now);
+      const m = meter.observe(obs);
+      const s = m.coldStartMs === undefined ? settings : { ...settings, coldStartMs: m.coldStartMs };
+      // As the live controller asks (controller.ts): a cold start plus a tick, in whole seconds.
+      const forecast = forecastAt(obs.now, Math.ceil((s.coldStartMs + ctx.tickMs) / 1000));
       const d = decide({
         now: obs.now,
         forecast,
         backlog: obs.backlog,
         workers: obs.workers,
-        perWorkerRatePerSec: ctx.workerRate,
-        settings,
+        perWorkerRatePerSec: m.ratePerSec,
+        batchServiceMs: ctx.batchMs ?? 0,
+        settings: s,
         memory,
       });
       memory = d.memory;
@@ -91,6 +105,30 @@ export function predictivePolicy(ctx: PolicyContext, settings: PolicySettings): 
       return planVersion({ version: VERSION, active: d.active, standby: d.standby, launch: d.launch, drain: d.drain }, obs.list);
     },
     plannedRatePerSec: () => cached?.forecast.ratePerSec,
+  };
+}
+
+/**
+ * What the controller's meters would say (controller-observe.ts): the per-worker rate from busy
+ * ticks with a full batch waiting for every active worker (each would have taken more, and took
+ * full batches),
+ * the profile's until the first;
+ * the learnt cold start once a launch has warmed.
+ */
+function measurements(ctx: PolicyContext) {
+  let rate: number | undefined;
+  const coldStarts: number[] = [];
+  return {
+    observe(obs: Observation): { ratePerSec: number; coldStartMs: number | undefined } {
+      const saturated = obs.backlog.waiting >= (ctx.maxBatch ?? 1) * Math.max(1, obs.workers.active);
+      if (saturated && obs.busyWorkers > 0 && obs.servedJobs > 0) {
+        const sample = obs.servedJobs / ((obs.busyWorkers * ctx.tickMs) / 1000);
+        rate = rate === undefined ? sample : rate + RATE_EWMA_ALPHA * (sample - rate);
+      }
+      coldStarts.push(...obs.coldStartsMs);
+      if (coldStarts.length > 100) coldStarts.splice(0, coldStarts.length - 100);
+      return { ratePerSec: rate ?? ctx.profileRate ?? ctx.workerRate, coldStartMs: coldStartEstimateMs(coldStarts) };
+    },
   };
 }
 

@@ -56,6 +56,18 @@ describe('world', () => {
     expect(run.workerSeconds).toEqual({ total: 60, active: 30, standby: 0, starting: 30 });
   });
 
+  it('tells the scaler each cold start once, launch to warmed, on the tick after it ends (metrics lag a tick)', () => {
+    const launch: ScalerAction = { action: 'launch', version: 'sim', count: 2, startAs: 'standby' };
+    const scaler = fixed(0, [launch]);
+    simulate(scaler, base({ coldStartMs: (n) => 30_000 + n * 2_000 }));
+    const told = scaler.seen.flatMap((o) => o.coldStartsMs.map((ms) => ({ at: o.now, ms })));
+    // Ready at 30 s and 32 s; the snapshots after the 30 s and 35 s ticks carry them.
+    expect(told).toEqual([
+      { at: 35_000, ms: 30_000 },
+      { at: 40_000, ms: 32_000 },
+    ]);
+  });
+
   it("a draining worker finishes its batch; the scaler sees the previous tick's state", () => {
     const scaler = fixed(1, []);
     let ticks = 0;

@@ -18,7 +18,8 @@
  * (ScalerAction). Metric staleness: the observation is the snapshot taken at the end of the
  * previous tick (after its actions), as heartbeats and queue stats lag the world; the first tick
  * sees the present. Actions naming a worker that is gone meanwhile are ignored, as an
- * idempotent provider does.
+ * idempotent provider does. Each observation carries the cold starts that ended since the one
+ * before (launch to warmed), as the controller's cold-start meter sees them.
  *
  * Billing: worker-seconds by state — starting, standby, active (draining with a batch counts as
  * active). Jobs still waiting at the end are recorded with the wait they had so far.
@@ -45,6 +46,8 @@ export interface Observation {
   busyWorkers: number;
   /** Jobs workers took over the last tick (what a completions counter reports). */
   servedJobs: number;
+  /** Cold starts that ended since the last observation, launch to warmed, in ms (what the controller's meter records). */
+  coldStartsMs: number[];
   list: ObservedWorker[];
 }
 
@@ -124,6 +127,7 @@ class World {
   private lastStartingActiveEnd = Number.NEGATIVE_INFINITY;
   private busyMs = 0;
   private servedJobs = 0;
+  private coldStartsMs: number[] = [];
   private snapshot: Observation | undefined;
 
   constructor(
@@ -244,6 +248,7 @@ class World {
 
   private ready(w: Worker): void {
     if (w.state !== 'starting') return;
+    this.coldStartsMs.push(this.now - w.launchedAt);
     this.leaveStarting(w);
     this.setState(w, w.startAs);
     if (w.startAs === 'active') this.dispatch();
@@ -334,12 +339,15 @@ class World {
       startedAt: w.launchedAt,
     }));
     const inService = this.workers.reduce((n, w) => n + w.held, 0);
+    const coldStartsMs = this.coldStartsMs;
+    this.coldStartsMs = [];
     return {
       now: this.now,
       backlog: { waiting, prioritized: 0, delayed: 0, active: inService, oldestAgeMs: oldest },
       workers: this.counts(),
       busyWorkers: this.busyMs / this.o.tickMs,
       servedJobs: this.servedJobs,
+      coldStartsMs,
       list,
     };
   }
