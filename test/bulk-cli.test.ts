@@ -217,7 +217,8 @@ describe('bad flags exit 2 naming the flag', () => {
   it.each([
     ['a non-numeric --chunk-rows', ['--chunk-rows', 'abc'], '--chunk-rows must be a whole number'],
     ['--chunk-rows 0 (refused by the shared request rules)', ['--chunk-rows', '0'], '--chunk-rows must be an integer'],
-    ['an unknown format', ['--format', 'parquet'], '--format must be one of'],
+    ['an unknown format', ['--format', 'xml'], '--format must be one of'],
+    ['an unknown output format', ['--output-format', 'xlsx'], '--output-format must be one of'],
     ['a deadline that is not a time', ['--deadline', 'soon'], '--deadline "soon" is not a date-time'],
     ['a private webhook', ['--webhook', 'http://10.0.0.1/hook'], '--webhook: webhook.url host 10.0.0.1 is blocked'],
     ['a stray argument', ['extra'], "warmpool bulk run: takes no arguments (got 'extra')"],

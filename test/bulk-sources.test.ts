@@ -41,7 +41,12 @@ const row = (i: number) => Array.from({ length: F }, (_, k) => Math.round(Math.c
 
 function locations(label: string) {
   const base = `${testBulkPrefix(stack.config.s3.prefix, 'tenant-a')}${uniqueId(label)}`;
-  return { inPrefix: `${base}/in/`, outPrefix: `${base}/out/`, input: `s3://${TEST_BUCKET}/${base}/in/`, output: `s3://${TEST_BUCKET}/${base}/out/` };
+  return {
+    inPrefix: `${base}/in/`,
+    outPrefix: `${base}/out/`,
+    input: `s3://${TEST_BUCKET}/${base}/in/`,
+    output: `s3://${TEST_BUCKET}/${base}/out/`,
+  };
 }
 
 async function run(request: Omit<BulkRunRequest, 'model'>) {
@@ -156,7 +161,9 @@ describe('bulk chunks read by the workers themselves', () => {
       got.map((g) => ({ id: g.id, score: g.score[0] as number })),
       expected,
     );
-    const manifest = JSON.parse(new TextDecoder().decode((await s3.getBytes(`${loc.outPrefix}_manifest.json`)) ?? new Uint8Array())) as RunManifest;
+    const manifest = JSON.parse(
+      new TextDecoder().decode((await s3.getBytes(`${loc.outPrefix}_manifest.json`)) ?? new Uint8Array()),
+    ) as RunManifest;
     expect(manifest.parts.length).toBe(done.progress.chunksTotal);
     expect(manifest).toMatchObject({ rows: 1000, badRows: 2 });
   });

@@ -51,7 +51,11 @@ export async function scoreChunk(spec: BulkChunkSpec, deps: ChunkScorerDeps): Pr
   const { manifest } = deps;
   const rows = await deps.formats.read(spec, deps.storeFor(spec.source.bucket), manifest.inputs);
   const scored = await Promise.all(rows.groups.map((group) => scoreGroup(group.inputs, group.rows.length, deps)));
-  const segments = inRowOrder(rows, scored, manifest.outputs.map((o) => o.name));
+  const segments = inRowOrder(
+    rows,
+    scored,
+    manifest.outputs.map((o) => o.name),
+  );
   if (segments.length > 1 && spec.outputFormat !== 'jsonl') {
     throw new InvalidInputError(
       'invalid_chunk',
@@ -140,7 +144,9 @@ function inRowOrder(rows: ChunkRows, scored: Array<Record<string, EngineTensor>>
       });
       return tensorOf(n, { type: first.type, dims, data });
     }
-    const Ctor = (first.data as Exclude<EngineTensor['data'], string[]>).constructor as new (n: number) => Exclude<EngineTensor['data'], string[]>;
+    const Ctor = (first.data as Exclude<EngineTensor['data'], string[]>).constructor as new (
+      n: number,
+    ) => Exclude<EngineTensor['data'], string[]>;
     const data = new Ctor(total * rowSize);
     rows.groups.forEach((g, gi) => {
       const src = output(scored[gi] as Record<string, EngineTensor>, n).data as typeof data;

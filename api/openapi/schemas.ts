@@ -546,7 +546,7 @@ export const BulkRunRequest = z
     maxBadRows: nonNegativeInt
       .optional()
       .describe(
-        'The run fails (`too_many_bad_rows`) once more malformed rows than this were seen; default: 1 % of the run\'s rows and at least 100. A run whose every row is bad never succeeds',
+        "The run fails (`too_many_bad_rows`) once more malformed rows than this were seen; default: 1 % of the run's rows and at least 100. A run whose every row is bad never succeeds",
       ),
     runId: z
       .string()

@@ -23,11 +23,11 @@ import {
   type BulkColumns,
   type BulkFormat,
   type BulkRunRequest,
-  DEFAULT_ID_COLUMN,
   type BulkRunSpec,
   type BulkRuns,
   type BulkRunView,
   type BulkWebhookEvent,
+  DEFAULT_ID_COLUMN,
 } from '../contracts/bulk.ts';
 import type { ModelManifest } from '../contracts/manifest.ts';
 import type { Clock } from '../kernel/clock.ts';
@@ -37,8 +37,8 @@ import { createChunkQueue } from '../queue/index.ts';
 import type { RedisClient } from '../redis/client.ts';
 import { BucketUnavailableError, type ObjectInfo, type ObjectStore } from '../registry/object-store.ts';
 import { clearCapacityRequest } from './capacity-request.ts';
-import type { BulkLocations } from './locations.ts';
 import { formatOf } from './formats.ts';
+import type { BulkLocations } from './locations.ts';
 import { DEFAULT_CHUNK_ROWS, parseBulkRunRequest } from './run-request.ts';
 import { createRunStore, type RunRecord, type RunStore, viewOf } from './run-store.ts';
 import { formatS3Url, parseS3Url } from './s3-url.ts';
@@ -197,7 +197,10 @@ function resolveColumns(columns: BulkColumns, manifest: ModelManifest): BulkColu
       }
       out[only] = cols;
     } else if (!names.includes(input)) {
-      throw new InvalidInputError('invalid_bulk_run', `"columns" names "${input}", which is not an input of ${manifest.name} (${names.join(', ')})`);
+      throw new InvalidInputError(
+        'invalid_bulk_run',
+        `"columns" names "${input}", which is not an input of ${manifest.name} (${names.join(', ')})`,
+      );
     } else out[input] = cols;
   }
   return out;

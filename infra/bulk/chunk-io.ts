@@ -33,6 +33,6 @@ export async function readChunkRows(spec: BulkChunkSpec, store: ObjectStore, inp
 /** The part's bytes in the run's output format. */
 export function encodePart(spec: BulkChunkSpec, ids: ReadonlyArray<string | number>, outputs: RowsTensor[]): Uint8Array {
   if (spec.outputFormat === 'parquet') return parquetPart(ids, outputs, spec.idColumn);
-  if (spec.outputFormat === 'csv') return csvPart(ids, outputs);
-  return jsonlPart(ids, outputs);
+  if (spec.outputFormat === 'csv') return csvPart(ids, outputs, spec.idColumn);
+  return jsonlPart(ids, outputs, spec.idColumn);
 }

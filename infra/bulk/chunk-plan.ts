@@ -15,8 +15,8 @@
 import { type BulkChunkSource, type BulkFormat, DEFAULT_ID_COLUMN } from '../contracts/bulk.ts';
 import type { ObjectStore } from '../registry/object-store.ts';
 import { planTextChunks, sampleLines } from './line-range.ts';
-import { parquetLayout, planParquetChunks } from './parquet-input.ts';
 import { splitCsv } from './line-rows.ts';
+import { parquetLayout, planParquetChunks } from './parquet-input.ts';
 
 /** A chunk's byte span is never below this (a head with one huge line would otherwise plan crumbs). */
 export const MIN_CHUNK_BYTES = 1024;
@@ -41,7 +41,14 @@ export async function planObject(
   if (sizeBytes === 0) return { chunks: [], rows: 0, rowsExact: true };
   if (format === 'parquet') {
     const layout = await parquetLayout(store, key, sizeBytes);
-    const chunks = planParquetChunks(layout, options.chunkRows).map((r) => ({ bucket, key, format, sizeBytes, start: r.start, end: r.end }));
+    const chunks = planParquetChunks(layout, options.chunkRows).map((r) => ({
+      bucket,
+      key,
+      format,
+      sizeBytes,
+      start: r.start,
+      end: r.end,
+    }));
     return { chunks, rows: layout.rows, rowsExact: true };
   }
   const head = await sampleLines(store, key, sizeBytes);

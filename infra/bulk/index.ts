@@ -5,6 +5,7 @@ export { encodePart, readChunkRows } from './chunk-io.ts';
 export { driveBulkRun } from './driver.ts';
 export { PART_CONTENT_TYPES } from './formats.ts';
 export { RUN_ID_PATTERN } from './run-request.ts';
+export { createRunStore, runRef } from './run-store.ts';
 export { createStoreFactory } from './store-factory.ts';
 export { startBulkSupervisor } from './supervisor.ts';
 export { createBulkWiring } from './wiring.ts';

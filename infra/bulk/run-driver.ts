@@ -95,7 +95,7 @@ export class RunDriver {
   private pending: PendingSample[] = [];
   /** Lines each counted text chunk owned (to place its bad rows in its object). */
   private readonly chunkLines = new Map<number, number>();
-  /** Rows (good and bad) of the chunks an earlier drive counted, added to rowsSeen as the plan passes them. */
+  /** Rows of the chunks an earlier drive counted, added to rowsSeen as the plan passes them. */
   private readonly countedBefore = new Map<number, number>();
   private readonly reporter: RunReporter;
   private rowsDone: number;
@@ -190,7 +190,7 @@ export class RunDriver {
     const parts = await this.store.parts(this.ref);
     for (const [chunk, part] of parts) {
       this.badRows += part.badRows ?? 0;
-      this.countedBefore.set(chunk, part.rows + (part.badRows ?? 0));
+      this.countedBefore.set(chunk, part.rows);
       if (part.lines !== undefined) this.chunkLines.set(chunk, part.lines);
     }
   }
@@ -279,7 +279,7 @@ export class RunDriver {
       if (part.lines !== undefined) this.chunkLines.set(chunk, part.lines);
       for (const bad of badSamples ?? []) this.pending.push({ chunk, info, bad });
     }
-    this.rowsSeen += part.rows + (part.badRows ?? 0);
+    this.rowsSeen += part.rows;
     this.bytesSeen += info.bytes;
     this.outstanding.delete(chunk);
     // Counted: the job need not stay in Redis.
@@ -339,8 +339,10 @@ export class RunDriver {
    */
   private async checkBudget(final: boolean): Promise<void> {
     const { spec } = this;
-    const rows = final ? this.rowsDone + this.badRows : this.reporter.progress(this.counters(), this.deps.clock.now()).rowsTotal;
-    const budget = badRowBudget(Math.max(rows, this.rowsDone + this.badRows), spec.maxBadRows);
+    // Rows good and bad: the good ones expected (exact at the end) and the bad ones seen.
+    const good = final ? this.rowsDone : this.reporter.progress(this.counters(), this.deps.clock.now()).rowsTotal;
+    const rows = good + this.badRows;
+    const budget = badRowBudget(rows, spec.maxBadRows);
     const allBad = final && this.badRows > 0 && this.rowsDone === 0;
     if (this.badRows <= budget && !allBad) return;
     this.placeSamples(true);
@@ -352,7 +354,10 @@ export class RunDriver {
       spec.maxBadRows !== undefined
         ? `more than maxBadRows ${spec.maxBadRows}`
         : `more than the budget of 1 % of the run's ${rows} rows (at least 100; --max-bad-rows sets another)`;
-    await this.fail('too_many_bad_rows', allBad ? `every row was bad (${this.badRows})${where}` : `${this.badRows} bad rows, ${limit}${where}`);
+    await this.fail(
+      'too_many_bad_rows',
+      allBad ? `every row was bad (${this.badRows})${where}` : `${this.badRows} bad rows, ${limit}${where}`,
+    );
   }
 
   /** Waits for a chunk to finish (or the poll interval), then reads every outstanding chunk's state. */
@@ -413,7 +418,7 @@ export class RunDriver {
     return {
       rowsDone: this.rowsDone,
       chunksDone: this.chunksDone,
-      rowsSeen: exact ? this.rowsDone + this.badRows : this.rowsSeen,
+      rowsSeen: exact ? this.rowsDone : this.rowsSeen,
       bytesSeen: this.bytesSeen,
       bytesTotal,
       ...(this.plannedBytes > 0 && this.plannedRows > 0 ? { rowsPerByte: this.plannedRows / this.plannedBytes } : {}),

@@ -23,7 +23,7 @@ export interface ReportSettings {
 export interface RunCounters {
   rowsDone: number;
   chunksDone: number;
-  /** Rows (good and bad) of the counted chunks, and the input bytes those chunks cover. */
+  /** Good rows of the counted chunks, and the input bytes those chunks cover (bad rows' bytes too). */
   rowsSeen: number;
   bytesSeen: number;
   bytesTotal: number;

@@ -39,7 +39,13 @@ describe('parseBulkRunRequest', () => {
     expect(error({ ...ok, input: 'http://x/y' }).message).toMatch(/"input"/);
     expect(error({ ...ok, chunkRows: 0 }).message).toMatch(/"chunkRows"/);
     expect(error({ ...ok, chunkRows: 1.5 }).message).toMatch(/"chunkRows"/);
-    expect(error({ ...ok, format: 'parquet' }).message).toMatch(/"format"/);
+    expect(error({ ...ok, format: 'xml' }).message).toMatch(/"format"/);
+    expect(error({ ...ok, outputFormat: 'xlsx' }).message).toMatch(/"outputFormat" must be one of jsonl, csv, parquet/);
+    expect(error({ ...ok, columns: { x: [] } }).message).toMatch(/"columns" "x" must list at least one column/);
+    expect(error({ ...ok, columns: { x: ['a', 'a'] } }).message).toMatch(/lists a column twice/);
+    expect(error({ ...ok, columns: 5 }).message).toMatch(/"columns" must map each model input/);
+    expect(error({ ...ok, columns: 'x=' }).message).toMatch(/is not a column name/);
+    expect(error({ ...ok, idColumn: '' }).message).toMatch(/"idColumn"/);
     expect(error({ ...ok, model: 'bad name' }).message).toMatch(/"model"/);
     expect(error({ ...ok, runId: 'a:b' }).message).toMatch(/"runId"/);
     expect(error({ ...ok, webhook: { url: 'ftp://x' } }).message).toMatch(/"webhook.url"/);
@@ -47,6 +53,14 @@ describe('parseBulkRunRequest', () => {
     expect(error({ ...ok, deadline: '2020-01-01T00:00:00Z' }).message).toMatch(/already passed/);
     expect(error({ ...ok, chunkrows: 5 }).message).toMatch(/"chunkrows" unknown field/);
     expect(error({ model: 'm', output: 's3://b/o/' }).message).toMatch(/"input" is required/);
+  });
+
+  it('takes columns as JSON or as the CLI writes them, and the output format and id column', () => {
+    const r = parseBulkRunRequest({ ...ok, format: 'parquet', outputFormat: 'csv', idColumn: 'key', columns: 'f1, f2,f3' }, NOW);
+    expect(r).toMatchObject({ format: 'parquet', outputFormat: 'csv', idColumn: 'key', columns: { '': ['f1', 'f2', 'f3'] } });
+    expect(parseBulkRunRequest({ ...ok, columns: 'x=a,b;y=seq' }, NOW).columns).toEqual({ x: ['a', 'b'], y: ['seq'] });
+    expect(parseBulkRunRequest({ ...ok, columns: { x: ['a'] } }, NOW).columns).toEqual({ x: ['a'] });
+    expect(parseBulkRunRequest({ ...ok, columns: ['a', 'b'] }, NOW).columns).toEqual({ '': ['a', 'b'] });
   });
 
   it('refuses an output that overlaps the input', () => {

@@ -37,7 +37,7 @@ const FIELDS = new Set([
 ]);
 
 /** Column names: what a CSV header cell, a JSON key or a Parquet column may be called here. */
-const COLUMN_NAME = /^[^\u0000-\u001f]{1,256}$/;
+const COLUMN_NAME = /^\P{Cc}{1,256}$/u;
 const MAX_COLUMNS = 100_000;
 
 type Json = Record<string, unknown>;

@@ -13,15 +13,14 @@
  *
  * Long by design (minutes): not part of `npm test` or `warmpool bench`. Linux only (/proc).
  */
-import { readFileSync } from 'node:fs';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { parseArgs } from 'node:util';
-import { createRunStore, runRef } from '../../infra/bulk/run-store.ts';
+import { createRunStore, runRef } from '../../infra/bulk/index.ts';
 import { loadConfig } from '../../infra/kernel/config.ts';
-import { closeAll, type Closer } from '../../infra/kernel/lifecycle.ts';
+import { type Closer, closeAll } from '../../infra/kernel/lifecycle.ts';
 import { closeRedis, createRedis } from '../../infra/redis/client.ts';
 import { createS3ObjectStore } from '../../infra/registry/s3-object-store.ts';
 import { buildMlpModel } from '../fixtures/onnx-models.ts';
@@ -55,7 +54,12 @@ async function main(): Promise<number> {
     const { s3 } = loadConfig(ctx.env);
     const area = `${s3.prefix ? `${s3.prefix}/` : ''}bulk/${BENCH_TENANT}/`;
     const { env, config } = scopedEnv(ctx, 'scale', { BULK_LOCATIONS: `${BENCH_TENANT}:s3://${s3.bucket}/${area}`, INTRA_OP_THREADS: '1' });
-    const manifest = await ctx.registry.publish({ name: 'scale', version: '1', bytes: buildMlpModel({ features: FEATURES }), maxBatch: 256 });
+    const manifest = await ctx.registry.publish({
+      name: 'scale',
+      version: '1',
+      bytes: buildMlpModel({ features: FEATURES }),
+      maxBatch: 256,
+    });
     const store = createS3ObjectStore(config.s3);
     const runId = `scale-${Date.now().toString(36)}`;
     const base = `${area}${runId}`;
@@ -70,7 +74,9 @@ async function main(): Promise<number> {
 
     const redis = createRedis(config.redisUrl);
     closers.push(['redis', () => closeRedis(redis)]);
-    const roles = Array.from({ length: workers }, () => spawnRole(['worker', '--model', manifest.name, '--version', manifest.version], env));
+    const roles = Array.from({ length: workers }, () =>
+      spawnRole(['worker', '--model', manifest.name, '--version', manifest.version], env),
+    );
     closers.push(['workers', () => Promise.all(roles.map((r) => r.stop())).then(() => undefined)]);
     await waitForWorkers(redis, config, manifest.name, 'active', { count: workers });
     const url = (p: string) => `s3://${config.s3.bucket}/${base}/${p}/`;
@@ -86,19 +92,29 @@ async function main(): Promise<number> {
     while (!done) {
       for (const pid of [pids.driver, ...pids.workers]) peak.set(pid, Math.max(peak.get(pid) ?? 0, rssKb(pid, 'VmHWM') ?? 0));
       const record = await store2.read(runRef(BENCH_TENANT, runId));
-      if (record?.progress) samples.push({ at: Date.now(), rowsDone: record.progress.rowsDone, ...(record.progress.etaAt ? { etaAt: record.progress.etaAt } : {}) });
+      if (record?.progress)
+        samples.push({
+          at: Date.now(),
+          rowsDone: record.progress.rowsDone,
+          ...(record.progress.etaAt ? { etaAt: record.progress.etaAt } : {}),
+        });
       await new Promise((r) => setTimeout(r, 1000));
     }
     const code = await exited;
     const record = await store2.read(runRef(BENCH_TENANT, runId));
-    if (code !== 0 || record?.status !== 'succeeded') throw new Error(`bulk run exited ${code}: ${record?.status} ${record?.error?.message ?? ''}`);
+    if (code !== 0 || record?.status !== 'succeeded')
+      throw new Error(`bulk run exited ${code}: ${record?.status} ${record?.error?.message ?? ''}`);
     for (const pid of pids.workers) peak.set(pid, Math.max(peak.get(pid) ?? 0, rssKb(pid, 'VmHWM') ?? 0));
     const started = record.startedAt ?? t0;
     const finished = record.finishedAt ?? Date.now();
     const seconds = (finished - started) / 1000;
-    out(`run: ${record.rowsDone} rows in ${seconds.toFixed(0)} s (${Math.round(record.rowsDone / seconds)} rows/s), ${record.chunksDone} parts`);
+    out(
+      `run: ${record.rowsDone} rows in ${seconds.toFixed(0)} s (${Math.round(record.rowsDone / seconds)} rows/s), ${record.chunksDone} parts`,
+    );
     const mib = (kb: number | undefined) => `${((kb ?? 0) / 1024).toFixed(0)} MiB`;
-    out(`peak RSS: driver ${mib(peak.get(pids.driver))}; workers ${pids.workers.map((p) => mib(peak.get(p))).join(', ')} (input ${(inputBytes / 2 ** 20).toFixed(0)} MiB)`);
+    out(
+      `peak RSS: driver ${mib(peak.get(pids.driver))}; workers ${pids.workers.map((p) => mib(peak.get(p))).join(', ')} (input ${(inputBytes / 2 ** 20).toFixed(0)} MiB)`,
+    );
     for (const share of [0.1, 0.5, 0.9]) {
       const s = samples.find((x) => x.rowsDone >= share * record.rowsDone && x.etaAt !== undefined);
       if (!s || s.etaAt === undefined) {
@@ -107,7 +123,9 @@ async function main(): Promise<number> {
       }
       const left = (finished - s.at) / 1000;
       const error = (s.etaAt - finished) / 1000;
-      out(`ETA at ${share * 100} %: predicted ${error >= 0 ? '+' : ''}${error.toFixed(1)} s off with ${left.toFixed(0)} s left (${((100 * error) / Math.max(1, left)).toFixed(1)} %)`);
+      out(
+        `ETA at ${share * 100} %: predicted ${error >= 0 ? '+' : ''}${error.toFixed(1)} s off with ${left.toFixed(0)} s left (${((100 * error) / Math.max(1, left)).toFixed(1)} %)`,
+      );
     }
     const manifestInfo = await store.head(`${base}/out/_manifest.json`);
     out(`manifest: ${record.chunksDone} parts, ${((manifestInfo?.sizeBytes ?? 0) / 1024).toFixed(0)} KiB`);

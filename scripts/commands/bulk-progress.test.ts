@@ -162,6 +162,13 @@ describe('a run whose every row was bad', () => {
     );
   });
 
+  it('reads the same when the run failed on its bad-row budget with no good row', () => {
+    const failed = { ...allBad, status: 'failed' as const, error: { code: 'too_many_bad_rows', message: 'every row was bad (3)' } };
+    expect(allRowsBad(failed)).toBe(true);
+    expect(formatSummary(failed)).toMatch(/^bulk nightly failed: all 3 rows were bad \(first: /);
+    expect(allRowsBad({ ...failed, error: { code: 'chunk_failed', message: 'x' } })).toBe(false);
+  });
+
   it('but a run with one good row, or one still running, is not', () => {
     expect(allRowsBad({ ...allBad, progress: { ...allBad.progress, rowsDone: 1 } })).toBe(false);
     expect(allRowsBad({ ...allBad, status: 'running' })).toBe(false);

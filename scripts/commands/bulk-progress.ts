@@ -71,9 +71,11 @@ function etaSeconds(run: BulkRunView, now: number): number | undefined {
   return rate > 0 ? Math.max(0, run.progress.rowsTotal - run.progress.rowsDone) / rate : undefined;
 }
 
-/** The run read all its input and every row was bad: it wrote nothing, though its status says succeeded. */
+/** The run read all its input and every row was bad: it wrote nothing (said as such, not as a budget overrun). */
 export function allRowsBad(run: BulkRunView): boolean {
-  return run.status === 'succeeded' && run.progress.badRows > 0 && run.progress.rowsDone === 0;
+  // A run ends failed (too_many_bad_rows) when no row was good; one recorded before that rule may say succeeded.
+  const ended = run.status === 'succeeded' || (run.status === 'failed' && run.error?.code === 'too_many_bad_rows');
+  return ended && run.progress.badRows > 0 && run.progress.rowsDone === 0;
 }
 
 /** Whether the run ended in a way its user must hear about as a failure (exit code 1). */
