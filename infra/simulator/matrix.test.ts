@@ -77,7 +77,7 @@ describe('judge', () => {
       'cost 1.10× reactive at SLO > 1.00×',
       'cost 1.38× oracle at SLO > 1.30×',
       "delayed by cold start 50 ≥ reactive's 50",
-      "cold starts 20.5/day > reactive's 20.0/day",
+      "cold starts 20.5/day > reactive's 20/day",
     ]);
     expect(
       matrixTable({
@@ -89,8 +89,24 @@ describe('judge', () => {
         cells: [c],
       }),
     ).toContain(
-      '| t | 90 s | 30 s | long-unbatched | 98.00 % | 1.10× | 1.38× | 20.5 / 20.0 | 50 / 50 | SLO 98.00 % < 99.00 %; cost 1.10× reactive at SLO',
+      '| t | 90 s | 30 s | long-unbatched | 98.00 % | 1.10× | 1.38× | 20.5 / 20 | 50 / 50 | SLO 98.00 % < 99.00 %; cost 1.10× reactive at SLO',
     );
+  });
+
+  it('shows a rare cold start a day to three digits, not as 0.0 against 0.0', () => {
+    const c = judge({
+      trace: 't.csv',
+      coldStartS: 90,
+      sloS: 30,
+      jobs: 'short-batched',
+      evaluated: { from: 0, to: 27 * 1440, days: 27 },
+      predictive: run('predictive', 100, 1, 1, 0),
+      baselines: [run('reactive', 100, 1, 0, 0)],
+      atSlo: atSlo(100, 100),
+      errors: [],
+      sloTarget: 0.99,
+    });
+    expect(c.misses).toEqual(["cold starts 0.037/day > reactive's 0/day"]);
   });
 
   it('gives no cost ratio against a baseline that cannot meet the target, and no miss for it', () => {

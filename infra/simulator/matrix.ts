@@ -236,6 +236,8 @@ export function judge(m: Measured): MatrixCell {
 
 const pct = (x: number) => `${(x * 100).toFixed(2)} %`;
 const times = (x: number) => `${x.toFixed(2)}×`;
+/** Three significant digits: one cold start in a month is 0.0333/day, not 0.0. */
+const perDay = (x: number) => String(Number(x.toPrecision(3)));
 
 function missesOf(c: MatrixCell, sloTarget: number): string[] {
   const p = c.predictive;
@@ -251,7 +253,7 @@ function missesOf(c: MatrixCell, sloTarget: number): string[] {
   const d = c.delayedByColdStart;
   if (d && d.predictive > 0 && d.predictive >= d.reactive) misses.push(`delayed by cold start ${d.predictive} ≥ reactive's ${d.reactive}`);
   const k = c.coldStartsPerDay;
-  if (k && k.predictive > k.reactive) misses.push(`cold starts ${k.predictive.toFixed(1)}/day > reactive's ${k.reactive.toFixed(1)}/day`);
+  if (k && k.predictive > k.reactive) misses.push(`cold starts ${perDay(k.predictive)}/day > reactive's ${perDay(k.reactive)}/day`);
   return misses;
 }
 
@@ -265,7 +267,7 @@ export function matrixTable(r: MatrixResult): string {
   const rows = r.cells.map((c) => {
     const k = c.coldStartsPerDay;
     const d = c.delayedByColdStart;
-    return `| ${TRACE_LABEL(c.trace)} | ${c.coldStartS} s | ${c.sloS} s | ${c.jobs} | ${c.predictive ? pct(c.predictive.sloAttainment) : '—'} | ${ratio(c.costVsReactiveAtSlo)} | ${ratio(c.costVsOracleAtSlo)} | ${k ? `${k.predictive.toFixed(1)} / ${k.reactive.toFixed(1)}` : '—'} | ${d ? `${int(d.predictive)} / ${int(d.reactive)}` : '—'} | ${c.misses.length === 0 ? 'none' : c.misses.join('; ')} |`;
+    return `| ${TRACE_LABEL(c.trace)} | ${c.coldStartS} s | ${c.sloS} s | ${c.jobs} | ${c.predictive ? pct(c.predictive.sloAttainment) : '—'} | ${ratio(c.costVsReactiveAtSlo)} | ${ratio(c.costVsOracleAtSlo)} | ${k ? `${perDay(k.predictive)} / ${perDay(k.reactive)}` : '—'} | ${d ? `${int(d.predictive)} / ${int(d.reactive)}` : '—'} | ${c.misses.length === 0 ? 'none' : c.misses.join('; ')} |`;
   });
   return [header, `|${'---|'.repeat(10)}`, ...rows].join('\n');
 }
