@@ -31,7 +31,14 @@ function file(columnData: Columns, options: { rowGroupSize?: number; pageSize?: 
 }
 
 /** A file of an id column and one LIST column (`depth` deep, FLOAT leaves, nulls allowed at every level). */
-function listFile(idName: string, ids: Array<string | number>, name: string, depth: number, rows: unknown[]): Uint8Array {
+function listFile(
+  idName: string,
+  ids: Array<string | number>,
+  name: string,
+  depth: number,
+  rows: unknown[],
+  options: { rowGroupSize?: number; pageSize?: number } = {},
+): Uint8Array {
   const schema: SchemaElement[] = [{ name: 'root', num_children: 2 }];
   schema.push(
     typeof ids[0] === 'string'
@@ -46,15 +53,11 @@ function listFile(idName: string, ids: Array<string | number>, name: string, dep
   }
   schema.push({ name: 'element', type: 'FLOAT', repetition_type: 'OPTIONAL' });
   const idData = typeof ids[0] === 'string' ? ids : BigInt64Array.from(ids as number[], BigInt);
-  return new Uint8Array(
-    parquetWriteBuffer({
-      schema,
-      columnData: [
-        { name: idName, data: idData },
-        { name, data: rows },
-      ],
-    }),
-  );
+  const columnData = [
+    { name: idName, data: idData },
+    { name, data: rows },
+  ];
+  return new Uint8Array(parquetWriteBuffer({ schema, columnData, ...options }));
 }
 
 async function read(
@@ -240,8 +243,8 @@ describe('readParquetRows: columns to inputs', () => {
       { rows: [4], inputs: [{ name: 'x', datatype: 'FP32', shape: [1, 1], data: [12] }] },
     ]);
     expect(dynamic.rows.bad).toEqual([
-      { line: 4, message: 'column "x": null' },
-      { line: 5, message: 'column "x": null is not a finite number within FP32 range' },
+      { line: 4, message: 'column "x": a null or empty list, or a null element' },
+      { line: 5, message: 'column "x": a null or empty list, or a null element' },
     ]);
     const fixed = await read(bytes, [fp32('x', 2)]);
     expect(fixed.rows.ids).toEqual([1, 3]);
@@ -340,6 +343,46 @@ describe('readParquetRows: ranges', () => {
     const nulls = Array.from({ length: 6 }, (_, k) => k * 1500 + 7);
     expect(seen).toEqual(Array.from({ length: n }, (_, i) => i).filter((i) => !nulls.includes(i)));
     expect(badLines).toEqual(nulls.map((i) => i + 1));
+  });
+
+  it('a list column across row groups and pages: every row once, its own list, chunks starting mid-group', async () => {
+    const m = 3000;
+    const list = (i: number) => Array.from({ length: 1 + (i % 3) }, (_, k) => i + k / 4);
+    const lists = listFile(
+      'id',
+      Array.from({ length: m }, (_, i) => i),
+      'x',
+      1,
+      Array.from({ length: m }, (_, i) => list(i)),
+      {
+        rowGroupSize: 1000,
+        pageSize: 512,
+      },
+    );
+    const layout = await parquetLayout(memoryStore(lists), 'k', lists.length);
+    const seen = new Map<number, number[]>();
+    for (const range of planParquetChunks(layout, 300)) {
+      const { rows } = await read(lists, [fp32('x', -1)], range);
+      for (const g of rows.groups) {
+        const t = g.inputs[0] as { shape: number[]; data: Float32Array };
+        const size = t.shape[1] as number;
+        g.rows.forEach((pos, i) => {
+          seen.set(rows.ids[pos] as number, Array.from(t.data.subarray(i * size, (i + 1) * size)));
+        });
+      }
+    }
+    expect(seen.size).toBe(m);
+    for (let i = 0; i < m; i++) expect(seen.get(i)).toEqual(list(i));
+  });
+
+  it('a ragged rank-2 row is bad; rectangular ones of other shapes form their own groups', async () => {
+    const bytes = listFile('id', [1, 2, 3], 'x', 2, [[[1, 2], [3]], [[1], [2], [3]], [[4, 5, 6]]]);
+    const { rows } = await read(bytes, [fp32('x', -1, -1)]);
+    expect(rows.bad).toEqual([{ line: 1, message: 'column "x": not a rectangular nested list' }]);
+    expect(rows.groups.map((g) => g.inputs[0]?.shape)).toEqual([
+      [1, 3, 1],
+      [1, 1, 3],
+    ]);
   });
 
   it('reads only the pages of its rows: no bytes of other groups, and of its own group only its pages', async () => {

@@ -1,8 +1,8 @@
 /**
  * Parquet bulk input (issue 18): a chunk is a range of a file's rows, read by the worker that
  * scores it with ranged GETs of only what it needs: the footer, then the pages of the columns
- * that feed the model (hyparquet's rowStart/rowEnd with the offset index), so a worker's memory
- * follows its chunk, not the file.
+ * that feed the model (with an offset index, only the pages of the chunk's rows), so a worker's
+ * memory follows its chunk, not the file (a group without offset indexes: its column chunks).
  *
  *   parquetLayout      the footer: rows, row groups, columns (the driver plans from it)
  *   planParquetChunks  row ranges of about `chunkRows`: a small row group whole (neighbours
@@ -14,8 +14,9 @@
  * rank and fixed dims, each value in its datatype's range (floats finite). A row that fails is a
  * ChunkBadRow with its 1-based row number in the file; a file that cannot feed the model at all
  * (a missing column, a string column for a numeric input) is an InvalidInputError, and the run
- * fails with it. Typed columns go to tensors in loops over typed arrays, never through per-row
- * objects; list columns arrive from hyparquet as JS arrays and are copied row by row.
+ * fails with it. Columns are decoded page by page with hyparquet's decoders (parquet-pages.ts
+ * for scalar columns, parquet-lists.ts for list columns) into typed arrays, and go to tensors in
+ * loops over those, never through per-row objects: a list row is one native copy.
  */
 import * as zlib from 'node:zlib';
 import {
@@ -24,7 +25,6 @@ import {
   type DecodedArray,
   type FileMetaData,
   parquetMetadataAsync,
-  parquetRead,
   parquetSchema,
   type SchemaTree,
 } from 'hyparquet';
@@ -35,7 +35,8 @@ import type { Datatype } from '../contracts/oip.ts';
 import { arrayTypeOf, type TensorData } from '../contracts/packed-tensors.ts';
 import { InvalidInputError } from '../kernel/errors.ts';
 import { encodeHalf } from '../kernel/half-float.ts';
-import { type FlatColumn, joinPieces, objectBuffer, type RangeReader, readFlatColumns, StoreReadError } from './parquet-pages.ts';
+import { type ListColumn, NULL_OR_EMPTY, RAGGED, readListColumns } from './parquet-lists.ts';
+import { type FlatColumn, objectBuffer, type RangeReader, readFlatColumns, StoreReadError } from './parquet-pages.ts';
 
 export type { RangeReader } from './parquet-pages.ts';
 
@@ -141,7 +142,8 @@ export async function readParquetRows(
   const plans = mapColumns(layout.columns, inputs, options, key);
   const start = Math.max(0, Math.min(range.start, layout.rows));
   const end = Math.max(start, Math.min(range.end, layout.rows));
-  const values = end > start ? await readColumns(file, metadata, plans, options.idColumn, start, end, key) : new Map<string, FlatColumn>();
+  const values =
+    end > start ? await readColumns(file, metadata, plans, options.idColumn, start, end, key) : { scalars: new Map(), lists: new Map() };
   return toChunkRows(plans, values, options.idColumn, start, end - start);
 }
 
@@ -313,10 +315,15 @@ function nativeZstd(): Compressors {
   return z.zstdDecompressSync ? { ZSTD: (input) => (z.zstdDecompressSync as (i: Uint8Array) => Uint8Array)(input) } : {};
 }
 
+/** The chunk's columns: scalar ones (and the id) as typed arrays, list ones as flat leaves with row offsets. */
+interface ColumnValues {
+  scalars: Map<string, FlatColumn>;
+  lists: Map<string, ListColumn>;
+}
+
 /**
- * Each column's values for rows [start, end): scalar columns (and the id) page by page into
- * typed arrays (parquet-pages.ts), list columns through hyparquet's reader, which assembles
- * each row's list.
+ * Each column's values for rows [start, end), decoded page by page: scalar columns (and the id)
+ * into typed arrays (parquet-pages.ts), list columns into flat leaves (parquet-lists.ts).
  */
 async function readColumns(
   file: AsyncBuffer,
@@ -326,40 +333,19 @@ async function readColumns(
   start: number,
   end: number,
   key: string,
-): Promise<Map<string, FlatColumn>> {
+): Promise<ColumnValues> {
   const flat = new Set([idColumn]);
   const lists = new Set<string>();
   for (const p of plans) for (const c of p.columns) (p.dims ? flat : lists).add(c.name);
   try {
     const [scalars, listed] = await Promise.all([
       readFlatColumns(file, metadata, [...flat], start, end, DECOMPRESSORS),
-      lists.size > 0 ? readListColumns(file, metadata, [...lists], start, end) : new Map<string, FlatColumn>(),
+      lists.size > 0 ? readListColumns(file, metadata, [...lists], start, end, DECOMPRESSORS) : new Map<string, ListColumn>(),
     ]);
-    return new Map([...scalars, ...listed]);
+    return { scalars, lists: listed };
   } catch (err) {
     throw asInputError(err, `${key}: rows ${start}–${end} could not be decoded`);
   }
-}
-
-async function readListColumns(
-  file: AsyncBuffer,
-  metadata: FileMetaData,
-  columns: string[],
-  start: number,
-  end: number,
-): Promise<Map<string, FlatColumn>> {
-  const pieces = new Map<string, Array<{ rowStart: number; values: DecodedArray }>>(columns.map((c) => [c, []]));
-  await parquetRead({
-    file,
-    metadata,
-    columns,
-    rowStart: start,
-    rowEnd: end,
-    useOffsetIndex: true,
-    compressors: DECOMPRESSORS,
-    onChunk: (chunk) => pieces.get(chunk.columnName)?.push({ rowStart: chunk.rowStart, values: chunk.columnData }),
-  });
-  return new Map(columns.map((c) => [c, joinPieces(pieces.get(c) ?? [], start, end, c)]));
 }
 
 /** Parse and decode failures are the file's (no retry); a failed GET is kept as it is (transient). */
@@ -374,9 +360,9 @@ function asInputError(err: unknown, what: string): unknown {
 /** Reads an element into a tensor slot; false when the value cannot be one of the datatype. */
 type Put = (out: TensorData, at: number, value: unknown) => boolean;
 
-function toChunkRows(plans: InputPlan[], values: Map<string, FlatColumn>, idColumn: string, first: number, n: number): ChunkRows {
+function toChunkRows(plans: InputPlan[], values: ColumnValues, idColumn: string, first: number, n: number): ChunkRows {
   const bad = new BadRows(first);
-  const idValues = values.get(idColumn)?.values ?? [];
+  const idValues = values.scalars.get(idColumn)?.values ?? [];
   const ids: Array<string | number> = new Array(n);
   for (let r = 0; r < n; r++) {
     const id = rowId(idValues[r]);
@@ -439,9 +425,16 @@ interface RowSource {
   fill(rows: number[], dims: number[], bad: BadRows): RowsTensor;
 }
 
-function sourceFor(plan: InputPlan, values: Map<string, FlatColumn>): RowSource {
-  const cols = plan.columns.map((c) => values.get(c.name) ?? { values: [] });
-  return plan.dims ? scalarColumns(plan, cols, plan.dims) : listColumn(plan, (cols[0] as FlatColumn).values);
+function sourceFor(plan: InputPlan, values: ColumnValues): RowSource {
+  if (plan.dims)
+    return scalarColumns(
+      plan,
+      plan.columns.map((c) => values.scalars.get(c.name) ?? { values: [] }),
+      plan.dims,
+    );
+  const list = values.lists.get((plan.columns[0] as ParquetColumn).name);
+  if (!list) throw new Error(`parquet list column "${(plan.columns[0] as ParquetColumn).name}" was not read`);
+  return listColumn(plan, list);
 }
 
 /** Scalar columns, one feature each, interleaved row-major. */
@@ -509,18 +502,23 @@ function copyFloats(
 }
 
 /** One list column holding each row (nested lists for rank ≥ 2, or one flat list filling the row's dims). */
-function listColumn(plan: InputPlan, col: DecodedArray): RowSource {
+function listColumn(plan: InputPlan, col: ListColumn): RowSource {
   const { spec } = plan;
   const column = plan.columns[0] as ParquetColumn;
   const rowDims = spec.shape.slice(1);
   const flat = column.listDepth !== rowDims.length;
+  const { depth, values, starts } = col;
   return {
     dims(r) {
-      const value = col[r];
-      if (value === null || value === undefined) return `column "${column.name}": null`;
-      const nested = nestedDims(value, column.listDepth);
-      if (!nested) return `column "${column.name}": not a rectangular nested list`;
-      const dims = flat ? fitDims(rowDims, nested[0] as number) : nested;
+      if (col.problems[r] === NULL_OR_EMPTY) return `column "${column.name}": a null or empty list, or a null element`;
+      if (col.problems[r] === RAGGED) return `column "${column.name}": not a rectangular nested list`;
+      const nested = Array.from(col.dims.subarray(r * depth, (r + 1) * depth));
+      const dims = flat
+        ? fitDims(
+            rowDims,
+            nested.reduce((a, b) => a * b, 1),
+          )
+        : nested;
       if (!dims || dims.some((d, i) => (rowDims[i] as number) >= 0 && d !== rowDims[i])) {
         return `column "${column.name}": a row of [${nested.join(', ')}] does not fit input "${spec.name}" [${rowDims.join(', ')}]`;
       }
@@ -529,44 +527,34 @@ function listColumn(plan: InputPlan, col: DecodedArray): RowSource {
     fill(rows, dims, bad) {
       const size = dims.reduce((n, d) => n * d, 1);
       const data = allocate(spec.datatype, rows.length * size);
+      const typed = (data instanceof Float32Array || data instanceof Float64Array) && isNumberArray(values);
       const put = PUT[spec.datatype];
       for (let i = 0; i < rows.length; i++) {
         const r = rows[i] as number;
-        const wrong = copyNested(col[r] as unknown[], column.listDepth, data, i * size, put);
-        if (wrong !== undefined) bad.add(r, valueMessage(column.name, wrong.value, spec.datatype));
+        const from = starts[r] as number;
+        const o = i * size;
+        if (typed) {
+          // A row's leaves are contiguous: one native copy (and conversion), then a finiteness scan.
+          data.set(values.subarray(from, from + size), o);
+          for (let j = 0; j < size; j++) {
+            const w = data[o + j] as number;
+            if (w - w !== 0) {
+              bad.add(r, valueMessage(column.name, values[from + j], spec.datatype));
+              break;
+            }
+          }
+        } else {
+          for (let j = 0; j < size; j++) {
+            if (!put(data, o + j, values[from + j])) {
+              bad.add(r, valueMessage(column.name, values[from + j], spec.datatype));
+              break;
+            }
+          }
+        }
       }
       return { name: spec.name, datatype: spec.datatype, shape: [rows.length, ...dims], data };
     },
   };
-}
-
-/** Copies a rectangular nested list into `out` from `at`; the first value that does not fit, if any. */
-function copyNested(value: unknown[], depth: number, out: TensorData, at: number, put: Put): { value: unknown } | undefined {
-  let o = at;
-  let wrong: { value: unknown } | undefined;
-  const walk = (a: unknown[], d: number): void => {
-    for (let i = 0; i < a.length && !wrong; i++) {
-      const v = a[i];
-      if (d > 1) walk(v as unknown[], d - 1);
-      else if (!put(out, o++, v)) wrong = { value: v };
-    }
-  };
-  walk(value, depth);
-  return wrong;
-}
-
-/** Dims of a nested list `depth` deep; undefined when ragged or not that deep. */
-function nestedDims(value: unknown, depth: number): number[] | undefined {
-  if (depth === 0) return [];
-  if (!Array.isArray(value)) return undefined;
-  if (depth === 1) return [value.length];
-  const inner = value.length > 0 ? nestedDims(value[0], depth - 1) : new Array<number>(depth - 1).fill(0);
-  if (!inner) return undefined;
-  for (let i = 1; i < value.length; i++) {
-    const d = nestedDims(value[i], depth - 1);
-    if (!d || d.some((x, k) => x !== inner[k])) return undefined;
-  }
-  return [value.length, ...inner];
 }
 
 /** Rows grouped by shape (every input's dims); rows with a bad shape are marked and left out. */

@@ -21,6 +21,7 @@ import {
   type PageHeader,
   parquetSchema,
   readOffsetIndex,
+  type SchemaTree,
 } from 'hyparquet';
 import { parquetHeader } from 'hyparquet/src/column.js';
 import { convert, convertWithDictionary, DEFAULT_PARSERS } from 'hyparquet/src/convert.js';
@@ -44,7 +45,7 @@ export class StoreReadError extends Error {
   override readonly name = 'StoreReadError';
 }
 
-type Decoder = Parameters<typeof readDataPage>[2] & Parameters<typeof convert>[1] & { codec: string; compressors: Compressors };
+export type Decoder = Parameters<typeof readDataPage>[2] & Parameters<typeof convert>[1] & { codec: string; compressors: Compressors };
 
 /** Slices asked for in one turn are merged into one GET across gaps up to this… */
 const MERGE_GAP_BYTES = 64 * 1024;
@@ -72,16 +73,7 @@ export async function readFlatColumns(
         const node = tree.get(name);
         const chunk = group.columns.find((c) => c.meta_data?.path_in_schema.length === 1 && c.meta_data.path_in_schema[0] === name);
         if (!node || !chunk?.meta_data) throw new Error(`parquet column "${name}" is not a flat column of this file`);
-        const decoder = {
-          type: chunk.meta_data.type,
-          element: node.element,
-          schemaPath: [{ children: [node], count: 1, element: { name: 'root' }, path: [] }, node],
-          codec: chunk.meta_data.codec,
-          compressors,
-          parsers: DEFAULT_PARSERS,
-          utf8: true,
-          pathInSchema: [name],
-        } as unknown as Decoder;
+        const decoder = decoderFor([{ children: [node], count: 1, element: { name: 'root' }, path: [] }, node], chunk, compressors);
         reads.push(readChunk(file, chunk, decoder, select).then((p) => void (pieces.get(name) as Piece[]).push(...p)));
       }
     }
@@ -91,6 +83,21 @@ export async function readFlatColumns(
   return new Map(names.map((n) => [n, joinPieces(pieces.get(n) as Piece[], start, end, n)]));
 }
 
+/** What hyparquet's page decoders take: the column's schema path (root to leaf) and its codec. */
+export function decoderFor(schemaPath: SchemaTree[], chunk: ColumnChunk, compressors: Compressors): Decoder {
+  const meta = chunk.meta_data as NonNullable<ColumnChunk['meta_data']>;
+  return {
+    type: meta.type,
+    element: (schemaPath[schemaPath.length - 1] as SchemaTree).element,
+    schemaPath,
+    codec: meta.codec,
+    compressors,
+    parsers: DEFAULT_PARSERS,
+    utf8: true,
+    pathInSchema: meta.path_in_schema,
+  } as unknown as Decoder;
+}
+
 /** A page's rows: `values` (and `nulls`) from file row `rowStart` on. */
 export interface Piece {
   rowStart: number;
@@ -98,7 +105,7 @@ export interface Piece {
   nulls?: Uint8Array;
 }
 
-interface Select {
+export interface Select {
   /** Rows of the group to read: [from, to), group-relative. */
   from: number;
   to: number;
@@ -106,36 +113,49 @@ interface Select {
   groupRows: number;
 }
 
-type ColumnChunk = FileMetaData['row_groups'][number]['columns'][number];
+export type ColumnChunk = FileMetaData['row_groups'][number]['columns'][number];
 
 /** One column chunk's pages that hold rows [from, to) of its group. */
 async function readChunk(file: AsyncBuffer, chunk: ColumnChunk, decoder: Decoder, select: Select): Promise<Piece[]> {
+  const pages = await fetchPages(file, chunk, decoder, select);
+  return decodePages(pages.bytes, decoder, select, pages.row, pages.dictionary);
+}
+
+/**
+ * The bytes of a column chunk's pages that hold rows [from, to) of its group: with an offset
+ * index only those pages (and the dictionary, fetched beside them), else the whole chunk.
+ * `row` is the group row the bytes' first page starts at.
+ */
+export async function fetchPages(
+  file: AsyncBuffer,
+  chunk: ColumnChunk,
+  decoder: Decoder,
+  select: Select,
+): Promise<{ bytes: Uint8Array; row: number; dictionary?: DecodedArray }> {
   const meta = chunk.meta_data as NonNullable<ColumnChunk['meta_data']>;
   const chunkStart = Number(meta.dictionary_page_offset || meta.data_page_offset);
   const chunkEnd = chunkStart + Number(meta.total_compressed_size);
   const narrowed = select.from > 0 || select.to < select.groupRows;
   if (!narrowed || !chunk.offset_index_offset || !chunk.offset_index_length) {
-    return decodePages(new Uint8Array(await file.slice(chunkStart, chunkEnd)), decoder, select, 0);
+    return { bytes: new Uint8Array(await file.slice(chunkStart, chunkEnd)), row: 0 };
   }
   const at = Number(chunk.offset_index_offset);
-  const index = readOffsetIndex({ view: new DataView(await file.slice(at, at + chunk.offset_index_length)), offset: 0 });
-  const pages = index.page_locations;
+  const pages = readOffsetIndex({ view: new DataView(await file.slice(at, at + chunk.offset_index_length)), offset: 0 }).page_locations;
+  const rowOf = (i: number) => Number((pages[i] as (typeof pages)[number]).first_row_index);
   let first = 0;
-  while (first + 1 < pages.length && Number((pages[first + 1] as (typeof pages)[number]).first_row_index) <= select.from) first++;
+  while (first + 1 < pages.length && rowOf(first + 1) <= select.from) first++;
   let last = first;
-  while (last + 1 < pages.length && Number((pages[last + 1] as (typeof pages)[number]).first_row_index) < select.to) last++;
-  const firstPage = pages[first] as (typeof pages)[number];
+  while (last + 1 < pages.length && rowOf(last + 1) < select.to) last++;
   const lastPage = pages[last] as (typeof pages)[number];
-  const dataStart = Number(firstPage.offset);
+  const dataStart = Number((pages[first] as (typeof pages)[number]).offset);
   const dataEnd = Number(lastPage.offset) + lastPage.compressed_page_size;
   const dictEnd = Number((pages[0] as (typeof pages)[number]).offset);
-  // The dictionary page (if any) sits before the first data page; fetched beside the selected pages.
   const [dict, data] = await Promise.all([
     dictEnd > chunkStart ? file.slice(chunkStart, dictEnd) : new ArrayBuffer(0),
     file.slice(dataStart, dataEnd),
   ]);
   const dictionary = dict.byteLength > 0 ? dictionaryOf(new Uint8Array(dict), decoder) : undefined;
-  return decodePages(new Uint8Array(data), decoder, select, Number(firstPage.first_row_index), dictionary);
+  return { bytes: new Uint8Array(data), row: rowOf(first), ...(dictionary ? { dictionary } : {}) };
 }
 
 /** The dictionary in the bytes before a chunk's data pages. */
@@ -146,7 +166,7 @@ function dictionaryOf(bytes: Uint8Array, decoder: Decoder): DecodedArray | undef
   return readDictionary(bytes.subarray(reader.offset, reader.offset + header.compressed_page_size), header, decoder);
 }
 
-function readDictionary(compressed: Uint8Array, header: PageHeader, decoder: Decoder): DecodedArray {
+export function readDictionary(compressed: Uint8Array, header: PageHeader, decoder: Decoder): DecodedArray {
   const page = decompressPage(compressed, header.uncompressed_page_size, decoder.codec as never, decoder.compressors);
   const count = header.dictionary_page_header?.num_values ?? 0;
   const reader = { view: new DataView(page.buffer, page.byteOffset, page.byteLength), offset: 0 };
