@@ -16,7 +16,7 @@
  * the detail. Both sides' outputs are read back: each input id exactly once, or the row fails.
  */
 import { spawn } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -29,6 +29,7 @@ import { createS3ObjectStore } from '../../infra/registry/s3-object-store.ts';
 import { rowWidth } from './bench-models.ts';
 import { BULK_FORMATS, idsProblem, inputLayout, writeBulkInput, writtenIds } from './bulk-objects.ts';
 import type { NaiveFormat, NaiveInput, NaiveJob, NaiveResult } from './naive-bulk.ts';
+import { clockTicksPerS, redisServerPid, startCpuMeter } from './proc-cpu.ts';
 import type { RawSweep } from './raw-ort.ts';
 import type { BenchRow } from './report.ts';
 import { BENCH_TENANT, type BenchContext, type ChildRole, runRole, scopedEnv, spawnRole, waitForWorkers } from './services.ts';
@@ -45,10 +46,21 @@ export interface BulkBudget {
   seconds: number;
 }
 
+export interface BulkOptions {
+  /** Go to each worker's node (e.g. `--cpu-prof`, to see where a run's time goes). */
+  workerNodeArgs?: string[];
+  /** Only these formats (default all). */
+  formats?: readonly NaiveFormat[];
+  /** `--chunk-rows` for the runs (default: the CLI's own default, as a data team runs it). */
+  chunkRows?: number;
+}
+
 interface Side {
   rowsPerS: number;
   /** The process's whole wall time, ms (spawn → exit). */
   processMs: number;
+  /** CPU ms over the side's run, by process (NaN where /proc cannot tell). */
+  cpuMs: Record<string, number>;
 }
 
 interface WarmpoolSide extends Side {
@@ -65,6 +77,8 @@ interface BulkSession {
   /** Key prefix of this model's objects, ending with '/'. */
   base: string;
   workers: number;
+  /** The workers' and redis-server's pids, for their CPU time. */
+  pids: Record<string, number | undefined>;
   store: ReturnType<typeof createS3ObjectStore>;
 }
 
@@ -78,6 +92,7 @@ export async function measureBulkRows(
   modelPath: string,
   raw: RawSweep | undefined,
   budget: BulkBudget,
+  options: BulkOptions = {},
 ): Promise<BenchRow[]> {
   const rows = boundedCount(ctx.quick ? 100_000 : 400_000, {
     ...budget,
@@ -86,14 +101,15 @@ export async function measureBulkRows(
     min: 1000,
   });
   const workers = Math.max(2, os.availableParallelism());
+  const formats = options.formats ?? BULK_FORMATS;
   const out: BenchRow[] = [];
   let session: (BulkSession & { close(): Promise<void> }) | undefined;
   try {
-    session = await startSession(ctx, manifest, modelPath, workers);
-    for (const format of BULK_FORMATS) out.push(...(await measureFormat(session, format, rows, raw)));
+    session = await startSession(ctx, manifest, modelPath, workers, options.workerNodeArgs ?? []);
+    for (const format of formats) out.push(...(await measureFormat(session, format, rows, raw, options.chunkRows)));
   } catch (err) {
     const why = `failed: ${errorMessage(err).split('\n')[0]}`;
-    for (const format of BULK_FORMATS.slice(out.length / 2)) out.push(...failedRows(manifest.name, format, why));
+    for (const format of formats.slice(out.length / 2)) out.push(...failedRows(manifest.name, format, why));
   } finally {
     await session?.close();
   }
@@ -112,7 +128,7 @@ function failedRows(model: string, format: NaiveFormat, detail: string): BenchRo
   ];
 }
 
-async function startSession(ctx: BenchContext, manifest: ModelManifest, modelPath: string, workers: number) {
+async function startSession(ctx: BenchContext, manifest: ModelManifest, modelPath: string, workers: number, nodeArgs: string[]) {
   const { s3 } = loadConfig(ctx.env);
   const area = `${s3.prefix ? `${s3.prefix}/` : ''}bulk/${BENCH_TENANT}/`;
   // The bench tenant's bulk location (BULK_LOCATIONS): its runs may use this folder and no other.
@@ -131,21 +147,32 @@ async function startSession(ctx: BenchContext, manifest: ModelManifest, modelPat
     store.close();
   };
   try {
-    for (let i = 0; i < workers; i++) roles.push(spawnRole(['worker', '--model', manifest.name, '--version', manifest.version], env));
+    for (let i = 0; i < workers; i++)
+      roles.push(spawnRole(['worker', '--model', manifest.name, '--version', manifest.version], env, { nodeArgs }));
     await waitForWorkers(redis, config, manifest.name, 'active', { count: workers });
   } catch (err) {
     await close();
     throw err;
   }
+  const pids: Record<string, number | undefined> = { redis: await redisServerPid(redis) };
+  roles.forEach((r, i) => {
+    pids[`worker${i}`] = r.child.pid;
+  });
   const base = `${area}${manifest.name}-${Date.now().toString(36)}/`;
-  return { ctx, manifest, modelPath, env, bucket: config.s3.bucket, base, workers, store, close };
+  return { ctx, manifest, modelPath, env, bucket: config.s3.bucket, base, workers, pids, store, close };
 }
 
 function threadsPerWorker(workers: number): number {
   return Math.max(1, Math.floor(os.availableParallelism() / workers));
 }
 
-async function measureFormat(s: BulkSession, format: NaiveFormat, rows: number, raw: RawSweep | undefined): Promise<BenchRow[]> {
+async function measureFormat(
+  s: BulkSession,
+  format: NaiveFormat,
+  rows: number,
+  raw: RawSweep | undefined,
+  chunkRows: number | undefined,
+): Promise<BenchRow[]> {
   const layout = inputLayout(s.manifest, format);
   if (typeof layout === 'string') return failedRows(s.manifest.name, format, `n/a: ${layout}`);
   const names = rowNames(s.manifest.name, format);
@@ -158,16 +185,16 @@ async function measureFormat(s: BulkSession, format: NaiveFormat, rows: number, 
   }
   s.ctx.out(`bulk ${s.manifest.name} ${format}: ${rows} rows in ${objects} objects; naive script, then warmpool bulk run`);
   const naive = await settle(runNaive(s, format, prefix, layout, rows));
-  const warm = await settle(runWarmpool(s, format, prefix, rows));
+  const warm = await settle(runWarmpool(s, format, prefix, rows, chunkRows));
   const what = `${rows} rows in ${objects} ${format.toUpperCase()} objects`;
   const wp = typeof warm === 'string' ? undefined : warm;
   const wpText = wp
-    ? `warmpool ${s.workers} workers × ${threadsPerWorker(s.workers)} thread(s) (${os.availableParallelism()} cores) ${f0(wp.rowsPerS)} rows/s (run record; CLI wall ${s1(wp.processMs)} s = ${f0(rows / (wp.processMs / 1000))} rows/s), chunks of ${wp.chunkRows}`
+    ? `warmpool ${s.workers} workers × ${threadsPerWorker(s.workers)} thread(s) (${os.availableParallelism()} cores) ${f0(wp.rowsPerS)} rows/s (run record; CLI wall ${s1(wp.processMs)} s = ${f0(rows / (wp.processMs / 1000))} rows/s), chunks of ${wp.chunkRows}, ${cpuText(wp.cpuMs)}`
     : `warmpool ${warm}`;
   const naiveText =
     typeof naive === 'string'
       ? `naive script ${naive}`
-      : `naive script 1 process ${f0(naive.rowsPerS)} rows/s (first list → last put; process wall ${s1(naive.processMs)} s)`;
+      : `naive script 1 process ${f0(naive.rowsPerS)} rows/s (first list → last put; process wall ${s1(naive.processMs)} s), ${cpuText(naive.cpuMs)}`;
   const best = raw?.best;
   const checked = wp && typeof naive !== 'string' ? '; each id once on both sides' : '';
   return [
@@ -184,6 +211,14 @@ async function measureFormat(s: BulkSession, format: NaiveFormat, rows: number, 
       detail: `${what}: ${wpText} vs raw batch ${best?.batch} × ${best?.threads} thread(s) ${f0(best?.rowsPerS ?? NaN)} rows/s`,
     },
   ];
+}
+
+/** `CPU s: workers 6.1, cli 1.2, …`: the worker processes summed, then the rest by name. */
+function cpuText(cpuMs: Record<string, number>): string {
+  const workers = Object.entries(cpuMs).filter(([name]) => name.startsWith('worker'));
+  const rest = Object.entries(cpuMs).filter(([name]) => !name.startsWith('worker'));
+  const parts = workers.length > 0 ? [['workers', workers.reduce((n, [, ms]) => n + ms, 0)] as const, ...rest] : rest;
+  return `CPU s: ${parts.map(([name, ms]) => `${name === 'bench' ? 'bench (S3 server)' : name} ${Number.isFinite(ms) ? (ms / 1000).toFixed(1) : 'n/a'}`).join(', ')}`;
 }
 
 /** The promise's value, or 'failed: <why>'. */
@@ -207,22 +242,27 @@ async function runNaive(s: BulkSession, format: NaiveFormat, prefix: string, lay
   const jobFile = path.join(s.ctx.dir, `naive-${s.manifest.name}-${format}.json`);
   writeFileSync(jobFile, JSON.stringify(job));
   const started = performance.now();
+  const meter = startSideMeter(s.pids);
   const run = await runScript(NAIVE, [jobFile], s.ctx.env, RUN_TIMEOUT_MS);
   const processMs = performance.now() - started;
+  const cpu = meter.stop();
   if (run.code !== 0) throw new Error(`exited ${run.code}: ${why(run.stderr)}`);
   const result = JSON.parse(lastLine(run.stdout)) as NaiveResult;
   const problem = idsProblem(await writtenIds(s.store, job.output, 'jsonl'), rows);
   if (problem) throw new Error(`wrong output: ${problem}`);
-  return { rowsPerS: result.rows / (result.wallMs / 1000), processMs };
+  return { rowsPerS: result.rows / (result.wallMs / 1000), processMs, cpuMs: { script: cpu.child, bench: cpu.bench } };
 }
 
-async function runWarmpool(s: BulkSession, format: NaiveFormat, prefix: string, rows: number): Promise<WarmpoolSide> {
+async function runWarmpool(s: BulkSession, format: NaiveFormat, prefix: string, rows: number, chunkRows?: number): Promise<WarmpoolSide> {
   const runId = `bench-${s.manifest.name}-${format}-${Date.now().toString(36)}`;
   const url = (p: string) => `s3://${s.bucket}/${prefix}${p}/`;
   const args = ['--model', s.manifest.name, '--version', s.manifest.version, '--input', url('in'), '--output', url('out')];
+  if (chunkRows !== undefined) args.push('--chunk-rows', String(chunkRows));
   const started = performance.now();
+  const meter = startSideMeter(s.pids);
   const run = await runRole(['bulk', 'run', ...args, '--run-id', runId, '--tenant', BENCH_TENANT], s.env, RUN_TIMEOUT_MS);
   const processMs = performance.now() - started;
+  const cpu = meter.stop();
   if (run.code !== 0) throw new Error(`warmpool bulk run exited ${run.code}: ${why(run.stderr)}`);
   const status = await runRole(['bulk', 'status', runId, '--json', '--tenant', BENCH_TENANT], s.env, 60_000);
   const view = JSON.parse(status.stdout) as BulkRunView;
@@ -230,7 +270,43 @@ async function runWarmpool(s: BulkSession, format: NaiveFormat, prefix: string, 
   const problem = idsProblem(await writtenIds(s.store, `${prefix}out/`, format), rows);
   if (problem) throw new Error(`wrong parts: ${problem}`);
   const spanMs = (view.finishedAt ?? NaN) - (view.startedAt ?? view.createdAt);
-  return { rowsPerS: view.progress.rowsDone / (spanMs / 1000), processMs, chunkRows: view.chunkRows };
+  const cpuMs = { ...cpu.named, cli: cpu.child, bench: cpu.bench };
+  return { rowsPerS: view.progress.rowsDone / (spanMs / 1000), processMs, cpuMs, chunkRows: view.chunkRows };
+}
+
+/**
+ * CPU ms over one side's run: the named processes (workers, redis-server), this bench process
+ * (where the embedded S3 server runs) and the child run in between (`child`: what this process
+ * reaped meanwhile, its cutime + cstime, so a child that has exited is still counted).
+ */
+function startSideMeter(pids: Record<string, number | undefined>): {
+  stop(): { named: Record<string, number>; bench: number; child: number };
+} {
+  const named = startCpuMeter(pids);
+  const before = ownCpuMs();
+  return {
+    stop() {
+      const after = ownCpuMs();
+      return { named: named.stop(), bench: after.self - before.self, child: after.reaped - before.reaped };
+    },
+  };
+}
+
+/** This process's CPU ms and its reaped children's (/proc/self/stat utime + stime, cutime + cstime); NaN without /proc. */
+function ownCpuMs(): { self: number; reaped: number } {
+  try {
+    const line = readFileSync('/proc/self/stat', 'utf8');
+    const fields = line
+      .slice(line.lastIndexOf(')') + 2)
+      .split(' ')
+      .map(Number);
+    const perTick = 1000 / clockTicksPerS();
+    // Fields 14–17 of stat(5), counted from field 3 (state).
+    const at = (n: number) => fields[n - 3] ?? NaN;
+    return { self: (at(14) + at(15)) * perTick, reaped: (at(16) + at(17)) * perTick };
+  } catch {
+    return { self: NaN, reaped: NaN };
+  }
 }
 
 function lastLine(text: string): string {
