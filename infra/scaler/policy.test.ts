@@ -238,10 +238,15 @@ describe('decide: scenarios on a fake clock', () => {
     const queued = (oldestAgeMs: number): Backlog => ({ ...noBacklog, waiting: 1600, prioritized: 300, delayed: 100, oldestAgeMs });
     // 2000 jobs in 5 s (half the 10 s SLO) is 400/s: 5 workers at 80/s; none warm, so all launched.
     expect(decide(inputOf({ backlog: queued(1000), workers: pool(0) }))).toMatchObject({ active: 5, launch: 6 });
-    // The oldest job 12 s old, past the SLO: within 1.25 s, 1600/s, 20 workers (max).
-    const late = decide(inputOf({ backlog: queued(12_000), workers: pool(0) }));
+    // The oldest job 12 s old, past the SLO: within 1.25 s, 1600/s, the 20 warm standby workers.
+    const late = decide(inputOf({ backlog: queued(12_000), workers: pool(0, 20) }));
     expect(late.active).toBe(20);
     expect(late.reasons.some((r) => r.includes('past the 10.0s SLO'))).toBe(true);
+    // With none warm, launched workers arrive a cold start later: sized to clear the 2000 rows
+    // within half the SLO then (400/s, 5 workers), not within 1.25 s (20).
+    const cold = decide(inputOf({ backlog: queued(12_000), workers: pool(0) }));
+    expect(cold).toMatchObject({ active: 5, launch: 6 });
+    expect(cold.reasons).toContain('0 warm workers leave 2000 rows after a cold start: 5 more for them');
     // Two active and two standby clear 2000 jobs in 2000 / (400 − 100) ≈ 6.7 s, long before a
     // 120 s cold start: activate the standby, launch only to refill it.
     const warm = decide(inputOf({ forecast: forecastOf(100), backlog: queued(1000), workers: pool(2, 2) }));
@@ -419,7 +424,7 @@ describe('decide: properties over random inputs (seeded)', () => {
     }
   });
 
-  it('never plans fewer active workers than clear the backlog within the SLO, unless max binds or warm ones clear it first', () => {
+  it('never plans fewer active workers than clear the backlog within the SLO (launched ones: what is left when they arrive), unless max binds or warm ones clear it first', () => {
     let checked = 0;
     for (const input of cases.map((c) => ({ ...c, settings: { ...c.settings, max: c.settings.min + 1000 } }))) {
       const { settings: s, forecast: f, backlog: b, perWorkerRatePerSec: rate, workers: w } = input;
@@ -427,10 +432,15 @@ describe('decide: properties over random inputs (seeded)', () => {
       const d = decide(input);
       if (!valid || d.active + d.standby === Math.max(s.min, s.max)) continue;
       const queued = b.waiting + b.prioritized + b.delayed;
-      const spare = (w.active + w.standby) * rate - f.ratePerSec;
+      const warm = w.active + w.standby;
+      const spare = warm * rate - f.ratePerSec;
       if (spare > 0 && (queued / spare) * 1000 <= s.coldStartMs) continue; // launches would come too late to help
       checked++;
-      expect(d.active * rate * s.targetUtilization).toBeGreaterThanOrEqual(f.ratePerSec + (queued * 1000) / s.sloQueueWaitMs - 1e-6);
+      const full = f.ratePerSec + (queued * 1000) / s.sloQueueWaitMs;
+      // Launched workers are sized for what is left when they arrive, within half the SLO.
+      const left = queued - (spare * s.coldStartMs) / 1000;
+      const launched = warm * rate + (left * 2000) / s.sloQueueWaitMs + Math.max(0, -spare);
+      expect(d.active * rate * s.targetUtilization).toBeGreaterThanOrEqual(Math.min(full, launched * s.targetUtilization) - 1e-6);
     }
     expect(checked).toBeGreaterThan(200); // the rule was exercised, not skipped
   });

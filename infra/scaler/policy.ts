@@ -33,7 +33,11 @@
  *    oldest job has left of its SLO but not below a quarter; once the oldest job is past the SLO,
  *    an eighth, to stop the damage fast. needed = ⌈(forecast rate + rows / budget) / (μ·u)⌉.
  *    It asks for no launches when the warm workers (active + standby, at full rate) clear it
- *    within a cold start: a launched worker would arrive to an empty queue.
+ *    within a cold start: a launched worker would arrive to an empty queue. Otherwise it asks
+ *    only for the workers that clear, within half the SLO, what the warm ones leave after a cold
+ *    start (and cover arrivals that outrun the warm ones): workers launched now arrive then, so
+ *    sizing them to clear the queue in an eighth of the SLO launches a pool for a queue mostly
+ *    gone by the time it is warm, and holds it for its lifetime.
  * 4. Standby for the burst a cold start cannot absorb. A burst at rate λ_b (the forecast's
  *    burst rate, at least λ) outruns C active capacity by (λ_b − C) for the cold start L a
  *    launch needs; the queue absorbs that within the SLO while (λ_b − C)·L ≤ C·S, so the warm
@@ -234,11 +238,21 @@ function backlogNeed(input: PolicyInput, s: Settings, capacity: Capacity, worker
   reasons.push(`backlog ${round(rows)} rows${unit} to clear within ${secs(clearMs)}${late} adds ${rate(rows / (clearMs / 1000))}`);
   const need = ceilCount((ratePerSec + rows / (clearMs / 1000)) / (capacity.fullPerSec * s.targetUtilization));
   const warm = workers.active + workers.standby;
+  if (need <= warm) return need;
   const spare = warm * capacity.fullPerSec - ratePerSec;
   const warmClearMs = spare > 0 ? (rows / spare) * 1000 : Infinity;
-  if (need <= warm || warmClearMs > s.coldStartMs) return need;
-  reasons.push(`${warm} warm workers clear it in ${secs(warmClearMs)}, before a cold start: no launch for it`);
-  return warm;
+  if (warmClearMs <= s.coldStartMs) {
+    reasons.push(`${warm} warm workers clear it in ${secs(warmClearMs)}, before a cold start: no launch for it`);
+    return warm;
+  }
+  // Launched workers arrive a cold start from now, to what the warm ones leave by then (more if
+  // arrivals outrun them), which they clear within half the SLO.
+  const left = rows - (spare * s.coldStartMs) / 1000;
+  const perWorker = capacity.fullPerSec * s.targetUtilization;
+  const more = ceilCount((left / (s.sloQueueWaitMs / 2000) + Math.max(0, -spare)) / perWorker);
+  if (warm + more >= need) return need;
+  reasons.push(`${warm} warm workers leave ${round(left)} rows after a cold start: ${more} more for them`);
+  return warm + more;
 }
 
 /** How soon the current backlog should be gone (rule 3). */
