@@ -254,6 +254,21 @@ describe('createLineRows (JSONL)', () => {
     expect(read(big, 'jsonl', features, {}, 3)).toEqual(read(big, 'jsonl'));
   });
 
+  it('grows its typed arrays past their first size without losing a value', () => {
+    const n = 5000;
+    const text = Array.from({ length: n }, (_, i) => `{"id":${i},"features":[${i},${-i},${i / 4}]}`).join('\n');
+    const rows = read(text, 'jsonl', features, {}, 777);
+    expect(rows.ids).toHaveLength(n);
+    const data = rows.groups[0]?.inputs[0]?.data as Float32Array;
+    expect(data).toHaveLength(3 * n);
+    expect(Array.from(data.subarray(3 * (n - 1)))).toEqual([n - 1, -(n - 1), (n - 1) / 4]);
+    expect(data.every((v, k) => v === [Math.floor(k / 3), -Math.floor(k / 3), Math.floor(k / 3) / 4][k % 3])).toBe(true);
+    const words: TensorSpec[] = [{ name: 'w', datatype: 'BYTES', shape: [-1, 2] }];
+    const strings = read(Array.from({ length: n }, (_, i) => `{"id":${i},"w":["a${i}","b${i}"]}`).join('\n'), 'jsonl', words);
+    const labels = strings.groups[0]?.inputs[0]?.data as string[];
+    expect(labels.slice(-2)).toEqual([`a${n - 1}`, `b${n - 1}`]);
+  });
+
   it('has no group when no row is good', () => {
     const rows = read('{"id":1,"features":[1]}\n', 'jsonl');
     expect(rows.groups).toEqual([]);
@@ -314,7 +329,10 @@ describe('createLineRows (CSV)', () => {
       [1, 0],
       [1, 0],
     ]);
-    expect(rowsOf(read('a, x ,"y,z"\n', 'csv', typed('BYTES')))).toEqual([[' x ', 'y,z']]);
+    expect(rowsOf(read('a, x ,"y,z"\r\nb,"",q\r\n', 'csv', typed('BYTES')))).toEqual([
+      [' x ', 'y,z'],
+      ['', 'q'],
+    ]);
     const i64 = read('a,9223372036854775807,-3\nb,9223372036854775808,0\nc,0x10,1\n', 'csv', typed('INT64'));
     expect(rowsOf(i64)).toEqual([
       [9223372036854775807n, -3n],

@@ -15,13 +15,14 @@ function reference(ids: Array<string | number>, outputs: RowsTensor[]): string {
     const step = flat.length / Math.max(1, first);
     return Array.from({ length: first }, (_, i) => nest(flat.slice(i * step, (i + 1) * step), rest));
   };
+  const values = outputs.map((t) => jsonValues(t.datatype, t.data));
   const lines = ids.map((id, r) => {
     const row: Record<string, unknown> = { id };
-    for (const t of outputs) {
+    outputs.forEach((t, i) => {
       const dims = t.shape.slice(1);
       const size = dims.reduce((n, d) => n * d, 1);
-      row[t.name] = nest(jsonValues(t.datatype, t.data).slice(r * size, (r + 1) * size), dims);
-    }
+      row[t.name] = nest((values[i] as OipTensor['data']).slice(r * size, (r + 1) * size), dims);
+    });
     return JSON.stringify(row);
   });
   return lines.length > 0 ? `${lines.join('\n')}\n` : '';
@@ -65,6 +66,20 @@ describe('jsonlPart', () => {
     const odd = [f32('23', [3], [1, 2, 3]), f32('score', [3], [4, 5, 6]), f32('0', [3], [7, 8, 9]), f32('score', [3], [0, 0, 0])];
     expect(jsonlPart(ids, odd).toString()).toBe(reference(ids, odd));
     expect(jsonlPart(ids, odd).toString().split('\n')[0]).toBe('{"0":7,"23":1,"id":"a","score":0}');
+  });
+
+  it('prints parts larger than one printing block (rows of any width straddle no block)', () => {
+    const n = 30_000;
+    const many = Array.from({ length: n }, (_, i) => (i % 3 === 0 ? `r${i}` : i));
+    const wide = f32(
+      'v',
+      [n, 3],
+      Array.from({ length: 3 * n }, (_, i) => Math.sin(i) * 1e3),
+    );
+    const ints: RowsTensor = { name: 'k', datatype: 'INT32', shape: [n], data: Int32Array.from({ length: n }, (_, i) => i * 7 - 5) };
+    expect(jsonlPart(many, [wide, ints]).toString()).toBe(reference(many, [wide, ints]));
+    const lines = csvPart(many, [wide]).toString().split('\n');
+    expect(lines[n]).toBe(`${many[n - 1]},${Array.from((wide.data as Float32Array).subarray(3 * n - 3)).join(',')}`);
   });
 
   it('names the id field idColumn, and writes nothing for no rows', () => {

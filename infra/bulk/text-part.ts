@@ -1,6 +1,6 @@
 /**
  * A scored chunk's text part from typed outputs (RowsTensor), without a JS object or a
- * JSON.stringify per row: each row's text is built from its slice of the typed arrays.
+ * JSON.stringify per row: each row's text is cut from its output's printed elements.
  *
  *   JSONL  one line per row, `{"id":<id>,"<output>":<the row as nested arrays, or a scalar>,…}`:
  *          the same bytes as JSON.stringify of that object (the part format is public), so
@@ -10,9 +10,11 @@
  *          row-major), then one line per row; numbers as JS prints them (NaN, Infinity), 64-bit
  *          integers in full, BOOL as true/false, strings quoted when they need it (RFC 4180).
  *
- * Numeric rows are printed with TypedArray#join over a subarray wherever that prints what
- * JSON.stringify would (every element finite, every 64-bit one within ±2^53: checked once per
- * tensor), element by element otherwise.
+ * Numbers dominate the cost (a float32 prints as the shortest double, often 17 digits), and V8
+ * prints them fastest inside JSON.stringify of a plain array: faster than TypedArray#join over
+ * a subarray or a String() per element. So an output's elements are printed a block of rows at a
+ * time by one JSON.stringify and each row's text is sliced out of it (elementTexts); a line is
+ * then a few concatenations. BYTES are printed per element.
  */
 
 import type { PackedArray } from '../contracts/binary-tensor.ts';
