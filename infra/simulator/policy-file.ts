@@ -17,6 +17,7 @@ export const POLICY_FIELDS: Record<keyof PolicySettings, Check> = {
   coldStartMs: { min: 0 },
   scaleDownStabilizationMs: { min: 0 },
   targetUtilization: { min: 0, minExclusive: true, max: 1 },
+  minLifetimeColdStarts: { min: 0 },
 };
 
 /** Names a sweep accepts: the file's fields and `headroom`. */
