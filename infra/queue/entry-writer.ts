@@ -17,6 +17,12 @@
  * entry is in BullMQ, and rejects (the whole group's) when either write fails: nothing is
  * acknowledged that is not queued. An index key or inputs left behind by a failed add points at
  * no job and expires with the retention.
+ *
+ * Two rolling means per queue go to Redis for the scaler (queue-stats.ts), which counts BullMQ's
+ * entries: requests per entry (entries → requests) and rows per request (requests → rows, the
+ * unit of a worker's capacity; a request may carry many rows). Each is a ratio of sums over the
+ * entries written lately, so it is exact while traffic is steady and follows a change within a
+ * few half-lives.
  */
 import { Job, type Queue } from 'bullmq';
 import {
@@ -31,7 +37,7 @@ import { PRIORITIES, type Priority, queueName } from '../contracts/job.ts';
 import { type PackedSpec, packTensors, type TensorData, type TensorToPack } from '../contracts/packed-tensors.ts';
 import { randomId } from '../kernel/random-id.ts';
 import { isCluster, type RedisClient } from '../redis/client.ts';
-import { entryInputsKey, entryMembersKey, jobIndexKey } from '../redis/keys.ts';
+import { entryInputsKey, entryMembersKey, jobIndexKey, queueKey } from '../redis/keys.ts';
 import type { QueueLease } from './queue-cache.ts';
 
 export interface EntryWriterOptions {
@@ -65,8 +71,19 @@ export interface EntryWriter {
  * burst long past does not.
  */
 const MEAN_HALF_LIFE_MS = 5000;
-/** The mean goes to Redis at most this often per queue, and at the end of each interval it changed in. */
+/** The means go to Redis at most this often per queue, and at the end of each interval they changed in. */
 const PUBLISH_INTERVAL_MS = 1000;
+/** How long a published mean outlives the last write to its queue. */
+const PUBLISHED_TTL_S = 3600;
+
+/**
+ * Rows per request lately in queue `queue` (a decimal), beside requests per entry and written with
+ * it. A key of the queue's own family (in its slot); it belongs in infra/redis/keys.ts's table as
+ * `entryRowsKey`, and moves there.
+ */
+export function rowsPerRequestKey(prefix: string, queue: string): string {
+  return queueKey(prefix, queue, 'rows-per-request');
+}
 
 interface Pending {
   id: string;
@@ -89,18 +106,28 @@ export function createEntryWriter(options: EntryWriterOptions): EntryWriter {
   const groups = new Map<string, Group>();
   const inFlight = new Set<Promise<void>>();
   let closed = false;
-  /** Per queue: requests and entries written, each sum halving every MEAN_HALF_LIFE_MS. */
-  const written = new Map<string, { requests: number; entries: number; at: number }>();
+  /** Per queue: rows, requests and entries written, each sum halving every MEAN_HALF_LIFE_MS. */
+  const written = new Map<string, { rows: number; requests: number; entries: number; at: number }>();
   const meanOf = (queue: string) => {
     const w = written.get(queue);
     return w && w.entries > 0 ? w.requests / w.entries : 1;
   };
+  const rowsMeanOf = (queue: string) => {
+    const w = written.get(queue);
+    return w && w.requests > 0 ? Math.max(1, w.rows / w.requests) : 1;
+  };
   const clockNow = options.now ?? Date.now;
-  const record = (queue: string, members: number) => {
+  const record = (queue: string, batch: readonly Pending[]) => {
     const now = clockNow();
-    const w = written.get(queue) ?? { requests: 0, entries: 0, at: now };
+    const w = written.get(queue) ?? { rows: 0, requests: 0, entries: 0, at: now };
     const decay = 0.5 ** (Math.max(0, now - w.at) / MEAN_HALF_LIFE_MS);
-    written.set(queue, { requests: w.requests * decay + members, entries: w.entries * decay + 1, at: now });
+    const rows = batch.reduce((n, p) => n + requestRows(p.request), 0);
+    written.set(queue, {
+      rows: w.rows * decay + rows,
+      requests: w.requests * decay + batch.length,
+      entries: w.entries * decay + 1,
+      at: now,
+    });
     publish(queue);
   };
   /**
@@ -114,7 +141,9 @@ export function createEntryWriter(options: EntryWriterOptions): EntryWriter {
       dirty.add(queue);
       return;
     }
-    options.redis.set(entryMembersKey(options.prefix, queue), meanOf(queue).toFixed(2), 'EX', 3600).catch(() => undefined);
+    const { redis, prefix } = options;
+    redis.set(entryMembersKey(prefix, queue), meanOf(queue).toFixed(2), 'EX', PUBLISHED_TTL_S).catch(() => undefined);
+    redis.set(rowsPerRequestKey(prefix, queue), rowsMeanOf(queue).toFixed(2), 'EX', PUBLISHED_TTL_S).catch(() => undefined);
     const timer = setTimeout(() => {
       timers.delete(queue);
       if (dirty.delete(queue)) publish(queue);
@@ -138,7 +167,7 @@ export function createEntryWriter(options: EntryWriterOptions): EntryWriter {
     group.writing = true;
     const write = writeEntry(options, group.queue, group.priority, batch).then(
       () => {
-        record(group.queue, batch.length);
+        record(group.queue, batch);
         for (const p of batch) p.resolve();
       },
       (err: unknown) => {
@@ -204,6 +233,11 @@ function groupKey(r: QueuedRequest, priority: Priority): string {
   const inputs = r.inputs.map((t) => `${t.name}:${t.datatype}:${t.shape.slice(1).join('x')}`).join(',');
   const outputs = r.outputs ? r.outputs.map((o) => o.name).join(',') : '*';
   return JSON.stringify([r.model, r.version, priority, r.tenant, outputs, inputs]);
+}
+
+/** A request's rows (at least 1: a request is never less than one row of work). */
+function requestRows(r: QueuedRequest): number {
+  return Number.isFinite(r.rows) && r.rows >= 1 ? r.rows : 1;
 }
 
 function requestBytes(r: QueuedRequest): number {

@@ -22,6 +22,12 @@
  * been writing to the queue (entry-writer.ts publishes it once a second). Exact without
  * coalescing; under load an estimate, as good as recent entries are like queued ones.
  *
+ * Rows: a request may carry many rows, and the scaler's capacity is in rows, so the backlog says
+ * how many rows a queued request carries on average (`rowsPerJob`): the rows per request the
+ * APIs have lately been writing (entry-writer.ts publishes that mean with the other). Over
+ * several versions it is their mean weighted by the requests each holds. Absent when no API has
+ * published one (queues written before, or by hand), which the contract reads as 1.
+ *
  * The Queues are the process's shared readers on the caller's Redis client (queue-cache.ts),
  * which never rewrite a queue's settings; `close()` releases them, once.
  */
@@ -33,6 +39,7 @@ import { once } from '../kernel/lifecycle.ts';
 import type { RedisClient } from '../redis/client.ts';
 import { entryMembersKey } from '../redis/keys.ts';
 import { bullJobKey, bullQueueKey } from './bullmq-keys.ts';
+import { rowsPerRequestKey } from './entry-writer.ts';
 import { leaseQueues, type QueueLease } from './queue-cache.ts';
 
 /** A deployment's queues: one per version named. */
@@ -63,15 +70,24 @@ export function emptyBacklog(): Backlog {
   return { waiting: 0, prioritized: 0, delayed: 0, active: 0, oldestAgeMs: 0 };
 }
 
-/** Adds two backlogs: counts sum, the oldest age is the larger. */
+/**
+ * Adds two backlogs: counts sum, the oldest age is the larger, and rows per job is the mean of
+ * both weighted by the jobs each holds (one without it counts as 1; with no jobs in either, the
+ * larger). Absent when neither has it.
+ */
 export function addBacklogs(a: Backlog, b: Backlog): Backlog {
-  return {
+  const sum: Backlog = {
     waiting: a.waiting + b.waiting,
     prioritized: a.prioritized + b.prioritized,
     delayed: a.delayed + b.delayed,
     active: a.active + b.active,
     oldestAgeMs: Math.max(a.oldestAgeMs, b.oldestAgeMs),
   };
+  if (a.rowsPerJob === undefined && b.rowsPerJob === undefined) return sum;
+  const [ra, rb] = [a.rowsPerJob ?? 1, b.rowsPerJob ?? 1];
+  const [wa, wb] = [queuedJobs(a) + a.active, queuedJobs(b) + b.active];
+  sum.rowsPerJob = wa + wb > 0 ? (wa * ra + wb * rb) / (wa + wb) : Math.max(ra, rb);
+  return sum;
 }
 
 /** Jobs a worker has not taken yet (the part of the backlog that waits). */
@@ -99,9 +115,10 @@ export function createQueueStats(deps: QueueStatsDeps): QueueStats {
   const versionBacklog = async (model: string, version: string): Promise<Backlog> => {
     if (closed) throw new Error('queue stats are closed');
     const name = queueName(model, version);
-    const [counts, perEntry] = await Promise.all([
+    const [counts, perEntry, rowsPerJob] = await Promise.all([
       countJobs(queues, name, 'waiting', 'prioritized', 'delayed', 'active'),
       requestsPerEntry(deps.redis, deps.prefix, name),
+      rowsPerRequest(deps.redis, deps.prefix, name),
     ]);
     const scale = (n: number) => Math.round(n * perEntry);
     const backlog: Backlog = {
@@ -111,6 +128,7 @@ export function createQueueStats(deps: QueueStatsDeps): QueueStats {
       active: scale(counts.active),
       oldestAgeMs: 0,
     };
+    if (rowsPerJob !== undefined) backlog.rowsPerJob = rowsPerJob;
     if (queuedJobs(backlog) > 0) backlog.oldestAgeMs = await oldestAge(deps.redis, deps.prefix, name, deps.clock.now());
     return backlog;
   };
@@ -135,6 +153,16 @@ export function createQueueStats(deps: QueueStatsDeps): QueueStats {
 async function requestsPerEntry(redis: RedisClient, prefix: string, name: string): Promise<number> {
   const value = Number(await redis.get(entryMembersKey(prefix, name)));
   return Number.isFinite(value) && value >= 1 ? value : 1;
+}
+
+/**
+ * Rows per request lately in queue `name`, as the API's entry writers publish it (entry-writer.ts);
+ * undefined when none is published.
+ */
+async function rowsPerRequest(redis: RedisClient, prefix: string, name: string): Promise<number | undefined> {
+  const raw = await redis.get(rowsPerRequestKey(prefix, name));
+  const value = Number(raw);
+  return raw !== null && Number.isFinite(value) && value >= 1 ? value : undefined;
 }
 
 /** The age of the oldest job of one queue not yet taken (see the header for how each set is read). */
