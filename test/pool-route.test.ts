@@ -2,14 +2,20 @@
  * `GET /v1/pool` on a real Redis: deployments from the real store, workers from heartbeats as
  * workers write them, queues from real BullMQ queues through the real QueueStats, and decisions
  * written by a real controller tick (real forecaster and policy, an in-memory provider) — the
- * route only reads what the scaler and the workers left in Redis. Cleans up its keys.
+ * route only reads what the scaler and the workers left in Redis. The terms behind the latest
+ * decision (issue 17 §4) follow a worker from no profile to its warm-up profile to a measured
+ * rate, and the cold start from the setting to learnt, with a backlog of multi-row requests
+ * counted in rows; a record that names its sources itself is taken at its word. Cleans up its keys.
  */
 import { Queue } from 'bullmq';
 import { Hono } from 'hono';
 import { afterAll, expect, it } from 'vitest';
 import type { AuthEnv } from '../api/http/auth.ts';
 import { errorHandler, notFoundHandler } from '../api/http/errors.ts';
+import { PoolView as PoolViewSchema } from '../api/openapi/schemas.ts';
 import { POOL_DECISIONS_SHOWN, type PoolView, poolRoutes } from '../api/routes/pool.ts';
+import type { SourcedDecisionRecord } from '../api/use-cases/pool-terms.ts';
+import type { QueuedRequest } from '../infra/contracts/entry.ts';
 import { queueName } from '../infra/contracts/job.ts';
 import type { PoolProvider, PoolWorker } from '../infra/contracts/pool.ts';
 import { createDeploymentStore } from '../infra/deployments/deployment-store.ts';
@@ -17,15 +23,18 @@ import type { HeartbeatPayload } from '../infra/fleet/worker-states.ts';
 import { ManualClock } from '../infra/kernel/clock.ts';
 import { SCALER_DEFAULTS } from '../infra/kernel/config.ts';
 import { silentLog } from '../infra/kernel/log.ts';
-import { createQueueStats } from '../infra/queue/index.ts';
+import { rowsPerRequestKey } from '../infra/queue/entry-writer.ts';
+import { createBullJobQueue, createQueueStats } from '../infra/queue/index.ts';
 import { closeRedis, createRedis, deleteMany, scanKeys } from '../infra/redis/client.ts';
 import { workerKey } from '../infra/redis/keys.ts';
 import { createScalerController } from '../infra/scaler/controller.ts';
+import { createDecisionLog } from '../infra/scaler/decision-log.ts';
 import { forecastArrivals } from '../infra/scaler/forecast.ts';
 import { decide } from '../infra/scaler/policy.ts';
 import { scalerSettingsFrom } from '../infra/scaler/settings.ts';
 import { createArrivalHistory } from '../infra/telemetry/arrival-history.ts';
 import { testServices, uniqueId } from './support/services.ts';
+import { until } from './support/until.ts';
 
 const redis = createRedis(testServices().redisUrl);
 const prefix = uniqueId('pool-route');
@@ -53,14 +62,16 @@ function staticProvider(workers: Record<string, PoolWorker[]>): PoolProvider {
   };
 }
 
-async function beat(b: Pick<HeartbeatPayload, 'id' | 'model' | 'version' | 'state' | 'rowsPerS' | 'startedAt'>): Promise<void> {
+async function beat(
+  b: Pick<HeartbeatPayload, 'id' | 'model' | 'version' | 'state' | 'rowsPerS' | 'startedAt'> & Partial<HeartbeatPayload>,
+): Promise<void> {
   const payload: HeartbeatPayload = {
-    ...b,
     pid: 4242,
     host: 'box-1',
     updatedAt: T0,
     jobsInFlight: 0,
     memory: { rssBytes: 1, heapUsedBytes: 1 },
+    ...b,
   };
   await redis.set(workerKey(prefix, b.id), JSON.stringify(payload), 'PX', 60_000);
 }
@@ -173,4 +184,145 @@ it("shows each deployment's workers, queues, forecast, targets and recent decisi
   const aliases = new Set(seen?.workers.map((w) => w.id));
   const named = seen?.decisions.flatMap((d) => [...d.planned, ...d.applied]).flatMap((a) => ('workerId' in a ? [a.workerId] : [])) ?? [];
   for (const id of named) expect(aliases.has(id)).toBe(true);
+});
+
+/** The controller as the live scaler runs it, over a provider that lists what `workers` says. */
+function liveController(deployments: ReturnType<typeof createDeploymentStore>, workers: Record<string, PoolWorker[]>) {
+  return createScalerController({
+    redis,
+    prefix,
+    deployments,
+    history: createArrivalHistory(redis, prefix, clock),
+    queueStats,
+    provider: staticProvider(workers),
+    forecast: forecastArrivals,
+    decide,
+    clock,
+    log: silentLog,
+    settings: scalerSettingsFrom(SCALER_DEFAULTS),
+    tickMs: 1000,
+  });
+}
+
+function request(rows: number): QueuedRequest {
+  return {
+    tenant: 't',
+    model: 'scorer',
+    version: '1',
+    submittedAt: clock.now(),
+    rows,
+    inputs: [{ name: 'x', datatype: 'FP32', shape: [rows, 2], data: new Float32Array(rows * 2).fill(1) }],
+  };
+}
+
+it("shows what set the latest decision's numbers: SLO sizing, backlog in rows, burst standby, holds, the rate's and cold start's sources", async () => {
+  const deployments = createDeploymentStore(redis, prefix);
+  await deployments.put({ model: 'scorer', version: '1', min: 0, max: 8, standby: 0 });
+  const view = async () => {
+    const res = await app().request('/v1/pool');
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as PoolView;
+    expect(PoolViewSchema.safeParse(body).error).toBeUndefined();
+    const scorer = body.deployments.find((d) => d.model === 'scorer');
+    if (!scorer) throw new Error('scorer is not in the pool view');
+    return scorer;
+  };
+  expect((await view()).terms).toBeNull();
+
+  // Six requests of 4 rows each, written as the API writes them: the backlog is 24 rows.
+  const jobs = createBullJobQueue({ connection: testServices().redisUrl, prefix, retentionS: 600, attempts: 1 });
+  try {
+    await Promise.all(Array.from({ length: 6 }, (_, i) => jobs.enqueue(request(4), { priority: 'normal', jobId: `job_terms${i}` })));
+    await until('rows per request published', async () =>
+      (await redis.get(rowsPerRequestKey(prefix, queueName('scorer', '1')))) === '4.00' ? true : undefined,
+    );
+  } finally {
+    await jobs.close();
+  }
+
+  // 1. A worker warming, no profile yet: no rate known, the cold start is the setting.
+  const profile = { threads: 1, chosenBatch: 8, rowsPerS: 100, entries: [] };
+  await beat({ id: 's-1', model: 'scorer', version: '1', state: 'warming', rowsPerS: 0, startedAt: T0 - 10_000 });
+  const warming = liveController(deployments, { '1': [{ id: 's-1', state: 'warming', handle: '1' }] });
+  await warming.tick();
+  await warming.close();
+  let scorer = await view();
+  let latest = scorer.decisions[0];
+  expect(latest?.backlog.rowsPerJob).toBe(4);
+  expect(latest?.decision.reasons.join('; ')).toContain('backlog 24 rows (6 jobs × 4.0)');
+  expect(scorer.terms).toEqual({
+    at: clock.now(),
+    shadow: false,
+    forecast: {
+      ratePerSec: latest?.forecast.ratePerSec,
+      upperRatePerSec: latest?.forecast.upperRatePerSec ?? null,
+      upperQuantile: latest?.forecast.upperQuantile ?? null,
+      dispersion: latest?.forecast.dispersion ?? null,
+      burstRatePerSec: latest?.forecast.burstRatePerSec,
+      horizonS: latest?.forecast.horizonS,
+      method: latest?.forecast.method,
+    },
+    sloQueueWaitMs: SCALER_DEFAULTS.sloQueueWaitMs,
+    policy: latest?.decision.terms,
+    perWorker: { ratePerSec: 0, source: 'none' },
+    coldStart: { ms: SCALER_DEFAULTS.coldStartDefaultMs, source: 'setting', samples: 0 },
+    backlog: { jobs: 6, rowsPerJob: 4, rows: 24 },
+  });
+  expect(scorer.terms?.policy).toMatchObject({ measuredRate: false, coldStartMs: SCALER_DEFAULTS.coldStartDefaultMs });
+  expect(scorer.terms?.policy?.activeSetBy).toMatch(/^(slo-sizing|backlog|stabilisation|min-lifetime|min|max)$/);
+
+  // 2. Warmed into standby 42 s after its start, with a warm-up profile: the rate is the profile's, the cold start learnt.
+  await clock.advance(33_000);
+  await beat({
+    id: 's-1',
+    model: 'scorer',
+    version: '1',
+    state: 'standby',
+    rowsPerS: 0,
+    startedAt: T0 - 10_000,
+    stateSince: T0 + 32_000,
+    batchProfile: profile,
+  });
+  const warmed = liveController(deployments, { '1': [{ id: 's-1', state: 'standby', handle: '1' }] });
+  await warmed.tick();
+  await warmed.close();
+  scorer = await view();
+  expect(scorer.terms).toMatchObject({
+    at: clock.now(),
+    perWorker: { ratePerSec: 100, source: 'warm-up' },
+    coldStart: { ms: 42_000, source: 'learned', samples: 1 },
+    policy: { perWorkerRatePerSec: 100, measuredRate: true, coldStartMs: 42_000, minLifetimeMs: expect.any(Number) },
+  });
+  expect(scorer.terms?.policy?.minLifetimeMs).toBeGreaterThanOrEqual(2 * 42_000);
+
+  // 3. Busy with jobs queued: the rate is measured from now on.
+  await clock.advance(2_000);
+  await beat({
+    id: 's-1',
+    model: 'scorer',
+    version: '1',
+    state: 'active',
+    rowsPerS: 250,
+    jobsInFlight: 4,
+    startedAt: T0 - 10_000,
+    batchProfile: profile,
+  });
+  const busy = liveController(deployments, { '1': [{ id: 's-1', state: 'active', handle: '1' }] });
+  await busy.tick();
+  await busy.close();
+  scorer = await view();
+  latest = scorer.decisions[0];
+  expect(scorer.terms).toMatchObject({ perWorker: { ratePerSec: 250, source: 'measured' }, policy: latest?.decision.terms });
+
+  // 4. A record that names its sources itself is taken at its word, not the measurements'.
+  await clock.advance(1_000);
+  const sourced: SourcedDecisionRecord = {
+    ...(latest as SourcedDecisionRecord),
+    at: clock.now(),
+    perWorkerRateSource: 'warm-up',
+    coldStartSamples: 0,
+  };
+  expect(await createDecisionLog(redis, prefix).record(sourced)).toBe(true);
+  scorer = await view();
+  expect(scorer.terms).toMatchObject({ at: clock.now(), perWorker: { source: 'warm-up' }, coldStart: { source: 'setting', samples: 0 } });
 });

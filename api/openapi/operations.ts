@@ -257,7 +257,7 @@ export const OPERATIONS: readonly OperationSpec[] = [
     method: 'get',
     path: '/v1/pool',
     tag: 'Models and deployments',
-    summary: 'Workers by deployment and state, queues, forecast, desired counts and the scaler’s last decisions',
+    summary: 'Workers by deployment and state, queues, forecast, desired counts, the terms that set them and the scaler’s last decisions',
     auth: true,
     responses: { 200: { description: 'The pool', schema: S.PoolView }, ...authed },
     example: { status: 200 },

@@ -375,7 +375,56 @@ const PoolBacklog = z.object({
   delayed: nonNegativeInt,
   active: nonNegativeInt,
   oldestAgeMs: z.number().nonnegative(),
+  rowsPerJob: z.number().min(1).optional().describe('Rows a queued job carries on average, as the APIs lately wrote them; absent: 1'),
 });
+
+const ActiveSetBy = z.enum(['slo-sizing', 'backlog', 'stabilisation', 'min-lifetime', 'min', 'max']);
+
+/** Mirrors DecisionTerms (infra/contracts/pool.ts) and PoolTerms (api/use-cases/pool-terms.ts). */
+const PoolTerms = z
+  .object({
+    at: z.number().describe('Epoch ms of the decision they come from'),
+    shadow: z.boolean(),
+    forecast: z.object({
+      ratePerSec: z.number().nonnegative().describe('The forecast mean, rows/s'),
+      upperRatePerSec: z.number().nonnegative().nullable().describe('Its upper quantile, rows/s; null where the forecaster gave none'),
+      upperQuantile: z.number().gt(0).lt(1).nullable().describe('Which quantile, e.g. 0.9'),
+      dispersion: z.number().nullable().describe('Variance over mean of arrivals (1: Poisson)'),
+      burstRatePerSec: z.number().nonnegative(),
+      horizonS: z.number(),
+      method: z.string(),
+    }),
+    sloQueueWaitMs: z.number().positive(),
+    policy: z
+      .object({
+        upperRatePerSec: z.number().nonnegative().describe('The rate the SLO sizing planned for (upper quantile plus late bulk runs)'),
+        quantile: z.number(),
+        perWorkerRatePerSec: z.number().nonnegative(),
+        measuredRate: z.boolean().describe('false: no rate known, a low one assumed and scale-down held'),
+        coldStartMs: z.number().nonnegative(),
+        sloActive: nonNegativeInt.describe('Active workers whose queue wait stays within the SLO'),
+        backlogActive: nonNegativeInt.describe('Active workers the backlog asks for'),
+        burstStandby: nonNegativeInt.describe('Standby for the burst a cold start cannot absorb'),
+        stabilisedActive: nonNegativeInt.describe('Active held by the scale-down window'),
+        heldPool: nonNegativeInt.describe('The pool total held for the minimum lifetime'),
+        minLifetimeMs: z.number().nonnegative(),
+        activeSetBy: ActiveSetBy,
+        standbySetBy: z.enum(['setting', 'burst', 'max']),
+      })
+      .nullable()
+      .describe("The policy's terms; null when the policy that decided gave none"),
+    perWorker: z.object({
+      ratePerSec: z.number().nonnegative(),
+      source: z.enum(['measured', 'warm-up', 'none']).describe('Measured on busy workers, the warm-up batch profile, or none yet'),
+    }),
+    coldStart: z.object({
+      ms: z.number().nonnegative(),
+      source: z.enum(['learned', 'setting']).describe("Learnt from the pool's recent starts, or the setting"),
+      samples: nonNegativeInt,
+    }),
+    backlog: z.object({ jobs: nonNegativeInt, rowsPerJob: z.number().min(1), rows: z.number().nonnegative() }),
+  })
+  .describe("What set the latest decision's numbers, named as the policy names them");
 
 export const PoolView = z.object({
   at: z.number(),
@@ -390,6 +439,7 @@ export const PoolView = z.object({
       desired: z
         .object({ active: nonNegativeInt, standby: nonNegativeInt, launched: nonNegativeInt, shadow: z.boolean(), at: z.number() })
         .nullable(),
+      terms: PoolTerms.nullable().describe('Null until the scaler has decided for the deployment'),
       decisions: z.array(z.record(z.string(), z.unknown())).describe("The scaler's last 20 decisions, each with all its inputs"),
     }),
   ),

@@ -4,7 +4,11 @@
  * it lists), the scaler's latest forecast and targets, and its last decisions with their inputs
  * (infra/scaler/decision-log.ts). `forecast` and `desired` are null until the scaler has decided
  * for the deployment; they come from the newest live decision, or the newest shadow one when only
- * a shadow scaler runs. Auth is applied by app.ts to `/v1/*`; deployments are not per tenant.
+ * a shadow scaler runs. `terms` are that decision's terms (use-cases/pool-terms.ts): the forecast's
+ * mean and upper quantile, the SLO sizing, the backlog in rows, the standby for bursts, the
+ * stabilisation and minimum-lifetime holds, which of them set each count, and whether the cold
+ * start was learnt and the per-worker rate measured. Auth is applied by app.ts to `/v1/*`;
+ * deployments are not per tenant.
  *
  * Where workers run is for ADMIN_TENANTS only (issue 20): every tenant sees the same counts,
  * states, queues and decisions (the dashboard draws them), but to the others a worker is an
@@ -23,6 +27,7 @@ import type { RedisClient } from '../../infra/redis/client.ts';
 import { createDecisionLog, type DecisionRecord, type ScalerAction } from '../../infra/scaler/index.ts';
 import type { AuthEnv } from '../http/auth.ts';
 import type { Clock } from '../ports.ts';
+import { type PoolTerms, poolTerms, redisScalerMeasurements, type ScalerMeasurements } from '../use-cases/pool-terms.ts';
 
 export const POOL_DECISIONS_SHOWN = 20;
 
@@ -36,6 +41,8 @@ export interface PoolRoutesDeps {
   /** Tenants that see workers' pids and hosts (ADMIN_TENANTS); none when absent. */
   adminTenants?: readonly string[];
   clock?: Clock;
+  /** What the scaler measured, for records that do not say where their inputs came from; default: read from `redis`. */
+  measurements?: ScalerMeasurements;
 }
 
 export interface PoolWorkerView {
@@ -59,6 +66,8 @@ export interface PoolDeploymentView {
   queue: Backlog;
   forecast: { ratePerSec: number; horizonS: number; method: string } | null;
   desired: { active: number; standby: number; launched: number; shadow: boolean; at: number } | null;
+  /** What set the latest decision's numbers; null until the scaler has decided. */
+  terms: PoolTerms | null;
   decisions: DecisionRecord[];
 }
 
@@ -73,6 +82,7 @@ export function poolRoutes(deps: PoolRoutesDeps): Hono<AuthEnv> {
   const decisions = createDecisionLog(deps.redis, deps.prefix);
   const clock = deps.clock ?? systemClock;
   const admins = deps.adminTenants ?? [];
+  const measurements = deps.measurements ?? redisScalerMeasurements(deps.redis, deps.prefix);
 
   const viewOf = async (d: Deployment, beats: HeartbeatPayload[]): Promise<PoolDeploymentView> => {
     const [queue, recent] = await Promise.all([
@@ -80,6 +90,7 @@ export function poolRoutes(deps: PoolRoutesDeps): Hono<AuthEnv> {
       decisions.recent(d.model, POOL_DECISIONS_SHOWN),
     ]);
     const latest = recent.find((r) => !r.shadow) ?? recent[0];
+    const terms = await poolTerms(latest, measurements);
     return {
       model: d.model,
       version: d.version,
@@ -98,6 +109,7 @@ export function poolRoutes(deps: PoolRoutesDeps): Hono<AuthEnv> {
             at: latest.at,
           }
         : null,
+      terms,
       decisions: recent,
     };
   };
