@@ -2,7 +2,8 @@
  * The operator dashboard end to end: `warmpool dev` as a user runs it (a child process, real
  * Redis, S3, scaler and worker processes), driven through headless Chromium (Debian's
  * `chromium` through playwright-core). The page loads and signs in, shows the demo deployment's
- * workers, a burst of jobs moves the charts (read from the charts' own data), changing standby
+ * workers and what set the scaler's latest numbers (the pool's terms: SLO sizing, burst standby,
+ * holds, the rate's and cold start's sources), a burst of jobs moves the charts (read from the charts' own data), changing standby
  * from the page changes the deployment and then the workers, a read-only tenant is told why it
  * cannot change anything, and the simulator view runs. Switching to another deployment clears
  * every panel of the first at once, and answers for the first that arrive late (held back by
@@ -98,6 +99,65 @@ describe.skipIf(!hasChromium)('dashboard against warmpool dev', () => {
     await page.reload();
     await page.waitForSelector('#workers tbody tr');
     expect(await page.isVisible('#login')).toBe(false);
+  });
+
+  it("shows what set the pool's numbers: the latest decision's terms, and the row that set active", async () => {
+    await page.waitForSelector('#pool-terms tbody tr[data-term=slo-sizing]', { timeout: 30_000 });
+    type Terms = {
+      perWorker: { source: string };
+      coldStart: { source: string };
+      policy: {
+        sloActive: number;
+        burstStandby: number;
+        stabilisedActive: number;
+        heldPool: number;
+        activeSetBy: string;
+        standbySetBy: string;
+      };
+    };
+    // The answer and the table as drawn from it, read at once (a poll may come between two reads).
+    const { terms, rows, caption } = await page.evaluate((model) => {
+      const s = (window as unknown as { __dashboard: { last: { pool: { deployments: Array<{ model: string; terms: unknown }> } } } })
+        .__dashboard;
+      const trs = [...document.querySelectorAll<HTMLTableRowElement>('#pool-terms tbody tr')];
+      return {
+        terms: s.last.pool.deployments.find((d) => d.model === model)?.terms as Terms,
+        rows: trs.map((tr) => ({ term: tr.dataset.term, sets: tr.dataset.sets ?? null, cells: [...tr.cells].map((td) => td.textContent) })),
+        caption: document.getElementById('pool-terms-note')?.textContent ?? '',
+      };
+    }, DEMO);
+    expect(rows.map((r) => r.term)).toEqual([
+      'forecast',
+      'per-worker-rate',
+      'cold-start',
+      'backlog-rows',
+      'slo-sizing',
+      'backlog',
+      'stabilisation',
+      'min-lifetime',
+      'burst-standby',
+    ]);
+    const value = (term: string) => rows.find((r) => r.term === term)?.cells[1];
+    const from = (term: string) => rows.find((r) => r.term === term)?.cells[2];
+    const p = terms.policy;
+    expect([value('slo-sizing'), value('stabilisation'), value('min-lifetime'), value('burst-standby')]).toEqual([
+      `${p.sloActive} active`,
+      `${p.stabilisedActive} active`,
+      `${p.heldPool} ${p.heldPool === 1 ? 'worker' : 'workers'}`,
+      `${p.burstStandby} standby`,
+    ]);
+    // The demo worker has warmed, so its warm-up profile (or a measurement) stands behind the rate.
+    expect(terms.perWorker.source).toMatch(/^(warm-up|measured)$/);
+    expect(from('per-worker-rate')).toMatch(/^(the warm-up batch profile|measured on busy workers)/);
+    expect(from('cold-start')).toMatch(terms.coldStart.source === 'learned' ? /^learnt from the last \d+ starts$/ : /^the setting/);
+    // The term that set active is marked; a bound is named in the caption instead.
+    const marked = rows.filter((r) => r.sets === 'active').map((r) => r.term);
+    if (p.activeSetBy === 'min' || p.activeSetBy === 'max') {
+      expect(marked).toEqual([]);
+      expect(caption).toContain(`active set by the ${p.activeSetBy} setting`);
+    } else expect(marked).toEqual([p.activeSetBy]);
+    expect(rows.filter((r) => r.sets === 'standby').map((r) => r.term)).toEqual(p.standbySetBy === 'burst' ? ['burst-standby'] : []);
+    expect(caption).toMatch(/^What set the (live|shadow) scaler's decision at /);
   });
 
   it('changing standby from the page changes the deployment, then the workers', async () => {
@@ -236,6 +296,7 @@ describe.skipIf(!hasChromium)('dashboard against warmpool dev', () => {
         expect(await states()).toEqual([]);
         expect(await page.locator('#decisions tbody tr').count()).toBe(0);
         expect(await page.textContent('#pool-figures')).toBe('');
+        expect(await page.locator('#pool-terms tbody tr').count()).toBe(0);
         expect(await page.inputValue('#settings-form input[name=standby]')).toBe('');
         expect(await panelModels()).toEqual(['summary', 'charts', 'settings', 'decisions', 'simulator'].map((id) => `${id}=${SECOND}`));
         expect(await pageState()).toMatchObject({ model: SECOND, seriesModel: null, simulation: false });

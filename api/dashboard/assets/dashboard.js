@@ -153,6 +153,8 @@ function clearModelPanels() {
   for (const container of document.querySelectorAll('.chart')) delete container.dataset.points;
   $('pool-figures').replaceChildren();
   $('workers').querySelector('tbody').replaceChildren();
+  $('pool-terms').querySelector('tbody').replaceChildren();
+  $('pool-terms-note').textContent = '';
   $('decisions').querySelector('tbody').replaceChildren();
   $('shadow').textContent = '';
   const form = $('settings-form');
@@ -250,7 +252,120 @@ function renderPool(view) {
     : view.desired.shadow
       ? 'Only a shadow scaler decides for this deployment (warmpool scaler --shadow): its decisions are recorded, not applied. Shadow mode is a property of the scaler process, not of a deployment.'
       : 'A live scaler applies these settings; a shadow scaler (warmpool scaler --shadow) may run beside it to judge another policy.';
+  renderTerms(view.terms);
   renderDecisions(view.decisions);
+}
+
+// ---- what set the pool's numbers (GET /v1/pool `terms`, named as the policy names them) ----
+
+const rate = (perSec) => `${perSec.toFixed(2)} rows/s`;
+const secs = (ms) => `${(ms / 1000).toFixed(ms < 10_000 ? 1 : 0)} s`;
+const RATE_SOURCES = {
+  measured: 'measured on busy workers',
+  'warm-up': 'the warm-up batch profile (no busy worker measured yet)',
+  none: 'none known yet: a low rate assumed, scale-down held',
+};
+const BOUNDS = { min: 'the min setting', max: 'the max setting', setting: 'the standby setting' };
+
+/**
+ * One row per term: [key, term, value, where it comes from, the counts it set]. `activeSetBy`
+ * and `standbySetBy` mark the row that set each count; a bound (min, max, the standby setting)
+ * is named in the caption instead.
+ */
+function termRows(t) {
+  const f = t.forecast;
+  const p = t.policy;
+  const setsActive = (key) => (p?.activeSetBy === key ? 'active' : '');
+  const upper =
+    f.upperRatePerSec === null ? 'no upper quantile' : `q${Math.round((f.upperQuantile ?? 0.5) * 100)} ${rate(f.upperRatePerSec)}`;
+  const rows = [
+    [
+      'forecast',
+      'forecast',
+      `mean ${rate(f.ratePerSec)} · ${upper}`,
+      `${f.method}, ${f.horizonS} s ahead${f.dispersion === null ? '' : `, dispersion ${f.dispersion.toFixed(1)}`}`,
+      '',
+    ],
+    ['per-worker-rate', 'per-worker rate', rate(t.perWorker.ratePerSec), RATE_SOURCES[t.perWorker.source] ?? t.perWorker.source, ''],
+    [
+      'cold-start',
+      'cold start',
+      secs(t.coldStart.ms),
+      t.coldStart.source === 'learned' ? `learnt from the last ${t.coldStart.samples} starts` : 'the setting (no start measured yet)',
+      '',
+    ],
+    [
+      'backlog-rows',
+      'backlog',
+      `${t.backlog.rows.toFixed(0)} rows`,
+      `${t.backlog.jobs} jobs × ${t.backlog.rowsPerJob.toFixed(1)} rows`,
+      '',
+    ],
+  ];
+  if (!p) return rows;
+  return [
+    ...rows,
+    [
+      'slo-sizing',
+      'SLO sizing',
+      `${p.sloActive} active`,
+      `queue wait within ${secs(t.sloQueueWaitMs)} at q${Math.round(p.quantile * 100)} ${rate(p.upperRatePerSec)}`,
+      setsActive('slo-sizing'),
+    ],
+    ['backlog', 'backlog drain', `${p.backlogActive} active`, 'to clear the queued rows in time', setsActive('backlog')],
+    [
+      'stabilisation',
+      'stabilisation',
+      `${p.stabilisedActive} active`,
+      'the most needed within the scale-down window',
+      setsActive('stabilisation'),
+    ],
+    [
+      'min-lifetime',
+      'minimum lifetime',
+      `${p.heldPool} ${p.heldPool === 1 ? 'worker' : 'workers'}`,
+      `the pool held ${secs(p.minLifetimeMs)} after it was needed`,
+      setsActive('min-lifetime'),
+    ],
+    [
+      'burst-standby',
+      'standby for burst',
+      `${p.burstStandby} standby`,
+      `the burst a ${secs(p.coldStartMs)} cold start cannot absorb`,
+      p.standbySetBy === 'burst' ? 'standby' : '',
+    ],
+  ];
+}
+
+function renderTerms(t) {
+  const note = $('pool-terms-note');
+  if (!t) {
+    $('pool-terms').querySelector('tbody').replaceChildren();
+    note.textContent = '';
+    return;
+  }
+  const rows = termRows(t).map(([key, term, value, from, sets]) =>
+    el(
+      'tr',
+      { 'data-term': key, 'data-sets': sets || null },
+      el('td', {}, term),
+      el('td', {}, value),
+      el('td', {}, from),
+      el('td', {}, sets),
+    ),
+  );
+  $('pool-terms')
+    .querySelector('tbody')
+    .replaceChildren(...rows);
+  const p = t.policy;
+  const bounds = [
+    BOUNDS[p?.activeSetBy] ? `active set by ${BOUNDS[p.activeSetBy]}` : '',
+    BOUNDS[p?.standbySetBy] ? `standby set by ${BOUNDS[p.standbySetBy]}` : '',
+  ].filter(Boolean);
+  note.textContent = [
+    `What set the ${t.shadow ? 'shadow' : 'live'} scaler's decision at ${time(t.at)}`,
+    ...(p ? bounds : ['the policy that decided gave no terms']),
+  ].join('; ');
 }
 
 function renderDecisions(decisions) {
