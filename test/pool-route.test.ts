@@ -23,10 +23,9 @@ import type { HeartbeatPayload } from '../infra/fleet/worker-states.ts';
 import { ManualClock } from '../infra/kernel/clock.ts';
 import { SCALER_DEFAULTS } from '../infra/kernel/config.ts';
 import { silentLog } from '../infra/kernel/log.ts';
-import { rowsPerRequestKey } from '../infra/queue/entry-writer.ts';
 import { createBullJobQueue, createQueueStats } from '../infra/queue/index.ts';
 import { closeRedis, createRedis, deleteMany, scanKeys } from '../infra/redis/client.ts';
-import { workerKey } from '../infra/redis/keys.ts';
+import { entryRowsKey, workerKey } from '../infra/redis/keys.ts';
 import { createScalerController } from '../infra/scaler/controller.ts';
 import { createDecisionLog } from '../infra/scaler/decision-log.ts';
 import { forecastArrivals } from '../infra/scaler/forecast.ts';
@@ -234,7 +233,7 @@ it("shows what set the latest decision's numbers: SLO sizing, backlog in rows, b
   try {
     await Promise.all(Array.from({ length: 6 }, (_, i) => jobs.enqueue(request(4), { priority: 'normal', jobId: `job_terms${i}` })));
     await until('rows per request published', async () =>
-      (await redis.get(rowsPerRequestKey(prefix, queueName('scorer', '1')))) === '4.00' ? true : undefined,
+      (await redis.get(entryRowsKey(prefix, queueName('scorer', '1')))) === '4.00' ? true : undefined,
     );
   } finally {
     await jobs.close();

@@ -9,10 +9,9 @@ import { afterAll, describe, expect, it } from 'vitest';
 import type { QueuedRequest } from '../infra/contracts/entry.ts';
 import { queueName } from '../infra/contracts/job.ts';
 import { systemClock } from '../infra/kernel/clock.ts';
-import { rowsPerRequestKey } from '../infra/queue/entry-writer.ts';
 import { countJobs, createBullJobQueue, createQueueStats, leaseQueues, queuedJobs } from '../infra/queue/index.ts';
 import { closeRedis, createRedis, deleteMany, scanKeys } from '../infra/redis/client.ts';
-import { entryMembersKey } from '../infra/redis/keys.ts';
+import { entryMembersKey, entryRowsKey } from '../infra/redis/keys.ts';
 import { testServices, uniqueId } from './support/services.ts';
 import { until } from './support/until.ts';
 
@@ -71,7 +70,7 @@ describe('backlog in requests over queue entries', () => {
         ...Array.from({ length: 10 }, (_, i) => jobs.enqueue(request('rows', '2', 1), { priority: 'normal', jobId: `job_rows2_${i}` })),
       ]);
       await until('both means published', async () => {
-        const [one, two] = await Promise.all(['1', '2'].map((v) => redis.get(rowsPerRequestKey(prefix, queueName('rows', v)))));
+        const [one, two] = await Promise.all(['1', '2'].map((v) => redis.get(entryRowsKey(prefix, queueName('rows', v)))));
         return one === '2.00' && two === '1.00' ? true : undefined;
       });
       const one = await stats.backlog({ model: 'rows', versions: ['1'] });

@@ -37,7 +37,7 @@ import { PRIORITIES, type Priority, queueName } from '../contracts/job.ts';
 import { type PackedSpec, packTensors, type TensorData, type TensorToPack } from '../contracts/packed-tensors.ts';
 import { randomId } from '../kernel/random-id.ts';
 import { isCluster, type RedisClient } from '../redis/client.ts';
-import { entryInputsKey, entryMembersKey, jobIndexKey, queueKey } from '../redis/keys.ts';
+import { entryInputsKey, entryMembersKey, entryRowsKey, jobIndexKey } from '../redis/keys.ts';
 import type { QueueLease } from './queue-cache.ts';
 
 export interface EntryWriterOptions {
@@ -75,15 +75,6 @@ const MEAN_HALF_LIFE_MS = 5000;
 const PUBLISH_INTERVAL_MS = 1000;
 /** How long a published mean outlives the last write to its queue. */
 const PUBLISHED_TTL_S = 3600;
-
-/**
- * Rows per request lately in queue `queue` (a decimal), beside requests per entry and written with
- * it. A key of the queue's own family (in its slot); it belongs in infra/redis/keys.ts's table as
- * `entryRowsKey`, and moves there.
- */
-export function rowsPerRequestKey(prefix: string, queue: string): string {
-  return queueKey(prefix, queue, 'rows-per-request');
-}
 
 interface Pending {
   id: string;
@@ -143,7 +134,7 @@ export function createEntryWriter(options: EntryWriterOptions): EntryWriter {
     }
     const { redis, prefix } = options;
     redis.set(entryMembersKey(prefix, queue), meanOf(queue).toFixed(2), 'EX', PUBLISHED_TTL_S).catch(() => undefined);
-    redis.set(rowsPerRequestKey(prefix, queue), rowsMeanOf(queue).toFixed(2), 'EX', PUBLISHED_TTL_S).catch(() => undefined);
+    redis.set(entryRowsKey(prefix, queue), rowsMeanOf(queue).toFixed(2), 'EX', PUBLISHED_TTL_S).catch(() => undefined);
     const timer = setTimeout(() => {
       timers.delete(queue);
       if (dirty.delete(queue)) publish(queue);

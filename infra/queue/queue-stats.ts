@@ -37,9 +37,8 @@ import type { Backlog } from '../contracts/pool.ts';
 import type { Clock } from '../kernel/clock.ts';
 import { once } from '../kernel/lifecycle.ts';
 import type { RedisClient } from '../redis/client.ts';
-import { entryMembersKey } from '../redis/keys.ts';
+import { entryMembersKey, entryRowsKey } from '../redis/keys.ts';
 import { bullJobKey, bullQueueKey } from './bullmq-keys.ts';
-import { rowsPerRequestKey } from './entry-writer.ts';
 import { leaseQueues, type QueueLease } from './queue-cache.ts';
 
 /** A deployment's queues: one per version named. */
@@ -160,7 +159,7 @@ async function requestsPerEntry(redis: RedisClient, prefix: string, name: string
  * undefined when none is published.
  */
 async function rowsPerRequest(redis: RedisClient, prefix: string, name: string): Promise<number | undefined> {
-  const raw = await redis.get(rowsPerRequestKey(prefix, name));
+  const raw = await redis.get(entryRowsKey(prefix, name));
   const value = Number(raw);
   return raw !== null && Number.isFinite(value) && value >= 1 ? value : undefined;
 }

@@ -19,6 +19,7 @@ describe('key names', () => {
     [keys.entryOutputsKey(P, Q, 'ent_1'), 'wp:{infer.m.1}:out:ent_1'],
     [keys.entrySkipKey(P, Q, 'ent_1'), 'wp:{infer.m.1}:skip:ent_1'],
     [keys.entryMembersKey(P, Q), 'wp:{infer.m.1}:members-per-entry'],
+    [keys.entryRowsKey(P, Q), 'wp:{infer.m.1}:rows-per-request'],
     [keys.canaryCursorKey(P, Q), 'wp:canary:cursor:{infer.m.1}'],
     [keys.canaryAggKey(P, Q, 1_700_000_000_000), 'wp:canary:agg:{infer.m.1}:1700000000000'],
     [keys.deploymentsKey(P), 'wp:{deployments}'],

@@ -16,6 +16,7 @@
  *   entry outputs       wp:{infer.m.1}:out:<entryId> (binary)    {infer.m.1}      worker (intake)               JOB_RETENTION_S
  *   entry skips         wp:{infer.m.1}:skip:<entryId>  (set)     {infer.m.1}      infra/queue tombstones        JOB_RETENTION_S
  *   requests per entry  wp:{infer.m.1}:members-per-entry        {infer.m.1}      infra/queue entry-writer      1 h
+ *   rows per request    wp:{infer.m.1}:rows-per-request         {infer.m.1}      infra/queue entry-writer      1 h
  *   canary cursor       wp:canary:cursor:{infer.m.1}             {infer.m.1}      infra/canary outcomes         cursor TTL
  *   canary aggregate    wp:canary:agg:{infer.m.1}:<bucketMs>     {infer.m.1}      infra/canary outcomes         window + 2 buckets
  *   --- {deployments}: a deployment write is one compare-and-set script over both ---
@@ -97,6 +98,11 @@ export function entryOutputsKey(prefix: string, queue: string, entryId: string):
 /** Requests per queue entry lately (a decimal), written by the APIs' entry writers once a second: turns entry counts into request counts. */
 export function entryMembersKey(prefix: string, queue: string): string {
   return queueKey(prefix, queue, 'members-per-entry');
+}
+
+/** Rows per request lately (a decimal), written by the APIs' entry writers beside requests per entry: turns request counts into row counts. */
+export function entryRowsKey(prefix: string, queue: string): string {
+  return queueKey(prefix, queue, 'rows-per-request');
 }
 
 /** The members of a queued entry the API canceled or expired: the worker skips them. */

@@ -76,12 +76,19 @@ export function countWorkers(workers: readonly ObservedWorker[]): WorkerCounts {
   return counts;
 }
 
+/** Where a per-worker rate came from: busy workers (the EWMA), the warm-up batch profile, or neither (0). */
+export type RateSource = 'measured' | 'warm-up' | 'none';
+
 /** Per-worker throughput (see the header), one key per model: scalerWorkerRateKey. `shadow`: a shadow scaler's own. */
 export function createThroughputMeter(redis: Pick<RedisClient, 'get' | 'set'>, prefix: string, shadow: boolean) {
   const key = (model: string) => scalerWorkerRateKey(prefix, shadow, model);
   return {
-    /** Folds this tick's busy samples in and returns rows/s per active worker (0 = unknown). */
-    async observe(model: string, beats: readonly HeartbeatPayload[], backlog: Backlog): Promise<number> {
+    /** Folds this tick's busy samples in and returns rows/s per active worker (0 = unknown), with its source. */
+    async observe(
+      model: string,
+      beats: readonly HeartbeatPayload[],
+      backlog: Backlog,
+    ): Promise<{ ratePerSec: number; source: RateSource }> {
       const stored = Number(await redis.get(key(model)));
       let ewma = Number.isFinite(stored) && stored > 0 ? stored : undefined;
       const busy = beats.filter((b) => b.state === 'active' && b.jobsInFlight > 0 && b.rowsPerS > 0);
@@ -90,7 +97,9 @@ export function createThroughputMeter(redis: Pick<RedisClient, 'get' | 'set'>, p
         ewma = ewma === undefined ? sample : ewma + RATE_EWMA_ALPHA * (sample - ewma);
         await redis.set(key(model), String(ewma), 'PX', MEASUREMENT_TTL_MS);
       }
-      return ewma ?? bestProfileRate(beats);
+      if (ewma !== undefined) return { ratePerSec: ewma, source: 'measured' };
+      const profile = bestProfileRate(beats);
+      return { ratePerSec: profile, source: profile > 0 ? 'warm-up' : 'none' };
     },
   };
 }
@@ -142,14 +151,14 @@ export function createColdStartMeter(redis: ColdStartRedis, prefix: string, shad
     return samples;
   };
 
-  /** A high quantile of the recent samples (coldStartEstimateMs), or undefined before the first. */
-  const estimateMs = async (model: string): Promise<number | undefined> => {
+  /** A high quantile of the recent samples (coldStartEstimateMs; undefined before the first), and how many there are. */
+  const estimate = async (model: string): Promise<{ ms: number | undefined; samples: number }> => {
     // LPUSH keeps the newest first; the estimate reads them oldest first.
     const values = (await redis.lrange(samplesKey(model), 0, -1)).map(Number).reverse();
-    return coldStartEstimateMs(values);
+    return { ms: coldStartEstimateMs(values), samples: values.length };
   };
 
-  return { observe, estimateMs };
+  return { observe, estimate };
 }
 
 /**

@@ -176,8 +176,10 @@ export function createScalerController(deps: ScalerControllerDeps): ScalerContro
     const backlog = await deps.queueStats.backlog({ model: d.model, versions: [...weightedVersions] });
     const workers = countWorkers(weighted.flatMap((v) => v.workers));
     const coldStartSamplesMs = await coldStarts.observe(d.model, beats);
-    const s = settingsFor(d, await coldStarts.estimateMs(d.model));
-    const perWorkerRatePerSec = await throughput.observe(d.model, weightedBeats, backlog);
+    const coldStart = await coldStarts.estimate(d.model);
+    const s = settingsFor(d, coldStart.ms);
+    const rate = await throughput.observe(d.model, weightedBeats, backlog);
+    const perWorkerRatePerSec = rate.ratePerSec;
     const series = sinceFirstArrival(await deps.history.series(d.model, now - windowMs, now));
     const horizonS = Math.ceil((s.coldStartMs + tickMs) / 1000);
     const forecast = deps.forecast({ series, now, horizonS });
@@ -216,7 +218,9 @@ export function createScalerController(deps: ScalerControllerDeps): ScalerContro
       backlog,
       workers,
       perWorkerRatePerSec,
+      perWorkerRateSource: rate.source,
       settings: s,
+      coldStartSamples: coldStart.samples,
       decision: {
         active: decision.active,
         standby: decision.standby,

@@ -21,6 +21,7 @@
 import type { Backlog, Forecast, PolicyDecision, PolicySettings, WorkerCounts } from '../contracts/pool.ts';
 import type { RedisClient } from '../redis/client.ts';
 import { decisionStreamKey } from '../redis/keys.ts';
+import type { RateSource } from './controller-observe.ts';
 
 export const DECISION_LOG_MAX_LEN = 1000;
 /** An unchanged decision is recorded again after this long (a heartbeat). */
@@ -44,7 +45,11 @@ export interface DecisionRecord {
   backlog: Backlog;
   workers: WorkerCounts;
   perWorkerRatePerSec: number;
+  /** Where perWorkerRatePerSec came from: busy workers, the warm-up profile, or neither (absent in records from before it). */
+  perWorkerRateSource?: RateSource;
   settings: PolicySettings;
+  /** Cold starts the settings' coldStartMs was learnt from; 0: it is the setting (absent in records from before it). */
+  coldStartSamples?: number;
   decision: Omit<PolicyDecision, 'memory'>;
   /** What the controller chose to do for the decision, per version and worker. */
   planned: ScalerAction[];
