@@ -10,18 +10,16 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type BulkDeps, createBulkRuns } from '../infra/bulk/bulk-runs.ts';
 import { readCapacityRequest } from '../infra/bulk/capacity-request.ts';
 import { type DriveOptions, driveBulkRun } from '../infra/bulk/driver.ts';
-import { createBulkLocations } from '../infra/bulk/locations.ts';
 import type { RunManifest } from '../infra/bulk/run-manifest.ts';
 import { createRunStore, runRef } from '../infra/bulk/run-store.ts';
-import { createStoreFactory, type StoreFactory } from '../infra/bulk/store-factory.ts';
+import type { StoreFactory } from '../infra/bulk/store-factory.ts';
 import { startBulkSupervisor } from '../infra/bulk/supervisor.ts';
 import type { BulkRuns, BulkRunView } from '../infra/contracts/bulk.ts';
 import { BULK_PRIORITIES, queueName } from '../infra/contracts/job.ts';
-import { systemClock } from '../infra/kernel/clock.ts';
-import { createLogger } from '../infra/kernel/log.ts';
-import { closeRedis, createRedis, type RedisClient } from '../infra/redis/client.ts';
+import { closeRedis, type RedisClient } from '../infra/redis/client.ts';
 import type { ObjectStore } from '../infra/registry/object-store.ts';
 import { buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
+import { bulkDeps } from './support/bulk-deps.ts';
 import { locateMember } from './support/entries.ts';
 import { TEST_BUCKET, testBulkPrefix, uniqueId } from './support/services.ts';
 import { startStack, type TestStack, waitForJob } from './support/stack.ts';
@@ -98,19 +96,8 @@ beforeAll(async () => {
     WARMUP_ITERATIONS: '1',
     INTRA_OP_THREADS: '1',
   });
-  redis = createRedis(stack.config.redisUrl);
-  stores = createStoreFactory(stack.config.s3);
+  ({ deps, redis, stores } = bulkDeps(stack));
   s3 = stores.storeFor(TEST_BUCKET);
-  deps = {
-    redis,
-    prefix: stack.config.queuePrefix,
-    storeFor: stores.storeFor,
-    locations: createBulkLocations(stack.config),
-    getManifest: (model, version) => stack.registry.getManifest(model, version),
-    servingVersion: async (model) => (await stack.deployments.get(model))?.version ?? null,
-    clock: systemClock,
-    log: createLogger('silent'),
-  };
   runs = createBulkRuns(deps);
   reference = await ort.InferenceSession.create(scorerBytes);
   for (const [name, bytes] of [

@@ -13,15 +13,13 @@ import * as ort from 'onnxruntime-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type BulkDeps, createBulkRuns } from '../infra/bulk/bulk-runs.ts';
 import { driveBulkRun } from '../infra/bulk/driver.ts';
-import { createBulkLocations } from '../infra/bulk/locations.ts';
 import type { RunManifest } from '../infra/bulk/run-manifest.ts';
-import { createStoreFactory, type StoreFactory } from '../infra/bulk/store-factory.ts';
+import type { StoreFactory } from '../infra/bulk/store-factory.ts';
 import type { BulkRunRequest, BulkRuns } from '../infra/contracts/bulk.ts';
-import { systemClock } from '../infra/kernel/clock.ts';
-import { createLogger } from '../infra/kernel/log.ts';
-import { closeRedis, createRedis, type RedisClient } from '../infra/redis/client.ts';
+import { closeRedis, type RedisClient } from '../infra/redis/client.ts';
 import type { ObjectStore } from '../infra/registry/object-store.ts';
 import { buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
+import { bulkDeps } from './support/bulk-deps.ts';
 import { TEST_BUCKET, testBulkPrefix, uniqueId } from './support/services.ts';
 import { startStack, type TestStack } from './support/stack.ts';
 
@@ -94,19 +92,8 @@ async function duckRows(sql: string): Promise<Array<Record<string, unknown>>> {
 
 beforeAll(async () => {
   stack = await startStack({ WARMUP_ITERATIONS: '1', INTRA_OP_THREADS: '1', HEARTBEAT_INTERVAL_MS: '300' });
-  redis = createRedis(stack.config.redisUrl);
-  stores = createStoreFactory(stack.config.s3);
+  ({ deps, redis, stores } = bulkDeps(stack));
   s3 = stores.storeFor(TEST_BUCKET);
-  deps = {
-    redis,
-    prefix: stack.config.queuePrefix,
-    storeFor: stores.storeFor,
-    locations: createBulkLocations(stack.config),
-    getManifest: (model, version) => stack.registry.getManifest(model, version),
-    servingVersion: async (model) => (await stack.deployments.get(model))?.version ?? null,
-    clock: systemClock,
-    log: createLogger('silent'),
-  };
   runs = createBulkRuns(deps);
   reference = await ort.InferenceSession.create(modelBytes);
   duck = await DuckDBInstance.create(':memory:');

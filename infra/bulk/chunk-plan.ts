@@ -37,34 +37,23 @@ export async function planObject(
   format: BulkFormat,
   options: { chunkRows: number; idColumn?: string },
 ): Promise<ObjectPlan> {
-  const { bucket, key, sizeBytes } = object;
+  const { key, sizeBytes } = object;
   if (sizeBytes === 0) return { chunks: [], rows: 0, rowsExact: true };
+  const sources = (ranges: Array<{ start: number; end: number }>, header?: string[]): BulkChunkSource[] =>
+    ranges.map((r) => ({ bucket: object.bucket, key, format, sizeBytes, start: r.start, end: r.end, ...(header ? { header } : {}) }));
   if (format === 'parquet') {
     const layout = await parquetLayout(store, key, sizeBytes);
-    const chunks = planParquetChunks(layout, options.chunkRows).map((r) => ({
-      bucket,
-      key,
-      format,
-      sizeBytes,
-      start: r.start,
-      end: r.end,
-    }));
-    return { chunks, rows: layout.rows, rowsExact: true };
+    return { chunks: sources(planParquetChunks(layout, options.chunkRows)), rows: layout.rows, rowsExact: true };
   }
   const head = await sampleLines(store, key, sizeBytes);
   const bytesPerLine = head.bytesPerLine ?? sizeBytes;
   const chunkBytes = Math.min(MAX_CHUNK_BYTES, Math.max(MIN_CHUNK_BYTES, Math.round(bytesPerLine * options.chunkRows)));
   const header = format === 'csv' ? csvHeader(head.firstLine, options.idColumn ?? DEFAULT_ID_COLUMN) : undefined;
-  const chunks = planTextChunks(sizeBytes, chunkBytes).map((r) => ({
-    bucket,
-    key,
-    format,
-    sizeBytes,
-    start: r.start,
-    end: r.end,
-    ...(header ? { header } : {}),
-  }));
-  return { chunks, rows: Math.max(1, Math.round(sizeBytes / bytesPerLine)), rowsExact: false };
+  return {
+    chunks: sources(planTextChunks(sizeBytes, chunkBytes), header),
+    rows: Math.max(1, Math.round(sizeBytes / bytesPerLine)),
+    rowsExact: false,
+  };
 }
 
 /** A CSV object's header: its first line when that line's first cell is the id column's name. */

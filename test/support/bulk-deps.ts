@@ -1,0 +1,28 @@
+/**
+ * What an in-process bulk driver needs, over a test stack (support/stack.ts): its Redis, an S3
+ * store factory, tenant-a's bulk locations, the stack's registry and deployments, the system
+ * clock and a silent log. The caller closes `redis` and `stores`.
+ */
+import type { BulkDeps } from '../../infra/bulk/bulk-runs.ts';
+import { createBulkLocations } from '../../infra/bulk/locations.ts';
+import { createStoreFactory, type StoreFactory } from '../../infra/bulk/store-factory.ts';
+import { systemClock } from '../../infra/kernel/clock.ts';
+import { createLogger } from '../../infra/kernel/log.ts';
+import { createRedis, type RedisClient } from '../../infra/redis/client.ts';
+import type { TestStack } from './stack.ts';
+
+export function bulkDeps(stack: TestStack): { deps: BulkDeps; redis: RedisClient; stores: StoreFactory } {
+  const redis = createRedis(stack.config.redisUrl);
+  const stores = createStoreFactory(stack.config.s3);
+  const deps: BulkDeps = {
+    redis,
+    prefix: stack.config.queuePrefix,
+    storeFor: stores.storeFor,
+    locations: createBulkLocations(stack.config),
+    getManifest: (model, version) => stack.registry.getManifest(model, version),
+    servingVersion: async (model) => (await stack.deployments.get(model))?.version ?? null,
+    clock: systemClock,
+    log: createLogger('silent'),
+  };
+  return { deps, redis, stores };
+}
