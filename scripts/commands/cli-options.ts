@@ -217,15 +217,24 @@ export const SIMULATE = command({
       help: 'the SLO attainment the baselines are sized to (every run) and a sweep setting must reach (default 0.99)',
     },
     threads: { type: 'string', value: 'N', help: 'worker threads for the sweep and the baselines at the SLO target (default: the cores)' },
-    out: { type: 'string', value: 'DIR', help: 'where the report goes (default ./simulation)' },
+    'walk-forward': { type: 'boolean', help: 'tune (the sweep) on the first part of the replay, report only on the rest' },
+    'train-fraction': { type: 'string', value: 'X', help: 'the share of the replay tuned on / used as history (default 0.5)' },
+    matrix: { type: 'boolean', help: 'every trace through the grid of worlds (cold start × SLO × jobs), default policy, walk-forward' },
+    traces: { type: 'string', value: 'DIR', help: 'with --matrix: every .csv in DIR (or one file)' },
+    quick: { type: 'boolean', help: 'with --matrix: cut each trace to its first day' },
+    'cell-budget-s': { type: 'string', value: 'N', help: 'with --matrix: CPU seconds per cell replay or baseline search (default 600)' },
+    out: { type: 'string', value: 'DIR', help: 'where the report goes (default ./simulation, ./simulation-matrix with --matrix)' },
   },
   notes: [
     'Writes report.json, report.md and charts to --out; with --sweep, sweep.json, sweep.md and pareto.svg.',
+    'With --walk-forward the report covers only the part after --train-fraction; with --matrix, matrix.md and matrix.json.',
     '`warmpool simulate calibrate --help`: the simulator against a real worker.',
   ],
   examples: [
     'warmpool simulate --trace shared/traces/nasa_http_1995_per_minute.csv --count-col count',
     'warmpool simulate --trace t.csv --sweep standby=0,1,2 headroom=0.1,0.3',
+    'warmpool simulate --trace t.csv --walk-forward --sweep standby=0,1,2',
+    'warmpool simulate --matrix --traces shared/traces --quick',
   ],
 });
 

@@ -61,21 +61,8 @@ import type { SimulateOut } from './simulate-out.ts';
 
 const processOut: SimulateOut = { out: (t) => process.stdout.write(t), err: (t) => process.stderr.write(t) };
 
-/**
- * The evaluations that cannot flatter themselves (issue 17 §3). The same entries belong in
- * cli-options.ts's SIMULATE table, which the dispatcher checks flags against and --help prints.
- */
-const EVALUATION_OPTIONS = {
-  'walk-forward': { type: 'boolean', help: 'tune (the sweep) on the first part of the replay, report only on the rest' },
-  'train-fraction': { type: 'string', value: 'X', help: 'the share of the replay tuned on / used as history (default 0.5)' },
-  matrix: { type: 'boolean', help: 'every trace through the grid of worlds (cold start × SLO × jobs), default policy, walk-forward' },
-  traces: { type: 'string', value: 'DIR', help: 'with --matrix: every .csv in DIR (or one file)' },
-  quick: { type: 'boolean', help: 'with --matrix: cut each trace to its first day' },
-  'cell-budget-s': { type: 'string', value: 'N', help: 'with --matrix: CPU seconds per cell replay or baseline search (default 600)' },
-} as const;
-
 /** The table `--help` prints (cli-options.ts); `--sweep`'s words are split off first (splitSweep). */
-const OPTIONS = { ...SIMULATE.options, ...EVALUATION_OPTIONS };
+const OPTIONS = SIMULATE.options;
 
 const DEFAULT_CELL_BUDGET_S = 600;
 
