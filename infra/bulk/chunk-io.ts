@@ -18,7 +18,8 @@ export async function readChunkRows(spec: BulkChunkSpec, store: ObjectStore, inp
   const { source } = spec;
   const options = { idColumn: spec.idColumn, ...(spec.columns ? { columns: spec.columns } : {}) };
   if (source.format === 'parquet') {
-    return readParquetRows(store, source.key, source.sizeBytes, { start: source.start, end: source.end }, inputs, options);
+    const parquet = source.etag ? { ...options, etag: source.etag } : options;
+    return readParquetRows(store, source.key, source.sizeBytes, { start: source.start, end: source.end }, inputs, parquet);
   }
   const rows = createLineRows(inputs, source.format, {
     ...options,

@@ -408,6 +408,35 @@ describe('readParquetRows: ranges', () => {
     expect(gets.length).toBe(5);
     expect(pages.reduce((sum, [s, e]) => sum + e - s, 0)).toBeLessThan(4 * 2 * 2048);
   });
+
+  it("a file's footer is read once per store and etag: later chunks GET only their pages", async () => {
+    const m = 30_000;
+    const bytes = file(
+      [
+        { name: 'id', data: Int32Array.from({ length: m }, (_, i) => i), type: 'INT32', nullable: false },
+        { name: 'input', data: Float32Array.from({ length: m }, (_, i) => i), type: 'FLOAT', nullable: false },
+      ],
+      { rowGroupSize: 10_000, pageSize: 2048 },
+    );
+    expect(bytes.length).toBeGreaterThan(128 * 1024);
+    const store = memoryStore(bytes);
+    const chunk = (start: number, etag?: string) =>
+      readParquetRows(store, 'in/f.parquet', bytes.length, { start, end: start + 100 }, [fp32('input', 1)], {
+        idColumn: 'id',
+        ...(etag ? { etag } : {}),
+      });
+    const footerGets = () => store.gets.filter(([s]) => s === bytes.length - 64 * 1024).length;
+    await chunk(0, '"e1"');
+    await chunk(100, '"e1"');
+    expect(footerGets()).toBe(1);
+    // Another etag is another file's bytes; no etag, nothing is kept.
+    await chunk(200, '"e2"');
+    await chunk(300);
+    await chunk(400);
+    expect(footerGets()).toBe(4);
+    expect((await chunk(500, '"e1"')).ids[0]).toBe(500);
+    expect(footerGets()).toBe(4);
+  });
 });
 
 describe('readParquetRows: typed columns', () => {

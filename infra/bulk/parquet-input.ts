@@ -74,6 +74,8 @@ export interface ParquetLayout {
 export interface ParquetRowsOptions {
   columns?: BulkColumns;
   idColumn: string;
+  /** The object's etag as listed: with it, the footer is decoded once per file per process, not per chunk. */
+  etag?: string;
 }
 
 /** The footer's first read: most footers fit, and it stays clear of the last row group's pages. */
@@ -137,7 +139,7 @@ export async function readParquetRows(
   options: ParquetRowsOptions,
 ): Promise<ChunkRows> {
   const file = objectBuffer(store, key, sizeBytes);
-  const metadata = await readFooter(file, key);
+  const metadata = await cachedFooter(store, file, key, sizeBytes, options.etag);
   const layout = layoutOf(metadata);
   const plans = mapColumns(layout.columns, inputs, options, key);
   const start = Math.max(0, Math.min(range.start, layout.rows));
@@ -148,6 +150,39 @@ export async function readParquetRows(
 }
 
 // ---- footer and layout ------------------------------------------------------------------------
+
+/** Footers kept per store: a worker scores a file's chunks one after another, and each read and decoded it again. */
+const FOOTERS_KEPT = 32;
+const footers = new WeakMap<RangeReader, Map<string, Promise<FileMetaData>>>();
+
+/**
+ * The file's footer, decoded once per (key, size, etag) and store while it stays among the last
+ * FOOTERS_KEPT: the etag pins the bytes (a file rewritten under the same key has another), so
+ * without one nothing is kept. A failed read is not kept.
+ */
+function cachedFooter(
+  store: RangeReader,
+  file: AsyncBuffer,
+  key: string,
+  sizeBytes: number,
+  etag: string | undefined,
+): Promise<FileMetaData> {
+  if (!etag) return readFooter(file, key);
+  let kept = footers.get(store);
+  if (!kept) footers.set(store, (kept = new Map()));
+  const id = `${key}\u0000${sizeBytes}\u0000${etag}`;
+  const hit = kept.get(id);
+  if (hit) {
+    kept.delete(id);
+    kept.set(id, hit);
+    return hit;
+  }
+  const read = readFooter(file, key);
+  kept.set(id, read);
+  read.catch(() => kept.delete(id));
+  while (kept.size > FOOTERS_KEPT) kept.delete(kept.keys().next().value as string);
+  return read;
+}
 
 async function readFooter(file: AsyncBuffer, key: string): Promise<FileMetaData> {
   try {

@@ -42,7 +42,7 @@ import { Wakeup } from '../kernel/wakeup.ts';
 import { type ChunkQueue, createChunkQueue } from '../queue/index.ts';
 import { type BulkDeps, chunkJobOptions, removeQueuedChunks } from './bulk-runs.ts';
 import { clearCapacityRequest } from './capacity-request.ts';
-import { planObject } from './chunk-plan.ts';
+import { maxChunkBytesFor, planObject } from './chunk-plan.ts';
 import { chunkJobData } from './chunker.ts';
 import { formatOf } from './formats.ts';
 import { describeListingChange, listInput, readPart } from './listing.ts';
@@ -213,6 +213,7 @@ export class RunDriver {
       plan = await planObject(store, { bucket: spec.input.bucket, ...object }, format, {
         chunkRows: spec.chunkRows,
         idColumn: spec.idColumn ?? DEFAULT_ID_COLUMN,
+        maxChunkBytes: maxChunkBytesFor(this.listing.reduce((sum, o) => sum + o.sizeBytes, 0)),
       });
     } catch (err) {
       if (err instanceof InvalidInputError) return this.fail(err.code, `${url}: ${err.message}`);

@@ -16,7 +16,12 @@ import { MODEL_NAME_PATTERN, VERSION_PATTERN } from '../contracts/manifest.ts';
 import { InvalidInputError } from '../kernel/errors.ts';
 import { overlaps, parseS3Url } from './s3-url.ts';
 
-export const DEFAULT_CHUNK_ROWS = 1000;
+/**
+ * Rows a chunk aims at by default. A chunk costs a job, a few ranged GETs, a put and its counting
+ * whatever its size; at 1,000 rows that overhead cost more CPU than the naive script spent on the
+ * rows themselves (docs/BENCHMARKS.md). Small runs still get MIN_CHUNKS_PER_RUN chunks (chunk-plan.ts).
+ */
+export const DEFAULT_CHUNK_ROWS = 10_000;
 export const MAX_CHUNK_ROWS = 100_000;
 export const RUN_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
 

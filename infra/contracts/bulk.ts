@@ -183,6 +183,8 @@ export interface BulkChunkSource {
   end: number;
   /** The object's size in bytes: where a text chunk's last line must end, where Parquet's footer is. */
   sizeBytes: number;
+  /** The object's etag as the run's pinned listing has it (when the store gave one). */
+  etag?: string;
   /** CSV: the object's header cells when its first line is a header (only the chunk at byte 0 reads it). */
   header?: string[];
 }

@@ -277,7 +277,11 @@ export const BULK_RUN = command({
       help: "input columns: 'a,b,c' (the single input's features, in order) or 'x=a,b;y=seq' per input (default: by input name)",
     },
     'id-column': { type: 'string', value: 'NAME', help: "the rows' id column (default id)" },
-    'chunk-rows': { type: 'string', value: 'N', help: 'rows per chunk, i.e. per job and per part (default 1000)' },
+    'chunk-rows': {
+      type: 'string',
+      value: 'N',
+      help: 'rows per chunk, i.e. per job and per part (default 10000; smaller when the run would have fewer than 16 chunks)',
+    },
     deadline: { type: 'string', value: 'HH:MM|ISO', help: 'finish by then: a late run is raised to urgent' },
     webhook: { type: 'string', value: 'URL', help: 'POST bulk.progress / bulk.succeeded / bulk.failed events here' },
     'run-id': { type: 'string', value: 'ID', help: 'name the run; the same id resumes it' },
