@@ -19,6 +19,7 @@ import type { BulkRunRequest, BulkRuns } from '../infra/contracts/bulk.ts';
 import { closeRedis, type RedisClient } from '../infra/redis/client.ts';
 import type { ObjectStore } from '../infra/registry/object-store.ts';
 import { buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
+import { MAX_CHUNKS_IN_HAND } from '../worker/intake.ts';
 import { bulkDeps } from './support/bulk-deps.ts';
 import { TEST_BUCKET, testBulkPrefix, uniqueId } from './support/services.ts';
 import { startStack, type TestStack } from './support/stack.ts';
@@ -198,6 +199,29 @@ describe('bulk chunks read by the workers themselves', () => {
       got.map((g) => ({ id: (g as unknown as Record<string, string>).key ?? g.id, score: g.score[0] as number })),
       new Map(Array.from({ length: n }, (_, i) => [`r${i}`, i] as [string, number])),
     );
+  });
+
+  it('a worker past MAX_CHUNKS_IN_HAND chunks hands the rest back to the queue, costing them no attempt', async () => {
+    const loc = locations('in-hand');
+    const lines = Array.from({ length: 3000 }, (_, i) => JSON.stringify({ id: i, features: row(i) }));
+    await s3.put(`${loc.inPrefix}rows.jsonl`, `${lines.join('\n')}\n`);
+    let handedBack = 0;
+    let watching = true;
+    const watch = (async () => {
+      while (watching) {
+        const { delayed } = await stack.withQueue('ranges', '1', (q) => q.getJobCounts('delayed'));
+        handedBack = Math.max(handedBack, delayed ?? 0);
+      }
+    })();
+    const done = await run({ input: loc.input, output: loc.output, chunkRows: 20 });
+    watching = false;
+    await watch;
+    // The one worker (concurrency far above MAX_CHUNKS_IN_HAND) was offered more chunks than it may hold…
+    expect(done.progress.chunksTotal).toBeGreaterThan(16);
+    expect(handedBack).toBeGreaterThan(0);
+    // …and handed them back many times over without a chunk running out of attempts (3).
+    expect(done.status).toBe('succeeded');
+    expect(done.progress.rowsDone).toBe(3000);
   });
 
   it('a run whose every row is bad ends failed with too_many_bad_rows, naming the first bad row', async () => {
