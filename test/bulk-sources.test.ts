@@ -19,7 +19,6 @@ import type { BulkRunRequest, BulkRuns } from '../infra/contracts/bulk.ts';
 import { closeRedis, type RedisClient } from '../infra/redis/client.ts';
 import type { ObjectStore } from '../infra/registry/object-store.ts';
 import { buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
-import { MAX_CHUNKS_IN_HAND } from '../worker/intake.ts';
 import { bulkDeps } from './support/bulk-deps.ts';
 import { TEST_BUCKET, testBulkPrefix, uniqueId } from './support/services.ts';
 import { startStack, type TestStack } from './support/stack.ts';

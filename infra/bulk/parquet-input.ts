@@ -169,7 +169,10 @@ function cachedFooter(
 ): Promise<FileMetaData> {
   if (!etag) return readFooter(file, key);
   let kept = footers.get(store);
-  if (!kept) footers.set(store, (kept = new Map()));
+  if (!kept) {
+    kept = new Map();
+    footers.set(store, kept);
+  }
   const id = `${key}\u0000${sizeBytes}\u0000${etag}`;
   const hit = kept.get(id);
   if (hit) {
