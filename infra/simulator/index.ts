@@ -6,6 +6,7 @@ export { type Calibration, calibrate, figures, type MeasuredJob } from './calibr
 export { coldStartModel, PHASES, type Phase, parsePhases } from './cold-start.ts';
 export { compare, defaultSettings, type PolicyReport, type SimulationSettings } from './compare.ts';
 export {
+  type MatrixOptions,
   type MatrixResult,
   type MatrixTrace,
   matrixMarkdown,

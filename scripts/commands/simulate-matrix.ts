@@ -6,31 +6,25 @@
  */
 import { readdirSync, statSync } from 'node:fs';
 import path from 'node:path';
-import type { ScalerTuning } from '../../infra/kernel/config.ts';
 import { errorMessage, InvalidInputError } from '../../infra/kernel/errors.ts';
 import {
+  type MatrixOptions,
   type MatrixTrace,
   matrixMarkdown,
   readTraceFile,
   runMatrix,
-  type SimulationSettings,
   traceWorld,
   writeMatrix,
 } from '../../infra/simulator/index.ts';
 import type { SimulateOut } from './simulate-out.ts';
 
-export interface MatrixInput {
+/** runMatrix's options as the flags give them, and where the traces are and the table goes. */
+export interface MatrixInput
+  extends Pick<MatrixOptions, 'scaler' | 'given' | 'coldStartCv' | 'trainFraction' | 'sloTarget' | 'threads' | 'cellCpuBudgetMs'> {
   /** Trace files, in the order they are reported. */
   files: string[];
   timeColumn?: string;
   countColumn?: string;
-  scaler: ScalerTuning;
-  given: Partial<SimulationSettings>;
-  coldStartCv: number;
-  trainFraction: number;
-  sloTarget: number;
-  threads: number;
-  cellCpuBudgetMs: number;
   quick: boolean;
   dir: string;
 }
