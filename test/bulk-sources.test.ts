@@ -248,5 +248,7 @@ describe('bulk chunks read by the workers themselves', () => {
     const passed = await run({ input: loc2.input, output: loc2.output, chunkRows: 200, maxBadRows: 500 });
     expect(passed.status).toBe('succeeded');
     expect(passed.progress).toMatchObject({ rowsDone: 1800, badRows: 200 });
+    // 200 bad rows over ~10 chunks finishing in any order: the samples are the first 20 in the input.
+    expect(passed.badRowSamples.map((b) => b.line)).toEqual(Array.from({ length: 20 }, (_, k) => 1 + 10 * k));
   });
 });

@@ -69,9 +69,16 @@ interface Tracked {
   object: string;
   /** Input bytes this chunk stands for (Parquet: its share of the file). */
   bytes: number;
-  /** The object's first chunk: the sum of earlier chunks' lines turns its local lines into the object's. */
+  /** The object's chunks [firstChunk, endChunk): the sum of earlier chunks' lines turns local lines into the object's. */
   firstChunk: number;
+  endChunk: number;
   text: boolean;
+}
+
+/** How far an object's chunks are counted without a gap: lines before `next` are known. */
+interface CountedPrefix {
+  next: number;
+  lines: number;
 }
 
 /** A bad row whose object line is not known yet (an earlier chunk of its object is not counted). */
@@ -95,6 +102,11 @@ export class RunDriver {
   private pending: PendingSample[] = [];
   /** Lines each counted text chunk owned (to place its bad rows in its object). */
   private readonly chunkLines = new Map<number, number>();
+  /** Per text chunk whose object's earlier chunks are all counted: their lines (a running sum, so placing a row is O(1)). */
+  private readonly linesBefore = new Map<number, number>();
+  private readonly prefixes = new Map<string, CountedPrefix>();
+  /** Input objects in key order, by key: the order bad-row samples are kept in. */
+  private objectOrder = new Map<string, number>();
   /** Rows of the chunks an earlier drive counted, added to rowsSeen as the plan passes them. */
   private readonly countedBefore = new Map<number, number>();
   private readonly reporter: RunReporter;
@@ -139,6 +151,7 @@ export class RunDriver {
     await this.checkLocations();
     this.manifest = await deps.getManifest(spec.model, spec.version);
     this.listing = await this.pinListing();
+    this.objectOrder = new Map(this.listing.map((o, i) => [o.key, i]));
     await this.store.markStarted(this.ref, deps.clock.now());
     // The rate counts from here, not from the first progress save (after the first chunks
     // finished), which left the run's start-up out and showed up to twice the real rate.
@@ -227,7 +240,7 @@ export class RunDriver {
     const fileRows = Math.max(1, plan.rows);
     for (const [i, source] of plan.chunks.entries()) {
       const bytes = text ? source.end - source.start : (object.sizeBytes * (source.end - source.start)) / fileRows;
-      await this.submit(first + i, source, { object: object.key, bytes, firstChunk: first, text });
+      await this.submit(first + i, source, { object: object.key, bytes, firstChunk: first, endChunk: first + plan.chunks.length, text });
     }
     return first + plan.chunks.length;
   }
@@ -278,7 +291,8 @@ export class RunDriver {
       this.chunksDone++;
       this.badRows += part.badRows ?? 0;
       if (part.lines !== undefined) this.chunkLines.set(chunk, part.lines);
-      for (const bad of badSamples ?? []) this.pending.push({ chunk, info, bad });
+      this.advancePrefix(info);
+      for (const bad of badSamples ?? []) this.consider({ chunk, info, bad });
     }
     this.rowsSeen += part.rows;
     this.bytesSeen += info.bytes;
@@ -287,6 +301,44 @@ export class RunDriver {
     await this.queue?.remove(this.ref, chunk);
     this.placeSamples(false);
     await this.checkBudget(false);
+  }
+
+  /** Walks the object's run of counted chunks forward, noting each one's lines before it. */
+  private advancePrefix(info: Tracked): void {
+    if (!info.text) return;
+    const at = this.prefixes.get(info.object) ?? { next: info.firstChunk, lines: 0 };
+    this.prefixes.set(info.object, at);
+    this.linesBefore.set(at.next, at.lines);
+    while (at.next < info.endChunk && this.chunkLines.has(at.next)) {
+      at.lines += this.chunkLines.get(at.next) as number;
+      at.next++;
+      this.linesBefore.set(at.next, at.lines);
+    }
+  }
+
+  /** Where a bad row sorts among samples: its object's place in the listing, then its byte (or row). */
+  private rank(object: string, at: number): [number, number] {
+    return [this.objectOrder.get(object) ?? Number.MAX_SAFE_INTEGER, at];
+  }
+
+  private before(a: [number, number], b: [number, number]): boolean {
+    return a[0] < b[0] || (a[0] === b[0] && a[1] < b[1]);
+  }
+
+  /**
+   * Keeps a chunk's bad row only if it could be among the run's first MAX_BAD_ROW_SAMPLES: the
+   * pending list stays that short whatever the number of bad rows, and placing is O(1) a row.
+   */
+  private consider(p: PendingSample): void {
+    const rank = this.rank(p.info.object, p.bad.byte ?? p.bad.line);
+    const worst = this.samples.length >= MAX_BAD_ROW_SAMPLES ? (this.samples.at(-1) as BadRow) : undefined;
+    if (worst && !this.before(rank, this.rank(worst.object, worst.byte ?? worst.line))) return;
+    this.pending.push(p);
+    if (this.pending.length > MAX_BAD_ROW_SAMPLES) {
+      const keyed = this.pending.map((q) => ({ q, r: this.rank(q.info.object, q.bad.byte ?? q.bad.line) }));
+      keyed.sort((x, y) => (this.before(x.r, y.r) ? -1 : this.before(y.r, x.r) ? 1 : 0));
+      this.pending = keyed.slice(0, MAX_BAD_ROW_SAMPLES).map((k) => k.q);
+    }
   }
 
   /**
@@ -305,13 +357,8 @@ export class RunDriver {
 
   private objectLine({ chunk, info, bad }: PendingSample): number | undefined {
     if (!info.text) return bad.line;
-    let before = 0;
-    for (let c = info.firstChunk; c < chunk; c++) {
-      const lines = this.chunkLines.get(c);
-      if (lines === undefined) return undefined;
-      before += lines;
-    }
-    return before + bad.line;
+    const before = this.linesBefore.get(chunk);
+    return before === undefined ? undefined : before + bad.line;
   }
 
   private addSample({ info, bad }: PendingSample, line: number | undefined): void {
@@ -322,14 +369,9 @@ export class RunDriver {
       message: line === undefined ? `${bad.message} (the line starting at byte ${bad.byte ?? '?'})` : bad.message,
     };
     if (this.samples.some((s) => s.object === sample.object && s.line === sample.line && s.byte === sample.byte)) return;
-    const order = this.listing.map((o) => o.key);
-    const rank = (s: BadRow) => [order.indexOf(s.object), s.byte ?? s.line] as const;
+    const rank = (s: BadRow) => this.rank(s.object, s.byte ?? s.line);
     this.samples.push(sample);
-    this.samples.sort((a, b) => {
-      const [oa, pa] = rank(a);
-      const [ob, pb] = rank(b);
-      return oa - ob || pa - pb;
-    });
+    this.samples.sort((a, b) => (this.before(rank(a), rank(b)) ? -1 : this.before(rank(b), rank(a)) ? 1 : 0));
     this.samples.length = Math.min(this.samples.length, MAX_BAD_ROW_SAMPLES);
   }
 
