@@ -14,6 +14,7 @@
  *         accepts is filled from its checked values (`settle`).
  * A model without dynamic row dims has one group and never computes a shape key.
  */
+
 import { ARRAY_OF, type PackedArray } from '../contracts/binary-tensor.ts';
 import { type BulkColumns, type ChunkBadRow, type ChunkRows, MAX_CHUNK_BAD_SAMPLES, type RowGroup } from '../contracts/bulk.ts';
 import type { ModelManifest, TensorSpec } from '../contracts/manifest.ts';
@@ -21,17 +22,10 @@ import type { Datatype } from '../contracts/oip.ts';
 import { validateInferRequest } from '../contracts/oip-validate.ts';
 import { InvalidInputError } from '../kernel/errors.ts';
 import { encodeHalf } from '../kernel/half-float.ts';
+import type { OwnedLine } from './line-range.ts';
 
-/** One line a chunk owns (structurally line-range.ts's OwnedLine): its text without the newline. */
-export interface SourceLine {
-  text: string;
-  /** The line's first byte in the object. */
-  byte: number;
-  /** 1-based within the chunk. */
-  line: number;
-  /** Past the reader's line limit: `text` is not the whole line. */
-  tooLong?: boolean;
-}
+/** One line a chunk owns, as line-range.ts reads it: its text without the newline. */
+export type SourceLine = OwnedLine;
 
 /** Reads one non-blank line into the table (a row or a bad row). */
 export type LineParser = (line: SourceLine, text: string) => void;

@@ -97,6 +97,8 @@ export class RunDriver {
   private queue?: ChunkQueue;
   private manifest?: ModelManifest;
   private listing: PinnedObject[] = [];
+  /** The pinned listing's bytes. */
+  private bytesTotal = 0;
   private existingParts = new Set<string>();
   private samples: BadRow[];
   private pending: PendingSample[] = [];
@@ -152,6 +154,7 @@ export class RunDriver {
     this.manifest = await deps.getManifest(spec.model, spec.version);
     this.listing = await this.pinListing();
     this.objectOrder = new Map(this.listing.map((o, i) => [o.key, i]));
+    this.bytesTotal = this.listing.reduce((sum, o) => sum + o.sizeBytes, 0);
     await this.store.markStarted(this.ref, deps.clock.now());
     // The rate counts from here, not from the first progress save (after the first chunks
     // finished), which left the run's start-up out and showed up to twice the real rate.
@@ -226,7 +229,7 @@ export class RunDriver {
       plan = await planObject(store, { bucket: spec.input.bucket, ...object }, format, {
         chunkRows: spec.chunkRows,
         idColumn: spec.idColumn ?? DEFAULT_ID_COLUMN,
-        maxChunkBytes: maxChunkBytesFor(this.listing.reduce((sum, o) => sum + o.sizeBytes, 0)),
+        maxChunkBytes: maxChunkBytesFor(this.bytesTotal),
       });
     } catch (err) {
       if (err instanceof InvalidInputError) return this.fail(err.code, `${url}: ${err.message}`);
@@ -456,14 +459,13 @@ export class RunDriver {
   }
 
   private counters(): RunCounters {
-    const bytesTotal = this.listing.reduce((sum, o) => sum + o.sizeBytes, 0);
     const exact = this.chunksTotal !== undefined && this.outstanding.size === 0;
     return {
       rowsDone: this.rowsDone,
       chunksDone: this.chunksDone,
       rowsSeen: exact ? this.rowsDone : this.rowsSeen,
       bytesSeen: this.bytesSeen,
-      bytesTotal,
+      bytesTotal: this.bytesTotal,
       ...(this.plannedBytes > 0 && this.plannedRows > 0 ? { rowsPerByte: this.plannedRows / this.plannedBytes } : {}),
       exact,
       badRows: this.badRows,
