@@ -19,9 +19,9 @@ import { BULK_PRIORITIES, queueName } from '../infra/contracts/job.ts';
 import { closeRedis, type RedisClient } from '../infra/redis/client.ts';
 import type { ObjectStore } from '../infra/registry/object-store.ts';
 import { buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
-import { bulkDeps } from './support/bulk-deps.ts';
+import { bulkDeps, bulkLocations } from './support/bulk-deps.ts';
 import { locateMember } from './support/entries.ts';
-import { TEST_BUCKET, testBulkPrefix, uniqueId } from './support/services.ts';
+import { TEST_BUCKET, uniqueId } from './support/services.ts';
 import { startStack, type TestStack, waitForJob } from './support/stack.ts';
 
 const F = 8;
@@ -40,16 +40,7 @@ const row = (i: number) => Array.from({ length: F }, (_, k) => Math.round(Math.s
 const jsonl = (id: string | number, i: number) => JSON.stringify({ id, features: row(i) });
 const csv = (id: string, i: number) => [id, ...row(i)].join(',');
 
-/** A fresh input/output pair in tenant-a's bulk location (testEnv's BULK_LOCATIONS). */
-function locations(label: string) {
-  const base = `${testBulkPrefix(stack.config.s3.prefix, 'tenant-a')}${uniqueId(label)}`;
-  return {
-    inPrefix: `${base}/in/`,
-    outPrefix: `${base}/out/`,
-    input: `s3://${TEST_BUCKET}/${base}/in/`,
-    output: `s3://${TEST_BUCKET}/${base}/out/`,
-  };
-}
+const locations = (label: string) => bulkLocations(stack, label);
 
 /** Every line of every part, and the manifest. */
 async function readOutput(outPrefix: string): Promise<{ lines: Array<{ id: string | number; score: number[] }>; manifest: RunManifest }> {

@@ -19,8 +19,8 @@ import type { BulkRunRequest, BulkRuns } from '../infra/contracts/bulk.ts';
 import { closeRedis, type RedisClient } from '../infra/redis/client.ts';
 import type { ObjectStore } from '../infra/registry/object-store.ts';
 import { buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
-import { bulkDeps } from './support/bulk-deps.ts';
-import { TEST_BUCKET, testBulkPrefix, uniqueId } from './support/services.ts';
+import { bulkDeps, bulkLocations } from './support/bulk-deps.ts';
+import { TEST_BUCKET } from './support/services.ts';
 import { startStack, type TestStack } from './support/stack.ts';
 
 const F = 8;
@@ -37,15 +37,7 @@ let dir: string;
 
 const row = (i: number) => Array.from({ length: F }, (_, k) => Math.round(Math.cos(i * 3 + k) * 1000) / 1000);
 
-function locations(label: string) {
-  const base = `${testBulkPrefix(stack.config.s3.prefix, 'tenant-a')}${uniqueId(label)}`;
-  return {
-    inPrefix: `${base}/in/`,
-    outPrefix: `${base}/out/`,
-    input: `s3://${TEST_BUCKET}/${base}/in/`,
-    output: `s3://${TEST_BUCKET}/${base}/out/`,
-  };
-}
+const locations = (label: string) => bulkLocations(stack, label);
 
 async function run(request: Omit<BulkRunRequest, 'model'>) {
   const started = await runs.start('tenant-a', { model: 'ranges', ...request });

@@ -9,6 +9,7 @@ import { createStoreFactory, type StoreFactory } from '../../infra/bulk/store-fa
 import { systemClock } from '../../infra/kernel/clock.ts';
 import { createLogger } from '../../infra/kernel/log.ts';
 import { createRedis, type RedisClient } from '../../infra/redis/client.ts';
+import { TEST_BUCKET, testBulkPrefix, uniqueId } from './services.ts';
 import type { TestStack } from './stack.ts';
 
 export function bulkDeps(stack: TestStack): { deps: BulkDeps; redis: RedisClient; stores: StoreFactory } {
@@ -25,4 +26,15 @@ export function bulkDeps(stack: TestStack): { deps: BulkDeps; redis: RedisClient
     log: createLogger('silent'),
   };
   return { deps, redis, stores };
+}
+
+/** A fresh input/output pair in tenant-a's bulk location (testEnv's BULK_LOCATIONS): keys and s3:// URLs. */
+export function bulkLocations(stack: TestStack, label: string) {
+  const base = `${testBulkPrefix(stack.config.s3.prefix, 'tenant-a')}${uniqueId(label)}`;
+  return {
+    inPrefix: `${base}/in/`,
+    outPrefix: `${base}/out/`,
+    input: `s3://${TEST_BUCKET}/${base}/in/`,
+    output: `s3://${TEST_BUCKET}/${base}/out/`,
+  };
 }
