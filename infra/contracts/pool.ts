@@ -16,8 +16,15 @@ export interface ArrivalSeries {
 export interface Forecast {
   /** Expected arrivals per second over the horizon (rows or jobs, as the series counts). */
   ratePerSec: number;
-  /** An upper rate for bursts (e.g. recent peak-to-mean), ≥ ratePerSec. */
+  /** An upper rate for bursts (e.g. recent peak-to-mean), ≥ ratePerSec: the one lasting the horizon. */
   burstRatePerSec: number;
+  /**
+   * Burst rates by how long they last: for each span (seconds, shortest first, the longest the
+   * horizon), the recent peak of the rate averaged over that span, scaled to the forecast. A short
+   * burst is high and a long one lower; the policy sizes standby for the worst the queue cannot
+   * absorb. Absent: burstRatePerSec over the horizon alone.
+   */
+  burstsBySpan?: ReadonlyArray<{ spanS: number; ratePerSec: number }>;
   /**
    * The forecast's upper quantile (`upperQuantile`) of the per-minute rate over the horizon,
    * ≥ ratePerSec: what the policy sizes active workers for. Absent: ratePerSec.

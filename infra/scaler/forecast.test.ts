@@ -54,17 +54,42 @@ describe('forecastArrivals', () => {
     expect(Math.abs(f.ratePerSec * 60 - truth)).toBeLessThan(0.03 * truth);
   });
 
-  it('puts a burst term above the rate when recent minutes spike, and none on a flat series', () => {
+  it('puts a burst term above the rate when recent minutes spike, by how long the bursts last, and none on a flat series', () => {
     const flat = series(10 * DAY, () => 50);
     const nowMin = 10 * DAY - 1;
     const calm = forecastArrivals({ series: upTo(flat, nowMin), now: T0 + nowMin * MIN, horizonS: 300 });
     expect(calm.burstRatePerSec).toBeCloseTo(calm.ratePerSec, 9);
     expect(calm.ratePerSec).toBeCloseTo(50 / 60, 6);
+    for (const b of calm.burstsBySpan ?? []) expect(b.ratePerSec).toBeCloseTo(calm.ratePerSec, 9);
 
+    // One-minute spikes of 400 every ten minutes over a level of 50.
     const spiky = series(10 * DAY, (i) => (i > nowMin - 60 && i % 10 === 0 ? 400 : 50));
     const f = forecastArrivals({ series: upTo(spiky, nowMin), now: T0 + nowMin * MIN, horizonS: 300 });
-    expect(f.burstRatePerSec).toBeGreaterThan(3 * f.ratePerSec);
-    expect(f.components.peakToMean).toBeGreaterThan(3);
+    const bursts = f.burstsBySpan ?? [];
+    expect(bursts.map((b) => b.spanS)).toEqual([60, 120, 240, 300]); // 1, 2, 4 minutes, then the horizon
+    // A one-minute burst is the spike itself (400 against a mean of 85 a minute) ...
+    expect(bursts[0]?.ratePerSec).toBeGreaterThan(3 * f.ratePerSec);
+    // ... averaged over the 5-minute horizon it is one spike in five minutes: (400 + 4 × 50) / 5 = 120.
+    expect(f.burstRatePerSec).toBe(bursts[3]?.ratePerSec);
+    expect(f.burstRatePerSec / f.ratePerSec).toBeCloseTo(120 / 85, 1);
+    expect(f.components.peakToMean).toBeCloseTo(120 / 85, 1);
+    for (let i = 1; i < bursts.length; i++) expect(bursts[i]?.ratePerSec).toBeLessThanOrEqual(bursts[i - 1]?.ratePerSec ?? 0);
+  });
+
+  it('averages the level over at least two minutes: a one-minute spike moves a short horizon by under a third of it', () => {
+    // 60 a minute for two hours, then one minute of 120; a cold start plus a tick ahead (125 s).
+    const nowMin = 121;
+    const f = forecastArrivals({
+      series: upTo(
+        series(nowMin, (i) => (i === nowMin - 1 ? 120 : 60)),
+        nowMin,
+      ),
+      now: T0 + nowMin * MIN,
+      horizonS: 125,
+    });
+    // Half-life 2 minutes: the newest minute weighs 1 − 2^(−1/2) ≈ 0.29 of the level (77.6); with
+    // the old one-minute floor it weighed half (90).
+    expect(f.ratePerSec * 60).toBeCloseTo(60 + 60 * (1 - 2 ** -0.5), 0);
   });
 
   it('falls back to reactive (the recent level) with less than a day of history', () => {

@@ -4,8 +4,12 @@
  *
  * Model:
  * 1. Recent level: an EWMA of the complete minutes before now (half-life `levelHalfLifeMin`, by
- *    default a quarter of the horizon, 1–30 min: looking further ahead, average over more of the
- *    past). On the shared traces the level wanders like a random walk, so the newest minutes say
+ *    default a quarter of the horizon, 2–30 min: looking further ahead, average over more of the
+ *    past; never less than two minutes, because a level that is mostly the last minute passes
+ *    that minute's count noise straight into the policy, and at a pool of a few workers each
+ *    noise crossing of a worker boundary launched a worker held for its lifetime — on the NASA
+ *    trace a 1-minute floor made twice the cold starts for no better SLO; the upper quantile
+ *    (step 6) is read from this level's own errors, so it widens to cover the extra lag). On the shared traces the level wanders like a random walk, so the newest minutes say
  *    most; much shorter half-lives only pass Poisson noise through (tuned on the traces: 15 min
  *    for a one-hour horizon, 1.25 min for five minutes on the Azure trace's bursts).
  * 2. Analogues: the same moment 1–6 days back and 1–4 weeks back, each also shifted by
@@ -26,9 +30,13 @@
  *    is taken relative to its own level, so a day running 30% above usual stays 30% above.
  *    When the recent window has no data (an outage just ended) the analogues' own horizon
  *    means stand in for it (a seasonal-naive forecast).
- * 5. Burst: burstRatePerSec = rate × the recent peak-to-mean (the `burstQuantile` of the last
- *    `burstWindowMin` per-minute counts over their mean), never below rate: what a warm standby
- *    should absorb.
+ * 5. Burst: rate × the recent peak-to-mean (the `burstQuantile` of the last `burstWindowMin`
+ *    minutes' rates over their mean), never below rate: what a warm standby should absorb, by
+ *    how long the burst lasts. `burstsBySpan` gives it for rates averaged over sliding windows of
+ *    1, 2, 4, … minutes up to the horizon; `burstRatePerSec` is the horizon's. A short burst is
+ *    higher but the queue absorbs more of it (the policy weighs each span against the SLO); the
+ *    old single figure was the one-minute peak sized as if it lasted a whole cold start, which
+ *    held a standby worker for every one-minute spike of the last hour.
  * 6. Upper quantile: upperRatePerSec, the `upperQuantile` (default 0.9) of the rate a horizon
  *    ahead, what the policy sizes active workers for. Its spread is read from this series' own
  *    recent forecast errors: over the last `errorWindowMin` complete minutes, the log error of
@@ -67,6 +75,8 @@ const SHIFT_SCALE_MIN = 5;
 const MIN_ANALOGUES = 3;
 /** Fewer recent forecast errors than this and the upper quantile is the Poisson bound alone. */
 const MIN_ERRORS = 30;
+/** The shortest default level half-life, in minutes (step 1). */
+const MIN_LEVEL_HALF_LIFE_MIN = 2;
 /** Dispersion is capped here: a trace with a gap reads as one huge change. */
 const MAX_DISPERSION = 50;
 
@@ -89,7 +99,7 @@ export interface ForecastOptions {
   ratioFloorPerMin?: number;
   /** Complete minutes the burst term looks at (default 60). */
   burstWindowMin?: number;
-  /** Quantile of recent per-minute counts for the burst term (default 0.95). */
+  /** Quantile of recent horizon-long mean rates for the burst term (default 0.95). */
   burstQuantile?: number;
   /** The quantile upperRatePerSec is (default 0.9). */
   upperQuantile?: number;
@@ -190,12 +200,19 @@ interface Analogue {
 
 export function forecastArrivals(input: ForecastInput): Forecast {
   const horizonMin = Math.max(1, Math.round(input.horizonS / 60));
-  const s: Settings = { ...DEFAULTS, levelHalfLifeMin: Math.min(30, Math.max(1, horizonMin / 4)), ...definedOnly(input.options ?? {}) };
+  const s: Settings = {
+    ...DEFAULTS,
+    levelHalfLifeMin: Math.min(30, Math.max(MIN_LEVEL_HALF_LIFE_MIN, horizonMin / 4)),
+    ...definedOnly(input.options ?? {}),
+  };
   const nowIdx = Math.floor((input.now - input.series.startMs) / MINUTE_MS);
   // Only complete minutes: the one containing `now` is still filling up.
   const end = Math.max(0, Math.min(nowIdx, input.series.perMinute.length));
   const history = new History(input.series.perMinute, input.options?.missing, end);
-  const peakToMean = burstFactor(history.values(nowIdx - s.burstWindowMin, nowIdx), s.burstQuantile);
+  const recent = history.values(nowIdx - s.burstWindowMin, nowIdx);
+  const spans = burstSpansMin(horizonMin);
+  const factors = spans.map((span) => burstFactor(slidingMeans(recent, span), s.burstQuantile));
+  const peakToMean = factors[factors.length - 1] ?? 1;
   const estimate = estimateRate(history, nowIdx, horizonMin, s);
   const perMin = Math.max(0, estimate.perMin);
   const ratePerSec = perMin / 60;
@@ -203,6 +220,7 @@ export function forecastArrivals(input: ForecastInput): Forecast {
   return {
     ratePerSec,
     burstRatePerSec: ratePerSec * peakToMean,
+    burstsBySpan: spans.map((span, i) => ({ spanS: span * 60, ratePerSec: ratePerSec * (factors[i] ?? 1) })),
     upperRatePerSec: noise.upperPerMin / 60,
     upperQuantile: s.upperQuantile,
     dispersion: noise.dispersion,
@@ -402,6 +420,28 @@ function weightedMedian(items: Array<{ value: number; weight: number }>): number
     if (below >= half) return item.value;
   }
   return 0;
+}
+
+/** Burst spans in minutes: 1, 2, 4, … below the horizon, then the horizon itself. */
+function burstSpansMin(horizonMin: number): number[] {
+  const spans: number[] = [];
+  for (let span = 1; span < horizonMin; span *= 2) spans.push(span);
+  spans.push(horizonMin);
+  return spans;
+}
+
+/** Means of every `span` consecutive values; all of them as one mean when there are fewer. */
+function slidingMeans(values: number[], span: number): number[] {
+  if (span <= 1 || values.length === 0) return values;
+  if (values.length < span) return [values.reduce((a, b) => a + b, 0) / values.length];
+  const out = new Array<number>(values.length - span + 1);
+  let sum = 0;
+  for (let i = 0; i < values.length; i++) {
+    sum += values[i] ?? 0;
+    if (i >= span) sum -= values[i - span] ?? 0;
+    if (i >= span - 1) out[i - span + 1] = sum / span;
+  }
+  return out;
 }
 
 function burstFactor(recent: number[], q: number): number {

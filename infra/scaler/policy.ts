@@ -32,16 +32,24 @@
  *    budget: half the SLO (the other half is for jobs arriving meanwhile), shrinking to what the
  *    oldest job has left of its SLO but not below a quarter; once the oldest job is past the SLO,
  *    an eighth, to stop the damage fast. needed = ⌈(forecast rate + rows / budget) / (μ·u)⌉.
- *    It asks for no launches when the warm workers (active + standby, at full rate) clear it
- *    within a cold start: a launched worker would arrive to an empty queue. Otherwise it asks
- *    only for the workers that clear, within half the SLO, what the warm ones leave after a cold
- *    start (and cover arrivals that outrun the warm ones): workers launched now arrive then, so
- *    sizing them to clear the queue in an eighth of the SLO launches a pool for a queue mostly
- *    gone by the time it is warm, and holds it for its lifetime.
- * 4. Standby for the burst a cold start cannot absorb. A burst at rate λ_b (the forecast's
- *    burst rate, at least λ) outruns C active capacity by (λ_b − C) for the cold start L a
- *    launch needs; the queue absorbs that within the SLO while (λ_b − C)·L ≤ C·S, so the warm
- *    pool must reach λ_b·L / (L + S): standby = ⌈that / μ⌉ − active, never below the setting.
+ *    It asks for no launches when the warm workers (active + standby, at full rate, less the
+ *    forecast arrivals) clear it within a cold start plus S′: a worker launched now arrives a cold
+ *    start L later, and if the warm ones empty the queue by L + S′, every job arriving from L on
+ *    waits less than S′ without it — the launch would change no job's SLO and cost a lifetime.
+ *    (Jobs queued before L are already as late as they will be: a launch cannot reach them.)
+ *    Otherwise it asks for the fewest workers m that, arriving at L to the B_L rows the warm ones
+ *    leave, clear them within S′ together with the warm ones' spare rate s:
+ *    m = ⌈(B_L / S′ − s) / (μ·u)⌉. Sizing them to clear the whole queue in an eighth of the SLO
+ *    (or ignoring the warm ones' share) launched a pool for a queue mostly gone by the time it
+ *    was warm and held it for its lifetime: on bursty traffic (gamma CV 2 within a minute) most
+ *    launches were these, and cold starts outnumbered a queue-length scaler's.
+ * 4. Standby for the burst a cold start cannot absorb. A burst at rate λ_b lasting T outruns C
+ *    active capacity by (λ_b − C) for T, or for the cold start L a launch needs if it lasts
+ *    longer; the queue absorbs that within the SLO while (λ_b − C)·T′ ≤ C·S (T′ = min(T, L)),
+ *    so the warm pool must reach λ_b·T′ / (T′ + S), the most over the forecast's bursts by span
+ *    (`burstsBySpan`; the horizon's burst rate, at least the upper quantile, lasting L when it has
+ *    none): standby = ⌈that / μ⌉ − active, never below the setting. A one-minute spike against a
+ *    30 s SLO needs two thirds of its rate warm, not the four fifths a cold-start-long one would.
  * 5. Up fast, down slow. desired active = the most rule 2/3 asked for over the last
  *    scaleDownStabilizationMs; the pool's total (active + standby) = the most it asked for over
  *    the minimum lifetime (minLifetimeColdStarts × the cold start, at least the stabilisation
@@ -173,6 +181,8 @@ interface Demand {
   upperPerSec: number;
   quantile: number;
   burstPerSec: number;
+  /** Burst rates by span (seconds), the horizon's last; see rule 4. */
+  bursts: Array<{ spanS: number; ratePerSec: number }>;
   dispersion: number;
   bulkPerSec: number;
 }
@@ -194,7 +204,12 @@ function demandOf(input: PolicyInput, reasons: string[]): Demand {
   }
   if (bulkPerSec > 0) reasons.push(`late bulk runs ask for ${rate(bulkPerSec)} more`);
   const burstPerSec = Math.max(upperPerSec, nonNegative(f.burstRatePerSec));
-  return { meanPerSec, upperPerSec, quantile, burstPerSec, dispersion, bulkPerSec };
+  const bursts = (f.burstsBySpan ?? [])
+    .filter((b) => Number.isFinite(b.spanS) && b.spanS > 0)
+    .map((b) => ({ spanS: b.spanS, ratePerSec: Math.max(meanPerSec, nonNegative(b.ratePerSec)) }));
+  // The longest burst is at least the upper quantile, lasting a cold start (the old single figure).
+  bursts.push({ spanS: Infinity, ratePerSec: burstPerSec });
+  return { meanPerSec, upperPerSec, quantile, burstPerSec, bursts, dispersion, bulkPerSec };
 }
 
 /** Rule 2: the fewest active workers that hold the queue wait within the SLO (see the header). */
@@ -202,8 +217,7 @@ function sloSizing(demand: Demand, input: PolicyInput, s: Settings, capacity: Ca
   const mean = demand.meanPerSec + demand.bulkPerSec;
   const upper = demand.upperPerSec + demand.bulkPerSec;
   if (upper <= 0) return 0;
-  const batchMs = nonNegative(input.batchServiceMs ?? 0);
-  const budgetS = Math.max(s.sloQueueWaitMs / 4, s.sloQueueWaitMs - batchMs) / 1000;
+  const budgetS = waitBudgetMs(s, input.batchServiceMs) / 1000;
   const spread = (2 * demand.dispersion * mean * Math.log(1 / SLO_TAIL)) / budgetS;
   const steady = (mean + Math.sqrt(mean * mean + spread)) / 2;
   const coldS = s.coldStartMs / 1000;
@@ -241,18 +255,24 @@ function backlogNeed(input: PolicyInput, s: Settings, capacity: Capacity, worker
   if (need <= warm) return need;
   const spare = warm * capacity.fullPerSec - ratePerSec;
   const warmClearMs = spare > 0 ? (rows / spare) * 1000 : Infinity;
-  if (warmClearMs <= s.coldStartMs) {
-    reasons.push(`${warm} warm workers clear it in ${secs(warmClearMs)}, before a cold start: no launch for it`);
+  const budgetMs = waitBudgetMs(s, input.batchServiceMs);
+  if (warmClearMs <= s.coldStartMs + budgetMs) {
+    reasons.push(`${warm} warm workers clear it in ${secs(warmClearMs)}, within a cold start plus the SLO: no launch for it`);
     return warm;
   }
   // Launched workers arrive a cold start from now, to what the warm ones leave by then (more if
-  // arrivals outrun them), which they clear within half the SLO.
+  // arrivals outrun them), which they and the warm ones' spare clear within S′.
   const left = rows - (spare * s.coldStartMs) / 1000;
   const perWorker = capacity.fullPerSec * s.targetUtilization;
-  const more = ceilCount((left / (s.sloQueueWaitMs / 2000) + Math.max(0, -spare)) / perWorker);
+  const more = ceilCount((left / (budgetMs / 1000) - spare) / perWorker);
   if (warm + more >= need) return need;
   reasons.push(`${warm} warm workers leave ${round(left)} rows after a cold start: ${more} more for them`);
   return warm + more;
+}
+
+/** S′: the SLO less one full batch (a job arriving while every worker is busy waits for one), at least a quarter of it. */
+function waitBudgetMs(s: Settings, batchServiceMs: number | undefined): number {
+  return Math.max(s.sloQueueWaitMs / 4, s.sloQueueWaitMs - nonNegative(batchServiceMs ?? 0));
 }
 
 /** How soon the current backlog should be gone (rule 3). */
@@ -263,13 +283,18 @@ function clearingBudgetMs(sloMs: number, oldestAgeMs: number): number {
 
 /** Rule 4: standby beyond `active` so the warm pool reaches what a cold start cannot absorb. */
 function burstStandby(demand: Demand, s: Settings, capacity: Capacity, active: number, reasons: string[]): number {
-  const burst = demand.burstPerSec + demand.bulkPerSec;
   const coldMs = s.coldStartMs;
-  const warmNeeded = coldMs > 0 ? (burst * coldMs) / (coldMs + s.sloQueueWaitMs) : 0;
-  const standby = Math.max(0, ceilCount(warmNeeded / capacity.fullPerSec) - active);
+  let worst = { ratePerSec: 0, lastsMs: 0, warm: 0 };
+  for (const b of demand.bursts) {
+    const ratePerSec = b.ratePerSec + demand.bulkPerSec;
+    const lastsMs = Math.min(b.spanS * 1000, coldMs);
+    const warm = lastsMs > 0 ? (ratePerSec * lastsMs) / (lastsMs + s.sloQueueWaitMs) : 0;
+    if (warm > worst.warm) worst = { ratePerSec, lastsMs, warm };
+  }
+  const standby = Math.max(0, ceilCount(worst.warm / capacity.fullPerSec) - active);
   if (standby > s.standby) {
     reasons.push(
-      `burst ${rate(burst)} for a ${secs(coldMs)} cold start needs ${rate(warmNeeded)} warm: standby ${standby} (setting ${s.standby})`,
+      `burst ${rate(worst.ratePerSec)} lasting ${secs(worst.lastsMs)} (cold start ${secs(coldMs)}) needs ${rate(worst.warm)} warm: standby ${standby} (setting ${s.standby})`,
     );
   }
   return standby;
