@@ -30,13 +30,18 @@ export const SCALER_DEFAULTS: Readonly<Config['scaler']> = {
   tickMs: 2_000,
   sloQueueWaitMs: 2_000,
   coldStartDefaultMs: 60_000,
-  scaleDownStabilizationMs: 300_000,
+  // The forecaster's shortest level half-life (2 minutes, forecast.ts): a surplus must outlast
+  // the noise that made it before workers go, or a short cold start's lifetime (below) drains and
+  // relaunches for the same swing. Longer holds cost more than they save (docs/SIMULATOR.md).
+  scaleDownStabilizationMs: 120_000,
   // The SLO sizes the pool (infra/scaler/policy.ts); 1 adds no utilisation cap on top of it.
   targetUtilization: 1,
-  // A launched worker is kept at least 2 cold starts: holding an idle worker for one cold start
-  // costs what relaunching it does, so the ski-rental rule (hold as long as a relaunch costs) is
-  // within 2× of the best hold in hindsight; the second absorbs the next swing of flapping traffic.
-  minLifetimeColdStarts: 2,
+  // A launched worker is kept at least one cold start after it was last wanted: holding an idle
+  // worker for as long as a relaunch takes costs what relaunching it does, so this ski-rental
+  // rule is within 2× of the best hold in hindsight. Two cold starts (the earlier default) held
+  // every noise-driven launch for twice that and cost 5–10 % more on the shared traces for fewer
+  // cold starts than the SLO needed (docs/SIMULATOR.md, walk-forward).
+  minLifetimeColdStarts: 1,
 };
 
 /**

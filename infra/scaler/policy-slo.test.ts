@@ -15,6 +15,7 @@ import {
   type PolicySettings,
   type WorkerCounts,
 } from '../contracts/pool.ts';
+import { SCALER_DEFAULTS } from '../kernel/config.ts';
 import { COLD_START_SAMPLES, coldStartEstimateMs } from './cold-start-estimate.ts';
 import { decide, SLO_TAIL } from './policy.ts';
 
@@ -141,7 +142,8 @@ describe('minimum lifetime', () => {
   it('defaults to the config when a setting leaves it out, and never goes below the stabilisation window', () => {
     const { minLifetimeColdStarts: _omitted, ...rest } = SETTINGS;
     const d = decide(inputOf({ forecast: forecastOf(100), settings: rest }));
-    expect(d.terms?.minLifetimeMs).toBe(2 * SETTINGS.coldStartMs); // SCALER_DEFAULTS.minLifetimeColdStarts
+    expect(d.terms?.minLifetimeMs).toBe(SCALER_DEFAULTS.minLifetimeColdStarts * SETTINGS.coldStartMs);
+    expect(SCALER_DEFAULTS.minLifetimeColdStarts).toBe(1); // one cold start: the ski-rental hold (kernel/config.ts)
     const longer = decide(inputOf({ forecast: forecastOf(100), settings: { ...SETTINGS, scaleDownStabilizationMs: 20 * MIN } }));
     expect(longer.terms?.minLifetimeMs).toBe(20 * MIN);
   });
@@ -196,6 +198,23 @@ describe('SLO sizing', () => {
     // Nonsense rows per job count as one.
     expect(decide(inputOf({ forecast: forecastOf(100), backlog: queued(Number.NaN), workers })).terms?.backlogActive).toBe(2);
   });
+
+  it('launches nothing for a backlog the warm workers empty within a cold start plus the SLO, and sizes launches with their spare', () => {
+    // 2 warm workers (200 rows/s) against 100 rows/s arriving: 100 rows/s spare. Cold start 60 s, SLO 10 s.
+    const queued = (waiting: number): Backlog => ({ ...noBacklog, waiting, oldestAgeMs: 1_000 });
+    const workers = { starting: 0, standby: 0, active: 2, draining: 0 };
+    // 6,500 rows take 65 s: past the cold start, but every job arriving once a launch could be warm
+    // (60 s) waits at most 5 s. A launch would help no job's SLO.
+    const within = decide(inputOf({ forecast: forecastOf(100), backlog: queued(6_500), workers }));
+    expect(within).toMatchObject({ active: 2, launch: 0 });
+    expect(within.reasons).toContain('2 warm workers clear it in 65.0s, within a cold start plus the SLO: no launch for it');
+    // 9,000 rows take 90 s: 3,000 are left when a launch arrives, which it and the warm ones' 100
+    // rows/s spare clear within the 10 s SLO: (3000 / 10 − 100) / 100 = 2 more workers, not the 5
+    // that clearing 3,000 rows in half the SLO from scratch would ask.
+    const beyond = decide(inputOf({ forecast: forecastOf(100), backlog: queued(9_000), workers }));
+    expect(beyond).toMatchObject({ active: 4, launch: 2 });
+    expect(beyond.reasons).toContain('2 warm workers leave 3000 rows after a cold start: 2 more for them');
+  });
 });
 
 describe('standby for the burst a cold start cannot absorb', () => {
@@ -219,6 +238,53 @@ describe('standby for the burst a cold start cannot absorb', () => {
     expect(at(33)).toMatchObject({ active: 2, standby: 0 });
     expect(pool.drainedAges.every((age) => age >= 3 * SETTINGS.coldStartMs)).toBe(true);
     expect(pool.counts()).toEqual({ starting: 0, standby: 0, active: 2, draining: 0 });
+  });
+});
+
+describe('bursts by how long they last', () => {
+  it('holds warm only what the queue cannot absorb of each burst: a one-minute spike needs less than a cold-start-long one', () => {
+    // 100 rows/s (1 worker); cold start 60 s, SLO 10 s. A 700 rows/s burst lasting a minute needs
+    // 700 × 60 / 70 = 600 rows/s warm; the same rate lasting the whole 2-minute horizon the same,
+    // since a launch arrives after 60 s either way. A 30 s spike of 1,400 rows/s needs 1400 × 30 / 40 = 1,050.
+    const settings = { ...SETTINGS, coldStartMs: 60_000 };
+    const forecast = (bursts: Array<{ spanS: number; ratePerSec: number }>) =>
+      forecastOf(100, { burstRatePerSec: bursts[bursts.length - 1]?.ratePerSec ?? 100, burstsBySpan: bursts });
+    const minute = decide(
+      inputOf({
+        settings,
+        forecast: forecast([
+          { spanS: 60, ratePerSec: 700 },
+          { spanS: 120, ratePerSec: 200 },
+        ]),
+      }),
+    );
+    expect(minute.active).toBe(2); // 100 rows/s with its noise needs more than one worker's 100
+    expect(minute.terms?.burstStandby).toBe(4); // 600/s warm: 6 workers, 2 of them active
+    expect(minute.reasons).toContain('burst 700.0/s lasting 60.0s (cold start 60.0s) needs 600.0/s warm: standby 4 (setting 0)');
+    const short = decide(
+      inputOf({
+        settings,
+        forecast: forecast([
+          { spanS: 30, ratePerSec: 1400 },
+          { spanS: 120, ratePerSec: 200 },
+        ]),
+      }),
+    );
+    expect(short.terms?.burstStandby).toBe(9); // 1,050/s warm: 11 workers
+    // A horizon-long burst at the one-minute rate asks the same as the minute: the queue absorbs a
+    // cold start's worth at most, whatever comes after is a launch's to serve.
+    const long = decide(
+      inputOf({
+        settings,
+        forecast: forecast([
+          { spanS: 60, ratePerSec: 700 },
+          { spanS: 120, ratePerSec: 700 },
+        ]),
+      }),
+    );
+    expect(long.terms?.burstStandby).toBe(4);
+    // Without spans the forecast's burst rate is taken to last a cold start, as before.
+    expect(decide(inputOf({ settings, forecast: forecastOf(100, { burstRatePerSec: 700 }) })).terms?.burstStandby).toBe(4);
   });
 });
 
