@@ -104,6 +104,7 @@ describe.skipIf(!hasChromium)('dashboard against warmpool dev', () => {
   it("shows what set the pool's numbers: the latest decision's terms, and the row that set active", async () => {
     await page.waitForSelector('#pool-terms tbody tr[data-term=slo-sizing]', { timeout: 30_000 });
     type Terms = {
+      forecast: { burstsBySpan: Array<{ spanS: number; ratePerSec: number }> };
       perWorker: { source: string };
       coldStart: { source: string };
       policy: {
@@ -146,6 +147,9 @@ describe.skipIf(!hasChromium)('dashboard against warmpool dev', () => {
       `${p.heldPool} ${p.heldPool === 1 ? 'worker' : 'workers'}`,
       `${p.burstStandby} standby`,
     ]);
+    // The burst row names the recent peaks by span the standby was weighed against (the forecaster gives them).
+    expect(terms.forecast.burstsBySpan.length).toBeGreaterThan(0);
+    expect(from('burst-standby')).toContain(`recent peaks: 1 min `);
     // The demo worker has warmed, so its warm-up profile (or a measurement) stands behind the rate.
     expect(terms.perWorker.source).toMatch(/^(warm-up|measured)$/);
     expect(from('per-worker-rate')).toMatch(/^(the warm-up batch profile|measured on busy workers)/);

@@ -258,6 +258,7 @@ it("shows what set the latest decision's numbers: SLO sizing, backlog in rows, b
       upperQuantile: latest?.forecast.upperQuantile ?? null,
       dispersion: latest?.forecast.dispersion ?? null,
       burstRatePerSec: latest?.forecast.burstRatePerSec,
+      burstsBySpan: latest?.forecast.burstsBySpan ?? [],
       horizonS: latest?.forecast.horizonS,
       method: latest?.forecast.method,
     },

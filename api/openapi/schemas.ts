@@ -390,7 +390,10 @@ const PoolTerms = z
       upperRatePerSec: z.number().nonnegative().nullable().describe('Its upper quantile, rows/s; null where the forecaster gave none'),
       upperQuantile: z.number().gt(0).lt(1).nullable().describe('Which quantile, e.g. 0.9'),
       dispersion: z.number().nullable().describe('Variance over mean of arrivals (1: Poisson)'),
-      burstRatePerSec: z.number().nonnegative(),
+      burstRatePerSec: z.number().nonnegative().describe('The recent peak rate over the horizon, rows/s'),
+      burstsBySpan: z
+        .array(z.object({ spanS: z.number().positive(), ratePerSec: z.number().nonnegative() }))
+        .describe('Recent peak rates by how long they lasted, shortest first: standby covers the worst a cold start cannot absorb'),
       horizonS: z.number(),
       method: z.string(),
     }),

@@ -43,6 +43,8 @@ export interface PoolTerms {
     upperQuantile: number | null;
     dispersion: number | null;
     burstRatePerSec: number;
+    /** Recent peak rates by how long they lasted (seconds), shortest first; empty where the forecaster gave none. */
+    burstsBySpan: Array<{ spanS: number; ratePerSec: number }>;
     horizonS: number;
     method: string;
   };
@@ -87,6 +89,7 @@ export async function poolTerms(record: SourcedDecisionRecord | undefined, measu
       upperQuantile: f.upperQuantile ?? null,
       dispersion: f.dispersion ?? null,
       burstRatePerSec: f.burstRatePerSec,
+      burstsBySpan: (f.burstsBySpan ?? []).map((b) => ({ spanS: b.spanS, ratePerSec: b.ratePerSec })),
       horizonS: f.horizonS,
       method: f.method,
     },

@@ -272,6 +272,12 @@ const BOUNDS = { min: 'the min setting', max: 'the max setting', setting: 'the s
  * and `standbySetBy` mark the row that set each count; a bound (min, max, the standby setting)
  * is named in the caption instead.
  */
+/** ' (recent peaks: 1 min 7.1/s · 2 min 6.0/s)', or nothing where the forecaster gave none. */
+function burstPeaks(bursts) {
+  if (!bursts || bursts.length === 0) return '';
+  return ` (recent peaks: ${bursts.map((b) => `${Math.round(b.spanS / 60)} min ${rate(b.ratePerSec)}`).join(' · ')})`;
+}
+
 function termRows(t) {
   const f = t.forecast;
   const p = t.policy;
@@ -331,7 +337,7 @@ function termRows(t) {
       'burst-standby',
       'standby for burst',
       `${p.burstStandby} standby`,
-      `the burst a ${secs(p.coldStartMs)} cold start cannot absorb`,
+      `the burst a ${secs(p.coldStartMs)} cold start cannot absorb${burstPeaks(f.burstsBySpan)}`,
       p.standbySetBy === 'burst' ? 'standby' : '',
     ],
   ];
