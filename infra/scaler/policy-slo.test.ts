@@ -247,41 +247,21 @@ describe('bursts by how long they last', () => {
     // 700 × 60 / 70 = 600 rows/s warm; the same rate lasting the whole 2-minute horizon the same,
     // since a launch arrives after 60 s either way. A 30 s spike of 1,400 rows/s needs 1400 × 30 / 40 = 1,050.
     const settings = { ...SETTINGS, coldStartMs: 60_000 };
-    const forecast = (bursts: Array<{ spanS: number; ratePerSec: number }>) =>
-      forecastOf(100, { burstRatePerSec: bursts[bursts.length - 1]?.ratePerSec ?? 100, burstsBySpan: bursts });
-    const minute = decide(
-      inputOf({
-        settings,
-        forecast: forecast([
-          { spanS: 60, ratePerSec: 700 },
-          { spanS: 120, ratePerSec: 200 },
-        ]),
-      }),
-    );
+    // decide() with these bursts ([span s, rate rows/s], shortest first) behind a 100 rows/s forecast.
+    const withBursts = (...spans: Array<[number, number]>) => {
+      const bursts = spans.map(([spanS, ratePerSec]) => ({ spanS, ratePerSec }));
+      return decide(
+        inputOf({ settings, forecast: forecastOf(100, { burstRatePerSec: bursts.at(-1)?.ratePerSec ?? 100, burstsBySpan: bursts }) }),
+      );
+    };
+    const minute = withBursts([60, 700], [120, 200]);
     expect(minute.active).toBe(2); // 100 rows/s with its noise needs more than one worker's 100
     expect(minute.terms?.burstStandby).toBe(4); // 600/s warm: 6 workers, 2 of them active
     expect(minute.reasons).toContain('burst 700.0/s lasting 60.0s (cold start 60.0s) needs 600.0/s warm: standby 4 (setting 0)');
-    const short = decide(
-      inputOf({
-        settings,
-        forecast: forecast([
-          { spanS: 30, ratePerSec: 1400 },
-          { spanS: 120, ratePerSec: 200 },
-        ]),
-      }),
-    );
-    expect(short.terms?.burstStandby).toBe(9); // 1,050/s warm: 11 workers
+    expect(withBursts([30, 1400], [120, 200]).terms?.burstStandby).toBe(9); // 1,050/s warm: 11 workers
     // A horizon-long burst at the one-minute rate asks the same as the minute: the queue absorbs a
     // cold start's worth at most, whatever comes after is a launch's to serve.
-    const long = decide(
-      inputOf({
-        settings,
-        forecast: forecast([
-          { spanS: 60, ratePerSec: 700 },
-          { spanS: 120, ratePerSec: 700 },
-        ]),
-      }),
-    );
+    const long = withBursts([60, 700], [120, 700]);
     expect(long.terms?.burstStandby).toBe(4);
     // Without spans the forecast's burst rate is taken to last a cold start, as before.
     expect(decide(inputOf({ settings, forecast: forecastOf(100, { burstRatePerSec: 700 }) })).terms?.burstStandby).toBe(4);
