@@ -125,7 +125,7 @@ export function decide(input: PolicyInput): PolicyDecision {
   const standbyWanted = Math.max(settings.standby, burst);
   // The pool's own want, from this tick's need (not the held one): each window holds only itself.
   const poolWant = raw + Math.max(settings.standby, burstStandby(demand, settings, capacity, raw, []));
-  const minLifetimeMs = Math.max(settings.scaleDownStabilizationMs, settings.minLifetimeColdStarts * settings.coldStartMs);
+  const minLifetimeMs = minLifetime(settings);
   const current = workers.active + workers.standby + workers.starting;
   const pool = stabilise(
     {
@@ -180,8 +180,7 @@ interface Demand {
   /** The forecast's upper quantile (its mean when it has none). */
   upperPerSec: number;
   quantile: number;
-  burstPerSec: number;
-  /** Burst rates by span (seconds), the horizon's last; see rule 4. */
+  /** Burst rates by span (seconds), the last lasting a cold start; see rule 4. */
   bursts: Array<{ spanS: number; ratePerSec: number }>;
   dispersion: number;
   bulkPerSec: number;
@@ -203,13 +202,12 @@ function demandOf(input: PolicyInput, reasons: string[]): Demand {
     reasons.push(`forecast horizon ${f.horizonS}s is shorter than the ${secs(input.settings.coldStartMs)} cold start`);
   }
   if (bulkPerSec > 0) reasons.push(`late bulk runs ask for ${rate(bulkPerSec)} more`);
-  const burstPerSec = Math.max(upperPerSec, nonNegative(f.burstRatePerSec));
   const bursts = (f.burstsBySpan ?? [])
     .filter((b) => Number.isFinite(b.spanS) && b.spanS > 0)
     .map((b) => ({ spanS: b.spanS, ratePerSec: Math.max(meanPerSec, nonNegative(b.ratePerSec)) }));
   // The longest burst is at least the upper quantile, lasting a cold start (the old single figure).
-  bursts.push({ spanS: Infinity, ratePerSec: burstPerSec });
-  return { meanPerSec, upperPerSec, quantile, burstPerSec, bursts, dispersion, bulkPerSec };
+  bursts.push({ spanS: Infinity, ratePerSec: Math.max(upperPerSec, nonNegative(f.burstRatePerSec)) });
+  return { meanPerSec, upperPerSec, quantile, bursts, dispersion, bulkPerSec };
 }
 
 /** Rule 2: the fewest active workers that hold the queue wait within the SLO (see the header). */
