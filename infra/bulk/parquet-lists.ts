@@ -17,7 +17,7 @@ import { convertWithDictionary } from 'hyparquet/src/convert.js';
 import { decompressPage, readDataPage, readDataPageV2 } from 'hyparquet/src/datapage.js';
 import { readRleBitPackedHybrid } from 'hyparquet/src/encoding.js';
 import { readPlain } from 'hyparquet/src/plain.js';
-import { type ColumnChunk, type Decoder, decoderFor, fetchPages, readDictionary, type Select } from './parquet-pages.ts';
+import { type ColumnChunk, type Decoder, decoderFor, fetchPages, groupSelections, readDictionary, type Select } from './parquet-pages.ts';
 
 /** A list column's rows [start, end) of the file. */
 export interface ListColumn {
@@ -48,21 +48,12 @@ export async function readListColumns(
   const out = new Map<string, ListColumn>();
   await Promise.all(
     names.map(async (name) => {
-      const parts: ListColumn[] = [];
-      let groupStart = 0;
-      const reads: Array<Promise<ListColumn>> = [];
-      for (const group of metadata.row_groups) {
-        const groupRows = Number(group.num_rows);
-        const select = { from: Math.max(start - groupStart, 0), to: Math.min(end - groupStart, groupRows), groupStart, groupRows };
-        if (select.from < select.to) {
-          const chunk = group.columns.find((c) => c.meta_data?.path_in_schema[0] === name);
-          if (!chunk?.meta_data) throw new Error(`parquet column "${name}" is not in this file`);
-          reads.push(readListChunk(file, chunk, decoderFor(pathOf(tree, chunk), chunk, compressors), select));
-        }
-        groupStart += groupRows;
-      }
-      parts.push(...(await Promise.all(reads)));
-      out.set(name, joinLists(parts));
+      const reads = groupSelections(metadata, start, end).map(({ group, select }) => {
+        const chunk = group.columns.find((c) => c.meta_data?.path_in_schema[0] === name);
+        if (!chunk?.meta_data) throw new Error(`parquet column "${name}" is not in this file`);
+        return readListChunk(file, chunk, decoderFor(pathOf(tree, chunk), chunk, compressors), select);
+      });
+      out.set(name, joinLists(await Promise.all(reads)));
     }),
   );
   return out;

@@ -64,20 +64,14 @@ export async function readFlatColumns(
   const tree = new Map(parquetSchema(metadata).children.map((node) => [node.element.name, node] as const));
   const pieces = new Map<string, Piece[]>(names.map((n) => [n, []]));
   const reads: Array<Promise<void>> = [];
-  let groupStart = 0;
-  for (const group of metadata.row_groups) {
-    const groupRows = Number(group.num_rows);
-    const select = { from: Math.max(start - groupStart, 0), to: Math.min(end - groupStart, groupRows), groupStart, groupRows };
-    if (select.from < select.to) {
-      for (const name of names) {
-        const node = tree.get(name);
-        const chunk = group.columns.find((c) => c.meta_data?.path_in_schema.length === 1 && c.meta_data.path_in_schema[0] === name);
-        if (!node || !chunk?.meta_data) throw new Error(`parquet column "${name}" is not a flat column of this file`);
-        const decoder = decoderFor([{ children: [node], count: 1, element: { name: 'root' }, path: [] }, node], chunk, compressors);
-        reads.push(readChunk(file, chunk, decoder, select).then((p) => void (pieces.get(name) as Piece[]).push(...p)));
-      }
+  for (const { group, select } of groupSelections(metadata, start, end)) {
+    for (const name of names) {
+      const node = tree.get(name);
+      const chunk = group.columns.find((c) => c.meta_data?.path_in_schema.length === 1 && c.meta_data.path_in_schema[0] === name);
+      if (!node || !chunk?.meta_data) throw new Error(`parquet column "${name}" is not a flat column of this file`);
+      const decoder = decoderFor([{ children: [node], count: 1, element: { name: 'root' }, path: [] }, node], chunk, compressors);
+      reads.push(readChunk(file, chunk, decoder, select).then((p) => void (pieces.get(name) as Piece[]).push(...p)));
     }
-    groupStart += groupRows;
   }
   await Promise.all(reads);
   return new Map(names.map((n) => [n, joinPieces(pieces.get(n) as Piece[], start, end, n)]));
@@ -114,6 +108,23 @@ export interface Select {
 }
 
 export type ColumnChunk = FileMetaData['row_groups'][number]['columns'][number];
+
+/** The row groups holding rows of the file's [start, end), each with the rows of it selected. */
+export function groupSelections(
+  metadata: FileMetaData,
+  start: number,
+  end: number,
+): Array<{ group: FileMetaData['row_groups'][number]; select: Select }> {
+  const out: Array<{ group: FileMetaData['row_groups'][number]; select: Select }> = [];
+  let groupStart = 0;
+  for (const group of metadata.row_groups) {
+    const groupRows = Number(group.num_rows);
+    const select = { from: Math.max(start - groupStart, 0), to: Math.min(end - groupStart, groupRows), groupStart, groupRows };
+    if (select.from < select.to) out.push({ group, select });
+    groupStart += groupRows;
+  }
+  return out;
+}
 
 /** One column chunk's pages that hold rows [from, to) of its group. */
 async function readChunk(file: AsyncBuffer, chunk: ColumnChunk, decoder: Decoder, select: Select): Promise<Piece[]> {
