@@ -112,25 +112,12 @@ it("shows each deployment's workers, queues, forecast, targets and recent decisi
   const empty = (await before.json()) as PoolView;
   expect(empty.deployments.find((d) => d.model === 'ranker')).toMatchObject({ forecast: null, desired: null, decisions: [] });
 
-  const controller = createScalerController({
-    redis,
-    prefix,
-    deployments,
-    history: createArrivalHistory(redis, prefix, clock),
-    queueStats,
-    provider: staticProvider({
-      '2': [
-        { id: 'r-1', state: 'active', handle: '4242' },
-        { id: 'r-2', state: 'standby', handle: '4243' },
-      ],
-      '1': [{ id: 'r-old', state: 'draining', handle: '4100' }],
-    }),
-    forecast: forecastArrivals,
-    decide,
-    clock,
-    log: silentLog,
-    settings: scalerSettingsFrom(SCALER_DEFAULTS),
-    tickMs: 1000,
+  const controller = liveController(deployments, {
+    '2': [
+      { id: 'r-1', state: 'active', handle: '4242' },
+      { id: 'r-2', state: 'standby', handle: '4243' },
+    ],
+    '1': [{ id: 'r-old', state: 'draining', handle: '4100' }],
   });
   await controller.tick();
   await clock.advance(1000);

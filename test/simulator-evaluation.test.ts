@@ -6,7 +6,7 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSyn
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { simulateMain } from '../scripts/commands/simulate.ts';
+import { runSimulate } from './support/simulate-cli.ts';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'warmpool-sim-eval-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -24,25 +24,11 @@ function writeTrace(name: string, days: number, low: number, high: number): stri
   return file;
 }
 
-async function run(args: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  const code = await simulateMain(args, {
-    out: (t) => {
-      out += t;
-    },
-    err: (t) => {
-      err += t;
-    },
-  });
-  return { code, out, err };
-}
-
 describe('warmpool simulate --walk-forward', () => {
   it('tunes on the first part, reports the tuned and the default policy on the rest', async () => {
     const trace = writeTrace('two-days.csv', 2, 5, 40);
     const out = path.join(dir, 'wf');
-    const r = await run([
+    const r = await runSimulate([
       '--trace',
       trace,
       '--walk-forward',
@@ -81,13 +67,13 @@ describe('warmpool simulate --walk-forward', () => {
 
   it('refuses a training fraction that leaves nothing to evaluate, and the matrix-only flags', async () => {
     const trace = writeTrace('short.csv', 0.01, 1, 2);
-    const tooBig = await run(['--trace', trace, '--walk-forward', '--train-fraction', '0.99']);
+    const tooBig = await runSimulate(['--trace', trace, '--walk-forward', '--train-fraction', '0.99']);
     expect(tooBig.code).toBe(2);
     expect(tooBig.err).toMatch(/--train-fraction 0.99 leaves no minute to evaluate/);
-    expect((await run(['--trace', trace, '--train-fraction', '0.5'])).err).toMatch(
+    expect((await runSimulate(['--trace', trace, '--train-fraction', '0.5'])).err).toMatch(
       /--train-fraction applies to --walk-forward and --matrix only/,
     );
-    expect((await run(['--trace', trace, '--quick'])).err).toMatch(/--quick applies to --matrix only/);
+    expect((await runSimulate(['--trace', trace, '--quick'])).err).toMatch(/--quick applies to --matrix only/);
   });
 });
 
@@ -98,7 +84,7 @@ describe('warmpool simulate --matrix', () => {
     writeFileSync(path.join(traces, 'notes.txt'), 'not a trace');
     writeTrace('traces/quiet.csv', 2, 0.5, 3);
     const out = path.join(dir, 'matrix');
-    const r = await run(['--matrix', '--traces', traces, '--quick', '--threads', '2', '--out', out]);
+    const r = await runSimulate(['--matrix', '--traces', traces, '--quick', '--threads', '2', '--out', out]);
     expect(r.code).toBe(0);
     const rows = r.out.split('\n').filter((l) => l.startsWith('| quiet |'));
     expect(rows).toHaveLength(18);
@@ -113,13 +99,13 @@ describe('warmpool simulate --matrix', () => {
   }, 300_000);
 
   it('needs traces, and judges the default policy only', async () => {
-    expect((await run(['--matrix'])).err).toMatch(/--matrix needs --traces DIR/);
+    expect((await runSimulate(['--matrix'])).err).toMatch(/--matrix needs --traces DIR/);
     const trace = writeTrace('one.csv', 0.1, 1, 2);
     const policy = path.join(dir, 'policy.json');
     writeFileSync(policy, '{"standby": 0}');
-    const refused = await run(['--matrix', '--trace', trace, '--policy', policy]);
+    const refused = await runSimulate(['--matrix', '--trace', trace, '--policy', policy]);
     expect(refused.code).toBe(2);
     expect(refused.err).toMatch(/--matrix replays the default policy only/);
-    expect((await run(['--matrix', '--traces', path.join(dir, 'none')])).err).toMatch(/--traces .*none: ENOENT/);
+    expect((await runSimulate(['--matrix', '--traces', path.join(dir, 'none')])).err).toMatch(/--traces .*none: ENOENT/);
   });
 });

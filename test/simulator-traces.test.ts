@@ -14,7 +14,7 @@ import { baselinesAtSlo, inThisThread } from '../infra/simulator/at-slo.ts';
 import { compare, defaultSettings } from '../infra/simulator/compare.ts';
 import { reportTable } from '../infra/simulator/report.ts';
 import { readTraceFile } from '../infra/simulator/trace.ts';
-import { simulateMain } from '../scripts/commands/simulate.ts';
+import { runSimulate } from './support/simulate-cli.ts';
 
 const TRACE = path.resolve(import.meta.dirname, '../../shared/traces/servegen_language_m-small_10min.csv');
 const present = existsSync(TRACE);
@@ -68,19 +68,6 @@ describe('warmpool simulate (CLI)', () => {
     writeFileSync(file, text);
     return file;
   };
-  const run = async (args: string[]) => {
-    let out = '';
-    let err = '';
-    const code = await simulateMain(args, {
-      out: (t) => {
-        out += t;
-      },
-      err: (t) => {
-        err += t;
-      },
-    });
-    return { code, out, err };
-  };
   const good = write('good.csv', 'time,count\n2024-01-01T00:00:00Z,30\n2024-01-01T00:01:00Z,60\n2024-01-01T00:02:00Z,10\n');
 
   it('names the problem and exits 2 on bad input', async () => {
@@ -100,7 +87,7 @@ describe('warmpool simulate (CLI)', () => {
       [['--trace', good, '--batch-profile', write('profile.json', '{"entries": []}')], /--batch-profile .*expected a heartbeat/],
     ];
     for (const [args, message] of cases) {
-      const r = await run(args);
+      const r = await runSimulate(args);
       expect(r.code, args.join(' ')).toBe(2);
       expect(r.err).toMatch(message);
     }
@@ -115,7 +102,7 @@ describe('warmpool simulate (CLI)', () => {
       `time,count\n${[0, 0, 0, 0, 60, 0].map((n, m) => `${new Date(Date.UTC(2024, 0, 1, 0, m)).toISOString()},${n}`).join('\n')}\n`,
     );
     const args = ['--trace', burst, '--worker-rps', '0.05', '--max-batch', '1', '--slo-ms', '10000', '--cold-start-s', '120'];
-    const r = await run([...args, '--arrivals', 'uniform', '--slo-target', '0.95', '--threads', '2', '--out', out]);
+    const r = await runSimulate([...args, '--arrivals', 'uniform', '--slo-target', '0.95', '--threads', '2', '--out', out]);
     expect(r.code, r.err).toBe(0);
     const report = JSON.parse(readFileSync(path.join(out, 'report.json'), 'utf8'));
     expect(report.atSlo.target).toBe(0.95);
@@ -131,14 +118,14 @@ describe('warmpool simulate (CLI)', () => {
 
   it('prints a small per-worker rate as it was given (0.05 rows/s, not 0.1)', async () => {
     const out = path.join(dir, 'out-slow');
-    const r = await run(['--trace', good, '--worker-rps', '0.05', '--out', out]);
+    const r = await runSimulate(['--trace', good, '--worker-rps', '0.05', '--out', out]);
     expect(r.code).toBe(0);
     expect(readFileSync(path.join(out, 'report.md'), 'utf8')).toContain('0.05 rows/s per worker');
   });
 
   it('writes report.json and report.md; --scale multiplies the rate', async () => {
     const out = path.join(dir, 'out');
-    const r = await run(['--trace', good, '--scale', '2', '--worker-rps', '5', '--arrivals', 'uniform', '--out', out]);
+    const r = await runSimulate(['--trace', good, '--scale', '2', '--worker-rps', '5', '--arrivals', 'uniform', '--out', out]);
     expect(r.code).toBe(0);
     const report = JSON.parse(readFileSync(path.join(out, 'report.json'), 'utf8'));
     expect(report.trace).toMatchObject({ rows: 3, minutes: 3, start: '2024-01-01T00:00:00.000Z' });
@@ -185,7 +172,7 @@ describe('warmpool simulate (CLI)', () => {
       }),
     );
     const args = ['--trace', good, '--cold-start-phases', 'launching=5,downloading=10:0.5', '--batch-profile', profile, '--out', out];
-    expect((await run(args)).code).toBe(0);
+    expect((await runSimulate(args)).code).toBe(0);
     const report = JSON.parse(readFileSync(path.join(out, 'report.json'), 'utf8'));
     expect(report.settings.coldStart.downloading).toEqual({ meanMs: 10_000, cv: 0.5 });
     expect(report.settings.maxBatch).toBe(8);
@@ -196,7 +183,7 @@ describe('warmpool simulate (CLI)', () => {
 
   it('--sweep writes sweep.json, sweep.md and pareto.svg and names the cheapest setting meeting the SLO', async () => {
     const out = path.join(dir, 'sweep');
-    const r = await run([
+    const r = await runSimulate([
       '--trace',
       good,
       '--worker-rps',
