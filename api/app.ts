@@ -29,6 +29,7 @@ import { bodyLimit } from './http/body-limit.ts';
 import { compressResponses } from './http/content-encoding.ts';
 import { errorBody, errorHandler, notFoundHandler } from './http/errors.ts';
 import type { IdempotencyStore } from './http/idempotency.ts';
+import { answerLimits } from './http/infer-response.ts';
 import { metricsAuth } from './http/metrics-auth.ts';
 import { type RateLimitSettings, rateLimit } from './http/rate-limit.ts';
 import { createStreamSlots } from './http/stream-slots.ts';
@@ -95,8 +96,14 @@ export interface AppDeps {
   maxRows?: number;
   /** Elements one input may declare, a zero-length axis counted as 1 (MAX_ELEMENTS_PER_JOB); unlimited when absent. */
   maxElements?: number;
+  /** BYTES elements (strings) one request may carry over all its inputs (MAX_BYTES_ELEMENTS_PER_JOB); unlimited when absent. */
+  maxBytesElements?: number;
+  /** Output elements one JSON answer may carry (MAX_JSON_OUTPUT_ELEMENTS); unlimited when absent. */
+  maxJsonOutputElements?: number;
   /** A tenant's open jobs (infra/redis/open-jobs.ts) and their cap (MAX_OPEN_JOBS_PER_TENANT); no cap when absent. */
   openJobs?: SubmitJobDeps['openJobs'];
+  /** A tenant's bytes kept in Redis (infra/redis/stored-bytes.ts) and their budget (MAX_STORED_BYTES_PER_TENANT); none when absent. */
+  storedBytes?: SubmitJobDeps['storedBytes'];
   /** Idempotency-Key on job submission (api/http/idempotency.ts, TTL IDEMPOTENCY_TTL_S). */
   idempotency: IdempotencyStore;
   /** Wrong API keys per source address (AUTH_FAILURE_LIMIT_PER_MIN, api/http/auth-failures.ts); no limit when absent. */
@@ -173,11 +180,14 @@ export function createApp(deps: AppDeps): Hono<AuthEnv> {
   }
 
   const useCaseDeps = inferenceDeps(deps);
-  app.route('/', jobRoutes(useCaseDeps));
+  // Answers with outputs: bounded as JSON, and charged to the tenant's byte budget (api/http/infer-response.ts).
+  const answers = answerLimits(deps.rateLimit, deps.clock, deps.maxJsonOutputElements);
+  app.route('/', jobRoutes({ ...useCaseDeps, answers }));
   const sse = deps.sse ?? API_LIMIT_DEFAULTS.sse;
   const slots = createStreamSlots({ perTenant: sse.maxStreamsPerTenant, total: sse.maxStreams });
-  app.route('/', jobEventRoutes({ jobs: deps.jobs, clock: deps.clock, heartbeatMs: deps.sseHeartbeatMs ?? 15_000, slots, log: deps.log }));
-  app.route('/', oipRoutes(useCaseDeps));
+  const events = { jobs: deps.jobs, clock: deps.clock, heartbeatMs: deps.sseHeartbeatMs ?? 15_000, slots, log: deps.log };
+  app.route('/', jobEventRoutes({ ...events, maxJsonOutputElements: deps.maxJsonOutputElements }));
+  app.route('/', oipRoutes({ ...useCaseDeps, answers }));
   if (deps.bulkRuns) {
     app.route('/', bulkRunRoutes({ bulkRuns: deps.bulkRuns, webhookAllowedPrivateHosts: useCaseDeps.webhookAllowedPrivateHosts }));
   }
@@ -218,7 +228,9 @@ export function inferenceDeps(deps: AppDeps): InferSyncDeps & { jobs: AppJobQueu
     webhookAllowedPrivateHosts: deps.webhookAllowedPrivateHosts ?? [],
     ...(deps.maxRows !== undefined ? { maxRows: deps.maxRows } : {}),
     ...(deps.maxElements !== undefined ? { maxElements: deps.maxElements } : {}),
+    ...(deps.maxBytesElements !== undefined ? { maxBytesElements: deps.maxBytesElements } : {}),
     ...(deps.openJobs ? { openJobs: deps.openJobs } : {}),
+    ...(deps.storedBytes ? { storedBytes: deps.storedBytes } : {}),
     ...(fleet ? { fleet } : {}),
     syncTimeoutMs: deps.syncTimeoutMs,
     onSubmitted: (e) => {

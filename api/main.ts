@@ -18,6 +18,7 @@ import { createLogger, type Logger } from '../infra/kernel/log.ts';
 import { type BullJobQueue, createBullJobQueue, createQueueStats } from '../infra/queue/index.ts';
 import { closeRedis, createRedis, FAIL_FAST_REDIS_OPTIONS } from '../infra/redis/client.ts';
 import { createOpenJobs } from '../infra/redis/open-jobs.ts';
+import { createStoredBytes } from '../infra/redis/stored-bytes.ts';
 import { cacheManifests } from '../infra/registry/manifest-cache.ts';
 import { createModelRegistry } from '../infra/registry/model-registry.ts';
 import { createS3ObjectStore } from '../infra/registry/s3-object-store.ts';
@@ -169,7 +170,18 @@ export function createApiRuntime(config: Config, log: Logger, overrides: ApiOver
     syncTimeoutMs: config.api.syncTimeoutMs,
     maxRows: config.jobs.maxRowsPerJob,
     maxElements: config.jobs.maxElementsPerJob,
+    maxBytesElements: config.jobs.maxBytesElementsPerJob,
+    maxJsonOutputElements: config.api.maxJsonOutputElements,
     openJobs: { store: openJobs, maxPerTenant: config.jobs.maxOpenJobsPerTenant },
+    // What a tenant's jobs keep in Redis, charged at submit; each charge expires with its retention.
+    ...(config.jobs.maxStoredBytesPerTenant > 0
+      ? {
+          storedBytes: {
+            ledger: createStoredBytes(redis, { prefix: config.queuePrefix, ttlMs: config.jobs.retentionS * 1000, clock }),
+            maxPerTenant: config.jobs.maxStoredBytesPerTenant,
+          },
+        }
+      : {}),
     idempotency: createIdempotencyStore(redis, { prefix: config.queuePrefix, ttlS: config.jobs.idempotencyTtlS, clock }),
     rateLimit: { limiter: createRateLimiter(redis, { prefix: config.queuePrefix }), ...config.rateLimit },
     ...(config.api.authFailureLimitPerMin > 0
@@ -234,7 +246,14 @@ function grpcDeps(deps: AppDeps): GrpcServiceDeps {
 async function startGrpc(config: Config, deps: GrpcServiceDeps) {
   if (config.api.grpcPort === undefined) return undefined;
   const { startGrpcServer } = await import('./grpc/server.ts');
-  return startGrpcServer({ host: config.api.host, port: config.api.grpcPort, maxMessageBytes: config.api.bodyLimitBytes, deps });
+  return startGrpcServer({
+    host: config.api.host,
+    port: config.api.grpcPort,
+    maxMessageBytes: config.api.bodyLimitBytes,
+    // The preface deadline is HTTP's for its headers: the same slow-client bound on both listeners.
+    limits: { ...config.api.grpc, handshakeTimeoutMs: config.api.headersTimeoutMs },
+    deps: { ...deps, decode: { maxElements: config.jobs.maxElementsPerJob, maxBytesElements: config.jobs.maxBytesElementsPerJob } },
+  });
 }
 
 export async function startApiServer(config: Config, log: Logger, overrides: ApiOverrides = {}): Promise<ApiServer> {

@@ -35,7 +35,7 @@ export const TIERS = [
   ['kernel'],
   ['contracts'],
   ['redis', 'registry'],
-  ['fleet', 'deployments', 'queue'],
+  ['fleet', 'deployments', 'queue', 'tabular'],
   ['telemetry', 'bulk', 'pool', 'canary'],
   ['scaler'],
   ['simulator'],

@@ -100,10 +100,29 @@ describe('check-layers', () => {
     expect(code).toBe(1);
     expect(stderr.trim().split('\n')).toEqual([
       "infra/kernel/config.ts:1 imports '../redis/client.ts': infra/kernel/ must not import from infra/redis/ (a higher tier)",
-      "infra/loose.ts: lives outside infra/'s tier folders (kernel, contracts, redis, registry, fleet, deployments, queue, telemetry, bulk, pool, canary, scaler, simulator)",
+      "infra/loose.ts: lives outside infra/'s tier folders (kernel, contracts, redis, registry, fleet, deployments, queue, tabular, telemetry, bulk, pool, canary, scaler, simulator)",
       "infra/redis/client.ts:2 imports '../registry/store.ts': infra/redis/ must not import from infra/registry/ (the same tier)",
       "api/app.ts:1 imports '../infra/scaler/policy.ts': enter infra/scaler/ through its index.ts",
       'layering: 4 offence(s) (see ../shared/LAYOUT.md)',
+    ]);
+  });
+
+  it('knows tabular/ as a tier beside queue/: codecs never reach up into bulk runs, the worker enters through its index.ts', async () => {
+    const root = await tree({
+      'infra/contracts/bulk.ts': `export {};\n`,
+      'infra/tabular/index.ts': `export { readChunkRows } from './chunk-io.ts';\n`,
+      'infra/tabular/chunk-io.ts': `import '../contracts/bulk.ts';\nimport '../bulk/index.ts';\nimport '../queue/chunk-queue.ts';\nexport const readChunkRows = () => 0;\n`,
+      'infra/queue/chunk-queue.ts': `export {};\n`,
+      'infra/bulk/index.ts': `export {};\n`,
+      'worker/bulk-formats.ts': `import('../infra/tabular/index.ts');\nimport '../infra/tabular/chunk-io.ts';\n`,
+    });
+    const { code, stderr } = await check(root);
+    expect(code).toBe(1);
+    expect(stderr.trim().split('\n')).toEqual([
+      "infra/tabular/chunk-io.ts:2 imports '../bulk/index.ts': infra/tabular/ must not import from infra/bulk/ (a higher tier)",
+      "infra/tabular/chunk-io.ts:3 imports '../queue/chunk-queue.ts': infra/tabular/ must not import from infra/queue/ (the same tier)",
+      "worker/bulk-formats.ts:2 imports '../infra/tabular/chunk-io.ts': enter infra/tabular/ through its index.ts",
+      'layering: 3 offence(s) (see ../shared/LAYOUT.md)',
     ]);
   });
 

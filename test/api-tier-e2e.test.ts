@@ -9,7 +9,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type RunningDispatcher, startDispatcher } from '../api/webhooks/main.ts';
+import { type RunningDispatcher, startDispatcher } from '../api/dispatcher/main.ts';
 import { PRIORITIES, queueName } from '../infra/contracts/job.ts';
 import { createLogger } from '../infra/kernel/log.ts';
 import { closeRedis, createRedis } from '../infra/redis/client.ts';

@@ -8,7 +8,7 @@ import type { AddressInfo } from 'node:net';
 import * as ort from 'onnxruntime-node';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type RunningDispatcher, startDispatcher } from '../api/webhooks/main.ts';
+import { type RunningDispatcher, startDispatcher } from '../api/dispatcher/main.ts';
 import { createLogger } from '../infra/kernel/log.ts';
 import type { ObjectStore } from '../infra/registry/object-store.ts';
 import { createS3ObjectStore } from '../infra/registry/s3-object-store.ts';

@@ -4,6 +4,10 @@
  * S3ObjectStore, every chunk size of small objects, with lines straddling every boundary.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { InvalidInputError } from '../infra/kernel/errors.ts';
+import { lazyObjectStore } from '../infra/registry/lazy-object-store.ts';
+import type { ObjectStore } from '../infra/registry/object-store.ts';
+import { createS3ObjectStore } from '../infra/registry/s3-object-store.ts';
 import {
   type ByteRange,
   DEFAULT_BLOCK_BYTES,
@@ -11,11 +15,7 @@ import {
   planTextChunks,
   readOwnedLines,
   sampleLines,
-} from '../infra/bulk/line-range.ts';
-import { InvalidInputError } from '../infra/kernel/errors.ts';
-import { lazyObjectStore } from '../infra/registry/lazy-object-store.ts';
-import type { ObjectStore } from '../infra/registry/object-store.ts';
-import { createS3ObjectStore } from '../infra/registry/s3-object-store.ts';
+} from '../infra/tabular/line-range.ts';
 import { testServices, uniqueId } from './support/services.ts';
 
 let store: ReturnType<typeof createS3ObjectStore>;

@@ -9,11 +9,13 @@ import path from 'node:path';
 import { type DuckDBConnection, DuckDBInstance } from '@duckdb/node-api';
 import { parquetReadObjects } from 'hyparquet';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type InputSpec, MAX_UNINDEXED_PIECES, parquetLayout, planParquetChunks, readParquetRows } from '../infra/bulk/parquet-input.ts';
-import { parquetPart, parquetPartRows } from '../infra/bulk/parquet-part.ts';
 import type { ChunkRows } from '../infra/contracts/bulk.ts';
 import { loadConfig } from '../infra/kernel/config.ts';
 import { createS3ObjectStore } from '../infra/registry/s3-object-store.ts';
+import { readParquetRows } from '../infra/tabular/parquet-input.ts';
+import { MAX_UNINDEXED_PIECES, parquetLayout, planParquetChunks } from '../infra/tabular/parquet-layout.ts';
+import type { InputSpec } from '../infra/tabular/parquet-mapping.ts';
+import { parquetPart, parquetPartRows } from '../infra/tabular/parquet-part.ts';
 import { testEnv, testServices } from './support/services.ts';
 
 const config = loadConfig(testEnv());
@@ -135,8 +137,8 @@ describe('files DuckDB wrote', () => {
     const bad = chunks.flatMap((c) => c.bad);
     expect(chunks.reduce((n, c) => n + c.badRows, 0)).toBe(20);
     expect(bad.map((b) => b.line).sort((a, b) => a - b)).toEqual(Array.from({ length: 10 }, (_, k) => [k * 1000 + 6, k * 1000 + 7]).flat());
-    expect(bad.find((b) => b.line === 6)?.message).toBe('column "a": null is not a finite number within FP32 range');
-    expect(bad.find((b) => b.line === 7)?.message).toBe('column "a": NaN is not a finite number within FP32 range');
+    expect(bad.find((b) => b.line === 6)?.message).toBe('column "a": must be a finite number for FP32, got null');
+    expect(bad.find((b) => b.line === 7)?.message).toBe('column "a": must be a finite number for FP32, got NaN');
     const rows = rowsById(chunks);
     expect(rows.size).toBe(N - 20);
     expect(rows.get(9999)).toEqual([9999]);

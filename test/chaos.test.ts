@@ -5,37 +5,19 @@
  * counts. A scenario's `violations` list every invariant that broke (a missing job, a 5xx, a
  * hang, a worker that died or never recovered); here they must be empty. Timings are reported
  * by the scenarios, never asserted. The worker-kill and redis-restart scenarios run again on a
- * local 3-master Redis Cluster (`npm run chaos:cluster` runs all of them there).
+ * local 3-master Redis Cluster in chaos-cluster.test.ts (`npm run chaos:cluster` runs all of
+ * them there).
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { API_FUZZ_SHORT, apiFuzz } from '../scripts/chaos/api-fuzz.ts';
 import { HOSTILE_TENANT_SHORT, hostileTenant } from '../scripts/chaos/hostile-tenant.ts';
 import { REDIS_RESTART_SHORT, redisRestart } from '../scripts/chaos/redis-restart.ts';
-import { type ChaosContext, formatReport, type ScenarioReport } from '../scripts/chaos/report.ts';
 import { S3_OUTAGE_SHORT, s3Outage } from '../scripts/chaos/s3-outage.ts';
-import type { RedisTopology } from '../scripts/chaos/stack.ts';
 import { WEBHOOK_DOWN_SHORT, webhookDown } from '../scripts/chaos/webhook-down.ts';
 import { WORKER_KILL_SHORT, workerKill } from '../scripts/chaos/worker-kill.ts';
+import { chaosContexts, expectClean } from './support/chaos-context.ts';
 
-const dirs: string[] = [];
-
-function context(name: string, redis: RedisTopology = 'single'): ChaosContext {
-  const dir = mkdtempSync(path.join(os.tmpdir(), `warmpool-chaos-${name}-`));
-  dirs.push(dir);
-  return { dir, log: () => undefined, redis };
-}
-
-afterEach(() => {
-  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
-});
-
-/** The report's table is the failure message: it says what broke and how many. */
-function expectClean(report: ScenarioReport): void {
-  expect(report.violations, formatReport(report)).toEqual([]);
-}
+const context = chaosContexts();
 
 describe('chaos (short)', () => {
   it('worker-kill: SIGKILLed workers lose no accepted job; counts reconcile', async () => {
@@ -84,26 +66,4 @@ describe('chaos (short)', () => {
     expect(report.figures['5xx answers (honest / attacker)']).toBe('0 / 0');
     expect(report.figures['bucket objects changed outside the honest run and the attacker']).toBe(0);
   }, 180_000);
-});
-
-describe('chaos on a local 3-master Redis Cluster (short)', () => {
-  it('worker-kill: SIGKILLed workers lose no accepted job; counts reconcile', async () => {
-    // A kill every second: at a quiet machine's pace the run lasts a few seconds, and one kill
-    // every 3 s (the default) could miss it entirely.
-    const report = await workerKill(context('kill-cluster', 'cluster'), { ...WORKER_KILL_SHORT, jobs: 800, killEveryMs: 1_000 });
-    expectClean(report);
-    expect(report.figures['workers SIGKILLed']).toBeGreaterThan(0);
-    expect(report.jobs?.accepted).toBe(800);
-    expect((report.jobs?.succeeded ?? 0) + (report.jobs?.failed ?? 0)).toBe(800);
-  }, 180_000);
-
-  it('redis-restart: jobs survive every node stopped (SIGTERM, SIGKILL) and the queue shard SIGKILLed; 503 while down', async () => {
-    const report = await redisRestart(context('redis-cluster', 'cluster'), REDIS_RESTART_SHORT);
-    expectClean(report);
-    for (const fault of ['SIGTERM', 'SIGKILL', 'SIGKILL queue shard']) {
-      expect(report.figures[`${fault}: 503 unavailable answers`]).toBeGreaterThan(0);
-    }
-    expect(report.jobs?.missing).toBe(0);
-    expect(report.figures['webhooks not delivered']).toBe(0);
-  }, 240_000);
 });

@@ -14,7 +14,9 @@ import { devEnv } from './support/dev-child.ts';
 const BIN = fileURLToPath(new URL('../bin/warmpool.mjs', import.meta.url));
 
 async function sigtermWithoutRedis(args: string[]): Promise<{ code: number | null; output: string }> {
-  const env = await devEnv({ REDIS_URL: `redis://127.0.0.1:${await freePort()}`, LOG_LEVEL: 'warn' });
+  // A short drain limit: the worker's drain is forced after it, the scaler's after it and 10 s
+  // (what a drain that never ends costs is the point, not its default length).
+  const env = await devEnv({ REDIS_URL: `redis://127.0.0.1:${await freePort()}`, LOG_LEVEL: 'warn', DRAIN_LIMIT_MS: '2000' });
   const child = spawn(process.execPath, [BIN, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   let signalled = false;

@@ -6,8 +6,9 @@
  */
 import { Queue, Worker } from 'bullmq';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { type JobData, type JobResult, queueName } from '../infra/contracts/job.ts';
+import { queueName } from '../infra/contracts/job.ts';
 import type { ModelManifest } from '../infra/contracts/manifest.ts';
+import type { QueueJobData, QueueJobResult } from '../infra/contracts/queue-job.ts';
 import { systemClock } from '../infra/kernel/clock.ts';
 import { silentLog } from '../infra/kernel/log.ts';
 import { closeRedis, createRedis, deleteMany, type RedisClient, scanKeys } from '../infra/redis/client.ts';
@@ -38,7 +39,7 @@ afterAll(async () => {
 
 async function fill(prefix: string, count: number): Promise<void> {
   const queue = new Queue(NAME, { connection: redis, prefix });
-  await queue.addBulk(Array.from({ length: count }, (_, i) => ({ name: 'infer', data: { i } as unknown as JobData })));
+  await queue.addBulk(Array.from({ length: count }, (_, i) => ({ name: 'entry', data: { i } as unknown as QueueJobData })));
   await queue.close();
 }
 
@@ -46,7 +47,7 @@ async function fill(prefix: string, count: number): Promise<void> {
 function supervise(
   prefix: string,
   concurrency: number,
-  build: (connection: RedisClient, gate: IntakeGate) => Worker<JobData, JobResult>,
+  build: (connection: RedisClient, gate: IntakeGate) => Worker<QueueJobData, QueueJobResult>,
 ): IntakeSupervisor {
   const supervisor = new IntakeSupervisor({
     redis,
@@ -83,11 +84,11 @@ describe('IntakeSupervisor', () => {
     const supervisor = supervise(prefix, 4, (connection) => {
       connections.push(connection);
       // The first intake gets a connection that never connects: it can take nothing.
-      return new Worker<JobData, JobResult>(
+      return new Worker<QueueJobData, QueueJobResult>(
         NAME,
         async () => {
           done++;
-          return {} as JobResult;
+          return {} as QueueJobResult;
         },
         { connection: connections.length === 1 ? dead : connection, prefix, autorun: false, concurrency: 4 },
       );
@@ -109,12 +110,12 @@ describe('IntakeSupervisor', () => {
       prefix,
       2,
       (connection, gate) =>
-        new Worker<JobData, JobResult>(
+        new Worker<QueueJobData, QueueJobResult>(
           NAME,
           async (job, token) => {
             await admitOrReturn(job, token, gate, systemClock);
             done++;
-            return {} as JobResult;
+            return {} as QueueJobResult;
           },
           { connection, prefix, autorun: false, concurrency: 2 },
         ),

@@ -9,7 +9,9 @@ import { createWebhookSecrets } from '../api/webhooks/secrets.ts';
 import { createRunStore } from '../infra/bulk/run-store.ts';
 import { BUCKET_MS, createOutcomeStore } from '../infra/canary/outcomes.ts';
 import type { BulkRunSpec } from '../infra/contracts/bulk.ts';
-import { type JobData, type JobResult, type JobView, queueName } from '../infra/contracts/job.ts';
+import { type JobResult, type JobView, queueName } from '../infra/contracts/job.ts';
+import type { OipTensor } from '../infra/contracts/oip.ts';
+import type { LegacyJobData } from '../infra/contracts/queue-job.ts';
 import { createDeploymentStore } from '../infra/deployments/deployment-store.ts';
 import { loadConfig } from '../infra/kernel/config.ts';
 import { InvalidInputError } from '../infra/kernel/errors.ts';
@@ -25,6 +27,8 @@ const OLD_QUEUE = 'infer.m.1';
 const NEW_QUEUE = queueName('m', '1');
 const clock = { now: () => Date.now() };
 
+/** An online job as the API wrote it before queue entries (the layout this migration found). */
+type JobData = LegacyJobData & { inputs: OipTensor[] };
 const data = (): JobData => ({
   tenant: 'tenant-a',
   model: 'm',

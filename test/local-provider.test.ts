@@ -4,6 +4,7 @@
  * between standby and active when told, drain without being killed, and close() leaves no
  * process behind. The shared provider behaviour suite runs against it too.
  */
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 import type { PoolProvider, PoolTarget, PoolWorker } from '../infra/contracts/pool.ts';
@@ -48,7 +49,8 @@ afterAll(async () => {
 function makeProvider(): PoolProvider {
   return createLocalProvider({
     command: [process.execPath, BIN, 'worker'],
-    env: stack.env,
+    // The API's secrets set, as in a dev stack's environment: the workers must not get them.
+    env: { ...stack.env, API_KEYS: 'lp:lp-key-0123456789abcdef', METRICS_TOKEN: 'lp-metrics-token-0123456789' },
     redis,
     prefix: stack.config.queuePrefix,
     clock: systemClock,
@@ -90,6 +92,12 @@ it('launches workers that progress to the state asked for, steers them, drains o
   const first = await p.list(target);
   expect(first).toHaveLength(2);
   const [a, b] = first.map((w) => w.handle) as [string, string];
+  // A worker authenticates nobody: the API's keys are not in its environment (issue 33).
+  for (const pid of [a, b]) {
+    const environ = readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
+    expect(environ.some((v) => v.startsWith('QUEUE_PREFIX=') || v.startsWith('REDIS_URL='))).toBe(true);
+    expect(environ.filter((v) => v.startsWith('API_KEYS=') || v.startsWith('METRICS_TOKEN='))).toEqual([]);
+  }
   for (const w of first)
     if (w.id.startsWith('pending-')) expect(w).toEqual({ id: `pending-${w.handle}`, state: 'launching', handle: w.handle });
 

@@ -9,7 +9,7 @@ import type { ChildProcess } from 'node:child_process';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { type RunningDispatcher, startDispatcher } from '../api/webhooks/main.ts';
+import { type RunningDispatcher, startDispatcher } from '../api/dispatcher/main.ts';
 import { listHeartbeats } from '../infra/fleet/worker-states.ts';
 import { createLogger } from '../infra/kernel/log.ts';
 import { closeRedis, createRedis, type RedisClient } from '../infra/redis/client.ts';

@@ -9,7 +9,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import type { QueuedRequest } from '../infra/contracts/entry.ts';
 import { queueName } from '../infra/contracts/job.ts';
 import { systemClock } from '../infra/kernel/clock.ts';
-import { countJobs, createBullJobQueue, createQueueStats, leaseQueues, queuedJobs } from '../infra/queue/index.ts';
+import { createBullJobQueue, createQueueStats, openQueueProbes, queuedJobs } from '../infra/queue/index.ts';
 import { closeRedis, createRedis, deleteMany, scanKeys } from '../infra/redis/client.ts';
 import { entryMembersKey, entryRowsKey } from '../infra/redis/keys.ts';
 import { testServices, uniqueId } from './support/services.ts';
@@ -38,11 +38,11 @@ describe('backlog in requests over queue entries', () => {
   it('counts the requests inside queued entries, not the entries', async () => {
     const jobs = createBullJobQueue({ connection: testServices().redisUrl, prefix, retentionS: 600, attempts: 1 });
     const stats = createQueueStats({ redis, prefix, clock: systemClock });
-    const queues = leaseQueues(redis, prefix);
+    const probes = openQueueProbes(redis, prefix);
     try {
       await Promise.all(Array.from({ length: 20 }, (_, i) => jobs.enqueue(request(), { priority: 'normal', jobId: `job_qs${i}` })));
       const entries = queuedJobs({
-        ...(await countJobs(queues, queueName('m', '1'), 'waiting', 'prioritized', 'delayed', 'active')),
+        ...(await probes.queue(queueName('m', '1')).counts('waiting', 'prioritized', 'delayed', 'active')),
         oldestAgeMs: 0,
       });
       expect(entries).toBeLessThan(20);
@@ -53,7 +53,7 @@ describe('backlog in requests over queue entries', () => {
       expect(queuedJobs(await stats.backlog({ model: 'm', versions: ['1'] }))).toBe(20);
       expect(await jobs.depth('m', '1')).toBe(20);
     } finally {
-      await queues.release();
+      await probes.close();
       await stats.close();
       await jobs.close();
     }

@@ -16,7 +16,7 @@ import type { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDeliveryStore } from '../api/webhooks/delivery-store.ts';
 import type { QueuedRequest } from '../infra/contracts/entry.ts';
-import { type JobData, queueName } from '../infra/contracts/job.ts';
+import { queueName } from '../infra/contracts/job.ts';
 import { createDeploymentStore } from '../infra/deployments/deployment-store.ts';
 import { listHeartbeats } from '../infra/fleet/worker-states.ts';
 import { createBullJobQueue } from '../infra/queue/index.ts';
@@ -69,7 +69,7 @@ describe('keys on a Redis Cluster', () => {
   it('puts every key of one queue in one slot, and spreads different models over the masters', async () => {
     const prefix = uniqueId('slots');
     const models = Array.from({ length: 8 }, (_, i) => `model${i}`);
-    const queues = models.map((m) => new Queue<Partial<JobData>>(queueName(m, '1'), { connection: redis, prefix }));
+    const queues = models.map((m) => new Queue<{ model: string }>(queueName(m, '1'), { connection: redis, prefix }));
     try {
       for (const q of queues) {
         await q.add('infer', { model: 'x' }, { jobId: 'a' });

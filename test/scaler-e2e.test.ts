@@ -7,14 +7,14 @@
  */
 
 import { fileURLToPath } from 'node:url';
-import { Queue } from 'bullmq';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { type JobData, type JobResult, PRIORITIES, queueName } from '../infra/contracts/job.ts';
+import { queueName } from '../infra/contracts/job.ts';
 import type { PoolProvider } from '../infra/contracts/pool.ts';
 import { type HeartbeatPayload, listHeartbeats } from '../infra/fleet/worker-states.ts';
 import { systemClock } from '../infra/kernel/clock.ts';
 import { createLogger } from '../infra/kernel/log.ts';
 import { createLocalProvider } from '../infra/pool/local-provider.ts';
+import { createBullJobQueue, openQueueProbes } from '../infra/queue/index.ts';
 import { closeRedis, createRedis } from '../infra/redis/client.ts';
 import { type RunningScaler, startScaler } from '../infra/scaler/main.ts';
 import { buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
@@ -106,27 +106,39 @@ it('standby before traffic, grows on a burst, survives a SIGKILL, drains back to
   const idle = await eventually('a warmed standby', (b) => count(b, 'standby') === 1);
   expect(count(idle, 'active')).toBe(0);
 
-  // A burst: 800 jobs of 16 rows land at once (straight onto the queue, as a surge of API
-  // submissions would, without the test's own HTTP load slowing the surge down): far more than
-  // the warm workers clear within a cold start.
+  // A burst: 800 jobs of 16 rows land at once (through the API's own entry writer, as a surge
+  // of API submissions would, without the test's own HTTP load slowing the surge down): far more
+  // than the warm workers clear within a cold start. One request per entry, so BullMQ's counts
+  // are the burst's.
   const connection = redis();
-  const queue = new Queue<JobData, JobResult>(queueName('pooled', '1'), { connection, prefix: stack.config.queuePrefix });
-  const jobsAdded = await queue.addBulk(
-    Array.from({ length: 800 }, (_, i) => ({
-      name: 'infer',
-      data: {
-        tenant: 'tenant-a',
-        model: 'pooled',
-        version: '1',
-        inputs: [
-          { name: 'features', shape: [16, F], datatype: 'FP32' as const, data: Array.from({ length: 16 * F }, (_, k) => Math.sin(i + k)) },
-        ],
-        submittedAt: Date.now(),
-      },
-      opts: { jobId: `burst-${i}`, priority: PRIORITIES.normal, attempts: 3, removeOnComplete: false },
-    })),
+  const jobs = createBullJobQueue({
+    connection: stack.config.redisUrl,
+    prefix: stack.config.queuePrefix,
+    retentionS: 3600,
+    attempts: 3,
+    coalesceMaxRequests: 1,
+  });
+  const probes = openQueueProbes(connection, stack.config.queuePrefix);
+  const queue = probes.queue(queueName('pooled', '1'));
+  const ids = Array.from({ length: 800 }, (_, i) => `job_burst${i}`);
+  await Promise.all(
+    ids.map((jobId, i) =>
+      jobs.enqueue(
+        {
+          tenant: 'tenant-a',
+          model: 'pooled',
+          version: '1',
+          submittedAt: Date.now(),
+          rows: 16,
+          inputs: [
+            { name: 'features', shape: [16, F], datatype: 'FP32', data: Float32Array.from({ length: 16 * F }, (_, k) => Math.sin(i + k)) },
+          ],
+        },
+        { priority: 'normal', jobId },
+      ),
+    ),
   );
-  const ids = jobsAdded.map((j) => j.id as string);
+  await jobs.close();
 
   // The pool grows beyond the one standby that was activated.
   const grown = await eventually('two active workers', (b) => count(b, 'active') >= 2);
@@ -139,10 +151,9 @@ it('standby before traffic, grows on a burst, survives a SIGKILL, drains back to
   // worker takes them again). A generous bound, not a timing claim: on a loaded 2-core machine
   // the burst has taken longer than four minutes.
   const deadline = Date.now() + 420_000;
-  while ((await queue.getCompletedCount()) < ids.length && Date.now() < deadline) await new Promise((r) => setTimeout(r, 500));
-  expect(await queue.getCompletedCount()).toBe(ids.length);
-  expect(await queue.getFailedCount()).toBe(0);
-  await queue.close();
+  while ((await queue.counts('completed')).completed < ids.length && Date.now() < deadline) await new Promise((r) => setTimeout(r, 500));
+  expect(await queue.counts('completed', 'failed')).toEqual({ completed: ids.length, failed: 0 });
+  await probes.close();
   await closeRedis(connection);
 
   // Traffic stopped: after the stabilisation window the pool drains back to the standby setting.

@@ -2,7 +2,7 @@
  * Issue 20: the dashboard's simulation cannot freeze the API. On a real API (real Redis, S3): the
  * replay runs off the event loop, so health answers while the largest replay a tenant can ask for
  * runs, and that replay is stopped at its CPU-time budget (422); one replay at a time per process
- * (503 simulation_busy); workers bounded by the deployment's own max (400); and a per-tenant rate
+ * (503 simulation_busy), taken in turns between tenants; workers bounded by the deployment's own max (400); and a per-tenant rate
  * (429 until the bucket refills).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -84,9 +84,13 @@ describe('GET /v1/deployments/:model/simulation under attack', () => {
     console.info(`health during the replay: ${healthMs.length} checks, slowest ${Math.round(Math.max(...healthMs))} ms`);
     expect(healthMs.length).toBeGreaterThanOrEqual(3);
     expect(Math.max(...healthMs)).toBeLessThan(1_000);
-    // The slot is free again: the same tenant's next replay, a reasonable one, is served.
-    const next = await simulation('heavy', 'minutes=60', KEY_A);
-    expect(next.status).toBe(200);
+    // The slot is free again, and taken in turns: the tenant turned away has the next one, so
+    // the tenant that just had it is turned away until the other has been served.
+    const [refused, served] = answers[0]?.status === 503 ? [KEY_A, KEY_B] : [KEY_B, KEY_A];
+    const early = await simulation('heavy', 'minutes=60', served);
+    expect([early.status, ((await early.json()) as ErrorBody).error.code]).toEqual([503, 'simulation_busy']);
+    expect((await simulation('heavy', 'minutes=60', refused)).status).toBe(200);
+    expect((await simulation('heavy', 'minutes=60', served)).status).toBe(200);
   });
 
   it.each([

@@ -6,7 +6,7 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSyn
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { runSimulate } from './support/simulate-cli.ts';
+import { runSimulate, runSimulateCli } from './support/simulate-cli.ts';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'warmpool-sim-eval-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -28,23 +28,26 @@ describe('warmpool simulate --walk-forward', () => {
   it('tunes on the first part, reports the tuned and the default policy on the rest', async () => {
     const trace = writeTrace('two-days.csv', 2, 5, 40);
     const out = path.join(dir, 'wf');
-    const r = await runSimulate([
-      '--trace',
-      trace,
-      '--walk-forward',
-      '--train-fraction',
-      '0.5',
-      '--worker-rps',
-      '1',
-      '--max-batch',
-      '4',
-      '--sweep',
-      'standby=0,1',
-      '--threads',
-      '2',
-      '--out',
-      out,
-    ]);
+    const r = await runSimulateCli(
+      [
+        '--trace',
+        trace,
+        '--walk-forward',
+        '--train-fraction',
+        '0.5',
+        '--worker-rps',
+        '1',
+        '--max-batch',
+        '4',
+        '--sweep',
+        'standby=0,1',
+        '--threads',
+        '2',
+        '--out',
+        out,
+      ],
+      dir,
+    );
     expect(r.err).toBe('');
     expect(r.code).toBe(0);
     expect(r.out).toMatch(/\| predictive \(default\) \| [\d.]+ % \|/);
@@ -84,8 +87,8 @@ describe('warmpool simulate --matrix', () => {
     writeFileSync(path.join(traces, 'notes.txt'), 'not a trace');
     writeTrace('traces/quiet.csv', 2, 0.5, 3);
     const out = path.join(dir, 'matrix');
-    const r = await runSimulate(['--matrix', '--traces', traces, '--quick', '--threads', '2', '--out', out]);
-    expect(r.code).toBe(0);
+    const r = await runSimulateCli(['--matrix', '--traces', traces, '--quick', '--threads', '2', '--out', out], dir);
+    expect(r.code, r.err).toBe(0);
     const rows = r.out.split('\n').filter((l) => l.startsWith('| quiet |'));
     expect(rows).toHaveLength(18);
     expect(rows[0]).toMatch(/^\| quiet \| 30 s \| 5 s \| short-batched \| [\d.]+ % \| /);

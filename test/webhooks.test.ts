@@ -8,15 +8,16 @@ import { type Job, Queue, UnrecoverableError, Worker } from 'bullmq';
 import { Hono } from 'hono';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startDispatcher } from '../api/dispatcher/main.ts';
 import type { AuthEnv } from '../api/http/auth.ts';
 import { errorHandler } from '../api/http/errors.ts';
 import { webhookRoutes } from '../api/routes/webhooks.ts';
 import { createDeliveryStore, type Delivery } from '../api/webhooks/delivery-store.ts';
 import { createDispatcher, type Dispatcher } from '../api/webhooks/dispatcher.ts';
 import { deliveryId } from '../api/webhooks/event-source.ts';
-import { startDispatcher } from '../api/webhooks/main.ts';
-import { type EntryData, type EntryResult, isEntryData } from '../infra/contracts/entry.ts';
-import { type JobData, type JobResult, queueName } from '../infra/contracts/job.ts';
+import type { EntryData, EntryResult } from '../infra/contracts/entry.ts';
+import { queueName } from '../infra/contracts/job.ts';
+import { asQueueJob, LEGACY_JOB_NAME, OUTDATED_JOB_FAILURE, type QueueJobData, type QueueJobResult } from '../infra/contracts/queue-job.ts';
 import type { WebhookEvent } from '../infra/contracts/webhook.ts';
 import { systemClock } from '../infra/kernel/clock.ts';
 import { type Config, loadConfig } from '../infra/kernel/config.ts';
@@ -25,9 +26,9 @@ import { closeRedis, createRedis, deleteMany, scanKeys } from '../infra/redis/cl
 import {
   addEntry,
   cancelQueuedMember,
+  type EntryKnobs,
   knobbedRun,
   memberOutput,
-  type TestEntryData,
   type TestMember,
   testEntry,
 } from './support/entry-jobs.ts';
@@ -79,19 +80,22 @@ async function eventually<T>(read: () => Promise<T | undefined> | T | undefined,
   }
 }
 
-/** Job data with this file's own knob for its processor: how (and whether) to fail. */
-type KnobbedJobData = JobData & { fail?: 'unrecoverable' | 'first' };
-
 describe('webhooks, end to end', () => {
   const prefix = uniqueId('wh');
   const model = 'hooked';
   const redis = createRedis(testServices().redisUrl);
   const r = receivers();
   const store = createDeliveryStore(redis, prefix);
-  const config: Config['webhooks'] = { allowedPrivateHosts: ['127.0.0.1'], timeoutMs: 5_000, retryScheduleMs: [50, 50, 50, 50] };
+  const config: Config['webhooks'] = {
+    allowedPrivateHosts: ['127.0.0.1'],
+    timeoutMs: 5_000,
+    retryScheduleMs: [50, 50, 50, 50],
+    concurrency: 16,
+    concurrencyPerTenant: 4,
+  };
   const dispatchers: Dispatcher[] = [];
-  let queue: Queue<JobData | TestEntryData, JobResult | EntryResult>;
-  let worker: Worker<JobData | TestEntryData, JobResult | EntryResult>;
+  let queue: Queue;
+  let worker: Worker<QueueJobData, QueueJobResult>;
   let counter = 0;
 
   const app = new Hono<AuthEnv>();
@@ -103,22 +107,27 @@ describe('webhooks, end to end', () => {
   app.route('/', webhookRoutes({ redis, prefix, clock: systemClock }));
   const call = (path: string, tenant = 'tenant-a', method = 'GET') => app.request(path, { method, headers: { 'x-tenant': tenant } });
 
-  /** Submits a job whose processor succeeds, or fails as `fail` says. */
+  /** Submits a request (a one-member entry) whose run succeeds, or fails as `fail` says; its id. */
   async function submit(
     path: string,
     opts: { events?: WebhookEvent[]; tenant?: string; fail?: 'unrecoverable' | 'first'; attempts?: number; host?: string } = {},
   ): Promise<string> {
     const jobId = `job_${counter++}_${uniqueId('j')}`;
-    const data: KnobbedJobData = {
-      tenant: opts.tenant ?? 'tenant-a',
+    const webhook = { url: r.url(path, opts.host), events: opts.events ?? ['job.succeeded', 'job.failed'] };
+    const knobs: EntryKnobs =
+      opts.fail === 'unrecoverable'
+        ? { errors: { [jobId]: { code: 'invalid_input', message: 'rows do not match' } } }
+        : opts.fail === 'first'
+          ? { failFirst: 'transient' }
+          : {};
+    const data = testEntry({
       model,
       version: '1',
-      inputs: [{ name: 'x', datatype: 'FP32', shape: [1, 1], data: [1] }],
-      webhook: { url: r.url(path, opts.host), events: opts.events ?? ['job.succeeded', 'job.failed'] },
-      ...(opts.fail ? { fail: opts.fail } : {}),
-      submittedAt: Date.now(),
-    };
-    await queue.add('infer', data, { jobId, attempts: opts.attempts ?? 1, backoff: { type: 'fixed', delay: 10 } });
+      members: [{ id: jobId, webhook }],
+      knobs,
+      ...(opts.tenant ? { tenant: opts.tenant } : {}),
+    });
+    await addEntry(redis, prefix, queue, data, { attempts: opts.attempts ?? 1 });
     return jobId;
   }
 
@@ -135,20 +144,15 @@ describe('webhooks, end to end', () => {
 
   beforeAll(async () => {
     await r.start();
-    queue = new Queue<JobData | TestEntryData, JobResult | EntryResult>(queueName(model, '1'), { connection: redis, prefix });
+    queue = new Queue(queueName(model, '1'), { connection: redis, prefix });
     const entries = entryProcessor({ redis, prefix, run: knobbedRun });
-    worker = new Worker<JobData | TestEntryData, JobResult | EntryResult>(
+    worker = new Worker<QueueJobData, QueueJobResult>(
       queueName(model, '1'),
-      async (job: Job<JobData | TestEntryData, JobResult | EntryResult>) => {
-        if (isEntryData(job.data)) return entries(job as Job<EntryData, EntryResult>);
-        const fail = (job.data as KnobbedJobData).fail;
-        if (fail === 'unrecoverable') throw new UnrecoverableError('invalid_input: rows do not match');
-        if (fail === 'first' && job.attemptsMade === 0) throw new Error('transient');
-        return {
-          outputs: [{ name: 'y', datatype: 'FP32', shape: [1, 1], data: [2] }],
-          timings: { queueMs: 1, inferMs: 2, batchRows: 1 },
-          workerId: 'w1',
-        };
+      async (job: Job<QueueJobData, QueueJobResult>) => {
+        const typed = asQueueJob(job);
+        // As warmpool's intake does with a job of neither kind (an older API's `infer` job).
+        if (typed?.name !== 'entry') throw new UnrecoverableError(OUTDATED_JOB_FAILURE);
+        return entries(job as Job<EntryData, EntryResult>);
       },
       { connection: redis, prefix, concurrency: 8 },
     );
@@ -194,8 +198,8 @@ describe('webhooks, end to end', () => {
       model,
       version: '1',
       status: 'succeeded',
-      outputs: [{ name: 'y', datatype: 'FP32', shape: [1, 1], data: [2] }],
-      timings: { queueMs: 1, inferMs: 2, batchRows: 1 },
+      outputs: [{ name: 'y', datatype: 'FP32', shape: [1, 1], data: memberOutput(0, 1) }],
+      timings: { batchRows: 1 },
     });
     expect(typeof payload.data.finishedAt).toBe('string');
     const delivery = await settled(deliveryId(jobId, 'job.succeeded'), 'succeeded');
@@ -226,6 +230,23 @@ describe('webhooks, end to end', () => {
     await settled(deliveryId(retried, 'job.succeeded'), 'succeeded');
     expect(await store.get(deliveryId(retried, 'job.failed'))).toBeNull();
     expect(r.at('/retried')).toHaveLength(1);
+  });
+
+  it('delivers job.failed, saying to start it again, for an online job an older API queued (the migration)', async () => {
+    const jobId = `job_${counter++}_${uniqueId('legacy')}`;
+    const webhook = { url: r.url('/legacy'), events: ['job.succeeded', 'job.failed'] };
+    const inputs = [{ name: 'x', datatype: 'FP32', shape: [1, 1], data: [1] }];
+    await queue.add(LEGACY_JOB_NAME, { tenant: 'tenant-a', model, version: '1', inputs, webhook, submittedAt: Date.now() }, { jobId });
+    await settled(deliveryId(jobId, 'job.failed'), 'succeeded');
+    const [got] = r.at('/legacy');
+    expect(got && (await verify(got))).toMatchObject({
+      type: 'job.failed',
+      data: {
+        id: jobId,
+        status: 'failed',
+        error: { code: 'invalid_input', message: expect.stringMatching(/older warmpool.*start it again$/) },
+      },
+    });
   });
 
   it('retries a receiver that answers 500 three times, then records one acceptance after 4 attempts', async () => {
@@ -449,25 +470,20 @@ describe('startDispatcher (the `warmpool dispatcher` wiring)', () => {
     const r = receivers();
     await r.start();
     const redis = createRedis(config.redisUrl);
-    const queue = new Queue<JobData, JobResult>(queueName('wired', '1'), { connection: redis, prefix: config.queuePrefix });
-    const worker = new Worker<JobData, JobResult>(
+    const queue = new Queue(queueName('wired', '1'), { connection: redis, prefix: config.queuePrefix });
+    const worker = new Worker<EntryData, EntryResult>(
       queueName('wired', '1'),
-      async () => ({ outputs: [], timings: { queueMs: 0, inferMs: 0, batchRows: 1 }, workerId: 'w' }),
+      entryProcessor({ redis, prefix: config.queuePrefix, run: knobbedRun }),
       { connection: redis, prefix: config.queuePrefix },
     );
     const running = startDispatcher(config, createLogger('silent'));
     try {
-      await queue.add(
-        'infer',
-        {
-          tenant: 'tenant-a',
-          model: 'wired',
-          version: '1',
-          inputs: [],
-          webhook: { url: r.url('/wired'), events: ['job.succeeded'] },
-          submittedAt: Date.now(),
-        },
-        { jobId: 'job_wired' },
+      const webhook = { url: r.url('/wired'), events: ['job.succeeded' as const] };
+      await addEntry(
+        redis,
+        config.queuePrefix,
+        queue,
+        testEntry({ model: 'wired', version: '1', members: [{ id: 'job_wired', webhook }] }),
       );
       const got = await eventually(() => r.at('/wired')[0], 'the delivery');
       expect(got.headers['webhook-id']).toBe(deliveryId('job_wired', 'job.succeeded'));

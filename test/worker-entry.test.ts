@@ -4,7 +4,8 @@
  * packed inputs at `<p>:{q}:in:<entryId>`), and per member what infra/contracts/entry.ts
  * promises: outputs equal to ONNX Runtime's own for every datatype, a skipped member never
  * run, an expired one failed alone, a member ORT rejects failed alone, the inputs key deleted
- * once the entry completed, result-cache entries per member. `infer` jobs still run beside.
+ * once the entry completed, result-cache entries per member. An `infer` job an older API queued
+ * is failed, never run (infra/contracts/queue-job.ts, the migration).
  */
 import { Queue } from 'bullmq';
 import * as ort from 'onnxruntime-node';
@@ -17,15 +18,17 @@ import {
   type EntryResult,
   type MemberOutcome,
 } from '../infra/contracts/entry.ts';
-import { type JobData, type JobResult, queueName } from '../infra/contracts/job.ts';
+import { queueName } from '../infra/contracts/job.ts';
 import { DATATYPES, type Datatype } from '../infra/contracts/oip.ts';
 import { aligned, packTensors, type TensorData, type TensorToPack, tensorData } from '../infra/contracts/packed-tensors.ts';
+import { LEGACY_JOB_NAME, OUTDATED_JOB_FAILURE } from '../infra/contracts/queue-job.ts';
 import { systemClock } from '../infra/kernel/clock.ts';
 import { loadConfig } from '../infra/kernel/config.ts';
 import { encodeHalf } from '../infra/kernel/half-float.ts';
 import { type Log, silentLog } from '../infra/kernel/log.ts';
+import { createBullJobQueue } from '../infra/queue/index.ts';
 import { closeRedis, createRedis } from '../infra/redis/client.ts';
-import { entryInputsKey, entryOutputsKey, entrySkipKey } from '../infra/redis/keys.ts';
+import { entryInputsKey, entryOutputsKey, entrySkipKey, jobIndexKey } from '../infra/redis/keys.ts';
 import { createResultCache } from '../infra/redis/result-cache.ts';
 import { createModelRegistry } from '../infra/registry/model-registry.ts';
 import { createS3ObjectStore } from '../infra/registry/s3-object-store.ts';
@@ -463,25 +466,39 @@ describe('an entry whose inputs are gone', () => {
   });
 });
 
-describe('infer jobs beside entries', () => {
-  it('still runs a JSON job an older API queued', async () => {
+describe('an online job an older API queued (before queue entries)', () => {
+  it('fails at once with a message to start it again, never run nor retried, shown so by the API; entries beside it run', async () => {
     const queue = queues.get('mlp') as Queue;
-    const data: JobData = {
+    const jobId = `job_${uniqueId('legacy')}`;
+    // As the API before entries wrote it: an index key naming the bare queue, then an `infer` job, rows inside.
+    await redis.set(jobIndexKey(prefix, jobId), queueName('mlp', '1'), 'EX', RETENTION_S);
+    const data = {
       tenant: 'tenant-a',
       model: 'mlp',
       version: '1',
       inputs: [{ name: 'features', shape: [1, 8], datatype: 'FP32', data: [1, 2, 3, 4, 5, 6, 7, 8] }],
       submittedAt: Date.now(),
     };
-    const job = await queue.add('infer', data, { jobId: `job_${uniqueId('legacy')}` });
-    const done = await until('the infer job', async () => {
-      const j = await queue.getJob(job.id as string);
+    const rowsBefore = rowsRun.get('mlp') ?? 0;
+    await queue.add(LEGACY_JOB_NAME, data, { jobId, attempts: 3, backoff: { type: 'fixed', delay: 10 } });
+    const done = await until('the legacy job to fail', async () => {
+      const j = await queue.getJob(jobId);
       return j?.finishedOn !== undefined ? j : undefined;
     });
-    const result = done.returnvalue as JobResult;
-    const want = (
-      await reference('mlp', [{ name: 'features', datatype: 'FP32', shape: [1, 8], data: Float32Array.from([1, 2, 3, 4, 5, 6, 7, 8]) }])
-    ).score;
-    expect(result.outputs[0]?.data[0]).toBeCloseTo((want as number[])[0] as number, 5);
+    expect(done.failedReason).toBe(OUTDATED_JOB_FAILURE);
+    expect(done.attemptsMade).toBe(1);
+    expect(rowsRun.get('mlp') ?? 0).toBe(rowsBefore);
+
+    const api = createBullJobQueue({ connection: config.redisUrl, prefix, retentionS: RETENTION_S, attempts: 1 });
+    try {
+      const view = await api.get(jobId);
+      expect(view).toMatchObject({ id: jobId, tenant: 'tenant-a', status: 'failed', error: { code: 'invalid_input' } });
+      expect(view?.error?.message).toMatch(/older warmpool.*start it again$/);
+    } finally {
+      await api.close();
+    }
+
+    const { entryId, ids } = await addEntry('mlp', [{ rows: 1 }], features(1, 7));
+    expect((await completed('mlp', entryId)).members[ids[0] as string]?.status).toBe('succeeded');
   });
 });

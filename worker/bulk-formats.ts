@@ -1,16 +1,18 @@
 /**
- * The bulk formats' readers and writers for this worker, loaded with the bulk subsystem (and its
+ * The bulk formats' readers and writers for this worker, loaded with the tabular codecs (and their
  * Parquet library) when the first chunk arrives: most workers never score one.
  */
+import type { ChunkReadLimits } from '../infra/tabular/index.ts';
 import type { ChunkFormats } from './bulk-chunk.ts';
 
 let loaded: Promise<ChunkFormats> | undefined;
 
-export function loadChunkFormats(): Promise<ChunkFormats> {
-  loaded ??= import('../infra/bulk/index.ts').then((bulk) => ({
-    read: bulk.readChunkRows,
-    write: bulk.encodePart,
-    contentType: (spec) => bulk.PART_CONTENT_TYPES[spec.outputFormat],
+/** `limits`: what a chunk's reads may cost (PARQUET_FOOTER_MAX_BYTES), the same for every chunk of this process. */
+export function loadChunkFormats(limits: ChunkReadLimits = {}): Promise<ChunkFormats> {
+  loaded ??= import('../infra/tabular/index.ts').then((tabular) => ({
+    read: (spec, store, inputs) => tabular.readChunkRows(spec, store, inputs, limits),
+    write: tabular.encodePart,
+    contentType: (spec) => tabular.PART_CONTENT_TYPES[spec.outputFormat],
   }));
   return loaded;
 }

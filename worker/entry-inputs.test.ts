@@ -16,7 +16,7 @@ const manifest = {
   ],
   outputs: [{ name: 'y', datatype: 'FP32', shape: [-1, 1] }],
 } as ModelManifest;
-const bounds = { maxRows: 10, maxElements: 50 };
+const bounds = { maxRows: 10, maxElements: 50, maxBytesElements: 2 };
 
 /** Three members of 1, 2 and 1 rows; `seq` [4, 3, 2] (its second axis dynamic), `word` [4, 1]. */
 function entry(over: { seq?: Partial<PackedSpec>; rows?: number[]; outputs?: string[] } = {}): { data: EntryData; bytes: Buffer } {
@@ -55,6 +55,8 @@ describe('checkEntry', () => {
     ['a member with no rows', { rows: [1, 0, 3] }, /rows must be/],
     ['a member past the row bound', { rows: [11] }, /at most 10/],
     ['a member past the element bound', { rows: [2, 9] }, /more than 50 elements/],
+    // `word` is one string a row: 3 rows are 3 strings, counted from the shape (nothing decoded).
+    ['a member past the BYTES element bound', { rows: [1, 3] }, /request job_1: its BYTES inputs declare 3 BYTES elements .*at most 2/],
     ['an output the model lacks', { outputs: ['z'] }, /unknown output/],
   ])('refuses %s', (_name, over, message) => {
     const { data } = entry(over);

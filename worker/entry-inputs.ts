@@ -5,7 +5,9 @@
  *
  *   read     GET (as bytes) `<p>:{q}:in:<entryId>` + SMEMBERS `<p>:{q}:skip:<entryId>`, one pipeline
  *   check    names, datatypes, ranks, fixed and dynamic non-batch dims, rows = the members' sum,
- *            every member within MAX_ROWS_PER_JOB / MAX_ELEMENTS_PER_JOB, requested outputs known
+ *            every member within MAX_ROWS_PER_JOB / MAX_ELEMENTS_PER_JOB and its strings (BYTES
+ *            elements over its inputs, from the shapes) within MAX_BYTES_ELEMENTS_PER_JOB,
+ *            requested outputs known
  *   open     each input's elements over the reply (packed-tensors `tensorData`: typed-array views
  *            after at most one copy of the whole reply, when Redis handed it back unaligned)
  *   select   the rows of the members to run: the views themselves when every member runs, else
@@ -17,8 +19,8 @@
  */
 import type { EntryData } from '../infra/contracts/entry.ts';
 import type { ModelManifest } from '../infra/contracts/manifest.ts';
-import { checkShapeBounds, type ValidateLimits } from '../infra/contracts/oip-validate.ts';
-import { aligned, type PackedSpec, type TensorData, tensorData } from '../infra/contracts/packed-tensors.ts';
+import { checkBytesElements, checkShapeBounds, type ValidateLimits } from '../infra/contracts/oip-validate.ts';
+import { aligned, elementsOf, type PackedSpec, type TensorData, tensorData } from '../infra/contracts/packed-tensors.ts';
 import { InvalidInputError } from '../infra/kernel/errors.ts';
 import type { RedisClient } from '../infra/redis/client.ts';
 import { entryInputsKey, entrySkipKey } from '../infra/redis/keys.ts';
@@ -79,6 +81,12 @@ export function checkEntry(data: EntryData, manifest: ModelManifest, bounds: Req
   }
   const unknown = [...specs.keys()][0];
   if (unknown !== undefined) invalid('unknown_input', `unknown input "${unknown}"`);
+  // Before openInputs decodes a single string: each member's own, as the API counted them.
+  const strings = data.inputs.filter((spec) => spec.datatype === 'BYTES');
+  for (const m of strings.length > 0 ? data.members : []) {
+    const count = strings.reduce((n, spec) => n + m.rows * elementsOf(spec.shape.slice(1)), 0);
+    checkBytesElements(count, bounds, `request ${m.id}: its BYTES inputs`);
+  }
   const outputs = new Set(manifest.outputs.map((o) => o.name));
   for (const o of data.outputs ?? []) if (!outputs.has(o.name)) invalid('unknown_output', `unknown output "${o.name}"`);
 }

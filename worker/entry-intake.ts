@@ -10,7 +10,7 @@
  *             alone fails invalid_input or inference_failed (engine/rejections.ts, ORT's own
  *             message to onRejected, never to the tenant)
  *   write     the succeeded members' output rows packed into `<p>:{q}:out:<entryId>` (EX the
- *             jobs' retention) and, for members that carry a cacheDigest, result-cache entries:
+ *             jobs' retention; charged first to the tenant's stored bytes) and, for members that carry a cacheDigest, result-cache entries:
  *             written before the entry completes, so whoever sees a member succeeded finds them
  *   return    the EntryResult (BullMQ's returnvalue): per member its outcome, row and timings
  *
@@ -28,6 +28,7 @@ import type { RedisClient } from '../infra/redis/client.ts';
 import { entryInputsKey, entryOutputsKey } from '../infra/redis/keys.ts';
 import type { OpenJobsReleaser } from '../infra/redis/open-jobs.ts';
 import type { CacheEntry, ResultCache } from '../infra/redis/result-cache.ts';
+import type { StoredBytes } from '../infra/redis/stored-bytes.ts';
 import type { EngineTensor } from './engine/engine.ts';
 import { rejectionOf } from './engine/rejections.ts';
 import { dtypeToDatatype } from './engine/tensor-codec.ts';
@@ -46,9 +47,17 @@ export interface EntryDeps extends Omit<EntryRunDeps, 'outputNames'> {
   /** JOB_RETENTION_S: how long the outputs key lives. */
   retentionS: number;
   results?: Pick<ResultCache, 'putMany'>;
+  /** The tenants' stored-bytes ledger (MAX_STORED_BYTES_PER_TENANT): outputs charged, ended jobs' inputs released; none when absent. */
+  storedBytes?: StoredBytesLedger;
   onCacheError?: (err: unknown) => void;
   onRejected?: (e: { jobId: string; code: string; ortMessage: string }) => void;
   onJobDone?: (e: { outcome: JobOutcome; queueMs: number; rows: number }) => void;
+}
+
+/** The worker's side of infra/redis/stored-bytes.ts: releases are batched (open-jobs.ts's releaser takes its shape). */
+export interface StoredBytesLedger {
+  ledger: Pick<StoredBytes, 'charge'>;
+  releaser: Pick<OpenJobsReleaser, 'release'>;
 }
 
 interface Live extends LiveMember {
@@ -118,7 +127,7 @@ export async function processEntry(deps: EntryDeps, entryId: string, data: Entry
   if (run.ran.size > 0) {
     const packed = packOutputs(run.outputs, wantedOutputs(data, deps.manifest));
     result.outputs = packed.specs;
-    await writeOutputs(deps, entryId, packed, cacheEntries(deps, live, run, packed)).catch((err: unknown) => {
+    await writeOutputs(deps, entryId, data.tenant, packed, cacheEntries(deps, live, run, packed)).catch((err: unknown) => {
       retry(live, deps);
       throw err;
     });
@@ -130,16 +139,26 @@ export async function processEntry(deps: EntryDeps, entryId: string, data: Entry
 /**
  * The entry has ended for good (completed, or failed with its attempts spent or its workers
  * crashed): its inputs are no longer needed, and none of its members is open for its tenant
- * (a skipped one was released by the API already; releasing it again changes nothing).
+ * (a skipped one was released by the API already; releasing it again changes nothing), nor are
+ * its inputs kept: their charges to the tenant's stored bytes go (its outputs' stay, with them).
  */
 export function entryEnded(
-  deps: { redis: Pick<RedisClient, 'unlink'>; prefix: string; queue: string; openJobs?: Pick<OpenJobsReleaser, 'release'> },
+  deps: {
+    redis: Pick<RedisClient, 'unlink'>;
+    prefix: string;
+    queue: string;
+    openJobs?: Pick<OpenJobsReleaser, 'release'> | undefined;
+    storedBytes?: StoredBytesLedger | undefined;
+  },
   entryId: string,
   data: EntryData,
   onError: (err: unknown) => void,
 ): void {
   deps.redis.unlink(entryInputsKey(deps.prefix, deps.queue, entryId)).catch(onError);
-  for (const m of data.members) deps.openJobs?.release(data.tenant, m.id);
+  for (const m of data.members) {
+    deps.openJobs?.release(data.tenant, m.id);
+    deps.storedBytes?.releaser.release(data.tenant, m.id);
+  }
 }
 
 function failed(code: string, message: string, queueMs: number, deps: Pick<EntryDeps, 'onJobDone'>): MemberOutcome {
@@ -202,10 +221,23 @@ function packMemberRows(outputs: Record<string, EngineTensor>, packed: PackedSet
   );
 }
 
-/** The outputs key (its failure fails the attempt) beside the cache entries (theirs only goes to onCacheError). */
-async function writeOutputs(deps: EntryDeps, entryId: string, packed: PackedSet, cache: readonly CacheEntry[]): Promise<void> {
+/**
+ * The outputs key (its failure fails the attempt) beside the cache entries (theirs only goes to
+ * onCacheError). The outputs are charged to the tenant's stored bytes first, whatever its
+ * budget: the work is done and kept, and the tenant's next submits are refused instead. Charged
+ * before written, so a failure between the two errs high (the charge expires), never low; a
+ * retried attempt charges the same id, counted once.
+ */
+async function writeOutputs(
+  deps: EntryDeps,
+  entryId: string,
+  tenant: string,
+  packed: PackedSet,
+  cache: readonly CacheEntry[],
+): Promise<void> {
   const cached =
     cache.length > 0 && deps.results ? deps.results.putMany(cache).catch((err: unknown) => deps.onCacheError?.(err)) : undefined;
+  await deps.storedBytes?.ledger.charge(tenant, `out:${entryId}`, packed.bytes.byteLength);
   await deps.redis.set(entryOutputsKey(deps.prefix, deps.queue, entryId), packed.bytes, 'EX', deps.retentionS);
   await cached;
 }

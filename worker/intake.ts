@@ -4,17 +4,23 @@
  * each job's processor waits on its rows' forward passes, so BullMQ renews its lock on the main
  * thread meanwhile and a crashed worker's jobs go back to the queue as stalled (at-least-once).
  *
- * An entry's members end with outcomes of their own (entry-intake.ts: the entry completes even
- * when some fail). For an `infer` job, errors become BullMQ decisions here and nowhere else: a
- * job past its start deadline (`timeoutMs`) → UnrecoverableError (`deadline_exceeded: …`, never
- * run late); invalid input → UnrecoverableError (`invalid_input: …`, no retry); a forward pass
- * that fails for this job alone (the batcher bisected it out) → UnrecoverableError,
- * `invalid_input` when ORT found an index out of range in
- * the job's data and `inference_failed` otherwise, with our words, never ORT's (its message
- * names graph nodes: it goes to `onRejected`, the worker's log; engine/rejections.ts); anything
- * else is thrown as is and retried with back-off.
+ * One job path, by BullMQ job name (infra/contracts/queue-job.ts):
+ *   `entry`  queue entries, how the API sends online requests (many requests, packed tensors):
+ *            entry-intake.ts; each member ends with an outcome of its own (the entry completes
+ *            even when some fail), and only entries fill the result cache (infra/redis/result-cache.ts);
+ *   `bulk`   bulk chunks: the worker reads their rows itself and writes the part (bulk-chunk.ts);
+ *   other    failed at once, never run (UnrecoverableError, OUTDATED_JOB_FAILURE: `start it again`):
+ *            an online job an API from before queue entries queued (`infer`, rows inside) that
+ *            was still queued when this worker came up. Its tenant's open-job slot is released.
  *
- * Bounded work: every job is checked against MAX_ROWS_PER_JOB and MAX_ELEMENTS_PER_JOB again
+ * For a chunk, errors become BullMQ decisions here and nowhere else: invalid input →
+ * UnrecoverableError (`invalid_input: …`, no retry); a forward pass that fails for this chunk
+ * alone (the batcher bisected it out) → UnrecoverableError, `invalid_input` when ORT found an
+ * index out of range in its data and `inference_failed` otherwise, with our words, never ORT's
+ * (its message names graph nodes: it goes to `onRejected`, the worker's log;
+ * engine/rejections.ts); anything else is thrown as is and retried with back-off.
+ *
+ * Bounded work: every entry is checked against MAX_ROWS_PER_JOB and MAX_ELEMENTS_PER_JOB again
  * here, before anything is allocated for it, whatever its producer (an older API, a crafted
  * queue entry): a shape like `[1e9, 0]` is invalid input, not a billion rows to slice.
  *
@@ -22,21 +28,22 @@
  * stalled check puts it back) gets one more worker. After MAX_WORKER_CRASHES such stalls BullMQ
  * marks it, and the next worker to fetch it fails it at once without running it (BullMQ's
  * "job stalled more than allowable limit", shown as `worker_crashed`: infra/queue/job-view.ts).
- *
- * Two kinds of job: queue entries (`entry`: many requests, packed tensors; entry-intake.ts), how
- * the API sends online requests; bulk chunks (the worker reads their rows itself: bulk-chunk.ts); and
- * online jobs an older API queued. Only entries fill the result cache (infra/redis/result-cache.ts,
- * which holds packed outputs); an `infer` job's outputs are its returnvalue alone.
  */
-import { DelayedError, type Job, UnrecoverableError, WaitingError, Worker } from 'bullmq';
-import { type EntryData, type EntryResult, isEntryData } from '../infra/contracts/entry.ts';
-import type { JobData, JobResult } from '../infra/contracts/job.ts';
+import { type Job, UnrecoverableError, WaitingError, Worker } from 'bullmq';
 import { queueName } from '../infra/contracts/job.ts';
 import type { ModelManifest } from '../infra/contracts/manifest.ts';
-import type { OipRequestedOutput, OipTensor } from '../infra/contracts/oip.ts';
-import { validateInferRequest } from '../infra/contracts/oip-validate.ts';
+import {
+  asQueueJob,
+  type ChunkData,
+  type ChunkResult,
+  isLegacyJobData,
+  OUTDATED_JOB_FAILURE,
+  type QueueJobData,
+  type QueueJobResult,
+} from '../infra/contracts/queue-job.ts';
 import type { Clock } from '../infra/kernel/clock.ts';
 import { InvalidInputError } from '../infra/kernel/errors.ts';
+import { createQueueWakeups } from '../infra/queue/index.ts';
 import type { RedisClient } from '../infra/redis/client.ts';
 import type { OpenJobsReleaser } from '../infra/redis/open-jobs.ts';
 import type { ResultCache } from '../infra/redis/result-cache.ts';
@@ -44,10 +51,9 @@ import type { ObjectStore } from '../infra/registry/object-store.ts';
 import type { Slice, SliceResult } from './batch-runner.ts';
 import type { Batcher } from './batcher.ts';
 import { type ChunkFormats, scoreChunk } from './bulk-chunk.ts';
-import { EngineRejectedError, type EngineTensor } from './engine/engine.ts';
+import { EngineRejectedError } from './engine/engine.ts';
 import { rejectionOf } from './engine/rejections.ts';
-import { concatRows, engineToOip, oipToEngine, sliceRows } from './engine/tensor-codec.ts';
-import { type EntryDeps, entryEnded, processEntry } from './entry-intake.ts';
+import { type EntryDeps, entryEnded, processEntry, type StoredBytesLedger } from './entry-intake.ts';
 
 /** A forward pass failed for one slice alone: the job's data is what the model rejects. */
 export class SliceFailedError extends Error {}
@@ -84,6 +90,8 @@ export interface IntakeOptions {
   gate?: IntakeGate;
   /** Told of each online job that ended here for good, so it no longer counts among its tenant's open jobs. */
   openJobs?: Pick<OpenJobsReleaser, 'release'>;
+  /** The tenants' stored bytes (MAX_STORED_BYTES_PER_TENANT): outputs charged, ended entries' inputs released; none when absent. */
+  storedBytes?: StoredBytesLedger;
 }
 
 /** A worker's way to bulk data: object stores by bucket, and the format readers and writers (loaded on first use). */
@@ -92,14 +100,13 @@ export interface BulkChunkIo {
   formats(): Promise<ChunkFormats>;
 }
 
-/** What the intake takes: entries, and `infer` jobs (bulk chunks, an older API's online jobs). */
-export type IntakeData = JobData | EntryData;
-export type IntakeResult = JobResult | EntryResult;
-export type IntakeWorker = Worker<IntakeData, IntakeResult>;
+/** What the intake takes: entries and bulk chunks (anything else it fails: see the header). */
+export type IntakeWorker = Worker<QueueJobData, QueueJobResult>;
 
 export interface JobBounds {
   maxRows: number;
   maxElements: number;
+  maxBytesElements: number;
 }
 
 /**
@@ -142,59 +149,89 @@ export async function admitOrReturn(
  * the engine. A BullMQ worker fetches up to its concurrency (sized for online micro-batches, up
  * to hundreds), so without a bound the first worker to fetch hoarded a run's queued chunks and
  * finished them alone while another idled (measured: 2 workers of a CNN ran at 0.6 of ONNX
- * Runtime). A chunk past the bound goes back to the queue for CHUNK_RETURN_DELAY_MS, no attempt
- * counted, where a worker with room takes it.
+ * Runtime).
+ *
+ * A chunk fetched past the bound is held as the worker's one *waiter*, and the worker fetches
+ * nothing more meanwhile (its concurrency is 1 while the waiter waits: BullMQ's loop fetches
+ * only while fewer jobs than that are in hand). The waiter wakes on, and only on,
+ *   - a chunk of this worker ending: it takes that slot and runs here, no Redis call at all;
+ *   - an online job becoming waiting, or another worker finding the queue drained (it is idle),
+ *     read from the queue's events stream (infra/queue queue-wakeups.ts): the waiter goes back
+ *     to the queue (no attempt counted) and the worker fetches again, online jobs first;
+ *   - the worker pausing or closing: it goes back.
+ * And while it holds chunks, the worker fetches at most one job more than it holds (concurrency
+ * MAX_CHUNKS_IN_HAND + 1): BullMQ fetches a whole round, up to its concurrency, before it starts
+ * any of them, so a worker whose full concurrency came back when its waiter took a slot fetched
+ * every chunk queued (up to its concurrency) and handed all but one straight back, two Redis
+ * calls each (scripts/bench/chunk-handback.ts, one worker, chunks of 1,000 rows: 2.4 fetches
+ * and 83 Redis commands per chunk with 8 queued, 4.7 and 135 with 64; capped, 1.0 and 46 at
+ * both). Its full concurrency returns once no chunk is in hand, or when the waiter goes back
+ * for an online job (those are fetched together, for the batcher; the chunks fetched behind
+ * them go back, once per such wake-up).
+ * So the Redis calls per chunk stay the same however many chunks are queued. (It used to go
+ * back delayed by 200 ms, to be fetched again: with many chunks queued every worker cycled
+ * its whole concurrency of them through Redis five times a second.)
  */
 export const MAX_CHUNKS_IN_HAND = 2;
-export const CHUNK_RETURN_DELAY_MS = 200;
+
+/** How the waiter's wait ended: it runs in a freed slot, or goes back (for an online job: `online`). */
+type WaiterOutcome = 'slot' | 'back' | 'online';
 
 export function createIntake(options: IntakeOptions): IntakeWorker {
   const { manifest } = options;
   const queue = queueName(manifest.name, manifest.version);
   const entries: EntryDeps = { ...options, redis: options.connection, queue };
+  const wakeups = createQueueWakeups(options.connection, options.prefix, queue);
   let chunksInHand = 0;
-  const process = async (job: Job<IntakeData, IntakeResult>, token?: string): Promise<IntakeResult> => {
+  /** The one chunk fetched past the bound, told when a slot frees (or to go back). */
+  let waiter: ((outcome: WaiterOutcome) => void) | undefined;
+  /** BullMQ's concurrency for what is in hand (see MAX_CHUNKS_IN_HAND): none more while the waiter waits. */
+  const fitConcurrency = (online = false) => {
+    const held = chunksInHand > 0 && !online ? MAX_CHUNKS_IN_HAND + 1 : options.concurrency;
+    worker.concurrency = waiter ? 1 : Math.min(held, options.concurrency);
+  };
+  const wait = async (): Promise<WaiterOutcome> => {
+    const stop = new AbortController();
+    const local = new Promise<WaiterOutcome>((resolve) => {
+      waiter = resolve;
+    });
+    const remote = wakeups.next(stop.signal).then((w): WaiterOutcome | undefined => {
+      if (w === 'aborted') return undefined;
+      return w === 'entry' ? 'online' : 'back';
+    });
+    fitConcurrency();
+    let outcome: WaiterOutcome = 'back';
+    try {
+      outcome = (await Promise.race([local, remote.then((o) => o ?? local)])) as WaiterOutcome;
+      return outcome;
+    } finally {
+      waiter = undefined;
+      stop.abort();
+      fitConcurrency(outcome === 'online');
+    }
+  };
+  const process = async (job: Job<QueueJobData, QueueJobResult>, token?: string): Promise<QueueJobResult> => {
     await admitOrReturn(job, token, options.gate, options.clock);
     const startedAt = job.processedOn ?? options.clock.now();
-    const data = job.data;
-    if (isEntryData(data)) return processEntry(entries, job.id ?? '', data, startedAt);
-    if (!data.bulk) return processJob(job.id ?? '', data, startedAt);
-    if (chunksInHand >= MAX_CHUNKS_IN_HAND) {
-      await job.moveToDelayed(options.clock.now() + CHUNK_RETURN_DELAY_MS, token);
-      throw new DelayedError();
+    const typed = asQueueJob(job);
+    if (!typed) return outdated(job.data, startedAt, options);
+    if (typed.name === 'entry') return processEntry(entries, job.id ?? '', typed.data, startedAt);
+    // A second one past the bound (a fetch already under way as the first began to wait) goes back at once.
+    if (chunksInHand >= MAX_CHUNKS_IN_HAND && (waiter || worker.closing || (await wait()) !== 'slot')) {
+      await job.moveToWait(token);
+      throw new WaitingError();
     }
     chunksInHand++;
+    fitConcurrency();
     try {
-      return await processJob(job.id ?? '', data, startedAt);
+      return await processChunk(job.id ?? '', typed.data, startedAt, options);
     } finally {
       chunksInHand--;
+      fitConcurrency();
+      waiter?.('slot');
     }
   };
-  const processJob = async (jobId: string, data: JobData, startedAt: number): Promise<JobResult> => {
-    const queueMs = Math.max(0, startedAt - data.submittedAt);
-    const { timeoutMs } = data;
-    if (timeoutMs !== undefined && queueMs > timeoutMs) {
-      options.onJobDone?.({ outcome: 'failed', queueMs, rows: 0 });
-      throw new UnrecoverableError(`deadline_exceeded: the job waited ${queueMs} ms for a worker; its deadline was ${timeoutMs} ms`);
-    }
-    try {
-      if (data.bulk) return await runChunk(data.bulk, options, queueMs);
-      const result = await runJob(data, options, queueMs);
-      options.onJobDone?.({ outcome: 'succeeded', queueMs, rows: result.rows });
-      return result.result;
-    } catch (err) {
-      const unrecoverable = err instanceof InvalidInputError || err instanceof SliceFailedError;
-      options.onJobDone?.({ outcome: unrecoverable ? 'failed' : 'retry', queueMs, rows: 0 });
-      if (err instanceof InvalidInputError) throw new UnrecoverableError(`invalid_input: ${err.message}`);
-      if (err instanceof SliceFailedError) {
-        const { code, message } = rejectionOf(err.message);
-        options.onRejected?.({ jobId, code, ortMessage: err.message });
-        throw new UnrecoverableError(`${code}: ${message}`);
-      }
-      throw err;
-    }
-  };
-  const worker = new Worker<IntakeData, IntakeResult>(queue, process, {
+  const worker = new Worker<QueueJobData, QueueJobResult>(queue, process, {
     connection: options.connection,
     prefix: options.prefix,
     concurrency: options.concurrency,
@@ -204,19 +241,58 @@ export function createIntake(options: IntakeOptions): IntakeWorker {
     autorun: false,
     name: options.workerId,
   });
-  const { openJobs } = options;
+  const { openJobs, storedBytes } = options;
   const onCleanupError = options.onCleanupError ?? (() => undefined);
   // Every end, the stalled-job failure too (BullMQ fails it before the processor runs). A failed
   // attempt that will be retried has no finishedOn yet: the job is still open, its inputs needed.
-  const ended = (job: Job<IntakeData, IntakeResult> | undefined) => {
+  const ended = (job: Job<QueueJobData, QueueJobResult> | undefined) => {
     if (!job?.id || job.finishedOn === undefined) return;
-    const data = job.data;
-    if (isEntryData(data)) entryEnded({ redis: options.connection, prefix: options.prefix, queue, openJobs }, job.id, data, onCleanupError);
-    else if (!data.bulk) openJobs?.release(data.tenant, job.id);
+    const typed = asQueueJob(job);
+    if (typed?.name === 'entry') {
+      entryEnded({ redis: options.connection, prefix: options.prefix, queue, openJobs, storedBytes }, job.id, typed.data, onCleanupError);
+    } else if (!typed && isLegacyJobData(job.data)) openJobs?.release(job.data.tenant, job.id);
   };
   worker.on('completed', ended);
   worker.on('failed', ended);
+  // A waiter goes back when the worker stops taking work (standby, drain, close).
+  const sendBack = () => waiter?.('back');
+  worker.on('paused', sendBack);
+  worker.on('closing', () => {
+    sendBack();
+    void wakeups.close();
+  });
+  worker.on('closed', () => void wakeups.close());
   return worker;
+}
+
+/**
+ * A job of neither kind (infra/contracts/queue-job.ts): an older API's online job, or anything
+ * else a producer put in the queue. Failed for good, never run; its user starts it again.
+ */
+function outdated(data: unknown, startedAt: number, options: IntakeOptions): never {
+  const submittedAt = isLegacyJobData(data) ? data.submittedAt : startedAt;
+  options.onJobDone?.({ outcome: 'failed', queueMs: Math.max(0, startedAt - submittedAt), rows: 0 });
+  throw new UnrecoverableError(OUTDATED_JOB_FAILURE);
+}
+
+/** A bulk chunk, its errors as BullMQ decisions (see the header). */
+async function processChunk(jobId: string, data: ChunkData, startedAt: number, options: IntakeOptions): Promise<ChunkResult> {
+  const queueMs = Math.max(0, startedAt - data.submittedAt);
+  try {
+    return await runChunk(data.bulk, options, queueMs);
+  } catch (err) {
+    const unrecoverable = err instanceof InvalidInputError || err instanceof SliceFailedError;
+    options.onJobDone?.({ outcome: unrecoverable ? 'failed' : 'retry', queueMs, rows: 0 });
+    // An input rewritten since the run listed it keeps its own code: the run fails `input_changed`.
+    if (err instanceof InvalidInputError)
+      throw new UnrecoverableError(`${err.code === 'input_changed' ? err.code : 'invalid_input'}: ${err.message}`);
+    if (err instanceof SliceFailedError) {
+      const { code, message } = rejectionOf(err.message);
+      options.onRejected?.({ jobId, code, ortMessage: err.message });
+      throw new UnrecoverableError(`${code}: ${message}`);
+    }
+    throw err;
+  }
 }
 
 /**
@@ -224,7 +300,7 @@ export function createIntake(options: IntakeOptions): IntakeWorker {
  * returns the part, never outputs. A chunk job from before workers read their own rows (its rows
  * in the job, no `source`) is refused: its run must be started again.
  */
-async function runChunk(bulk: NonNullable<JobData['bulk']>, options: IntakeOptions, queueMs: number): Promise<JobResult> {
+async function runChunk(bulk: ChunkData['bulk'], options: IntakeOptions, queueMs: number): Promise<ChunkResult> {
   if (!options.bulk) throw new Error('this worker has no object store for bulk chunks');
   if (!bulk.source) {
     throw new InvalidInputError('invalid_chunk', 'a chunk job from an older warmpool (rows inside the job); start the bulk run again');
@@ -246,62 +322,7 @@ async function runChunk(bulk: NonNullable<JobData['bulk']>, options: IntakeOptio
     },
   });
   options.onJobDone?.({ outcome: 'succeeded', queueMs, rows: scored.rows });
-  return { outputs: [], part: scored.part, timings: { queueMs, inferMs: round(inferMs), batchRows }, workerId: options.workerId };
-}
-
-async function runJob(data: JobData, options: IntakeOptions, queueMs: number): Promise<{ result: JobResult; rows: number }> {
-  const { manifest, batcher, maxRows } = options;
-  // Jobs normally come validated from the API; validating again keeps any other producer
-  // (or a stale job from an older model version) from crashing a forward pass for others.
-  const request: DecodedJob = validated(data, manifest, options.bounds);
-  const { tensors } = request;
-
-  const slices: Slice[] = [];
-  for (let start = 0; start < request.rows; start += maxRows) {
-    const end = Math.min(request.rows, start + maxRows);
-    const inputs: Record<string, EngineTensor> = {};
-    for (const [name, t] of Object.entries(tensors)) inputs[name] = end - start === request.rows ? t : sliceRows(t, start, end);
-    slices.push({ inputs, rows: end - start });
-  }
-  const results = await Promise.all(
-    slices.map((s) =>
-      batcher.submit(s).catch((err: unknown) => {
-        throw err instanceof EngineRejectedError ? new SliceFailedError(err.message, { cause: err }) : err;
-      }),
-    ),
-  );
-
-  const wanted = request.outputs?.map((o) => o.name) ?? manifest.outputs.map((o) => o.name);
-  const outputs: OipTensor[] = wanted.map((name) => {
-    const parts = results.map((r) => r.outputs[name] as EngineTensor);
-    return engineToOip(name, parts.length === 1 ? (parts[0] as EngineTensor) : concatRows(parts));
-  });
-  return {
-    rows: request.rows,
-    result: {
-      outputs,
-      timings: {
-        queueMs,
-        inferMs: round(results.reduce((sum, r) => sum + r.inferMs, 0)),
-        batchRows: Math.max(...results.map((r) => r.batchRows)),
-      },
-      workerId: options.workerId,
-    },
-  };
-}
-
-interface DecodedJob {
-  tensors: Record<string, EngineTensor>;
-  rows: number;
-  outputs?: OipRequestedOutput[];
-}
-
-function validated(data: JobData, manifest: ModelManifest, bounds: JobBounds): DecodedJob {
-  const request = validateInferRequest({ inputs: data.inputs, outputs: data.outputs }, manifest, bounds);
-  const tensors: Record<string, EngineTensor> = {};
-  // Legacy jobs carry JSON data, never binary: no binary map is passed, so data is JSON values.
-  for (const input of request.inputs) tensors[input.name] = oipToEngine(input as OipTensor);
-  return { ...request, tensors };
+  return { part: scored.part, timings: { queueMs, inferMs: round(inferMs), batchRows }, workerId: options.workerId };
 }
 
 function round(ms: number): number {

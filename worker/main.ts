@@ -13,7 +13,6 @@
  * their first use (infra/registry/lazy-object-store.ts), after `downloading`.
  */
 import { parseArgs } from 'node:util';
-import type { createStoreFactory } from '../infra/bulk/index.ts';
 import { systemClock } from '../infra/kernel/clock.ts';
 import type { Config } from '../infra/kernel/config.ts';
 import { onShutdownSignals } from '../infra/kernel/lifecycle.ts';
@@ -22,6 +21,7 @@ import { createRedis } from '../infra/redis/client.ts';
 import { lazyObjectStore } from '../infra/registry/lazy-object-store.ts';
 import { createModelRegistry } from '../infra/registry/model-registry.ts';
 import type { ObjectStore } from '../infra/registry/object-store.ts';
+import type { createStoreFactory } from '../infra/registry/store-factory.ts';
 import { createThreadEngine } from './engine/thread-engine.ts';
 import { type HealthServer, startHealthServer } from './health-server.ts';
 
@@ -74,12 +74,15 @@ export async function workerMain(args: string[], config: Config, env: NodeJS.Pro
     // The health server closes after this resolves: a /drain caller gets its answer first.
     resolveDone(0);
   };
-  onShutdownSignals({
-    drain,
-    // onShutdownSignals exits with 128 + signal right after this; held jobs return to the
-    // queue when their locks expire.
-    force: (signal, reason) => log.warn({ signal, reason }, 'forced exit'),
-  });
+  onShutdownSignals(
+    {
+      drain,
+      // onShutdownSignals exits with 128 + signal right after this; held jobs return to the
+      // queue when their locks expire.
+      force: (signal, reason) => log.warn({ signal, reason }, 'forced exit'),
+    },
+    { forceAfterMs: config.worker.drainLimitMs },
+  );
   void worker.drainRequested.then(() => drain('control: drain'));
   // `kill -USR2 <pid>`: where the worker and its Redis connections stand, logged at warn.
   process.on('SIGUSR2', () => {
@@ -122,7 +125,7 @@ function lazyBulkStores(s3: Config['s3']): { storeFor(bucket: string): ObjectSto
   let closed = false;
   const load = () => {
     if (closed) return Promise.reject(new Error('the bulk store factory is closed'));
-    factory ??= import('../infra/bulk/index.ts').then((bulk) => bulk.createStoreFactory(s3));
+    factory ??= import('../infra/registry/store-factory.ts').then((m) => m.createStoreFactory(s3));
     return factory;
   };
   return {

@@ -22,6 +22,7 @@
  * naming the input and asking for --warmup-shape. Models without such inputs run no extra pass.
  */
 
+import { DATATYPE_INFO, newElements } from '../infra/contracts/datatypes.ts';
 import type { ModelManifest, TensorSpec } from '../infra/contracts/manifest.ts';
 import type { Clock } from '../infra/kernel/clock.ts';
 import { EngineRejectedError, type EngineTensor, type InferenceEngine } from './engine/engine.ts';
@@ -466,33 +467,19 @@ function copyInputs(inputs: Record<string, EngineTensor>): Record<string, Engine
 }
 
 function syntheticTensor(spec: TensorSpec, dims: number[]): EngineTensor {
-  const type = datatypeToDtype(spec.datatype);
   const n = elementCount(dims);
+  const data = newElements(spec.datatype, n);
   const next = unitRandom(0x5eed);
-  switch (type) {
-    case 'float32':
-      return { type, dims, data: Float32Array.from({ length: n }, next) };
-    case 'float64':
-      return { type, dims, data: Float64Array.from({ length: n }, next) };
-    case 'float16':
-      return { type, dims, data: Uint16Array.from({ length: n }, () => encodeHalf(next())) };
-    case 'bool':
-      return { type, dims, data: Uint8Array.from({ length: n }, (_, i) => i % 2) };
-    case 'string':
-      return { type, dims, data: Array.from({ length: n }, () => 'warmup') };
-    case 'int64':
-      return { type, dims, data: new BigInt64Array(n) };
-    case 'uint64':
-      return { type, dims, data: new BigUint64Array(n) };
-    default:
-      return {
-        type,
-        dims,
-        data: new { int8: Int8Array, uint8: Uint8Array, int16: Int16Array, uint16: Uint16Array, int32: Int32Array, uint32: Uint32Array }[
-          type
-        ](n),
-      };
+  // Values the datatype holds (the table's kind says which): floats in [-1, 1), alternating
+  // bools, a word for strings, and integers left at 0.
+  const kind = DATATYPE_INFO[spec.datatype].kind;
+  for (let i = 0; i < n; i++) {
+    if (kind === 'float') (data as Float32Array | Float64Array)[i] = next();
+    else if (kind === 'half') (data as Uint16Array)[i] = encodeHalf(next());
+    else if (kind === 'bool') (data as Uint8Array)[i] = i % 2;
+    else if (kind === 'bytes') (data as string[])[i] = 'warmup';
   }
+  return { type: datatypeToDtype(spec.datatype), dims, data };
 }
 
 /** A small seeded generator of values in [-1, 1): the same inputs on every worker. */

@@ -35,6 +35,7 @@ import { closeRedis, duplicateClient, type RedisClient } from '../infra/redis/cl
 import { metricsKey, workerKey } from '../infra/redis/keys.ts';
 import { createOpenJobs, createOpenJobsReleaser, type OpenJobsReleaser } from '../infra/redis/open-jobs.ts';
 import { createResultCache } from '../infra/redis/result-cache.ts';
+import { createStoredBytes } from '../infra/redis/stored-bytes.ts';
 import type { ModelRegistry } from '../infra/registry/model-registry.ts';
 import type { ObjectStore } from '../infra/registry/object-store.ts';
 import { type ArrivalCounter, createArrivalCounter } from '../infra/telemetry/arrival-counter.ts';
@@ -96,6 +97,8 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
   private completions?: ArrivalCounter;
   /** Ended jobs no longer open for their tenant, written once a second (infra/redis/open-jobs.ts). */
   private openJobs?: OpenJobsReleaser;
+  /** Releases of ended entries' inputs from the tenants' stored bytes (MAX_STORED_BYTES_PER_TENANT). */
+  private storedBytes?: OpenJobsReleaser;
   private readonly metricsRegistry = new Registry();
   private rowsSinceBeat = 0;
   private lastBeatAt: number;
@@ -286,6 +289,17 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
     }
   }
 
+  /** The ledger's worker side when a budget is set: outputs charged, ended entries' inputs released in batches. */
+  private storedBytesLedger(): { ledger: ReturnType<typeof createStoredBytes>; releaser: OpenJobsReleaser } | undefined {
+    const { config, redis, clock } = this.deps;
+    if (config.jobs.maxStoredBytesPerTenant <= 0) return undefined;
+    const ledger = createStoredBytes(redis, { prefix: config.queuePrefix, ttlMs: config.jobs.retentionS * 1000, clock });
+    this.storedBytes = createOpenJobsReleaser(ledger, clock, {
+      onError: (err) => this.deps.log.warn({ err }, 'stored bytes not released (they expire with the retention)'),
+    });
+    return { ledger, releaser: this.storedBytes };
+  }
+
   private startServing(manifest: ModelManifest, profile: BatchProfile): void {
     const { config, redis, clock } = this.deps;
     const labels = { model: manifest.name, version: manifest.version };
@@ -298,6 +312,7 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
       { onError: (err) => this.deps.log.warn({ err }, 'open jobs not released (they age out)') },
     );
     this.openJobs = openJobs;
+    const storedBytes = this.storedBytesLedger();
     const metrics = createWorkerMetrics(this.metricsRegistry, labels);
     const maxRows = config.worker.batchMaxRows > 0 ? config.worker.batchMaxRows : profile.chosenBatch;
     const run = createBatchRunner(
@@ -343,7 +358,14 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
       ttlS: config.worker.resultCacheTtlS,
       maxBytes: config.worker.resultCacheMaxBytes,
     });
-    const bulk = this.deps.storeFor ? { bulk: { storeFor: this.deps.storeFor, formats: loadChunkFormats } } : {};
+    const bulk = this.deps.storeFor
+      ? {
+          bulk: {
+            storeFor: this.deps.storeFor,
+            formats: () => loadChunkFormats({ parquetFooterMaxBytes: config.bulk.parquetFooterMaxBytes }),
+          },
+        }
+      : {};
     const processed = {
       succeeded: metrics.jobsProcessed.labels({ ...labels, outcome: 'succeeded' }),
       failed: metrics.jobsProcessed.labels({ ...labels, outcome: 'failed' }),
@@ -369,8 +391,13 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
           manifest,
           batcher,
           maxRows,
-          bounds: { maxRows: config.jobs.maxRowsPerJob, maxElements: config.jobs.maxElementsPerJob },
+          bounds: {
+            maxRows: config.jobs.maxRowsPerJob,
+            maxElements: config.jobs.maxElementsPerJob,
+            maxBytesElements: config.jobs.maxBytesElementsPerJob,
+          },
           openJobs,
+          ...(storedBytes ? { storedBytes } : {}),
           concurrency,
           lockDurationMs: config.worker.lockDurationMs,
           stalledIntervalMs: config.worker.stalledIntervalMs,
@@ -422,6 +449,7 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
       ['batcher', async () => this.batcher?.close()],
       ['completions', async () => this.completions?.close()],
       ['open-jobs', async () => this.openJobs?.close()],
+      ['stored-bytes', async () => this.storedBytes?.close()],
       ['engine', () => engine.close()],
     ];
     for (const [name, step] of steps) {

@@ -91,7 +91,7 @@ export function dashboardRoutes(deps: DashboardRoutesDeps): Hono<AuthEnv> {
         return c.json(errorBody('rate_limited', message, { retry_after_s: seconds }), 429, { 'Retry-After': String(seconds) });
       }
     }
-    return c.json(await simulate(c.req.param('model'), minutes, { ...choice, sloQueueWaitMs: sloMs }, c.req.raw.signal));
+    return c.json(await simulate(c.get('tenant'), c.req.param('model'), minutes, { ...choice, sloQueueWaitMs: sloMs }, c.req.raw.signal));
   });
 
   return app;

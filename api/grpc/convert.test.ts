@@ -1,17 +1,19 @@
 /**
- * The gRPC conversions on messages as the server receives them: each request is serialized and
- * deserialized with the published proto's own codec (proto-loader, PROTO_LOADER_OPTIONS), so the
+ * The gRPC conversions on messages as the server receives them: each request is serialized with
+ * the published proto's own codec (proto-loader) and decoded as the server decodes it (decode.ts), so the
  * shapes tested (defaults, oneofs, 64-bit strings, Buffers) are the real ones. Converted requests
  * go through the same validation as HTTP bodies.
  */
 import { loadSync } from '@grpc/proto-loader';
 import { describe, expect, it } from 'vitest';
+import { DATATYPES, GRPC_CONTENTS_FIELDS, grpcContentsField } from '../../infra/contracts/datatypes.ts';
 import type { ModelManifest, TensorSpec } from '../../infra/contracts/manifest.ts';
 import { validateInferRequest } from '../../infra/contracts/oip-validate.ts';
 import { jsonValues, rowsTensor } from '../../infra/contracts/packed-tensors.ts';
 import { InvalidInputError } from '../../infra/kernel/errors.ts';
 import { encodeHalf } from '../../infra/kernel/half-float.ts';
-import { CONTENTS_FIELD, fromModelInferRequest, fromParameters, longToJson, toModelInferResponse, toParameters } from './convert.ts';
+import { fromModelInferRequest, fromParameters, longToJson, toModelInferResponse, toParameters } from './convert.ts';
+import { decodeModelInferRequest } from './decode.ts';
 import { type ModelInferRequestMessage, type ModelInferResponseMessage, PROTO_LOADER_OPTIONS } from './messages.ts';
 import { PROTO_FILE } from './server.ts';
 
@@ -27,9 +29,9 @@ const service = definition['inference.GRPCInferenceService'] as unknown as Recor
 >;
 const infer = service.ModelInfer as NonNullable<(typeof service)['ModelInfer']>;
 
-/** What the server's handler gets for a request a client built as `message`. */
+/** What the server's handler gets for a request a client built as `message` (decode.ts, as service.ts decodes it). */
 function received(message: Record<string, unknown>): ModelInferRequestMessage {
-  return infer.requestDeserialize(infer.requestSerialize({ model_name: 'm', ...message })) as ModelInferRequestMessage;
+  return decodeModelInferRequest(infer.requestSerialize({ model_name: 'm', ...message }));
 }
 
 /** What a client gets for the response message the server built. */
@@ -330,9 +332,10 @@ describe('parameters', () => {
   });
 });
 
-it('names a contents field for every datatype but FP16, and every field of InferTensorContents', () => {
-  expect(Object.entries(CONTENTS_FIELD).filter(([, f]) => f === undefined)).toEqual([['FP16', undefined]]);
+it('the datatype table names a contents field for every datatype but FP16, and every field of InferTensorContents', () => {
+  expect(DATATYPES.filter((d) => grpcContentsField(d) === undefined)).toEqual(['FP16']);
   const contents = definition['inference.InferTensorContents'] as unknown as { type: { field: Array<{ name: string }> } };
   const fields = contents.type.field.map((f) => f.name);
-  expect(new Set(Object.values(CONTENTS_FIELD).filter(Boolean))).toEqual(new Set(fields));
+  expect(new Set(DATATYPES.map(grpcContentsField).filter(Boolean))).toEqual(new Set(fields));
+  expect(new Set(GRPC_CONTENTS_FIELDS)).toEqual(new Set(fields));
 });

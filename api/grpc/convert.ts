@@ -9,7 +9,8 @@
  * copy, no per-element pass. Typed contents become the input's JSON `data`, so validation checks
  * every element's range exactly as it checks an HTTP JSON body (int_contents carries int32s for an
  * INT8 input; validation refuses 300 there), with the same messages. Each datatype's elements
- * travel in one field (CONTENTS_FIELD, from the proto's comments); FP16 has none and must be raw.
+ * travel in one field (the datatype table's `grpc`, contracts/datatypes.ts, from the proto's
+ * comments); FP16 has none and must be raw.
  * A request with raw contents and typed contents at once is refused, as Triton does.
  *
  * Outputs. Raw (`raw_output_contents`, the bytes of packedData: a view of the worker's output, no
@@ -21,8 +22,14 @@
  * or an element becomes a number where it is a safe integer and stays a string otherwise (the
  * JSON form validation takes for INT64/UINT64), and goes back as a string.
  */
-import type { PackedArray } from '../../infra/contracts/binary-tensor.ts';
-import type { Datatype, InferRequest, InferResponse, OipTensor } from '../../infra/contracts/oip.ts';
+import {
+  DATATYPE_INFO,
+  type Datatype,
+  GRPC_CONTENTS_FIELDS,
+  grpcContentsField,
+  type PackedArray,
+} from '../../infra/contracts/datatypes.ts';
+import type { InferRequest, InferResponse, OipTensor } from '../../infra/contracts/oip.ts';
 import { binaryOutputs } from '../../infra/contracts/oip-binary.ts';
 import { packedData, type TensorData, wireBytes } from '../../infra/contracts/packed-tensors.ts';
 import { InvalidInputError } from '../../infra/kernel/errors.ts';
@@ -38,34 +45,6 @@ import type {
   ParameterMap,
   TensorContentsMessage,
 } from './messages.ts';
-
-/** The contents field that carries a datatype's elements; FP16 has none (raw only). */
-export const CONTENTS_FIELD: Record<Datatype, ContentsField | undefined> = {
-  BOOL: 'bool_contents',
-  INT8: 'int_contents',
-  INT16: 'int_contents',
-  INT32: 'int_contents',
-  INT64: 'int64_contents',
-  UINT8: 'uint_contents',
-  UINT16: 'uint_contents',
-  UINT32: 'uint_contents',
-  UINT64: 'uint64_contents',
-  FP16: undefined,
-  FP32: 'fp32_contents',
-  FP64: 'fp64_contents',
-  BYTES: 'bytes_contents',
-};
-
-const FIELDS = Object.keys({
-  bool_contents: 0,
-  int_contents: 0,
-  int64_contents: 0,
-  uint_contents: 0,
-  uint64_contents: 0,
-  fp32_contents: 0,
-  fp64_contents: 0,
-  bytes_contents: 0,
-} satisfies Record<ContentsField, 0>) as ContentsField[];
 
 /** What inferSync takes from a ModelInferRequest, and how its outputs go back. */
 export interface InferCall {
@@ -129,7 +108,7 @@ export function fromModelInferRequest(request: ModelInferRequestMessage): InferC
 
 /** A ModelInferResponse for `response`: raw contents when `raw` or when an output is FP16 (no typed field). */
 export function toModelInferResponse(response: InferResponse, raw: boolean): ModelInferResponseMessage {
-  const allRaw = raw || response.outputs.some((t) => CONTENTS_FIELD[t.datatype] === undefined);
+  const allRaw = raw || response.outputs.some((t) => grpcContentsField(t.datatype) === undefined);
   const rawContents: Uint8Array[] = [];
   const outputs = response.outputs.map((t): InferOutputTensorMessage => {
     const out: InferOutputTensorMessage = {
@@ -229,8 +208,8 @@ function inputHeader(input: InferInputTensorMessage, index: number): OipTensor {
  * field are refused; an unknown datatype gives no elements (validation then names the datatype).
  */
 function typedData(name: string, datatype: string, contents: TensorContentsMessage | null | undefined): OipTensor['data'] {
-  const known = Object.hasOwn(CONTENTS_FIELD, datatype);
-  const field = known ? CONTENTS_FIELD[datatype as Datatype] : undefined;
+  const known = Object.hasOwn(DATATYPE_INFO, datatype);
+  const field = known ? grpcContentsField(datatype as Datatype) : undefined;
   const sent = typedField(contents);
   if (known && field === undefined) {
     fail('invalid_body', `input "${name}": ${datatype} has no typed contents field; send its elements in raw_input_contents`);
@@ -249,12 +228,12 @@ function typedData(name: string, datatype: string, contents: TensorContentsMessa
 /** The first contents field holding elements; undefined when none does. */
 function typedField(contents: TensorContentsMessage | null | undefined): ContentsField | undefined {
   if (!contents) return undefined;
-  return FIELDS.find((f) => (contents[f]?.length ?? 0) > 0);
+  return GRPC_CONTENTS_FIELDS.find((f) => (contents[f]?.length ?? 0) > 0);
 }
 
 /** An output's elements in the typed field for its datatype (never FP16: it goes raw). */
 function typedContents(datatype: Datatype, data: TensorData): TensorContentsMessage {
-  const field = CONTENTS_FIELD[datatype] as ContentsField;
+  const field = grpcContentsField(datatype) as ContentsField;
   if (field === 'bytes_contents') return { bytes_contents: (data as readonly string[]).map((s) => Buffer.from(s, 'utf8')) };
   const typed = data as PackedArray;
   if (typed instanceof BigInt64Array || typed instanceof BigUint64Array) {

@@ -11,6 +11,10 @@
  *   oneofs    an InferParameter says which value it holds in `parameter_choice`
  *
  * Bytes fields arrive as Buffers (views into the received message, no copy).
+ *
+ * ModelInferRequest is read by decode.ts instead, into the same shapes, except that a 64-bit
+ * integer is a number where it is a safe integer (a decimal string otherwise): the forms below
+ * take both.
  */
 
 export const PROTO_LOADER_OPTIONS = { keepCase: true, longs: String, enums: String, defaults: true, oneofs: true } as const;

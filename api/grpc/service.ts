@@ -9,9 +9,13 @@
  *
  * Limits as over HTTP: a wrong key draws from its address's failed-authentication bucket (the
  * peer's address; no proxy header exists here), each authenticated call from the tenant's request
- * bucket, and ModelInfer also from its byte bucket by the size of the message as received
- * (MESSAGE_BYTES, set by server.ts's deserializer). The message itself is bounded by
- * BODY_LIMIT_BYTES (server.ts), as an HTTP body is.
+ * bucket, and ModelInfer also from its byte bucket by the size of the message as received. The
+ * message itself is bounded by BODY_LIMIT_BYTES (server.ts), as an HTTP body is.
+ *
+ * ModelInfer's message reaches the handler as the bytes received (server.ts keeps grpc-js from
+ * deserialising it) and is decoded only once the key is known and the tenant's budgets have paid
+ * for its bytes (decode.ts): a call without a key, with a wrong one or over budget costs no decode
+ * (issue 33).
  *
  * ModelInfer waits as HTTP's sync route does (SYNC_TIMEOUT_MS); a client's cancellation or
  * deadline aborts the wait (the job itself stays queued, as it does when an HTTP client leaves).
@@ -29,7 +33,8 @@ import type { Clock } from '../ports.ts';
 import { type InferSyncDeps, inferSync } from '../use-cases/infer-sync.ts';
 import { modelMetadata, modelReady } from '../use-cases/model-status.ts';
 import { fromModelInferRequest, toModelInferResponse, toModelMetadataResponse } from './convert.ts';
-import type { ModelInferRequestMessage, ModelRefMessage } from './messages.ts';
+import { type DecodeLimits, decodeModelInferRequest } from './decode.ts';
+import type { ModelRefMessage } from './messages.ts';
 import { inferenceFailed, rateLimited, StatusError, timedOut, toGrpcStatus } from './status.ts';
 
 export interface GrpcServiceDeps {
@@ -43,11 +48,10 @@ export interface GrpcServiceDeps {
   authFailures?: AuthFailureLimit;
   /** ServerReady; ready when absent. */
   ready?: () => Promise<boolean>;
+  /** What one ModelInferRequest may carry, checked while it is decoded (MAX_ELEMENTS_PER_JOB, MAX_BYTES_ELEMENTS_PER_JOB). */
+  decode?: DecodeLimits;
   log?: Log;
 }
-
-/** Where server.ts's deserializer puts a request message's size in bytes (non-enumerable). */
-export const MESSAGE_BYTES = Symbol('messageBytes');
 
 const SERVER_VERSION = (createRequire(import.meta.url)('../../package.json') as { version: string }).version;
 
@@ -99,9 +103,10 @@ export function createInferenceService(deps: GrpcServiceDeps): UntypedServiceImp
       await signed(call);
       return toModelMetadataResponse(await modelMetadata(deps.inference, request.name, request.version || undefined));
     }),
-    ModelInfer: unary(deps.log, async (request: ModelInferRequestMessage, call) => {
-      const tenant = await signed(call, messageBytes(request));
-      const infer = fromModelInferRequest(request);
+    ModelInfer: unary(deps.log, async (message: Buffer, call) => {
+      // Key, then budget, then decode: what a refused call costs is its bytes' arrival, no more.
+      const tenant = await signed(call, message.byteLength);
+      const infer = fromModelInferRequest(decodeModelInferRequest(message, deps.decode));
       const input = {
         tenant,
         model: infer.model,
@@ -145,10 +150,6 @@ function cancellation(call: Call): AbortSignal {
   if (call.cancelled) controller.abort();
   else call.once('cancelled', () => controller.abort());
   return controller.signal;
-}
-
-function messageBytes(request: unknown): number {
-  return (request as { [MESSAGE_BYTES]?: number })[MESSAGE_BYTES] ?? 0;
 }
 
 /**

@@ -22,10 +22,10 @@
  * every time, and clients commonly retry RESOURCE_EXHAUSTED.
  */
 import { Metadata, type StatusObject, status } from '@grpc/grpc-js';
-import { InvalidInputError, NotFoundError, OverloadedError, UnauthorizedError } from '../../infra/kernel/errors.ts';
+import { errorMessage, InvalidInputError, NotFoundError, OverloadedError, UnauthorizedError } from '../../infra/kernel/errors.ts';
 import type { Log } from '../../infra/kernel/log.ts';
-import { isUnavailableError } from '../../infra/redis/client.ts';
-import { UNAVAILABLE_RETRY_AFTER_S } from '../http/errors.ts';
+import { isStorageFullError, isUnavailableError } from '../../infra/redis/client.ts';
+import { STORAGE_FULL_MESSAGE, STORAGE_FULL_RETRY_AFTER_S, UNAVAILABLE_RETRY_AFTER_S } from '../http/errors.ts';
 
 export const ERROR_CODE_KEY = 'warmpool-error-code';
 export const JOB_ID_KEY = 'warmpool-job-id';
@@ -66,12 +66,18 @@ export function grpcStatus(code: status, errorCode: string, message: string, ext
 export function toGrpcStatus(err: unknown, log?: Log): GrpcStatus {
   if (err instanceof StatusError) return err.status;
   if (err instanceof InvalidInputError || err instanceof NotFoundError || err instanceof UnauthorizedError) {
-    return grpcStatus(BY_HTTP_STATUS[err.status] ?? status.INVALID_ARGUMENT, err.code, err.message);
+    const retry: Record<string, string> =
+      err instanceof InvalidInputError && err.retryAfterS !== undefined ? { [RETRY_AFTER_KEY]: String(err.retryAfterS) } : {};
+    return grpcStatus(BY_HTTP_STATUS[err.status] ?? status.INVALID_ARGUMENT, err.code, err.message, retry);
   }
   if (err instanceof OverloadedError) {
     return grpcStatus(status.UNAVAILABLE, err.code, `${err.message}; retry in ${err.retryAfterS} s`, {
       [RETRY_AFTER_KEY]: String(err.retryAfterS),
     });
+  }
+  if (isStorageFullError(err)) {
+    log?.error({ err: errorMessage(err), transport: 'grpc' }, 'redis is full (maxmemory): new work refused');
+    return grpcStatus(status.UNAVAILABLE, 'storage_full', STORAGE_FULL_MESSAGE, { [RETRY_AFTER_KEY]: String(STORAGE_FULL_RETRY_AFTER_S) });
   }
   if (isUnavailableError(err)) {
     log?.error({ err: err instanceof Error ? err.message : String(err), transport: 'grpc' }, 'backing store unavailable');

@@ -135,6 +135,78 @@ describe('readBody', () => {
   });
 });
 
+describe('readBody against the byte budget', () => {
+  /** An echo app whose requests carry a budget that records its takes and refuses past `allow` bytes. */
+  function budgetApp(paid: number, allow: number): { app: Hono; takes: number[] } {
+    const takes: number[] = [];
+    const app = new Hono();
+    app.onError(errorHandler(undefined));
+    app.use(async (c, next) => {
+      let left = allow;
+      const take = async (bytes: number) => {
+        takes.push(bytes);
+        if (bytes > left) return { retryAfterMs: 1500, limit: '1024 body bytes (counted decompressed) per second with bursts of 2048' };
+        left -= bytes;
+        return undefined;
+      };
+      c.set('bodyByteBudget', { paid, take });
+      await next();
+    });
+    app.post('/echo', async (c) => c.body(new Uint8Array(await readBody(c, LIMIT)), 200));
+    return { app, takes };
+  }
+
+  it('charges what the inflated body adds beyond the bytes already paid, in chunks as they come out', async () => {
+    const sent = zlib.gzipSync(Buffer.alloc(LIMIT, 1));
+    const { app, takes } = budgetApp(sent.length, LIMIT);
+    const res = await app.request('/echo', { method: 'POST', body: new Uint8Array(sent), headers: { 'content-encoding': 'gzip' } });
+    expect(res.status).toBe(200);
+    expect((await res.arrayBuffer()).byteLength).toBe(LIMIT);
+    expect(takes.reduce((a, b) => a + b, 0)).toBe(LIMIT - sent.length);
+    // Many small takes (zlib's 16 KiB chunks), not one for the whole body after the fact.
+    expect(takes.length).toBeGreaterThan(16);
+    expect(Math.max(...takes)).toBeLessThanOrEqual(64 * 1024);
+  });
+
+  it('charges nothing while the inflated size stays within what was paid', async () => {
+    const sent = zlib.gzipSync('the quick brown fox '.repeat(200));
+    const { app, takes } = budgetApp(LIMIT, 0);
+    const res = await app.request('/echo', { method: 'POST', body: new Uint8Array(sent), headers: { 'content-encoding': 'gzip' } });
+    expect(res.status).toBe(200);
+    expect(takes).toEqual([]);
+  });
+
+  it('stops inflating at the first refused chunk: 429 rate_limited with Retry-After', async () => {
+    const sent = zlib.gzipSync(Buffer.alloc(LIMIT));
+    const { app, takes } = budgetApp(sent.length, 64 * 1024);
+    const res = await app.request('/echo', { method: 'POST', body: new Uint8Array(sent), headers: { 'content-encoding': 'gzip' } });
+    expect(res.headers.get('retry-after')).toBe('2');
+    expect(await errorOf(res)).toEqual({
+      status: 429,
+      code: 'rate_limited',
+      message: 'too many requests: the limit is 1024 body bytes (counted decompressed) per second with bursts of 2048; retry in 2 s',
+    });
+    // The refused chunk is the last one inflated: about 64 KiB of the 1 MiB came out, not all of it.
+    expect(takes.reduce((a, b) => a + b, 0)).toBeLessThan(160 * 1024);
+  });
+
+  it('decodes raw deflate whose first bytes happen to read as a zlib header', async () => {
+    // Raw deflate of two stored blocks: the first (not final) is 0x78 then LEN 1 (0x01 0x00),
+    // NLEN, one byte; the second (final) holds the payload.
+    const payload = Buffer.from('stored bytes, not compressed');
+    const len = Buffer.alloc(4);
+    len.writeUInt16LE(payload.length, 0);
+    len.writeUInt16LE(~payload.length & 0xffff, 2);
+    const raw = Buffer.concat([Buffer.from([0x78, 0x01, 0x00, 0xfe, 0xff, 0x21, 0x01]), len, payload]);
+    // 0x78 0x01 is a valid zlib header (0x7801 % 31 === 0), so zlib format is tried first and fails.
+    expect(((0x78 << 8) | 0x01) % 31).toBe(0);
+    expect(() => zlib.inflateSync(raw)).toThrow();
+    const res = await post(new Uint8Array(raw), 'deflate');
+    expect(res.status).toBe(200);
+    expect(await res.text()).toBe(`!${payload}`);
+  });
+});
+
 describe('responseCoding', () => {
   it.each([
     ['gzip', 'gzip'],

@@ -3,12 +3,23 @@
  * clients may send a request body as gzip or deflate (`Content-Encoding`) and accept a compressed
  * response (`Accept-Encoding`).
  *
- * Requests: `readBody` decodes one coding (gzip, x-gzip, deflate in zlib or raw form) with
- * node:zlib's async functions, bounded by `maxOutputLength` so a zip bomb (64 MiB of zeros is
- * 64 KiB gzipped) stops at the limit instead of filling memory: 413 `body_too_large`. A list of
- * codings is refused (415), as Triton does, rather than decoded layer by layer: each layer could
- * cost a full limit's worth of inflating for one small request. The bytes as sent are bounded by
- * the body-limit middleware (api/http/body-limit.ts), so an identity body is returned untouched.
+ * Requests: `readBody` decodes one coding (gzip, x-gzip, deflate in zlib or raw form) through a
+ * zlib stream, counting the bytes as they come out. Two bounds stop it the moment they are
+ * crossed, so what a body costs is judged by what it inflates to, not by what was sent (issue 33):
+ * - the body limit: a zip bomb (64 MiB of zeros is 64 KiB gzipped) stops one zlib chunk (16 KiB)
+ *   past it instead of filling memory: 413 `body_too_large`;
+ * - the tenant's byte budget (RATE_LIMIT_BYTES_PER_S/BURST, rate-limit.ts): the middleware took
+ *   the compressed length before the body was read; each chunk that takes the inflated size past
+ *   what was paid takes the difference from the bucket, through the process's lease on it (mostly
+ *   a subtraction, rate-lease.ts). Refused: 429 `rate_limited` with Retry-After, and nothing more
+ *   is inflated. Without it a tenant sent 300 bodies of 8 KB that each inflated to 8 MiB and were
+ *   parsed, uncharged, slowing every other tenant.
+ * The stream works in zlib's chunks on the thread pool, and waits while a chunk's charge is asked
+ * of Redis: one body cannot hold the event loop for its whole inflation.
+ * A list of codings is refused (415), as Triton does, rather than decoded layer by layer: each
+ * layer could cost a full limit's worth of inflating for one small request. The bytes as sent are
+ * bounded by the body-limit middleware (api/http/body-limit.ts), so an identity body is returned
+ * untouched.
  *
  * Responses: `compressResponses` buffers and compresses a finished response when the client
  * asked for it. On @hono/node-server a response's body getter builds WHATWG streams (as the
@@ -21,21 +32,20 @@ import zlib from 'node:zlib';
 import type { Context, MiddlewareHandler } from 'hono';
 import { errorMessage, InvalidInputError } from '../../infra/kernel/errors.ts';
 import { acceptWeights } from './accept-weights.ts';
+import { type BodyByteBudget, refusalAnswer } from './rate-limit.ts';
 
-const gunzip = promisify(zlib.gunzip);
-const inflate = promisify(zlib.inflate);
-const inflateRaw = promisify(zlib.inflateRaw);
 const gzip = promisify(zlib.gzip);
 const deflate = promisify(zlib.deflate);
 
 type Coding = 'gzip' | 'deflate';
+type Format = 'gzip' | 'zlib' | 'raw';
 
 /** The request body as bytes, decoded per its Content-Encoding and at most `limitBytes` once decoded. */
 export async function readBody(c: Context, limitBytes: number): Promise<Buffer> {
   const coding = requestCoding(c.req.header('content-encoding'));
   const sent = Buffer.from(await c.req.arrayBuffer());
   if (coding === undefined || sent.length === 0) return sent;
-  return decode(sent, coding, limitBytes);
+  return decode(c, sent, coding, limitBytes);
 }
 
 /** The one coding a request body carries (undefined for identity), or 415 for any other. */
@@ -63,26 +73,26 @@ function requestCoding(header: string | undefined): { name: string; coding: Codi
   );
 }
 
-async function decode(sent: Buffer, { name, coding }: { name: string; coding: Coding }, limitBytes: number): Promise<Buffer> {
-  const options = { maxOutputLength: limitBytes };
+async function decode(c: Context, sent: Buffer, { name, coding }: { name: string; coding: Coding }, limitBytes: number): Promise<Buffer> {
+  const tooLarge = () =>
+    new InvalidInputError(
+      'body_too_large',
+      `request body is larger than ${limitBytes} bytes once decompressed (Content-Encoding: ${name})`,
+      {
+        status: 413,
+      },
+    );
+  const meter = { limitBytes, tooLarge, budget: c.get('bodyByteBudget'), c };
+  // "deflate" means the zlib format (RFC 9110), but some clients send raw deflate.
+  const format: Format = coding === 'gzip' ? 'gzip' : zlibHeader(sent) ? 'zlib' : 'raw';
   try {
-    if (coding === 'gzip') return await gunzip(sent, options);
-    return await inflate(sent, options).catch((zlibErr: unknown) => {
-      // "deflate" means the zlib format (RFC 9110), but some clients send raw deflate.
-      if (isTooLarge(zlibErr)) throw zlibErr;
-      return inflateRaw(sent, options).catch((rawErr: unknown) => {
-        if (isTooLarge(rawErr)) throw rawErr;
-        throw new Error(`${errorMessage(zlibErr)} (as raw deflate: ${errorMessage(rawErr)})`, { cause: zlibErr });
-      });
+    return await inflateStream(sent, format, meter).catch((err: unknown) => {
+      // A raw stream whose first two bytes happen to read as a zlib header: nothing came out yet.
+      if (format !== 'zlib' || err instanceof InvalidInputError || (err as Inflated).producedBytes !== 0) throw err;
+      return inflateStream(sent, 'raw', meter);
     });
   } catch (err) {
-    if (isTooLarge(err)) {
-      throw new InvalidInputError(
-        'body_too_large',
-        `request body is larger than ${limitBytes} bytes once decompressed (Content-Encoding: ${name})`,
-        { status: 413, cause: err },
-      );
-    }
+    if (err instanceof InvalidInputError) throw err;
     // Whatever zlib refuses came from the client's bytes: a 400, never a 5xx.
     throw new InvalidInputError('malformed_body', `request body could not be decompressed as ${name}: ${errorMessage(err)}`, {
       cause: err,
@@ -90,9 +100,58 @@ async function decode(sent: Buffer, { name, coding }: { name: string; coding: Co
   }
 }
 
-/** zlib stopped at `maxOutputLength`. */
-function isTooLarge(err: unknown): boolean {
-  return (err as { code?: unknown } | null)?.code === 'ERR_BUFFER_TOO_LARGE';
+interface Meter {
+  limitBytes: number;
+  tooLarge: () => InvalidInputError;
+  budget: BodyByteBudget | undefined;
+  c: Context;
+}
+
+/** A zlib error, with how many bytes had come out before it. */
+type Inflated = Error & { producedBytes?: number };
+
+/**
+ * Inflates `sent` chunk by chunk, charging each chunk's bytes beyond what was paid to the budget
+ * before taking the next; leaving the loop (a bound crossed, a zlib error) destroys the stream.
+ */
+async function inflateStream(sent: Buffer, format: Format, { limitBytes, tooLarge, budget, c }: Meter): Promise<Buffer> {
+  const inflater = format === 'gzip' ? zlib.createGunzip() : format === 'zlib' ? zlib.createInflate() : zlib.createInflateRaw();
+  inflater.end(sent);
+  const chunks: Buffer[] = [];
+  let produced = 0;
+  let paid = budget?.paid ?? 0;
+  try {
+    for await (const chunk of inflater as AsyncIterable<Buffer>) {
+      produced += chunk.length;
+      if (produced > limitBytes) throw tooLarge();
+      if (budget && produced > paid) {
+        const refusal = await budget.take(produced - paid);
+        if (refusal) throw rateLimited(c, refusal);
+        paid = produced;
+      }
+      chunks.push(chunk);
+    }
+  } catch (err) {
+    if (err instanceof Error && !(err instanceof InvalidInputError)) Object.assign(err, { producedBytes: produced });
+    throw err;
+  }
+  return Buffer.concat(chunks, produced);
+}
+
+/**
+ * The 429 for a budget refused mid-inflation. The body as sent has been read whole, so the
+ * connection stays usable (the error handler adds `Connection: close` only for an unread body).
+ */
+function rateLimited(c: Context, refusal: Parameters<typeof refusalAnswer>[0]): InvalidInputError {
+  const { seconds, message } = refusalAnswer(refusal);
+  c.header('Retry-After', String(seconds));
+  return new InvalidInputError('rate_limited', message, { status: 429 });
+}
+
+/** A zlib stream's two header bytes (RFC 1950): method 8, window ≤ 32 KiB, check bits. */
+function zlibHeader(sent: Buffer): boolean {
+  const [cmf = 0, flg = 0] = sent;
+  return (cmf & 0x0f) === 8 && cmf >> 4 <= 7 && ((cmf << 8) | flg) % 31 === 0;
 }
 
 /** Statuses whose responses have no body to compress (204, 304) or a partial one (206). */

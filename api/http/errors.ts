@@ -6,10 +6,19 @@ import type { Context } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { InvalidInputError, NotFoundError, OverloadedError, UnauthorizedError } from '../../infra/kernel/errors.ts';
 import type { Log } from '../../infra/kernel/log.ts';
-import { isUnavailableError } from '../../infra/redis/client.ts';
+import { isStorageFullError, isUnavailableError } from '../../infra/redis/client.ts';
 
 /** Retry-After of a 503 `unavailable`: about what a Redis restart or failover takes. */
 export const UNAVAILABLE_RETRY_AFTER_S = 2;
+
+/**
+ * Retry-After of a 503 `storage_full`: Redis frees memory as workers end the queued jobs (their
+ * inputs are deleted then), in seconds to minutes; half a minute keeps clients from hammering
+ * a full Redis without leaving them away long once it has room.
+ */
+export const STORAGE_FULL_RETRY_AFTER_S = 30;
+export const STORAGE_FULL_MESSAGE =
+  'the job store (Redis) is full: no new work is taken until jobs already accepted have ended and freed room; retry later';
 
 export interface ErrorBody {
   error: { code: string; message: string; [extra: string]: unknown };
@@ -22,6 +31,10 @@ export function errorBody(code: string, message: string, extra: Record<string, u
 export function errorHandler(log: Log | undefined) {
   return (err: Error, c: Context): Response => {
     closeIfBodyUnread(c);
+    if (err instanceof InvalidInputError && err.retryAfterS !== undefined) {
+      c.header('Retry-After', String(err.retryAfterS));
+      return c.json(errorBody(err.code, err.message, { retry_after_s: err.retryAfterS }), err.status as ContentfulStatusCode);
+    }
     if (err instanceof InvalidInputError || err instanceof NotFoundError) {
       return c.json(errorBody(err.code, err.message), err.status as ContentfulStatusCode);
     }
@@ -32,6 +45,13 @@ export function errorHandler(log: Log | undefined) {
     if (err instanceof UnauthorizedError) {
       c.header('WWW-Authenticate', 'Bearer');
       return c.json(errorBody(err.code, err.message), 401);
+    }
+    if (isStorageFullError(err)) {
+      // Redis is at its maxmemory (noeviction): it refuses writes, so no new work is taken. What
+      // was accepted is kept, and workers go on ending jobs, which frees their inputs.
+      log?.error({ err: err.message, method: c.req.method, path: c.req.path }, 'redis is full (maxmemory): new work refused');
+      c.header('Retry-After', String(STORAGE_FULL_RETRY_AFTER_S));
+      return c.json(errorBody('storage_full', STORAGE_FULL_MESSAGE, { retry_after_s: STORAGE_FULL_RETRY_AFTER_S }), 503);
     }
     if (isUnavailableError(err)) {
       // Redis (or S3) is down or restarting; the API's Redis connections fail fast

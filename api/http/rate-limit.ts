@@ -15,12 +15,32 @@
  * opens a new connection for its next request instead of racing the server's close of this one:
  * without it, a kept-alive socket with an unread body was closed under the client's next request
  * (a reset). The server discards what is still in flight (a bounded drain, no parsing) and closes.
+ *
+ * A compressed body costs what it inflates to (issue 33): the middleware leaves the tenant's byte
+ * bucket on the context (`bodyByteBudget`), and the decoder (content-encoding.ts) takes from it
+ * what the inflated bytes add beyond the declared length, as they are produced.
  */
 import type { Context, MiddlewareHandler } from 'hono';
 import type { Clock } from '../ports.ts';
 import type { AuthEnv } from './auth.ts';
 import { errorBody } from './errors.ts';
 import type { RateLimiter } from './rate-limiter.ts';
+
+/**
+ * The tenant's byte bucket as a body's decoder sees it: `paid` bytes were taken for this body
+ * before it was read (its Content-Length, or the whole body limit when chunked); `take` takes more.
+ */
+export interface BodyByteBudget {
+  paid: number;
+  take(bytes: number): Promise<RateRefusal | undefined>;
+}
+
+declare module 'hono' {
+  interface ContextVariableMap {
+    /** Set by rateLimit when a byte rate is set; undefined on routes without a byte budget. */
+    bodyByteBudget: BodyByteBudget | undefined;
+  }
+}
 
 export interface RateLimitSettings {
   limiter: RateLimiter;
@@ -38,8 +58,14 @@ export interface RateLimitSettings {
 export function rateLimit(settings: RateLimitSettings, clock: Clock, bodyLimitBytes: number): MiddlewareHandler<AuthEnv> {
   return async (c, next) => {
     const bytes = bodyBytes(c.req.raw.headers, bodyLimitBytes);
-    const refused = await takeRequestBudget(settings, c.get('tenant'), clock.now(), bytes, 'body bytes');
+    const tenant = c.get('tenant');
+    const refused = await takeRequestBudget(settings, tenant, clock.now(), bytes, 'body bytes');
     if (refused) return refuse(c, refused.retryAfterMs, refused.limit, bytes > 0);
+    // Only a compressed body inflates past what was paid: an identity body needs no budget here.
+    if ((settings.bytesPerS ?? 0) > 0 && c.req.header('content-encoding') !== undefined) {
+      const take = (more: number) => takeByteBudget(settings, tenant, clock.now(), more, 'body bytes (counted decompressed)');
+      c.set('bodyByteBudget', { paid: bytes, take });
+    }
     await next();
   };
 }
@@ -62,9 +88,25 @@ export async function takeRequestBudget(
   bytes: number,
   unit: string,
 ): Promise<RateRefusal | undefined> {
-  const { limiter, rps, burst, bytesPerS = 0, bytesBurst = 0 } = settings;
+  const { limiter, rps, burst } = settings;
   const requests = await limiter.take(tenant, { now, rps, burst });
   if (!requests.allowed) return { retryAfterMs: requests.retryAfterMs, limit: `${rps} per second with bursts of ${burst}` };
+  return takeByteBudget(settings, tenant, now, bytes, unit);
+}
+
+/**
+ * `bytes` from the tenant's byte bucket alone (when a byte rate is set): what a request costs
+ * beyond its declared body — bytes decompressed as they are produced, an answer's bytes. `unit`
+ * names the bytes in the refusal. Undefined when the bucket allows it (or there is none).
+ */
+export async function takeByteBudget(
+  settings: RateLimitSettings,
+  tenant: string,
+  now: number,
+  bytes: number,
+  unit: string,
+): Promise<RateRefusal | undefined> {
+  const { limiter, bytesPerS = 0, bytesBurst = 0 } = settings;
   if (bytesPerS <= 0 || bytes <= 0) return undefined;
   // A cost past the burst could never be paid; bodies and messages are bounded below it (config checks).
   const taken = await limiter.take(`bytes:${tenant}`, { now, rps: bytesPerS, burst: bytesBurst, cost: Math.min(bytes, bytesBurst) });
@@ -74,11 +116,16 @@ export async function takeRequestBudget(
 
 /** `unreadBody`: the request has a body this answer leaves unread, so its connection ends with it. */
 function refuse(c: Context, retryAfterMs: number, limit: string, unreadBody: boolean): Response {
-  const seconds = Math.max(1, Math.ceil(retryAfterMs / 1000));
-  const message = `too many requests: the limit is ${limit}; retry in ${seconds} s`;
+  const { seconds, message } = refusalAnswer({ retryAfterMs, limit });
   const headers: Record<string, string> = { 'Retry-After': String(seconds) };
   if (unreadBody) headers.Connection = 'close';
   return c.json(errorBody('rate_limited', message), 429, headers);
+}
+
+/** A refusal's Retry-After (whole seconds, rounded up, at least 1) and its message. */
+export function refusalAnswer({ retryAfterMs, limit }: RateRefusal): { seconds: number; message: string } {
+  const seconds = Math.max(1, Math.ceil(retryAfterMs / 1000));
+  return { seconds, message: `too many requests: the limit is ${limit}; retry in ${seconds} s` };
 }
 
 /** The body's size as declared; the whole limit when it is sent without a length (chunked); 0 without a body. */

@@ -172,6 +172,17 @@ export const invalidRequestCodes = [
 export const binaryBodyCodes = ['invalid_header_length', 'binary_size_mismatch'] as const;
 /** A request over the bounds on the work one request may ask for (docs/SECURITY.md). */
 export const overBounds = ['too_many_rows', 'too_many_elements', 'parameters_too_large', 'id_too_long'] as const;
+/** Outputs past MAX_JSON_OUTPUT_ELEMENTS for a JSON answer (api/http/infer-response.ts); `binary`: how to read them instead. */
+export const outputTooLarge = (binary: string): ResponseSpec => ({
+  description: `The outputs hold more than MAX_JSON_OUTPUT_ELEMENTS elements for a JSON answer: ${binary}`,
+  schema: S.ErrorBody,
+  codes: ['output_too_large'],
+});
+/** An answer with outputs is charged to the tenant's byte budget (RATE_LIMIT_BYTES_PER_S) before it is built. */
+export const answerRateLimited: ResponseSpec = {
+  ...rateLimited,
+  description: `${rateLimited.description}, or the answer's bytes (past the first 64 KiB) are more than the tenant's byte budget has left`,
+};
 /** Rate limited, or the tenant holds MAX_OPEN_JOBS_PER_TENANT queued or running jobs already. */
 export const rateLimitedOrTooManyJobs: ResponseSpec = {
   ...rateLimited,

@@ -9,6 +9,7 @@
 import { BULK_RUN_OPERATIONS } from './bulk-operations.ts';
 import { DASHBOARD_OPERATIONS } from './dashboard-operations.ts';
 import {
+  answerRateLimited,
   authed,
   backlogFull,
   binaryBodyCodes,
@@ -29,6 +30,7 @@ import {
   notDeployedModel,
   notFoundJob,
   type OperationSpec,
+  outputTooLarge,
   overBounds,
   rateLimitedOrTooManyJobs,
   tooLarge,
@@ -69,11 +71,18 @@ function inferOperation(operationId: string, path: string, withVersion: boolean)
       },
       404: modelNotFound,
       409: notDeployedModel,
-      413: tooLarge(overBounds),
+      413: {
+        ...tooLarge([...overBounds, 'output_too_large']),
+        description:
+          'Request too large (a compressed body counts once decompressed), or its outputs hold more than MAX_JSON_OUTPUT_ELEMENTS elements for a JSON answer (`output_too_large`, with `job_id`: send `parameters.binary_data_output: true`, or GET the job binary)',
+      },
       ...inferBody,
       422: webhookOrFallback,
       ...authed,
-      429: rateLimitedOrTooManyJobs,
+      429: {
+        ...rateLimitedOrTooManyJobs,
+        description: `${rateLimitedOrTooManyJobs.description}, or the answer's bytes are more than the tenant's byte budget has left`,
+      },
       500: {
         description: 'The model failed on this input, or a server fault',
         schema: S.ErrorBody,
@@ -190,7 +199,9 @@ export const OPERATIONS: readonly OperationSpec[] = [
         ),
       },
       404: notFoundJob(),
+      413: outputTooLarge('GET it with `Accept: application/octet-stream` or `?binary_data_output=true`'),
       ...authed,
+      429: answerRateLimited,
     },
   },
   {
@@ -221,6 +232,7 @@ export const OPERATIONS: readonly OperationSpec[] = [
       'The current status at once, then every change; event name = status, data = the job as GET /v1/jobs/{id}. ' +
       'Ends after succeeded, failed or canceled. A comment line keeps idle streams open. ' +
       'A failure after the stream began is an `error` event carrying the usual error body. ' +
+      'Outputs past MAX_JSON_OUTPUT_ELEMENTS are left out of the event (`outputsOmitted` says how many): GET the job binary. ' +
       'At most MAX_SSE_STREAMS_PER_TENANT streams per tenant (429) and MAX_SSE_STREAMS in all (503) are open per API process.',
     auth: true,
     params: jobId,

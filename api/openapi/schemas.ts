@@ -284,6 +284,10 @@ export const JobResource = z
     finishedAt: isoTime.optional(),
     timings: JobTimings.optional().describe('When succeeded'),
     cached: z.literal(true).optional().describe('Answered from the result cache: no model ran (timings 0)'),
+    outputsOmitted: z
+      .object({ elements: nonNegativeInt, message: z.string() })
+      .optional()
+      .describe('In an event or a job webhook only, instead of `outputs` past MAX_JSON_OUTPUT_ELEMENTS: how many, how to read them'),
   })
   .describe('A job as GET /v1/jobs/{id} shows it');
 

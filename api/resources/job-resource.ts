@@ -5,6 +5,7 @@
  */
 import type { JobTimings } from '../../infra/contracts/job.ts';
 import type { OipTensor } from '../../infra/contracts/oip.ts';
+import { jsonParts, outputElements } from '../../infra/contracts/tensor-json.ts';
 import type { JobView } from '../ports.ts';
 
 /** GET /v1/jobs/{id} (DESIGN §5). Times are ISO 8601. */
@@ -21,6 +22,8 @@ export interface JobResource {
   timings?: JobTimings;
   /** Answered from the result cache at submit: no model ran for it (its timings are 0). */
   cached?: true;
+  /** In an event (SSE, a job webhook), instead of `outputs` past MAX_JSON_OUTPUT_ELEMENTS: how many, and how to read them. */
+  outputsOmitted?: { elements: number; message: string };
 }
 
 export function toJobResource(view: JobView): JobResource {
@@ -42,4 +45,28 @@ export function toJobResource(view: JobView): JobResource {
 
 export function iso(ms: number): string {
   return new Date(ms).toISOString();
+}
+
+/**
+ * A job's resource for an event (GET /v1/jobs/{id}/events, the job webhooks), which cannot turn
+ * into a GET's 413: past `maxJsonOutputElements` (counted from the outputs' shapes, nothing
+ * decoded) it leaves the outputs out, and `outputsOmitted` says how many and how to read them
+ * binary. Unbounded when `maxJsonOutputElements` is absent.
+ */
+export function boundedJobResource(view: JobView, maxJsonOutputElements?: number): JobResource {
+  const resource = toJobResource(view);
+  const elements = outputElements(resource.outputs ?? []);
+  if (maxJsonOutputElements !== undefined && elements > maxJsonOutputElements) {
+    delete resource.outputs;
+    resource.outputsOmitted = {
+      elements,
+      message: `the outputs hold ${elements} elements, more than the ${maxJsonOutputElements} one JSON answer may carry (MAX_JSON_OUTPUT_ELEMENTS); read them in binary form: GET /v1/jobs/${view.id} with Accept: application/octet-stream, or ?binary_data_output=true`,
+    };
+  }
+  return resource;
+}
+
+/** `boundedJobResource` as JSON text, written from the packed outputs (tensor-json.ts): no JS array of numbers is made. */
+export function jobEventJson(view: JobView, maxJsonOutputElements?: number): string {
+  return [...jsonParts(boundedJobResource(view, maxJsonOutputElements))].join('');
 }

@@ -16,7 +16,7 @@ import type { Log } from '../../infra/kernel/log.ts';
 import type { AuthEnv } from '../http/auth.ts';
 import type { StreamSlots } from '../http/stream-slots.ts';
 import type { Clock, JobQueue, JobView } from '../ports.ts';
-import { toJobResource } from '../resources/job-resource.ts';
+import { jobEventJson } from '../resources/job-resource.ts';
 import { getJob } from '../use-cases/get-job.ts';
 
 export interface JobWatcher {
@@ -30,6 +30,8 @@ export interface JobEventsDeps {
   heartbeatMs: number;
   /** Concurrent streams per tenant and in all. */
   slots: StreamSlots;
+  /** MAX_JSON_OUTPUT_ELEMENTS: an event leaves out outputs past it (job-resource.ts's jobEventJson); unlimited when absent. */
+  maxJsonOutputElements?: number;
   log?: Log;
 }
 
@@ -65,7 +67,7 @@ export function jobEventRoutes(deps: JobEventsDeps): Hono<AuthEnv> {
         await deps.jobs.watch(
           id,
           async (view) => {
-            await stream.writeSSE({ event: view.status, data: JSON.stringify(toJobResource(view)) });
+            await stream.writeSSE({ event: view.status, data: jobEventJson(view, deps.maxJsonOutputElements) });
             beats ??= heartbeat(stream, deps, stop.signal);
           },
           stop.signal,

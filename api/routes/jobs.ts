@@ -7,17 +7,20 @@
 import { Hono } from 'hono';
 import type { AuthEnv } from '../http/auth.ts';
 import { readInferBody } from '../http/infer-body.ts';
-import { tensorResponse, wantsBinaryJob } from '../http/infer-response.ts';
+import { type AnswerLimits, tensorResponse, wantsBinaryJob } from '../http/infer-response.ts';
 import type { DeploymentLookup, JobQueue, JobView, ModelCatalog } from '../ports.ts';
 import { iso, toJobResource } from '../resources/job-resource.ts';
 import { cancelJob, type JobCanceler } from '../use-cases/cancel-job.ts';
 import { getJob } from '../use-cases/get-job.ts';
-import { parseIdempotencyKey, type SubmitJobDeps, type SubmittedJob, submitJob } from '../use-cases/submit-job.ts';
+import { parseIdempotencyKey } from '../use-cases/idempotency-key.ts';
+import { type SubmitJobDeps, type SubmittedJob, submitJob } from '../use-cases/submit-job.ts';
 
 export interface JobRoutesDeps extends SubmitJobDeps {
   jobs: JobQueue & JobCanceler;
   catalog: ModelCatalog;
   deployments: DeploymentLookup;
+  /** What bounds a job's answer (MAX_JSON_OUTPUT_ELEMENTS, the byte budget); none when absent. */
+  answers?: AnswerLimits;
 }
 
 export function jobRoutes(deps: JobRoutesDeps): Hono<AuthEnv> {
@@ -54,7 +57,8 @@ export function jobRoutes(deps: JobRoutesDeps): Hono<AuthEnv> {
 
   app.get('/v1/jobs/:id', async (c) => {
     const view = await getJob(deps, { tenant: c.get('tenant'), id: c.req.param('id') });
-    return tensorResponse(c, toJobResource(view), wantsBinaryJob(c));
+    const binaryHint = `ask for them in binary form (the OIP binary tensor layout): GET /v1/jobs/${view.id} with Accept: application/octet-stream, or ?binary_data_output=true`;
+    return tensorResponse(c, toJobResource(view), { wanted: wantsBinaryJob(c), limits: deps.answers ?? {}, binaryHint });
   });
 
   app.delete('/v1/jobs/:id', async (c) => {

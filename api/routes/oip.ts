@@ -9,11 +9,16 @@ import { InvalidInputError } from '../../infra/kernel/errors.ts';
 import type { AuthEnv } from '../http/auth.ts';
 import { errorBody } from '../http/errors.ts';
 import { readInferBody } from '../http/infer-body.ts';
-import { tensorResponse } from '../http/infer-response.ts';
+import { type AnswerLimits, tensorResponse } from '../http/infer-response.ts';
 import { type InferSyncDeps, inferSync } from '../use-cases/infer-sync.ts';
 import { modelMetadata, modelReady } from '../use-cases/model-status.ts';
 
-export function oipRoutes(deps: InferSyncDeps): Hono<AuthEnv> {
+export interface OipRoutesDeps extends InferSyncDeps {
+  /** What bounds an inference answer (MAX_JSON_OUTPUT_ELEMENTS, the byte budget); none when absent. */
+  answers?: AnswerLimits;
+}
+
+export function oipRoutes(deps: OipRoutesDeps): Hono<AuthEnv> {
   const app = new Hono<AuthEnv>();
 
   const infer = async (c: Context<AuthEnv>, version: string | undefined) => {
@@ -22,8 +27,12 @@ export function oipRoutes(deps: InferSyncDeps): Hono<AuthEnv> {
     const input = { tenant: c.get('tenant'), model: c.req.param('model') ?? '', version, body, ...(binary ? { binary } : {}) };
     const outcome = await inferSync(deps, input, c.req.raw.signal);
     switch (outcome.kind) {
-      case 'succeeded':
-        return tensorResponse(c, outcome.response, wanted);
+      case 'succeeded': {
+        // The job keeps its outputs for JOB_RETENTION_S: too large for JSON, they are read binary without running the model again.
+        const binaryHint = `ask for them in binary form (the OIP binary tensor extension): send "parameters": {"binary_data_output": true} with the request, or read this answer's job now, GET /v1/jobs/${outcome.jobId} with Accept: application/octet-stream`;
+        const answer = { wanted, limits: deps.answers ?? {}, binaryHint, details: { job_id: outcome.jobId } };
+        return tensorResponse(c, outcome.response, answer);
+      }
       case 'failed':
         // The worker found the input bad (what validation cannot see, e.g. an index out of range).
         if (outcome.error.code === 'invalid_input') throw new InvalidInputError('invalid_input', outcome.error.message);

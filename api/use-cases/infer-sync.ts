@@ -18,7 +18,8 @@ export interface InferSyncDeps extends SubmitJobDeps {
 }
 
 export type InferSyncOutcome =
-  | { kind: 'succeeded'; response: InferResponse }
+  /** `jobId`: the job that answered, kept for JOB_RETENTION_S (its outputs can be read again from GET /v1/jobs/{id}). */
+  | { kind: 'succeeded'; jobId: string; response: InferResponse }
   | { kind: 'failed'; jobId: string; error: { code: string; message: string } }
   /** `reason`: why nothing answered in time, as a clause (sync-timeout.ts); absent when it could not be read. */
   | { kind: 'timeout'; jobId: string; status: JobView['status']; reason?: string };
@@ -38,6 +39,7 @@ export async function inferSync(
   if (view.status === 'succeeded' && view.result) {
     return {
       kind: 'succeeded',
+      jobId: job.id,
       response: { model_name: job.model, model_version: job.version, id: job.requestId ?? job.id, outputs: view.result.outputs },
     };
   }

@@ -4,7 +4,8 @@
  */
 import type { ModelManifest, TensorSpec } from '../../infra/contracts/manifest.ts';
 import { NotFoundError } from '../../infra/kernel/errors.ts';
-import { resolveManifest, type SubmitJobDeps } from './submit-job.ts';
+import { resolveManifest } from './job-target.ts';
+import type { SubmitJobDeps } from './submit-job.ts';
 
 export type ModelStatusDeps = Pick<SubmitJobDeps, 'catalog' | 'deployments' | 'random'>;
 

@@ -37,9 +37,9 @@ import type { Deployment } from '../../infra/deployments/deployment-store.ts';
 import type { HeartbeatPayload } from '../../infra/fleet/worker-states.ts';
 import type { Clock } from '../../infra/kernel/clock.ts';
 import type { ScalerTuning } from '../../infra/kernel/config.ts';
-import { InvalidInputError, OverloadedError } from '../../infra/kernel/errors.ts';
+import { InvalidInputError } from '../../infra/kernel/errors.ts';
 import type { DecisionRecord } from '../../infra/scaler/index.ts';
-import { scalerSettingsFrom } from '../../infra/scaler/index.ts';
+import { overridesOf, scalerSettingsFrom } from '../../infra/scaler/index.ts';
 import {
   type AtSlo,
   type AtSloReport,
@@ -57,6 +57,7 @@ import type { PoolSamples } from '../insights/samples.ts';
 import { round } from '../insights/series.ts';
 import { latestProfile, type WorldModel, worldModel } from '../insights/world-model.ts';
 import { checkMinutes, deployedOrThrow } from './deployment-series.ts';
+import { createSimulationSlot } from './simulation-slot.ts';
 
 export const MAX_SIMULATION_MINUTES = 1440;
 export const MAX_REPLAY_ROWS = 1_000_000;
@@ -157,30 +158,31 @@ export interface SimulationView {
   pool: { t: number[]; actual: Array<number | null>; current: number[]; chosen: number[] };
 }
 
-/** A simulator for the deployments of one API process: one replay at a time. */
+/** A simulator for the deployments of one API process: one replay at a time, in turns between tenants (simulation-slot.ts). */
 export function createDeploymentSimulator(deps: SimulateDeploymentDeps) {
-  let running = false;
-  return async (model: string, minutes: number, choice: PolicyChoice, signal?: AbortSignal): Promise<SimulationView> => {
+  const slot = createSimulationSlot(deps.clock);
+  return async (tenant: string, model: string, minutes: number, choice: PolicyChoice, signal?: AbortSignal): Promise<SimulationView> => {
     checkMinutes(minutes, MAX_SIMULATION_MINUTES);
-    if (running) throw new OverloadedError('simulation_busy', 'a simulation is running in this API process; try again shortly', 5);
-    running = true;
+    // What can be refused without a replay is, before the slot: a bad query never costs a turn.
+    const deployment = await deployedOrThrow(deps, model);
+    checkWorkers(choice, deployment.max);
+    slot.take(tenant);
     try {
-      return await simulateDeployment(deps, model, minutes, choice, signal);
+      return await simulateDeployment(deps, deployment, minutes, choice, signal);
     } finally {
-      running = false;
+      slot.release();
     }
   };
 }
 
 async function simulateDeployment(
   deps: SimulateDeploymentDeps,
-  model: string,
+  deployment: Deployment,
   requestedMinutes: number,
   choice: PolicyChoice,
   signal: AbortSignal | undefined,
 ) {
-  const deployment = await deployedOrThrow(deps, model);
-  checkWorkers(choice, deployment.max);
+  const { model } = deployment;
   // Whole minutes only, the arrivals' grain: the minute in progress is neither replayed nor judged.
   const now = deps.clock.now();
   const to = Math.floor(now / MINUTE_MS) * MINUTE_MS;
@@ -263,7 +265,7 @@ async function simulateDeployment(
 
 /** The cold start the scaler decides with before it has timed a launch: the deployment's policy, else the config's default. */
 function unmeasuredColdStartMs(d: Deployment, scaler: ScalerTuning): number {
-  return numericOverrides(d.policy).coldStartMs ?? scaler.coldStartDefaultMs;
+  return overridesOf(d.policy).coldStartMs ?? scaler.coldStartDefaultMs;
 }
 
 function coldStartNote(ms: number): string {
@@ -356,19 +358,10 @@ function trimLeadingZeros(series: ArrivalSeries, minutes: number) {
   };
 }
 
-/** The settings the scaler decided with last (they merge the deployment's policy overrides), else the deployment's over the scaler's. */
+/** The settings the scaler decided with last (they merge the deployment's policy overrides), else the deployment's over the scaler's, merged as the controller merges them. */
 export function currentSettings(d: Deployment, latest: DecisionRecord | undefined, scaler: ScalerTuning): PolicySettings {
-  const base = latest?.settings ?? { ...scalerSettingsFrom(scaler), ...numericOverrides(d.policy) };
+  const base = latest?.settings ?? { ...scalerSettingsFrom(scaler), ...overridesOf(d.policy) };
   return { ...base, min: d.min, max: d.max, standby: d.standby };
-}
-
-function numericOverrides(policy: Record<string, unknown> | undefined): Partial<PolicySettings> {
-  const out: Record<string, number> = {};
-  for (const key of ['sloQueueWaitMs', 'coldStartMs', 'scaleDownStabilizationMs', 'targetUtilization'] as const) {
-    const v = policy?.[key];
-    if (typeof v === 'number' && Number.isFinite(v)) out[key] = v;
-  }
-  return out;
 }
 
 export function chooseSettings(current: PolicySettings, choice: PolicyChoice): PolicySettings {

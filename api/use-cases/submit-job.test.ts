@@ -21,7 +21,8 @@ import { testServices, uniqueId } from '../../test/support/services.ts';
 import { createIdempotencyStore } from '../http/idempotency.ts';
 import type { ModelCatalog } from '../ports.ts';
 import { redisFleetView } from './fleet-view.ts';
-import { type SubmitDeployment, type SubmitJobDeps, type SubmitJobInput, submitJob } from './submit-job.ts';
+import type { SubmitDeployment } from './job-target.ts';
+import { type SubmitJobDeps, type SubmitJobInput, submitJob } from './submit-job.ts';
 
 const redis = createRedis(testServices().redisUrl);
 let prefix: string;

@@ -34,29 +34,38 @@
  * no key, like Stripe) and released if placing fails, so a retry can claim it again. Placing
  * runs under the claim, so a retry of an accepted request replays its job even while the
  * backlog is full, and a replayed cache hit is the same (succeeded) job.
+ *
+ * The parts live beside it: the body's options (job-options.ts), the version a job runs on
+ * (job-target.ts), admission against the backlog (deployment-admission.ts), the tenant's
+ * open-job slot (open-job-slot.ts), its stored-bytes budget (stored-bytes-slot.ts: the inputs
+ * are charged with the slot; a fallback's are charged at the primary's size) and the
+ * Idempotency-Key's rules (idempotency-key.ts).
  */
-import { createHash } from 'node:crypto';
 import type { QueuedRequest } from '../../infra/contracts/entry.ts';
-import { PRIORITIES, type Priority } from '../../infra/contracts/job.ts';
-import { MODEL_NAME_PATTERN, type ModelManifest, VERSION_PATTERN } from '../../infra/contracts/manifest.ts';
+import type { Priority } from '../../infra/contracts/job.ts';
+import type { ModelManifest } from '../../infra/contracts/manifest.ts';
 import type { OipTensor } from '../../infra/contracts/oip.ts';
-import { type ValidatedInferRequest, validateInferRequest } from '../../infra/contracts/oip-validate.ts';
-import { fromJsonData, type TensorData, type TensorToPack } from '../../infra/contracts/packed-tensors.ts';
+import { type ValidatedInferRequest, type ValidateLimits, validateInferRequest } from '../../infra/contracts/oip-validate.ts';
+import { fromJsonData, packedSize, type TensorData, type TensorToPack } from '../../infra/contracts/packed-tensors.ts';
 import type { WebhookSpec } from '../../infra/contracts/webhook.ts';
 import type { Fallback } from '../../infra/deployments/deployment-store.ts';
-import { InvalidInputError, NotFoundError, OverloadedError } from '../../infra/kernel/errors.ts';
+import { InvalidInputError } from '../../infra/kernel/errors.ts';
 import { randomId } from '../../infra/kernel/random-id.ts';
 import type { OpenJobs } from '../../infra/redis/open-jobs.ts';
 import { requestDigest } from '../../infra/redis/result-cache.ts';
 import type { SubmitKind } from '../../infra/telemetry/metrics.ts';
 import type { IdempotencyStore } from '../http/idempotency.ts';
-import type { Clock, DeploymentLookup, JobQueue, JobView, ModelCatalog } from '../ports.ts';
+import type { Clock, JobQueue, JobView, ModelCatalog } from '../ports.ts';
 import { parseWebhookSpec } from '../webhooks/webhook-spec.ts';
-import { checkAdmission, deploymentBacklog } from './admission.ts';
+import { admit, admitStrictly } from './deployment-admission.ts';
 import type { FleetView } from './fleet-view.ts';
+import { fingerprint } from './idempotency-key.ts';
+import { parseFlag, parsePriority, parseTimeoutMs, parseVersion } from './job-options.ts';
+import { resolveTarget, type SubmitDeployment, type Target } from './job-target.ts';
 import { JOB_REQUEST_FIELDS, rejectUnknownFields } from './known-fields.ts';
+import { bothSlots, type OpenJobSlot, reserveOpenJob } from './open-job-slot.ts';
 import { ensureServed } from './serving-check.ts';
-import { chooseVersion } from './traffic-split.ts';
+import { reserveStoredBytes, type StoredBytesBudget } from './stored-bytes-slot.ts';
 
 /**
  * What submit needs of the job queue. `answerFromCache` (infra/queue/job-queue.ts has it) is
@@ -65,9 +74,6 @@ import { chooseVersion } from './traffic-split.ts';
 export type SubmitJobQueue = JobQueue & {
   answerFromCache?(request: QueuedRequest, options: { jobId: string }): Promise<JobView | null>;
 };
-
-/** The deployment as submit reads it: the port's fields plus the fallback (and `min`, which a sync timeout names). */
-export type SubmitDeployment = NonNullable<Awaited<ReturnType<DeploymentLookup['get']>>> & { fallback?: Fallback; min?: number };
 
 export interface SubmitJobDeps {
   jobs: SubmitJobQueue;
@@ -82,8 +88,12 @@ export interface SubmitJobDeps {
   maxRows?: number;
   /** Elements one input may declare, a zero-length axis counted as 1 (MAX_ELEMENTS_PER_JOB); unlimited when absent. */
   maxElements?: number;
+  /** BYTES elements one request may carry over all its inputs (MAX_BYTES_ELEMENTS_PER_JOB); unlimited when absent. */
+  maxBytesElements?: number;
   /** A tenant's open jobs and their cap (MAX_OPEN_JOBS_PER_TENANT); no cap when absent. */
   openJobs?: { store: Pick<OpenJobs, 'admit' | 'release'>; maxPerTenant: number };
+  /** A tenant's kept bytes and their budget (MAX_STORED_BYTES_PER_TENANT, stored-bytes-slot.ts); no budget when absent. */
+  storedBytes?: StoredBytesBudget;
   /** Called for each job enqueued (not for cache hits: nothing is enqueued). */
   onSubmitted?: (e: { model: string; version: string; kind: SubmitKind; rows: number }) => void;
   /** Picks a version by the deployment's traffic split; Math.random when absent. */
@@ -95,9 +105,6 @@ export interface SubmitJobDeps {
    */
   fleet?: FleetView;
 }
-
-/** The longest start deadline a job may ask for: a day. */
-export const MAX_TIMEOUT_MS = 86_400_000;
 
 export interface SubmitJobInput {
   tenant: string;
@@ -209,7 +216,7 @@ export async function submitJob(deps: SubmitJobDeps, input: SubmitJobInput): Pro
 async function place(deps: SubmitJobDeps, s: Submission): Promise<SubmittedJob> {
   const id = deps.newId();
   const data = jobData(deps, s, s.target.manifest, s.request);
-  const slot = reserveOpenJob(deps, data.tenant, id);
+  const slot = bothSlots(reserveOpenJob(deps, data.tenant, id), reserveStoredBytes(deps, data.tenant, id, packedSize(data.inputs)));
   try {
     const hit = await fromCache(deps, s, id, data);
     if (hit) {
@@ -259,38 +266,6 @@ async function enqueue(
   await deps.jobs.enqueue(data, { priority, jobId: id });
   deps.onSubmitted?.({ model: data.model, version: data.version, kind, rows });
   return submitted(id, data, rows);
-}
-
-/** A job's place among its tenant's open jobs, asked for early (see place()). */
-interface OpenJobSlot {
-  /** Resolves once counted; rejects with 429 `too_many_open_jobs` at the cap. */
-  taken: Promise<void>;
-  /** Gives a counted slot back (a cache hit, a failure before the queue); idempotent. */
-  giveBack(): void;
-}
-
-function reserveOpenJob(deps: Pick<SubmitJobDeps, 'openJobs'>, tenant: string, id: string): OpenJobSlot {
-  if (!deps.openJobs) return { taken: Promise.resolve(), giveBack: () => undefined };
-  const { store, maxPerTenant } = deps.openJobs;
-  const admitted = store.admit(tenant, id, maxPerTenant);
-  const taken = admitted.then(({ admitted: ok, open }) => {
-    if (ok) return;
-    throw new InvalidInputError(
-      'too_many_open_jobs',
-      `tenant ${tenant} has ${open} jobs queued or running, at its limit of ${maxPerTenant}; retry once some have finished (or cancel some)`,
-      { status: 429 },
-    );
-  });
-  taken.catch(() => undefined); // awaited only by enqueue(): a cache hit never looks
-  let given = false;
-  return {
-    taken,
-    giveBack() {
-      if (given) return;
-      given = true;
-      admitted.then((r) => (r.admitted ? store.release(tenant, [id]) : undefined)).catch(() => undefined);
-    },
-  };
 }
 
 /**
@@ -355,16 +330,17 @@ function withRequestId(job: SubmittedJob, requestId: string | undefined): Submit
   return requestId === undefined ? job : { ...job, requestId };
 }
 
-function limitsOf(deps: Pick<SubmitJobDeps, 'maxRows' | 'maxElements'>): { maxRows?: number; maxElements?: number } {
-  const limits: { maxRows?: number; maxElements?: number } = {};
+function limitsOf(deps: Pick<SubmitJobDeps, 'maxRows' | 'maxElements' | 'maxBytesElements'>): ValidateLimits {
+  const limits: ValidateLimits = {};
   if (deps.maxRows !== undefined) limits.maxRows = deps.maxRows;
   if (deps.maxElements !== undefined) limits.maxElements = deps.maxElements;
+  if (deps.maxBytesElements !== undefined) limits.maxBytesElements = deps.maxBytesElements;
   return limits;
 }
 
 /** The request as the fallback model sees it: 422 `fallback_incompatible` when it does not fit. */
 function validateForFallback(
-  deps: Pick<SubmitJobDeps, 'maxRows' | 'maxElements'>,
+  deps: Pick<SubmitJobDeps, 'maxRows' | 'maxElements' | 'maxBytesElements'>,
   s: Pick<Submission, 'body' | 'binary'>,
   manifest: ModelManifest,
 ): ValidatedInferRequest {
@@ -378,159 +354,4 @@ function validateForFallback(
       { status: 422, cause: err },
     );
   }
-}
-
-/**
- * What makes two submissions "the same request" for an Idempotency-Key: the model and version
- * asked for (not the one resolved: a redeploy in between must not turn a retry into a
- * conflict) and the body, as canonical JSON (object keys sorted), and its binary inputs' bytes
- * (by name, in name order), hashed.
- */
-export function fingerprint(input: Pick<SubmitJobInput, 'model' | 'version' | 'body' | 'binary'>): string {
-  const canonical = JSON.stringify({ model: input.model, version: input.version ?? null, body: input.body }, sortKeys);
-  const hash = createHash('sha256').update(canonical);
-  const names = [...(input.binary?.keys() ?? [])].sort();
-  for (const name of names) {
-    const bytes = input.binary?.get(name) as Uint8Array;
-    hash.update(`\0${name}\0${bytes.byteLength}\0`).update(bytes);
-  }
-  return hash.digest('hex');
-}
-
-function sortKeys(_key: string, value: unknown): unknown {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return value;
-  const entries = Object.entries(value as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-  return Object.fromEntries(entries);
-}
-
-/** The Idempotency-Key header: 1 to 255 printable ASCII characters. */
-export function parseIdempotencyKey(raw: string | undefined): string | undefined {
-  if (raw === undefined) return undefined;
-  if (!/^[\x20-\x7e]{1,255}$/.test(raw)) {
-    throw new InvalidInputError(
-      'invalid_idempotency_key',
-      `Idempotency-Key must be 1 to 255 printable ASCII characters (got ${raw.length} characters${/[^\x20-\x7e]/.test(raw) ? ', some not printable' : ''})`,
-    );
-  }
-  return raw;
-}
-
-/**
- * The version asked for, else the deployed one, else the registry's latest (the model's
- * metadata is there whether or not it is deployed). Unknown everywhere → 404.
- */
-export async function resolveManifest(
-  deps: Pick<SubmitJobDeps, 'catalog' | 'deployments' | 'random'>,
-  model: string,
-  version: string | undefined,
-): Promise<ModelManifest> {
-  return (await resolveTarget(deps, model, version)).manifest;
-}
-
-/** A resolved model version, and the deployment it was drawn from (null when not deployed). */
-interface Target {
-  manifest: ModelManifest;
-  deployment: SubmitDeployment | null;
-}
-
-/**
- * The version a job runs on: the one asked for, else one drawn by the deployment's traffic
- * split (per job), else the registry's latest (which submit then refuses unless a worker
- * serves it: serving-check.ts). Unknown everywhere → 404.
- */
-async function resolveTarget(
-  deps: Pick<SubmitJobDeps, 'catalog' | 'deployments' | 'random'>,
-  model: string,
-  version: string | undefined,
-): Promise<Target> {
-  if (!MODEL_NAME_PATTERN.test(model)) throw new NotFoundError('model_not_found', `no model named "${model}"`);
-  const deployment = await deps.deployments.get(model);
-  const chosen = version ?? (deployment ? chooseVersion(deployment, deps.random ?? Math.random) : undefined);
-  return { manifest: await deps.catalog.getManifest(model, chosen), deployment };
-}
-
-/**
- * Step 2: admission against the deployment's backlog bound (only when it has one, so unbounded
- * deployments pay no extra Redis round trip).
- */
-async function admit(
-  deps: Pick<SubmitJobDeps, 'jobs' | 'catalog' | 'deployments' | 'random' | 'fleet'>,
-  deployment: SubmitDeployment | null,
-  degradable: boolean,
-): Promise<'normal' | 'low' | 'fallback'> {
-  if (deployment?.backlogMax === undefined) return 'normal';
-  const depth = await deploymentBacklog(deployment, (m, v) => deps.jobs.depth(m, v));
-  const fallbackOk = degradable && deployment.fallback !== undefined && (await fallbackUsable(deps, deployment.fallback));
-  const decision = checkAdmission({ depth, backlogMax: deployment.backlogMax, lowPriorityOk: degradable, fallbackOk });
-  if (!decision.admit) {
-    const hint = degradable
-      ? ''
-      : ` (or send "degradable": true to ${deployment.fallback ? 'be served by its fallback model' : 'queue at low priority'})`;
-    throw new OverloadedError(
-      'backlog_full',
-      `${deployment.model} has ${depth} jobs queued, at its bound of ${deployment.backlogMax}; retry after ${decision.retryAfterS} s${hint}`,
-      decision.retryAfterS,
-    );
-  }
-  return decision.fallback ? 'fallback' : decision.priority === 'low' ? 'low' : 'normal';
-}
-
-/**
- * A fallback missing from the registry, or one nothing serves (serving-check.ts), counts as
- * none: the request is not the caller's mistake, and a job sent where no worker runs would never
- * end.
- */
-async function fallbackUsable(
-  deps: Pick<SubmitJobDeps, 'catalog' | 'deployments' | 'random' | 'fleet'>,
-  fallback: Fallback,
-): Promise<boolean> {
-  try {
-    const target = await resolveTarget(deps, fallback.model, fallback.version);
-    await ensureServed(deps, target.manifest, target.deployment);
-    return true;
-  } catch (err) {
-    if (err instanceof NotFoundError) return false;
-    if (err instanceof InvalidInputError && err.code === 'model_not_deployed') return false;
-    throw err;
-  }
-}
-
-/** The fallback's own bound, with no further degradation (no fallback of a fallback). */
-async function admitStrictly(deps: Pick<SubmitJobDeps, 'jobs'>, deployment: SubmitDeployment | null, primary: string): Promise<void> {
-  if (deployment?.backlogMax === undefined) return;
-  const depth = await deploymentBacklog(deployment, (m, v) => deps.jobs.depth(m, v));
-  const decision = checkAdmission({ depth, backlogMax: deployment.backlogMax });
-  if (decision.admit) return;
-  throw new OverloadedError(
-    'backlog_full',
-    `${primary} is at its backlog bound, and so is its fallback ${deployment.model} (${depth} jobs queued, bound ${deployment.backlogMax}); retry after ${decision.retryAfterS} s`,
-    decision.retryAfterS,
-  );
-}
-
-function parseFlag(raw: unknown, name: string, absent: boolean): boolean {
-  if (raw === undefined) return absent;
-  if (typeof raw === 'boolean') return raw;
-  throw new InvalidInputError('invalid_body', `"${name}" must be true or false, got ${JSON.stringify(raw)}`);
-}
-
-function parsePriority(raw: unknown): Priority {
-  if (raw === undefined) return 'normal';
-  if (typeof raw === 'string' && Object.hasOwn(PRIORITIES, raw)) return raw as Priority;
-  throw new InvalidInputError('invalid_body', `"priority" must be one of ${Object.keys(PRIORITIES).join(', ')}`);
-}
-
-function parseTimeoutMs(raw: unknown): number | undefined {
-  if (raw === undefined) return undefined;
-  if (typeof raw === 'number' && Number.isInteger(raw) && raw >= 1 && raw <= MAX_TIMEOUT_MS) return raw;
-  throw new InvalidInputError(
-    'invalid_body',
-    `"timeoutMs" must be an integer number of milliseconds from 1 to ${MAX_TIMEOUT_MS}, got ${JSON.stringify(raw)}`,
-  );
-}
-
-function parseVersion(raw: unknown): string | undefined {
-  if (raw === undefined) return undefined;
-  if (typeof raw === 'string' && VERSION_PATTERN.test(raw)) return raw;
-  throw new InvalidInputError('invalid_body', '"version" must be a version name such as "1" or "2024-05-01"');
 }

@@ -16,7 +16,8 @@
  */
 import type { JobView } from '../ports.ts';
 import type { FleetView, WorkerSighting } from './fleet-view.ts';
-import type { SubmitDeployment, SubmitJobDeps } from './submit-job.ts';
+import type { SubmitDeployment } from './job-target.ts';
+import type { SubmitJobDeps } from './submit-job.ts';
 
 export type TimeoutReasonDeps = Pick<SubmitJobDeps, 'jobs' | 'deployments'> & { fleet?: FleetView };
 

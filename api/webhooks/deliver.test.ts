@@ -3,7 +3,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type AttemptRequest, checkedAddress, deliverOnce, type ResolveAll } from './deliver.ts';
+import { type AttemptRequest, checkedAddress, deliverOnce, RESPONSE_BODY_LIMIT_BYTES, type ResolveAll } from './deliver.ts';
 import { newSecret, webhookHeaders } from './signing.ts';
 
 interface Received {
@@ -89,6 +89,42 @@ describe('deliverOnce', () => {
   it('retries after a timeout', async () => {
     r.answer(() => undefined); // never answers
     expect(await deliverOnce(request({ timeoutMs: 200 }))).toMatchObject({ outcome: 'retry', error: 'timeout' });
+  });
+
+  /** Answers `status`, then writes body chunks until the connection closes; resolves with the bytes written then. */
+  function endlessBody(status: number, chunk: Buffer, everyMs = 0): Promise<number> {
+    return new Promise((resolveWritten) => {
+      r.answer((res) => {
+        let written = 0;
+        res.writeHead(status, { 'content-type': 'text/plain' });
+        res.on('close', () => resolveWritten(written));
+        const more = () => {
+          while (!res.destroyed) {
+            written += chunk.length;
+            if (!res.write(chunk)) return void res.once('drain', more);
+            if (everyMs > 0) return void setTimeout(more, everyMs);
+          }
+        };
+        more();
+      });
+    });
+  }
+
+  it("reads an endless body only up to the cap, then ends the attempt with the answer's status", async () => {
+    const written = endlessBody(200, Buffer.alloc(16 * 1024, 'x'));
+    // A timeout far off: only the cap can end this attempt in time.
+    expect(await deliverOnce(request({ timeoutMs: 30_000 }))).toMatchObject({ outcome: 'succeeded', status: 200 });
+    // The connection was closed: the receiver could write no more than the cap and the sockets' buffers.
+    expect(await written).toBeLessThan(RESPONSE_BODY_LIMIT_BYTES + 32 * 1024 * 1024);
+    const failing = endlessBody(503, Buffer.alloc(16 * 1024, 'x'));
+    expect(await deliverOnce(request({ timeoutMs: 30_000 }))).toMatchObject({ outcome: 'retry', status: 503, error: 'http_503' });
+    await failing;
+  });
+
+  it('ends a trickling body at the timeout with the status it had', async () => {
+    const written = endlessBody(202, Buffer.from('.'), 20);
+    expect(await deliverOnce(request({ timeoutMs: 300 }))).toMatchObject({ outcome: 'succeeded', status: 202 });
+    expect(await written).toBeGreaterThan(0);
   });
 
   it('retries after a refused connection', async () => {

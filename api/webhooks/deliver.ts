@@ -15,6 +15,9 @@
  * A failed attempt's `error` is a category (`connection_refused`, `timeout`, `http_503`, …:
  * api/webhooks/attempt-error.ts), the only thing the tenant's delivery record shows; the error
  * itself, with names, addresses and ports, is `detail`, for the dispatcher's log.
+ *
+ * The answer's body is read up to RESPONSE_BODY_LIMIT_BYTES and never kept: once the status is
+ * in, the body's end, that cap, the timeout or a reset all end the attempt with that status.
  */
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import http from 'node:http';
@@ -52,6 +55,16 @@ export type AttemptResult =
     };
 
 export const USER_AGENT = 'warmpool-webhooks/1';
+
+/**
+ * How much of a receiver's answer is read before the connection is closed. The outcome is the
+ * status alone and the body is discarded; reading a little of it lets an ordinary answer ("ok",
+ * a small JSON, a framework's error page: a few KiB) end cleanly instead of by a reset. Past
+ * it, reading on would only let a receiver that streams an endless body hold a delivery slot
+ * until the timeout. 64 KiB is what one socket read brings in at most (libuv's read size), so
+ * the cap costs about one read past an ordinary answer.
+ */
+export const RESPONSE_BODY_LIMIT_BYTES = 64 * 1024;
 
 export const systemResolve: ResolveAll = (host) =>
   new Promise((resolve, reject) => dnsLookup(host, { all: true, verbatim: true }, (err, addrs) => (err ? reject(err) : resolve(addrs))));
@@ -97,6 +110,13 @@ async function post(req: AttemptRequest): Promise<{ status: number; retryAfter?:
   };
   const client = url.protocol === 'https:' ? https : http;
   return new Promise((resolvePost, reject) => {
+    // Once the status is in, it is the outcome: whatever ends the body then (its end, the cap,
+    // the timeout, a reset) ends the attempt with that status, and closes the connection.
+    let answer: { status: number; retryAfter?: string } | undefined;
+    const done = () => {
+      if (answer) resolvePost(answer);
+      request.destroy();
+    };
     const request = client.request(
       url,
       {
@@ -113,13 +133,18 @@ async function post(req: AttemptRequest): Promise<{ status: number; retryAfter?:
       },
       (res) => {
         const retryAfter = res.headers['retry-after'];
-        // The body is not used; reading it to the end lets the socket close cleanly.
-        res.resume();
-        res.on('end', () => resolvePost({ status: res.statusCode ?? 0, ...(retryAfter ? { retryAfter } : {}) }));
-        res.on('error', reject);
+        answer = { status: res.statusCode ?? 0, ...(retryAfter ? { retryAfter } : {}) };
+        let read = 0;
+        res.on('data', (chunk: Buffer) => {
+          read += chunk.length; // counted, never kept
+          if (read > RESPONSE_BODY_LIMIT_BYTES) done();
+        });
+        res.on('end', done);
+        res.on('close', done);
+        res.on('error', done);
       },
     );
-    request.on('error', reject);
+    request.on('error', (err) => (answer ? done() : reject(err)));
     request.end(req.body);
   });
 }

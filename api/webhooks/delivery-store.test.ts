@@ -1,7 +1,8 @@
 // The delivery store against a real Redis: idempotent enqueue, exclusive claims, leases,
-// stale claims, dead letters, listing, replay and tenant isolation.
+// stale claims, dead letters, listing, replay, tenant isolation, and tenants' fair shares.
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { closeRedis, createRedis, deleteMany, scanKeys } from '../../infra/redis/client.ts';
+import { webhookDueKey, webhookDueTenantsKey } from '../../infra/redis/keys.ts';
 import { testServices, uniqueId } from '../../test/support/services.ts';
 import { createDeliveryStore, type DeliveryStore, type NewDelivery } from './delivery-store.ts';
 
@@ -115,5 +116,69 @@ describe('createDeliveryStore', () => {
     await store.recordAttempt(c, attempt(0, 200), { state: 'succeeded' }, 10);
     expect(await store.list('tenant-a', 'succeeded', 10, 5_000)).toHaveLength(1);
     expect(await store.list('tenant-a', 'succeeded', 10, 20_000)).toEqual([]);
+  });
+
+  describe('fair shares', () => {
+    const share = (perTenant: number, inFlight: Record<string, number> = {}) => ({
+      perTenant,
+      inFlight: new Map(Object.entries(inFlight)),
+    });
+    const tenantsOf = (claimed: Array<{ tenant: string }>) => {
+      const counts: Record<string, number> = {};
+      for (const d of claimed) counts[d.tenant] = (counts[d.tenant] ?? 0) + 1;
+      return counts;
+    };
+
+    it("leaves a tenant at its share where it is, and hands others' due deliveries out past its backlog", async () => {
+      // B's backlog is due first and is long; A's one delivery comes after all of it.
+      for (let i = 0; i < 500; i++) await store.enqueue(delivery(`b${i}`, 'tenant-b'), i);
+      await store.enqueue(delivery('a0', 'tenant-a'), 1_000);
+      const claimed = await store.claimDue(2_000, 16, share(4, { 'tenant-b': 4 }));
+      expect(claimed.map((d) => d.id)).toEqual(['a0']);
+      // B's deliveries are still due, unclaimed, with no attempt counted.
+      expect(await store.get('b0')).toMatchObject({ state: 'pending', attempts: [] });
+      expect((await store.claimDue(2_000, 16, share(4, { 'tenant-b': 1 }))).map((d) => d.id)).toEqual(['b0', 'b1', 'b2']);
+    });
+
+    it('gives a tenant no more than its share less what it has in flight', async () => {
+      for (let i = 0; i < 20; i++) await store.enqueue(delivery(`b${i}`, 'tenant-b'), 0);
+      expect(tenantsOf(await store.claimDue(10, 16, share(4)))).toEqual({ 'tenant-b': 4 });
+      expect(tenantsOf(await store.claimDue(10, 16, share(4, { 'tenant-b': 3 })))).toEqual({ 'tenant-b': 1 });
+      expect(await store.claimDue(10, 16, share(4, { 'tenant-b': 4 }))).toEqual([]);
+      // Without a share, as before: the limit alone.
+      expect(await store.claimDue(10, 16)).toHaveLength(15);
+    });
+
+    it('takes one delivery per tenant per round', async () => {
+      for (const t of ['t1', 't2', 't3']) for (let i = 0; i < 5; i++) await store.enqueue(delivery(`${t}-${i}`, t), i);
+      const claimed = await store.claimDue(100, 7, share(4));
+      expect(claimed.map((d) => d.tenant)).toEqual(['t1', 't2', 't3', 't1', 't2', 't3', 't1']);
+      expect(tenantsOf(await store.claimDue(100, 16, share(4, tenantsOf(claimed))))).toEqual({ t1: 1, t2: 2, t3: 2 });
+    });
+
+    it('forgets a tenant once it has nothing pending', async () => {
+      await store.enqueue(delivery('only', 'tenant-c'), 0);
+      const [c] = await store.claimDue(0, 1, share(4));
+      if (!c) throw new Error('not claimed');
+      expect(await redis.zscore(webhookDueTenantsKey(prefix), 'tenant-c')).not.toBeNull();
+      await store.recordAttempt(c, attempt(0, 200), { state: 'succeeded' }, 5);
+      expect(await redis.zscore(webhookDueTenantsKey(prefix), 'tenant-c')).toBeNull();
+    });
+
+    it('drains the one due set of before into the per-tenant sets, keeping each due time', async () => {
+      for (const [id, at] of [
+        ['old-1', 0],
+        ['old-2', 500],
+      ] as const) {
+        await store.enqueue(delivery(id), at);
+        // As the store of before left them: every tenant's ids in one set.
+        await redis.zrem(`${prefix}:{webhooks}:due:tenant-a`, id);
+        await redis.zadd(webhookDueKey(prefix), at, id);
+      }
+      await redis.zrem(webhookDueTenantsKey(prefix), 'tenant-a');
+      expect((await store.claimDue(10, 16, share(4))).map((d) => d.id)).toEqual(['old-1']);
+      expect(await redis.zcard(webhookDueKey(prefix))).toBe(0);
+      expect((await store.claimDue(500, 16, share(4))).map((d) => d.id)).toEqual(['old-2']);
+    });
   });
 });

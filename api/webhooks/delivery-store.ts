@@ -8,22 +8,32 @@
  *   pending --error, schedule used up--> dead (the dead-letter list)
  *   failed | dead | succeeded --replay--> pending (attempts reset)
  *
- * Keys (under `<prefix>:{webhooks}:`, one Redis Cluster hash tag): `delivery:<id>` a hash; `due` a ZSET of pending ids by
- * due time; `index:<tenant>:<state>` a ZSET of ids by last change, for listing. Finished
- * deliveries expire after `retentionMs`; their index entries are trimmed when listed.
+ * Keys (under `<prefix>:{webhooks}:`, one Redis Cluster hash tag): `delivery:<id>` a hash;
+ * `due:<tenant>` a ZSET of that tenant's pending ids by due time; `due-tenants` a ZSET of the
+ * tenants with a pending delivery, by their earliest one's due time (every script that changes a
+ * `due:<tenant>` sets its tenant's score from its new head); `index:<tenant>:<state>` a ZSET of
+ * ids by last change, for listing. Finished deliveries expire after `retentionMs`; their index
+ * entries are trimmed when listed. `due`, the one ZSET of every tenant's ids from before, is
+ * drained into the per-tenant sets by claims, 100 ids a claim.
  *
- * Claims: `claimDue` moves each due id's score to `now + leaseMs` and stamps the hash with a
+ * Claims: `claimDue` moves each claimed id's score to `now + leaseMs` and stamps the hash with a
  * claim token, in one Lua script, so two dispatchers never claim the same delivery at once.
  * `recordAttempt` only applies while the token still matches: a dispatcher that outlived its
- * lease cannot overwrite the newer claimant's outcome. The scripts touch hash keys they derive
- * from ids: the shared `{webhooks}` tag keeps all of them in one slot on a Redis Cluster.
+ * lease cannot overwrite the newer claimant's outcome. The scripts touch keys they derive from
+ * ids and tenants: the shared `{webhooks}` tag keeps all of them in one slot on a Redis Cluster.
+ *
+ * Fair shares: the claimer says how many attempts each tenant has in flight at it and how many a
+ * tenant may have (`TenantShare`). The claim walks the due tenants earliest first, skips those at
+ * their share and takes one delivery per tenant per round, so a tenant with a million due
+ * deliveries and hanging receivers costs another tenant's claim only its own skipped entry: the
+ * per-tenant sets are why (in one set of all ids, its backlog would stand in front).
  */
 
 import { randomBytes } from 'node:crypto';
 import type { BulkWebhookEvent } from '../../infra/contracts/bulk.ts';
 import type { WebhookEvent } from '../../infra/contracts/webhook.ts';
 import type { RedisClient } from '../../infra/redis/client.ts';
-import { webhookDeliveryKey, webhookDueKey, webhookIndexKey } from '../../infra/redis/keys.ts';
+import { webhookDeliveryKey, webhookDueKey, webhookDueTenantsKey, webhookIndexKey, webhookTenantDueKey } from '../../infra/redis/keys.ts';
 
 /** Job events, and bulk runs' progress and completion events (the run id stands in `jobId`). */
 export type DeliveryEvent = WebhookEvent | BulkWebhookEvent;
@@ -73,10 +83,19 @@ export type AttemptOutcome =
 
 export type ReplayResult = 'replayed' | 'not_found' | 'pending';
 
+/** What a claimer holds already: a claim leaves a tenant at its share, for others' deliveries. */
+export interface TenantShare {
+  /** Attempts one tenant may have in flight at this claimer. */
+  perTenant: number;
+  /** The claimer's attempts in flight now, by tenant (a tenant absent has none). */
+  inFlight: ReadonlyMap<string, number>;
+}
+
 export interface DeliveryStore {
   /** Stores a new pending delivery due at `now`; false (and no change) when the id exists. */
   enqueue(delivery: NewDelivery, now: number): Promise<boolean>;
-  claimDue(now: number, limit: number): Promise<ClaimedDelivery[]>;
+  /** Up to `limit` due deliveries, none of a tenant past its share (no share: `limit` each). */
+  claimDue(now: number, limit: number, share?: TenantShare): Promise<ClaimedDelivery[]>;
   /** Appends the attempt and applies the outcome; false when the claim was lost. */
   recordAttempt(claimed: ClaimedDelivery, attempt: DeliveryAttempt, outcome: AttemptOutcome, now: number): Promise<boolean>;
   get(id: string): Promise<Delivery | null>;
@@ -94,32 +113,89 @@ export interface DeliveryStoreOptions {
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 
-/** KEYS: hash, due, pending index. ARGV: id, now, tenant, jobId, event, url, payload. */
-const ENQUEUE = `
+/** How many ids of the set from before the per-tenant sets one claim moves over. */
+const LEGACY_DRAIN_PER_CLAIM = 100;
+
+/** Sets a tenant's score in `due-tenants` from the head of its due set, or drops it. */
+const REFRESH = `
+local function refresh(tenants, due, tenant)
+  local head = redis.call('ZRANGE', due, 0, 0, 'WITHSCORES')
+  if head[1] then redis.call('ZADD', tenants, head[2], tenant) else redis.call('ZREM', tenants, tenant) end
+end
+`;
+
+/** KEYS: hash, tenant due, pending index, due tenants. ARGV: id, now, tenant, jobId, event, url, payload. */
+const ENQUEUE = `${REFRESH}
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], 'id', ARGV[1], 'tenant', ARGV[3], 'jobId', ARGV[4], 'event', ARGV[5], 'url', ARGV[6],
   'payload', ARGV[7], 'state', 'pending', 'attempts', '[]', 'nextAttemptAt', ARGV[2], 'createdAt', ARGV[2],
   'updatedAt', ARGV[2], 'reason', '', 'claim', '')
 redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
 redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1])
+refresh(KEYS[4], KEYS[2], ARGV[3])
 return 1
 `;
 
-/** KEYS: due. ARGV: now, limit, leaseUntil, token, hash key prefix. */
-const CLAIM = `
-local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
-for _, id in ipairs(ids) do
-  redis.call('ZADD', KEYS[1], ARGV[3], id)
-  redis.call('HSET', ARGV[5] .. id, 'claim', ARGV[4])
+/**
+ * KEYS: due tenants, the due set from before. ARGV: now, limit, leaseUntil, token, hash key
+ * head, tenant due key head, per-tenant share, legacy drain count, then (tenant, in flight) pairs.
+ *
+ * Tenants at their share are skipped; there are at most as many as the pairs, so fetching
+ * `limit + full` due tenants finds `limit` that may take one. A round takes one delivery of each
+ * tenant still under its share; an id whose hash is gone or finished is dropped from its set.
+ */
+const CLAIM = `${REFRESH}
+local now, limit, leaseUntil, token = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
+local hashes, dues, share = ARGV[5], ARGV[6], tonumber(ARGV[7])
+local old = redis.call('ZRANGE', KEYS[2], 0, tonumber(ARGV[8]) - 1, 'WITHSCORES')
+for i = 1, #old, 2 do
+  local tenant = redis.call('HGET', hashes .. old[i], 'tenant')
+  if tenant then
+    redis.call('ZADD', dues .. tenant, old[i + 1], old[i])
+    refresh(KEYS[1], dues .. tenant, tenant)
+  end
+  redis.call('ZREM', KEYS[2], old[i])
 end
-return ids
+local free, full = {}, 0
+for i = 9, #ARGV, 2 do
+  free[ARGV[i]] = share - tonumber(ARGV[i + 1])
+  if free[ARGV[i]] <= 0 then full = full + 1 end
+end
+local tenants = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, limit + full)
+local claimed, steps = {}, 0
+while #claimed < limit and #tenants > 0 and steps < 4 * limit + 100 do
+  local again = {}
+  for _, tenant in ipairs(tenants) do
+    local left = free[tenant] or share
+    if #claimed < limit and left > 0 then
+      local due = dues .. tenant
+      local id = redis.call('ZRANGEBYSCORE', due, '-inf', now, 'LIMIT', 0, 1)[1]
+      if id then
+        steps = steps + 1
+        if redis.call('HGET', hashes .. id, 'state') == 'pending' then
+          redis.call('ZADD', due, leaseUntil, id)
+          redis.call('HSET', hashes .. id, 'claim', token)
+          claimed[#claimed + 1] = id
+          left = left - 1
+          free[tenant] = left
+        else
+          redis.call('ZREM', due, id)
+        end
+        refresh(KEYS[1], due, tenant)
+        if left > 0 then again[#again + 1] = tenant end
+      end
+    end
+  end
+  tenants = again
+end
+return claimed
 `;
 
 /**
- * KEYS: hash, due, pending index, target index.
- * ARGV: claim, attempts JSON, state, nextAttemptAt, now, reason, retentionMs, id.
+ * KEYS: hash, tenant due, pending index, target index, due tenants.
+ * ARGV: claim, attempts JSON, state, nextAttemptAt, now, reason, retentionMs, id, tenant.
  */
-const RECORD = `
+const RECORD = `${REFRESH}
 if redis.call('HGET', KEYS[1], 'claim') ~= ARGV[1] then return 0 end
 redis.call('HSET', KEYS[1], 'attempts', ARGV[2], 'state', ARGV[3], 'nextAttemptAt', ARGV[4], 'updatedAt', ARGV[5],
   'reason', ARGV[6], 'claim', '')
@@ -132,11 +208,12 @@ else
   redis.call('ZADD', KEYS[4], ARGV[5], ARGV[8])
   redis.call('PEXPIRE', KEYS[1], ARGV[7])
 end
+refresh(KEYS[5], KEYS[2], ARGV[9])
 return 1
 `;
 
-/** KEYS: hash, due, pending index; ARGV: tenant, now, id, index key prefix. */
-const REPLAY = `
+/** KEYS: hash, tenant due, pending index, due tenants; ARGV: tenant, now, id, index key prefix. */
+const REPLAY = `${REFRESH}
 if redis.call('HGET', KEYS[1], 'tenant') ~= ARGV[1] then return 'not_found' end
 local state = redis.call('HGET', KEYS[1], 'state')
 if state == 'pending' then return 'pending' end
@@ -146,6 +223,7 @@ redis.call('HSET', KEYS[1], 'state', 'pending', 'attempts', '[]', 'nextAttemptAt
 redis.call('ZREM', ARGV[4] .. state, ARGV[3])
 redis.call('ZADD', KEYS[3], ARGV[2], ARGV[3])
 redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3])
+refresh(KEYS[4], KEYS[2], ARGV[1])
 return 'replayed'
 `;
 
@@ -153,7 +231,9 @@ export function createDeliveryStore(redis: RedisClient, prefix: string, options:
   const leaseMs = options.leaseMs ?? 60_000;
   const retentionMs = options.retentionMs ?? 7 * DAY_MS;
   const hashKey = (id: string) => webhookDeliveryKey(prefix, id);
-  const dueKey = webhookDueKey(prefix);
+  const legacyDueKey = webhookDueKey(prefix);
+  const tenantDueKey = (tenant: string) => webhookTenantDueKey(prefix, tenant);
+  const dueTenantsKey = webhookDueTenantsKey(prefix);
   const indexKey = (tenant: string, state: DeliveryState) => webhookIndexKey(prefix, tenant, state);
 
   async function load(ids: string[]): Promise<Array<Record<string, string> | null>> {
@@ -181,10 +261,11 @@ export function createDeliveryStore(redis: RedisClient, prefix: string, options:
     async enqueue(d, now) {
       const added = await redis.eval(
         ENQUEUE,
-        3,
+        4,
         hashKey(d.id),
-        dueKey,
+        tenantDueKey(d.tenant),
         indexKey(d.tenant, 'pending'),
+        dueTenantsKey,
         d.id,
         String(now),
         d.tenant,
@@ -196,27 +277,29 @@ export function createDeliveryStore(redis: RedisClient, prefix: string, options:
       return added === 1;
     },
 
-    async claimDue(now, limit) {
+    async claimDue(now, limit, share) {
+      if (limit <= 0) return [];
       const claim = randomBytes(12).toString('base64url');
+      const inFlight = [...(share?.inFlight ?? [])].flatMap(([tenant, n]) => [tenant, String(n)]);
       const ids = (await redis.eval(
         CLAIM,
-        1,
-        dueKey,
+        2,
+        dueTenantsKey,
+        legacyDueKey,
         String(now),
         String(limit),
         String(now + leaseMs),
         claim,
-        // The head the script appends each claimed id to.
+        // The heads the script appends an id, a tenant to.
         hashKey(''),
+        tenantDueKey(''),
+        String(share?.perTenant ?? limit),
+        String(LEGACY_DRAIN_PER_CLAIM),
+        ...inFlight,
       )) as string[];
+      // The script claimed only pending ones; one that finished since is left to its lease.
       const hashes = await load(ids);
-      const claimed: ClaimedDelivery[] = [];
-      for (const [i, h] of hashes.entries()) {
-        // Gone (expired) or no longer pending: nothing to deliver; drop it from the due set.
-        if (h?.state !== 'pending') await redis.zrem(dueKey, ids[i] as string);
-        else claimed.push({ ...toDelivery(h), claim });
-      }
-      return claimed;
+      return hashes.flatMap((h) => (h?.state === 'pending' ? [{ ...toDelivery(h), claim }] : []));
     },
 
     async recordAttempt(claimed, attempt, outcome, now) {
@@ -225,11 +308,12 @@ export function createDeliveryStore(redis: RedisClient, prefix: string, options:
       const reason = outcome.state === 'failed' || outcome.state === 'dead' ? outcome.reason : '';
       const applied = await redis.eval(
         RECORD,
-        4,
+        5,
         hashKey(claimed.id),
-        dueKey,
+        tenantDueKey(claimed.tenant),
         indexKey(claimed.tenant, 'pending'),
         indexKey(claimed.tenant, outcome.state),
+        dueTenantsKey,
         claimed.claim,
         attempts,
         outcome.state,
@@ -238,6 +322,7 @@ export function createDeliveryStore(redis: RedisClient, prefix: string, options:
         reason,
         String(retentionMs),
         claimed.id,
+        claimed.tenant,
       );
       return applied === 1;
     },
@@ -256,10 +341,11 @@ export function createDeliveryStore(redis: RedisClient, prefix: string, options:
     async replay(tenant, id, now) {
       const result = await redis.eval(
         REPLAY,
-        3,
+        4,
         hashKey(id),
-        dueKey,
+        tenantDueKey(tenant),
         indexKey(tenant, 'pending'),
+        dueTenantsKey,
         tenant,
         String(now),
         id,

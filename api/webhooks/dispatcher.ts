@@ -5,6 +5,22 @@
  * dev`), so a slow receiver never holds an inference worker. Several dispatchers may run at
  * once: claims are exclusive (delivery-store.ts) and enqueues idempotent.
  *
+ * Shares: at most `config.concurrency` attempts in flight, and at most
+ * `config.concurrencyPerTenant` of one tenant's. A claim passes the tenants' counts in flight, and
+ * the store leaves a tenant at its share where it is (due, unclaimed, no attempt counted), so
+ * free slots go to other tenants' due deliveries. A tenant whose receivers hang (each held up
+ * to `timeoutMs`) holds its own share, never the others' slots. When every due delivery is of
+ * a tenant at its share, the claim comes back empty and the loop sleeps until an attempt ends,
+ * a delivery is enqueued or the poll interval passes: no spinning. Shares are per dispatcher:
+ * two dispatchers may each hold a tenant's share.
+ *
+ * Work-conserving: slots nobody else wants are lent past a tenant's share, but one share is
+ * always kept free. After the fair claim, a second claim may give any tenant up to
+ * `concurrency - concurrencyPerTenant` in flight, for as many slots as leave `perTenant` free. A
+ * tenant alone (the common case: one product team's webhooks) is not held to a quarter of the
+ * dispatcher, while a tenant that turns up finds its share free at once, and no tenant can take
+ * that reserve: the fair claim leaves a tenant over its share where it is.
+ *
  * Lifecycle: start() once; close() stops claiming, stops the event source, waits for the
  * attempts in flight to be recorded, and is safe to call twice.
  */
@@ -31,8 +47,6 @@ export interface DispatcherDeps {
   log: Log;
   /** DNS resolution for deliveries; tests map names with it. Default: dns.lookup. */
   resolve?: ResolveAll;
-  /** Attempts in flight at once. Default 16. */
-  concurrency?: number;
   /** How often the delivery loop looks for due deliveries when nothing wakes it. Default 250 ms. */
   pollIntervalMs?: number;
   /** How often new model queues are looked for. Default 3 s. */
@@ -40,6 +54,8 @@ export interface DispatcherDeps {
   random?: () => number;
   /** Counts each recorded attempt (api/webhooks/delivery-metrics.ts); none when absent. */
   metrics?: Pick<WebhookMetrics, 'record'>;
+  /** MAX_JSON_OUTPUT_ELEMENTS: job payloads leave out outputs past it (event-source.ts); unlimited when absent. */
+  maxJsonOutputElements?: number;
 }
 
 export interface Dispatcher {
@@ -60,7 +76,9 @@ export function deliveryLeaseMs(config: Pick<Config['webhooks'], 'timeoutMs'>): 
 }
 
 export function createDispatcher(deps: DispatcherDeps): Dispatcher {
-  const concurrency = deps.concurrency ?? 16;
+  const concurrency = deps.config.concurrency;
+  const perTenant = Math.min(deps.config.concurrencyPerTenant, concurrency);
+  const inFlightByTenant = new Map<string, number>();
   const pollIntervalMs = deps.pollIntervalMs ?? 250;
   const random = deps.random ?? Math.random;
   const store = createDeliveryStore(deps.redis, deps.prefix, { leaseMs: deliveryLeaseMs(deps.config) });
@@ -81,6 +99,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
     store,
     log: deps.log,
     discoverIntervalMs: deps.discoverIntervalMs,
+    maxJsonOutputElements: deps.maxJsonOutputElements,
     onEnqueued: () => wake?.abort(),
   });
 
@@ -128,12 +147,16 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
   }
 
   function track(d: ClaimedDelivery): void {
+    inFlightByTenant.set(d.tenant, (inFlightByTenant.get(d.tenant) ?? 0) + 1);
     const p = attempt(d)
       .catch((err: Error) =>
         deps.log.warn({ err: err.message, delivery: d.id }, 'webhook attempt could not be recorded; it is retried when its claim expires'),
       )
       .finally(() => {
         inFlight.delete(p);
+        const left = (inFlightByTenant.get(d.tenant) ?? 1) - 1;
+        if (left > 0) inFlightByTenant.set(d.tenant, left);
+        else inFlightByTenant.delete(d.tenant);
         wake?.abort();
       });
     inFlight.add(p);
@@ -144,9 +167,16 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
       wake = new AbortController();
       const free = concurrency - inFlight.size;
       try {
-        const claimed = free > 0 ? await store.claimDue(deps.clock.now(), free) : [];
+        const share = { perTenant, inFlight: inFlightByTenant };
+        const claimed = free > 0 ? await store.claimDue(deps.clock.now(), free, share) : [];
         for (const d of claimed) track(d);
         if (claimed.length === free && free > 0) continue; // more may be due right now
+        // Slots the fair claim left idle are lent, keeping one share free for whoever comes next.
+        const spare = free - claimed.length - perTenant;
+        if (spare > 0 && claimed.length < free) {
+          const lent = await store.claimDue(deps.clock.now(), spare, { perTenant: concurrency - perTenant, inFlight: inFlightByTenant });
+          for (const d of lent) track(d);
+        }
       } catch (err) {
         deps.log.warn({ err: errorMessage(err) }, 'webhook dispatcher: claiming failed; retrying');
       }
@@ -159,7 +189,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
     start() {
       if (loops || closing) return;
       loops = Promise.allSettled([source.run(stop.signal), deliveryLoop()]);
-      deps.log.info({ concurrency }, 'webhook dispatcher started');
+      deps.log.info({ concurrency, perTenant }, 'webhook dispatcher started');
     },
     close() {
       closing ??= (async () => {

@@ -35,6 +35,14 @@
  * prefix of the writes — and never keeps a cursor that moved past a delivery it lost.
  * Events trimmed from a stream before they were read are lost: see the stream's maxLen.
  *
+ * A payload is `{type, timestamp, data}`, `data` the job's resource as its event stream sends it
+ * (job-resource.ts's boundedJobResource): past `maxJsonOutputElements` (MAX_JSON_OUTPUT_ELEMENTS,
+ * counted from the outputs' shapes) the outputs are left out and `outputsOmitted` says how many
+ * and how to read them binary, so a job of millions of outputs makes a delivery of a few hundred
+ * bytes, stored once and sent per attempt, instead of tens of MB. Below it the text is written
+ * from the packed outputs (tensor-json.ts) a slice at a time, the event loop let run between
+ * slices (the delivery loop's attempts share it).
+ *
  * On a Redis Cluster each queue's stream lies in its own slot (infra/contracts/job.ts), and one XREAD
  * cannot span slots: the source then reads every stream with its own non-blocking XREAD
  * (concurrently, so ioredis batches them per node) and polls every `clusterPollMs` while all
@@ -43,22 +51,22 @@
 
 import { ENTRY_ID_PREFIX } from '../../infra/contracts/entry.ts';
 import type { JobStatus, JobView } from '../../infra/contracts/job.ts';
+import { JSON_SLICE_ELEMENTS, jsonParts, outputElements } from '../../infra/contracts/tensor-json.ts';
 import type { WebhookEvent, WebhookSpec } from '../../infra/contracts/webhook.ts';
 import type { Clock } from '../../infra/kernel/clock.ts';
 import { errorMessage } from '../../infra/kernel/errors.ts';
 import type { Log } from '../../infra/kernel/log.ts';
 import {
+  createHeldJobReader,
   type HeldJob,
-  leaseQueues,
+  type HeldJobReader,
   modelQueuesWithEvents,
-  type QueueLease,
   type QueueStreamEntries,
   readEventStreams,
-  readHeldJobs,
 } from '../../infra/queue/index.ts';
 import { isCluster, type RedisClient } from '../../infra/redis/client.ts';
 import { entrySkipKey, webhookCursorKey } from '../../infra/redis/keys.ts';
-import { iso, type JobResource, toJobResource } from '../resources/job-resource.ts';
+import { boundedJobResource, iso, type JobResource } from '../resources/job-resource.ts';
 import type { DeliveryStore } from './delivery-store.ts';
 
 export interface EventSourceDeps {
@@ -77,12 +85,16 @@ export interface EventSourceDeps {
   batchSize?: number;
   /** Redis Cluster only: the pause between reads that found nothing. Default 100 ms. */
   clusterPollMs?: number;
+  /** MAX_JSON_OUTPUT_ELEMENTS: a payload leaves out outputs past it (see the header); unlimited when absent. */
+  maxJsonOutputElements?: number;
 }
 
+/** A job webhook's body (its JSON text: `webhookPayloadJson`). */
 export interface WebhookPayload {
   type: WebhookEvent;
   /** When the event happened (ISO 8601). */
   timestamp: string;
+  /** The job as its event stream shows it: `outputsOmitted` instead of outputs past MAX_JSON_OUTPUT_ELEMENTS. */
   data: JobResource;
 }
 
@@ -116,6 +128,32 @@ export function deliveryId(jobId: string, event: WebhookEvent): string {
   return `msg_${jobId}_${event.slice('job.'.length)}`;
 }
 
+/**
+ * The JSON text of `view`'s payload for `event`: what JSON.stringify makes of its WebhookPayload,
+ * the outputs bounded and written as the header says. Past one slice of outputs, each part waits
+ * for the event loop's next turn.
+ */
+export async function webhookPayloadJson(
+  event: WebhookEvent,
+  timestamp: string,
+  view: JobView,
+  maxJsonOutputElements?: number,
+): Promise<string> {
+  const data = boundedJobResource(view, maxJsonOutputElements);
+  const sliced = outputElements(data.outputs ?? []) > JSON_SLICE_ELEMENTS;
+  let text = `{"type":${JSON.stringify(event)},"timestamp":${JSON.stringify(timestamp)},"data":`;
+  for (const part of jsonParts(data)) {
+    text += part;
+    if (sliced) await nextTurn();
+  }
+  return `${text}}`;
+}
+
+/** Resolves on the event loop's next turn, after the I/O waiting (as api/http/infer-response.ts's). */
+function nextTurn(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
+
 export function createEventSource(deps: EventSourceDeps): { run(signal: AbortSignal): Promise<void> } {
   const discoverIntervalMs = deps.discoverIntervalMs ?? 3000;
   const blockMs = deps.blockMs ?? 1000;
@@ -136,21 +174,21 @@ export function createEventSource(deps: EventSourceDeps): { run(signal: AbortSig
   }
 
   /** Stores the deliveries a stream entry calls for, one per request that asked; how many were new. */
-  async function handle(queues: QueueLease, name: string, streamId: string, fields: Record<string, string>): Promise<number> {
+  async function handle(jobs: HeldJobReader, name: string, streamId: string, fields: Record<string, string>): Promise<number> {
     const kind = fields.event ?? '';
     const jobId = fields.jobId;
     const timestamp = iso(Number(streamId.split('-')[0]));
     if (kind === 'buried') return (await buried(fields, timestamp)) ? 1 : 0;
     const wanted = STREAM_EVENTS[kind];
     if (!wanted || !jobId) return 0;
-    const held = await readHeldJobs({ redis: sharedOutputReads(deps.redis), prefix: deps.prefix }, queues, name, jobId);
+    const held = await jobs.read(name, jobId);
     const hooked = held.filter((h): h is Hooked => h.webhook?.events.some((e) => wanted.includes(e)) ?? false);
     if (hooked.length === 0) return 0;
     const skipped = kind === 'completed' ? new Set<string>() : await skippedMembers(name, jobId);
     const found = await Promise.all(hooked.filter((h) => !skipped.has(h.id)).map((h) => deliveryOf(kind, h)));
     let added = 0;
     for (const d of found) {
-      if (d && (await store(d.job, d.event, { type: d.event, timestamp, data: toJobResource(d.view) }))) added++;
+      if (d && (await store(d.job, d.event, timestamp, d.view))) added++;
     }
     return added;
   }
@@ -196,21 +234,13 @@ export function createEventSource(deps: EventSourceDeps): { run(signal: AbortSig
     const { view, webhook } = parsed;
     const event = BURIED_EVENTS[view.status];
     if (!event || !webhook.events.includes(event)) return false;
-    return store({ id: view.id, tenant: view.tenant, webhook }, event, { type: event, timestamp, data: toJobResource(view) });
+    return store({ id: view.id, tenant: view.tenant, webhook }, event, timestamp, view);
   }
 
-  function store(job: Recipient, event: WebhookEvent, payload: WebhookPayload): Promise<boolean> {
-    return deps.store.enqueue(
-      {
-        id: deliveryId(job.id, event),
-        tenant: job.tenant,
-        jobId: job.id,
-        event,
-        url: job.webhook.url,
-        payload: JSON.stringify(payload),
-      },
-      deps.clock.now(),
-    );
+  async function store(job: Recipient, event: WebhookEvent, timestamp: string, view: JobView): Promise<boolean> {
+    const payload = await webhookPayloadJson(event, timestamp, view, deps.maxJsonOutputElements);
+    const delivery = { id: deliveryId(job.id, event), tenant: job.tenant, jobId: job.id, event, url: job.webhook.url, payload };
+    return deps.store.enqueue(delivery, deps.clock.now());
   }
 
   /** The streams' entries after their cursors: one blocking XREAD, or on a cluster one read per stream. */
@@ -229,11 +259,11 @@ export function createEventSource(deps: EventSourceDeps): { run(signal: AbortSig
     return reply;
   }
 
-  async function readOnce(queues: QueueLease, signal: AbortSignal): Promise<void> {
+  async function readOnce(jobs: HeldJobReader, signal: AbortSignal): Promise<void> {
     const reply = await readStreams([...cursors.keys()], signal);
     for (const { queue: name, entries } of reply) {
       let added = 0;
-      for (const { id, fields } of entries) added += await handle(queues, name, id, fields);
+      for (const { id, fields } of entries) added += await handle(jobs, name, id, fields);
       const last = entries.at(-1)?.id;
       if (last === undefined) continue;
       await deps.redis.set(cursorKey(name), last);
@@ -245,16 +275,19 @@ export function createEventSource(deps: EventSourceDeps): { run(signal: AbortSig
   async function run(signal: AbortSignal): Promise<void> {
     const stop = () => deps.blocking.disconnect();
     signal.addEventListener('abort', stop, { once: true });
-    // The process's shared readers of the queues' jobs (never rewriting a queue's settings).
-    const queues = leaseQueues(deps.redis, deps.prefix, (err, queue) =>
-      deps.log.warn({ err: err.message, queue }, 'webhook event source queue error'),
-    );
+    // Over the process's shared readers of the queues' jobs (never rewriting a queue's settings).
+    const jobs = createHeldJobReader({
+      redis: deps.redis,
+      prefix: deps.prefix,
+      outputs: sharedOutputReads(deps.redis),
+      onError: (err, queue) => deps.log.warn({ err: err.message, queue }, 'webhook event source queue error'),
+    });
     try {
       while (!signal.aborted) {
         try {
           if (deps.clock.now() - discoveredAt >= discoverIntervalMs) await discover();
           if (cursors.size === 0) await deps.clock.sleep(Math.min(discoverIntervalMs, 1000), signal);
-          else await readOnce(queues, signal);
+          else await readOnce(jobs, signal);
         } catch (err) {
           if (signal.aborted) break;
           // Redis away or a job unreadable: the cursor has not moved, so the same entries come again.
@@ -264,7 +297,7 @@ export function createEventSource(deps: EventSourceDeps): { run(signal: AbortSig
       }
     } finally {
       signal.removeEventListener('abort', stop);
-      await queues.release().catch(() => undefined);
+      await jobs.close().catch(() => undefined);
     }
   }
 

@@ -30,17 +30,18 @@ import {
   DEFAULT_ID_COLUMN,
 } from '../contracts/bulk.ts';
 import type { ModelManifest } from '../contracts/manifest.ts';
+import { clearCapacityRequest } from '../deployments/capacity-request.ts';
 import type { Clock } from '../kernel/clock.ts';
-import { InvalidInputError, NotFoundError } from '../kernel/errors.ts';
+import { InvalidInputError, NotFoundError, OverloadedError } from '../kernel/errors.ts';
 import type { Log } from '../kernel/log.ts';
 import { createChunkQueue } from '../queue/index.ts';
 import type { RedisClient } from '../redis/client.ts';
 import { BucketUnavailableError, type ObjectInfo, type ObjectStore } from '../registry/object-store.ts';
-import { clearCapacityRequest } from './capacity-request.ts';
-import { formatOf } from './formats.ts';
+import { formatOf } from '../tabular/index.ts';
+import { type ActiveRunCaps, type Admission, createActiveRuns, UNCAPPED } from './active-runs.ts';
 import type { BulkLocations } from './locations.ts';
 import { DEFAULT_CHUNK_ROWS, parseBulkRunRequest } from './run-request.ts';
-import { createRunStore, type RunRecord, type RunStore, viewOf } from './run-store.ts';
+import { createRunStore, type RunRecord, type RunStore, runRef, viewOf } from './run-store.ts';
 import { formatS3Url, parseS3Url } from './s3-url.ts';
 
 export { parseBulkRunRequest };
@@ -62,10 +63,38 @@ export interface BulkDeps {
   notify?(event: BulkWebhookEvent, run: BulkRunView): Promise<void>;
   /** Chunk jobs' retries and retention (config.jobs); defaults 3 attempts, one day. */
   jobs?: { attempts: number; retentionS: number };
+  /** PARQUET_FOOTER_MAX_BYTES (config.bulk): the largest Parquet footer the driver decodes; config.ts's default when absent. */
+  parquetFooterMaxBytes?: number;
+  /** Runs not yet ended per tenant and in all (config.bulk); absent = counted, never refused. */
+  activeRuns?: ActiveRunCaps;
 }
+
+/**
+ * Retry-After of a start refused for the overall cap: a slot frees when some run ends, and runs
+ * last minutes, so a shorter hint would only make every refused caller poll the API.
+ */
+export const ACTIVE_RUNS_RETRY_AFTER_S = 30;
 
 export function createBulkRuns(deps: BulkDeps): BulkRuns {
   const store = createRunStore(deps.redis, deps.prefix);
+  const active = createActiveRuns(deps.redis, deps.prefix);
+  const caps = deps.activeRuns ?? UNCAPPED;
+
+  /**
+   * Counts the run against the caps before it is created or reopened (active-runs.ts), or
+   * refuses it; `body` runs with the slot held, which is given back when `body` fails to make
+   * the run active (a refusal of its input, a lost race to create it).
+   */
+  async function withSlot<T>(tenant: string, ref: string, caps: ActiveRunCaps, body: () => Promise<T>): Promise<T> {
+    const admission = await active.admit(tenant, ref, caps, deps.clock.now());
+    if (!admission.admitted) throw refusal(tenant, admission, caps);
+    try {
+      return await body();
+    } catch (err) {
+      if (admission.added) await active.release(tenant, ref);
+      throw err;
+    }
+  }
 
   async function resume(found: RunRecord, request: BulkRunRequest): Promise<BulkRunView> {
     const existing = found.spec;
@@ -73,7 +102,21 @@ export function createBulkRuns(deps: BulkDeps): BulkRuns {
     if (conflict) throw new InvalidInputError('run_conflict', `run ${existing.id} exists with ${conflict}`, { status: 409 });
     const updated = { ...existing, ...settingsOf(request) };
     if (JSON.stringify(updated) !== JSON.stringify(existing)) await store.updateSpec(found.ref, updated);
-    await store.reopen(found.ref);
+    // A running run is counted already (or is from before the caps: counted now, never refused);
+    // a failed or canceled one becomes active again only within the caps.
+    if (found.status === 'running') await active.admit(existing.tenant, found.ref, UNCAPPED, deps.clock.now());
+    else if (found.status !== 'succeeded') {
+      const reopened = await withSlot(existing.tenant, found.ref, caps, async () => {
+        if (!(await store.reopen(found.ref))) throw new NotReopened();
+      }).then(
+        () => true,
+        (err: unknown) => {
+          if (err instanceof NotReopened) return false;
+          throw err;
+        },
+      );
+      if (!reopened) deps.log.info({ runId: found.ref }, 'bulk run not reopened: it ended or was reopened meanwhile');
+    }
     return viewOf((await store.read(found.ref)) ?? found);
   }
 
@@ -123,7 +166,16 @@ export function createBulkRuns(deps: BulkDeps): BulkRuns {
       for (let attempt = 0; attempt < 2; attempt++) {
         const existing = await store.find(tenant, id);
         if (existing) return resume(existing, request);
-        const created = await create(tenant, request, id);
+        // Counted first, before any S3 call: a tenant at its cap is refused at the cheapest point.
+        const created = await withSlot(tenant, runRef(tenant, id), caps, async () => {
+          const view = await create(tenant, request, id);
+          // Lost the race to create it: the winner's start counted the same ref, so it stays.
+          if (!view) throw new LostRace();
+          return view;
+        }).catch((err: unknown) => {
+          if (err instanceof LostRace) return null;
+          throw err;
+        });
         if (created) return created;
         // Another start with the same id won the race: resume that one.
       }
@@ -151,13 +203,33 @@ export function createBulkRuns(deps: BulkDeps): BulkRuns {
   };
 }
 
+/** Control flow inside withSlot: the slot is given back, the caller carries on. */
+class LostRace extends Error {}
+class NotReopened extends Error {}
+
+/** 429 for the tenant's own cap (its own runs to end or cancel); 503 + Retry-After for everyone's. */
+function refusal(tenant: string, admission: Exclude<Admission, { admitted: true }>, caps: ActiveRunCaps): Error {
+  if (admission.over === 'tenant') {
+    return new InvalidInputError(
+      'too_many_bulk_runs',
+      `tenant ${tenant} has ${admission.tenantActive} bulk runs not yet ended, the most MAX_ACTIVE_BULK_RUNS_PER_TENANT (${caps.perTenant}) allows; wait for one to end or cancel one (DELETE /v1/bulk-runs/<id>)`,
+      { status: 429 },
+    );
+  }
+  return new OverloadedError(
+    'too_many_bulk_runs',
+    `${admission.allActive} bulk runs of all tenants are not yet ended, the most MAX_ACTIVE_BULK_RUNS (${caps.overall}) allows; wait for one to end or retry in ${ACTIVE_RUNS_RETRY_AFTER_S} s`,
+    ACTIVE_RUNS_RETRY_AFTER_S,
+  );
+}
+
 /** Removes the run's chunk jobs no worker holds yet, and its capacity request. Parts written stay. */
 export async function removeQueuedChunks(deps: BulkDeps, store: RunStore, ref: string, spec: BulkRunSpec): Promise<void> {
   await clearCapacityRequest(deps.redis, deps.prefix, spec.model, ref);
   const chunks = await store.outstanding(ref);
-  if (chunks.length === 0) return;
   const queue = createChunkQueue(deps.redis, deps.prefix, spec.model, spec.version, chunkJobOptions(deps));
   try {
+    await queue.forgetRun(ref);
     for (const chunk of chunks) await queue.remove(ref, chunk);
   } finally {
     await queue.close();

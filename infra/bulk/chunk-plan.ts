@@ -8,7 +8,7 @@
  * the lines that start inside its range, so any cut is correct and only sizes are estimated).
  * The head also gives a CSV object's header, which only the chunk at byte 0 would otherwise see.
  * Parquet: the footer gives the row groups, and chunks are row ranges that keep a small group
- * whole and split a big one (parquet-input.ts).
+ * whole and split a big one (infra/tabular/parquet-layout.ts).
  *
  * The plan is a function of the object's bytes, `chunkRows` and the run's input size only
  * (the pinned listing's), so a resume (the listing is
@@ -16,9 +16,7 @@
  */
 import { type BulkChunkSource, type BulkFormat, DEFAULT_ID_COLUMN } from '../contracts/bulk.ts';
 import type { ObjectStore } from '../registry/object-store.ts';
-import { planTextChunks, sampleLines } from './line-range.ts';
-import { splitCsv } from './line-rows.ts';
-import { parquetLayout, planParquetChunks } from './parquet-input.ts';
+import { parquetLayout, planParquetChunks, planTextChunks, sampleLines, splitCsv } from '../tabular/index.ts';
 
 /** A chunk's byte span is never below this (a head with one huge line would otherwise plan crumbs). */
 export const MIN_CHUNK_BYTES = 1024;
@@ -49,7 +47,7 @@ export async function planObject(
   store: ObjectStore,
   object: { bucket: string; key: string; sizeBytes: number; etag?: string },
   format: BulkFormat,
-  options: { chunkRows: number; idColumn?: string; maxChunkBytes?: number },
+  options: { chunkRows: number; idColumn?: string; maxChunkBytes?: number; parquetFooterMaxBytes?: number },
 ): Promise<ObjectPlan> {
   const { key, sizeBytes, etag } = object;
   if (sizeBytes === 0) return { chunks: [], rows: 0, rowsExact: true };
@@ -66,12 +64,16 @@ export async function planObject(
     }));
   const cap = Math.max(MIN_CHUNK_BYTES, options.maxChunkBytes ?? MAX_CHUNK_BYTES);
   if (format === 'parquet') {
-    const layout = await parquetLayout(store, key, sizeBytes);
+    // Pinned to the listed etag, and the footer's size checked before it is fetched or decoded.
+    const layout = await parquetLayout(store, key, sizeBytes, {
+      ...(etag ? { etag } : {}),
+      ...(options.parquetFooterMaxBytes !== undefined ? { footerMaxBytes: options.parquetFooterMaxBytes } : {}),
+    });
     const rowsCap = Math.max(1, Math.floor((cap * layout.rows) / sizeBytes));
     const chunkRows = Math.min(options.chunkRows, rowsCap);
     return { chunks: sources(planParquetChunks(layout, chunkRows)), rows: layout.rows, rowsExact: true };
   }
-  const head = await sampleLines(store, key, sizeBytes);
+  const head = await sampleLines(store, key, sizeBytes, undefined, etag);
   const bytesPerLine = head.bytesPerLine ?? sizeBytes;
   const chunkBytes = Math.min(MAX_CHUNK_BYTES, cap, Math.max(MIN_CHUNK_BYTES, Math.round(bytesPerLine * options.chunkRows)));
   const header = format === 'csv' ? csvHeader(head.firstLine, options.idColumn ?? DEFAULT_ID_COLUMN) : undefined;

@@ -7,22 +7,14 @@
  * numbers on the pinned listing and the plan, so a resume finds every job and part it had.
  */
 import { type BulkChunkSource, type BulkRunSpec, DEFAULT_ID_COLUMN } from '../contracts/bulk.ts';
-import type { JobData } from '../contracts/job.ts';
+import type { ChunkData } from '../contracts/queue-job.ts';
 
-/** Chunk `chunk` of the run `ref` (run-store.ts `runRef`): no inputs in the job, no result cache. */
-export function chunkJobData(
-  ref: string,
-  spec: BulkRunSpec,
-  chunk: number,
-  source: BulkChunkSource,
-  now: number,
-): JobData & { bulk: NonNullable<JobData['bulk']> } {
+/** Chunk `chunk` of the run `ref` (run-store.ts `runRef`): a place in an object, no rows. */
+export function chunkJobData(ref: string, spec: BulkRunSpec, chunk: number, source: BulkChunkSource, now: number): ChunkData {
   return {
     tenant: spec.tenant,
     model: spec.model,
     version: spec.version,
-    inputs: [],
-    cache: false,
     bulk: {
       runId: ref,
       chunk,

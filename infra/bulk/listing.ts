@@ -7,7 +7,7 @@
 import { createHash } from 'node:crypto';
 import type { BulkFormat, BulkPartResult } from '../contracts/bulk.ts';
 import type { ObjectStore } from '../registry/object-store.ts';
-import { parquetPartRows } from './parquet-part.ts';
+import { parquetPartRows } from '../tabular/index.ts';
 import type { PinnedObject } from './run-store.ts';
 
 /** The objects under the input prefix in key order (folder markers left out). */

@@ -18,40 +18,30 @@
  * (`bulk:<ref>:<chunk>`), its part is one S3 put by key. Objects whose chunks are all counted
  * are skipped from their saved stats without a byte read.
  *
- * Bad rows come back with each chunk's part (count and the first few). A text chunk knows its
- * bad rows' lines within itself; the object's line is that plus the lines of the object's
- * earlier chunks, which the driver adds once those are counted (until then a sample names its
- * byte offset). The budget (contracts/bulk.ts `badRowBudget`): the run fails as soon as the bad
- * rows pass the budget of the rows it expects, and at the end against the exact count; a run
- * with bad rows and no good one never succeeds.
+ * Bad rows, the samples kept of them and their budget: bad-row-samples.ts.
+ *
+ * Chunks are queued in a window (DriveSettings.windowChunks) and each with the priority of its
+ * run's turn (infra/queue fair-share.ts, weighed by the tenant's active runs, active-runs.ts),
+ * so a tenant's many runs take one tenant's share of the model's bulk capacity, not all of it.
  */
-
-import {
-  type BadRow,
-  type BulkChunkSource,
-  type BulkPartResult,
-  badRowBudget,
-  type ChunkBadRow,
-  DEFAULT_ID_COLUMN,
-  partKey,
-} from '../contracts/bulk.ts';
+import { type BulkChunkSource, type BulkPartResult, DEFAULT_ID_COLUMN, partKey } from '../contracts/bulk.ts';
 import { BULK_PRIORITIES } from '../contracts/job.ts';
 import type { ModelManifest } from '../contracts/manifest.ts';
+import { clearCapacityRequest } from '../deployments/capacity-request.ts';
 import { errorMessage, InvalidInputError } from '../kernel/errors.ts';
 import { Wakeup } from '../kernel/wakeup.ts';
 import { type ChunkQueue, createChunkQueue } from '../queue/index.ts';
+import { formatOf } from '../tabular/index.ts';
+import { type ActiveRuns, createActiveRuns } from './active-runs.ts';
+import { BadRowSamples, type ChunkSpan } from './bad-row-samples.ts';
 import { type BulkDeps, chunkJobOptions, removeQueuedChunks } from './bulk-runs.ts';
-import { clearCapacityRequest } from './capacity-request.ts';
 import { maxChunkBytesFor, planObject } from './chunk-plan.ts';
 import { chunkJobData } from './chunker.ts';
-import { formatOf } from './formats.ts';
 import { describeListingChange, listInput, readPart } from './listing.ts';
 import { writeRunManifest } from './run-manifest.ts';
 import { type ReportSettings, type RunCounters, RunReporter } from './run-reporter.ts';
 import type { ObjectStats, PinnedObject, RunRecord, RunStore } from './run-store.ts';
 import { formatS3Url } from './s3-url.ts';
-
-export const MAX_BAD_ROW_SAMPLES = 20;
 
 /** How a drive paces itself (driver.ts fills in the defaults). */
 export interface DriveSettings extends ReportSettings {
@@ -65,27 +55,9 @@ export interface DriveSettings extends ReportSettings {
 class RunEnded extends Error {}
 
 /** A chunk in flight: what the driver needs to count it (its object, its span of the object's bytes). */
-interface Tracked {
-  object: string;
+interface Tracked extends ChunkSpan {
   /** Input bytes this chunk stands for (Parquet: its share of the file). */
   bytes: number;
-  /** The object's chunks [firstChunk, endChunk): the sum of earlier chunks' lines turns local lines into the object's. */
-  firstChunk: number;
-  endChunk: number;
-  text: boolean;
-}
-
-/** How far an object's chunks are counted without a gap: lines before `next` are known. */
-interface CountedPrefix {
-  next: number;
-  lines: number;
-}
-
-/** A bad row whose object line is not known yet (an earlier chunk of its object is not counted). */
-interface PendingSample {
-  chunk: number;
-  info: Tracked;
-  bad: ChunkBadRow;
 }
 
 export class RunDriver {
@@ -100,15 +72,8 @@ export class RunDriver {
   /** The pinned listing's bytes. */
   private bytesTotal = 0;
   private existingParts = new Set<string>();
-  private samples: BadRow[];
-  private pending: PendingSample[] = [];
-  /** Lines each counted text chunk owned (to place its bad rows in its object). */
-  private readonly chunkLines = new Map<number, number>();
-  /** Per text chunk whose object's earlier chunks are all counted: their lines (a running sum, so placing a row is O(1)). */
-  private readonly linesBefore = new Map<number, number>();
-  private readonly prefixes = new Map<string, CountedPrefix>();
-  /** Input objects in key order, by key: the order bad-row samples are kept in. */
-  private objectOrder = new Map<string, number>();
+  /** Bad-row samples in input order, with their lines in their objects (bad-row-samples.ts). */
+  private readonly samples: BadRowSamples;
   /** Rows of the chunks an earlier drive counted, added to rowsSeen as the plan passes them. */
   private readonly countedBefore = new Map<number, number>();
   private readonly reporter: RunReporter;
@@ -120,6 +85,9 @@ export class RunDriver {
   private chunksTotal?: number;
   private plannedRows = 0;
   private plannedBytes = 0;
+  private readonly active: ActiveRuns;
+  /** The tenant's active runs: this run's weight in the queue's fair share (a tenant's runs share one turn). */
+  private weight = 1;
 
   constructor(
     private readonly deps: BulkDeps,
@@ -130,7 +98,8 @@ export class RunDriver {
   ) {
     this.spec = record.spec;
     this.ref = record.ref;
-    this.samples = [...record.samples];
+    this.samples = new BadRowSamples(record.samples);
+    this.active = createActiveRuns(deps.redis, deps.prefix);
     this.reporter = new RunReporter(deps, store, record.ref, record.spec, settings, record.priority);
     this.rowsDone = record.rowsDone;
     this.chunksDone = record.chunksDone;
@@ -153,7 +122,7 @@ export class RunDriver {
     await this.checkLocations();
     this.manifest = await deps.getManifest(spec.model, spec.version);
     this.listing = await this.pinListing();
-    this.objectOrder = new Map(this.listing.map((o, i) => [o.key, i]));
+    this.samples.setOrder(this.listing.map((o) => o.key));
     this.bytesTotal = this.listing.reduce((sum, o) => sum + o.sizeBytes, 0);
     await this.store.markStarted(this.ref, deps.clock.now());
     // The rate counts from here, not from the first progress save (after the first chunks
@@ -163,6 +132,7 @@ export class RunDriver {
       ...chunkJobOptions(deps),
       onFinished: this.wakeup.fire,
     });
+    this.weight = await this.active.count(spec.tenant);
     const written = await deps.storeFor(spec.output.bucket).list(spec.output.prefix);
     this.existingParts = new Set(written.map((o) => o.key));
     await this.loadCounted();
@@ -207,7 +177,7 @@ export class RunDriver {
     for (const [chunk, part] of parts) {
       this.badRows += part.badRows ?? 0;
       this.countedBefore.set(chunk, part.rows);
-      if (part.lines !== undefined) this.chunkLines.set(chunk, part.lines);
+      if (part.lines !== undefined) this.samples.noteLines(chunk, part.lines);
     }
   }
 
@@ -230,6 +200,7 @@ export class RunDriver {
         chunkRows: spec.chunkRows,
         idColumn: spec.idColumn ?? DEFAULT_ID_COLUMN,
         maxChunkBytes: maxChunkBytesFor(this.bytesTotal),
+        ...(deps.parquetFooterMaxBytes !== undefined ? { parquetFooterMaxBytes: deps.parquetFooterMaxBytes } : {}),
       });
     } catch (err) {
       if (err instanceof InvalidInputError) return this.fail(err.code, `${url}: ${err.message}`);
@@ -277,7 +248,9 @@ export class RunDriver {
     if (part) return this.count(chunk, info, part);
     await this.track(chunk, info);
     const data = chunkJobData(this.ref, spec, chunk, source, this.deps.clock.now());
-    await queue.add(data, BULK_PRIORITIES[this.reporter.priority]);
+    // A late run's chunks go ahead of all bulk (urgent); the rest take their turn (fair-share.ts).
+    const urgent = this.reporter.priority === 'urgent';
+    await queue.add(data, urgent ? BULK_PRIORITIES.urgent : await queue.fairPriority(this.ref, this.weight));
   }
 
   private async track(chunk: number, info: Tracked): Promise<void> {
@@ -293,125 +266,36 @@ export class RunDriver {
       this.rowsDone += part.rows;
       this.chunksDone++;
       this.badRows += part.badRows ?? 0;
-      if (part.lines !== undefined) this.chunkLines.set(chunk, part.lines);
-      this.advancePrefix(info);
-      for (const bad of badSamples ?? []) this.consider({ chunk, info, bad });
+      if (part.lines !== undefined) this.samples.noteLines(chunk, part.lines);
+      this.samples.advancePrefix(info);
+      for (const bad of badSamples ?? []) this.samples.consider({ chunk, info, bad });
     }
     this.rowsSeen += part.rows;
     this.bytesSeen += info.bytes;
     this.outstanding.delete(chunk);
     // Counted: the job need not stay in Redis.
     await this.queue?.remove(this.ref, chunk);
-    this.placeSamples(false);
+    this.samples.place(false);
     await this.checkBudget(false);
   }
 
-  /** Walks the object's run of counted chunks forward, noting each one's lines before it. */
-  private advancePrefix(info: Tracked): void {
-    if (!info.text) return;
-    const at = this.prefixes.get(info.object) ?? { next: info.firstChunk, lines: 0 };
-    this.prefixes.set(info.object, at);
-    this.linesBefore.set(at.next, at.lines);
-    while (at.next < info.endChunk && this.chunkLines.has(at.next)) {
-      at.lines += this.chunkLines.get(at.next) as number;
-      at.next++;
-      this.linesBefore.set(at.next, at.lines);
-    }
-  }
-
-  /** Where a bad row sorts among samples: its object's place in the listing, then its byte (or row). */
-  private rank(object: string, at: number): [number, number] {
-    return [this.objectOrder.get(object) ?? Number.MAX_SAFE_INTEGER, at];
-  }
-
-  private before(a: [number, number], b: [number, number]): boolean {
-    return a[0] < b[0] || (a[0] === b[0] && a[1] < b[1]);
-  }
-
-  /**
-   * Keeps a chunk's bad row only if it could be among the run's first MAX_BAD_ROW_SAMPLES: the
-   * pending list stays that short whatever the number of bad rows, and placing is O(1) a row.
-   */
-  private consider(p: PendingSample): void {
-    const rank = this.rank(p.info.object, p.bad.byte ?? p.bad.line);
-    const worst = this.samples.length >= MAX_BAD_ROW_SAMPLES ? (this.samples.at(-1) as BadRow) : undefined;
-    if (worst && !this.before(rank, this.rank(worst.object, worst.byte ?? worst.line))) return;
-    this.pending.push(p);
-    if (this.pending.length > MAX_BAD_ROW_SAMPLES) {
-      const keyed = this.pending.map((q) => ({ q, r: this.rank(q.info.object, q.bad.byte ?? q.bad.line) }));
-      keyed.sort((x, y) => (this.before(x.r, y.r) ? -1 : this.before(y.r, x.r) ? 1 : 0));
-      this.pending = keyed.slice(0, MAX_BAD_ROW_SAMPLES).map((k) => k.q);
-    }
-  }
-
-  /**
-   * Moves bad rows whose object line is now known into the samples (the earliest rows first,
-   * at most MAX_BAD_ROW_SAMPLES); `final`: the rest too, named by byte offset.
-   */
-  private placeSamples(final: boolean): void {
-    const left: PendingSample[] = [];
-    for (const p of this.pending) {
-      const line = this.objectLine(p);
-      if (line === undefined && !final) left.push(p);
-      else this.addSample(p, line);
-    }
-    this.pending = left;
-  }
-
-  private objectLine({ chunk, info, bad }: PendingSample): number | undefined {
-    if (!info.text) return bad.line;
-    const before = this.linesBefore.get(chunk);
-    return before === undefined ? undefined : before + bad.line;
-  }
-
-  private addSample({ info, bad }: PendingSample, line: number | undefined): void {
-    const sample: BadRow = {
-      object: info.object,
-      line: line ?? 0,
-      ...(bad.byte !== undefined ? { byte: bad.byte } : {}),
-      message: line === undefined ? `${bad.message} (the line starting at byte ${bad.byte ?? '?'})` : bad.message,
-    };
-    if (this.samples.some((s) => s.object === sample.object && s.line === sample.line && s.byte === sample.byte)) return;
-    const rank = (s: BadRow) => this.rank(s.object, s.byte ?? s.line);
-    this.samples.push(sample);
-    this.samples.sort((a, b) => (this.before(rank(a), rank(b)) ? -1 : this.before(rank(b), rank(a)) ? 1 : 0));
-    this.samples.length = Math.min(this.samples.length, MAX_BAD_ROW_SAMPLES);
-  }
-
-  /**
-   * Fails the run when its bad rows passed the budget: during the run, of the rows it expects
-   * (bytes-scaled, so an early estimate errs only as much as the plan did); at the end, of the
-   * exact count, and whenever no row at all was good.
-   */
+  /** Fails the run when its bad rows passed the budget (bad-row-samples.ts `overBudget`). */
   private async checkBudget(final: boolean): Promise<void> {
     const { spec } = this;
     // Rows good and bad: the good ones expected (exact at the end) and the bad ones seen.
     const good = final ? this.rowsDone : this.reporter.progress(this.counters(), this.deps.clock.now()).rowsTotal;
-    const rows = good + this.badRows;
-    const budget = badRowBudget(rows, spec.maxBadRows);
-    const allBad = final && this.badRows > 0 && this.rowsDone === 0;
-    if (this.badRows <= budget && !allBad) return;
-    this.placeSamples(true);
-    const first = this.samples[0];
-    const where = first
-      ? `; the first: ${formatS3Url(spec.input, first.object)}${first.line > 0 ? ` line ${first.line}` : ''}: ${first.message}`
-      : '';
-    const limit =
-      spec.maxBadRows !== undefined
-        ? `more than maxBadRows ${spec.maxBadRows}`
-        : `more than the budget of 1 % of the run's ${rows} rows (at least 100; --max-bad-rows sets another)`;
-    await this.fail(
-      'too_many_bad_rows',
-      allBad ? `every row was bad (${this.badRows})${where}` : `${this.badRows} bad rows, ${limit}${where}`,
-    );
+    const counts = { good, badRows: this.badRows, rowsDone: this.rowsDone, maxBadRows: spec.maxBadRows, final };
+    const failure = this.samples.overBudget(counts, (object) => formatS3Url(spec.input, object));
+    if (failure !== undefined) await this.fail('too_many_bad_rows', failure);
   }
 
   /** Waits for a chunk to finish (or the poll interval), then reads every outstanding chunk's state. */
   private async poll(): Promise<void> {
-    await this.sleep();
+    await this.wakeup.within(this.deps.clock, this.settings.pollMs, this.signal);
     this.signal.throwIfAborted();
     const status = await this.store.status(this.ref);
     if (status !== 'running') return this.ended(status);
+    this.weight = await this.active.count(this.spec.tenant);
     const queue = this.queue as ChunkQueue;
     const chunks = [...this.outstanding.entries()];
     const states = await Promise.all(chunks.map(([c]) => queue.state(this.ref, c)));
@@ -427,8 +311,9 @@ export class RunDriver {
   /** A chunk failed for good: the run fails, in the words the worker gave (invalid input is the caller's to fix). */
   private async chunkFailed(chunk: number, info: Tracked, reason: string): Promise<never> {
     const url = formatS3Url(this.spec.input, info.object);
-    const invalid = /^(invalid_input|invalid_chunk): /.exec(reason);
-    if (invalid) return this.fail('invalid_input', `${url} (chunk ${chunk}): ${reason.slice(invalid[0].length)}`);
+    const invalid = /^(invalid_input|invalid_chunk|input_changed): /.exec(reason);
+    const code = invalid?.[1] === 'input_changed' ? 'input_changed' : 'invalid_input';
+    if (invalid) return this.fail(code, `${url} (chunk ${chunk}): ${reason.slice(invalid[0].length)}`);
     return this.fail('chunk_failed', `chunk ${chunk} (${url}) failed after its retries: ${reason}`);
   }
 
@@ -445,19 +330,6 @@ export class RunDriver {
     );
   }
 
-  private async sleep(): Promise<void> {
-    const timer = new AbortController();
-    const onAbort = () => timer.abort();
-    this.signal.addEventListener('abort', onAbort, { once: true });
-    try {
-      await Promise.race([this.deps.clock.sleep(this.settings.pollMs, timer.signal).catch(() => undefined), this.wakeup.next()]);
-    } finally {
-      this.wakeup.cancel();
-      timer.abort();
-      this.signal.removeEventListener('abort', onAbort);
-    }
-  }
-
   private counters(): RunCounters {
     const exact = this.chunksTotal !== undefined && this.outstanding.size === 0;
     return {
@@ -470,7 +342,7 @@ export class RunDriver {
       exact,
       badRows: this.badRows,
       ...(this.chunksTotal !== undefined ? { chunksTotal: this.chunksTotal } : {}),
-      samples: this.samples,
+      samples: this.samples.list,
     };
   }
 
@@ -484,7 +356,7 @@ export class RunDriver {
 
   private async succeed(): Promise<void> {
     const { deps, spec } = this;
-    this.placeSamples(true);
+    this.samples.place(true);
     await this.checkBudget(true);
     const now = deps.clock.now();
     await this.report(true);
@@ -499,7 +371,7 @@ export class RunDriver {
         parts: (from, to) => this.store.partsRange(this.ref, from, to),
         rows: this.rowsDone,
         badRows: this.badRows,
-        samples: this.samples,
+        samples: this.samples.list,
         startedAt: record?.startedAt ?? now,
         finishedAt: now,
       });
@@ -507,6 +379,7 @@ export class RunDriver {
       if (!(err instanceof InvalidInputError)) throw err;
       return this.fail('chunk_lost', errorMessage(err));
     }
+    await this.queue?.forgetRun(this.ref);
     if (await this.store.finish(this.ref, 'succeeded', now, { manifest })) {
       await clearCapacityRequest(deps.redis, deps.prefix, spec.model, this.ref);
       deps.log.info({ runId: this.ref, rows: this.rowsDone, badRows: this.badRows, manifest }, 'bulk run succeeded');
@@ -519,8 +392,8 @@ export class RunDriver {
     const { deps, spec } = this;
     if (await this.store.finish(this.ref, 'failed', deps.clock.now(), { error: { code, message } })) {
       deps.log.warn({ runId: this.ref, code, message }, 'bulk run failed');
-      this.placeSamples(true);
-      await this.store.saveProgress(this.ref, this.reporter.progress(this.counters(), deps.clock.now()), this.samples);
+      this.samples.place(true);
+      await this.store.saveProgress(this.ref, this.reporter.progress(this.counters(), deps.clock.now()), this.samples.list);
       await removeQueuedChunks(deps, this.store, this.ref, spec);
       await this.reporter.told('bulk.failed');
     }

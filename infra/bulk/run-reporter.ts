@@ -7,8 +7,8 @@
  */
 
 import type { BadRow, BulkProgress, BulkRunSpec, BulkRunView, BulkWebhookEvent } from '../contracts/bulk.ts';
+import { publishCapacityRequest } from '../deployments/capacity-request.ts';
 import { type BulkDeps, notifyRun } from './bulk-runs.ts';
-import { publishCapacityRequest } from './capacity-request.ts';
 import { computeProgress, estimateRowsTotal, RateWindow, rowsPerSecondNeeded } from './progress.ts';
 import { type RunStore, viewOf } from './run-store.ts';
 

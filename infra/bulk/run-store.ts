@@ -8,6 +8,7 @@
  *   <p>:{bulk}:run:<ref>:objects      hash: input key → ObjectStats, once that object was planned
  *   <p>:{bulk}:run:<ref>:outstanding  set: chunks enqueued and not yet counted (cancel removes their jobs)
  *   <p>:{bulk}:running                set: refs of running runs (the supervisor's worklist)
+ *   <p>:{bulk}:active-runs[:<tenant>] zsets: runs counted against the caps (active-runs.ts); an end leaves them
  *
  * A run's ref is `<tenant>/<id>` (runRef): run ids are the tenant's own, so the same id from two
  * tenants names two runs, and nothing a tenant does can tell whether another uses an id. The ref
@@ -28,7 +29,15 @@
 
 import type { BadRow, BulkPartResult, BulkProgress, BulkRunSpec, BulkRunStatus, BulkRunView } from '../contracts/bulk.ts';
 import type { RedisClient } from '../redis/client.ts';
-import { bulkRunKey, bulkRunLeaseKey, bulkRunningKey, bulkRunObjectsKey, bulkRunOutstandingKey, bulkRunPartsKey } from '../redis/keys.ts';
+import {
+  bulkActiveRunsKey,
+  bulkRunKey,
+  bulkRunLeaseKey,
+  bulkRunningKey,
+  bulkRunObjectsKey,
+  bulkRunOutstandingKey,
+  bulkRunPartsKey,
+} from '../redis/keys.ts';
 import { RUN_ID_PATTERN } from './run-request.ts';
 import { formatS3Url } from './s3-url.ts';
 
@@ -82,12 +91,19 @@ redis.call('HINCRBY', KEYS[1], 'rowsDone', ARGV[3])
 redis.call('HINCRBY', KEYS[1], 'chunksDone', 1)
 return 1`;
 
-/** KEYS: record, running, parts, objects, outstanding. ARGV: status, finishedAt, id, ttl, field, value, … */
+/**
+ * KEYS: record, running, parts, objects, outstanding, active runs (all tenants'). ARGV: status,
+ * finishedAt, id, ttl, the tenants' active-runs key head, field, value, … The run's slots
+ * (active-runs.ts) are given back in the same step as its end: its tenant is read from its spec.
+ */
 const FINISH = `
 if redis.call('HGET', KEYS[1], 'status') ~= 'running' then return 0 end
 redis.call('HSET', KEYS[1], 'status', ARGV[1], 'finishedAt', ARGV[2])
-for i = 5, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+for i = 6, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
 redis.call('SREM', KEYS[2], ARGV[3])
+redis.call('ZREM', KEYS[6], ARGV[3])
+local ok, spec = pcall(cjson.decode, redis.call('HGET', KEYS[1], 'spec') or '')
+if ok and type(spec) == 'table' and type(spec.tenant) == 'string' then redis.call('ZREM', ARGV[5] .. spec.tenant, ARGV[3]) end
 for i = 1, 5 do if i ~= 2 then redis.call('EXPIRE', KEYS[i], ARGV[4]) end end
 return 1`;
 
@@ -233,7 +249,8 @@ export function createRunStore(redis: RedisClient, prefix: string) {
       const extra: string[] = [];
       if (fields.error) extra.push('error', JSON.stringify(fields.error));
       if (fields.manifest) extra.push('manifest', fields.manifest);
-      return (await redis.eval(FINISH, 5, ...keys(ref), status, at, ref, RETENTION_S, ...extra)) === 1;
+      const [all, tenants] = [bulkActiveRunsKey(prefix), bulkActiveRunsKey(prefix, '')];
+      return (await redis.eval(FINISH, 6, ...keys(ref), all, status, at, ref, RETENTION_S, tenants, ...extra)) === 1;
     },
   };
 }

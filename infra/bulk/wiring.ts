@@ -15,9 +15,9 @@ import type { Log } from '../kernel/log.ts';
 import type { RedisClient } from '../redis/client.ts';
 import { cacheManifests } from '../registry/manifest-cache.ts';
 import { createModelRegistry } from '../registry/model-registry.ts';
+import { createStoreFactory, type StoreFactory } from '../registry/store-factory.ts';
 import type { BulkDeps } from './bulk-runs.ts';
 import { createBulkLocations } from './locations.ts';
-import { createStoreFactory, type StoreFactory } from './store-factory.ts';
 
 export interface BulkWiringOptions {
   /** Used, not closed: the caller owns it. */
@@ -58,6 +58,8 @@ export function createBulkWiring(config: Config, options: BulkWiringOptions): Bu
     clock,
     log: options.log,
     jobs: { attempts: config.jobs.attempts, retentionS: config.jobs.retentionS },
+    parquetFooterMaxBytes: config.bulk.parquetFooterMaxBytes,
+    activeRuns: { perTenant: config.bulk.maxActiveRunsPerTenant, overall: config.bulk.maxActiveRuns },
     ...(options.notify ? { notify: options.notify } : {}),
   };
   return {

@@ -17,6 +17,7 @@
 
 import { configOf, type Deployment, type DeploymentStore } from '../deployments/deployment-store.ts';
 import type { Clock } from '../kernel/clock.ts';
+import { CANARY_DEFAULTS } from '../kernel/config.ts';
 import { errorMessage } from '../kernel/errors.ts';
 import type { Log } from '../kernel/log.ts';
 import { createTicker } from '../kernel/ticker.ts';
@@ -26,7 +27,8 @@ import { recordCanaryEvent } from './event-log.ts';
 import { createOutcomeStore } from './outcomes.ts';
 import { type CanaryPolicy, DEFAULT_CANARY_POLICY } from './verdict.ts';
 
-export const DEFAULT_CANARY_TICK_MS = 5000;
+/** The guard's period where none is given (CANARY_TICK_MS's default). */
+export const DEFAULT_CANARY_TICK_MS = CANARY_DEFAULTS.tickMs;
 
 /** A breach continues across a missed tick or two; past three tick periods unseen, it starts over. */
 export function canaryMaxGapMs(tickMs: number): number {
@@ -40,7 +42,7 @@ export interface CanaryGuardDeps {
   clock: Clock;
   log: Log;
   policy?: Partial<CanaryPolicy>;
-  /** Default 5 s. */
+  /** Default DEFAULT_CANARY_TICK_MS. */
   tickMs?: number;
   /** Default canaryMaxGapMs(tickMs). */
   maxGapMs?: number;

@@ -15,32 +15,18 @@
  * So a clock that jumps, either way, can only delay a rollback, never bring one forward.
  */
 
-export interface CanaryPolicy {
-  /** Length of the sliding window the figures cover. */
-  windowMs: number;
-  /** Allowed excess of the canary's error rate over the stable's, absolute (0.05 = 5 points). */
-  maxErrorRateDelta: number;
-  /** Allowed ratio of the canary's p95 latency to the stable's. */
-  maxLatencyRatio: number;
-  /** Outcomes each version needs in the window before it is judged at all. */
-  minRequests: number;
-  /** How long a breach must persist before the canary is rolled back. */
-  sustainMs: number;
-  /**
-   * Both p95s are raised to at least this before the ratio: at a few ms, histogram resolution
-   * and scheduling noise make ratios meaningless (2 ms vs 1 ms is not "twice as slow").
-   */
-  latencyFloorMs: number;
-}
+import { CANARY_DEFAULTS, type Config } from '../kernel/config.ts';
 
-export const DEFAULT_CANARY_POLICY: CanaryPolicy = {
-  windowMs: 120_000,
-  maxErrorRateDelta: 0.05,
-  maxLatencyRatio: 1.5,
-  minRequests: 50,
-  sustainMs: 60_000,
-  latencyFloorMs: 10,
-};
+/**
+ * What a verdict is judged by: the config's `canary` section (its fields are documented there)
+ * without the guard's own switch and period.
+ */
+export type CanaryPolicy = Omit<Config['canary'], 'enabled' | 'tickMs'>;
+
+const { enabled: _enabled, tickMs: _tickMs, ...defaultPolicy } = CANARY_DEFAULTS;
+
+/** The policy of an empty environment (the CANARY_* defaults), for a guard or reader given none. */
+export const DEFAULT_CANARY_POLICY: Readonly<CanaryPolicy> = defaultPolicy;
 
 /** What a verdict reads of a version's window (outcomes.ts WindowStats fits). */
 export interface VersionFigures {

@@ -190,7 +190,7 @@ export interface BulkChunkSource {
 }
 
 /**
- * A chunk job's extra data (JobData.bulk): the worker reads its own rows from S3, scores them and
+ * Where a chunk job's rows are and its part goes (ChunkData.bulk, queue-job.ts): the worker reads its own rows from S3, scores them and
  * writes the part itself, so no row passes through Redis, and a retried chunk overwrites its part.
  */
 export interface BulkChunkSpec {

@@ -28,7 +28,7 @@ import type { OipRequestedOutput } from './oip.ts';
 import type { PackedSpec, TensorToPack } from './packed-tensors.ts';
 import type { WebhookSpec } from './webhook.ts';
 
-/** The BullMQ job name of an entry (bulk chunk jobs are `infer` jobs with JobData). */
+/** The BullMQ job name of an entry (a queue's other kind is a bulk chunk: queue-job.ts). */
 export const ENTRY_JOB_NAME = 'entry';
 
 /** `ent_` + 20 URL-safe characters: never shown to users, who see member ids. */
@@ -51,7 +51,7 @@ export interface EntryMember {
 }
 
 export interface EntryData {
-  /** Marks the data as an entry's (a bulk chunk job's JobData has no `entry`). */
+  /** Marks the data as an entry's (a bulk chunk's ChunkData has no `entry`). */
   entry: 1;
   tenant: string;
   model: string;

@@ -1,12 +1,10 @@
 /**
  * The job contract between the API tier and the workers (DESIGN §4): one BullMQ queue per
- * deployed model version, named here and nowhere else; job data carries OIP tensors; the
- * result stored on the job carries OIP outputs and timings.
+ * deployed model version, named here and nowhere else; a job as the API shows it (JobView),
+ * its OIP outputs and timings. What the queue itself carries (entries and bulk chunks) is
+ * queue-job.ts.
  */
-import type { BinaryTensor } from './binary-tensor.ts';
-import type { BulkChunkSpec, BulkPartResult } from './bulk.ts';
-import type { OipRequestedOutput, OipTensor } from './oip.ts';
-import type { WebhookSpec } from './webhook.ts';
+import type { OipTensor } from './oip.ts';
 
 /**
  * BullMQ forbids ':' in queue names; model and version patterns (manifest.ts) exclude it too.
@@ -45,28 +43,6 @@ export type Priority = keyof typeof PRIORITIES;
  */
 export const BULK_PRIORITIES = { bulk: 100, urgent: PRIORITIES.normal } as const;
 
-export interface JobData {
-  tenant: string;
-  model: string;
-  version: string;
-  /**
-   * Validated against the manifest at submit: flat data, shape[0] = rows ≥ 1. Bulk chunk jobs
-   * carry numeric inputs in the binary form (infra/contracts/binary-tensor.ts); API jobs never do.
-   */
-  inputs: Array<OipTensor | BinaryTensor>;
-  /** Each named once, without parameters. The request's `parameters` and OIP `id` are not kept: no worker reads them. */
-  outputs?: OipRequestedOutput[];
-  /** Where to deliver this job's events (validated at submit, re-checked at delivery). */
-  webhook?: WebhookSpec;
-  /** The job must start within this many ms of submit, or it fails with deadline_exceeded. */
-  timeoutMs?: number;
-  /** The request opted out of the result cache (infra/redis/result-cache.ts): the worker stores nothing for it. */
-  cache?: false;
-  /** A bulk run's chunk: the worker writes the scored rows to S3 and returns `part` instead of outputs. */
-  bulk?: BulkChunkSpec;
-  submittedAt: number;
-}
-
 export interface JobTimings {
   /** Submit → the worker took the job. */
   queueMs: number;
@@ -81,8 +57,6 @@ export interface JobResult {
   timings: JobTimings;
   /** The worker that ran it, for tracing. */
   workerId: string;
-  /** Bulk chunk jobs: the part written (outputs is then empty). */
-  part?: BulkPartResult;
 }
 
 export type JobStatus = 'queued' | 'running' | 'succeeded' | 'failed' | 'canceled';
@@ -110,8 +84,3 @@ export interface JobView {
  * died or froze (their locks expired) twice, and is not handed to a third (worker/intake.ts).
  */
 export const JOB_ERROR_CODES = ['invalid_input', 'inference_failed', 'deadline_exceeded', 'canceled', 'worker_crashed'] as const;
-
-/** Rows in a job: the first axis of its inputs (all inputs agree, checked at validation). */
-export function jobRows(data: Pick<JobData, 'inputs'>): number {
-  return data.inputs[0]?.shape[0] ?? 0;
-}

@@ -259,6 +259,43 @@ describe('validateInferRequest: bounded work', () => {
     expect(validateInferRequest(seq([1, 5], [1, 2, 3, 4, 5]), dynamic, { maxElements: 5 }).rows).toBe(1);
   });
 
+  it('too_many_elements (413) when the BYTES inputs together declare more strings than MAX_BYTES_ELEMENTS_PER_JOB, counted from the shapes before any string is read', () => {
+    const two = manifest([
+      { name: 'a', datatype: 'BYTES', shape: [-1, -1] },
+      { name: 'b', datatype: 'BYTES', shape: [-1] },
+      { name: 'x', datatype: 'FP32', shape: [-1, -1] },
+    ]);
+    const body = (a: number) => ({
+      inputs: [
+        { name: 'a', datatype: 'BYTES', shape: [1, a], parameters: { binary_data_size: 4 * a } },
+        { name: 'b', datatype: 'BYTES', shape: [1], data: ['z'] },
+        // Numbers do not count: only strings are work per element beyond their bytes.
+        { name: 'x', datatype: 'FP32', shape: [1, 100], data: Array.from({ length: 100 }, () => 0) },
+      ],
+    });
+    const limits = { maxBytesElements: 10 };
+    // 9 + 1 strings: within the bound, and decoded.
+    const ok = validateInferRequest(body(9), two, limits, new Map([['a', new Uint8Array(36)]]));
+    expect(ok.inputs[0]?.data).toEqual(Array.from({ length: 9 }, () => ''));
+    // 2 Mi empty strings (8 MiB of zero lengths, as attack 7 sent) and, to show nothing was read,
+    // bytes that hold none of them: both refused by the count alone, the same way.
+    const twoMi = 2 * 1024 * 1024;
+    for (const bytes of [new Uint8Array(4 * twoMi), new Uint8Array(0)]) {
+      const err = errorOf(() => validateInferRequest(body(twoMi), two, limits, new Map([['a', bytes]])));
+      expect(err.code).toBe('too_many_elements');
+      expect(err.status).toBe(413);
+      expect(err.message).toContain(`declare ${twoMi} BYTES elements`);
+      expect(err.message).toContain('at most 10');
+      expect(err.message).toContain('MAX_BYTES_ELEMENTS_PER_JOB');
+    }
+    // Counted over the inputs: 10 in "a" and 1 in "b" is one too many, named at "b".
+    const over = errorOf(() => validateInferRequest(body(10), two, limits, new Map([['a', new Uint8Array(40)]])));
+    expect(over.code).toBe('too_many_elements');
+    expect(over.message).toMatch(/through "b"\) declare 11 BYTES elements/);
+    // Unbounded when absent.
+    expect(validateInferRequest(body(10), two, {}, new Map([['a', new Uint8Array(40)]])).rows).toBe(1);
+  });
+
   it('every dimension is a non-negative safe integer: no overflow, no precision loss', () => {
     for (const shape of [
       [2 ** 53, 0],
@@ -420,7 +457,7 @@ describe('validateInferRequest: binary tensor data', () => {
     const bools = manifest([{ name: 'b', datatype: 'BOOL', shape: [-1] }]);
     const body = { inputs: [{ name: 'b', datatype: 'BOOL', shape: [3], parameters: { binary_data_size: 3 } }] };
     const two = errorOf(() => validateInferRequest(body, bools, {}, new Map([['b', Uint8Array.from([1, 0, 2])]])));
-    expect(two.message).toMatch(/element 2 is byte 2; a BOOL element is one byte, 0 or 1/);
+    expect(two.message).toMatch(/element 2 must be true, false, 0 or 1 for BOOL, got 2/);
   });
 
   it('binary_data_size on a body that carries no binary data says how to send it', () => {

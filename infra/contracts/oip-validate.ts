@@ -4,14 +4,16 @@
  * job would fail the forward pass for every job beside it).
  *
  * Runs on every request over data arrays of 100k+ numbers: element checks are plain loops over
- * one predicate per datatype, no per-element allocation.
+ * the datatype's rule (datatypes.ts, the one table every other reader shares), no per-element
+ * allocation.
  *
- * It also bounds the work a request asks for (`limits`: MAX_ROWS_PER_JOB, MAX_ELEMENTS_PER_JOB),
- * the size of its `parameters` and `id`, and its list of outputs; the worker runs the same
- * checks again on every job it takes (worker/intake.ts).
+ * It also bounds the work a request asks for (`limits`: MAX_ROWS_PER_JOB, MAX_ELEMENTS_PER_JOB,
+ * and MAX_BYTES_ELEMENTS_PER_JOB over all its BYTES inputs, counted from the shapes before a
+ * string is read), the size of its `parameters` and `id`, and its list of outputs; the worker
+ * runs the same checks again on every job it takes (worker/entry-inputs.ts).
  */
 import { InvalidInputError } from '../kernel/errors.ts';
-import { BINARY_ITEM_BYTES } from './binary-tensor.ts';
+import { elementOf, itemBytes, type PackedArray, refusal, refusedElement } from './datatypes.ts';
 import type { ModelManifest, TensorSpec } from './manifest.ts';
 import type { Datatype, OipRequestedOutput, OipTensor } from './oip.ts';
 import { type TensorData, tensorData } from './packed-tensors.ts';
@@ -42,6 +44,12 @@ export interface ValidateLimits {
   maxRows?: number;
   /** Elements an input's shape may declare, a zero-length axis counted as 1 (MAX_ELEMENTS_PER_JOB); unlimited when absent. */
   maxElements?: number;
+  /**
+   * BYTES elements (strings) all of a request's inputs may carry together (MAX_BYTES_ELEMENTS_PER_JOB);
+   * unlimited when absent. Each string is work per element wherever it is decoded, packed or
+   * handed to ONNX Runtime, which bytes alone do not bound: 8 MB of empty strings are 2 Mi of them.
+   */
+  maxBytesElements?: number;
 }
 
 /**
@@ -74,8 +82,9 @@ export function validateInferRequest(
   const seen = new Set<string>();
   const inputs: ValidatedInput[] = [];
   let rows = 0;
+  const strings = { counted: 0 };
   for (let i = 0; i < body.inputs.length; i++) {
-    const tensor = validateInput(body.inputs[i], i, specs, seen, limits, binary);
+    const tensor = validateInput(body.inputs[i], i, specs, seen, limits, binary, strings);
     const tensorRows = tensor.shape[0] as number;
     if (inputs.length > 0 && tensorRows !== rows) {
       fail(
@@ -122,6 +131,7 @@ function validateInput(
   seen: Set<string>,
   limits: ValidateLimits,
   binary: ReadonlyMap<string, Uint8Array> | undefined,
+  strings: { counted: number },
 ): ValidatedInput {
   if (!isObject(raw) || typeof raw.name !== 'string') fail('invalid_body', `inputs[${index}] must be an object with a string "name"`);
   const name = raw.name;
@@ -135,6 +145,10 @@ function validateInput(
   }
   const shape = validateShape(name, raw.shape, spec.shape);
   checkShapeBounds(name, shape, limits);
+  if (spec.datatype === 'BYTES') {
+    strings.counted += product(shape);
+    checkBytesElements(strings.counted, limits, `the request's BYTES inputs (through "${name}")`);
+  }
   if (raw.parameters !== undefined) validateParameters(raw.parameters, `input "${name}": "parameters"`);
   const bytes = binary?.get(name);
   if (bytes !== undefined) return { name, shape, datatype: spec.datatype, data: binaryData(name, spec.datatype, shape, bytes) };
@@ -161,15 +175,17 @@ function validateInput(
 
 /**
  * A binary input's elements, checked as Triton checks them: exactly the bytes its shape needs
- * (numeric), or exactly its shape's count of length-prefixed strings (BYTES); BOOL bytes 0 or 1.
- * Numeric data is one copy of the bytes into an aligned typed array, no per-element pass.
+ * (numeric), or exactly its shape's count of length-prefixed strings (BYTES). Then the value rule
+ * for what bytes can say and JSON cannot: BOOL bytes 0 or 1, floats finite (NaN and ±inf are
+ * refused as in JSON). Numeric data is one copy of the bytes into an aligned typed array and,
+ * for BOOL and floats, one scan.
  */
 function binaryData(name: string, datatype: Datatype, shape: number[], bytes: Uint8Array): TensorData {
   const elements = product(shape);
   if (datatype === 'BYTES') {
     return tensorData({ name, datatype, shape, offset: 0, length: bytes.byteLength }, bytes);
   }
-  const item = BINARY_ITEM_BYTES[datatype];
+  const item = itemBytes(datatype);
   if (bytes.byteLength !== elements * item) {
     fail(
       'binary_size_mismatch',
@@ -178,11 +194,11 @@ function binaryData(name: string, datatype: Datatype, shape: number[], bytes: Ui
   }
   const copy = new Uint8Array(bytes.byteLength);
   copy.set(bytes);
-  if (datatype === 'BOOL') {
-    const bad = copy.findIndex((b) => b > 1);
-    if (bad >= 0) fail('invalid_value', `input "${name}": element ${bad} is byte ${copy[bad]}; a BOOL element is one byte, 0 or 1`);
-  }
-  return tensorData({ name, datatype, shape, offset: 0, length: copy.byteLength }, copy);
+  const data = tensorData({ name, datatype, shape, offset: 0, length: copy.byteLength }, copy);
+  // The JSON rule for the bits binary data can carry and JSON cannot: NaN, ±inf, BOOL bytes past 1.
+  const bad = refusedElement(datatype, data as PackedArray);
+  if (bad) fail('invalid_value', `input "${name}": element ${bad.index} ${bad.message}`);
+  return data;
 }
 
 /**
@@ -204,6 +220,20 @@ export function checkShapeBounds(name: string, shape: readonly number[], limits:
       413,
     );
   }
+}
+
+/**
+ * BYTES elements `count` (a request's strings over all its inputs, from their shapes) within
+ * MAX_BYTES_ELEMENTS_PER_JOB: checked before any string is decoded, so a refused request costs
+ * no work per element. `what` names the tensors counted.
+ */
+export function checkBytesElements(count: number, limits: ValidateLimits, what: string): void {
+  if (limits.maxBytesElements === undefined || count <= limits.maxBytesElements) return;
+  fail(
+    'too_many_elements',
+    `${what} declare ${count} BYTES elements (strings); at most ${limits.maxBytesElements} are allowed in one request (MAX_BYTES_ELEMENTS_PER_JOB): send fewer rows per request, or join short strings into longer ones`,
+    413,
+  );
 }
 
 /** The product of the axes, each at least 1; stops as soon as it passes `cap` (so it never overflows). */
@@ -279,69 +309,10 @@ function pushFlat(data: unknown[], out: unknown[]): void {
   }
 }
 
-type Check = (v: unknown) => boolean;
-
-const intRange =
-  (min: number, max: number): Check =>
-  (v) =>
-    typeof v === 'number' && Number.isInteger(v) && v >= min && v <= max;
-
-const INT64_MIN = -(2n ** 63n);
-const INT64_MAX = 2n ** 63n - 1n;
-const UINT64_MAX = 2n ** 64n - 1n;
-const DECIMAL = /^-?\d{1,20}$/;
-
-/** 64-bit integers: a safe-integer number, or a decimal string for values JSON numbers cannot hold. */
-const int64Check = (min: bigint, max: bigint): Check => {
-  const signed = min < 0n;
-  return (v) => {
-    // Every safe integer fits INT64; UINT64 only needs the sign checked. No BigInt on this path.
-    if (typeof v === 'number') return Number.isSafeInteger(v) && (signed || v >= 0);
-    if (typeof v !== 'string' || !DECIMAL.test(v)) return false;
-    const n = BigInt(v);
-    return n >= min && n <= max;
-  };
-};
-
-const CHECKS: Record<Datatype, Check> = {
-  BOOL: (v) => v === true || v === false || v === 0 || v === 1,
-  UINT8: intRange(0, 255),
-  UINT16: intRange(0, 65_535),
-  UINT32: intRange(0, 4_294_967_295),
-  UINT64: int64Check(0n, UINT64_MAX),
-  INT8: intRange(-128, 127),
-  INT16: intRange(-32_768, 32_767),
-  INT32: intRange(-2_147_483_648, 2_147_483_647),
-  INT64: int64Check(INT64_MIN, INT64_MAX),
-  // FP16 travels as numbers and is rounded to half precision by the worker.
-  FP16: (v) => typeof v === 'number' && Number.isFinite(v),
-  FP32: (v) => typeof v === 'number' && Number.isFinite(v),
-  FP64: (v) => typeof v === 'number' && Number.isFinite(v),
-  BYTES: (v) => typeof v === 'string',
-};
-
-const EXPECTED: Record<Datatype, string> = {
-  BOOL: 'true, false, 0 or 1',
-  UINT8: 'an integer in [0, 255]',
-  UINT16: 'an integer in [0, 65535]',
-  UINT32: 'an integer in [0, 4294967295]',
-  UINT64: 'a non-negative integer (a decimal string above 2^53)',
-  INT8: 'an integer in [-128, 127]',
-  INT16: 'an integer in [-32768, 32767]',
-  INT32: 'an integer in [-2147483648, 2147483647]',
-  INT64: 'an integer (a decimal string beyond ±2^53)',
-  FP16: 'a finite number',
-  FP32: 'a finite number',
-  FP64: 'a finite number',
-  BYTES: 'a string',
-};
-
 function checkValues(name: string, datatype: Datatype, data: unknown[]): void {
-  const check = CHECKS[datatype];
+  const rule = elementOf(datatype);
   for (let i = 0; i < data.length; i++) {
-    if (!check(data[i])) {
-      fail('invalid_value', `input "${name}": data[${i}] must be ${EXPECTED[datatype]} for ${datatype}, got ${describe(data[i])}`);
-    }
+    if (rule(data[i]) === undefined) fail('invalid_value', `input "${name}": data[${i}] ${refusal(datatype, data[i])}`);
   }
 }
 
@@ -357,12 +328,6 @@ function isObject(v: unknown): v is Json {
 
 function quoteList(names: string[]): string {
   return names.map((n) => `"${n}"`).join(', ');
-}
-
-/** A short rendering of a bad value; NaN and undefined print as themselves, not as JSON null. */
-function describe(v: unknown): string {
-  const s = typeof v === 'string' || isObject(v) || Array.isArray(v) ? JSON.stringify(v) : String(v);
-  return s.length > 40 ? `${s.slice(0, 40)}…` : s;
 }
 
 function fail(code: string, message: string, status?: 413): never {

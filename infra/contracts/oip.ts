@@ -2,22 +2,10 @@
  * Open Inference Protocol (KServe v2) tensor types: the form job data and results take
  * (DESIGN §4). Validation of a request against a manifest lives in infra/contracts/oip-validate.ts.
  */
-export const DATATYPES = [
-  'BOOL',
-  'UINT8',
-  'UINT16',
-  'UINT32',
-  'UINT64',
-  'INT8',
-  'INT16',
-  'INT32',
-  'INT64',
-  'FP16',
-  'FP32',
-  'FP64',
-  'BYTES',
-] as const;
-export type Datatype = (typeof DATATYPES)[number];
+import type { Datatype } from './datatypes.ts';
+
+// The datatypes and everything about them: datatypes.ts, the one table.
+export { DATATYPES, type Datatype } from './datatypes.ts';
 
 /** A tensor as it travels in JSON. `data` is flat, row-major (nested arrays are flattened on input). */
 export interface OipTensor {

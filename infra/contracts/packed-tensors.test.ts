@@ -7,6 +7,7 @@ import {
   fromJsonData,
   type PackedSpec,
   packedData,
+  packedSize,
   packTensors,
   rowBytes,
   rowsTensor,
@@ -48,6 +49,16 @@ function unaligned(bytes: Buffer): Buffer {
 }
 
 describe('packTensors / tensorData', () => {
+  it('packedSize is the packed buffer’s length, without packing', () => {
+    expect(packedSize(all())).toBe(packTensors(all()).bytes.length);
+    const odd: TensorToPack[] = [
+      { name: 'a', datatype: 'BYTES', shape: [2], data: ['é', ''] },
+      { name: 'b', datatype: 'UINT8', shape: [3], data: new Uint8Array(3) },
+    ];
+    expect(packedSize(odd)).toBe(packTensors(odd).bytes.length);
+    expect(packedSize([])).toBe(0);
+  });
+
   it('round-trips every datatype, each tensor at an 8-byte aligned offset', () => {
     const { specs, bytes } = packTensors(all());
     expect(bytes.byteOffset % 8).toBe(0);
@@ -159,5 +170,21 @@ describe('rows and the JSON edge', () => {
     // A tensor that went through JSON is converted back once.
     expect(Array.from(packedData({ datatype: 'FP16', data: [1, 0.5] }) as Uint16Array)).toEqual([0x3c00, 0x3800]);
     expect(Array.from(wireBytes('BYTES', ['ab', '']))).toEqual([2, 0, 0, 0, 97, 98, 0, 0, 0, 0]);
+  });
+});
+
+describe('BYTES in the 4-byte-length layout', () => {
+  it('packs strings of every width in one pass, as Buffer.from would encode each, and reads them back', () => {
+    const values = ['', 'a', 'héllo', '日本', '😀', '\ud800 lone', '\u0000', 'x'.repeat(1000)];
+    const expected = Buffer.concat(values.flatMap((v) => [Buffer.from(Uint32Array.from([Buffer.byteLength(v)]).buffer), Buffer.from(v)]));
+    const bytes = wireBytes('BYTES', values);
+    expect(Buffer.from(bytes).equals(expected)).toBe(true);
+    const back = tensorData({ name: 's', datatype: 'BYTES', shape: [values.length], offset: 0, length: bytes.byteLength }, bytes);
+    expect(back).toEqual(values.map((v) => Buffer.from(v).toString('utf8')));
+  });
+
+  it('refuses a shape that declares more strings than 4 bytes each could hold, before reading any', () => {
+    const spec: PackedSpec = { name: 's', datatype: 'BYTES', shape: [1_000_000_000], offset: 0, length: 8 };
+    expect(() => tensorData(spec, new Uint8Array(8))).toThrow(/does not hold the 1000000000 elements/);
   });
 });

@@ -13,13 +13,21 @@
  * reply to ONNX Runtime tensors in O(1) JS work per tensor. JSON numbers exist only at the HTTP
  * edge: `fromJsonData` (after oip-validate has checked every value) and `rowsTensor`'s `data`.
  *
- * Pure, no I/O. This module and binary-tensor.ts (the bulk chunks' base64 form) are the only
- * places that know byte layouts.
+ * Pure, no I/O. This module is the one place that knows byte layouts; what each datatype's
+ * element is (its typed array, its value rule) is datatypes.ts's.
  */
 import { InvalidInputError } from '../kernel/errors.ts';
-import { decodeHalf, encodeHalf } from '../kernel/half-float.ts';
-import { ARRAY_OF, BINARY_ITEM_BYTES, type BinaryDatatype, type PackedArray } from './binary-tensor.ts';
-import type { Datatype, OipTensor } from './oip.ts';
+import {
+  DATATYPE_INFO,
+  type Datatype,
+  elementOf,
+  isNumericDatatype,
+  itemBytes,
+  jsonElement,
+  type PackedArray,
+  typedArrayFor,
+} from './datatypes.ts';
+import type { OipTensor } from './oip.ts';
 
 export interface PackedSpec {
   name: string;
@@ -31,7 +39,11 @@ export interface PackedSpec {
   length: number;
 }
 
-/** A tensor's elements: a typed array (numeric) or strings (BYTES). */
+/**
+ * A tensor's elements: a typed array (numeric) or strings (BYTES). The one in-memory form of
+ * elements from the HTTP edge to ONNX Runtime: the engine's EngineData, the bulk readers'
+ * RowsTensor data and a validated binary input are all this.
+ */
 export type TensorData = PackedArray | readonly string[];
 
 export interface TensorToPack {
@@ -51,14 +63,25 @@ const ALIGN = 8;
 const PACKED = Symbol('packedData');
 const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 
-/** The typed array a numeric datatype's elements live in. */
-export function arrayTypeOf(datatype: BinaryDatatype): (typeof ARRAY_OF)[BinaryDatatype] {
-  return ARRAY_OF[datatype];
-}
-
 export function elementsOf(shape: readonly number[]): number {
   let n = 1;
   for (const d of shape) n *= d;
+  return n;
+}
+
+/**
+ * The bytes `packTensors(tensors)` would take, without packing: numeric data as it is, BYTES as a
+ * 4-byte length and the UTF-8 bytes per element, each tensor padded to the alignment. What a job
+ * is charged against its tenant's stored-bytes budget before its entry is written.
+ */
+export function packedSize(tensors: readonly TensorToPack[]): number {
+  let n = 0;
+  for (const t of tensors) {
+    const length = Array.isArray(t.data)
+      ? (t.data as readonly string[]).reduce((sum, v) => sum + 4 + Buffer.byteLength(v, 'utf8'), 0)
+      : (t.data as { byteLength: number }).byteLength;
+    n = align(n + length);
+  }
   return n;
 }
 
@@ -91,9 +114,9 @@ export function tensorData(spec: PackedSpec, bytes: Uint8Array): TensorData {
     throw new InvalidInputError('invalid_data', `tensor "${spec.name}": its bytes lie outside the packed data`);
   }
   if (spec.datatype === 'BYTES') return decodeStrings(spec, bytes.subarray(spec.offset, spec.offset + spec.length), elements);
-  const item = BINARY_ITEM_BYTES[spec.datatype];
-  if (item === undefined)
+  if (!Object.hasOwn(DATATYPE_INFO, spec.datatype) || !isNumericDatatype(spec.datatype))
     throw new InvalidInputError('unsupported_datatype', `tensor "${spec.name}": unsupported datatype ${String(spec.datatype)}`);
+  const item = itemBytes(spec.datatype);
   if (spec.length !== elements * item) {
     throw new InvalidInputError(
       'data_length_mismatch',
@@ -104,7 +127,7 @@ export function tensorData(spec: PackedSpec, bytes: Uint8Array): TensorData {
   if ((bytes.byteOffset + spec.offset) % item !== 0) {
     throw new Error('tensorData: unaligned bytes; pass them through aligned() first');
   }
-  return new ARRAY_OF[spec.datatype](bytes.buffer as ArrayBuffer, bytes.byteOffset + spec.offset, elements);
+  return new (typedArrayFor(spec.datatype))(bytes.buffer as ArrayBuffer, bytes.byteOffset + spec.offset, elements);
 }
 
 /** `bytes` itself when its start is 8-byte aligned, else one copy that is (a Redis reply may be a slice of a socket chunk). */
@@ -158,8 +181,12 @@ export function rowsTensor(
  * JSON values converted once.
  */
 export function packedData(tensor: Pick<OipTensor, 'datatype' | 'data'>): TensorData {
-  const kept = (tensor as { [PACKED]?: TensorData })[PACKED];
-  return kept ?? fromJsonData(tensor.datatype, tensor.data);
+  return packedView(tensor) ?? fromJsonData(tensor.datatype, tensor.data);
+}
+
+/** The typed view `rowsTensor` keeps, or undefined for a plain JSON tensor; never touches `data`. */
+export function packedView(tensor: object): TensorData | undefined {
+  return (tensor as { [PACKED]?: TensorData })[PACKED];
 }
 
 /**
@@ -173,33 +200,30 @@ export function wireBytes(datatype: Datatype, data: TensorData): Uint8Array {
 
 /**
  * Elements as JSON values: 64-bit integers beyond 2^53 as decimal strings, FP16 decoded, BOOL as
- * booleans (also the worker's engineToOip, for jobs from before packed tensors).
+ * booleans (datatypes.ts's jsonElement; also the worker's engineToOip).
  */
 export function jsonValues(datatype: Datatype, data: TensorData): OipTensor['data'] {
   if (Array.isArray(data)) return [...(data as readonly string[])];
   const typed = data as PackedArray;
-  if (typed instanceof BigInt64Array || typed instanceof BigUint64Array) return Array.from(typed, bigToJson);
-  if (datatype === 'BOOL') return Array.from(typed as Uint8Array, (v) => v !== 0);
-  if (datatype === 'FP16') return Array.from(typed as Uint16Array, decodeHalf);
-  return Array.from(typed as Float32Array);
+  const kind = DATATYPE_INFO[datatype].kind;
+  if (kind === 'float' || kind === 'int') return Array.from(typed as Float64Array);
+  return Array.from(typed as Float64Array, jsonElement(datatype) as (e: number) => number);
 }
 
 /**
  * The typed array (or strings) for validated JSON data (oip-validate.ts has checked every
- * element: in range for the datatype; 64-bit integers may be decimal strings). The one
- * per-element pass at the HTTP edge.
+ * element by datatypes.ts's rule, which also gives the stored element). The one per-element
+ * pass at the HTTP edge; plain numbers into float and 8–32-bit arrays go by the native copy.
  */
 export function fromJsonData(datatype: Datatype, values: OipTensor['data']): TensorData {
-  if (datatype === 'BYTES') return values as string[];
-  const Ctor = ARRAY_OF[datatype];
-  if (datatype === 'FP16') return Uint16Array.from(values as number[], encodeHalf);
-  if (datatype === 'BOOL') return Uint8Array.from(values, (v) => (v === true || v === 1 ? 1 : 0));
-  if (datatype === 'INT64' || datatype === 'UINT64') {
-    const out = new Ctor(values.length) as BigInt64Array | BigUint64Array;
-    for (let i = 0; i < values.length; i++) out[i] = BigInt(values[i] as number | string);
-    return out;
-  }
-  return (Ctor as unknown as { from(v: ArrayLike<number>): PackedArray }).from(values as number[]);
+  if (!isNumericDatatype(datatype)) return values as string[];
+  const Ctor = typedArrayFor(datatype);
+  const kind = DATATYPE_INFO[datatype].kind;
+  if (kind === 'float' || kind === 'int') return (Ctor as unknown as { from(v: ArrayLike<number>): PackedArray }).from(values as number[]);
+  const rule = elementOf(datatype);
+  const out = new Ctor(values.length) as unknown as { [i: number]: number | bigint };
+  for (let i = 0; i < values.length; i++) out[i] = rule(values[i]) as number | bigint;
+  return out as unknown as PackedArray;
 }
 
 /** Bytes of `spec`'s rows [start, end) — numeric tensors only (fixed row size). */
@@ -217,40 +241,45 @@ function asBytes(data: PackedArray): Uint8Array {
   return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
 }
 
+/**
+ * Strings in the 4-byte-length layout, in one pass and one allocation: a UTF-16 code unit is at
+ * most 3 UTF-8 bytes (a lone surrogate becomes U+FFFD's 3; a pair, 4 bytes for 2 units), so
+ * 4 + 3 × length per string always fits, and the unused tail is cut off. No Buffer per string:
+ * 2 Mi empty strings took 2 Mi allocations before.
+ */
 function encodeStrings(values: readonly string[]): Uint8Array {
-  const parts = values.map((v) => Buffer.from(v, 'utf8'));
-  const out = Buffer.alloc(parts.reduce((n, p) => n + 4 + p.byteLength, 0));
+  let units = 0;
+  for (const v of values) units += v.length;
+  const out = Buffer.allocUnsafe(4 * values.length + 3 * units);
   let at = 0;
-  for (const p of parts) {
-    out.writeUInt32LE(p.byteLength, at);
-    out.set(p, at + 4);
-    at += 4 + p.byteLength;
+  for (const v of values) {
+    const n = v.length === 0 ? 0 : out.write(v, at + 4, 'utf8');
+    out.writeUInt32LE(n, at);
+    at += 4 + n;
   }
-  return out;
+  return out.subarray(0, at);
 }
 
 function decodeStrings(spec: PackedSpec, bytes: Uint8Array, elements: number): string[] {
   const view = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const mismatch = () =>
+    new InvalidInputError(
+      'data_length_mismatch',
+      `tensor "${spec.name}": its BYTES data does not hold the ${elements} elements its shape declares`,
+    );
+  // Every element takes 4 bytes at least: a shape that declares more cannot fit, and is refused before any string is made.
+  if (elements * 4 > view.byteLength) throw mismatch();
   const out: string[] = [];
   let at = 0;
   for (let i = 0; i < elements; i++) {
     if (at + 4 > view.byteLength) break;
     const n = view.readUInt32LE(at);
     if (at + 4 + n > view.byteLength) break;
-    out.push(view.toString('utf8', at + 4, at + 4 + n));
+    out.push(n === 0 ? '' : view.toString('utf8', at + 4, at + 4 + n));
     at += 4 + n;
   }
-  if (out.length !== elements || at !== view.byteLength) {
-    throw new InvalidInputError(
-      'data_length_mismatch',
-      `tensor "${spec.name}": its BYTES data does not hold the ${elements} elements its shape declares`,
-    );
-  }
+  if (out.length !== elements || at !== view.byteLength) throw mismatch();
   return out;
-}
-
-function bigToJson(v: bigint): number | string {
-  return v >= BigInt(Number.MIN_SAFE_INTEGER) && v <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(v) : v.toString();
 }
 
 function requireLittleEndian(): void {

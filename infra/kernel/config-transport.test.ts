@@ -63,3 +63,19 @@ describe('transport settings', () => {
     expect(() => load(env)).toThrow(message);
   });
 });
+
+describe('sections', () => {
+  it('names a value that does not parse before a failed check, whichever section each is in', () => {
+    const env = { CANARY_SUSTAIN_MS: '600000', WORKER_HEALTH_PORT: 'x' };
+    expect(() => load(env)).toThrow(/^WORKER_HEALTH_PORT: .* \(got "x"\)$/);
+    expect(() => load({ CANARY_SUSTAIN_MS: '600000' })).toThrow(/^CANARY_SUSTAIN_MS: must be shorter than CANARY_WINDOW_MS$/);
+  });
+
+  it('gives S3 credentials only when both keys are set, and keeps them out of JSON', () => {
+    expect(load({ AWS_ACCESS_KEY_ID: 'AKIAEXAMPLE' }).s3.credentials).toBeUndefined();
+    const config = load({ AWS_ACCESS_KEY_ID: 'AKIAEXAMPLE', AWS_SECRET_ACCESS_KEY: 'secret-access-key', AWS_SESSION_TOKEN: 'session' });
+    expect(config.s3.credentials).toEqual({ accessKeyId: 'AKIAEXAMPLE', secretAccessKey: 'secret-access-key', sessionToken: 'session' });
+    expect(JSON.stringify(config)).not.toContain('secret-access-key');
+    expect({ ...config.s3 }).not.toHaveProperty('credentials');
+  });
+});

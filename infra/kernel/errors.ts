@@ -18,12 +18,17 @@ abstract class WarmpoolError extends Error {
   }
 }
 
-/** The caller's request is wrong: no retry, a 4xx carrying `code` and `message`. */
+/**
+ * The caller's request is wrong: no retry, a 4xx carrying `code` and `message`. `retryAfterS`:
+ * the same request may pass then (a 429 of a budget that frees itself), sent as Retry-After.
+ */
 export class InvalidInputError extends WarmpoolError {
   readonly status: ClientErrorStatus;
-  constructor(code: string, message: string, options?: { status?: ClientErrorStatus; cause?: unknown }) {
+  readonly retryAfterS: number | undefined;
+  constructor(code: string, message: string, options?: { status?: ClientErrorStatus; cause?: unknown; retryAfterS?: number }) {
     super(code, message, options);
     this.status = options?.status ?? 400;
+    this.retryAfterS = options?.retryAfterS;
   }
 }
 

@@ -1,6 +1,7 @@
 /**
- * IEEE 754 half precision (FP16) bits ⇄ JS numbers. Shared by the worker's tensor codec and the
- * bulk chunker, which packs FP16 rows straight into half bits (infra/contracts/binary-tensor.ts).
+ * IEEE 754 half precision (FP16) bits ⇄ JS numbers. Shared by the datatype table
+ * (infra/contracts/datatypes.ts: FP16 elements are half bits in a Uint16Array) and everything that
+ * reads or writes them through it.
  */
 const f64 = new DataView(new ArrayBuffer(8));
 

@@ -15,7 +15,7 @@
  * to log or kill children; the process exits right after it with 128 + the signal's number,
  * the shell convention, so supervisors see "killed by signal".
  *
- * The drain is bounded (forceAfterMs, DRAIN_LIMIT_MS unless the caller says): a drain that waits
+ * The drain is bounded (forceAfterMs; DRAIN_LIMIT_MS's default unless the caller says): a drain that waits
  * on something that never answers (a Redis that is gone: its commands wait to be resent) must
  * not turn SIGTERM into a no-op that only SIGKILL ends.
  *
@@ -40,14 +40,23 @@ export interface ShutdownHandlers {
   force: (signal: string, reason: ForceReason) => void;
 }
 
-/** How long a drain may take before it is forced, unless the caller says otherwise. */
+/**
+ * How long a drain may take before it is forced, unless the caller says otherwise: DRAIN_LIMIT_MS's
+ * default (config.ts reads it from here), which the worker, the scaler and `warmpool dev` take
+ * from their config.
+ */
 export const DRAIN_LIMIT_MS = 30_000;
+
+/** Time a supervisor gives its children to be seen exiting after their own drain limit. */
+const SUPERVISOR_MARGIN_MS = 10_000;
 
 /**
  * The limit for a process whose drain waits on its children's (the scaler's local pool, `warmpool
- * dev`): theirs, and time to see them exit.
+ * dev`): theirs (`drainLimitMs`, the workers' DRAIN_LIMIT_MS), and time to see them exit.
  */
-export const SUPERVISOR_DRAIN_LIMIT_MS = DRAIN_LIMIT_MS + 10_000;
+export function supervisorDrainLimitMs(drainLimitMs: number): number {
+  return drainLimitMs + SUPERVISOR_MARGIN_MS;
+}
 
 /** A repeat of the first signal this soon after it is an echo of the same delivery (see the header). */
 export const ECHO_WINDOW_MS = 500;

@@ -21,6 +21,7 @@ import type { WorkerState } from '../contracts/worker-state.ts';
 import { type ControlCommand, commandFor, sendControl } from '../fleet/worker-control.ts';
 import { listHeartbeats } from '../fleet/worker-states.ts';
 import type { Clock } from '../kernel/clock.ts';
+import { API_SECRET_VARIABLES } from '../kernel/config.ts';
 import { once } from '../kernel/lifecycle.ts';
 import type { Log } from '../kernel/log.ts';
 import type { RedisClient } from '../redis/client.ts';
@@ -76,7 +77,7 @@ export function createLocalProvider(options: LocalProviderOptions): PoolProvider
     const [cmd, ...args] = options.command;
     const flags = ['--model', target.model, '--version', target.version, ...(startAs === 'standby' ? ['--standby'] : [])];
     const proc = spawn(cmd as string, [...args, ...flags], {
-      env: options.env,
+      env: workerEnvironment(options.env),
       stdio: ['ignore', options.stdio ?? 'inherit', options.stdio ?? 'inherit'],
     });
     if (proc.pid === undefined) {
@@ -193,4 +194,11 @@ function idOf(child: Child): string {
 
 function sameTarget(a: PoolTarget, b: PoolTarget): boolean {
   return a.model === b.model && a.version === b.version;
+}
+
+/** `env` without the API's secrets (API_SECRET_VARIABLES): a worker authenticates nobody. */
+export function workerEnvironment(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const copy = { ...env };
+  for (const name of API_SECRET_VARIABLES) delete copy[name];
+  return copy;
 }

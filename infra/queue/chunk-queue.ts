@@ -8,14 +8,19 @@
  * run's record), so a run never leaves more than its window of jobs in Redis; `removeOnComplete`
  * by age is the fallback for a driver that died between the two.
  *
+ * Placed for fair share: a bulk chunk's priority comes from fair-share.ts, so runs and tenants
+ * take turns at the queue's bulk capacity instead of waiting behind whoever queued first.
+ *
  * The Queue and QueueEvents are the process's shared ones (queue-cache.ts): a run's driver, a
  * cancel's cleanup and the API's queue stats on one client open one of each per queue.
  */
 import { Job } from 'bullmq';
 import type { BulkPartResult } from '../contracts/bulk.ts';
-import { type JobData, type JobResult, queueName } from '../contracts/job.ts';
+import { queueName } from '../contracts/job.ts';
+import { CHUNK_JOB_NAME, type ChunkData, type ChunkResult } from '../contracts/queue-job.ts';
 import type { RedisClient } from '../redis/client.ts';
 import { bullJobKey } from './bullmq-keys.ts';
+import { createFairShare } from './fair-share.ts';
 import { leaseQueues } from './queue-cache.ts';
 
 export type ChunkState =
@@ -26,7 +31,14 @@ export type ChunkState =
   | { kind: 'missing' };
 
 export interface ChunkQueue {
-  add(data: JobData & { bulk: NonNullable<JobData['bulk']> }, priority: number): Promise<void>;
+  add(data: ChunkData, priority: number): Promise<void>;
+  /**
+   * The priority run `runId`'s next chunk is to be added with for its fair share of the queue
+   * (fair-share.ts); `weight`: its tenant's active runs.
+   */
+  fairPriority(runId: string, weight: number): Promise<number>;
+  /** The run queues nothing more here: its fair-share tag goes. */
+  forgetRun(runId: string): Promise<void>;
   state(runId: string, chunk: number): Promise<ChunkState>;
   changePriority(runId: string, chunk: number, priority: number): Promise<void>;
   /** Removes the job unless a worker holds it; true when it is gone. */
@@ -66,11 +78,15 @@ export function createChunkQueue(
     queues.listen(name, ['completed', 'failed'], () => onFinished()).catch((err: unknown) => options.onError?.(err as Error));
   }
   const jobField = (id: string, field: 'returnvalue' | 'failedReason') => redis.hget(bullJobKey(prefix, name, id), field);
+  const fair = createFairShare(redis, prefix, name);
   let closing: Promise<void> | undefined;
 
   return {
+    fairPriority: (runId, weight) => fair.place(runId, weight),
+    forgetRun: (runId) => fair.forget(runId),
+
     async add(data, priority) {
-      await queue.add('bulk', data, {
+      await queue.add(CHUNK_JOB_NAME, data, {
         jobId: chunkJobId(data.bulk.runId, data.bulk.chunk),
         priority,
         attempts: options.attempts,
@@ -94,7 +110,7 @@ export function createChunkQueue(
     },
 
     async changePriority(runId, chunk, priority) {
-      const job = await Job.fromId<JobData, JobResult>(queue, chunkJobId(runId, chunk));
+      const job = await Job.fromId<ChunkData, ChunkResult>(queue, chunkJobId(runId, chunk));
       // A job a worker already holds keeps its place: the new priority only matters while waiting.
       await job?.changePriority({ priority }).catch(() => undefined);
     },
@@ -112,10 +128,10 @@ export function createChunkQueue(
   };
 }
 
-function parseResult(json: string | null): JobResult | undefined {
+function parseResult(json: string | null): Partial<ChunkResult> | undefined {
   if (!json) return undefined;
   try {
-    return JSON.parse(json) as JobResult;
+    return JSON.parse(json) as Partial<ChunkResult>;
   } catch {
     return undefined;
   }

@@ -24,7 +24,6 @@
  * entries written lately, so it is exact while traffic is steady and follows a change within a
  * few half-lives.
  */
-import { Job, type Queue } from 'bullmq';
 import {
   ENTRY_ID_PREFIX,
   ENTRY_JOB_NAME,
@@ -38,6 +37,7 @@ import { type PackedSpec, packTensors, type TensorData, type TensorToPack } from
 import { randomId } from '../kernel/random-id.ts';
 import { isCluster, type RedisClient } from '../redis/client.ts';
 import { entryInputsKey, entryMembersKey, entryRowsKey, jobIndexKey } from '../redis/keys.ts';
+import { addAfter } from './bullmq-pipeline.ts';
 import type { QueueLease } from './queue-cache.ts';
 
 export interface EntryWriterOptions {
@@ -269,8 +269,8 @@ async function writeEntry(options: EntryWriterOptions, queue: string, priority: 
     removeOnComplete: { age: retentionS },
     removeOnFail: { age: retentionS },
   };
-  // The producer handle is typed for JobData; an entry is the other kind of job it carries.
-  const producer = options.queues.producer(queue) as unknown as Queue<EntryData>;
+  const producer = options.queues.producer(queue);
+  const job = { name: ENTRY_JOB_NAME, data, opts, jobId: entryId };
   if (isCluster(redis)) {
     // The index keys lie in every slot, so no one pipeline reaches them: concurrent SETs, which
     // ioredis sends per node, then the entry.
@@ -278,21 +278,18 @@ async function writeEntry(options: EntryWriterOptions, queue: string, priority: 
       ...members.map((m) => redis.set(jobIndexKey(prefix, m.id), location, 'EX', retentionS)),
       redis.set(inputsKey, bytes, 'EX', retentionS),
     ]);
-    await producer.add(ENTRY_JOB_NAME, data, { ...opts, jobId: entryId });
+    await producer.add(job.name, data, { ...opts, jobId: entryId });
   } else {
     // One round trip: the index keys, the inputs, then BullMQ's own insert of the entry, in
-    // that order on one connection (BullMQ's addBulk queues its inserts on a pipeline the same way).
-    // BullMQ's own client wraps this connection: its pipeline runs BullMQ's scripts too.
-    const pipeline = ((await producer.backend.client) as unknown as Pick<RedisClient, 'pipeline'>).pipeline();
-    for (const m of members) pipeline.set(jobIndexKey(prefix, m.id), location, 'EX', retentionS);
-    pipeline.set(inputsKey, bytes, 'EX', retentionS);
-    // Queued on the pipeline synchronously (as BullMQ's addBulk relies on); its reply is read from exec().
-    new Job<EntryData>(producer, ENTRY_JOB_NAME, data, opts, entryId).addJob(pipeline as never).catch(() => undefined);
-    const replies = (await pipeline.exec()) ?? [];
-    const failed = replies.find(([err]) => err);
-    if (failed) throw failed[0];
-    const added = replies.at(-1)?.[1];
-    if (typeof added === 'number' && added < 0) throw new Error(`BullMQ refused the entry (code ${added})`);
+    // that order on the queue's connection (bullmq-pipeline.ts, as BullMQ's addBulk does).
+    await addAfter(
+      producer,
+      (pipeline) => {
+        for (const m of members) pipeline.set(jobIndexKey(prefix, m.id), location, 'EX', retentionS);
+        pipeline.set(inputsKey, bytes, 'EX', retentionS);
+      },
+      job,
+    );
   }
   options.onWritten?.({ queue, members: members.length, bytes: bytes.byteLength });
 }

@@ -3,14 +3,13 @@
  * view, or a tombstone the index does not point at yet). Reading a queued job past its deadline
  * expires it first (see job-queue.ts's header for the deadline rule).
  */
-import { Job } from 'bullmq';
-import { type EntryData, type EntryResult, isEntryData } from '../contracts/entry.ts';
-import type { JobData, JobResult, JobView } from '../contracts/job.ts';
+import type { JobStatus, JobView } from '../contracts/job.ts';
 import type { Clock } from '../kernel/clock.ts';
 import type { JobIndex } from './job-index.ts';
-import { jobView, statusOf } from './job-view.ts';
-import { type EntryJob, type MemberViewDeps, memberView } from './member-view.ts';
+import { legacyJobView, statusOf } from './job-view.ts';
+import { type MemberViewDeps, memberView } from './member-view.ts';
 import type { JobQueueHandle } from './queue-cache.ts';
+import { readTypedJob, type TypedJob } from './queue-jobs.ts';
 import type { Tombstones } from './tombstones.ts';
 
 /**
@@ -55,21 +54,18 @@ export function createSnapshotReader({
       if (at.kind === 'tombstone') return { view: at.view };
       const q = queue(at.name);
       const status = statusOf(await q.getJobState(at.entryId));
-      const job = status === undefined ? undefined : await Job.fromId<JobData | EntryData, JobResult | EntryResult>(q, at.entryId);
-      const view =
-        !job || status === undefined
-          ? undefined
-          : isEntryData(job.data)
-            ? await memberView(members, at.name, job as EntryJob, jobId, status)
-            : jobView(job as Job<JobData, JobResult>, status);
-      if (!job || !view) {
+      const held = status === undefined ? undefined : await readTypedJob(q, at.entryId);
+      const view = held && status !== undefined ? await viewOf(members, at.name, held, jobId, status) : undefined;
+      if (!held || !view) {
         // Gone meanwhile: aged out, or buried (its tombstone is beside the queue, and soon in the index).
         const tomb = await tombstones.read(at.name, jobId);
         if (tomb !== null) return { view: tomb };
         continue;
       }
-      const found = { view, queue: at.name, entryId: at.entryId, members: isEntryData(job.data) ? job.data.members.length : 1 };
-      const { timeoutMs, submittedAt } = isEntryData(job.data) ? (job.data.members.find((m) => m.id === jobId) ?? {}) : job.data;
+      const found = { view, queue: at.name, entryId: at.entryId, members: held.kind === 'entry' ? held.job.data.members.length : 1 };
+      const request =
+        held.kind === 'entry' ? held.job.data.members.find((m) => m.id === jobId) : held.kind === 'legacy' ? held.job.data : undefined;
+      const { timeoutMs, submittedAt } = request ?? {};
       if (view.status !== 'queued' || timeoutMs === undefined || submittedAt === undefined) return found;
       const deadlineAt = submittedAt + timeoutMs;
       if (clock.now() <= deadlineAt) return { ...found, deadlineAt };
@@ -84,4 +80,17 @@ export function createSnapshotReader({
     const at = await index.locate(jobId);
     return at?.kind === 'tombstone' ? { view: at.view } : null;
   };
+}
+
+/** Request `jobId`'s view in the BullMQ job that carries it; undefined when it carries no such request. */
+async function viewOf(
+  members: MemberViewDeps,
+  queue: string,
+  held: TypedJob,
+  jobId: string,
+  status: JobStatus,
+): Promise<JobView | undefined> {
+  if (held.kind === 'entry') return memberView(members, queue, held.job, jobId, status);
+  // A chunk job carries no request (no index key names one); a legacy job is its own.
+  return held.kind === 'legacy' ? legacyJobView(held.job, status) : undefined;
 }

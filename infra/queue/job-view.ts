@@ -3,8 +3,10 @@
  * payloads): its status from BullMQ's state, its result, its failure split into code and
  * message. Also the view of a job answered from the result cache, which BullMQ never holds.
  */
-import type { Job, JobState } from 'bullmq';
-import type { JobData, JobResult, JobStatus, JobView } from '../contracts/job.ts';
+import type { JobState } from 'bullmq';
+import type { QueuedRequest } from '../contracts/entry.ts';
+import type { JobResult, JobStatus, JobView } from '../contracts/job.ts';
+import type { LegacyJob } from './queue-jobs.ts';
 
 const STATUS: Record<JobState, JobStatus> = {
   waiting: 'queued',
@@ -27,8 +29,12 @@ export function isTerminal(status: JobStatus): boolean {
   return TERMINAL.has(status);
 }
 
-/** The job as GET /v1/jobs/{id} shows it, at the moment of `status` (also the webhook payload's). */
-export function jobView(job: Job<JobData, JobResult>, status: JobStatus): JobView {
+/**
+ * An online job from before queue entries as GET /v1/jobs/{id} shows it, at the moment of `status`
+ * (also the webhook payload's): one that ran before the upgrade, or one the workers failed since
+ * (infra/contracts/queue-job.ts, the migration).
+ */
+export function legacyJobView(job: LegacyJob, status: JobStatus): JobView {
   const view: JobView = {
     id: job.id ?? '',
     tenant: job.data.tenant,
@@ -50,7 +56,7 @@ export function jobView(job: Job<JobData, JobResult>, status: JobStatus): JobVie
 /** A job answered from the cache: created, started and finished at submit, by no worker's pass. */
 export function cachedView(
   jobId: string,
-  data: Pick<JobData, 'tenant' | 'model' | 'version' | 'submittedAt'>,
+  data: Pick<QueuedRequest, 'tenant' | 'model' | 'version' | 'submittedAt'>,
   outputs: JobResult['outputs'],
   workerId: string,
 ): JobView {

@@ -9,26 +9,19 @@
  *   entry completed             → the member's outcome: succeeded (its rows of the outputs),
  *                                 failed (its own error), or skipped (its tombstone: canceled or expired)
  *   entry failed for good       → failed, with the entry's error (attempts spent, or its workers crashed)
- *
- * Also `readHeldJobs`: every request a BullMQ job carries (an entry's members, or a job from
- * before entries, itself), for readers that start from a BullMQ job id (the webhook event source).
  */
-import { Job } from 'bullmq';
-import { type EntryData, type EntryResult, isEntryData, isEntryResult } from '../contracts/entry.ts';
-import type { JobData, JobResult, JobStatus, JobView } from '../contracts/job.ts';
+import { isEntryResult } from '../contracts/entry.ts';
+import type { JobStatus, JobView } from '../contracts/job.ts';
 import { aligned, type PackedSpec, rowsTensor, tensorData } from '../contracts/packed-tensors.ts';
-import type { WebhookSpec } from '../contracts/webhook.ts';
 import type { RedisClient } from '../redis/client.ts';
 import { entryOutputsKey, jobTombstoneKey } from '../redis/keys.ts';
-import { jobView, parseFailure, statusOf } from './job-view.ts';
-import type { QueueLease } from './queue-cache.ts';
+import { parseFailure } from './job-view.ts';
+import type { EntryJob } from './queue-jobs.ts';
 
 export interface MemberViewDeps {
   redis: Pick<RedisClient, 'get' | 'getBuffer'>;
   prefix: string;
 }
-
-export type EntryJob = Job<EntryData, EntryResult>;
 
 /**
  * Member `memberId`'s view in entry `job` of queue `queue`, the entry being at `entryStatus`;
@@ -90,56 +83,4 @@ async function memberOutputs(deps: MemberViewDeps, queue: string, entryId: strin
   if (raw === null) throw new Error(`the outputs of entry ${entryId} are gone`);
   const bytes = aligned(raw);
   return specs.map((spec) => rowsTensor(spec.name, spec.datatype, spec.shape, tensorData(spec, bytes), start, end));
-}
-
-/** A request BullMQ holds, read once: an entry's member, or a job from before entries. */
-export interface HeldJob {
-  id: string;
-  tenant: string;
-  webhook?: WebhookSpec;
-  /**
-   * Epoch ms by which the request had to start (its submit + `timeoutMs`), when it has a
-   * deadline: a worker that takes it later refuses it (deadline_exceeded) and never runs it.
-   */
-  deadlineAt?: number;
-  /** The request's view when its BullMQ job is at `status` (e.g. the status an event says it reached). */
-  view(status: JobStatus): Promise<JobView>;
-  /** The request's own status now, by a second read; undefined once BullMQ no longer holds it. */
-  status(): Promise<JobStatus | undefined>;
-}
-
-/** The requests BullMQ job `jobId` of queue `name` carries; empty when BullMQ does not hold it (any more). */
-export async function readHeldJobs(deps: MemberViewDeps, queues: QueueLease, name: string, jobId: string): Promise<HeldJob[]> {
-  const job = await Job.fromId<JobData | EntryData, JobResult | EntryResult>(queues.reader(name), jobId);
-  if (!job?.id) return [];
-  if (!isEntryData(job.data)) {
-    const legacy = job as Job<JobData, JobResult>;
-    const held: HeldJob = {
-      id: legacy.id ?? jobId,
-      tenant: legacy.data.tenant,
-      view: async (status) => jobView(legacy, status),
-      status: async () => statusOf(await legacy.getState()),
-    };
-    if (legacy.data.webhook) held.webhook = legacy.data.webhook;
-    if (legacy.data.timeoutMs !== undefined) held.deadlineAt = legacy.data.submittedAt + legacy.data.timeoutMs;
-    return [held];
-  }
-  const entry = job as EntryJob;
-  return entry.data.members.map((m) => {
-    const held: HeldJob = {
-      id: m.id,
-      tenant: entry.data.tenant,
-      view: async (status) => (await memberView(deps, name, entry, m.id, status)) as JobView,
-      status: async () => {
-        const state = statusOf(await entry.getState());
-        if (state === undefined) return undefined;
-        const fresh = await Job.fromId<EntryData, EntryResult>(queues.reader(name) as never, jobId);
-        if (!fresh) return undefined;
-        return (await memberView(deps, name, fresh, m.id, state))?.status;
-      },
-    };
-    if (m.webhook) held.webhook = m.webhook;
-    if (m.timeoutMs !== undefined) held.deadlineAt = m.submittedAt + m.timeoutMs;
-    return held;
-  });
 }

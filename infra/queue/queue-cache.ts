@@ -22,11 +22,13 @@
  * closes it, after releasing its lease.
  */
 import { type ConnectionOptions, Queue, QueueEvents, type QueueOptions } from 'bullmq';
-import { EVENTS_STREAM_MAX_LEN, type JobData, type JobResult } from '../contracts/job.ts';
+import { EVENTS_STREAM_MAX_LEN } from '../contracts/job.ts';
+import type { QueueJobData, QueueJobResult } from '../contracts/queue-job.ts';
 import { blockingOptions, closeRedis, duplicateClient, isCluster, type RedisClient } from '../redis/client.ts';
 import { bullQueueKey } from './bullmq-keys.ts';
 
-export type JobQueueHandle = Queue<JobData, JobResult>;
+/** A queue's BullMQ handle: never handed outside infra/queue (index.ts offers capabilities instead). */
+export type JobQueueHandle = Queue<QueueJobData, QueueJobResult>;
 
 /** The QueueEvents events that name a job; a listener gets its id. */
 export type QueueEventName = 'active' | 'waiting' | 'delayed' | 'completed' | 'failed' | 'removed' | 'member-ended';
@@ -141,7 +143,7 @@ class SharedQueues {
   private open(into: Map<string, JobQueueHandle>, name: string, options: Omit<QueueOptions, 'connection' | 'prefix'>): JobQueueHandle {
     let q = into.get(name);
     if (!q) {
-      q = new Queue<JobData, JobResult>(name, { connection: this.redis, prefix: this.prefix, ...options });
+      q = new Queue<QueueJobData, QueueJobResult>(name, { connection: this.redis, prefix: this.prefix, ...options });
       // An 'error' event with no listener would crash the process.
       q.on('error', this.reportFor(name));
       into.set(name, q);

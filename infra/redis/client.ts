@@ -190,6 +190,20 @@ export function isUnavailableError(err: unknown): boolean {
   return false;
 }
 
+/**
+ * True when `err` (or a cause) is Redis refusing a write at its `maxmemory` under `noeviction`
+ * (`OOM command not allowed when used memory > 'maxmemory'`): up, but full until something is
+ * freed. The API answers 503 `storage_full` (api/http/errors.ts); a worker's attempt fails and
+ * is retried, the job kept.
+ */
+export function isStorageFullError(err: unknown): boolean {
+  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+    if (/^OOM\b/.test(e.message)) return true;
+    if (e instanceof AggregateError && e.errors.some(isStorageFullError)) return true;
+  }
+  return false;
+}
+
 /** Closes politely (QUIT), falling back to disconnect when the server is already gone. */
 export async function closeRedis(redis: RedisClient): Promise<void> {
   if (redis.status === 'end') return;

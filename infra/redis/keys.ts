@@ -15,6 +15,7 @@
  *   entry inputs        wp:{infer.m.1}:in:<entryId>  (binary)    {infer.m.1}      infra/queue entry-writer      JOB_RETENTION_S, deleted at the end
  *   entry outputs       wp:{infer.m.1}:out:<entryId> (binary)    {infer.m.1}      worker (intake)               JOB_RETENTION_S
  *   entry skips         wp:{infer.m.1}:skip:<entryId>  (set)     {infer.m.1}      infra/queue tombstones        JOB_RETENTION_S
+ *   bulk fair share     wp:{infer.m.1}:bulk-fair  (hash)        {infer.m.1}      infra/queue fair-share        none (reset when no chunk waits)
  *   requests per entry  wp:{infer.m.1}:members-per-entry        {infer.m.1}      infra/queue entry-writer      1 h
  *   rows per request    wp:{infer.m.1}:rows-per-request         {infer.m.1}      infra/queue entry-writer      1 h
  *   canary cursor       wp:canary:cursor:{infer.m.1}             {infer.m.1}      infra/canary outcomes         cursor TTL
@@ -24,14 +25,19 @@
  *   deployment history  wp:{deployments}:history:<model>         {deployments}    infra/deployments             none (capped)
  *   --- {webhooks}: the delivery scripts; a cursor lives beside the deliveries it vouches for ---
  *   delivery            wp:{webhooks}:delivery:<id>              {webhooks}       api/webhooks delivery-store   retention, once finished
- *   due set             wp:{webhooks}:due                        {webhooks}       api/webhooks delivery-store   none
+ *   tenant due set      wp:{webhooks}:due:<tenant>               {webhooks}       api/webhooks delivery-store   none
+ *   due tenants         wp:{webhooks}:due-tenants                {webhooks}       api/webhooks delivery-store   none
+ *   due set (before)    wp:{webhooks}:due                        {webhooks}       api/webhooks delivery-store   none (drained by claims)
  *   delivery index      wp:{webhooks}:index:<tenant>:<state>     {webhooks}       api/webhooks delivery-store   none (trimmed when listed)
  *   dispatcher cursor   wp:{webhooks}:cursor:{infer.m.1}         {webhooks}       api/webhooks event-source     none
  *   --- {bulk}: a run's counting script touches its keys and the running set ---
  *   running runs        wp:{bulk}:running                        {bulk}           infra/bulk run-store          none
  *   bulk run            wp:{bulk}:run:<ref>[:parts|:objects|:outstanding] {bulk}  infra/bulk run-store          30 days, once ended
  *   bulk run lease      wp:{bulk}:run:<ref>:lease                {bulk}           infra/bulk driver (lease)     lease TTL
+ *   active bulk runs    wp:{bulk}:active-runs[:<tenant>] (zsets) {bulk}           infra/bulk active-runs        none (members leave as runs end)
  *                       (<ref> = <tenant>/<runId>: run ids are per tenant; a bare <runId> is a run from before)
+ *   --- {<tenant>}: a tenant's stored-bytes ledger, one script over its two keys ---
+ *   stored bytes        wp:stored-bytes:{t}:expiry (zset), :sizes (hash) {t}   infra/redis stored-bytes     charges pruned at their expiry; keys at the last
  *   --- no tag: single-key commands, spread over the shards by key ---
  *   job index           wp:job:<jobId>                           -                infra/queue job-queue         JOB_RETENTION_S
  *   result cache        wp:result:<model>:<version>:<digest>     -                infra/redis result-cache      RESULT_CACHE_TTL_S
@@ -46,7 +52,7 @@
  *   metrics snapshot    wp:metrics:<owner>                       -                infra/telemetry metrics       a few publish periods
  *   arrival history     wp:arrivals:<model>:<yyyymmdd> (and completions) -        infra/telemetry arrival-history 35 days after the day
  *   dashboard samples   wp:dashboard:<due|counters|samples>:<model> -             api/insights samples          due, counters: PX; samples capped
- *   bulk capacity       wp:bulk:capacity:<model>                 -                infra/bulk capacity-request   60 s
+ *   bulk capacity       wp:bulk:capacity:<model>                 -                infra/deployments capacity    60 s
  *   scaler state        wp:scaler:<leader|memory:<m>|worker-rate:<m>|cold-start:<m>[:pending]> - infra/scaler controller   lock TTL; 1 day; 30 days
  *                       (wp:scaler-shadow:… for a shadow scaler, so it never holds the live one's lock)
  *   scaler decisions    wp:scaler:decisions:<model>              -                infra/scaler decision-log     none (capped)
@@ -141,9 +147,19 @@ export function webhookDeliveryKey(prefix: string, deliveryId: string): string {
   return `${prefix}:${WEBHOOKS_TAG}:delivery:${deliveryId}`;
 }
 
-/** ZSET: pending delivery ids by due time. */
+/** ZSET: pending delivery ids by due time, as stored before the per-tenant sets; claims drain it. */
 export function webhookDueKey(prefix: string): string {
   return `${prefix}:${WEBHOOKS_TAG}:due`;
+}
+
+/** ZSET: one tenant's pending delivery ids by due time (a claimed one's: its lease's end). */
+export function webhookTenantDueKey(prefix: string, tenant: string): string {
+  return `${prefix}:${WEBHOOKS_TAG}:due:${tenant}`;
+}
+
+/** ZSET: the tenants with a pending delivery, by the due time of their earliest. */
+export function webhookDueTenantsKey(prefix: string): string {
+  return `${prefix}:${WEBHOOKS_TAG}:due-tenants`;
 }
 
 /** ZSET: a tenant's delivery ids in one state, by last change. */
@@ -184,6 +200,25 @@ export function bulkRunOutstandingKey(prefix: string, runId: string): string {
 /** The lease of the process driving a run. */
 export function bulkRunLeaseKey(prefix: string, runId: string): string {
   return `${bulkRunKey(prefix, runId)}:lease`;
+}
+
+/**
+ * A tenant's stored-bytes ledger (infra/redis/stored-bytes.ts): `expiry`, a sorted set (charge id
+ * → expires at, epoch ms) and `sizes`, a hash (charge id → bytes, plus the running total). The
+ * tenant is the tag (tenant names hold no braces: infra/kernel/tenant.ts), so one script reaches both.
+ */
+export function storedBytesKey(prefix: string, tenant: string, part: 'expiry' | 'sizes'): string {
+  return `${prefix}:stored-bytes:{${tenant}}:${part}`;
+}
+
+/**
+ * ZSET of bulk runs not yet ended (member: ref, score: admitted at, epoch ms): the tenant's when
+ * `tenant` is given, all tenants' when it is undefined. `''` gives the tenant family's head
+ * (`…:active-runs:`), which infra/bulk run-store's end script appends the run's tenant to.
+ */
+export function bulkActiveRunsKey(prefix: string, tenant?: string): string {
+  const all = `${prefix}:${BULK_TAG}:active-runs`;
+  return tenant === undefined ? all : `${all}:${tenant}`;
 }
 
 // ---- no tag ----
@@ -250,6 +285,14 @@ export function dashboardKey(prefix: string, kind: 'due' | 'counters' | 'samples
 /** Hash: late bulk runs' requests for capacity on a model. */
 export function bulkCapacityKey(prefix: string, model: string): string {
   return `${prefix}:bulk:capacity:${model}`;
+}
+
+/**
+ * Hash: a queue's bulk fair-share tags (infra/queue fair-share.ts): run ref → the virtual time its
+ * next chunk starts at. In the queue's slot: the script reads the queue's prioritized set.
+ */
+export function bulkFairShareKey(prefix: string, queue: string): string {
+  return queueKey(prefix, queue, 'bulk-fair');
 }
 
 /** A shadow scaler keeps its own state, so it never holds the live scaler's lock or bends its memory. */

@@ -24,7 +24,7 @@ export function lazyObjectStore(make: () => Promise<ObjectStore & { close?(): vo
   return {
     put: async (key, body, options) => (await store()).put(key, body, options),
     get: async (key) => (await store()).get(key),
-    getRange: async (key, start, endExclusive) => (await store()).getRange(key, start, endExclusive),
+    getRange: async (key, start, endExclusive, options) => (await store()).getRange(key, start, endExclusive, options),
     getBytes: async (key) => (await store()).getBytes(key),
     head: async (key) => (await store()).head(key),
     list: async (prefix) => (await store()).list(prefix),

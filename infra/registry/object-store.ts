@@ -11,6 +11,15 @@ export interface ObjectInfo {
   lastModified?: Date;
 }
 
+/** How a read is pinned to the bytes a caller listed. */
+export interface ReadOptions {
+  /**
+   * The etag the caller listed: the read answers those bytes or throws ObjectChangedError (S3's
+   * `If-Match`, 412 Precondition Failed), never bytes of a newer version of the object.
+   */
+  ifMatch?: string;
+}
+
 export interface ObjectStore {
   /** Writes the whole object (multipart for large bodies); an existing key is replaced atomically. */
   put(key: string, body: Uint8Array | Readable | string, options?: { contentType?: string }): Promise<void>;
@@ -20,8 +29,9 @@ export interface ObjectStore {
    * A stream of the bytes [start, endExclusive) (an HTTP Range `bytes=start-(endExclusive-1)`), or
    * null when there is no such key. A range past the object's end gives what exists (nothing when
    * `start` is at or past it), so a reader need not know the exact size to read on.
+   * With `ifMatch`, an object whose etag is another throws ObjectChangedError.
    */
-  getRange(key: string, start: number, endExclusive: number): Promise<Readable | null>;
+  getRange(key: string, start: number, endExclusive: number, options?: ReadOptions): Promise<Readable | null>;
   /** The whole object in memory, or null; for small objects such as manifests. */
   getBytes(key: string): Promise<Uint8Array | null>;
   head(key: string): Promise<ObjectInfo | null>;
@@ -44,5 +54,22 @@ export class BucketUnavailableError extends Error {
   ) {
     super(message, options);
     this.name = 'BucketUnavailableError';
+  }
+}
+
+/**
+ * The object is there but is not the version the caller pinned (its etag is another: S3 answered
+ * 412 to `If-Match`, or a server that ignores If-Match answered another ETag). Not transient: a
+ * retry reads the same newer bytes.
+ */
+export class ObjectChangedError extends Error {
+  constructor(
+    readonly key: string,
+    readonly expectedEtag: string,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.name = 'ObjectChangedError';
   }
 }

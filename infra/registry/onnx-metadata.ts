@@ -14,8 +14,8 @@
  * other node attributes, subgraphs (If, Loop, Scan), functions and training graphs.
  */
 import { createRequire } from 'node:module';
+import { datatypeOfOnnxElem } from '../contracts/datatypes.ts';
 import type { TensorSpec } from '../contracts/manifest.ts';
-import type { Datatype } from '../contracts/oip.ts';
 import { errorMessage, InvalidInputError } from '../kernel/errors.ts';
 
 const require = createRequire(import.meta.url);
@@ -42,23 +42,7 @@ export interface OnnxMetadata {
   producer?: string;
 }
 
-/** ONNX TensorProto.DataType → OIP datatype; anything absent here is not servable. */
-const ELEM_TO_DATATYPE: Record<number, Datatype> = {
-  1: 'FP32',
-  2: 'UINT8',
-  3: 'INT8',
-  4: 'UINT16',
-  5: 'INT16',
-  6: 'INT32',
-  7: 'INT64',
-  8: 'BYTES',
-  9: 'BOOL',
-  10: 'FP16',
-  11: 'FP64',
-  12: 'UINT32',
-  13: 'UINT64',
-};
-
+/** Names of the ONNX element types that no datatype has (datatypes.ts maps the rest), for the refusal. */
 const ELEM_NAMES: Record<number, string> = { 0: 'UNDEFINED', 14: 'COMPLEX64', 15: 'COMPLEX128', 16: 'BFLOAT16' };
 
 export function readOnnxMetadata(bytes: Uint8Array): OnnxMetadata {
@@ -171,7 +155,7 @@ function tensorSpec(v: ValueInfo, role: 'input' | 'output'): TensorSpec {
     throw new InvalidInputError('invalid_model', `${role} "${name}" is not a tensor (${kind}); only tensor ${role}s can be served`);
   }
   const elem = tensorType.elemType ?? 0;
-  const datatype = ELEM_TO_DATATYPE[elem];
+  const datatype = datatypeOfOnnxElem(elem);
   if (!datatype) {
     const type = ELEM_NAMES[elem] ?? `element type ${elem}`;
     throw new InvalidInputError('invalid_model', `${role} "${name}" has type ${type}, which warmpool cannot serve`);

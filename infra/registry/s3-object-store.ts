@@ -16,7 +16,7 @@ import {
   type S3ClientConfig,
 } from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
-import { BucketUnavailableError, type ObjectInfo, type ObjectStore } from './object-store.ts';
+import { BucketUnavailableError, ObjectChangedError, type ObjectInfo, type ObjectStore } from './object-store.ts';
 
 export interface S3ObjectStoreOptions {
   /** Unset = AWS's regional endpoint. */
@@ -108,20 +108,39 @@ function bucketStore(client: S3Client, bucket: string, listPageSize: number | un
       return res.Body;
     },
 
-    async getRange(key, start, endExclusive) {
+    async getRange(key, start, endExclusive, readOptions) {
       if (!Number.isSafeInteger(start) || !Number.isSafeInteger(endExclusive) || start < 0) {
         throw new RangeError(`getRange ${url(key)}: bad range [${start}, ${endExclusive})`);
       }
-      // HTTP has no empty range: whether the key exists is all such a read can tell.
-      if (endExclusive <= start) return (await head(key)) === null ? null : emptyStream();
+      const ifMatch = readOptions?.ifMatch;
+      // HTTP has no empty range: whether the key exists (and is the pinned version) is all such a read can tell.
+      if (endExclusive <= start) {
+        const found = await head(key);
+        if (found === null) return null;
+        if (ifMatch !== undefined) pinned(url(key), key, ifMatch, found.etag);
+        return emptyStream();
+      }
       const what = `get ${url(key)} bytes ${start}-${endExclusive - 1}`;
-      const res = await wrapMissing(what, () =>
-        unsatisfiable(client.send(new GetObjectCommand({ Bucket: bucket, Key: key, Range: `bytes=${start}-${endExclusive - 1}` }))),
-      );
+      const command = new GetObjectCommand({
+        Bucket: bucket,
+        Key: key,
+        Range: `bytes=${start}-${endExclusive - 1}`,
+        ...(ifMatch !== undefined ? { IfMatch: ifMatch } : {}),
+      });
+      const res = await wrapMissing(what, () => preconditioned(url(key), key, ifMatch, unsatisfiable(client.send(command))));
       if (res === null) return null;
       // A start at or past the end of an existing object: nothing exists there.
       if (res === UNSATISFIABLE) return emptyStream();
       if (!(res.Body instanceof Readable)) throw new Error(`${what}: response body is not a Node stream`);
+      // S3 answers 412 to If-Match; a server that ignores it (s3rver) still says which version it sent.
+      if (ifMatch !== undefined) {
+        try {
+          pinned(url(key), key, ifMatch, res.ETag);
+        } catch (err) {
+          res.Body.destroy();
+          throw err;
+        }
+      }
       const answered = /^bytes (\d+)-\d+\/(\d+)$/.exec(res.ContentRange ?? '');
       // A server that ignores Range answers 200 with the whole object: refuse it rather than read wrong bytes.
       if (Number(answered?.[1]) !== start) {
@@ -209,6 +228,32 @@ async function unsatisfiable<T>(request: Promise<T>): Promise<T | typeof UNSATIS
   }
 }
 
+/** Etags compare without their quotes and weak marker (`"abc"`, `W/"abc"` and `abc` are one). */
+function bareEtag(etag: string): string {
+  return etag.replace(/^W\//, '').replace(/^"(.*)"$/, '$1');
+}
+
+/** Throws ObjectChangedError unless the etag answered is the one pinned (an answer without one is taken as it is). */
+function pinned(url: string, key: string, expected: string, answered: string | undefined): void {
+  if (answered === undefined || bareEtag(answered) === bareEtag(expected)) return;
+  throw new ObjectChangedError(key, expected, `${url} is no longer the version read before (etag ${expected}, now ${answered})`);
+}
+
+/** S3's 412 PreconditionFailed to If-Match as ObjectChangedError, not a transient fault. */
+async function preconditioned<T>(url: string, key: string, ifMatch: string | undefined, request: Promise<T>): Promise<T> {
+  try {
+    return await request;
+  } catch (err) {
+    const e = err as { name?: string; $metadata?: { httpStatusCode?: number } } | null;
+    if (ifMatch !== undefined && (e?.name === 'PreconditionFailed' || e?.$metadata?.httpStatusCode === 412)) {
+      throw new ObjectChangedError(key, ifMatch, `${url} is no longer the version read before (etag ${ifMatch}): 412 Precondition Failed`, {
+        cause: err,
+      });
+    }
+    throw err;
+  }
+}
+
 function emptyStream(): Readable {
   const stream = new Readable({ read() {} });
   stream.push(null);
@@ -244,6 +289,7 @@ async function wrapErrorsMissing<T>(bucket: string, what: string, fn: () => Prom
     return await fn();
   } catch (err) {
     if (isMissing(err)) return null;
+    if (err instanceof ObjectChangedError) throw err;
     throw wrapped(bucket, what, err);
   }
 }

@@ -1,5 +1,6 @@
 import { expect, it } from 'vitest';
-import { overridesOf, sinceFirstArrival } from './controller.ts';
+import { sinceFirstArrival } from './controller.ts';
+import { overridesOf } from './settings.ts';
 
 it('reads the history from its first arrival on: earlier minutes are no data, not no demand', () => {
   expect(sinceFirstArrival({ startMs: 0, perMinute: [0, 0, 3, 0, 5] })).toEqual({ startMs: 120_000, perMinute: [3, 0, 5] });

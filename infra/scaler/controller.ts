@@ -38,7 +38,6 @@
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import type { Registry } from 'prom-client';
-import { readCapacityRequest } from '../bulk/index.ts';
 import {
   type ArrivalSeries,
   emptyPolicyMemory,
@@ -49,6 +48,7 @@ import {
   type PolicySettings,
   type PoolProvider,
 } from '../contracts/pool.ts';
+import { readCapacityRequest } from '../deployments/capacity-request.ts';
 import type { Deployment, DeploymentStore } from '../deployments/deployment-store.ts';
 import { type HeartbeatPayload, listHeartbeats } from '../fleet/worker-states.ts';
 import type { Clock } from '../kernel/clock.ts';
@@ -72,16 +72,7 @@ import {
 } from './controller-observe.ts';
 import { allocate, inApplyOrder, isSettled, planVersion, retireTargets, usableWorkers, type VersionView } from './controller-plan.ts';
 import { createDecisionLog, type ScalerAction } from './decision-log.ts';
-import type { ScalerSettings } from './settings.ts';
-
-/** The settings a deployment's `policy` object may override. */
-const SETTING_NAMES = [
-  'sloQueueWaitMs',
-  'coldStartMs',
-  'scaleDownStabilizationMs',
-  'targetUtilization',
-  'minLifetimeColdStarts',
-] as const satisfies Array<keyof ScalerSettings>;
+import { overridesOf, type ScalerSettings } from './settings.ts';
 
 /** Daily analogues for a week back plus the recent window, and the first weekly one (forecast.ts). */
 export const DEFAULT_HISTORY_WINDOW_MS = 8 * 24 * 3600_000;
@@ -332,15 +323,4 @@ export function sinceFirstArrival(series: ArrivalSeries): ArrivalSeries {
   const from = first === -1 ? Math.max(0, series.perMinute.length - 1) : first;
   if (from === 0) return series;
   return { startMs: series.startMs + from * 60_000, perMinute: series.perMinute.slice(from) };
-}
-
-/** The numeric settings a deployment's `policy` object may override (others are ignored). */
-export function overridesOf(policy: Record<string, unknown> | undefined): Partial<ScalerSettings> {
-  const out: Partial<ScalerSettings> = {};
-  if (!policy) return out;
-  for (const key of SETTING_NAMES) {
-    const v = policy[key];
-    if (typeof v === 'number' && Number.isFinite(v) && v > 0) out[key] = v;
-  }
-  return out;
 }

@@ -6,4 +6,4 @@ export { planVersion } from './controller-plan.ts';
 export { createDecisionLog, DECISION_HEARTBEAT_MS, type DecisionRecord, type ScalerAction } from './decision-log.ts';
 export { forecastArrivals } from './forecast.ts';
 export { decide } from './policy.ts';
-export { type ScalerSettings, scalerSettingsFrom } from './settings.ts';
+export { overridesOf, type ScalerSettings, scalerSettingsFrom } from './settings.ts';

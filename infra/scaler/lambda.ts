@@ -23,7 +23,7 @@ import { closeAll, once } from '../kernel/lifecycle.ts';
 import { createLogger } from '../kernel/log.ts';
 import { closeRedis, createRedis } from '../redis/client.ts';
 import type { ScalerController } from './controller.ts';
-import { createPoolProvider, createScaler, scalerSettingsOf } from './main.ts';
+import { createPoolProvider, createScaler } from './main.ts';
 
 export interface ScalerTickResult {
   /** Whether this invocation held the leader lock (a follower does nothing). */
@@ -70,17 +70,16 @@ export function createScalerLambda(env: NodeJS.ProcessEnv = process.env): Scaler
 async function startRuntime(env: NodeJS.ProcessEnv): Promise<Runtime> {
   const config = loadConfig(env);
   const log = createLogger(config.logLevel, { role: 'scaler-lambda' });
-  const s = scalerSettingsOf(config);
   const redis = createRedis(config.redisUrl, {}, (err) => log.warn({ err: err.message }, 'redis connection error'));
   let provider: PoolProvider;
   try {
-    provider = await createPoolProvider(config, log, s.poolProvider, redis);
+    provider = await createPoolProvider(config, log, config.scaler.provider, redis);
   } catch (err) {
     await closeRedis(redis);
     throw err;
   }
   const scaler = createScaler(config, log, provider, { identity: `lambda:${env.AWS_LAMBDA_FUNCTION_NAME ?? 'warmpool-scaler'}` }, redis);
-  log.info({ provider: provider.name, tickMs: s.tickMs }, 'scaler lambda ready');
+  log.info({ provider: provider.name, tickMs: config.scaler.tickMs }, 'scaler lambda ready');
   return {
     controller: scaler.controller,
     close: () =>

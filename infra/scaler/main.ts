@@ -11,9 +11,8 @@
  * (infra/pool/asg-provider.ts; the AWS SDK's default credential chain, AWS_REGION).
  * `--shadow` needs no provider at all: it decides and records, and touches no worker.
  *
- * Settings come from the config's `scaler` section (SCALER_TICK_MS, SLO_QUEUE_WAIT_MS,
- * COLD_START_DEFAULT_MS, SCALE_DOWN_STABILIZATION_MS, TARGET_UTILIZATION, MIN_LIFETIME_COLD_STARTS; their defaults are
- * SCALER_DEFAULTS in infra/kernel/config.ts), under the explicit options of `ScalerOptions`.
+ * Settings come from the config's `scaler` section (infra/kernel/config.ts, its variables and
+ * defaults), under the explicit options of `ScalerOptions`.
  */
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -23,9 +22,9 @@ import { createDeploymentStore } from '../deployments/deployment-store.ts';
 import { type ControlCommand, sendControl } from '../fleet/worker-control.ts';
 import { listHeartbeats } from '../fleet/worker-states.ts';
 import { systemClock } from '../kernel/clock.ts';
-import type { Config } from '../kernel/config.ts';
+import { type Config, POOL_PROVIDERS } from '../kernel/config.ts';
 import { ConfigError } from '../kernel/errors.ts';
-import { closeAll, once, onShutdownSignals, SUPERVISOR_DRAIN_LIMIT_MS } from '../kernel/lifecycle.ts';
+import { closeAll, once, onShutdownSignals, supervisorDrainLimitMs } from '../kernel/lifecycle.ts';
 import { createLogger, type Logger } from '../kernel/log.ts';
 import { createLocalProvider, loadAsgProvider, loadKubernetesProvider } from '../pool/index.ts';
 import { createQueueStats } from '../queue/index.ts';
@@ -37,21 +36,10 @@ import { decide } from './policy.ts';
 import { scalerSettingsFrom } from './settings.ts';
 
 const WORKER_BIN = fileURLToPath(new URL('../../bin/warmpool.mjs', import.meta.url));
-export const POOL_PROVIDERS = ['local', 'kubernetes', 'aws'] as const;
-export type PoolProviderName = (typeof POOL_PROVIDERS)[number];
+export type PoolProviderName = Config['scaler']['provider'];
 
-/** The config's `scaler` section as this process reads it (names → variables in the header). */
-export interface ScalerConfig {
-  tickMs: number;
-  sloQueueWaitMs: number;
-  coldStartDefaultMs: number;
-  scaleDownStabilizationMs: number;
-  targetUtilization: number;
-  minLifetimeColdStarts: number;
-  poolProvider: PoolProviderName;
-}
-
-export interface ScalerOptions extends Partial<ScalerConfig> {
+/** The config's `scaler` settings a caller overrides, and how this process runs. */
+export interface ScalerOptions extends Partial<Config['scaler']> {
   shadow?: boolean;
   /** Arrival history read per tick (controller.ts default: 8 days). */
   historyWindowMs?: number;
@@ -64,10 +52,9 @@ export interface RunningScaler {
 }
 
 /** The config's `scaler` section under explicit options. */
-export function scalerSettingsOf(config: Config, options: ScalerOptions = {}): ScalerConfig {
-  const { provider, k8sNamespace: _namespace, ...rest } = config.scaler;
+export function scalerSettingsOf(config: Config, options: ScalerOptions = {}): Config['scaler'] {
   const { shadow: _shadow, historyWindowMs: _window, ...explicit } = options;
-  return { ...rest, poolProvider: provider, ...explicit };
+  return { ...config.scaler, ...explicit };
 }
 
 /**
@@ -178,7 +165,7 @@ export async function scalerMain(args: string[], config: Config, options: Scaler
     : createRedis(config.redisUrl, {}, (err) => log.warn({ err: err.message }, 'redis connection error'));
   let provider: PoolProvider | undefined;
   try {
-    provider = providerRedis ? await createPoolProvider(config, log, s.poolProvider, providerRedis) : undefined;
+    provider = providerRedis ? await createPoolProvider(config, log, s.provider, providerRedis) : undefined;
   } catch (err) {
     if (providerRedis) await closeRedis(providerRedis);
     throw err;
@@ -198,7 +185,7 @@ export async function scalerMain(args: string[], config: Config, options: Scaler
         },
         force: (signal, reason) => log.warn({ signal, reason }, 'forced exit'),
       },
-      { forceAfterMs: SUPERVISOR_DRAIN_LIMIT_MS },
+      { forceAfterMs: supervisorDrainLimitMs(config.worker.drainLimitMs) },
     );
   });
 }

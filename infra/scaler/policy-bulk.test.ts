@@ -1,12 +1,12 @@
 /**
- * A late bulk run's capacity request (infra/bulk/capacity-request.ts) through the policy: more
+ * A late bulk run's capacity request (infra/deployments/capacity-request.ts) through the policy: more
  * active workers for the rows/s it asks for, on top of online demand, never past max; and the
  * controller's read of the request from Redis.
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { testServices, uniqueId } from '../../test/support/services.ts';
-import { clearCapacityRequest, publishCapacityRequest, readCapacityRequest } from '../bulk/capacity-request.ts';
 import { emptyPolicyMemory, type PolicyInput } from '../contracts/pool.ts';
+import { clearCapacityRequest, publishCapacityRequest, readCapacityRequest } from '../deployments/capacity-request.ts';
 import { closeRedis, createRedis, deleteMany, scanKeys } from '../redis/client.ts';
 import { decide } from './policy.ts';
 

@@ -5,7 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import type { TensorSpec } from '../../infra/contracts/manifest.ts';
 import { readOnnxMetadata } from '../../infra/registry/onnx-metadata.ts';
 import { buildDynamicAxisModel, buildMlpModel } from '../fixtures/onnx-models.ts';
-import { benchInputs, benchJobData, builtInModels, rowWidth, unbenchable, userModel } from './bench-models.ts';
+import { benchInputs, benchRequest, builtInModels, rowWidth, unbenchable, userModel } from './bench-models.ts';
 import { nest } from './bulk.ts';
 import { ORT_BOUND_MODEL, QUEUE_BOUND_MODEL } from './report.ts';
 
@@ -92,12 +92,15 @@ describe('benchInputs', () => {
   });
 });
 
-describe('benchJobData', () => {
-  it('is job data as the API enqueues it', () => {
+describe('benchRequest', () => {
+  it('is a request as the API hands it to the entry writer: typed arrays of the rows benchInputs makes', () => {
     const manifest = { name: 'm', version: '2', inputs: [spec('FP32', [-1, 2])] };
-    const data = benchJobData(manifest as Parameters<typeof benchJobData>[0], 1, 3, 99);
-    expect(data).toMatchObject({ tenant: 'bench', model: 'm', version: '2', submittedAt: 99 });
-    expect(data.inputs[0]?.shape).toEqual([1, 2]);
+    const request = benchRequest(manifest as Parameters<typeof benchRequest>[0], 1, 3, 99);
+    expect(request).toMatchObject({ tenant: 'bench', model: 'm', version: '2', submittedAt: 99, rows: 1 });
+    expect(request.inputs[0]?.shape).toEqual([1, 2]);
+    expect(request.inputs[0]?.data).toBeInstanceOf(Float32Array);
+    const json = benchInputs(manifest as Parameters<typeof benchInputs>[0], 1, 3)[0]?.data ?? [];
+    expect(Array.from(request.inputs[0]?.data as Float32Array)).toEqual((json as number[]).map((v) => Math.fround(v)));
   });
 });
 

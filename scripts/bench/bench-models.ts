@@ -8,7 +8,6 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { QueuedRequest } from '../../infra/contracts/entry.ts';
-import type { JobData } from '../../infra/contracts/job.ts';
 import type { ModelManifest, TensorSpec } from '../../infra/contracts/manifest.ts';
 import type { Datatype, OipTensor } from '../../infra/contracts/oip.ts';
 import { fromJsonData } from '../../infra/contracts/packed-tensors.ts';
@@ -126,17 +125,6 @@ export function benchValue(datatype: Datatype, width: number, seed: number, k: n
  */
 function rowTag(row: number): number {
   return (row % 2 ** 24) / 2 ** 24;
-}
-
-/** Job data as the API would enqueue it, for producers that skip HTTP (raw queue fills). */
-export function benchJobData(manifest: ModelManifest, rows: number, seed: number, submittedAt: number): JobData {
-  return {
-    tenant: 'bench',
-    model: manifest.name,
-    version: manifest.version,
-    inputs: benchInputs(manifest, rows, seed),
-    submittedAt,
-  };
 }
 
 /** A request as the API hands it to the job queue (typed arrays, as `fromJsonData` makes them), for producers that skip HTTP. */

@@ -8,7 +8,7 @@
  */
 import { fileURLToPath } from 'node:url';
 import type { ModelManifest } from '../../infra/contracts/manifest.ts';
-import { leaseQueues } from '../../infra/queue/index.ts';
+import { openQueueProbes } from '../../infra/queue/index.ts';
 import { closeRedis, createRedis } from '../../infra/redis/client.ts';
 import { freePort } from '../dev/free-port.ts';
 import { type StackUnderTest, submitTarget } from './e2e.ts';
@@ -33,13 +33,13 @@ export async function startMinimalStack(ctx: BenchContext, manifest: ModelManife
     MINIMAL_CONCURRENCY: String(concurrency),
   };
   const redis = createRedis(config.redisUrl);
-  const queues = leaseQueues(redis, config.queuePrefix);
-  const queue = queues.reader(QUEUE);
+  const probes = openQueueProbes(redis, config.queuePrefix);
+  const queue = probes.queue(QUEUE);
   const roles: ChildRole[] = [];
   const stop = async () => {
     for (const role of roles.reverse()) await role.stop().catch(() => undefined);
-    await queue.obliterate({ force: true }).catch(() => undefined);
-    await queues.release();
+    await queue.obliterate().catch(() => undefined);
+    await probes.close();
     await closeRedis(redis);
   };
   try {
@@ -47,7 +47,7 @@ export async function startMinimalStack(ctx: BenchContext, manifest: ModelManife
     return {
       label: 'minimal stack',
       target: submitTarget(`http://127.0.0.1:${port}`, manifest),
-      watch: new RequestWatch(queue, redis),
+      watch: new RequestWatch(queue),
       pids: { api: api?.child.pid, worker: worker?.child.pid, redis: await redisServerPid(redis) },
       stop,
     };

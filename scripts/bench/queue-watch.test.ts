@@ -5,6 +5,7 @@
 import { Queue, UnrecoverableError, Worker } from 'bullmq';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { EntryData, EntryResult } from '../../infra/contracts/entry.ts';
+import { openQueueProbes, type QueueProbes } from '../../infra/queue/index.ts';
 import { closeRedis, createRedis, type RedisClient } from '../../infra/redis/client.ts';
 import { testServices, uniqueId } from '../../test/support/services.ts';
 import { countCompleted, countFailed, inWorkerLatencies, RequestWatch } from './queue-watch.ts';
@@ -50,6 +51,7 @@ describe('countFailed', () => {
 describe('RequestWatch', () => {
   let redis: RedisClient;
   let queue: Queue;
+  let probes: QueueProbes;
   let worker: Worker | undefined;
   let workerRedis: RedisClient | undefined;
   let prefix: string;
@@ -58,12 +60,14 @@ describe('RequestWatch', () => {
     prefix = uniqueId('watch');
     redis = createRedis(testServices().redisUrl);
     queue = new Queue('{watch}', { connection: redis, prefix });
+    probes = openQueueProbes(redis, prefix);
   });
 
   afterEach(async () => {
     await worker?.close();
     if (workerRedis) await closeRedis(workerRedis);
     [worker, workerRedis] = [undefined, undefined];
+    await probes.close();
     await queue.obliterate({ force: true });
     await queue.close();
     await closeRedis(redis);
@@ -92,7 +96,7 @@ describe('RequestWatch', () => {
   }
 
   it('counts requests across entries and single jobs, with each succeeded one by id', async () => {
-    const watch = new RequestWatch(queue, redis);
+    const watch = new RequestWatch(probes.queue('{watch}'));
     await queue.addBulk([
       { name: 'entry', data: entryData(['r1', 'r2', 'r3']) },
       { name: 'entry', data: entryData(['r4', 'bad5']) },
@@ -117,7 +121,7 @@ describe('RequestWatch', () => {
   });
 
   it('finds a job whose finishing time is older than the newest it has seen', async () => {
-    const watch = new RequestWatch(queue, redis);
+    const watch = new RequestWatch(probes.queue('{watch}'));
     const completed = queue.keys.completed as string;
     const now = Date.now();
     await redis.zadd(completed, now, 'late-1');
@@ -131,7 +135,7 @@ describe('RequestWatch', () => {
   });
 
   it('gives up when nothing finishes, saying where the jobs are', async () => {
-    const watch = new RequestWatch(queue, redis);
+    const watch = new RequestWatch(probes.queue('{watch}'));
     await queue.add('infer', {});
     await expect(watch.waitFinished(1, 200)).rejects.toThrow(/no request finished for 0.2 s, 0 of 1 done; jobs: .*"waiting":1/);
   });

@@ -10,10 +10,8 @@
  * The watch reads incrementally, through infra/queue's finished-jobs reader: each new job costs
  * one HMGET.
  */
-import type { Queue } from 'bullmq';
 import { isEntryData, isEntryResult } from '../../infra/contracts/entry.ts';
-import { type FinishedJobsReader, readFinishedJobs } from '../../infra/queue/index.ts';
-import type { RedisClient } from '../../infra/redis/client.ts';
+import type { FinishedJobsReader, QueueProbe } from '../../infra/queue/index.ts';
 import { type LatencySummary, summarizeMs } from './stats.ts';
 
 /** How long without a single request finishing before a wait gives up. */
@@ -39,7 +37,7 @@ export interface FinishedRequest {
   processedOn: number;
 }
 
-type WatchedQueue = Pick<Queue, 'keys' | 'toKey' | 'getJobCounts' | 'clean'>;
+type WatchedQueue = Pick<QueueProbe, 'finished' | 'counts' | 'clean'>;
 
 /** What a finished job counts as: its requests (succeeded ones with their ids) and its failures. */
 export interface JobCount {
@@ -84,14 +82,11 @@ export class RequestWatch {
   private failedRequests = 0;
   private lastFinishedAt = 0;
 
-  constructor(
-    private readonly queue: WatchedQueue,
-    redis: Pick<RedisClient, 'zcard' | 'zrangebyscore' | 'pipeline'>,
-  ) {
+  constructor(private readonly queue: WatchedQueue) {
     const times = ['finishedOn', 'processedOn'];
     this.readers = {
-      completed: readFinishedJobs(redis, queue, { set: 'completed', fields: ['returnvalue', ...times], overlapMs: OVERLAP_MS }),
-      failed: readFinishedJobs(redis, queue, { set: 'failed', fields: ['data', ...times], overlapMs: OVERLAP_MS }),
+      completed: queue.finished({ set: 'completed', fields: ['returnvalue', ...times], overlapMs: OVERLAP_MS }),
+      failed: queue.finished({ set: 'failed', fields: ['data', ...times], overlapMs: OVERLAP_MS }),
     };
   }
 
@@ -114,8 +109,8 @@ export class RequestWatch {
 
   /** Empties the queue's finished sets, and forgets them: the next run counts from zero. */
   async reset(): Promise<void> {
-    await this.queue.clean(0, 0, 'completed');
-    await this.queue.clean(0, 0, 'failed');
+    await this.queue.clean('completed');
+    await this.queue.clean('failed');
     this.finished.clear();
     this.readers.completed.reset();
     this.readers.failed.reset();
@@ -154,7 +149,7 @@ export class RequestWatch {
       if (done >= count) return f;
       if (done !== seen) [seen, progressAt] = [done, Date.now()];
       if (Date.now() - progressAt > stallMs) {
-        const where = await this.queue.getJobCounts('waiting', 'prioritized', 'active', 'delayed', 'completed', 'failed');
+        const where = await this.queue.counts('waiting', 'prioritized', 'active', 'delayed', 'completed', 'failed');
         throw new Error(`no request finished for ${stallMs / 1000} s, ${done} of ${count} done; jobs: ${JSON.stringify(where)}`);
       }
       await new Promise((r) => setTimeout(r, 25));

@@ -10,7 +10,7 @@
  * MB), never one JSON per request held up front (which took a real PaddleOCR classifier past
  * the 4 GB heap after six minutes).
  */
-import { BINARY_ITEM_BYTES, type BinaryDatatype } from '../../infra/contracts/binary-tensor.ts';
+import { isNumericDatatype, itemBytes } from '../../infra/contracts/datatypes.ts';
 import type { ModelManifest } from '../../infra/contracts/manifest.ts';
 import { fromJsonData, wireBytes } from '../../infra/contracts/packed-tensors.ts';
 import { benchValue, rowWidth } from './bench-models.ts';
@@ -76,9 +76,9 @@ export function binaryRequestBodies(
   const tensors = manifest.inputs.map((spec) => {
     const width = rowWidth(spec);
     const head = Math.min(HEAD_VALUES, width);
-    const item = BINARY_ITEM_BYTES[spec.datatype as BinaryDatatype];
-    if (item === undefined)
+    if (!isNumericDatatype(spec.datatype))
       throw new Error(`binaryRequestBodies: input "${spec.name}" is ${spec.datatype}; the bench's models are numeric`);
+    const item = itemBytes(spec.datatype);
     // One whole tensor per pool slot, as bytes; a request overwrites each row's head.
     const slots = Array.from({ length: poolSize }, (_, slot) => {
       const values = new Array<number | boolean>(rows * width);

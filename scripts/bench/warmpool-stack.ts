@@ -12,7 +12,7 @@ import { startApiServer } from '../../api/main.ts';
 import { queueName } from '../../infra/contracts/job.ts';
 import type { ModelManifest } from '../../infra/contracts/manifest.ts';
 import { createLogger } from '../../infra/kernel/log.ts';
-import { leaseQueues } from '../../infra/queue/index.ts';
+import { openQueueProbes } from '../../infra/queue/index.ts';
 import { closeRedis, createRedis } from '../../infra/redis/client.ts';
 import { freePort } from '../dev/free-port.ts';
 import { type ApiMode, type StackUnderTest, submitTarget } from './e2e.ts';
@@ -39,13 +39,13 @@ export async function startWarmpoolStack(
   const { env, config } = scopedEnv(ctx, `e2e-${manifest.name}-${api}`, { PORT: String(await freePort()), GRPC_PORT: String(grpcPort) });
   const redis = createRedis(config.redisUrl);
   // A reader: it never rewrites the queue's settings (the events stream's maxLen).
-  const queues = leaseQueues(redis, config.queuePrefix);
-  const queue = queues.reader(queueName(manifest.name, manifest.version));
+  const probes = openQueueProbes(redis, config.queuePrefix);
+  const queue = probes.queue(queueName(manifest.name, manifest.version));
   const stops: Array<() => Promise<void>> = [];
   const stop = async () => {
     for (const s of stops.reverse()) await s().catch(() => undefined);
-    await queue.obliterate({ force: true }).catch(() => undefined);
-    await queues.release();
+    await queue.obliterate().catch(() => undefined);
+    await probes.close();
     await closeRedis(redis);
   };
   try {
@@ -68,7 +68,7 @@ export async function startWarmpoolStack(
     return {
       label: 'warmpool',
       target: submitTarget(url, manifest, { authorization: `Bearer ${BENCH_KEY}` }),
-      watch: new RequestWatch(queue, redis),
+      watch: new RequestWatch(queue),
       pids: { api: apiPid, worker: worker.child.pid, redis: await redisServerPid(redis) },
       workerThreads: beat?.batchProfile?.threads ?? 0,
       grpcUrl: `127.0.0.1:${grpcPort}`,

@@ -11,7 +11,7 @@ import { queueName } from '../../infra/contracts/job.ts';
 import type { ModelManifest } from '../../infra/contracts/manifest.ts';
 import { systemClock } from '../../infra/kernel/clock.ts';
 import { createLogger } from '../../infra/kernel/log.ts';
-import { type BullJobQueue, createBullJobQueue, leaseQueues } from '../../infra/queue/index.ts';
+import { type BullJobQueue, createBullJobQueue, openQueueProbes } from '../../infra/queue/index.ts';
 import { closeRedis, createRedis } from '../../infra/redis/client.ts';
 import { createThreadEngine } from '../../worker/engine/thread-engine.ts';
 import type { BatchProfile } from '../../worker/warmup.ts';
@@ -55,8 +55,8 @@ export async function measureWorkerDrain(
 ): Promise<DrainRun> {
   const { config } = scopedEnv(ctx, label, overrides);
   const connection = createRedis(config.redisUrl);
-  const queues = leaseQueues(connection, config.queuePrefix);
-  const queue = queues.producer(queueName(manifest.name, manifest.version));
+  const probes = openQueueProbes(connection, config.queuePrefix);
+  const queue = probes.queue(queueName(manifest.name, manifest.version));
   const worker = new WarmpoolWorker(
     {
       config,
@@ -69,7 +69,7 @@ export async function measureWorkerDrain(
     { model: manifest.name, version: manifest.version },
   );
   const producer = createBullJobQueue({ connection: config.redisUrl, prefix: config.queuePrefix, retentionS: 3600, attempts: 1 });
-  const watch = new RequestWatch(queue, connection);
+  const watch = new RequestWatch(queue);
   const batches = { count: 0, rows: 0, inferMs: 0 };
   worker.on('batch:flushed', (e) => {
     batches.count++;
@@ -106,8 +106,8 @@ export async function measureWorkerDrain(
   } finally {
     await worker.close();
     await producer.close();
-    await queue.obliterate({ force: true }).catch(() => undefined);
-    await queues.release();
+    await queue.obliterate().catch(() => undefined);
+    await probes.close();
     await closeRedis(connection);
   }
 }

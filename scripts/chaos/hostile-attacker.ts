@@ -5,11 +5,15 @@
  * made-up keys from another address. It runs as a child process
  * (`node --import tsx hostile-attacker.ts <result file>`, its targets a line of JSON on stdin),
  * as a second client would: its own event loop and sockets, so its requests are not built and
- * read on the API's event loop (the API runs in the scenario's process). SIGTERM stops it: it
- * closes what it holds, writes its tally as JSON to the result file and exits.
+ * read on the API's event loop (the API runs in the scenario's process). Issue 33's attacks run
+ * beside them: an anonymous client's gRPC calls and idle connections (hostile-grpc.ts) and
+ * /openapi.json flood, a second tenant spending its budgets (hostile-budget.ts), and bulk runs
+ * over hostile inputs in the attacker's own area (hostile-bulk.ts). SIGTERM stops it: it closes
+ * what it holds (for at most CLOSE_MS: a starved process must still hand its tally back before
+ * the scenario's SIGKILL), writes its tally as JSON to the result file and exits.
  */
 import { randomBytes } from 'node:crypto';
-import { once } from 'node:events';
+import { once, setMaxListeners } from 'node:events';
 import { writeFileSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
@@ -28,8 +32,15 @@ import {
   sendAttack,
   simulationAttacks,
 } from './hostile-attacks.ts';
+import { budgetAttacks } from './hostile-budget.ts';
+import { bulkAttacks } from './hostile-bulk.ts';
+import { grpcAttacks } from './hostile-grpc.ts';
 import { pool, statusKey } from './load.ts';
 import { sleep } from './sleep.ts';
+
+/** How long the attacker closes what it holds after the stop before it writes its tally anyway. */
+const CLOSE_MS = 8_000;
+export const OPENAPI_FLOOD = 'read: /openapi.json without a key, back to back';
 
 /** Sends the attacks until `stop` aborts; resolves with the tally once everything it held is closed. */
 export async function attack(t: AttackTargets, stop: AbortSignal): Promise<AttackTally> {
@@ -39,16 +50,39 @@ export async function attack(t: AttackTargets, stop: AbortSignal): Promise<Attac
   const lane = async () => {
     while (!stop.aborted) {
       const n = next++;
-      await sendAttack(t, catalogue[n % catalogue.length] as Attack, Math.floor(n / catalogue.length), tally, stop);
+      const a = catalogue[n % catalogue.length] as Attack;
+      const round = Math.floor(n / catalogue.length);
+      if (a.every === undefined || round % a.every === 0) await sendAttack(t, a, round, tally, stop);
     }
   };
-  await Promise.all([
-    ...Array.from({ length: t.sizes.lanes }, lane),
-    simulations(t, tally, stop),
-    holdStreams(t, tally, stop),
-    slowloris(t, tally, stop),
-    failedAuthBursts(t, tally, stop),
+  const openapi: Attack = {
+    name: OPENAPI_FLOOD,
+    refuse: false,
+    request: () => ({ method: 'GET', path: '/openapi.json', anonymous: true }),
+  };
+  const grpc = { target: t.bounds.grpc.target, fromAddress: t.bounds.grpc.fromAddress, idle: t.sizes.grpcIdle };
+  // One that throws is a finding, never the end of the others.
+  const guarded = (name: string, run: Promise<unknown>) =>
+    run.catch((err: unknown) => problem(tally, `${name}: threw`, coerceError(err).stack ?? String(err)));
+  const attacks = Promise.all([
+    ...Array.from({ length: t.sizes.lanes }, () => guarded('lane', lane())),
+    guarded('simulations', simulations(t, tally, stop)),
+    guarded('streams', holdStreams(t, tally, stop)),
+    guarded('slowloris', slowloris(t, tally, stop)),
+    guarded('auth bursts', failedAuthBursts(t, tally, stop)),
+    guarded(
+      'openapi',
+      (async () => {
+        for (let n = 0; !stop.aborted; n++) await sendAttack(t, openapi, n, tally, stop);
+      })(),
+    ),
+    guarded('grpc', grpcAttacks(grpc, tally, stop)),
+    guarded('budget', budgetAttacks(t, tally, stop)),
+    guarded('bulk', bulkAttacks(t, tally, stop)),
   ]);
+  await new Promise<void>((resolve) => (stop.aborted ? resolve() : stop.addEventListener('abort', () => resolve(), { once: true })));
+  const closed = await Promise.race([attacks.then(() => true), sleep(CLOSE_MS).then(() => false)]);
+  if (!closed) problem(tally, 'attacker: still closing after the stop', `${CLOSE_MS} ms after SIGTERM; its tally written as it stood`);
   return tally;
 }
 
@@ -89,6 +123,7 @@ async function holdStreams(t: AttackTargets, tally: AttackTally, stop: AbortSign
   // tenant's rate limit refused is asked for again (after a short pause), so the cap is reached.
   await pool(t.sizes.sseStreams, 20, async (i) => {
     const abort = new AbortController();
+    held.push({ abort, open: false });
     try {
       let res: Response;
       let text: string;
@@ -97,7 +132,9 @@ async function holdStreams(t: AttackTargets, tally: AttackTally, stop: AbortSign
         tally.sent++;
         res = await fetch(`${t.api}/v1/jobs/${jobId}/events`, {
           headers: { authorization: `Bearer ${t.key}` },
-          signal: AbortSignal.any([abort.signal, stop]),
+          // Its own signal alone: each held stream is aborted at the stop below (one listener
+          // per stream on the stop signal would be hundreds).
+          signal: abort.signal,
         });
         text = res.ok ? '' : await res.text();
         count(tally, name, statusKey(res, text));
@@ -105,8 +142,8 @@ async function holdStreams(t: AttackTargets, tally: AttackTally, stop: AbortSign
       if (res.status >= 500) problem(tally, `${name}: ${res.status} answer`, `stream ${i + 1} → ${statusKey(res, text)}`);
       // Held and read (heartbeats only, while the job waits) until the stop aborts it.
       if (res.ok && res.body) {
-        const stream = { abort, open: true };
-        held.push(stream);
+        const stream = held.find((s) => s.abort === abort) as { abort: AbortController; open: boolean };
+        stream.open = true;
         void watchEnd(res.body, stop).then((end) => {
           stream.open = false;
           if (end === undefined) return;
@@ -121,7 +158,7 @@ async function holdStreams(t: AttackTargets, tally: AttackTally, stop: AbortSign
   await new Promise<void>((resolve) => (stop.aborted ? resolve() : stop.addEventListener('abort', () => resolve(), { once: true })));
   tally.streams.openAtStop = held.filter((s) => s.open).length;
   for (const s of held) s.abort.abort();
-  await exchange(t, { method: 'DELETE', path: `/v1/jobs/${jobId}` });
+  await exchange(t, { method: 'DELETE', path: `/v1/jobs/${jobId}` }, AbortSignal.timeout(3_000));
 }
 
 /** Reads an event stream to its end: what it carried when the server ended it, undefined when the stop did. */
@@ -177,9 +214,13 @@ function trickle(host: string, port: number, localAddress: string, stop: AbortSi
 /** Bursts of requests with made-up keys from another address, each followed by one with the attacker's real key. */
 async function failedAuthBursts(t: AttackTargets, tally: AttackTally, stop: AbortSignal): Promise<void> {
   while (!stop.aborted) {
-    const burst = Array.from({ length: t.sizes.authBurst }, () => rawGet(t, '/v1/models', randomBytes(18).toString('base64url')));
-    for (const answer of await Promise.all(burst)) tallyRaw(tally, 'auth: made-up keys', answer);
-    tallyRaw(tally, 'auth: its real key, same address, after a burst', await rawGet(t, '/v1/models', t.key));
+    const burst = Array.from({ length: t.sizes.authBurst }, () => rawGet(t, '/v1/models', randomBytes(18).toString('base64url'), stop));
+    const answers = await Promise.all(burst);
+    if (stop.aborted) break;
+    for (const answer of answers) tallyRaw(tally, 'auth: made-up keys', answer);
+    const real = await rawGet(t, '/v1/models', t.key, stop);
+    if (stop.aborted) break;
+    tallyRaw(tally, 'auth: its real key, same address, after a burst', real);
     await sleep(t.sizes.authEveryMs, stop);
   }
 }
@@ -204,7 +245,7 @@ function tallyRaw(tally: AttackTally, name: string, answer: RawAnswer | Error): 
 }
 
 /** GET through node:http, which (unlike fetch) can pick the address the request comes from. */
-function rawGet(t: AttackTargets, path: string, key: string): Promise<RawAnswer | Error> {
+function rawGet(t: AttackTargets, path: string, key: string, stop: AbortSignal): Promise<RawAnswer | Error> {
   const url = new URL(t.api);
   return new Promise((resolve) => {
     const req = http.request(
@@ -220,6 +261,9 @@ function rawGet(t: AttackTargets, path: string, key: string): Promise<RawAnswer 
     );
     req.setTimeout(REQUEST_TIMEOUT_MS, () => req.destroy(new Error('hung')));
     req.once('error', (err) => resolve(err));
+    const onStop = () => req.destroy(new Error('stopped'));
+    stop.addEventListener('abort', onStop, { once: true });
+    req.once('close', () => stop.removeEventListener('abort', onStop));
     req.end();
   });
 }
@@ -230,6 +274,9 @@ function rawGet(t: AttackTargets, path: string, key: string): Promise<RawAnswer 
  */
 async function main(resultFile: string): Promise<void> {
   const stop = new AbortController();
+  // Every request in flight listens on the stop once and lets go when answered (linkedSignal):
+  // a few dozen at once (lanes, auth bursts, the bulk lane's runs) is the design, not a leak.
+  setMaxListeners(200, stop.signal);
   process.once('SIGTERM', () => stop.abort());
   const lines = createInterface({ input: process.stdin });
   const first = await Promise.race([once(lines, 'line').then(([line]) => String(line)), once(stop.signal, 'abort').then(() => undefined)]);

@@ -25,6 +25,10 @@ export interface AttackSizes {
   authEveryMs: number;
   /** Size of the huge `parameters` and `id` strings. */
   hugeBytes: number;
+  /** Idle gRPC connections opened at once from `bounds.grpc.fromAddress`, a round after another. */
+  grpcIdle: number;
+  /** Bulk runs started at once over the attacker's own input, its run cap already full. */
+  bulkFlood: number;
 }
 
 /** Everything the attacker knows: what an ordinary tenant could learn or guess. */
@@ -56,6 +60,28 @@ export interface AttackTargets {
   /** A local port nobody listens on (webhook errors must not say so). */
   closedPort: number;
   sizes: AttackSizes;
+  bounds: BoundTargets;
+}
+
+/** What issue 33's attacks aim at: the bounds that charge, cap or refuse before the work. */
+export interface BoundTargets {
+  /** A second hostile tenant's key: it spends its own byte and storage budgets (hostile-budget.ts). */
+  hoardKey: string;
+  /** MAX_STORED_BYTES_PER_TENANT and MAX_ACTIVE_BULK_RUNS_PER_TENANT of the stack. */
+  storedBudgetBytes: number;
+  bulkRunCap: number;
+  /** The API's gRPC listener (`host:port`), its caps, and the address the idle connections come from. */
+  grpc: { target: string; perAddress: number; idleTimeoutMs: number; fromAddress: string };
+  /** `repeat`: 256 floats in → 64 Ki out (a large-output model, served); `echo`: BYTES in and out (never served). */
+  models: { repeat: string; echo: string };
+  /** Webhook receivers the attacker owns: one never answers, one streams an endless body. */
+  hooks: { hang: string; endless: string };
+  /** The variables that reach the bucket (S3_*, AWS_*): the attacker writes its own area. */
+  s3Env: Record<string, string>;
+  /** Key prefixes in `bucket`, in the attacker's own area: its hostile inputs. */
+  inputs: { gzipBomb: string; brotliBomb: string; fatFooter: string; rewrite: string; tiny: string };
+  /** Objects under `inputs.rewrite` (it rewrites them with other values while its run runs). */
+  rewriteObjects: number;
 }
 
 export interface AttackTally {
@@ -72,6 +98,19 @@ export interface AttackTally {
   streams: { openAtStop: number; endedByServer: number; firstEnd?: string };
   /** Ids of the jobs each attack got a 202 for (the first 500), for the scenario to read back. */
   acceptedIds: Record<string, string[]>;
+  grpc: GrpcTally;
+  /** Hostile bulk runs started and not seen ending before the stop (hostile-bulk.ts): the scenario waits for them. */
+  openRuns: Array<{ id: string; name: string }>;
+}
+
+/** The idle gRPC connection rounds (hostile-grpc.ts). */
+export interface GrpcTally {
+  rounds: number;
+  /** The most connections served (their SETTINGS came) and open at once: at most GRPC_MAX_CONNECTIONS_PER_ADDRESS. */
+  mostServedInRound: number;
+  /** How long each served connection was held until the server closed it, and the ages of those open at the stop. */
+  servedHeldMs: number[];
+  openAtStopMs: number[];
 }
 
 export interface Request {
@@ -82,12 +121,19 @@ export interface Request {
   anonymous?: boolean;
   /** An event stream: a 2xx is not read to the end. */
   stream?: boolean;
+  /** Another key than the attacker's. */
+  key?: string;
+  /** A body sent as it is (with `headers`), instead of `body` as JSON. */
+  raw?: Uint8Array<ArrayBuffer> | string;
+  headers?: Record<string, string>;
 }
 
 export interface Attack {
   name: string;
   /** Must be refused: a 2xx means the attack worked. */
   refuse: boolean;
+  /** Sent in one catalogue round of this many (a costly body: a few per phase make the point). */
+  every?: number;
   request(n: number): Request;
   /** What an answer reveals that it must not, beyond its status. */
   leak?(status: number, text: string): string | undefined;
@@ -116,7 +162,19 @@ export function attackCatalogue(t: AttackTargets): Attack[] {
   const hook = (url: string) => job(t.models.gather, { ...idx(1), webhook: { url } });
   const pick = <T>(list: T[], n: number) => list[n % list.length] as T;
   const huge = 'x'.repeat(t.sizes.hugeBytes);
+  const b = t.bounds;
+  // 2 Mi empty strings, 6 MiB of JSON under the 8 MiB body limit: counted from the shape, never read.
+  const strings = JSON.stringify({ inputs: [{ name: 'text', shape: [1, 2 ** 21], datatype: 'BYTES', data: Array(2 ** 21).fill('') }] });
+  const json = { 'content-type': 'application/json' };
   return [
+    {
+      name: 'job: 2 Mi empty strings (BYTES)',
+      refuse: true,
+      every: 8,
+      request: () => ({ method: 'POST', path: `/v1/models/${b.models.echo}/jobs`, raw: strings, headers: json }),
+    },
+    { name: 'webhook: a receiver that never answers', refuse: false, request: () => hook(b.hooks.hang) },
+    { name: 'webhook: a receiver with an endless body', refuse: false, request: () => hook(b.hooks.endless) },
     { name: "bulk: the victim's input", refuse: true, request: (n) => bulk(s3(t.victim.input), ownOut(n)) },
     { name: "bulk: output into the victim's", refuse: true, request: (n) => bulk(ownIn, s3(pick(t.victim.outputs, n))) },
     { name: "bulk: the victim's whole area", refuse: true, request: (n) => bulk(s3(t.victim.prefix), ownOut(n)) },
@@ -247,6 +305,8 @@ export function newTally(): AttackTally {
     slowloris: { closedAfterMs: [], openAtStopMs: [] },
     streams: { openAtStop: 0, endedByServer: 0 },
     acceptedIds: {},
+    grpc: { rounds: 0, mostServedInRound: 0, servedHeldMs: [], openAtStopMs: [] },
+    openRuns: [],
   };
 }
 
@@ -283,15 +343,15 @@ export async function exchange(
   req: Request,
   stop?: AbortSignal,
 ): Promise<{ status: number; key: string; text: string } | Error> {
-  const signals = [AbortSignal.timeout(REQUEST_TIMEOUT_MS), ...(stop ? [stop] : [])];
-  const headers: Record<string, string> = req.anonymous ? {} : { authorization: `Bearer ${t.key}` };
+  const linked = linkedSignal(REQUEST_TIMEOUT_MS, stop);
+  const headers: Record<string, string> = req.anonymous ? {} : { authorization: `Bearer ${req.key ?? t.key}` };
   if (req.body !== undefined) headers['content-type'] = 'application/json';
   try {
     const res = await fetch(`${t.api}${req.path}`, {
       method: req.method,
-      headers,
-      body: req.body === undefined ? undefined : JSON.stringify(req.body),
-      signal: AbortSignal.any(signals),
+      headers: { ...headers, ...req.headers },
+      body: req.raw ?? (req.body === undefined ? undefined : JSON.stringify(req.body)),
+      signal: linked.signal,
     });
     // An event stream that opened is not read: it would last as long as its job.
     const text = req.stream && res.ok ? '' : await res.text();
@@ -299,7 +359,30 @@ export async function exchange(
     return { status: res.status, key: statusKey(res, text), text };
   } catch (err) {
     return coerceError(err);
+  } finally {
+    linked.dispose();
   }
+}
+
+/**
+ * A signal that aborts after `timeoutMs` or when `stop` does, and lets go of `stop` once the
+ * request is done. AbortSignal.any([timeout, stop]) per request instead left a listener on the
+ * one long-lived stop signal per request until a GC (Node's MaxListenersExceededWarning, "11
+ * abort listeners added to [AbortSignal]"): thousands of them over a phase.
+ */
+export function linkedSignal(timeoutMs: number, stop?: AbortSignal): { signal: AbortSignal; dispose(): void } {
+  const controller = new AbortController();
+  const onStop = () => controller.abort(stop?.reason);
+  const timer = setTimeout(() => controller.abort(new DOMException('request timed out', 'TimeoutError')), timeoutMs);
+  if (stop?.aborted) onStop();
+  else stop?.addEventListener('abort', onStop, { once: true });
+  return {
+    signal: controller.signal,
+    dispose() {
+      clearTimeout(timer);
+      stop?.removeEventListener('abort', onStop);
+    },
+  };
 }
 
 function keepId(tally: AttackTally, attackName: string, text: string): void {
@@ -323,6 +406,6 @@ export function problem(tally: AttackTally, what: string, sample: string): void 
 
 /** The request in a line: long bodies by their length. */
 function describe(req: Request): string {
-  const body = req.body === undefined ? '' : JSON.stringify(req.body);
+  const body = req.raw !== undefined ? `(${req.raw.length} bytes as sent)` : req.body === undefined ? '' : JSON.stringify(req.body);
   return `${req.method} ${req.path}${body ? ` ${body.length > 200 ? `(${body.length} bytes) ${body.slice(0, 120)}…` : body}` : ''}`;
 }

@@ -7,6 +7,9 @@
 
 import type { BulkOutcome, HonestPhase, ProbeResult } from './honest-tenant.ts';
 import type { AttackTally } from './hostile-attacks.ts';
+import { FLOOD, HOSTILE_RUNS, REWRITE_RUN } from './hostile-bulk.ts';
+import type { PhasePeaks } from './hostile-gauges.ts';
+import type { HostileReceiverStats } from './receiver.ts';
 import { type JobCounts, jobViolations, percentile, round, type ScenarioReport } from './report.ts';
 
 export interface Snapshot {
@@ -43,6 +46,8 @@ export interface HostileRun {
   jobs: JobCounts;
   /** Created → finished, ms, of each honest job that succeeded. */
   times: Map<string, number>;
+  /** Finished → its webhook first delivered, ms, of each honest job that succeeded. */
+  hookDelays: Map<string, number>;
   settled: boolean;
   undelivered: number;
   /** The attacker's tally, or why there is none. */
@@ -56,12 +61,46 @@ export interface HostileRun {
   /** What the canary guard counted for the canary version, right after the attack. */
   canary: string;
   leaks: ReadBack;
+  bounds: BoundsSeen;
 }
 
-/** Redis may grow this much more during the attack than during the same load without it. */
+/** What issue 33's bounds were watched doing (hostile-gauges.ts, the hostile receivers). */
+export interface BoundsSeen {
+  /** Peaks per phase (`baseline`, `attack`). */
+  peaks: Record<string, PhasePeaks>;
+  /** The API's open file descriptors once the attack has ended and the honest work settled. */
+  apiFdsAfter: number;
+  /** Each worker's VmHWM (peak RSS, MB) before the attack and at the end, by pid; the pids' names. */
+  workerPeaks: { before: Record<number, number>; after: Record<number, number>; names: Record<number, string> };
+  hooks: { hang: HostileReceiverStats; endless: HostileReceiverStats };
+  limits: {
+    grpcPerAddress: number;
+    grpcIdleTimeoutMs: number;
+    storedBytesPerTenant: number;
+    webhookTimeoutMs: number;
+    webhookConcurrency: number;
+    /** Sockets the attacker may hold open at once by its own sizes (streams, slowloris, an auth burst, lanes, a gRPC round). */
+    heldByAttacker: number;
+  };
+}
+
+/**
+ * Redis may grow this much more during the attack than during the same load without it, beyond
+ * what the two hostile tenants may keep by their stored-bytes budgets (each its budget, at most
+ * a few jobs' outputs over it): queue entries, deliveries and run records that budget does not count.
+ */
 const REDIS_GROWTH_MB = 64;
-/** A health answer slower than this during the attack: the API's event loop froze. */
+/**
+ * A health answer slower than this during the attack, and than 3× the slowest without it, is
+ * the API's event loop frozen by the attack; one as slow without the attacker is the machine's.
+ */
 const FROZEN_MS = 2_000;
+/** A worker's peak RSS may grow this much during the attack (test/bulk-input-bounds.test.ts holds one to it over two 1 GiB bombs). */
+const WORKER_PEAK_GROWTH_MB = 200;
+/** What the dispatcher may have let a receiver push before it closed: its 64 KiB read cap plus both sockets' buffers. */
+const RECEIVER_BYTES_MAX = 32 * 1024 * 1024;
+/** Open file descriptors beyond the attacker's own sockets: the API's pools, S3 and Redis clients. */
+const FD_MARGIN = 128;
 
 export function hostileReport(r: HostileRun): ScenarioReport {
   const { baseline, attacked } = r.phases;
@@ -72,6 +111,7 @@ export function hostileReport(r: HostileRun): ScenarioReport {
   const jobMs = (p: HonestPhase) => p.outcome.accepted.flatMap((id) => r.times.get(id) ?? []);
   const submitMs = (p: HonestPhase) => p.outcome.latencyMs['202'] ?? [];
   const ratio = (f: (p: HonestPhase) => number[]) => round(percentile(f(attacked), 99) / percentile(f(baseline), 99), 2);
+  const hookMs = (p: HonestPhase) => p.outcome.accepted.flatMap((id) => r.hookDelays.get(id) ?? []);
   const both = (f: (p: HonestPhase) => string) => `${f(baseline)} / ${f(attacked)}`;
   return {
     name: 'hostile-tenant',
@@ -84,6 +124,9 @@ export function hostileReport(r: HostileRun): ScenarioReport {
       'honest job ms p50/p95/p99 (created → finished), with': spread(jobMs(attacked)),
       'honest job p99 ratio with / without (bar: 2×)': ratio(jobMs),
       'honest submit p99 ratio with / without': ratio(submitMs),
+      'honest webhook delay ms p50/p95/p99 (finished → delivered), without': spread(hookMs(baseline)),
+      'honest webhook delay ms p50/p95/p99 (finished → delivered), with': spread(hookMs(attacked)),
+      'honest webhook delay p99 ratio with / without': ratio(hookMs),
       'health ms p99 / max, without / with': both((p) => `${round(percentile(p.health.ms, 99))} / ${round(Math.max(...p.health.ms))}`),
       'honest sync infer on the dynamic model, without / with': both((p) => answers(p.dynamic.answers)),
       'honest event stream, without / with': both((p) => p.stream),
@@ -100,6 +143,7 @@ export function hostileReport(r: HostileRun): ScenarioReport {
       'workers alive at the end': `${r.workers.filter((w) => w.alive).length}/${r.workers.length}`,
       'Redis used_memory MB: start → before attack → end': `${round(r.memoryAtStart)} → ${round(r.before.redisMb)} → ${round(r.after.redisMb)}`,
       'API heap MB after GC, before → after attack': `${round(r.before.heapMb)} → ${round(r.after.heapMb)}`,
+      ...boundFigures(r),
       'arrivals recorded on the dynamic model / honest rows sent': `${r.leaks.dynamicArrivals} / ${probeCount(r)}`,
       'attacker requests sent': tally?.sent ?? 0,
       ...attackFigures(tally),
@@ -128,7 +172,9 @@ function honestViolations(r: HostileRun): string[] {
     if (name !== 'warm' && !bulkClean(p.bulk)) v.push(`${name}: the honest bulk run: ${bulkLine(p.bulk)}`);
   }
   const frozen = Math.max(...attacked.health.ms);
-  if (frozen > FROZEN_MS) v.push(`the API froze during the attack: a health check took ${round(frozen)} ms`);
+  const alone = Math.max(...baseline.health.ms);
+  if (frozen > FROZEN_MS && frozen > 3 * alone)
+    v.push(`the API froze during the attack: a health check took ${round(frozen)} ms (${round(alone)} ms at most without the attacker)`);
   return v;
 }
 
@@ -149,7 +195,12 @@ function attackViolations(r: HostileRun, tally: AttackTally | undefined): string
   }
   for (const w of r.workers.filter((w) => !w.alive)) v.push(`the ${w.what} worker died`);
   const growth = r.after.redisMb - r.before.redisMb - Math.max(0, r.before.redisMb - r.memoryAtStart);
-  if (growth > REDIS_GROWTH_MB) v.push(`Redis grew ${round(growth)} MB more during the attack than during the same load without it`);
+  const kept = (2 * r.bounds.limits.storedBytesPerTenant) / 2 ** 20;
+  if (growth > REDIS_GROWTH_MB + kept)
+    v.push(
+      `Redis grew ${round(growth)} MB more during the attack than during the same load without it (bound: ${round(kept)} MB of stored-bytes budgets + ${REDIS_GROWTH_MB})`,
+    );
+  v.push(...boundViolations(r, tally));
   if (r.leaks.dynamicArrivals > probeCount(r)) {
     v.push(`the arrival history holds ${r.leaks.dynamicArrivals} rows for the dynamic model; the API accepted ${probeCount(r)} there`);
   }
@@ -157,9 +208,10 @@ function attackViolations(r: HostileRun, tally: AttackTally | undefined): string
   if (oracle.length > 0)
     v.push(`webhook attempt errors name addresses or socket errors (a port-scan oracle): ${oracle.slice(0, 3).join(' | ')}`);
   if (!tally) return v;
-  // A 429 rate_limited says nothing about the bucket: it answers before the request is looked at.
-  const unknown = keys(tally.answers['bulk: an unknown bucket'], RATE_LIMITED);
-  const forbidden = keys(tally.answers['bulk: a bucket not granted'], RATE_LIMITED);
+  // A 429 rate_limited says nothing about the bucket: it answers before the request is looked at;
+  // nor a 408 request_timeout: the attacker's own client (at nice 19) did not send the request in time.
+  const unknown = keys(tally.answers['bulk: an unknown bucket'], RATE_LIMITED, REQUEST_TIMEOUT);
+  const forbidden = keys(tally.answers['bulk: a bucket not granted'], RATE_LIMITED, REQUEST_TIMEOUT);
   if (unknown !== forbidden) v.push(`an unknown bucket answers ${unknown}, a bucket not granted ${forbidden}: a bucket-existence oracle`);
   // Held longer than twice the headers timeout and a margin: the timeout did not end it.
   const maxMs = 2 * r.headersTimeoutMs + 2_000;
@@ -197,8 +249,85 @@ function attackFigures(tally: AttackTally | undefined): Record<string, string> {
   const { openAtStop, endedByServer, firstEnd } = tally.streams;
   figures['attack: event streams open at the stop / ended by the server'] =
     `${openAtStop} / ${endedByServer}${firstEnd ? ` (the first ended with: ${firstEnd})` : ''}`;
+  const g = tally.grpc;
+  figures['attack: idle gRPC connections'] =
+    `${g.rounds} rounds, at most ${g.mostServedInRound} served at once; served ones closed after ${round(percentile(g.servedHeldMs, 50))} ms p50 / ${round(Math.max(0, ...g.servedHeldMs))} max; ${g.openAtStopMs.length} open at the stop`;
   return figures;
 }
+
+/** Issue 33's bounds: each must have been reached, and held. */
+function boundViolations(r: HostileRun, tally: AttackTally | undefined): string[] {
+  const v: string[] = [];
+  const { peaks, workerPeaks, hooks, limits } = r.bounds;
+  for (const [pid, after] of Object.entries(workerPeaks.after)) {
+    const grown = after - (workerPeaks.before[Number(pid)] ?? after);
+    if (grown > WORKER_PEAK_GROWTH_MB)
+      v.push(
+        `the ${workerPeaks.names[Number(pid)] ?? pid} worker's peak RSS grew ${round(grown)} MB during the attack (bound ${WORKER_PEAK_GROWTH_MB})`,
+      );
+  }
+  const fds = { without: peaks.baseline?.apiFds ?? 0, with: peaks.attack?.apiFds ?? 0 };
+  // Each socket the attacker may hold, twice: the S3 server and the receivers run in this process
+  // too, so a socket between them and the API or the dispatcher is two descriptors here.
+  const fdBound = fds.without + 2 * (limits.heldByAttacker + 2 * limits.webhookConcurrency) + FD_MARGIN;
+  if (fds.with > fdBound) v.push(`the API held ${fds.with} file descriptors during the attack (${fds.without} without; bound ${fdBound})`);
+  if (r.bounds.apiFdsAfter > fds.without + FD_MARGIN)
+    v.push(`the API still held ${r.bounds.apiFdsAfter} file descriptors after the attack (${fds.without} at most without it)`);
+  const attempt = limits.webhookTimeoutMs + 5_000;
+  for (const [kind, h] of Object.entries(hooks)) {
+    if (h.requests === 0) v.push(`the attacker's ${kind} webhook receiver was never called`);
+    const held = [...h.heldMs, ...h.openMs].filter((ms) => ms > attempt);
+    if (held.length > 0)
+      v.push(`${held.length} delivery attempt(s) to the ${kind} receiver held past ${attempt} ms (WEBHOOK_TIMEOUT_MS + 5 s)`);
+    const most = Math.max(0, ...h.bytesSent);
+    if (most > RECEIVER_BYTES_MAX)
+      v.push(`the dispatcher took ${round(most / 2 ** 20)} MiB of one endless answer (bound ${RECEIVER_BYTES_MAX / 2 ** 20} MiB)`);
+  }
+  if (!tally) return v;
+  const g = tally.grpc;
+  if (g.mostServedInRound > limits.grpcPerAddress)
+    v.push(
+      `${g.mostServedInRound} idle gRPC connections from one address served at once (GRPC_MAX_CONNECTIONS_PER_ADDRESS ${limits.grpcPerAddress})`,
+    );
+  if (g.rounds > 0 && g.mostServedInRound === 0) v.push('no idle gRPC connection was ever served: the listener was not reached');
+  const idleMax = 2 * limits.grpcIdleTimeoutMs + 2_000;
+  const idleHeld = [...g.servedHeldMs, ...g.openAtStopMs].filter((ms) => ms > idleMax);
+  if (idleHeld.length > 0)
+    v.push(`${idleHeld.length} idle gRPC connection(s) held longer than ${idleMax} ms (GRPC_IDLE_TIMEOUT_MS ${limits.grpcIdleTimeoutMs})`);
+  const flood = tally.answers[FLOOD];
+  if (flood && !flood['429 too_many_bulk_runs']) v.push(`${FLOOD}: never 429 too_many_bulk_runs (${answers(flood)})`);
+  for (const name of Object.keys(HOSTILE_RUNS)) {
+    const ends = tally.answers[`${name} → its end`];
+    if (!ends) v.push(`${name}: no run of it ended within the phase (${answers(tally.answers[name]) || 'never started'})`);
+    else if (name === REWRITE_RUN && !ends['failed input_changed'] && Object.keys(ends).some((k) => !k.includes('rewrites stopped')))
+      v.push(`${name}: never failed input_changed while rewritten (${answers(ends)})`);
+  }
+  return v;
+}
+
+function boundFigures(r: HostileRun): Record<string, string> {
+  const { peaks, workerPeaks, hooks } = r.bounds;
+  const both = (f: (p: PhasePeaks) => number) => `${round(f(peaks.baseline ?? EMPTY))} / ${round(f(peaks.attack ?? EMPTY))}`;
+  const workerLine = (m: Record<number, number>) =>
+    Object.entries(m)
+      .map(([pid, mb]) => `${workerPeaks.names[Number(pid)] ?? pid} ${round(mb)}`)
+      .join(', ');
+  const hookLine = (h: HostileReceiverStats) =>
+    `${h.requests} attempts, held ${round(percentile(h.heldMs, 50))} ms p50 / ${round(Math.max(0, ...h.heldMs))} max, ${h.openMs.length} open at the end` +
+    (h.bytesSent.some((b) => b > 0) ? `, at most ${round(Math.max(...h.bytesSent) / 1024)} KiB taken from one` : '');
+  return {
+    'API open fds peak, without / with; after the attack': `${both((p) => p.apiFds)}; ${r.bounds.apiFdsAfter}`,
+    'API process RSS MB peak (API + dispatcher), without / with': both((p) => p.apiRssMb),
+    'Redis used_memory MB peak, without / with': both((p) => p.redisMb),
+    'worker RSS MB peak, without / with': both((p) => Math.max(0, ...Object.values(p.workerRssMb))),
+    'worker peak RSS (VmHWM) MB before the attack': workerLine(workerPeaks.before),
+    'worker peak RSS (VmHWM) MB at the end': workerLine(workerPeaks.after),
+    "attacker's hanging webhook receiver": hookLine(hooks.hang),
+    "attacker's endless-body webhook receiver": hookLine(hooks.endless),
+  };
+}
+
+const EMPTY: PhasePeaks = { apiFds: 0, apiRssMb: 0, redisMb: 0, workerRssMb: {} };
 
 function spread(ms: number[]): string {
   return [50, 95, 99].map((p) => round(percentile(ms, p))).join(' / ');
@@ -212,11 +341,12 @@ function answers(byKey: Record<string, number> | undefined): string {
 }
 
 const RATE_LIMITED = '429 rate_limited';
+const REQUEST_TIMEOUT = '408 request_timeout';
 
 /** The answers' keys, sorted, less `except`. */
-function keys(byKey: Record<string, number> | undefined, except?: string): string {
+function keys(byKey: Record<string, number> | undefined, ...except: string[]): string {
   return Object.keys(byKey ?? {})
-    .filter((k) => k !== except)
+    .filter((k) => !except.includes(k))
     .sort()
     .join(', ');
 }

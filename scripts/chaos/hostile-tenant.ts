@@ -23,18 +23,19 @@
  * asserted (the issue's bar: p99 within 2×).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { startDispatcher } from '../../api/webhooks/main.ts';
+import { startDispatcher } from '../../api/dispatcher/main.ts';
 import { systemClock } from '../../infra/kernel/clock.ts';
 import { createLogger } from '../../infra/kernel/log.ts';
 import { closeRedis, createRedis, masterNodes } from '../../infra/redis/client.ts';
 import { createArrivalHistory } from '../../infra/telemetry/arrival-history.ts';
+import { bombParquet, brotliZeros, fatFooterParquet, gzipZeros } from '../../test/support/hostile-parquet.ts';
 import { freePort } from '../dev/free-port.ts';
 import { stopChild } from '../dev/stop-child.ts';
-import { buildDynamicAxisModel, buildGatherModel, buildMlpModel } from '../fixtures/onnx-models.ts';
+import { buildDynamicAxisModel, buildGatherModel, buildMlpModel, buildRepeatModel, buildStringEchoModel } from '../fixtures/onnx-models.ts';
 import { memory } from './api-fuzz.ts';
 import { type HonestPhase, type HonestPlan, honestPhase, writeBulkInput } from './honest-tenant.ts';
 import {
@@ -43,12 +44,15 @@ import {
   type AttackTargets,
   attackCatalogue,
   CANARY_ATTACK,
+  count,
   newTally,
   sendAttack,
 } from './hostile-attacks.ts';
+import { ended, judgeRunEnd, REWRITE_RUN } from './hostile-bulk.ts';
+import { startGauges } from './hostile-gauges.ts';
 import { hostileReport, type ReadBack, type Snapshot } from './hostile-report.ts';
 import { pool, reconcile, retryAfterMs, waitSettled } from './load.ts';
-import { startReceiver, waitForDeliveries } from './receiver.ts';
+import { type HostileReceiver, startHostileReceiver, startReceiver, waitForDeliveries } from './receiver.ts';
 import type { ChaosContext, ScenarioReport } from './report.ts';
 import { CHAOS_BUCKET, CHAOS_KEY, type ChaosStack, FEATURES, startChaosStack } from './stack.ts';
 
@@ -62,6 +66,10 @@ export interface HostileTenantSizes {
   /** Workers of the shared model's version 1 (versions 2, the dynamic and the lookup model get one each). */
   workers: number;
   attacker: AttackSizes;
+  /** Objects of one row in the attacker's input of many tiny objects. */
+  tinyObjects: number;
+  /** What each Parquet page bomb inflates to. */
+  bombBytes: number;
 }
 
 export const HOSTILE_TENANT_FULL: HostileTenantSizes = {
@@ -70,7 +78,18 @@ export const HOSTILE_TENANT_FULL: HostileTenantSizes = {
   bulkObjects: 4,
   bulkRows: 2_000,
   workers: 2,
-  attacker: { lanes: 3, sseStreams: 300, slowloris: 40, authBurst: 40, authEveryMs: 2_000, hugeBytes: 2 * 2 ** 20 },
+  attacker: {
+    lanes: 3,
+    sseStreams: 300,
+    slowloris: 40,
+    authBurst: 40,
+    authEveryMs: 2_000,
+    hugeBytes: 2 * 2 ** 20,
+    grpcIdle: 300,
+    bulkFlood: 8,
+  },
+  tinyObjects: 3_000,
+  bombBytes: 2 ** 30,
 };
 export const HOSTILE_TENANT_SHORT: HostileTenantSizes = {
   jobsPerS: 25,
@@ -78,7 +97,18 @@ export const HOSTILE_TENANT_SHORT: HostileTenantSizes = {
   bulkObjects: 2,
   bulkRows: 300,
   workers: 1,
-  attacker: { lanes: 2, sseStreams: 150, slowloris: 10, authBurst: 40, authEveryMs: 2_000, hugeBytes: 2 ** 20 },
+  attacker: {
+    lanes: 2,
+    sseStreams: 150,
+    slowloris: 10,
+    authBurst: 40,
+    authEveryMs: 2_000,
+    hugeBytes: 2 ** 20,
+    grpcIdle: 150,
+    bulkFlood: 6,
+  },
+  tinyObjects: 200,
+  bombBytes: 2 ** 29,
 };
 
 /** stack.deployModel deploys at most 8 workers. */
@@ -90,8 +120,19 @@ export const MODELS = {
   gather: 'chaos-gather',
   idle: 'chaos-idle',
 };
+/** Issue 33's models: large outputs (served), BYTES in (never served: its bound is checked at submit). */
+const BOUND_MODELS = { repeat: 'chaos-repeat', echo: 'chaos-echo' };
 export const OPERATOR_KEY = 'operator-key-0123456789';
 const HOSTILE_KEY = 'hostile-key-0123456789';
+/** A second hostile tenant, which spends its own byte and storage budgets (hostile-budget.ts). */
+const HOARD_KEY = 'hoard-key-0123456789';
+/**
+ * Small, so the second hostile tenant reaches it within a short phase (32 jobs of 1 MiB); the
+ * honest tenant keeps well under 1 MiB (tiny jobs, retained for JOB_RETENTION_S).
+ */
+export const STORED_BYTES_PER_TENANT = 32 * 2 ** 20;
+/** Short, so idle connections are seen closed within a phase (the default is 60 s). */
+export const GRPC_IDLE_TIMEOUT_MS = 3_000;
 export const HONEST_AREA = 'tenants/chaos/';
 export const HOSTILE_AREA = 'tenants/hostile/';
 /** In every honest bulk row id: seen anywhere the attacker can read, the honest data leaked. */
@@ -101,17 +142,28 @@ export const HEADERS_TIMEOUT_MS = 2_000;
 const CANARY_WEIGHT = 10;
 const ATTACKER = fileURLToPath(new URL('./hostile-attacker.ts', import.meta.url));
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const HOSTILE_INPUTS = {
+  gzipBomb: `${HOSTILE_AREA}bomb-gzip/`,
+  brotliBomb: `${HOSTILE_AREA}bomb-brotli/`,
+  fatFooter: `${HOSTILE_AREA}fat-footer/`,
+  rewrite: `${HOSTILE_AREA}rewrite/`,
+  tiny: `${HOSTILE_AREA}tiny/`,
+};
+const REWRITE_OBJECTS = 10;
 
 export async function hostileTenant(ctx: ChaosContext, sizes: HostileTenantSizes): Promise<ScenarioReport> {
   const receiver = await startReceiver();
+  const hooks = { hang: await startHostileReceiver('hang'), endless: await startHostileReceiver('endless') };
   const stack = await startChaosStack({ dir: ctx.dir, log: ctx.log, redis: ctx.redis, env: stackEnv() });
   const dispatcher = startDispatcher(stack.config, createLogger('silent'));
+  const gauges = startGauges(stack.config.redisUrl, () => stack.liveWorkers().flatMap((c) => c.pid ?? []));
   const startedAt = Date.now();
   const attacker = startAttacker(ctx.dir);
   try {
     const workers = await setUp(stack, sizes);
     const bulkIds = await writeBulkInput(stack, `${HONEST_AREA}in/`, MARKER, sizes.bulkObjects, sizes.bulkRows);
     await writeBulkInput(stack, `${HOSTILE_AREA}in/`, 'hostile', 1, 20);
+    await writeHostileInputs(stack, sizes);
     const honest = { model: MODELS.shared, dynamic: MODELS.dynamic, jobsPerS: sizes.jobsPerS, webhookUrl: receiver.url };
     // Each phase's run reads the same input into an output of its own, under a predictable id.
     const plan = (phase: string, from: number): HonestPlan => ({
@@ -124,23 +176,33 @@ export async function hostileTenant(ctx: ChaosContext, sizes: HostileTenantSizes
     const warm = await honestPhase(stack, { ...honest, phaseMs: 2_000, from: 0 });
     ctx.log(`hostile-tenant: the honest load without the attacker (${sizes.jobsPerS} jobs/s for ${sizes.phaseMs} ms, a bulk run)`);
     const memoryAtStart = await redisUsedMb(stack);
+    gauges.phase('baseline');
     const baseline = await honestPhase(stack, plan('baseline', 100_000));
     await waitSettled(stack, MODELS.shared, acceptedIn(warm, baseline), 30_000);
     const before = await snapshot(stack);
-    const targets = await attackTargets(stack, sizes, warm.outcome.accepted.slice(0, 3));
+    const workerPeaksBefore = gauges.workerPeaks();
+    const targets = await attackTargets(stack, sizes, warm.outcome.accepted.slice(0, 3), hooks);
     const early = await strikeFirst(targets);
     ctx.log('hostile-tenant: the same honest load with the attacker');
+    gauges.phase('attack');
     attacker.go(targets);
     const attacked = await honestPhase(stack, plan('attack', 200_000));
     const tally = await attacker.stop();
+    if (typeof tally !== 'string') await openRunsEnded(targets, tally);
     const canary = await canaryStanding(stack);
     const accepted = acceptedIn(warm, baseline, attacked);
     const settled = await waitSettled(stack, MODELS.shared, accepted, 30_000);
     const undelivered = await waitForDeliveries(receiver, accepted);
+    const workerPeaksAfter = gauges.workerPeaks();
+    const apiFdsAfter = readdirSync('/proc/self/fd').length;
+    await gauges.stop();
     const times = new Map<string, number>();
+    const hookDelays = new Map<string, number>();
     const jobs = await reconcile(stack, MODELS.shared, accepted, (id, job) => {
-      if (job.status === 'succeeded' && job.createdAt && job.finishedAt)
-        times.set(id, Date.parse(job.finishedAt) - Date.parse(job.createdAt));
+      if (job.status !== 'succeeded' || !job.createdAt || !job.finishedAt) return;
+      times.set(id, Date.parse(job.finishedAt) - Date.parse(job.createdAt));
+      const at = receiver.deliveredAt.get(id);
+      if (at !== undefined) hookDelays.set(id, at - Date.parse(job.finishedAt));
     });
     const after = await snapshot(stack);
     return hostileReport({
@@ -151,6 +213,7 @@ export async function hostileTenant(ctx: ChaosContext, sizes: HostileTenantSizes
       phases: { baseline, attacked, warm },
       jobs,
       times,
+      hookDelays,
       settled,
       undelivered,
       tally,
@@ -161,13 +224,56 @@ export async function hostileTenant(ctx: ChaosContext, sizes: HostileTenantSizes
       workers: workers.map((w) => ({ ...w, alive: w.child.exitCode === null && w.child.signalCode === null })),
       canary,
       leaks: await readBack(stack, targets, startedAt, tally),
+      bounds: {
+        peaks: gauges.peaks(),
+        apiFdsAfter,
+        workerPeaks: { before: workerPeaksBefore, after: workerPeaksAfter, names: workerNames(workers) },
+        hooks: { hang: hooks.hang.stats(), endless: hooks.endless.stats() },
+        limits: {
+          grpcPerAddress: stack.config.api.grpc.maxConnectionsPerAddress,
+          grpcIdleTimeoutMs: GRPC_IDLE_TIMEOUT_MS,
+          storedBytesPerTenant: STORED_BYTES_PER_TENANT,
+          webhookTimeoutMs: stack.config.webhooks.timeoutMs,
+          webhookConcurrency: stack.config.webhooks.concurrency,
+          heldByAttacker:
+            sizes.attacker.sseStreams +
+            sizes.attacker.slowloris +
+            sizes.attacker.authBurst +
+            sizes.attacker.lanes +
+            sizes.attacker.grpcIdle,
+        },
+      },
     });
   } finally {
     await attacker.stop();
+    await gauges.stop();
     await dispatcher.close().catch(() => undefined);
     await stack.close();
     await receiver.stop();
+    await hooks.hang.stop();
+    await hooks.endless.stop();
   }
+}
+
+function workerNames(workers: Array<{ what: string; child: ChildProcess }>): Record<number, string> {
+  return Object.fromEntries(workers.flatMap((w) => (w.child.pid === undefined ? [] : [[w.child.pid, w.what]])));
+}
+
+/**
+ * The attacker's hostile inputs, in its own area: the two page bombs, a footer past
+ * PARQUET_FOOTER_MAX_BYTES (a quarter more), an input it rewrites mid-run, and many tiny objects.
+ */
+async function writeHostileInputs(stack: ChaosStack, sizes: HostileTenantSizes): Promise<void> {
+  const put = (key: string, bytes: Uint8Array) => stack.objects.put(key, bytes);
+  await put(`${HOSTILE_INPUTS.gzipBomb}bomb.parquet`, bombParquet({ codec: 'GZIP', body: gzipZeros(sizes.bombBytes) }));
+  await put(`${HOSTILE_INPUTS.brotliBomb}bomb.parquet`, bombParquet({ codec: 'BROTLI', body: await brotliZeros(sizes.bombBytes) }));
+  const footerLimit = stack.config.bulk.parquetFooterMaxBytes;
+  await put(`${HOSTILE_INPUTS.fatFooter}fat.parquet`, fatFooterParquet(Math.ceil(footerLimit * 1.25)));
+  await writeBulkInput(stack, HOSTILE_INPUTS.rewrite, 'hostile-rw', REWRITE_OBJECTS, 50);
+  await pool(sizes.tinyObjects, 16, async (i) => {
+    const row = { id: `hostile-tiny-${i}`, features: Array.from({ length: FEATURES }, (_, k) => (i + k) % 5) };
+    await stack.objects.put(`${HOSTILE_INPUTS.tiny}o-${String(i).padStart(5, '0')}.jsonl`, `${JSON.stringify(row)}\n`);
+  });
 }
 
 /** Before the honest run of the attack phase starts: its predictable id squatted, its output written into. */
@@ -182,7 +288,7 @@ function stackEnv(): Record<string, string> {
   const s3 = (key: string) => `s3://${CHAOS_BUCKET}/${key}`;
   return {
     // `chaos` (the honest tenant, CHAOS_KEY: load.ts's helpers call as it) and `hostile` are ordinary tenants.
-    API_KEYS: `chaos:${CHAOS_KEY},operator:${OPERATOR_KEY},hostile:${HOSTILE_KEY}`,
+    API_KEYS: `chaos:${CHAOS_KEY},operator:${OPERATOR_KEY},hostile:${HOSTILE_KEY},hoard:${HOARD_KEY}`,
     ADMIN_TENANTS: 'operator',
     BULK_LOCATIONS: `chaos:${s3(HONEST_AREA)};hostile:${s3(HOSTILE_AREA)}`,
     WEBHOOK_ALLOWED_PRIVATE_HOSTS: 'localhost',
@@ -202,6 +308,11 @@ function stackEnv(): Record<string, string> {
     RATE_LIMIT_BURST: '100',
     RATE_LIMIT_BYTES_PER_S: String(32 * 1024 * 1024),
     RATE_LIMIT_BYTES_BURST: String(64 * 1024 * 1024),
+    // Issue 33's bounds as deployed (their defaults), but for the stored-bytes budget and the
+    // gRPC idle timeout, made small enough to be reached within a phase.
+    MAX_STORED_BYTES_PER_TENANT: String(STORED_BYTES_PER_TENANT),
+    GRPC_PORT: '0',
+    GRPC_IDLE_TIMEOUT_MS: String(GRPC_IDLE_TIMEOUT_MS),
   };
 }
 
@@ -212,6 +323,8 @@ async function setUp(stack: ChaosStack, sizes: HostileTenantSizes): Promise<Arra
   await stack.publishModel(MODELS.dynamic, '1', buildDynamicAxisModel(), 16);
   await stack.publishModel(MODELS.gather, '1', buildGatherModel(), 16);
   await stack.deployModel(MODELS.idle);
+  await stack.publishModel(BOUND_MODELS.repeat, '1', buildRepeatModel(), 4);
+  await stack.publishModel(BOUND_MODELS.echo, '1', buildStringEchoModel(), 4);
   const split = {
     versions: [
       { version: '1', weight: 100 - CANARY_WEIGHT },
@@ -222,6 +335,8 @@ async function setUp(stack: ChaosStack, sizes: HostileTenantSizes): Promise<Arra
     [MODELS.shared, split],
     [MODELS.dynamic, { version: '1' }],
     [MODELS.gather, { version: '1' }],
+    [BOUND_MODELS.repeat, { version: '1' }],
+    [BOUND_MODELS.echo, { version: '1' }],
   ] as const) {
     const res = await operator(stack, `/v1/deployments/${model}`, { method: 'PUT', body: JSON.stringify(body) });
     if (!res.ok) throw new Error(`deploying ${model} answered ${res.status}: ${await res.text()}`);
@@ -233,7 +348,9 @@ async function setUp(stack: ChaosStack, sizes: HostileTenantSizes): Promise<Arra
   start(MODELS.shared, MODELS.canaryVersion);
   start(MODELS.dynamic);
   start(MODELS.gather);
+  start(BOUND_MODELS.repeat);
   await stack.waitForWorkers(MODELS.shared, 'active', sizes.workers + 1);
+  await stack.waitForWorkers(BOUND_MODELS.repeat, 'active');
   await stack.waitForWorkers(MODELS.dynamic, 'active');
   await stack.waitForWorkers(MODELS.gather, 'active');
   return workers;
@@ -248,7 +365,15 @@ function acceptedIn(...phases: HonestPhase[]): string[] {
   return phases.flatMap((p) => p.outcome.accepted);
 }
 
-async function attackTargets(stack: ChaosStack, sizes: HostileTenantSizes, victimJobs: string[]): Promise<AttackTargets> {
+async function attackTargets(
+  stack: ChaosStack,
+  sizes: HostileTenantSizes,
+  victimJobs: string[],
+  hooks: { hang: HostileReceiver; endless: HostileReceiver },
+): Promise<AttackTargets> {
+  const s3Env = Object.fromEntries(
+    Object.entries(stack.env).filter((e): e is [string, string] => /^(S3_|AWS_)/.test(e[0]) && e[1] !== undefined),
+  );
   return {
     api: stack.api.url,
     key: HOSTILE_KEY,
@@ -269,6 +394,23 @@ async function attackTargets(stack: ChaosStack, sizes: HostileTenantSizes, victi
     features: FEATURES,
     closedPort: await freePort(),
     sizes: sizes.attacker,
+    bounds: {
+      hoardKey: HOARD_KEY,
+      storedBudgetBytes: STORED_BYTES_PER_TENANT,
+      bulkRunCap: stack.config.bulk.maxActiveRunsPerTenant,
+      grpc: {
+        target: stack.api.grpcUrl as string,
+        perAddress: stack.config.api.grpc.maxConnectionsPerAddress,
+        idleTimeoutMs: GRPC_IDLE_TIMEOUT_MS,
+        // A third address: the idle connections' per-address cap is theirs alone.
+        fromAddress: '127.0.0.3',
+      },
+      models: BOUND_MODELS,
+      hooks: { hang: hooks.hang.url, endless: hooks.endless.url },
+      s3Env,
+      inputs: HOSTILE_INPUTS,
+      rewriteObjects: REWRITE_OBJECTS,
+    },
   };
 }
 
@@ -333,10 +475,13 @@ async function redisUsedMb(stack: ChaosStack): Promise<number> {
 /** What the attacker could read afterwards, and what the attacks left behind. */
 async function readBack(stack: ChaosStack, t: AttackTargets, since: number, tally: AttackTally | string): Promise<ReadBack> {
   const victimRowsInAttackerArea: string[] = [];
-  for (const o of await stack.objects.list(HOSTILE_AREA)) {
-    const text = Buffer.from((await stack.objects.getBytes(o.key)) ?? []).toString('utf8');
-    if (text.includes(MARKER)) victimRowsInAttackerArea.push(o.key);
-  }
+  // Thousands of objects (its tiny input, its runs' outputs): read 16 at a time.
+  const objects = await stack.objects.list(HOSTILE_AREA);
+  await pool(objects.length, 16, async (i) => {
+    const key = (objects[i] as { key: string }).key;
+    const text = Buffer.from((await stack.objects.getBytes(key)) ?? []).toString('utf8');
+    if (text.includes(MARKER)) victimRowsInAttackerArea.push(key);
+  });
   // The API's arrival counter writes once a second.
   await new Promise((r) => setTimeout(r, 1_500));
   const redis = createRedis(stack.config.redisUrl);
@@ -352,6 +497,19 @@ async function readBack(stack: ChaosStack, t: AttackTargets, since: number, tall
     webhookErrors: [...errors],
     canaryJobs: typeof tally === 'string' ? {} : await fates(t, tally.acceptedIds[CANARY_ATTACK] ?? []),
   };
+}
+
+/** The hostile runs the attacker left running at its stop, waited for (as it would) and judged. */
+async function openRunsEnded(t: AttackTargets, tally: AttackTally): Promise<void> {
+  const deadline = AbortSignal.timeout(30_000);
+  await Promise.all(
+    tally.openRuns.map(async ({ id, name }) => {
+      const end = await ended(t, id, deadline);
+      // Nobody rewrites its input after the stop: how it ends then says nothing of the pinned reads.
+      if (end && name === REWRITE_RUN) count(tally, `${name} → its end`, `${end}, after its rewrites stopped`);
+      else if (end) judgeRunEnd(tally, name, id, end);
+    }),
+  );
 }
 
 /** How the attacker's jobs ended, read as the attacker: `failed deadline_exceeded`, `succeeded`… */

@@ -11,7 +11,7 @@
  */
 import { isEntryData } from '../../infra/contracts/entry.ts';
 import { queueName } from '../../infra/contracts/job.ts';
-import { type FinishedJobsReader, type JobCountState, leaseQueues, readFinishedJobs } from '../../infra/queue/index.ts';
+import { type FinishedJobsReader, type JobCountState, openQueueProbes } from '../../infra/queue/index.ts';
 import { closeRedis, createRedis } from '../../infra/redis/client.ts';
 
 /** States in which a job still has work ahead of it. */
@@ -32,8 +32,8 @@ export interface RequestLedger {
 /** A ledger of `model` version `version`'s queue, on a connection of its own. */
 export function openRequestLedger(redisUrl: string, prefix: string, model: string, version = '1'): RequestLedger {
   const redis = createRedis(redisUrl);
-  const queues = leaseQueues(redis, prefix);
-  const name = queueName(model, version);
+  const probes = openQueueProbes(redis, prefix);
+  const queue = probes.queue(queueName(model, version));
   const finished = new Set<string>();
   const readers = new Map<'completed' | 'failed', FinishedJobsReader>();
   let jobs = 0;
@@ -41,7 +41,7 @@ export function openRequestLedger(redisUrl: string, prefix: string, model: strin
   async function read(set: 'completed' | 'failed'): Promise<void> {
     let reader = readers.get(set);
     if (!reader) {
-      reader = readFinishedJobs(redis, queues.reader(name), { set, fields: ['data'] });
+      reader = queue.finished({ set, fields: ['data'] });
       readers.set(set, reader);
     }
     for (const { id, values } of await reader.read()) {
@@ -61,11 +61,11 @@ export function openRequestLedger(redisUrl: string, prefix: string, model: strin
       return jobs;
     },
     async open() {
-      const counts = await queues.reader(name).getJobCounts(...OPEN_STATES);
-      return OPEN_STATES.reduce((n, s) => n + (counts[s] ?? 0), 0);
+      const counts = await queue.counts(...OPEN_STATES);
+      return OPEN_STATES.reduce((n, s) => n + counts[s], 0);
     },
     async close() {
-      await queues.release();
+      await probes.close();
       await closeRedis(redis);
     },
   };

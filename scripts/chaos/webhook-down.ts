@@ -6,8 +6,8 @@
  * receiver recovers and every webhook must arrive: retried later, none lost.
  */
 
+import { startDispatcher } from '../../api/dispatcher/main.ts';
 import { DELIVERY_STATES } from '../../api/webhooks/delivery-store.ts';
-import { startDispatcher } from '../../api/webhooks/main.ts';
 import { createLogger } from '../../infra/kernel/log.ts';
 import { closeRedis, createRedis } from '../../infra/redis/client.ts';
 import { webhookIndexKey } from '../../infra/redis/keys.ts';

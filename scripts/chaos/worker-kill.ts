@@ -10,9 +10,8 @@
  * from the start could come after the last job, proving nothing.
  */
 import type { ChildProcess } from 'node:child_process';
-import type { Queue } from 'bullmq';
 import { queueName } from '../../infra/contracts/job.ts';
-import { leaseQueues } from '../../infra/queue/index.ts';
+import { openQueueProbes, type QueueProbe } from '../../infra/queue/index.ts';
 import { closeRedis, createRedis } from '../../infra/redis/client.ts';
 import { reconcile, submitJobs, waitSettled } from './load.ts';
 import { type ChaosContext, jobViolations, round, type ScenarioReport } from './report.ts';
@@ -70,8 +69,8 @@ export async function workerKill(ctx: ChaosContext, sizes: WorkerKillSizes): Pro
  */
 async function killLoop(stack: ChaosStack, sizes: WorkerKillSizes, stop: AbortSignal): Promise<number> {
   const redis = createRedis(stack.config.redisUrl);
-  const queues = leaseQueues(redis, stack.config.queuePrefix);
-  const queue = queues.reader(queueName(MODEL, '1'));
+  const probes = openQueueProbes(redis, stack.config.queuePrefix);
+  const queue = probes.queue(queueName(MODEL, '1'));
   const holder = () => holdingWorker(stack, queue).catch(() => undefined);
   let killed = 0;
   try {
@@ -92,7 +91,7 @@ async function killLoop(stack: ChaosStack, sizes: WorkerKillSizes, stop: AbortSi
       victim = await holder();
     }
   } finally {
-    await queues.release();
+    await probes.close();
     await closeRedis(redis);
   }
   return killed;
@@ -102,9 +101,9 @@ async function killLoop(stack: ChaosStack, sizes: WorkerKillSizes, stop: AbortSi
  * The live worker process that holds an entry of the queue now (BullMQ's processedBy is the
  * worker's id, its heartbeat names its pid); undefined when none does.
  */
-async function holdingWorker(stack: ChaosStack, queue: Pick<Queue, 'getActive'>): Promise<ChildProcess | undefined> {
-  const [entry] = await queue.getActive(0, 0);
-  if (!entry?.processedBy) return undefined;
-  const beat = (await stack.heartbeats()).find((b) => b.id === entry.processedBy);
+async function holdingWorker(stack: ChaosStack, queue: Pick<QueueProbe, 'holders'>): Promise<ChildProcess | undefined> {
+  const [holder] = await queue.holders(1);
+  if (!holder) return undefined;
+  const beat = (await stack.heartbeats()).find((b) => b.id === holder);
   return stack.liveWorkers().find((w) => w.pid === beat?.pid);
 }

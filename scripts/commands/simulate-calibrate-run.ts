@@ -3,8 +3,10 @@
  * unless REDIS_URL / S3_ENDPOINT are set, the API in-process, real `warmpool worker` processes),
  * a model published to it, and experiments recorded job by job from BullMQ's own timestamps:
  *
- * 1. drain — a burst of jobs added to the queue at once (straight to BullMQ: the worker is under
- *    test here, not the API), served flat out: the pool's real capacity;
+ * 1. drain — a burst of requests queued at once through the API's own entry writer (the job
+ *    queue's `enqueue`, without HTTP: the worker is under test here, not the API's parsing), so
+ *    they reach the workers as production's do, coalesced into queue entries; served flat out:
+ *    the pool's real capacity;
  * 2. replay — arrivals at the times given (offsets from the start, built from that capacity),
  *    each submitted through the API's POST /v1/models/{m}/jobs, as a client would;
  * 3. a second drain, so a machine whose speed drifted meanwhile shows it.
@@ -20,14 +22,14 @@ import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { startApiServer } from '../../api/main.ts';
-import { isEntryData } from '../../infra/contracts/entry.ts';
-import { type JobData, queueName } from '../../infra/contracts/job.ts';
+import { isEntryData, isEntryResult, type QueuedRequest } from '../../infra/contracts/entry.ts';
+import { queueName } from '../../infra/contracts/job.ts';
 import { type HeartbeatPayload, listHeartbeats } from '../../infra/fleet/worker-states.ts';
 import { systemClock } from '../../infra/kernel/clock.ts';
 import { loadConfig } from '../../infra/kernel/config.ts';
 import { closeAll } from '../../infra/kernel/lifecycle.ts';
 import { createLogger } from '../../infra/kernel/log.ts';
-import { type JobQueueHandle, leaseQueues } from '../../infra/queue/index.ts';
+import { type BullJobQueue, createBullJobQueue, openQueueProbes, type QueueProbe } from '../../infra/queue/index.ts';
 import { closeRedis, createRedis } from '../../infra/redis/client.ts';
 import { createModelRegistry } from '../../infra/registry/model-registry.ts';
 import { createS3ObjectStore } from '../../infra/registry/s3-object-store.ts';
@@ -92,9 +94,19 @@ export async function runReal(o: RealRunOptions): Promise<RealRun> {
     closers.push(['redis', () => closeRedis(redis)]);
     // Everything this run wrote lives under its own prefix: leave a shared Redis as it was.
     closers.push(['keys', () => deleteKeys(redis, config.queuePrefix)]);
-    const queues = leaseQueues(redis, config.queuePrefix);
-    const queue = queues.producer(queueName(MODEL, VERSION));
-    closers.push(['queue', () => queues.release()]);
+    const probes = openQueueProbes(redis, config.queuePrefix);
+    const queue = probes.queue(queueName(MODEL, VERSION));
+    closers.push(['queue', () => probes.close()]);
+    // The bursts' producer: the job queue the API itself writes through (entry-writer.ts).
+    const jobs = createBullJobQueue({
+      connection: config.redisUrl,
+      prefix: config.queuePrefix,
+      retentionS: config.jobs.retentionS,
+      attempts: config.jobs.attempts,
+      coalesceMaxRequests: config.jobs.coalesceMaxRequests,
+    });
+    closers.push(['jobs', () => jobs.close()]);
+    const burst = { jobs, queue };
 
     const coldStarts = await startWorkers(env, o.workers, closers);
     const beat = await waitActive(() => listHeartbeats(redis, config.queuePrefix), o.workers);
@@ -104,7 +116,7 @@ export async function runReal(o: RealRunOptions): Promise<RealRun> {
       `calibrate: ${o.workers} worker(s) active, batch ${profile.chosenBatch} rows, ${profile.threads} thread(s), ${Math.round(profile.rowsPerS)} rows/s at that batch in warm-up`,
     );
 
-    const first = await drain(queue, o, 0);
+    const first = await drain(burst, o, 0);
     const capacity = figures(first).jobsPerSec;
     o.log(`calibrate: a burst of ${o.drainJobs} jobs of ${o.rowsPerJob} rows drained at ${capacity.toFixed(1)} jobs/s`);
     const offsets = o.arrivals(capacity);
@@ -113,7 +125,7 @@ export async function runReal(o: RealRunOptions): Promise<RealRun> {
     await replay(api.url, offsets, o);
     await waitDone(queue, o.drainJobs + offsets.length);
     const replayed = (await measuredJobs(queue)).filter((j) => j.arrivedMs >= replayFrom);
-    const second = await drain(queue, o, o.drainJobs + offsets.length);
+    const second = await drain(burst, o, o.drainJobs + offsets.length);
     o.log(`calibrate: the second burst drained at ${figures(second).jobsPerSec.toFixed(1)} jobs/s`);
     return {
       profile: profile.entries.map((e) => ({ batch: e.batch, ms: e.p50Ms })),
@@ -280,57 +292,68 @@ function postOnce(agent: http.Agent, url: string, body: string): Promise<void> {
   });
 }
 
-/** Queues a burst after `before` jobs (all done), waits for it, and returns its jobs. */
-async function drain(queue: JobQueueHandle, o: RealRunOptions, before: number): Promise<MeasuredJob[]> {
-  const from = Date.now();
-  await addBurst(queue, o, before);
-  await waitDone(queue, before + o.drainJobs);
-  return (await measuredJobs(queue)).filter((j) => j.arrivedMs >= from);
+/** Where a burst goes (the entry writer) and where its jobs are read. */
+interface Burst {
+  jobs: Pick<BullJobQueue, 'enqueue'>;
+  queue: QueueProbe;
 }
 
-async function addBurst(queue: JobQueueHandle, o: RealRunOptions, offset: number): Promise<void> {
+/** Queues a burst after `before` requests (all done), waits for it, and returns its requests. */
+async function drain(burst: Burst, o: RealRunOptions, before: number): Promise<MeasuredJob[]> {
+  const from = Date.now();
+  await addBurst(burst.jobs, o, before);
+  await waitDone(burst.queue, before + o.drainJobs);
+  return (await measuredJobs(burst.queue)).filter((j) => j.arrivedMs >= from);
+}
+
+/** `o.drainJobs` requests at once, as the API queues a request it accepted (no result cache: rows are distinct). */
+async function addBurst(jobs: Burst['jobs'], o: RealRunOptions, offset: number): Promise<void> {
   const submittedAt = Date.now();
-  const jobs = Array.from({ length: o.drainJobs }, (_, j) => ({
-    name: 'infer',
-    data: {
-      tenant: 'calibrate',
-      model: MODEL,
-      version: VERSION,
-      inputs: [{ name: 'features', datatype: 'FP32' as const, shape: [o.rowsPerJob, o.features], data: rows(o, offset + j) }],
-      cache: false as const,
-      submittedAt,
-    } satisfies JobData,
-  }));
-  await queue.addBulk(jobs);
+  await Promise.all(
+    Array.from({ length: o.drainJobs }, (_, j) => {
+      const request: QueuedRequest = {
+        tenant: 'calibrate',
+        model: MODEL,
+        version: VERSION,
+        submittedAt,
+        rows: o.rowsPerJob,
+        inputs: [{ name: 'features', datatype: 'FP32', shape: [o.rowsPerJob, o.features], data: Float32Array.from(rows(o, offset + j)) }],
+      };
+      return jobs.enqueue(request, { priority: 'normal', jobId: `job_calib_${submittedAt}_${offset + j}` });
+    }),
+  );
 }
 
 /**
- * Waits until `total` requests have completed. The API's requests reach BullMQ inside queue
- * entries (infra/contracts/entry.ts), the bursts as jobs of their own: each completed entry
- * counts its members.
+ * Waits until `total` requests have succeeded. Every request reaches BullMQ inside a queue entry
+ * (infra/contracts/entry.ts): each completed entry counts its succeeded members; a member or an
+ * entry that failed fails the calibration.
  */
-async function waitDone(queue: JobQueueHandle, total: number): Promise<void> {
+async function waitDone(queue: QueueProbe, total: number): Promise<void> {
   const deadline = Date.now() + 300_000;
   while (Date.now() < deadline) {
-    const c = await queue.getJobCounts('failed');
-    if ((c.failed ?? 0) > 0) throw new Error(`${c.failed} calibration job(s) failed`);
+    const c = await queue.counts('failed');
+    if (c.failed > 0) throw new Error(`${c.failed} calibration queue entries failed`);
     if ((await measuredJobs(queue)).length >= total) return;
     await systemClock.sleep(250);
   }
   throw new Error('timed out waiting for the calibration jobs');
 }
 
-/** Every completed request: a job of its own, or an entry's member (arrived at its own submit, run with its entry). */
-async function measuredJobs(queue: JobQueueHandle): Promise<MeasuredJob[]> {
-  const jobs = await queue.getJobs(['completed'], 0, -1);
-  return jobs
-    .flatMap((j) => {
-      const data: unknown = j.data;
-      const arrivals = isEntryData(data) ? data.members.map((m) => m.submittedAt) : [j.data.submittedAt];
-      return arrivals.map((arrivedMs) => ({ arrivedMs, startedMs: j.processedOn ?? Number.NaN, doneMs: j.finishedOn ?? Number.NaN }));
-    })
-    .filter((j) => Number.isFinite(j.startedMs) && Number.isFinite(j.doneMs))
-    .sort((a, b) => a.arrivedMs - b.arrivedMs);
+/** Every request that succeeded: an entry's member, arrived at its own submit, run with its entry. */
+async function measuredJobs(queue: QueueProbe): Promise<MeasuredJob[]> {
+  const jobs = await queue.completed();
+  const measured: MeasuredJob[] = [];
+  for (const j of jobs) {
+    if (!isEntryData(j.data) || !isEntryResult(j.result)) continue;
+    const result = j.result;
+    const failed = Object.entries(result.members).find(([, outcome]) => outcome.status !== 'succeeded');
+    if (failed) throw new Error(`calibration request ${failed[0]} ended ${failed[1].status}`);
+    for (const m of j.data.members) {
+      measured.push({ arrivedMs: m.submittedAt, startedMs: j.processedOn ?? Number.NaN, doneMs: j.finishedOn ?? Number.NaN });
+    }
+  }
+  return measured.filter((m) => Number.isFinite(m.startedMs) && Number.isFinite(m.doneMs)).sort((a, b) => a.arrivedMs - b.arrivedMs);
 }
 
 async function deleteKeys(redis: ReturnType<typeof createRedis>, prefix: string): Promise<void> {

@@ -12,6 +12,8 @@
  * runs in its own process group there, so a Ctrl-C reaches only the processes that use it, and
  * the dev stack stops it last (redis-server.ts).
  */
+import { readFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { isPortOpen } from './free-port.ts';
 import { ensureRedisServer, type RedisServerHandle, startRedisServer } from './redis-server.ts';
@@ -65,6 +67,7 @@ async function startRedis(options: EmbeddedServicesOptions): Promise<RedisServer
   const base = {
     binary,
     dir: path.join(options.dir, 'redis'),
+    extraArgs: ['--maxmemory', String(redisMaxmemory()), '--maxmemory-policy', 'noeviction'],
     ...(options.persist ? { appendonly: true, appendfsync: 'everysec' as const, detached: true } : {}),
   };
   const preferred = options.preferredRedisPort;
@@ -76,4 +79,23 @@ async function startRedis(options: EmbeddedServicesOptions): Promise<RedisServer
     }
   }
   return startRedisServer(base); // a free port, retried if taken before Redis binds it
+}
+
+/**
+ * The embedded Redis's maxmemory: a quarter of this machine's memory (its cgroup limit when
+ * lower), so a full Redis refuses writes (noeviction: 503 storage_full, nothing lost) before
+ * the machine swaps or the OOM killer picks a process. A quarter because the same machine runs
+ * the API, the workers with their models and the S3 server, and an AOF rewrite forks Redis,
+ * whose copy-on-write pages can cost up to as much again. To change it while the stack runs:
+ * `redis-cli CONFIG SET maxmemory <bytes>`; or point REDIS_URL at a Redis of your own.
+ */
+export function redisMaxmemory(): number {
+  let memory = os.totalmem();
+  try {
+    const limit = Number(readFileSync('/sys/fs/cgroup/memory.max', 'utf8').trim()); // 'max': NaN
+    if (Number.isFinite(limit) && limit > 0) memory = Math.min(memory, limit);
+  } catch {
+    // no cgroup v2 limit here
+  }
+  return Math.floor(memory / 4);
 }

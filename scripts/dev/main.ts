@@ -20,7 +20,7 @@
  *                        workers (they finish what they hold), the dispatcher, the API, then
  *                        the S3 and Redis servers, last, since everything before uses them;
  *                        exit 0 when all stopped
- *   draining --the signal again | SUPERVISOR_DRAIN_LIMIT_MS--> forced: workers get SIGTERM,
+ *   draining --the signal again | the workers' DRAIN_LIMIT_MS + 10 s--> forced: workers get SIGTERM,
  *                        Redis is told to write its file out and stop, exit 128 + signal
  *
  * Redis runs in a process group of its own, so the terminal's Ctrl-C (SIGINT to the foreground
@@ -32,14 +32,14 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { startDispatcher } from '../../api/dispatcher/main.ts';
 import { startApiServer } from '../../api/main.ts';
-import { startDispatcher } from '../../api/webhooks/main.ts';
 import type { PoolProvider } from '../../infra/contracts/pool.ts';
 import { createDeploymentStore } from '../../infra/deployments/deployment-store.ts';
 import { systemClock } from '../../infra/kernel/clock.ts';
-import { loadConfig, parseApiKeys } from '../../infra/kernel/config.ts';
+import { CONFIG_SECTIONS, loadConfig, parseApiKeys } from '../../infra/kernel/config.ts';
 import { NotFoundError } from '../../infra/kernel/errors.ts';
-import { type Closer, closeAll, onShutdownSignals, SUPERVISOR_DRAIN_LIMIT_MS } from '../../infra/kernel/lifecycle.ts';
+import { type Closer, closeAll, DRAIN_LIMIT_MS, onShutdownSignals, supervisorDrainLimitMs } from '../../infra/kernel/lifecycle.ts';
 import { createLogger, type Logger } from '../../infra/kernel/log.ts';
 import { createLocalProvider } from '../../infra/pool/index.ts';
 import { closeRedis, createRedis } from '../../infra/redis/client.ts';
@@ -97,6 +97,16 @@ interface Started {
 }
 
 /** Starts the stack under signal handling from the first moment; resolves with the exit code once it stopped. */
+/**
+ * The drain limit of the workers this stack starts (DRAIN_LIMIT_MS), read before the stack's
+ * config is (a signal can come while it starts) from the config's worker section alone. A worker
+ * section the config refuses gets the default here; starting the stack then says what is wrong.
+ */
+function workersDrainLimitMs(env: NodeJS.ProcessEnv): number {
+  const worker = CONFIG_SECTIONS.worker.safeParse(env);
+  return worker.success ? worker.data.drainLimitMs : DRAIN_LIMIT_MS;
+}
+
 async function runStack(lock: DevLock, say: (line: string) => void): Promise<number> {
   // The watcher narrates workers; this process's own JSON log only speaks up for problems.
   const log = createLogger(process.env.LOG_LEVEL ?? 'warn', { role: 'dev' });
@@ -105,6 +115,7 @@ async function runStack(lock: DevLock, say: (line: string) => void): Promise<num
   let startup: Promise<void> = Promise.resolve();
   let isUp = false;
   const stopAll = () => closeAll([...started.closers].reverse());
+  const forceAfterMs = supervisorDrainLimitMs(workersDrainLimitMs(process.env));
   let unsubscribe: () => void = () => {};
   const stopped = new Promise<number>((resolve) => {
     unsubscribe = onShutdownSignals(
@@ -118,12 +129,12 @@ async function runStack(lock: DevLock, say: (line: string) => void): Promise<num
           resolve(0);
         },
         force: (_signal, reason) => {
-          say(reason === 'timeout' ? `not stopped after ${SUPERVISOR_DRAIN_LIMIT_MS / 1000} s: forcing` : 'forced exit');
+          say(reason === 'timeout' ? `not stopped after ${forceAfterMs / 1000} s: forcing` : 'forced exit');
           // Its workers get SIGTERM (if the drain has not sent it yet); Redis gets its own on exit (redis-server.ts).
           void started.provider?.close();
         },
       },
-      { forceAfterMs: SUPERVISOR_DRAIN_LIMIT_MS },
+      { forceAfterMs },
     );
   });
   startup = startStack(process.env, lock, started, starting.signal, { log, say });
@@ -157,7 +168,8 @@ async function startStack(env: NodeJS.ProcessEnv, lock: DevLock, started: Starte
   if (!env.PORT && (await isPortOpen(8080))) env.PORT = String(await freePort());
   // gRPC beside HTTP: the port asked for, else any free one (0); loadConfig reads it, dev.env does not keep it.
   const grpcPort = env.GRPC_PORT?.trim() ? env.GRPC_PORT : '0';
-  if (!env.API_KEYS) {
+  const generatedKey = !env.API_KEYS;
+  if (generatedKey) {
     env.API_KEYS = `dev:${devKey()}`;
     env.ADMIN_TENANTS ??= 'dev';
   }
@@ -206,19 +218,21 @@ async function startStack(env: NodeJS.ProcessEnv, lock: DevLock, started: Starte
     say(`no ${DEMO_MODEL.name} worker is warmed yet: jobs queue until one is (see the lines above)`);
   }
 
-  const key = config.api.apiKeys[0]?.key ?? '';
+  // The key is never printed: a terminal's scrollback, a CI log or a shared screen keeps what is
+  // printed. The banner says where it is, and the curls read it from there.
+  const key = keyReference(generatedKey);
   const dashboardUrl = `${api.url}/dashboard`;
   writeDevEnv(path.join(STATE_DIR, 'dev.env'), env, { url: api.url, dashboardUrl, ...(api.grpcUrl ? { grpcUrl: api.grpcUrl } : {}) });
   lock.update({ url: api.url, dashboardUrl });
   say('');
   // Before the "up" line: whoever waits for that line (scripts/dashboard-screenshots.ts) has these too.
   if (api.grpcUrl) say(`gRPC (Open Inference Protocol, KServe v2): ${api.grpcUrl}   (metadata authorization: Bearer <key>)`);
-  say(`dashboard: ${dashboardUrl}   (sign in with the API key)`);
-  say(`warmpool is up: ${api.url}   (API key: ${key})`);
+  say(`dashboard: ${dashboardUrl}   (sign in with the API key: ${key.where})`);
+  say(`warmpool is up: ${api.url}   (API key: ${key.where})`);
   say(`state is kept in ${STATE_DIR}/ across restarts (warmpool dev --fresh, or npm start -- --fresh, starts clean)`);
   say(`other terminals in this folder pick up ${STATE_DIR}/dev.env; Ctrl-C drains and stops`);
   say('');
-  say(demoCurl(api.url, key));
+  say(demoCurl(api.url, key.shell));
   say('');
 }
 
@@ -268,14 +282,21 @@ function devKey(): string {
   return key;
 }
 
+/** Where the banner says the key is, and how a pasted command reads it (never the key itself). */
+function keyReference(generated: boolean): { where: string; shell: string } {
+  const file = path.join(STATE_DIR, 'dev-key');
+  return generated ? { where: `in ${file}`, shell: `$(cat ${file})` } : { where: 'the first of your API_KEYS', shell: '$WARMPOOL_KEY' };
+}
+
+/** `key`: a shell expression that yields the key (the commands are pasted into a shell). */
 function demoCurl(url: string, key: string): string {
   const row = Array.from({ length: DEMO_MODEL.features }, (_, i) => Number((Math.sin(i) * 0.5).toFixed(3)));
   const body = JSON.stringify({ inputs: [{ name: 'features', shape: [1, DEMO_MODEL.features], datatype: 'FP32', data: row }] });
   return [
     'Try it (sync, Open Inference Protocol):',
-    `  curl -s ${url}/v2/models/${DEMO_MODEL.name}/infer -H 'Authorization: Bearer ${key}' -H 'Content-Type: application/json' -d '${body}'`,
+    `  curl -s ${url}/v2/models/${DEMO_MODEL.name}/infer -H "Authorization: Bearer ${key}" -H 'Content-Type: application/json' -d '${body}'`,
     'Or async:',
-    `  curl -s ${url}/v1/models/${DEMO_MODEL.name}/jobs -H 'Authorization: Bearer ${key}' -H 'Content-Type: application/json' -d '${body}'`,
-    `  curl -s ${url}/v1/jobs/<id> -H 'Authorization: Bearer ${key}'`,
+    `  curl -s ${url}/v1/models/${DEMO_MODEL.name}/jobs -H "Authorization: Bearer ${key}" -H 'Content-Type: application/json' -d '${body}'`,
+    `  curl -s ${url}/v1/jobs/<id> -H "Authorization: Bearer ${key}"`,
   ].join('\n');
 }

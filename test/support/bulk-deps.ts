@@ -5,10 +5,10 @@
  */
 import type { BulkDeps } from '../../infra/bulk/bulk-runs.ts';
 import { createBulkLocations } from '../../infra/bulk/locations.ts';
-import { createStoreFactory, type StoreFactory } from '../../infra/bulk/store-factory.ts';
 import { systemClock } from '../../infra/kernel/clock.ts';
 import { createLogger } from '../../infra/kernel/log.ts';
 import { createRedis, type RedisClient } from '../../infra/redis/client.ts';
+import { createStoreFactory, type StoreFactory } from '../../infra/registry/store-factory.ts';
 import { TEST_BUCKET, testBulkPrefix, uniqueId } from './services.ts';
 import type { TestStack } from './stack.ts';
 

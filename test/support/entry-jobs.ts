@@ -25,6 +25,8 @@ export interface EntryKnobs {
   fail?: string;
   /** Members that fail alone (a bisected bad input), by id. */
   errors?: Record<string, { code: string; message: string }>;
+  /** The entry's first attempt throws this as a transient error; the retry runs. */
+  failFirst?: string;
 }
 
 export type TestEntryData = EntryData & { knobs?: EntryKnobs };
@@ -93,9 +95,10 @@ export function memberOutput(index: number, rows: number): number[] {
 }
 
 /** The `run` for test/support/entry-worker.ts that ends members as their entry's knobs say; else output `y` = memberOutput. */
-export const knobbedRun: MemberFn = ({ entry, member }) => {
+export const knobbedRun: MemberFn = ({ entry, member, attemptsMade }) => {
   const knobs = (entry as TestEntryData).knobs;
   if (knobs?.fail) throw new Error(knobs.fail);
+  if (knobs?.failFirst && attemptsMade === 0) throw new Error(knobs.failFirst);
   const error = knobs?.errors?.[member.id];
   if (error) throw new UnrecoverableError(`${error.code}: ${error.message}`);
   const values = memberOutput(entry.members.indexOf(member), member.rows);

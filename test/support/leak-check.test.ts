@@ -29,8 +29,12 @@ describe('leak check', () => {
 
   it('reports a child process still running, with its pid and command line', async () => {
     const baseline = takeBaseline();
-    const child = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60_000)', 'leak-check-probe'], { stdio: 'ignore' });
-    await once(child, 'spawn');
+    // Waits for the child's first output, not just 'spawn': 'spawn' can come before the exec has
+    // given the process its command line, and /proc/<pid>/cmdline then reads empty.
+    const child = spawn(process.execPath, ['-e', "process.stdout.write('up'); setTimeout(() => {}, 60_000)", 'leak-check-probe'], {
+      stdio: ['ignore', 'pipe', 'ignore'],
+    });
+    await once(child.stdout, 'data');
     try {
       const leaks = findLeaks(baseline).filter((leak) => leak.kind === 'child-process');
       expect(leaks).toEqual([{ kind: 'child-process', description: expect.stringContaining(`${child.pid}`), pid: child.pid }]);

@@ -4,23 +4,10 @@
  * thread that calls it for the whole forward pass; tensors cross as transferable buffers.
  */
 
-/** ONNX Runtime's tensor type names that warmpool supports. */
-import type { PackedArray } from '../../infra/contracts/binary-tensor.ts';
+import type { OnnxTypeName, PackedArray } from '../../infra/contracts/datatypes.ts';
 
-export type EngineDtype =
-  | 'float32'
-  | 'float16'
-  | 'float64'
-  | 'int8'
-  | 'uint8'
-  | 'int16'
-  | 'uint16'
-  | 'int32'
-  | 'uint32'
-  | 'int64'
-  | 'uint64'
-  | 'bool'
-  | 'string';
+/** ONNX Runtime's tensor type names that warmpool supports: the datatype table's (infra/contracts/datatypes.ts). */
+export type EngineDtype = OnnxTypeName;
 
 export type EngineData = PackedArray | string[];
 

@@ -147,9 +147,10 @@ describe('FP16', () => {
     }
   });
 
-  it('rounds FP16 input values to the nearest half through the OIP codec', () => {
-    const engine = oipToEngine(tensor('FP16', [0.1, 1e9], [2]));
-    expect(engineToOip('h', engine).data).toEqual([decodeHalf(0x2e66), Infinity]);
+  it('rounds FP16 input values to the nearest half through the OIP codec, and refuses those that round to infinity', () => {
+    const engine = oipToEngine(tensor('FP16', [0.1, 65519], [2]));
+    expect(engineToOip('h', engine).data).toEqual([decodeHalf(0x2e66), 65504]);
+    expect(() => oipToEngine(tensor('FP16', [0.1, 1e9], [2]))).toThrow(InvalidInputError);
   });
 });
 

@@ -3,12 +3,21 @@
  * engine form (typed arrays, engine.ts), and the row operations the batcher needs: concatenate
  * many jobs along axis 0 into one forward pass, and split the outputs back.
  *
- * Pure: no I/O. Values the target type cannot hold exactly are refused (InvalidInputError)
- * rather than wrapped or rounded silently, because a typed array would store 300 as 44 in int8.
+ * Pure: no I/O. Values the target type cannot hold are refused (InvalidInputError) by the
+ * datatype's rule (infra/contracts/datatypes.ts, the one table), rather than wrapped or rounded
+ * silently, because a typed array would store 300 as 44 in int8 and 70000 as Infinity in FP16.
  */
 
-import { type BinaryTensor, binaryBytes } from '../../infra/contracts/binary-tensor.ts';
-import type { Datatype, OipTensor } from '../../infra/contracts/oip.ts';
+import {
+  DATATYPE_INFO,
+  type Datatype,
+  datatypeOfOnnxName,
+  elementOf,
+  isNumericDatatype,
+  type PackedArrayConstructor,
+  typedArrayFor,
+} from '../../infra/contracts/datatypes.ts';
+import type { OipTensor } from '../../infra/contracts/oip.ts';
 import { jsonValues } from '../../infra/contracts/packed-tensors.ts';
 import { InvalidInputError } from '../../infra/kernel/errors.ts';
 import { decodeHalf, encodeHalf } from '../../infra/kernel/half-float.ts';
@@ -16,67 +25,26 @@ import type { EngineData, EngineDtype, EngineTensor } from './engine.ts';
 
 export { decodeHalf, encodeHalf };
 
-const DTYPE_OF: Record<Datatype, EngineDtype> = {
-  BOOL: 'bool',
-  UINT8: 'uint8',
-  UINT16: 'uint16',
-  UINT32: 'uint32',
-  UINT64: 'uint64',
-  INT8: 'int8',
-  INT16: 'int16',
-  INT32: 'int32',
-  INT64: 'int64',
-  FP16: 'float16',
-  FP32: 'float32',
-  FP64: 'float64',
-  BYTES: 'string',
-};
-
-const DATATYPE_OF = Object.fromEntries(Object.entries(DTYPE_OF).map(([k, v]) => [v, k])) as Record<EngineDtype, Datatype>;
-
 type NumericData = Exclude<EngineData, string[]>;
-type NumericCtor = new (length: number) => NumericData;
 
-const ARRAY_OF: Record<Exclude<EngineDtype, 'string'>, NumericCtor> = {
-  float32: Float32Array,
-  float64: Float64Array,
-  float16: Uint16Array,
-  int8: Int8Array,
-  uint8: Uint8Array,
-  int16: Int16Array,
-  uint16: Uint16Array,
-  int32: Int32Array,
-  uint32: Uint32Array,
-  int64: BigInt64Array,
-  uint64: BigUint64Array,
-  bool: Uint8Array,
-};
-
-/** Ranges of the integer types a JS number can hold exactly. */
-const INT_RANGE: Partial<Record<EngineDtype, [number, number]>> = {
-  int8: [-128, 127],
-  uint8: [0, 255],
-  int16: [-32768, 32767],
-  uint16: [0, 65535],
-  int32: [-2147483648, 2147483647],
-  uint32: [0, 4294967295],
-};
-
-const BIG_RANGE: Partial<Record<EngineDtype, [bigint, bigint]>> = {
-  int64: [-(2n ** 63n), 2n ** 63n - 1n],
-  uint64: [0n, 2n ** 64n - 1n],
-};
-
+/** ONNX Runtime's name for a datatype (the table's, contracts/datatypes.ts). */
 export function datatypeToDtype(datatype: Datatype): EngineDtype {
-  const dtype = DTYPE_OF[datatype];
-  if (!dtype) throw new InvalidInputError('unsupported_datatype', `unsupported datatype ${String(datatype)}`);
-  return dtype;
+  if (!Object.hasOwn(DATATYPE_INFO, datatype))
+    throw new InvalidInputError('unsupported_datatype', `unsupported datatype ${String(datatype)}`);
+  return DATATYPE_INFO[datatype].onnx.name;
 }
 
 export function dtypeToDatatype(dtype: EngineDtype): Datatype {
-  const datatype = DATATYPE_OF[dtype];
+  const datatype = datatypeOfOnnxName(dtype);
   if (!datatype) throw new Error(`unsupported engine dtype ${String(dtype)}`);
   return datatype;
+}
+
+/** The typed array of a numeric engine dtype. */
+function arrayOf(type: Exclude<EngineDtype, 'string'>): PackedArrayConstructor {
+  const datatype = dtypeToDatatype(type);
+  if (!isNumericDatatype(datatype)) throw new Error(`engine dtype ${type} has no typed array`);
+  return typedArrayFor(datatype);
 }
 
 /** Number of elements a shape holds. */
@@ -89,31 +57,6 @@ export function oipToEngine(t: OipTensor): EngineTensor {
   const dims = checkedShape(t);
   const data = type === 'string' ? encodeStrings(t) : encodeNumeric(type, t);
   return { type, dims, data };
-}
-
-/**
- * A bulk chunk's packed input (infra/contracts/binary-tensor.ts) as an engine tensor: a typed array over
- * the decoded bytes, no number arrays. Invalid input when the bytes do not fit the shape, a BOOL
- * byte is not 0/1, or a float is not finite (the same values a JSON request is refused for).
- */
-export function decodeBinaryTensor(t: BinaryTensor): EngineTensor {
-  const type = datatypeToDtype(t.datatype);
-  if (type === 'string') throw new InvalidInputError('invalid_data', `input "${t.name}": BYTES has no binary form`);
-  const bytes = binaryBytes(t);
-  const Ctor = ARRAY_OF[type] as unknown as new (buffer: ArrayBuffer) => NumericData;
-  const data = new Ctor(bytes.buffer as ArrayBuffer);
-  const bad = badBinaryElement(type, data);
-  if (bad >= 0) throw new InvalidInputError('invalid_data', `input "${t.name}": element ${bad} is not a valid ${t.datatype}`);
-  return { type, dims: [...t.shape], data };
-}
-
-/** Index of the first element a JSON request would be refused for, or -1. */
-function badBinaryElement(type: Exclude<EngineDtype, 'string'>, data: NumericData): number {
-  if (type === 'bool') return (data as Uint8Array).findIndex((v) => v > 1);
-  if (type === 'float32' || type === 'float64') return (data as Float32Array).findIndex((v) => !Number.isFinite(v));
-  // Exponent all ones: ±inf or NaN.
-  if (type === 'float16') return (data as Uint16Array).findIndex((v) => (v & 0x7c00) === 0x7c00);
-  return -1;
 }
 
 export function engineToOip(name: string, t: EngineTensor): OipTensor {
@@ -148,50 +91,24 @@ function encodeStrings(t: OipTensor): string[] {
   });
 }
 
+/** JSON values into the dtype's typed array by the datatype's rule (contracts/datatypes.ts): refused, never wrapped. */
 function encodeNumeric(type: Exclude<EngineDtype, 'string'>, t: OipTensor): NumericData {
-  const out = new ARRAY_OF[type](t.data.length);
-  const convert = elementEncoder(type);
-  // Index writes through a widened view: each branch of elementEncoder yields the element
-  // kind (number or bigint) that matches the array ARRAY_OF chose for the same type.
+  const out = new (arrayOf(type))(t.data.length);
+  const rule = elementOf(dtypeToDatatype(type));
+  // Index writes through a widened view: the rule yields the element kind (number or bigint)
+  // that matches the datatype's typed array.
   const sink = out as unknown as { [i: number]: number | bigint };
   for (let i = 0; i < t.data.length; i++) {
-    const value = convert(t.data[i]);
+    const value = rule(t.data[i]);
     if (value === undefined) throw invalidElement(t, i);
-    sink[i] = value;
+    sink[i] = value as number | bigint;
   }
   return out;
 }
 
-type ElementEncoder = (v: unknown) => number | bigint | undefined;
-
-function elementEncoder(type: Exclude<EngineDtype, 'string'>): ElementEncoder {
-  if (type === 'float32' || type === 'float64') return (v) => (typeof v === 'number' ? v : undefined);
-  if (type === 'float16') return (v) => (typeof v === 'number' ? encodeHalf(v) : undefined);
-  if (type === 'bool') return encodeBool;
-  const big = BIG_RANGE[type];
-  if (big) return (v) => encodeBigInt(v, big);
-  const [min, max] = INT_RANGE[type] ?? [0, -1];
-  return (v) => (typeof v === 'number' && Number.isInteger(v) && v >= min && v <= max ? v : undefined);
-}
-
-function encodeBool(v: unknown): number | undefined {
-  if (v === true || v === 1) return 1;
-  if (v === false || v === 0) return 0;
-  return undefined;
-}
-
-/** Integers only: a JS integer or a decimal string (64-bit values beyond 2^53 travel as strings). */
-function encodeBigInt(v: unknown, [min, max]: [bigint, bigint]): bigint | undefined {
-  let n: bigint;
-  if (typeof v === 'number' && Number.isInteger(v)) n = BigInt(v);
-  else if (typeof v === 'string' && /^-?\d{1,20}$/.test(v)) n = BigInt(v);
-  else return undefined;
-  return n >= min && n <= max ? n : undefined;
-}
-
 /** Throws when the data is not the array kind `type` calls for, or its length does not match `dims`. */
 export function checkTensor(t: EngineTensor): void {
-  const kindOk = t.type === 'string' ? Array.isArray(t.data) : t.data instanceof ARRAY_OF[t.type];
+  const kindOk = t.type === 'string' ? Array.isArray(t.data) : t.data instanceof arrayOf(t.type);
   if (!kindOk) throw new Error(`tensor data is ${t.data.constructor.name}, not the array for ${t.type}`);
   if (t.data.length !== elementCount(t.dims)) {
     throw new Error(`tensor dims [${t.dims.join(',')}] hold ${elementCount(t.dims)} elements, data has ${t.data.length}`);
@@ -229,7 +146,7 @@ export function concatRows(parts: EngineTensor[]): EngineTensor {
 }
 
 function concatNumeric(type: Exclude<EngineDtype, 'string'>, parts: NumericData[], length: number): NumericData {
-  const out = new ARRAY_OF[type](length);
+  const out = new (arrayOf(type))(length);
   // Byte copies: the same code for every element type, and no union-typed `set` overloads.
   const bytes = new Uint8Array(out.buffer);
   let offset = 0;
@@ -276,7 +193,7 @@ export function gatherRows(t: EngineTensor, indices: ArrayLike<number>): EngineT
     return { type: t.type, dims, data: out };
   }
   const data = t.data as NumericData;
-  const out = new ARRAY_OF[t.type](elementCount(dims));
+  const out = new (arrayOf(t.type))(elementCount(dims));
   // Byte copies, as in concatNumeric.
   const rowBytes = rowSize * data.BYTES_PER_ELEMENT;
   const from = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
