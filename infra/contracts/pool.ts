@@ -89,6 +89,93 @@ export interface PolicySettings {
    * default in infra/kernel/config.ts.
    */
   minLifetimeColdStarts?: number;
+  /**
+   * The share of jobs whose wait must stay within sloQueueWaitMs (0.99): the closed-loop
+   * headroom steers the measured attainment to it (slo-control.ts). Absent: the config's default.
+   */
+  sloTarget?: number;
+  /**
+   * Extra capacity over the SLO sizing, as a fraction (0.2 = plan for 1.2× the rate), on top of
+   * what the closed loop adds: a knob the self-tuning portfolio's predictive candidates vary.
+   * Absent: 0.
+   */
+  capacityMargin?: number;
+}
+
+/**
+ * The closed-loop headroom's state (infra/scaler/slo-control.ts), kept in PolicyMemory so a
+ * restarted scaler continues where it was.
+ */
+export interface SloControlState {
+  /** The integral term: log of the factor on the planned upper rate (0 = the forecast as it is), bounded. */
+  logHeadroom: number;
+  /** When the current measuring window (the SLO's time scale) began, and what it has counted so far. */
+  windowStartMs: number;
+  /** Rows that arrived in the window (counted per tick by the controller). */
+  windowArrivals: number;
+  /** Rows the policy planned for in the window: the upper rate it sized for × the time it held. */
+  windowPlanned: number;
+  /** Ticks in the window whose oldest waiting job was past the SLO (a miss seen directly). */
+  windowMissTicks: number;
+  windowTicks: number;
+  updatedAt: number;
+}
+
+/**
+ * The measured hold's state (infra/scaler/relaunch-hold.ts): how long after a drain the pool
+ * launched again, so the hold after a drain is chosen from that distribution (ski rental).
+ */
+export interface RelaunchHoldState {
+  /** The last drain not yet followed by a launch. */
+  lastDrainAt?: number;
+  /** Drain-to-launch gaps (ms), newest last, at most RELAUNCH_GAP_SAMPLES. */
+  gapsMs: number[];
+  /** Drains that no launch followed within the censoring horizon (each counts as a gap of at least that). */
+  censored: number;
+}
+
+/** A policy the self-tuning portfolio may adopt (issue 28; infra/scaler/candidates.ts runs each). */
+export type Candidate =
+  | {
+      kind: 'predictive';
+      name: string;
+      /** Settings over the deployment's own (standby, holds, capacity margin). */
+      overrides: Partial<Pick<PolicySettings, 'standby' | 'scaleDownStabilizationMs' | 'minLifetimeColdStarts' | 'capacityMargin'>>;
+    }
+  /** A queue-length scaler (KEDA-like): ⌈waiting / backlogPerWorker⌉ and the served rate at 0.8, down over 300 s. */
+  | { kind: 'reactive'; name: string; backlogPerWorker: number }
+  /** A fixed fleet of `workers`, active all the time (within the deployment's min and max). */
+  | { kind: 'fixed'; name: string; workers: number };
+
+/** One candidate's replay over the tuning window. */
+export interface CandidateScore {
+  name: string;
+  kind: Candidate['kind'];
+  /** Worker-seconds (active + starting + standby). */
+  cost: number;
+  /** Share of the window's jobs whose wait stayed within the SLO. */
+  attainment: number;
+  coldStarts: number;
+  jobs: number;
+  /** attainment ≥ the target. */
+  met: boolean;
+  /** The replay stopped at the CPU budget before the window's end (scored on what it reached). */
+  partial?: boolean;
+}
+
+/** What one retune chose and why (the decision log, GET /v1/pool, the dashboard). */
+export interface TuningChoice {
+  at: number;
+  /** The replayed window: [fromMs, toMs). */
+  fromMs: number;
+  toMs: number;
+  chosen: Candidate;
+  /** The candidate in force before, if any. */
+  previous?: string;
+  why: string;
+  table: CandidateScore[];
+  /** CPU the retune spent (ms). */
+  cpuMs: number;
 }
 
 /** What the policy remembers between ticks (stabilisation windows); opaque to callers. */
@@ -97,6 +184,12 @@ export interface PolicyMemory {
   recentDesired: Array<{ at: number; active: number }>;
   /** Recent desired pool totals (active + standby), held for the minimum lifetime; absent in memories from before it. */
   recentPool?: Array<{ at: number; active: number }>;
+  /** The closed-loop headroom (absent before it first ran). */
+  sloControl?: SloControlState;
+  /** Drain-to-relaunch gaps for the measured hold (absent before the first drain). */
+  relaunchHold?: RelaunchHoldState;
+  /** The reactive candidate's served-rate window: rows served per tick (absent unless it ran). */
+  recentServed?: Array<{ at: number; rows: number; ms: number }>;
 }
 
 export interface PolicyInput {
@@ -114,10 +207,16 @@ export interface PolicyInput {
   settings: PolicySettings;
   memory: PolicyMemory;
   /**
-   * Rows/s that late bulk runs ask for on top of the forecast (infra/bulk/capacity-request.ts):
+   * Rows/s that late bulk runs ask for on top of the forecast (infra/deployments/capacity-request.ts):
    * the policy plans active workers for it, within min/max like any other demand.
    */
   capacityRequest?: { rowsPerSecondNeeded: number };
+  /**
+   * What happened since the previous tick, counted by the caller: rows that arrived (the
+   * controller sees every enqueue) and rows workers finished. The closed-loop headroom and the
+   * reactive candidate read them; absent, both hold still.
+   */
+  observed?: { arrivedRows: number; servedRows: number; sinceMs: number };
 }
 
 export interface PolicyDecision {

@@ -446,6 +446,9 @@ function normaliseSettings(s: PolicySettings): Settings {
     targetUtilization: Number.isFinite(util) && util > 0 ? Math.min(1, util) : SCALER_DEFAULTS.targetUtilization,
     minLifetimeColdStarts:
       lifetime !== undefined && Number.isFinite(lifetime) && lifetime >= 0 ? lifetime : SCALER_DEFAULTS.minLifetimeColdStarts,
+    sloTarget: s.sloTarget !== undefined && s.sloTarget > 0.5 && s.sloTarget < 1 ? s.sloTarget : SCALER_DEFAULTS.sloTarget,
+    capacityMargin:
+      s.capacityMargin !== undefined && Number.isFinite(s.capacityMargin) && s.capacityMargin > 0 ? Math.min(4, s.capacityMargin) : 0,
   };
 }
 

@@ -18,6 +18,8 @@ export const POLICY_FIELDS: Record<keyof PolicySettings, Check> = {
   scaleDownStabilizationMs: { min: 0 },
   targetUtilization: { min: 0, minExclusive: true, max: 1 },
   minLifetimeColdStarts: { min: 0 },
+  sloTarget: { min: 0.5, minExclusive: true, max: 1, maxExclusive: true },
+  capacityMargin: { min: 0, max: 4 },
 };
 
 /** Names a sweep accepts: the file's fields and `headroom`. */
