@@ -414,9 +414,19 @@ const PoolTerms = z
         burstStandby: nonNegativeInt.describe('Standby for the burst a cold start cannot absorb'),
         stabilisedActive: nonNegativeInt.describe('Active held by the scale-down window'),
         heldPool: nonNegativeInt.describe('The pool total held for the minimum lifetime'),
-        minLifetimeMs: z.number().nonnegative(),
+        minLifetimeMs: z
+          .number()
+          .nonnegative()
+          .describe('How long the pool holds a surplus: the minimum lifetime, or the measured hold when longer'),
         activeSetBy: ActiveSetBy,
         standbySetBy: z.enum(['setting', 'burst', 'max']),
+        sloFactor: z
+          .number()
+          .positive()
+          .describe(
+            "The closed-loop factor on sized capacity, moved by the policy's measured misses and forecast errors (times 1 + capacityMargin)",
+          ),
+        holdWhy: z.string().describe('Why that hold: the lifetime, or the measured drain-to-relaunch gaps'),
       })
       .nullable()
       .describe("The policy's terms; null when the policy that decided gave none"),

@@ -126,12 +126,14 @@ export interface SloControlState {
  * launched again, so the hold after a drain is chosen from that distribution (ski rental).
  */
 export interface RelaunchHoldState {
-  /** The last drain not yet followed by a launch. */
+  /** When the oldest open surplus began (the want fell below a unit still held). */
   lastDrainAt?: number;
-  /** Drain-to-launch gaps (ms), newest last, at most RELAUNCH_GAP_SAMPLES. */
+  /** Per-unit gaps (ms) from the want falling below a unit to reaching it again, newest last, at most RELAUNCH_GAP_SAMPLES; censored ones as their age at the horizon. */
   gapsMs: number[];
-  /** Drains that no launch followed within the censoring horizon (each counts as a gap of at least that). */
+  /** Units ever censored (open a whole horizon): a lifetime count, for the log. */
   censored: number;
+  /** The last want, the last tick's time and the open spells by level, oldest and highest first. */
+  open?: { want: number; at: number; levels: Array<{ level: number; since: number }> };
 }
 
 /** A policy the self-tuning portfolio may adopt (issue 28; infra/scaler/candidates.ts runs each). */
@@ -267,9 +269,14 @@ export interface DecisionTerms {
   stabilisedActive: number;
   /** The pool total held for the minimum lifetime. */
   heldPool: number;
+  /** How long the pool holds a surplus: the minimum lifetime, or the measured hold when longer. */
   minLifetimeMs: number;
   activeSetBy: ActiveSource;
   standbySetBy: StandbySource;
+  /** The closed-loop factor on sized capacity (slo-control.ts) times 1 + capacityMargin. */
+  sloFactor: number;
+  /** Why the pool holds a surplus for minLifetimeMs: the lifetime, or the measured hold when longer. */
+  holdWhy: string;
 }
 
 export function emptyPolicyMemory(): PolicyMemory {

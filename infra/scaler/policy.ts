@@ -80,9 +80,13 @@ import type {
   PolicyInput,
   PolicyMemory,
   PolicySettings,
+  RelaunchHoldState,
+  SloControlState,
   WorkerCounts,
 } from '../contracts/pool.ts';
 import { SCALER_DEFAULTS } from '../kernel/config.ts';
+import { measuredHoldMs, noteWant } from './relaunch-hold.ts';
+import { noteSloTick, sloFactor } from './slo-control.ts';
 
 /** Rows per second assumed per worker until one reports a batch profile. */
 export const FALLBACK_PER_WORKER_RATE_PER_SEC = 1;
@@ -104,7 +108,8 @@ export function decide(input: PolicyInput): PolicyDecision {
   const workers = normaliseWorkers(input.workers);
   const capacity = workerCapacity(input.perWorkerRatePerSec, reasons);
   const demand = demandOf(input, reasons);
-  const sloActive = sloSizing(demand, input, settings, capacity, reasons);
+  const factor = capacityFactor(input.memory, settings, reasons);
+  const sloActive = sloSizing(demand, input, settings, capacity, factor, reasons);
   const backlogActive = backlogNeed(input, settings, capacity, workers, reasons);
   const raw = Math.min(settings.max, Math.max(sloActive, backlogActive));
   reasons.push(`needs ${raw} active (${backlogActive > sloActive ? 'backlog' : 'SLO sizing'})`);
@@ -121,12 +126,21 @@ export function decide(input: PolicyInput): PolicyDecision {
     'active',
     reasons,
   );
-  const burst = burstStandby(demand, settings, capacity, active.value, reasons);
+  const burst = burstStandby(demand, settings, capacity, factor, active.value, reasons);
   const standbyWanted = Math.max(settings.standby, burst);
   // The pool's own want, from this tick's need (not the held one): each window holds only itself.
-  const poolWant = raw + Math.max(settings.standby, burstStandby(demand, settings, capacity, raw, []));
-  const minLifetimeMs = minLifetime(settings);
+  const poolWant = raw + Math.max(settings.standby, burstStandby(demand, settings, capacity, factor, raw, []));
   const current = workers.active + workers.standby + workers.starting;
+  const relaunchHold = remember
+    ? noteWant(input.memory.relaunchHold, {
+        now: input.now,
+        want: Math.min(settings.max, poolWant),
+        held: current,
+        coldStartMs: settings.coldStartMs,
+      })
+    : input.memory.relaunchHold;
+  const hold = poolHold(relaunchHold, settings, reasons);
+  const minLifetimeMs = hold.holdMs;
   const pool = stabilise(
     {
       now: input.now,
@@ -139,9 +153,12 @@ export function decide(input: PolicyInput): PolicyDecision {
     'pool',
     reasons,
   );
-  const t = targets({ active: active.value, standby: standbyWanted, pool: pool.value }, settings, reasons);
-  const hold = active.skewed || pool.skewed || !capacity.measured;
-  const { launch, drain } = actions(workers, t.active, t.standby, hold, reasons);
+  const t = targets({ active: active.value, standby: standbyWanted, pool: pool.value }, settings, minLifetimeMs, reasons);
+  const holdDrain = active.skewed || pool.skewed || !capacity.measured;
+  const { launch, drain } = actions(workers, t.active, t.standby, holdDrain, reasons);
+  const sloControl = remember
+    ? noteSlo(input, settings, demand, factor, { pool: current, active: workers.active })
+    : input.memory.sloControl;
   const terms: DecisionTerms = {
     upperRatePerSec: demand.upperPerSec + demand.bulkPerSec,
     quantile: demand.quantile,
@@ -156,6 +173,8 @@ export function decide(input: PolicyInput): PolicyDecision {
     minLifetimeMs,
     activeSetBy: activeSource(t, raw, active.value, sloActive, backlogActive),
     standbySetBy: t.standbyCut ? 'max' : burst > settings.standby ? 'burst' : 'setting',
+    sloFactor: factor,
+    holdWhy: hold.why,
   };
   return {
     active: t.active,
@@ -164,7 +183,13 @@ export function decide(input: PolicyInput): PolicyDecision {
     drain,
     reasons,
     terms,
-    memory: { recentDesired: active.entries, recentPool: pool.entries },
+    memory: {
+      ...input.memory,
+      recentDesired: active.entries,
+      recentPool: pool.entries,
+      ...(sloControl ? { sloControl } : {}),
+      ...(relaunchHold ? { relaunchHold } : {}),
+    },
   };
 }
 
@@ -211,7 +236,7 @@ function demandOf(input: PolicyInput, reasons: string[]): Demand {
 }
 
 /** Rule 2: the fewest active workers that hold the queue wait within the SLO (see the header). */
-function sloSizing(demand: Demand, input: PolicyInput, s: Settings, capacity: Capacity, reasons: string[]): number {
+function sloSizing(demand: Demand, input: PolicyInput, s: Settings, capacity: Capacity, factor: number, reasons: string[]): number {
   const mean = demand.meanPerSec + demand.bulkPerSec;
   const upper = demand.upperPerSec + demand.bulkPerSec;
   if (upper <= 0) return 0;
@@ -221,14 +246,17 @@ function sloSizing(demand: Demand, input: PolicyInput, s: Settings, capacity: Ca
   const coldS = s.coldStartMs / 1000;
   const transient = (upper * coldS) / (coldS + budgetS);
   const capped = mean / s.targetUtilization;
-  const needed = Math.max(steady, transient, capped);
+  // The closed-loop factor scales what the model asks for, never below the mean (a stable queue).
+  const needed = Math.max(mean, steady * factor, transient * factor, capped);
   const workers = ceilCount(needed / capacity.fullPerSec);
   const by =
-    needed === capped && capped > steady
+    needed === capped && capped > steady * factor
       ? `utilisation cap ${s.targetUtilization}`
-      : needed === steady
-        ? 'the mean with its noise'
-        : `q${Math.round(demand.quantile * 100)} for a cold start`;
+      : needed === mean
+        ? 'the mean'
+        : needed === steady * factor
+          ? 'the mean with its noise'
+          : `q${Math.round(demand.quantile * 100)} for a cold start`;
   reasons.push(
     `SLO sizing: ${rate(needed)} of capacity (${by}) keeps waits under ${secs(budgetS * 1000)} at ${rate(capacity.fullPerSec)} per worker: ${workers} active`,
   );
@@ -280,13 +308,13 @@ function clearingBudgetMs(sloMs: number, oldestAgeMs: number): number {
 }
 
 /** Rule 4: standby beyond `active` so the warm pool reaches what a cold start cannot absorb. */
-function burstStandby(demand: Demand, s: Settings, capacity: Capacity, active: number, reasons: string[]): number {
+function burstStandby(demand: Demand, s: Settings, capacity: Capacity, factor: number, active: number, reasons: string[]): number {
   const coldMs = s.coldStartMs;
   let worst = { ratePerSec: 0, lastsMs: 0, warm: 0 };
   for (const b of demand.bursts) {
     const ratePerSec = b.ratePerSec + demand.bulkPerSec;
     const lastsMs = Math.min(b.spanS * 1000, coldMs);
-    const warm = lastsMs > 0 ? (ratePerSec * lastsMs) / (lastsMs + s.sloQueueWaitMs) : 0;
+    const warm = lastsMs > 0 ? (factor * ratePerSec * lastsMs) / (lastsMs + s.sloQueueWaitMs) : 0;
     if (warm > worst.warm) worst = { ratePerSec, lastsMs, warm };
   }
   const standby = Math.max(0, ceilCount(worst.warm / capacity.fullPerSec) - active);
@@ -296,6 +324,59 @@ function burstStandby(demand: Demand, s: Settings, capacity: Capacity, active: n
     );
   }
   return standby;
+}
+
+/** The closed-loop factor (slo-control.ts) times 1 + capacityMargin, applied to rules 2 and 4. */
+function capacityFactor(memory: PolicyMemory, s: Settings, reasons: string[]): number {
+  const loop = sloFactor(memory.sloControl);
+  const factor = loop * (1 + s.capacityMargin);
+  if (factor !== 1) {
+    const margin = s.capacityMargin > 0 ? ` × margin ${(1 + s.capacityMargin).toFixed(2)}` : '';
+    reasons.push(`capacity × ${factor.toFixed(2)} (measured SLO control ${loop.toFixed(2)}${margin})`);
+  }
+  return factor;
+}
+
+/** Folds this tick's outcome into the SLO controller; unchanged without the controller's counts. */
+function noteSlo(
+  input: PolicyInput,
+  s: Settings,
+  demand: Demand,
+  factor: number,
+  pool: { pool: number; active: number },
+): SloControlState | undefined {
+  const seen = input.observed;
+  if (!seen || !Number.isFinite(seen.sinceMs) || seen.sinceMs <= 0) return input.memory.sloControl;
+  const late = nonNegative(input.backlog.oldestAgeMs) > s.sloQueueWaitMs;
+  return noteSloTick(
+    input.memory.sloControl,
+    {
+      now: input.now,
+      windowMs: Math.max(s.sloQueueWaitMs, seen.sinceMs),
+      sinceMs: seen.sinceMs,
+      arrivedRows: seen.arrivedRows,
+      plannedPerSec: factor * (demand.upperPerSec + demand.bulkPerSec),
+      missed: late && pool.active > 0 && pool.pool < s.max,
+    },
+    { sloTarget: s.sloTarget, quantile: demand.quantile },
+  );
+}
+
+/**
+ * Rule 5's pool hold: the minimum lifetime, lengthened to the measured hold (relaunch-hold.ts)
+ * where the measured gaps say a relaunch would come back within it. Never shorter than the
+ * lifetime: the gaps price a relaunch at its cold start only, while a return the forecast did
+ * not see a cold start ahead also costs waits, which no gap shows.
+ */
+function poolHold(state: RelaunchHoldState | undefined, s: Settings, reasons: string[]): { holdMs: number; why: string } {
+  const lifetime = minLifetime(s);
+  const measured = measuredHoldMs(state, s.coldStartMs, lifetime);
+  if (measured.holdMs > lifetime) {
+    reasons.push(measured.why);
+    return { holdMs: measured.holdMs, why: measured.why };
+  }
+  const shorter = measured.samples > 0 ? `; ${measured.why}, no shorter` : '';
+  return { holdMs: lifetime, why: `minimum lifetime ${secs(lifetime)}${shorter}` };
 }
 
 interface StabiliseInput {
@@ -375,12 +456,12 @@ interface Targets {
 }
 
 /** Rules 5 (the held surplus stays active) and 6 (max, then min). */
-function targets(want: { active: number; standby: number; pool: number }, s: Settings, reasons: string[]): Targets {
+function targets(want: { active: number; standby: number; pool: number }, s: Settings, holdMs: number, reasons: string[]): Targets {
   let activeBy: Targets['activeBy'];
   let active = Math.max(want.active, want.pool - want.standby);
   if (active > want.active) {
     activeBy = 'min-lifetime';
-    reasons.push(`pool held at ${want.pool} for the ${secs(minLifetime(s))} minimum lifetime: ${active} active`);
+    reasons.push(`pool held at ${want.pool} for the ${secs(holdMs)} hold: ${active} active`);
   }
   if (active > s.max) {
     reasons.push(`max ${s.max} caps active at ${s.max}`);

@@ -330,8 +330,15 @@ function termRows(t) {
       'min-lifetime',
       'minimum lifetime',
       `${p.heldPool} ${p.heldPool === 1 ? 'worker' : 'workers'}`,
-      `the pool held ${secs(p.minLifetimeMs)} after it was needed`,
+      `the pool held ${secs(p.minLifetimeMs)} after it was needed${p.holdWhy ? ` (${p.holdWhy})` : ''}`,
       setsActive('min-lifetime'),
+    ],
+    [
+      'slo-control',
+      'SLO control',
+      `× ${(p.sloFactor ?? 1).toFixed(2)}`,
+      'capacity factor moved by the measured misses and forecast errors at the SLO time scale',
+      '',
     ],
     [
       'burst-standby',
