@@ -73,6 +73,7 @@ import {
 import { allocate, inApplyOrder, isSettled, planVersion, retireTargets, usableWorkers, type VersionView } from './controller-plan.ts';
 import { createDecisionLog, type ScalerAction } from './decision-log.ts';
 import { overridesOf, type ScalerSettings } from './settings.ts';
+import { type CountMark, countSince } from './tick-counts.ts';
 
 /** Daily analogues for a week back plus the recent window, and the first weekly one (forecast.ts). */
 export const DEFAULT_HISTORY_WINDOW_MS = 8 * 24 * 3600_000;
@@ -81,7 +82,11 @@ export interface ScalerControllerDeps {
   redis: RedisClient;
   prefix: string;
   deployments: Pick<DeploymentStore, 'list'>;
-  history: { series(model: string, fromMs: number, toMs: number): Promise<ArrivalSeries> };
+  history: {
+    series(model: string, fromMs: number, toMs: number): Promise<ArrivalSeries>;
+    /** Finished rows per minute: with both, the policy sees what arrived and was served each tick (tick-counts.ts). */
+    completions?(model: string, fromMs: number, toMs: number): Promise<ArrivalSeries>;
+  };
   queueStats: Pick<QueueStats, 'backlog'>;
   /** Required unless `shadow`; never called in shadow mode. */
   provider?: PoolProvider;
@@ -120,6 +125,8 @@ export function createScalerController(deps: ScalerControllerDeps): ScalerContro
   const identity = deps.identity ?? `${os.hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
   const lock = createLeaderLock(deps.redis, scalerLeaderKey(deps.prefix, shadow), identity, deps.lockTtlMs ?? Math.max(5_000, 3 * tickMs));
   const decisions = createDecisionLog(deps.redis, deps.prefix);
+  /** Per deployment, where the last tick left the arrival and completion counts. */
+  const marks = new Map<string, { arrived: CountMark; served?: CountMark }>();
   const throughput = createThroughputMeter(deps.redis, deps.prefix, shadow);
   const coldStarts = createColdStartMeter(deps.redis, deps.prefix, shadow);
   const metrics = deps.metrics ? createScalerMetrics(deps.metrics) : undefined;
@@ -171,7 +178,9 @@ export function createScalerController(deps: ScalerControllerDeps): ScalerContro
     const s = settingsFor(d, coldStart.ms);
     const rate = await throughput.observe(d.model, weightedBeats, backlog);
     const perWorkerRatePerSec = rate.ratePerSec;
-    const series = sinceFirstArrival(await deps.history.series(d.model, now - windowMs, now));
+    const raw = await deps.history.series(d.model, now - windowMs, now);
+    const observed = await observeTick(d.model, raw, now);
+    const series = sinceFirstArrival(raw);
     const horizonS = Math.ceil((s.coldStartMs + tickMs) / 1000);
     const forecast = deps.forecast({ series, now, horizonS });
     const memory = await loadMemory(d.model);
@@ -186,6 +195,7 @@ export function createScalerController(deps: ScalerControllerDeps): ScalerContro
       settings: s,
       memory,
       ...(capacityRequest ? { capacityRequest } : {}),
+      ...(observed ? { observed } : {}),
     });
     await deps.redis.set(memoryKey(d.model), JSON.stringify(decision.memory), 'PX', Math.max(86_400_000, 2 * s.scaleDownStabilizationMs));
 
@@ -227,6 +237,17 @@ export function createScalerController(deps: ScalerControllerDeps): ScalerContro
       const all = [...weighted, ...retired].flatMap((v) => v.workers);
       observeDeployment(metrics, { model: d.model, workers: all, decision, forecast, backlog, coldStartSamplesMs });
     }
+  }
+
+  /** Rows arrived and served since this deployment's last tick; absent on its first (tick-counts.ts). */
+  async function observeTick(model: string, arrivals: ArrivalSeries, now: number): Promise<PolicyInput['observed']> {
+    const prev = marks.get(model);
+    const arrived = countSince(prev?.arrived, arrivals, now);
+    const from = prev?.served?.minuteMs ?? now;
+    const served = deps.history.completions ? countSince(prev?.served, await deps.history.completions(model, from, now), now) : undefined;
+    marks.set(model, { arrived: arrived.mark, ...(served ? { served: served.mark } : {}) });
+    if (!prev || arrived.rows === undefined || served?.rows === undefined) return undefined;
+    return { arrivedRows: arrived.rows, servedRows: served.rows, sinceMs: now - prev.arrived.at };
   }
 
   /** Applies actions one by one; a failed one is recorded with its error and the rest still run. */
