@@ -1,5 +1,6 @@
 /** The scaler (DESIGN §8): forecast, policy, controller, decision log; the public surface for the API, the simulator and the CLI. */
 
+export { decideCandidate, REACTIVE_RATE_WINDOW_MS, REACTIVE_STABILIZATION_MS, REACTIVE_UTILIZATION } from './candidates.ts';
 export { coldStartEstimateMs } from './cold-start-estimate.ts';
 export { countWorkers, type ObservedWorker, RATE_EWMA_ALPHA } from './controller-observe.ts';
 export { planVersion } from './controller-plan.ts';
@@ -7,3 +8,4 @@ export { createDecisionLog, DECISION_HEARTBEAT_MS, type DecisionRecord, type Sca
 export { forecastArrivals } from './forecast.ts';
 export { decide } from './policy.ts';
 export { overridesOf, type ScalerSettings, scalerSettingsFrom } from './settings.ts';
+export { emptyTickDispersion, noteTick, type TickDispersionState, tickDispersion } from './tick-dispersion.ts';

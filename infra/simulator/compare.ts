@@ -5,10 +5,12 @@
 
 import type { PolicySettings } from '../contracts/pool.ts';
 import type { ScalerTuning } from '../kernel/config.ts';
+import { scalerSettingsFrom } from '../scaler/index.ts';
 import { type ArrivalPattern, realiseCounts } from './arrivals.ts';
 import { type ColdStartModel, coldStartModel, drawColdStart, meanColdStartMs } from './cold-start.ts';
 import { oraclePolicy, type PolicyContext, predictivePolicy, reactivePolicy, staticPolicy } from './policies.ts';
 import type { PolicyRun } from './recorder.ts';
+import { type SelfTuningOptions, selfTuningPolicy } from './self-tuning.ts';
 import { type BatchPoint, fullBatchRate, linearService, profileService } from './service.ts';
 import type { Trace } from './trace.ts';
 import { type Scaler, simulate } from './world.ts';
@@ -48,6 +50,12 @@ export interface SimulationSettings {
   /** The static baseline's fixed fleet (default: sized for the replay's peak minute). */
   staticWorkers?: number;
   staleMetrics: boolean;
+  /**
+   * Options for the predictive policy to tune itself from replays of its recent window
+   * (self-tuning.ts; `warmpool simulate --self-tuning`); false, the default: the predictive
+   * policy with its settings as given, which is what the live scaler runs today.
+   */
+  selfTuning: SelfTuningOptions | false;
 }
 
 export interface PolicyReport extends PolicyRun {
@@ -89,6 +97,7 @@ export function defaultSettings(scaler: ScalerTuning, given: Partial<SimulationS
     reactiveTargetUtilization: 0.8,
     oracleUtilization: 0.9,
     staleMetrics: true,
+    selfTuning: false,
     ...over,
     coldStartMs,
     coldStart,
@@ -97,11 +106,10 @@ export function defaultSettings(scaler: ScalerTuning, given: Partial<SimulationS
       max: 1000,
       // No standby floor: the policy sizes standby for the burst a cold start cannot absorb.
       standby: 0,
+      // The live controller's settings from the same tuning, under this replay's SLO and cold start.
+      ...scalerSettingsFrom(scaler),
       sloQueueWaitMs: sloMs,
       coldStartMs,
-      scaleDownStabilizationMs: scaler.scaleDownStabilizationMs,
-      targetUtilization: scaler.targetUtilization,
-      minLifetimeColdStarts: scaler.minLifetimeColdStarts,
       ...over.policy,
     },
   };
@@ -171,7 +179,7 @@ export function compare(trace: Trace, s: SimulationSettings, only: readonly Poli
   };
   const staticWorkers = s.staticWorkers ?? peakWorkers(counts.slice(from, to), service.workerRate);
   const make: Record<PolicyName, () => Scaler> = {
-    predictive: () => predictivePolicy(ctx, s.policy),
+    predictive: () => (s.selfTuning ? selfTuningPolicy(ctx, s.policy, { ...s.selfTuning, seed: s.seed }) : predictivePolicy(ctx, s.policy)),
     reactive: () =>
       reactivePolicy(ctx, {
         min: 1,

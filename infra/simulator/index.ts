@@ -20,6 +20,7 @@ export {
 export { readPolicyFile } from './policy-file.ts';
 export { withReplayThreads } from './replay-pool.ts';
 export { atSloTable, type Report, reportTable, type TraceInfo, writeReport } from './report.ts';
+export { DEFAULT_RETUNE_INTERVAL_MS, type SelfTuningOptions } from './self-tuning.ts';
 export { type BatchPoint, batchPointsFrom } from './service.ts';
 export { type PolicySummary, parseSweep, runSweep } from './sweep.ts';
 export { cheapestLine, sweepTable, writeSweep } from './sweep-report.ts';

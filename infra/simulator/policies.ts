@@ -30,10 +30,10 @@
  *   A lower bound on cost at the SLO in practice, not a proof: with utilisation 0.9 and Poisson
  *   placement within a minute a little queueing remains; its SLO attainment is reported.
  */
-import type { ArrivalSeries, PolicySettings } from '../contracts/pool.ts';
+import type { ArrivalSeries, Candidate, Forecast, PolicyMemory, PolicySettings } from '../contracts/pool.ts';
 import { emptyPolicyMemory } from '../contracts/pool.ts';
 import type { ScalerAction } from '../scaler/index.ts';
-import { coldStartEstimateMs, decide, forecastArrivals, planVersion, RATE_EWMA_ALPHA } from '../scaler/index.ts';
+import { coldStartEstimateMs, decideCandidate, forecastArrivals, planVersion, RATE_EWMA_ALPHA } from '../scaler/index.ts';
 import { MINUTE_MS, type Observation, type Scaler, VERSION } from './world.ts';
 
 export interface PolicyContext {
@@ -65,30 +65,84 @@ function plan(active: number, standby: number, obs: Observation): ScalerAction[]
 const perSec = (ctx: PolicyContext, minute: number) => (ctx.series.perMinute[minute] ?? 0) / 60;
 
 export function predictivePolicy(ctx: PolicyContext, settings: PolicySettings): Scaler {
-  let memory = emptyPolicyMemory();
-  let cached: { minute: number; horizonS: number; forecast: ReturnType<typeof forecastArrivals> } | undefined;
+  return candidatePolicy(ctx, settings, BASE_CANDIDATE, { name: 'predictive' });
+}
+
+/** The predictive policy as configured: the candidate every portfolio holds and starts from. */
+export const BASE_CANDIDATE: Candidate = { kind: 'predictive', name: 'predictive', overrides: {} };
+
+/**
+ * Forecasts by minute and horizon, shared by the replays of one retune: they read the same
+ * series, and the forecaster is most of a predictive replay's time.
+ */
+export type ForecastCache = Map<number, Forecast>;
+
+export interface CandidateRun {
+  name?: string;
+  forecasts?: ForecastCache;
+}
+
+/**
+ * One candidate (infra/scaler/candidates.ts) as a Scaler, fed as the live controller feeds it:
+ * the forecast over a cold start plus a tick, the meters' per-worker rate and cold start, and the
+ * rows that arrived and were served since the last tick.
+ */
+export function candidatePolicy(ctx: PolicyContext, settings: PolicySettings, candidate: Candidate, run: CandidateRun = {}): Scaler {
+  const state = { memory: emptyPolicyMemory(), candidate };
+  const driver = candidateDriver(ctx, settings, state, run.forecasts);
+  return {
+    name: run.name ?? candidate.name,
+    initial: () => initialPool(ctx, settings, candidate),
+    tick: (obs) => driver.tick(obs),
+    plannedRatePerSec: () => driver.planned(),
+  };
+}
+
+/** The first replayed minute's pool for a candidate, warm (a replay does not begin by paying for a cold start). */
+export function initialPool(ctx: PolicyContext, settings: PolicySettings, candidate: Candidate): { active: number; standby: number } {
+  if (candidate.kind === 'fixed') return { active: Math.max(settings.min, candidate.workers), standby: 0 };
+  const need = Math.ceil(perSec(ctx, ctx.fromMinute) / (ctx.workerRate * settings.targetUtilization));
+  const standby = candidate.kind === 'predictive' ? (candidate.overrides.standby ?? settings.standby) : 0;
+  return { active: Math.max(settings.min, need), standby };
+}
+
+/**
+ * The tick loop of a candidate over mutable state: the self-tuning policy swaps `state.candidate`
+ * between ticks and keeps the memory, as the live controller does when a retune adopts another.
+ */
+export function candidateDriver(
+  ctx: PolicyContext,
+  settings: PolicySettings,
+  state: { memory: PolicyMemory; candidate: Candidate },
+  forecasts: ForecastCache = new Map(),
+) {
+  let planned: number | undefined;
+  let rate = ctx.profileRate ?? ctx.workerRate;
   const meter = measurements(ctx);
   const forecastAt = (now: number, horizonS: number) => {
     const minute = Math.floor((now - ctx.series.startMs) / MINUTE_MS);
     // The forecaster reads only complete minutes, so within a minute its answer cannot change.
-    if (cached?.minute !== minute || cached.horizonS !== horizonS) {
-      const forecast = forecastArrivals({ series: ctx.series, now, horizonS, options: { missing: ctx.missing } });
-      cached = { minute, horizonS, forecast };
+    const key = minute * 100_000 + horizonS;
+    let forecast = forecasts.get(key);
+    if (!forecast) {
+      forecast = forecastArrivals({ series: ctx.series, now, horizonS, options: { missing: ctx.missing } });
+      forecasts.set(key, forecast);
     }
-    return cached.forecast;
+    return forecast;
   };
   return {
-    name: 'predictive',
-    initial: () => {
-      const need = Math.ceil(perSec(ctx, ctx.fromMinute) / (ctx.workerRate * settings.targetUtilization));
-      return { active: Math.max(settings.min, need), standby: settings.standby };
-    },
-    tick(obs) {
+    meter,
+    planned: () => planned,
+    /** The per-worker rate the meter gave on the last tick. */
+    lastRate: () => rate,
+    tick(obs: Observation): ScalerAction[] {
       const m = meter.observe(obs);
+      rate = m.ratePerSec;
       const s = m.coldStartMs === undefined ? settings : { ...settings, coldStartMs: m.coldStartMs };
       // As the live controller asks (controller.ts): a cold start plus a tick, in whole seconds.
       const forecast = forecastAt(obs.now, Math.ceil((s.coldStartMs + ctx.tickMs) / 1000));
-      const d = decide({
+      planned = forecast.ratePerSec;
+      const d = decideCandidate(state.candidate, {
         now: obs.now,
         forecast,
         backlog: obs.backlog,
@@ -96,15 +150,15 @@ export function predictivePolicy(ctx: PolicyContext, settings: PolicySettings): 
         perWorkerRatePerSec: m.ratePerSec,
         batchServiceMs: ctx.batchMs ?? 0,
         settings: s,
-        memory,
+        memory: state.memory,
+        observed: { arrivedRows: obs.arrivedJobs, servedRows: obs.servedJobs, sinceMs: ctx.tickMs },
       });
-      memory = d.memory;
+      state.memory = d.memory;
       // Most ticks change nothing; planVersion would say so, only slower (it is the replay's hot spot).
       const w = obs.workers;
       if (d.launch === 0 && d.drain === 0 && d.active === w.active && d.standby === w.standby) return [];
       return planVersion({ version: VERSION, active: d.active, standby: d.standby, launch: d.launch, drain: d.drain }, obs.list);
     },
-    plannedRatePerSec: () => cached?.forecast.ratePerSec,
   };
 }
 
@@ -129,6 +183,8 @@ function measurements(ctx: PolicyContext) {
       if (coldStarts.length > 100) coldStarts.splice(0, coldStarts.length - 100);
       return { ratePerSec: rate ?? ctx.profileRate ?? ctx.workerRate, coldStartMs: coldStartEstimateMs(coldStarts) };
     },
+    /** The last 100 cold starts measured, launch to warmed. */
+    coldStarts: (): readonly number[] => coldStarts,
   };
 }
 

@@ -46,6 +46,8 @@ export interface Observation {
   busyWorkers: number;
   /** Jobs workers took over the last tick (what a completions counter reports). */
   servedJobs: number;
+  /** Jobs that arrived over the last tick (what the controller's enqueue counter reports). */
+  arrivedJobs: number;
   /** Cold starts that ended since the last observation, launch to warmed, in ms (what the controller's meter records). */
   coldStartsMs: number[];
   list: ObservedWorker[];
@@ -127,6 +129,7 @@ class World {
   private lastStartingActiveEnd = Number.NEGATIVE_INFINITY;
   private busyMs = 0;
   private servedJobs = 0;
+  private arrivedJobs = 0;
   private coldStartsMs: number[] = [];
   private snapshot: Observation | undefined;
 
@@ -201,6 +204,7 @@ class World {
   private arrive(): void {
     if (this.tail === this.queue.length) this.grow();
     this.queue[this.tail++] = this.pending[this.pendingPos++] as number;
+    this.arrivedJobs++;
     this.dispatch();
   }
 
@@ -269,6 +273,7 @@ class World {
     this.snapshot = this.observe();
     this.busyMs = 0;
     this.servedJobs = 0;
+    this.arrivedJobs = 0;
     this.events.push(this.now + this.o.tickMs, { kind: 'tick' });
   }
 
@@ -347,6 +352,7 @@ class World {
       workers: this.counts(),
       busyWorkers: this.busyMs / this.o.tickMs,
       servedJobs: this.servedJobs,
+      arrivedJobs: this.arrivedJobs,
       coldStartsMs,
       list,
     };

@@ -217,6 +217,10 @@ export const SIMULATE = command({
       help: 'the SLO attainment the baselines are sized to (every run) and a sweep setting must reach (default 0.99)',
     },
     threads: { type: 'string', value: 'N', help: 'worker threads for the sweep and the baselines at the SLO target (default: the cores)' },
+    'self-tuning': {
+      type: 'boolean',
+      help: 'the predictive policy retunes itself every 5 min from replays of its recent window through a portfolio of candidates',
+    },
     'walk-forward': { type: 'boolean', help: 'tune (the sweep) on the first part of the replay, report only on the rest' },
     'train-fraction': { type: 'string', value: 'X', help: 'the share of the replay tuned on / used as history (default 0.5)' },
     matrix: { type: 'boolean', help: 'every trace through the grid of worlds (cold start × SLO × jobs), default policy, walk-forward' },

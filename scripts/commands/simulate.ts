@@ -34,6 +34,7 @@ import {
   cheapestLine,
   coldStartModel,
   compare,
+  DEFAULT_RETUNE_INTERVAL_MS,
   DEFAULT_SLO_TARGET,
   DEFAULT_TRAIN_FRACTION,
   DEFAULT_WALK_FORWARD_SWEEP,
@@ -213,6 +214,10 @@ function givenFrom(v: Values): Partial<SimulationSettings> {
     days: num(v, 'days', { min: 0, exclusive: true }),
     standbyPrice: num(v, 'standby-price', { min: 0 }),
     policy: policy as PolicySettings | undefined,
+    selfTuning:
+      v['self-tuning'] === true
+        ? { retuneIntervalMs: DEFAULT_RETUNE_INTERVAL_MS, sloTarget: num(v, 'slo-target', { min: 0, max: 1 }) ?? DEFAULT_SLO_TARGET }
+        : undefined,
   };
 }
 
