@@ -114,6 +114,8 @@ describe.skipIf(!hasChromium)('dashboard against warmpool dev', () => {
         heldPool: number;
         activeSetBy: string;
         standbySetBy: string;
+        sloFactor: number;
+        holdWhy: string;
       };
     };
     // The answer and the table as drawn from it, read at once (a poll may come between two reads).
@@ -136,6 +138,7 @@ describe.skipIf(!hasChromium)('dashboard against warmpool dev', () => {
       'backlog',
       'stabilisation',
       'min-lifetime',
+      'slo-control',
       'burst-standby',
     ]);
     const value = (term: string) => rows.find((r) => r.term === term)?.cells[1];
@@ -147,6 +150,9 @@ describe.skipIf(!hasChromium)('dashboard against warmpool dev', () => {
       `${p.heldPool} ${p.heldPool === 1 ? 'worker' : 'workers'}`,
       `${p.burstStandby} standby`,
     ]);
+    // The SLO control row shows the factor the API gave, the hold row why the hold is what it is.
+    expect(value('slo-control')).toBe(`× ${p.sloFactor.toFixed(2)}`);
+    expect(from('min-lifetime')).toContain(p.holdWhy);
     // The burst row names the recent peaks by span the standby was weighed against (the forecaster gives them).
     expect(terms.forecast.burstsBySpan.length).toBeGreaterThan(0);
     expect(from('burst-standby')).toContain(`recent peaks: 1 min `);

@@ -3,7 +3,7 @@
  * hostile-attacker.ts in rounds until the stop. A tenant of its own, because once its budgets are
  * spent every request with a body or a large answer is refused 429, which would hide the first
  * tenant's own refusals. Each round:
- * 1. gzip bodies of a few KiB that inflate to 7 MiB each, all at once: refused as bad bodies
+ * 1. gzip bodies of a few KiB that inflate to 7 MiB each, all at once, then one alone: refused as bad bodies
  *    (4xx), and 429 once their inflated bytes pass RATE_LIMIT_BYTES_BURST: no more parsed than
  *    the burst and what refilled over the round;
  * 2. jobs on the large-output model (1 Ki floats in → 256 Ki out, 1 MiB kept per job) until 429
@@ -89,6 +89,11 @@ export async function budgetAttacks(t: AttackTargets, tally: AttackTally, stop: 
         `${parsed} of ${GZIP_PER_ROUND} bodies of 7 MiB parsed in ${spanS.toFixed(1)} s, round ${round}`,
       );
     await sleep(REFILL_MS, stop);
+    // Then one body alone, into a refilled bucket: it inflates within the budget and meets its
+    // own refusal (a bad body). Sixteen at once share the bucket as they inflate, so on a slow
+    // machine none finishes before it is dry and every one is refused 429 — right, but the
+    // body's own refusal would go unseen.
+    if (!stop.aborted) await sendAttack(t, attacks.gzip, 0, tally, stop);
     for (let i = 0; i < (exhausted ? 3 : JOBS_PER_ROUND) && !stop.aborted; i++) {
       const answer = await sendAttack(t, attacks.storage, jobs++, tally, stop);
       if (answer === '429 storage_budget_exhausted') exhausted = true;
