@@ -107,14 +107,10 @@ export interface PolicySettings {
  * restarted scaler continues where it was.
  */
 export interface SloControlState {
-  /** The integral term: log of the factor on the planned upper rate (0 = the forecast as it is), bounded. */
+  /** The integral term: log of the factor on sized capacity (0: as the model sizes it), bounded. */
   logHeadroom: number;
-  /** When the current measuring window (the SLO's time scale) began, and what it has counted so far. */
+  /** When the current measuring window (the SLO's time scale) began. */
   windowStartMs: number;
-  /** Rows that arrived in the window (counted per tick by the controller). */
-  windowArrivals: number;
-  /** Rows the policy planned for in the window: the upper rate it sized for × the time it held. */
-  windowPlanned: number;
   /** Ticks in the window whose oldest waiting job was past the SLO (a miss seen directly). */
   windowMissTicks: number;
   windowTicks: number;
@@ -178,6 +174,39 @@ export interface TuningChoice {
   table: CandidateScore[];
   /** CPU the retune spent (ms). */
   cpuMs: number;
+}
+
+/** What a retune is given: the deployment's history and the world it measured (plain data: it crosses to a worker thread). */
+export interface TuningRequest {
+  /** Arrivals per minute up to now (the last entry is the minute containing `now`, not replayed). */
+  series: ArrivalSeries;
+  missing?: readonly boolean[];
+  now: number;
+  settings: PolicySettings;
+  sloTarget: number;
+  /** Rows/s one worker sustains at a full batch (measured). */
+  perWorkerRatePerSec: number;
+  maxBatch: number;
+  tickMs: number;
+  /** The pool's recent cold starts, launch to warmed (ms); empty: settings.coldStartMs. */
+  coldStartsMs: readonly number[];
+  /** Within-minute burstiness from per-tick counts: variance over mean of a tick's arrivals (1: Poisson). */
+  dispersion?: number;
+  /** The candidate in force (its name), if any. */
+  current?: string;
+  cpuBudgetMs: number;
+  seed?: number;
+}
+
+/**
+ * Where the live controller's retunes run (issue 28 §1): the simulator's portfolio replayed off
+ * the controller's event loop (infra/simulator/tuner.ts, a worker thread). Undefined: too little
+ * history or no measured rate yet.
+ */
+export interface Tuner {
+  /** `key` names whose forecasts may be reused between retunes (a deployment's model). */
+  retune(key: string, request: TuningRequest): Promise<TuningChoice | undefined>;
+  close(): Promise<void>;
 }
 
 /** What the policy remembers between ticks (stabilisation windows); opaque to callers. */

@@ -354,11 +354,9 @@ function noteSlo(
       now: input.now,
       windowMs: Math.max(s.sloQueueWaitMs, seen.sinceMs),
       sinceMs: seen.sinceMs,
-      arrivedRows: seen.arrivedRows,
-      plannedPerSec: factor * (demand.upperPerSec + demand.bulkPerSec),
       missed: late && pool.active > 0 && pool.pool < s.max,
     },
-    { sloTarget: s.sloTarget, quantile: demand.quantile },
+    { sloTarget: s.sloTarget },
   );
 }
 
