@@ -31,7 +31,13 @@ const RUNNERS: Record<string, Runner> = {
   api: async (_, config) => (await import('../api/main.ts')).apiMain(config()),
   worker: async (args, config) => (await import('../worker/main.ts')).workerMain(args, config()),
   dispatcher: async (_, config) => (await import('../api/dispatcher/main.ts')).dispatcherMain(config()),
-  scaler: async (args, config) => (await import('../infra/scaler/main.ts')).scalerMain(args, config()),
+  scaler: async (args, config) => {
+    const c = config();
+    const { scalerMain } = await import('../infra/scaler/main.ts');
+    // The tuner is the simulator's portfolio on a worker thread: loaded only when it is used.
+    const createTuner = c.scaler.selfTuning ? (await import('../infra/simulator/index.ts')).createTuner : undefined;
+    return scalerMain(args, c, createTuner ? { createTuner } : {});
+  },
   'models publish': async (args, config) => (await import('./commands/models-cli.ts')).modelsMain(['publish', ...args], config()),
   'models list': async (args, config) => (await import('./commands/models-cli.ts')).modelsMain(['list', ...args], config()),
   'models show': async (args, config) => (await import('./commands/models-cli.ts')).modelsMain(['show', ...args], config()),

@@ -254,6 +254,7 @@ it("shows what set the latest decision's numbers: SLO sizing, backlog in rows, b
     perWorker: { ratePerSec: 0, source: 'none' },
     coldStart: { ms: SCALER_DEFAULTS.coldStartDefaultMs, source: 'setting', samples: 0 },
     backlog: { jobs: 6, rowsPerJob: 4, rows: 24 },
+    tuning: null, // no self-tuning: the deployment's own policy decided
   });
   expect(scorer.terms?.policy).toMatchObject({ measuredRate: false, coldStartMs: SCALER_DEFAULTS.coldStartDefaultMs });
   expect(scorer.terms?.policy?.activeSetBy).toMatch(/^(slo-sizing|backlog|stabilisation|min-lifetime|min|max)$/);

@@ -74,9 +74,9 @@ describe('warmpool simulate --walk-forward', () => {
     expect(tooBig.code).toBe(2);
     expect(tooBig.err).toMatch(/--train-fraction 0.99 leaves no minute to evaluate/);
     expect((await runSimulate(['--trace', trace, '--train-fraction', '0.5'])).err).toMatch(
-      /--train-fraction applies to --walk-forward and --matrix only/,
+      /--train-fraction applies to --walk-forward, --matrix and --bank only/,
     );
-    expect((await runSimulate(['--trace', trace, '--quick'])).err).toMatch(/--quick applies to --matrix only/);
+    expect((await runSimulate(['--trace', trace, '--quick'])).err).toMatch(/--quick applies to --matrix and --bank only/);
   });
 });
 

@@ -440,6 +440,32 @@ const PoolTerms = z
       samples: nonNegativeInt,
     }),
     backlog: z.object({ jobs: nonNegativeInt, rowsPerJob: z.number().min(1), rows: z.number().nonnegative() }),
+    tuning: z
+      .object({
+        at: z.number().describe('When the retune ran (epoch ms)'),
+        fromMs: z.number().describe('The replayed window, [fromMs, toMs)'),
+        toMs: z.number(),
+        chosen: z.object({ kind: z.enum(['predictive', 'reactive', 'fixed']), name: z.string() }).passthrough(),
+        previous: z.string().optional().describe('The candidate in force before'),
+        why: z.string(),
+        table: z.array(
+          z.object({
+            name: z.string(),
+            kind: z.enum(['predictive', 'reactive', 'fixed']),
+            cost: z.number().nonnegative().describe('Worker-seconds over the window'),
+            attainment: z.number().min(0).max(1),
+            coldStarts: nonNegativeInt,
+            jobs: nonNegativeInt,
+            met: z.boolean(),
+            partial: z.boolean().optional().describe('Left out: the retune spent its CPU budget before it'),
+          }),
+        ),
+        cpuMs: z.number().nonnegative(),
+      })
+      .nullable()
+      .describe(
+        'The self-tuning choice that decided, with its candidate table; null without SCALER_SELF_TUNING or before the first retune',
+      ),
   })
   .describe("What set the latest decision's numbers, named as the policy names them");
 

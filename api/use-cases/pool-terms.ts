@@ -16,7 +16,7 @@
  * samples, infra/scaler/controller-observe.ts), which the controller always plans from once they
  * exist: a measured rate replaces the profile for good, and one sample makes the cold start learnt.
  */
-import type { DecisionTerms } from '../../infra/contracts/pool.ts';
+import type { DecisionTerms, TuningChoice } from '../../infra/contracts/pool.ts';
 import { queuedJobs } from '../../infra/queue/index.ts';
 import type { RedisClient } from '../../infra/redis/client.ts';
 import { scalerColdStartKey, scalerWorkerRateKey } from '../../infra/redis/keys.ts';
@@ -55,6 +55,8 @@ export interface PoolTerms {
   coldStart: { ms: number; source: 'learned' | 'setting'; samples: number };
   /** The queued jobs the policy saw, in rows: jobs × rows per job (1 where the backlog did not say). */
   backlog: { jobs: number; rowsPerJob: number; rows: number };
+  /** The self-tuning choice that decided, with its candidate table (issue 28); null without one. */
+  tuning: TuningChoice | null;
 }
 
 /** What the scaler has measured for a model (its own keys: a shadow scaler keeps its own). */
@@ -98,6 +100,7 @@ export async function poolTerms(record: SourcedDecisionRecord | undefined, measu
     perWorker: { ratePerSec: record.perWorkerRatePerSec, source: rateSource },
     coldStart: { ms: record.settings.coldStartMs, source: samples > 0 ? 'learned' : 'setting', samples },
     backlog: backlogRows(record),
+    tuning: record.tuning ?? null,
   };
 }
 

@@ -297,9 +297,18 @@ const scaler = z
     // cold starts than the SLO needed (docs/SIMULATOR.md, walk-forward).
     MIN_LIFETIME_COLD_STARTS: z.coerce.number().min(0).max(100).default(1),
     // The share of jobs whose queue wait must stay within SLO_QUEUE_WAIT_MS: what the closed-loop
-    // headroom (infra/scaler/slo-control.ts) steers to, and what `warmpool simulate --self-tuning`'s
+    // headroom (infra/scaler/slo-control.ts) steers to, and what the self-tuning portfolio's
     // candidates must meet on the replayed window to be adopted (issue 28).
     SCALER_SLO_TARGET: z.coerce.number().gt(0.5).lt(1).default(0.99),
+    // Self-tuning from counterfactual replays of each deployment's recent window (issue 28): the
+    // live scaler (on a worker thread) and `warmpool simulate` alike. Off by default while the
+    // bank of random worlds (docs/SIMULATOR.md) has not shown it wins there.
+    SCALER_SELF_TUNING: bool.default(false),
+    // How often each deployment's recent window is replayed through the portfolio. The choice
+    // holds until the next one; five minutes is short against the hours a window spans.
+    SCALER_RETUNE_INTERVAL_MS: int(10_000).default(300_000),
+    // CPU one retune may spend (its candidates replay cheapest first and stop there).
+    SCALER_TUNING_CPU_MS: int(50).default(2_000),
   })
   .transform((e) => ({
     provider: e.POOL_PROVIDER,
@@ -316,6 +325,10 @@ const scaler = z
     minLifetimeColdStarts: e.MIN_LIFETIME_COLD_STARTS,
     /** The share of jobs to keep within the SLO (closed-loop headroom, the portfolio's bar). */
     sloTarget: e.SCALER_SLO_TARGET,
+    /** Whether each deployment's policy is chosen by replaying its recent traffic (issue 28). */
+    selfTuning: e.SCALER_SELF_TUNING,
+    retuneIntervalMs: e.SCALER_RETUNE_INTERVAL_MS,
+    tuningCpuMs: e.SCALER_TUNING_CPU_MS,
   }));
 
 /** The canary guard (infra/canary): when a canary version's share is taken back to 0. */

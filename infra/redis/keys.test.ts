@@ -51,6 +51,7 @@ describe('key names', () => {
     [keys.scalerLeaderKey(P, false), 'wp:scaler:leader'],
     [keys.scalerLeaderKey(P, true), 'wp:scaler-shadow:leader'],
     [keys.scalerMemoryKey(P, false, 'm'), 'wp:scaler:memory:m'],
+    [keys.scalerTuningKey(P, false, 'm'), 'wp:scaler:tuning:m'],
     [keys.scalerWorkerRateKey(P, true, 'm'), 'wp:scaler-shadow:worker-rate:m'],
     [keys.scalerColdStartKey(P, false, 'm'), 'wp:scaler:cold-start:m'],
     [keys.scalerColdStartPendingKey(P, false, 'm'), 'wp:scaler:cold-start:m:pending'],

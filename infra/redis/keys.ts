@@ -310,6 +310,11 @@ export function scalerMemoryKey(prefix: string, shadow: boolean, model: string):
   return `${scalerNamespace(prefix, shadow)}:memory:${model}`;
 }
 
+/** A model's self-tuning choice in force (infra/scaler/controller-tuning.ts). */
+export function scalerTuningKey(prefix: string, shadow: boolean, model: string): string {
+  return `${scalerNamespace(prefix, shadow)}:tuning:${model}`;
+}
+
 /** A model's measured rows/s per worker. */
 export function scalerWorkerRateKey(prefix: string, shadow: boolean, model: string): string {
   return `${scalerNamespace(prefix, shadow)}:worker-rate:${model}`;

@@ -108,6 +108,14 @@ export function createThroughputMeter(redis: Pick<RedisClient, 'get' | 'set'>, p
  * How long one full batch takes at `perWorkerRatePerSec`: the largest batch warm-up chose among
  * these workers over the rate. 0 when none reports a profile or the rate is unknown.
  */
+/** The largest batch the workers' warm-up chose (1 before any reports one). */
+export function chosenBatch(beats: readonly HeartbeatPayload[]): number {
+  return Math.max(
+    1,
+    beats.reduce((most, b) => Math.max(most, b.batchProfile?.chosenBatch ?? 0), 0),
+  );
+}
+
 export function batchServiceMs(beats: readonly HeartbeatPayload[], perWorkerRatePerSec: number): number {
   const batch = beats.reduce((most, b) => Math.max(most, b.batchProfile?.chosenBatch ?? 0), 0);
   return batch > 0 && perWorkerRatePerSec > 0 ? (batch / perWorkerRatePerSec) * 1000 : 0;
@@ -151,11 +159,11 @@ export function createColdStartMeter(redis: ColdStartRedis, prefix: string, shad
     return samples;
   };
 
-  /** A high quantile of the recent samples (coldStartEstimateMs; undefined before the first), and how many there are. */
-  const estimate = async (model: string): Promise<{ ms: number | undefined; samples: number }> => {
+  /** A high quantile of the recent samples (coldStartEstimateMs; undefined before the first), how many there are, and they (oldest first). */
+  const estimate = async (model: string): Promise<{ ms: number | undefined; samples: number; values: number[] }> => {
     // LPUSH keeps the newest first; the estimate reads them oldest first.
     const values = (await redis.lrange(samplesKey(model), 0, -1)).map(Number).reverse();
-    return { ms: coldStartEstimateMs(values), samples: values.length };
+    return { ms: coldStartEstimateMs(values), samples: values.length, values };
   };
 
   return { observe, estimate };

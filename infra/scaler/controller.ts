@@ -47,6 +47,8 @@ import {
   type PolicyMemory,
   type PolicySettings,
   type PoolProvider,
+  type Tuner,
+  type TuningChoice,
 } from '../contracts/pool.ts';
 import { readCapacityRequest } from '../deployments/capacity-request.ts';
 import type { Deployment, DeploymentStore } from '../deployments/deployment-store.ts';
@@ -60,10 +62,12 @@ import { type QueueStats, queuedJobs } from '../queue/index.ts';
 import type { RedisClient } from '../redis/client.ts';
 import { metricsKey, scalerLeaderKey, scalerMemoryKey } from '../redis/keys.ts';
 import { publishMetricsSnapshot } from '../telemetry/metrics.ts';
+import { decideCandidate } from './candidates.ts';
 import { createLeaderLock } from './controller-lock.ts';
 import { createScalerMetrics, observeDeployment, resetGauges } from './controller-metrics.ts';
 import {
   batchServiceMs,
+  chosenBatch,
   countWorkers,
   createColdStartMeter,
   createIntents,
@@ -71,6 +75,7 @@ import {
   observeWorkers,
 } from './controller-observe.ts';
 import { allocate, inApplyOrder, isSettled, planVersion, retireTargets, usableWorkers, type VersionView } from './controller-plan.ts';
+import { createLiveTuning } from './controller-tuning.ts';
 import { createDecisionLog, type ScalerAction } from './decision-log.ts';
 import { overridesOf, type ScalerSettings } from './settings.ts';
 import { type CountMark, countSince } from './tick-counts.ts';
@@ -106,6 +111,11 @@ export interface ScalerControllerDeps {
   metrics?: Registry;
   /** Names this controller in the lock and its records; default host-pid-random. */
   identity?: string;
+  /**
+   * Self-tuning (controller-tuning.ts): where retunes run, how often and with how much CPU; absent,
+   * the deployment's own policy (`decide`) decides every tick.
+   */
+  tuning?: { tuner: Tuner; retuneIntervalMs: number; cpuBudgetMs: number };
 }
 
 export interface ScalerController {
@@ -131,6 +141,16 @@ export function createScalerController(deps: ScalerControllerDeps): ScalerContro
   const coldStarts = createColdStartMeter(deps.redis, deps.prefix, shadow);
   const metrics = deps.metrics ? createScalerMetrics(deps.metrics) : undefined;
   const memoryKey = (model: string) => scalerMemoryKey(deps.prefix, shadow, model);
+  const tuning = deps.tuning
+    ? createLiveTuning({
+        ...deps.tuning,
+        redis: deps.redis,
+        prefix: deps.prefix,
+        shadow,
+        tickMs,
+        onError: (model, err) => deps.log.warn({ model, err: errorMessage(err) }, 'scaler: retune failed; the choice in force stays'),
+      })
+    : undefined;
   // Two ticks: long enough for a command's effect to reach a heartbeat, short enough to recover.
   const intents = createIntents(Math.max(2 * tickMs, 5_000));
   let closed = false;
@@ -185,7 +205,17 @@ export function createScalerController(deps: ScalerControllerDeps): ScalerContro
     const forecast = deps.forecast({ series, now, horizonS });
     const memory = await loadMemory(d.model);
     const capacityRequest = await readCapacityRequest(deps.redis, deps.prefix, d.model, now);
-    const decision = deps.decide({
+    const tuned = await tuning?.tick(d.model, {
+      now,
+      ...(observed ? { arrivedRows: observed.arrivedRows } : {}),
+      series,
+      settings: s,
+      sloTarget: s.sloTarget ?? deps.settings.sloTarget,
+      perWorkerRatePerSec,
+      maxBatch: chosenBatch(weightedBeats),
+      coldStartsMs: coldStart.values,
+    });
+    const input: PolicyInput = {
       now,
       forecast,
       backlog,
@@ -196,7 +226,8 @@ export function createScalerController(deps: ScalerControllerDeps): ScalerContro
       memory,
       ...(capacityRequest ? { capacityRequest } : {}),
       ...(observed ? { observed } : {}),
-    });
+    };
+    const decision = decideTuned(tuned, input, deps.decide);
     await deps.redis.set(memoryKey(d.model), JSON.stringify(decision.memory), 'PX', Math.max(86_400_000, 2 * s.scaleDownStabilizationMs));
 
     const targets = allocate(decision, weighted);
@@ -222,6 +253,7 @@ export function createScalerController(deps: ScalerControllerDeps): ScalerContro
       perWorkerRateSource: rate.source,
       settings: s,
       coldStartSamples: coldStart.samples,
+      ...(tuned ? { tuning: tuned } : {}),
       decision: {
         active: decision.active,
         standby: decision.standby,
@@ -326,10 +358,27 @@ export function createScalerController(deps: ScalerControllerDeps): ScalerContro
     close: once(async () => {
       closed = true;
       await ticker.close();
+      await tuning?.settle();
       leader = false;
       await lock.release();
     }),
   };
+}
+
+/**
+ * The decision of the candidate a retune adopted, its reasons led by why; the deployment's own
+ * policy when there is no choice in force or the choice is that policy as configured.
+ */
+export function decideTuned(
+  tuned: TuningChoice | undefined,
+  input: PolicyInput,
+  own: (input: PolicyInput) => PolicyDecision,
+): PolicyDecision {
+  const c = tuned?.chosen;
+  const plain = !c || (c.kind === 'predictive' && Object.keys(c.overrides).length === 0);
+  const decision = plain ? own(input) : decideCandidate(c, input);
+  if (!tuned) return decision;
+  return { ...decision, reasons: [`self-tuning: ${tuned.chosen.name} (${tuned.why})`, ...decision.reasons] };
 }
 
 /**

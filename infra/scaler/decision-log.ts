@@ -18,7 +18,7 @@
  * recorded and starts over from it.
  */
 
-import type { Backlog, Forecast, PolicyDecision, PolicySettings, WorkerCounts } from '../contracts/pool.ts';
+import type { Backlog, Forecast, PolicyDecision, PolicySettings, TuningChoice, WorkerCounts } from '../contracts/pool.ts';
 import type { RedisClient } from '../redis/client.ts';
 import { decisionStreamKey } from '../redis/keys.ts';
 import type { RateSource } from './controller-observe.ts';
@@ -50,6 +50,8 @@ export interface DecisionRecord {
   settings: PolicySettings;
   /** Cold starts the settings' coldStartMs was learnt from; 0: it is the setting (absent in records from before it). */
   coldStartSamples?: number;
+  /** The self-tuning choice in force that decided (absent: the deployment's own policy). */
+  tuning?: TuningChoice;
   decision: Omit<PolicyDecision, 'memory'>;
   /** What the controller chose to do for the decision, per version and worker. */
   planned: ScalerAction[];
@@ -100,7 +102,17 @@ export function createDecisionLog(
 /** What makes two records the same decision (see the header): everything but the times and the raw inputs. */
 export function decisionFingerprint(r: DecisionRecord): string {
   const { active, standby, launch, drain, reasons } = r.decision;
-  return JSON.stringify([r.version, r.leader, r.workers, r.settings, [active, standby, launch, drain, reasons], r.planned, r.applied]);
+  const tuned = r.tuning ? [r.tuning.chosen.name, r.tuning.at] : null;
+  return JSON.stringify([
+    r.version,
+    r.leader,
+    r.workers,
+    r.settings,
+    [active, standby, launch, drain, reasons],
+    r.planned,
+    r.applied,
+    tuned,
+  ]);
 }
 
 /** Per model and mode, the last record written: a record is due when it differs, a heartbeat passed, or time went back. */

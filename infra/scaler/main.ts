@@ -17,7 +17,7 @@
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Registry } from 'prom-client';
-import type { PoolProvider, PoolTarget } from '../contracts/pool.ts';
+import type { PoolProvider, PoolTarget, Tuner } from '../contracts/pool.ts';
 import { createDeploymentStore } from '../deployments/deployment-store.ts';
 import { type ControlCommand, sendControl } from '../fleet/worker-control.ts';
 import { listHeartbeats } from '../fleet/worker-states.ts';
@@ -43,6 +43,11 @@ export interface ScalerOptions extends Partial<Config['scaler']> {
   shadow?: boolean;
   /** Arrival history read per tick (controller.ts default: 8 days). */
   historyWindowMs?: number;
+  /**
+   * Where retunes run when SCALER_SELF_TUNING is on: the simulator's tuner (a worker thread), which
+   * the caller composes in (this tier cannot import the simulator: it sits above the scaler).
+   */
+  createTuner?: () => Tuner;
 }
 
 export interface RunningScaler {
@@ -53,7 +58,7 @@ export interface RunningScaler {
 
 /** The config's `scaler` section under explicit options. */
 export function scalerSettingsOf(config: Config, options: ScalerOptions = {}): Config['scaler'] {
-  const { shadow: _shadow, historyWindowMs: _window, ...explicit } = options;
+  const { shadow: _shadow, historyWindowMs: _window, createTuner: _tuner, ...explicit } = options;
   return { ...config.scaler, ...explicit };
 }
 
@@ -82,6 +87,9 @@ export function createScaler(
   const s = scalerSettingsOf(config, options);
   const redis = shared ?? createRedis(config.redisUrl, {}, (err) => log.warn({ err: err.message }, 'redis connection error'));
   const queueStats = createQueueStats({ redis, prefix: config.queuePrefix, clock: systemClock });
+  if (s.selfTuning && !options.createTuner)
+    log.warn("SCALER_SELF_TUNING is set, but this process has no tuner: each deployment's own policy decides");
+  const tuner = s.selfTuning ? options.createTuner?.() : undefined;
   const controller = createScalerController({
     redis,
     prefix: config.queuePrefix,
@@ -98,6 +106,7 @@ export function createScaler(
     tickMs: s.tickMs,
     ...(options.historyWindowMs ? { historyWindowMs: options.historyWindowMs } : {}),
     ...(options.identity ? { identity: options.identity } : {}),
+    ...(tuner ? { tuning: { tuner, retuneIntervalMs: s.retuneIntervalMs, cpuBudgetMs: s.tuningCpuMs } } : {}),
     metrics: new Registry(),
   });
   return {
@@ -105,6 +114,7 @@ export function createScaler(
     close: once(() =>
       closeAll([
         ['scaler', () => controller.close()],
+        ['tuner', () => tuner?.close()],
         ['queue-stats', () => queueStats.close()],
         ['redis', () => (shared ? undefined : closeRedis(redis))],
       ]),
@@ -171,7 +181,7 @@ export async function scalerMain(args: string[], config: Config, options: Scaler
     throw err;
   }
   const running = startScaler(config, log, provider, { ...options, shadow });
-  log.info({ shadow, provider: provider?.name ?? 'none', tickMs: s.tickMs }, 'scaler started');
+  log.info({ shadow, provider: provider?.name ?? 'none', tickMs: s.tickMs, selfTuning: s.selfTuning }, 'scaler started');
   return new Promise<number>((resolve) => {
     onShutdownSignals(
       {

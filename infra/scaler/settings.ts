@@ -11,7 +11,10 @@ import type { ScalerTuning } from '../kernel/config.ts';
  * cold start assumed until one is measured under the name the policy and a deployment's `policy`
  * overrides use, `coldStartMs`.
  */
-export type ScalerSettings = Omit<ScalerTuning, 'tickMs' | 'coldStartDefaultMs'> & { coldStartMs: number };
+export type ScalerSettings = Omit<ScalerTuning, 'tickMs' | 'coldStartDefaultMs' | keyof SelfTuningSettings> & { coldStartMs: number };
+
+/** How the controller runs the self-tuning portfolio (issue 28): not the policy's settings. */
+export type SelfTuningSettings = Pick<ScalerTuning, 'selfTuning' | 'retuneIntervalMs' | 'tuningCpuMs'>;
 
 /** The controller's settings from the config's `scaler` section (infra/kernel/config.ts holds the defaults). */
 export function scalerSettingsFrom(t: ScalerTuning): ScalerSettings {

@@ -51,9 +51,9 @@ export interface SimulationSettings {
   staticWorkers?: number;
   staleMetrics: boolean;
   /**
-   * Options for the predictive policy to tune itself from replays of its recent window
-   * (self-tuning.ts; `warmpool simulate --self-tuning`); false, the default: the predictive
-   * policy with its settings as given, which is what the live scaler runs today.
+   * Options for the predictive policy to tune itself from replays of its recent window, as the
+   * live scaler does with SCALER_SELF_TUNING (self-tuning.ts; `warmpool simulate --self-tuning`);
+   * false: the predictive policy with its settings as given.
    */
   selfTuning: SelfTuningOptions | false;
 }
@@ -97,7 +97,7 @@ export function defaultSettings(scaler: ScalerTuning, given: Partial<SimulationS
     reactiveTargetUtilization: 0.8,
     oracleUtilization: 0.9,
     staleMetrics: true,
-    selfTuning: false,
+    selfTuning: scaler.selfTuning ? { retuneIntervalMs: scaler.retuneIntervalMs, sloTarget: scaler.sloTarget } : false,
     ...over,
     coldStartMs,
     coldStart,

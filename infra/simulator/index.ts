@@ -1,6 +1,8 @@
 /** The simulator (DESIGN §8): arrival traces replayed through the live scaler's policy; the public surface for the CLI and the dashboard. */
+
 export { type ArrivalPattern, minuteArrivals, realiseCounts } from './arrivals.ts';
 export { AT_SLO_BASELINES, type AtSlo, type AtSloReport, baselinesAtSlo, DEFAULT_SLO_TARGET, inThisThread, type Replay } from './at-slo.ts';
+export { type BankCell, type BankOptions, type BankResult, bankMarkdown, bankSummary, runBank, writeBank } from './bank.ts';
 export { type BoundedReplayOptions, ReplayBudgetError, type ReplayTask, replayBounded, searchAtSloBounded } from './bounded-replay.ts';
 export { type Calibration, calibrate, figures, type MeasuredJob } from './calibration.ts';
 export { coldStartModel, PHASES, type Phase, parsePhases } from './cold-start.ts';
@@ -20,11 +22,12 @@ export {
 export { readPolicyFile } from './policy-file.ts';
 export { withReplayThreads } from './replay-pool.ts';
 export { atSloTable, type Report, reportTable, type TraceInfo, writeReport } from './report.ts';
-export { DEFAULT_RETUNE_INTERVAL_MS, type SelfTuningOptions } from './self-tuning.ts';
+export type { SelfTuningOptions } from './self-tuning.ts';
 export { type BatchPoint, batchPointsFrom } from './service.ts';
 export { type PolicySummary, parseSweep, runSweep } from './sweep.ts';
 export { cheapestLine, sweepTable, writeSweep } from './sweep-report.ts';
 export { parseTime, readTraceFile, type Trace } from './trace.ts';
+export { createTuner } from './tuner.ts';
 export {
   DEFAULT_TRAIN_FRACTION,
   DEFAULT_WALK_FORWARD_SWEEP,
@@ -35,3 +38,4 @@ export {
   writeWalkForward,
 } from './walk-forward.ts';
 export { MINUTE_MS } from './world.ts';
+export { BANK_FAMILIES, type BankFamily, type BankWorld, generateBank } from './world-bank.ts';

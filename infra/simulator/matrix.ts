@@ -26,6 +26,7 @@ import type { AtSloReport } from './at-slo.ts';
 import { replayBounded, searchAtSloBounded } from './bounded-replay.ts';
 import { coldStartModel } from './cold-start.ts';
 import { defaultSettings, type SimulationSettings } from './compare.ts';
+import { inParallel } from './in-parallel.ts';
 import type { PolicySummary } from './sweep.ts';
 import type { Trace } from './trace.ts';
 import { evaluationSettings, splitMinutes, trainingTrace } from './walk-forward.ts';
@@ -154,18 +155,7 @@ export async function runMatrix(traces: readonly MatrixTrace[], o: MatrixOptions
     o.quick && t.trace.series.perMinute.length > QUICK_MINUTES ? { ...t, trace: trainingTrace(t.trace, QUICK_MINUTES) } : t,
   );
   const jobs = cut.flatMap((t) => worlds.map((w) => ({ t, w })));
-  const cells: MatrixCell[] = new Array(jobs.length);
-  let next = 0;
-  let done = 0;
-  await Promise.all(
-    Array.from({ length: Math.max(1, Math.min(o.threads, jobs.length)) }, async () => {
-      for (let i = next++; i < jobs.length; i = next++) {
-        const { t, w } = jobs[i] as (typeof jobs)[number];
-        cells[i] = await runCell(t, w, o);
-        o.onCell?.(cells[i] as MatrixCell, ++done, jobs.length);
-      }
-    }),
-  );
+  const cells = await inParallel(jobs, o.threads, ({ t, w }) => runCell(t, w, o), o.onCell);
   return {
     sloTarget: o.sloTarget,
     targets: MATRIX_TARGETS,
@@ -176,10 +166,25 @@ export async function runMatrix(traces: readonly MatrixTrace[], o: MatrixOptions
   };
 }
 
-/** One world on one trace: the default policy's replay, then the baselines and their searches, each on a bounded thread. */
+/** One world on one trace, scored (scoreWorld) and judged. */
 async function runCell(t: MatrixTrace, w: MatrixWorld, o: MatrixOptions): Promise<MatrixCell> {
-  const base = cellSettings(t, w, o);
-  const part = splitMinutes(t.trace, base, o.trainFraction);
+  const scored = await scoreWorld(t.trace, cellSettings(t, w, o), o);
+  return judge({ ...w, trace: t.name, ...scored, sloTarget: o.sloTarget });
+}
+
+export type WorldScore = Pick<MatrixCell, 'evaluated' | 'predictive' | 'baselines' | 'atSlo' | 'errors'>;
+
+/**
+ * A world scored walk-forward: the default policy's replay of the part after the split, then the
+ * baselines as-is and their searches at the SLO target, each call on a thread of its own under
+ * the CPU budget (a call past it leaves its figure null and says why in `errors`).
+ */
+export async function scoreWorld(
+  trace: Trace,
+  base: SimulationSettings,
+  o: Pick<MatrixOptions, 'trainFraction' | 'sloTarget' | 'cellCpuBudgetMs'>,
+): Promise<WorldScore> {
+  const part = splitMinutes(trace, base, o.trainFraction);
   const s = evaluationSettings(base, part);
   const budget = { cpuBudgetMs: o.cellCpuBudgetMs };
   const errors: string[] = [];
@@ -187,22 +192,19 @@ async function runCell(t: MatrixTrace, w: MatrixWorld, o: MatrixOptions): Promis
     errors.push(`${what}: ${err instanceof Error ? err.message : String(err)}`);
     return null;
   };
-  const predictive = await replayBounded(t.trace, [{ settings: s, only: ['predictive'] }], budget).then(
+  const predictive = await replayBounded(trace, [{ settings: s, only: ['predictive'] }], budget).then(
     (r) => summary(r[0]?.[0]),
     stopped('the default policy'),
   );
-  const searched = await searchAtSloBounded(t.trace, s, o.sloTarget, budget).catch(stopped('the baselines'));
+  const searched = await searchAtSloBounded(trace, s, o.sloTarget, budget).catch(stopped('the baselines'));
   const days = (part.to - part.split) / 1440;
-  return judge({
-    ...w,
-    trace: t.name,
+  return {
     evaluated: { from: part.split, to: part.to, days },
     predictive,
     baselines: searched?.asIs ?? [],
     atSlo: searched?.atSlo ?? null,
     errors,
-    sloTarget: o.sloTarget,
-  });
+  };
 }
 
 function summary(p: (PolicySummary & { series?: unknown }) | undefined): PolicySummary | null {

@@ -77,6 +77,18 @@ export const BASE_CANDIDATE: Candidate = { kind: 'predictive', name: 'predictive
  */
 export type ForecastCache = Map<number, Forecast>;
 
+/** A cache key: the epoch minute (not the series' index: a live tuner's series starts later at each retune) and the horizon. */
+export function forecastKey(now: number, horizonS: number): number {
+  return Math.floor(now / MINUTE_MS) * HORIZON_SLOTS + horizonS;
+}
+
+export function forecastMinute(key: number): number {
+  return Math.floor(key / HORIZON_SLOTS);
+}
+
+/** Horizons are whole seconds below a day; an epoch minute times this stays an exact integer for millennia. */
+const HORIZON_SLOTS = 100_000;
+
 export interface CandidateRun {
   name?: string;
   forecasts?: ForecastCache;
@@ -120,9 +132,8 @@ export function candidateDriver(
   let rate = ctx.profileRate ?? ctx.workerRate;
   const meter = measurements(ctx);
   const forecastAt = (now: number, horizonS: number) => {
-    const minute = Math.floor((now - ctx.series.startMs) / MINUTE_MS);
     // The forecaster reads only complete minutes, so within a minute its answer cannot change.
-    const key = minute * 100_000 + horizonS;
+    const key = forecastKey(now, horizonS);
     let forecast = forecasts.get(key);
     if (!forecast) {
       forecast = forecastArrivals({ series: ctx.series, now, horizonS, options: { missing: ctx.missing } });

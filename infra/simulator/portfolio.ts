@@ -28,7 +28,7 @@
  * forecaster; their forecasts are shared, one per minute for all of them), and once the budget is
  * spent the rest are left out of the choice (`partial` in the table), never half-scored.
  */
-import type { ArrivalSeries, Candidate, CandidateScore, PolicySettings, TuningChoice } from '../contracts/pool.ts';
+import type { ArrivalSeries, Candidate, CandidateScore, PolicySettings, TuningChoice, TuningRequest } from '../contracts/pool.ts';
 import type { ArrivalPattern } from './arrivals.ts';
 import { candidatePolicy, type ForecastCache, type PolicyContext } from './policies.ts';
 import { linearService } from './service.ts';
@@ -41,28 +41,10 @@ export const WINDOW_MAX_MINUTES = 1440;
 /** A met candidate replaces a met current one only when this much cheaper on the window. */
 export const SWITCH_SAVING = 0.05;
 
-/** What a retune knows: the deployment's history and the world it measured. */
-export interface TuningInput {
-  /** Arrivals per minute up to now (the last entry is the minute containing `now`, not replayed). */
-  series: ArrivalSeries;
-  missing?: readonly boolean[];
-  now: number;
-  settings: PolicySettings;
-  sloTarget: number;
-  /** Rows/s one worker sustains at a full batch (measured). */
-  perWorkerRatePerSec: number;
-  maxBatch: number;
-  tickMs: number;
-  /** The pool's recent cold starts, launch to warmed (ms); empty: settings.coldStartMs. */
-  coldStartsMs: readonly number[];
-  /** Within-minute burstiness from per-tick counts: variance over mean of a tick's arrivals (1: Poisson). */
-  dispersion?: number;
-  /** The candidate in force (its name), if any. */
-  current?: string;
-  cpuBudgetMs: number;
-  /** CPU time used so far by this thread, ms (injected: process.cpuUsage in production). */
+/** What a retune knows (contracts/pool.ts TuningRequest), and how it reads its own CPU time. */
+export interface TuningInput extends TuningRequest {
+  /** CPU time used so far by this thread, ms (tuner-thread.ts reads the thread's own). */
   cpuMs: () => number;
-  seed?: number;
   /**
    * Forecasts to reuse (minute and horizon → forecast): the forecaster reads only minutes before
    * the one it is asked at, so a forecast made on any longer cut of the same history is the same.

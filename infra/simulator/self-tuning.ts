@@ -21,9 +21,6 @@ import { BASE_CANDIDATE, candidateDriver, initialPool, type PolicyContext } from
 import { retune, tuningWindow } from './portfolio.ts';
 import { MINUTE_MS, type Scaler } from './world.ts';
 
-/** How often a replay retunes by default (a choice holds until the next; short against the hours a window spans). */
-export const DEFAULT_RETUNE_INTERVAL_MS = 300_000;
-
 export interface SelfTuningOptions {
   retuneIntervalMs: number;
   sloTarget: number;

@@ -1,6 +1,6 @@
 /**
  * A sweep thread: holds the trace it was started with and runs the tasks it is sent, one at a
- * time, answering each with the policies' figures (without chart series unless the task asks
+ * time (a retune of the self-tuning portfolio too, for the live scaler's tuner, tuner.ts), answering each with the policies' figures (without chart series unless the task asks
  * for them; with the baselines searched at an SLO target when it gives one, at-slo.ts). It first
  * says it is ready, naming its OS thread where the OS lets it be read (/proc on Linux), so a
  * parent can meter the CPU time this thread uses (bounded-replay.ts).
@@ -8,13 +8,24 @@
 import { readlinkSync } from 'node:fs';
 import { parentPort, workerData } from 'node:worker_threads';
 import { AT_SLO_BASELINES, baselinesAtSlo, inThisThread } from './at-slo.ts';
+import { threadCpuMs } from './bounded-replay.ts';
 import { compare } from './compare.ts';
-import type { SweepReply, SweepTask, ThreadReady } from './sweep.ts';
+import { type ForecastCache, forecastMinute } from './policies.ts';
+import { retune, WINDOW_MAX_MINUTES } from './portfolio.ts';
+import type { SweepReply, SweepTask, ThreadReady, TuneReply, TuneTask } from './sweep.ts';
 import type { Trace } from './trace.ts';
+import { MINUTE_MS } from './world.ts';
 
 const { trace } = workerData as { trace: Trace };
 
-parentPort?.on('message', async (task: SweepTask) => {
+/** Per tuning key, the forecasts earlier retunes made: the history before a minute never changes. */
+const forecasts = new Map<string, ForecastCache>();
+
+parentPort?.on('message', async (task: SweepTask | TuneTask) => {
+  if ('tune' in task) {
+    parentPort?.postMessage(tune(task));
+    return;
+  }
   let reply: SweepReply;
   try {
     const c = compare(trace, task.settings, task.only);
@@ -30,7 +41,27 @@ parentPort?.on('message', async (task: SweepTask) => {
   parentPort?.postMessage(reply);
 });
 
-parentPort?.postMessage({ ready: true, osThreadId: osThreadId() } satisfies ThreadReady);
+const tid = osThreadId();
+parentPort?.postMessage({ ready: true, osThreadId: tid } satisfies ThreadReady);
+
+/** One retune, its CPU time this thread's own (wall time where /proc is missing). */
+function tune(task: TuneTask): TuneReply {
+  try {
+    const cache = forecasts.get(task.key) ?? new Map();
+    forecasts.set(task.key, cache);
+    pruneForecasts(cache, task.tune.now);
+    const cpuMs = () => (tid === null ? null : threadCpuMs(tid)) ?? performance.now();
+    return { id: task.id, choice: retune({ ...task.tune, cpuMs, forecasts: cache }) ?? null };
+  } catch (err) {
+    return { id: task.id, error: err instanceof Error ? (err.stack ?? err.message) : String(err) };
+  }
+}
+
+/** Forecasts for minutes before the longest window a retune replays are never asked for again. */
+function pruneForecasts(cache: ForecastCache, now: number): void {
+  const oldest = Math.floor(now / MINUTE_MS) - WINDOW_MAX_MINUTES - 60;
+  for (const key of cache.keys()) if (forecastMinute(key) < oldest) cache.delete(key);
+}
 
 /** `/proc/thread-self` links to `<pid>/task/<tid>`; null where there is no /proc. */
 function osThreadId(): number | null {

@@ -12,6 +12,7 @@
  */
 import os from 'node:os';
 import { Worker } from 'node:worker_threads';
+import type { TuningChoice, TuningRequest } from '../contracts/pool.ts';
 import { InvalidInputError } from '../kernel/errors.ts';
 import type { AtSloReport } from './at-slo.ts';
 import type { PolicyName, PolicyReport, SimulationSettings } from './compare.ts';
@@ -66,6 +67,20 @@ export interface SweepReply {
   series?: Array<PolicyReport['series']>;
   /** When the task gave atSloTarget. */
   atSlo?: AtSloReport;
+  error?: string;
+}
+
+/** Task sent to a sweep thread that tunes (tuner.ts): one retune of the portfolio for `key`. */
+export interface TuneTask {
+  id: number;
+  key: string;
+  tune: TuningRequest;
+}
+
+export interface TuneReply {
+  id: number;
+  /** Null: too little history for a retune. */
+  choice?: TuningChoice | null;
   error?: string;
 }
 

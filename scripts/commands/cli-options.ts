@@ -219,19 +219,28 @@ export const SIMULATE = command({
     threads: { type: 'string', value: 'N', help: 'worker threads for the sweep and the baselines at the SLO target (default: the cores)' },
     'self-tuning': {
       type: 'boolean',
-      help: 'the predictive policy retunes itself every 5 min from replays of its recent window through a portfolio of candidates',
+      help: 'the predictive policy retunes itself (SCALER_RETUNE_INTERVAL_MS) from replays of its recent window through a portfolio of candidates, as the live scaler does with SCALER_SELF_TUNING=true',
     },
     'walk-forward': { type: 'boolean', help: 'tune (the sweep) on the first part of the replay, report only on the rest' },
     'train-fraction': { type: 'string', value: 'X', help: 'the share of the replay tuned on / used as history (default 0.5)' },
     matrix: { type: 'boolean', help: 'every trace through the grid of worlds (cold start × SLO × jobs), default policy, walk-forward' },
     traces: { type: 'string', value: 'DIR', help: 'with --matrix: every .csv in DIR (or one file)' },
-    quick: { type: 'boolean', help: 'with --matrix: cut each trace to its first day' },
-    'cell-budget-s': { type: 'string', value: 'N', help: 'with --matrix: CPU seconds per cell replay or baseline search (default 600)' },
+    bank: {
+      type: 'string',
+      value: 'N',
+      help: 'N random worlds (seven families of arrival processes × cold starts, SLOs, jobs; --seed picks them), default policy, walk-forward',
+    },
+    quick: { type: 'boolean', help: 'with --matrix: cut each trace to its first day; with --bank: one-day worlds' },
+    'cell-budget-s': {
+      type: 'string',
+      value: 'N',
+      help: 'with --matrix or --bank: CPU seconds per replay or baseline search (default 600)',
+    },
     out: { type: 'string', value: 'DIR', help: 'where the report goes (default ./simulation, ./simulation-matrix with --matrix)' },
   },
   notes: [
     'Writes report.json, report.md and charts to --out; with --sweep, sweep.json, sweep.md and pareto.svg.',
-    'With --walk-forward the report covers only the part after --train-fraction; with --matrix, matrix.md and matrix.json.',
+    "With --walk-forward the report covers only the part after --train-fraction; with --matrix, matrix.md and matrix.json; with --bank, bank.md and bank.json (--days sets the worlds' length, default 4).",
     '`warmpool simulate calibrate --help`: the simulator against a real worker.',
   ],
   examples: [
@@ -239,6 +248,7 @@ export const SIMULATE = command({
     'warmpool simulate --trace t.csv --sweep standby=0,1,2 headroom=0.1,0.3',
     'warmpool simulate --trace t.csv --walk-forward --sweep standby=0,1,2',
     'warmpool simulate --matrix --traces shared/traces --quick',
+    'warmpool simulate --bank 200 --seed 7',
   ],
 });
 

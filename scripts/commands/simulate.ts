@@ -34,7 +34,6 @@ import {
   cheapestLine,
   coldStartModel,
   compare,
-  DEFAULT_RETUNE_INTERVAL_MS,
   DEFAULT_SLO_TARGET,
   DEFAULT_TRAIN_FRACTION,
   DEFAULT_WALK_FORWARD_SWEEP,
@@ -66,6 +65,8 @@ const processOut: SimulateOut = { out: (t) => process.stdout.write(t), err: (t) 
 const OPTIONS = SIMULATE.options;
 
 const DEFAULT_CELL_BUDGET_S = 600;
+/** Two days of history and two scored: enough for the forecaster's daily analogues. */
+const DEFAULT_BANK_DAYS = 4;
 
 export async function simulateMain(args: string[], out: SimulateOut = processOut): Promise<number> {
   if (args[0] === 'calibrate') return (await import('./simulate-calibrate.ts')).calibrateMain(args.slice(1), out);
@@ -77,6 +78,7 @@ export async function simulateMain(args: string[], out: SimulateOut = processOut
     const threads = num(values, 'threads', { min: 1, integer: true });
     const trainFraction = num(values, 'train-fraction', { min: 0, max: 1, exclusive: true }) ?? DEFAULT_TRAIN_FRACTION;
     if (values.matrix) return await matrix(values, { sloTarget, threads, trainFraction }, out);
+    if (values.bank !== undefined) return await bank(values, { sloTarget, threads, trainFraction }, out);
     if (!values.trace) throw new InvalidInputError('invalid_flag', '--trace FILE.csv is required');
     const axes = sweep === undefined ? undefined : parseSweep(sweep);
     const traceOptions = { timeColumn: values['time-col'], countColumn: values['count-col'] };
@@ -133,16 +135,27 @@ function splitSweep(args: string[]): { flags: string[]; sweep: string[] | undefi
 
 type Values = { [K in Exclude<keyof typeof OPTIONS, 'sweep'>]?: string | boolean };
 
-const MATRIX_ONLY = ['traces', 'quick', 'cell-budget-s'] as const;
+const MATRIX_ONLY = ['traces'] as const;
+const MATRIX_OR_BANK = ['quick', 'cell-budget-s'] as const;
 
 /** Flags that belong to one mode are refused in the others, rather than silently ignored. */
 function checkModes(v: Values, sweep: string[] | undefined): void {
+  const bank = v.bank !== undefined;
   if (!v.matrix) {
     const stray = MATRIX_ONLY.find((f) => v[f] !== undefined);
     if (stray) throw new InvalidInputError('invalid_flag', `--${stray} applies to --matrix only`);
   }
-  if (v['train-fraction'] !== undefined && !v.matrix && !v['walk-forward'])
-    throw new InvalidInputError('invalid_flag', '--train-fraction applies to --walk-forward and --matrix only');
+  if (!v.matrix && !bank) {
+    const stray = MATRIX_OR_BANK.find((f) => v[f] !== undefined);
+    if (stray) throw new InvalidInputError('invalid_flag', `--${stray} applies to --matrix and --bank only`);
+  }
+  if (bank && (v.matrix || v.trace !== undefined || v['walk-forward'] || sweep !== undefined || v.policy !== undefined))
+    throw new InvalidInputError(
+      'invalid_flag',
+      '--bank generates its worlds and replays the default policy walk-forward: drop --matrix, --trace, --walk-forward, --sweep and --policy',
+    );
+  if (v['train-fraction'] !== undefined && !v.matrix && !bank && !v['walk-forward'])
+    throw new InvalidInputError('invalid_flag', '--train-fraction applies to --walk-forward, --matrix and --bank only');
   if (v.matrix && v['walk-forward']) throw new InvalidInputError('invalid_flag', '--matrix is walk-forward already: drop --walk-forward');
   if (v.matrix && (sweep !== undefined || v.policy !== undefined))
     throw new InvalidInputError('invalid_flag', '--matrix replays the default policy only: drop --sweep and --policy');
@@ -172,6 +185,33 @@ async function matrix(
       cellCpuBudgetMs: (num(v, 'cell-budget-s', { min: 0, exclusive: true }) ?? DEFAULT_CELL_BUDGET_S) * 1000,
       quick: v.quick === true,
       dir: str(v, 'out') ?? 'simulation-matrix',
+    },
+    out,
+  );
+}
+
+async function bank(
+  v: Values,
+  o: { sloTarget: number; threads: number | undefined; trainFraction: number },
+  out: SimulateOut,
+): Promise<number> {
+  const worlds = num(v, 'bank', { min: 1, max: 10_000, integer: true }) as number;
+  const days = v.quick === true ? 1 : (num(v, 'days', { min: 1, max: 60 }) ?? DEFAULT_BANK_DAYS);
+  const { days: _length, ...given } = givenFrom(v);
+  const { bankMain } = await import('./simulate-bank.ts');
+  return bankMain(
+    {
+      worlds,
+      seed: num(v, 'seed', { min: 0, integer: true }) ?? 1,
+      days,
+      scaler: SIMULATE_DEFAULTS,
+      given,
+      coldStartCv: num(v, 'cold-start-cv', { min: 0 }) ?? 0,
+      trainFraction: o.trainFraction,
+      sloTarget: o.sloTarget,
+      threads: o.threads ?? os.availableParallelism(),
+      cellCpuBudgetMs: (num(v, 'cell-budget-s', { min: 0, exclusive: true }) ?? DEFAULT_CELL_BUDGET_S) * 1000,
+      dir: str(v, 'out') ?? 'simulation-bank',
     },
     out,
   );
@@ -216,7 +256,10 @@ function givenFrom(v: Values): Partial<SimulationSettings> {
     policy: policy as PolicySettings | undefined,
     selfTuning:
       v['self-tuning'] === true
-        ? { retuneIntervalMs: DEFAULT_RETUNE_INTERVAL_MS, sloTarget: num(v, 'slo-target', { min: 0, max: 1 }) ?? DEFAULT_SLO_TARGET }
+        ? {
+            retuneIntervalMs: SIMULATE_DEFAULTS.retuneIntervalMs,
+            sloTarget: num(v, 'slo-target', { min: 0, max: 1 }) ?? SIMULATE_DEFAULTS.sloTarget,
+          }
         : undefined,
   };
 }

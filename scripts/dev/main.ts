@@ -209,7 +209,8 @@ async function startStack(env: NodeJS.ProcessEnv, lock: DevLock, started: Starte
   });
   started.provider = provider;
   closers.push(['pool', () => provider.close()]);
-  const scaler = startScaler(config, log.child({ role: 'scaler' }), provider);
+  const createTuner = config.scaler.selfTuning ? (await import('../../infra/simulator/index.ts')).createTuner : undefined;
+  const scaler = startScaler(config, log.child({ role: 'scaler' }), provider, createTuner ? { createTuner } : {});
   closers.push(['scaler', () => scaler.close()]);
   const watcher = watchWorkers(redis, config.queuePrefix, startedAt, say);
   closers.push(['watcher', () => watcher.close()]);

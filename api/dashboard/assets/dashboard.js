@@ -155,6 +155,7 @@ function clearModelPanels() {
   $('workers').querySelector('tbody').replaceChildren();
   $('pool-terms').querySelector('tbody').replaceChildren();
   $('pool-terms-note').textContent = '';
+  renderTuning(null);
   $('decisions').querySelector('tbody').replaceChildren();
   $('shadow').textContent = '';
   const form = $('settings-form');
@@ -253,7 +254,34 @@ function renderPool(view) {
       ? 'Only a shadow scaler decides for this deployment (warmpool scaler --shadow): its decisions are recorded, not applied. Shadow mode is a property of the scaler process, not of a deployment.'
       : 'A live scaler applies these settings; a shadow scaler (warmpool scaler --shadow) may run beside it to judge another policy.';
   renderTerms(view.terms);
+  renderTuning(view.terms?.tuning ?? null);
   renderDecisions(view.decisions);
+}
+
+// ---- the self-tuning choice (GET /v1/pool `terms.tuning`): each candidate replayed over the window ----
+
+function renderTuning(tuning) {
+  const table = $('pool-tuning');
+  table.hidden = !tuning;
+  if (!tuning) {
+    table.querySelector('tbody').replaceChildren();
+    $('pool-tuning-note').textContent = '';
+    return;
+  }
+  const rows = tuning.table.map((c) =>
+    el(
+      'tr',
+      { 'data-candidate': c.name, 'data-chosen': c.name === tuning.chosen.name ? 'yes' : null },
+      el('td', {}, c.name),
+      el('td', {}, c.partial ? '—' : `${(c.attainment * 100).toFixed(2)} %${c.met ? '' : ' (missed)'}`),
+      el('td', {}, c.partial ? '—' : c.cost.toFixed(0)),
+      el('td', {}, c.partial ? '—' : String(c.coldStarts)),
+      el('td', {}, c.name === tuning.chosen.name ? 'chosen' : c.partial ? 'left out: CPU budget spent' : ''),
+    ),
+  );
+  table.querySelector('tbody').replaceChildren(...rows);
+  $('pool-tuning-note').textContent =
+    `Self-tuning at ${time(tuning.at)}: ${tuning.chosen.name}, ${tuning.why} (window ${time(tuning.fromMs)} – ${time(tuning.toMs)}, ${tuning.cpuMs} ms of CPU)`;
 }
 
 // ---- what set the pool's numbers (GET /v1/pool `terms`, named as the policy names them) ----
