@@ -156,9 +156,7 @@ export function decide(input: PolicyInput): PolicyDecision {
   const t = targets({ active: active.value, standby: standbyWanted, pool: pool.value }, settings, minLifetimeMs, reasons);
   const holdDrain = active.skewed || pool.skewed || !capacity.measured;
   const { launch, drain } = actions(workers, t.active, t.standby, holdDrain, reasons);
-  const sloControl = remember
-    ? noteSlo(input, settings, demand, factor, { pool: current, active: workers.active })
-    : input.memory.sloControl;
+  const sloControl = remember ? noteSlo(input, settings, { pool: current, active: workers.active }) : input.memory.sloControl;
   const terms: DecisionTerms = {
     upperRatePerSec: demand.upperPerSec + demand.bulkPerSec,
     quantile: demand.quantile,
@@ -338,13 +336,7 @@ function capacityFactor(memory: PolicyMemory, s: Settings, reasons: string[]): n
 }
 
 /** Folds this tick's outcome into the SLO controller; unchanged without the controller's counts. */
-function noteSlo(
-  input: PolicyInput,
-  s: Settings,
-  demand: Demand,
-  factor: number,
-  pool: { pool: number; active: number },
-): SloControlState | undefined {
+function noteSlo(input: PolicyInput, s: Settings, pool: { pool: number; active: number }): SloControlState | undefined {
   const seen = input.observed;
   if (!seen || !Number.isFinite(seen.sinceMs) || seen.sinceMs <= 0) return input.memory.sloControl;
   const late = nonNegative(input.backlog.oldestAgeMs) > s.sloQueueWaitMs;
