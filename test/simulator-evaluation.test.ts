@@ -1,6 +1,7 @@
 /**
- * `warmpool simulate --walk-forward` and `--matrix` as a user runs them (issue 17 §3), on small
- * synthetic traces: the files each writes, the table each prints, and the flags each refuses.
+ * `warmpool simulate --walk-forward`, `--matrix` (issue 17 §3) and `--bank` (issue 28 §4) as a user
+ * runs them, on small synthetic traces and worlds: the files each writes, the table each prints,
+ * and the flags each refuses.
  */
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -110,5 +111,32 @@ describe('warmpool simulate --matrix', () => {
     expect(refused.code).toBe(2);
     expect(refused.err).toMatch(/--matrix replays the default policy only/);
     expect((await runSimulate(['--matrix', '--traces', path.join(dir, 'none')])).err).toMatch(/--traces .*none: ENOENT/);
+  });
+});
+
+describe('warmpool simulate --bank', () => {
+  it('generates the worlds, scores each, prints the table by family and writes it', async () => {
+    const out = path.join(dir, 'bank');
+    const r = await runSimulateCli(['--bank', '2', '--seed', '11', '--quick', '--threads', '2', '--out', out], dir);
+    expect(r.code, r.err).toBe(0);
+    expect(r.err.split('\n').filter((l) => /^\[\d\/2\] w00[01]-(diurnal|mmpp) cold start \d+ s, SLO [\d.]+ s: /.test(l))).toHaveLength(2);
+    expect(r.out).toMatch(/^# Bank of random worlds \(seed 11\)/m);
+    expect(r.out).toMatch(/^\| all \| 2 \| [012] \| /m);
+    expect(r.out).toMatch(/[012] of 2 worlds meet every target; \d+ s; wrote/);
+    const json = JSON.parse(readFileSync(path.join(out, 'bank.json'), 'utf8'));
+    expect(json.seed).toBe(11);
+    expect(json.cells.map((c: { world: string }) => c.world)).toEqual(['w000-diurnal', 'w001-mmpp']);
+    for (const c of json.cells) {
+      expect(c.evaluated).toMatchObject({ from: 720, to: 1440 }); // one-day worlds, split at half
+      expect(c.predictive.sloAttainment).toBeGreaterThan(0);
+      expect(Array.isArray(c.misses)).toBe(true);
+    }
+    expect(readFileSync(path.join(out, 'bank.md'), 'utf8')).toContain('| w001-mmpp |');
+  }, 280_000);
+
+  it('refuses flags that belong to other modes, and a bank of no worlds', async () => {
+    expect((await runSimulate(['--bank', '0'])).err).toMatch(/--bank must be an integer ≥ 1/);
+    expect((await runSimulate(['--bank', '3', '--trace', 'x.csv'])).err).toMatch(/--bank generates its worlds/);
+    expect((await runSimulate(['--bank', '3', '--traces', 'dir'])).err).toMatch(/--traces applies to --matrix only/);
   });
 });

@@ -66,6 +66,8 @@ const BURSTY: ReadonlySet<BankFamily> = new Set(['mmpp', 'hawkes', 'flash-crowd'
 const SHORT_SHARE = 0.7;
 const BATCH_SIZES = [1, 2, 4, 8, 16, 32] as const;
 const SHORT_WORKER_RPS: Range = [2, 400];
+/** Short jobs: workers at the peak minute, log-uniform (a pool of one to tens). */
+const SHORT_PEAK_WORKERS: Range = [1, 64];
 const SHORT_OVERHEAD_MS: Range = [0, 20];
 const LONG_JOB_S: Range = [2, 60];
 /** Above this many workers at the mean a replay gets slow and says nothing new: the worker is made faster. */
@@ -305,6 +307,8 @@ interface Service {
   maxBatch: number;
   jobOverheadMs: number;
   long: boolean;
+  /** Short jobs: the workers the peak minute needs, drawn; the speed follows from it (fitToLoad). */
+  peakWorkers?: number;
 }
 
 function drawService(r: Random, family: BankFamily): Service {
@@ -312,7 +316,13 @@ function drawService(r: Random, family: BankFamily): Service {
   if (!short) return { workerRps: 1 / logUniform(r, ...LONG_JOB_S), maxBatch: 1, jobOverheadMs: 0, long: true };
   const maxBatch = BATCH_SIZES[Math.floor(r() * BATCH_SIZES.length)] as number;
   const jobOverheadMs = round(uniform(r, ...SHORT_OVERHEAD_MS));
-  return { workerRps: logUniform(r, ...SHORT_WORKER_RPS), maxBatch, jobOverheadMs, long: false };
+  return {
+    workerRps: logUniform(r, ...SHORT_WORKER_RPS),
+    maxBatch,
+    jobOverheadMs,
+    long: false,
+    peakWorkers: logUniform(r, ...SHORT_PEAK_WORKERS),
+  };
 }
 
 /**
@@ -324,6 +334,9 @@ function drawService(r: Random, family: BankFamily): Service {
 function fitToLoad(s: Service, meanRps: number, peakRps: number): Omit<Service, 'long'> & { params: Params } {
   const overheadS = s.jobOverheadMs / 1000;
   let secondsPerRow = 1 / s.workerRps + overheadS;
+  // A drawn speed against a drawn rate mostly lands on one worker at the peak; short jobs take the
+  // pool's size at the peak as drawn instead, so the bank spans pools of one to tens of workers.
+  if (s.peakWorkers !== undefined && peakRps > 0) secondsPerRow = Math.max(secondsPerRow, s.peakWorkers / peakRps);
   if (peakRps > 0 && peakRps * secondsPerRow < 1) secondsPerRow = 1 / peakRps;
   if (meanRps * secondsPerRow > MAX_WORKERS_AT_MEAN) secondsPerRow = MAX_WORKERS_AT_MEAN / meanRps;
   const workerRps = round(1 / (secondsPerRow - overheadS));
