@@ -230,14 +230,7 @@ export function createScalerController(deps: ScalerControllerDeps): ScalerContro
     const decision = decideTuned(tuned, input, deps.decide);
     await deps.redis.set(memoryKey(d.model), JSON.stringify(decision.memory), 'PX', Math.max(86_400_000, 2 * s.scaleDownStabilizationMs));
 
-    const targets = allocate(decision, weighted);
-    const settled = isSettled(targets, weighted);
-    const planned: ScalerAction[] = targets.flatMap((t, i) => planVersion(t, weighted[i]?.workers ?? []));
-    for (const view of retired) {
-      const queued = queuedJobs(await deps.queueStats.backlog({ model: d.model, versions: [view.version] }));
-      planned.push(...planVersion(retireTargets(view, queued, settled), view.workers));
-    }
-    const ordered = inApplyOrder(planned);
+    const ordered = await planActions(d.model, decision, weighted, retired);
     // Re-check the lock right before acting: a leader that stalled past its TTL must not act.
     const applied = provider && (await lock.acquire()) ? await apply(d.model, ordered) : [];
     await decisions.record({
@@ -269,6 +262,23 @@ export function createScalerController(deps: ScalerControllerDeps): ScalerContro
       const all = [...weighted, ...retired].flatMap((v) => v.workers);
       observeDeployment(metrics, { model: d.model, workers: all, decision, forecast, backlog, coldStartSamplesMs });
     }
+  }
+
+  /** The decision as actions on each version's workers, the retired versions drained as their queues empty, in the order to apply. */
+  async function planActions(
+    model: string,
+    decision: PolicyDecision,
+    weighted: VersionView[],
+    retired: VersionView[],
+  ): Promise<ScalerAction[]> {
+    const targets = allocate(decision, weighted);
+    const settled = isSettled(targets, weighted);
+    const planned: ScalerAction[] = targets.flatMap((t, i) => planVersion(t, weighted[i]?.workers ?? []));
+    for (const view of retired) {
+      const queued = queuedJobs(await deps.queueStats.backlog({ model, versions: [view.version] }));
+      planned.push(...planVersion(retireTargets(view, queued, settled), view.workers));
+    }
+    return inApplyOrder(planned);
   }
 
   /** Rows arrived and served since this deployment's last tick; absent on its first (tick-counts.ts). */

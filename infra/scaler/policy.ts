@@ -131,28 +131,8 @@ export function decide(input: PolicyInput): PolicyDecision {
   // The pool's own want, from this tick's need (not the held one): each window holds only itself.
   const poolWant = raw + Math.max(settings.standby, burstStandby(demand, settings, capacity, factor, raw, []));
   const current = workers.active + workers.standby + workers.starting;
-  const relaunchHold = remember
-    ? noteWant(input.memory.relaunchHold, {
-        now: input.now,
-        want: Math.min(settings.max, poolWant),
-        held: current,
-        coldStartMs: settings.coldStartMs,
-      })
-    : input.memory.relaunchHold;
-  const hold = poolHold(relaunchHold, settings, reasons);
+  const { pool, hold, relaunchHold } = holdPool(input, settings, { want: Math.min(settings.max, poolWant), current, remember }, reasons);
   const minLifetimeMs = hold.holdMs;
-  const pool = stabilise(
-    {
-      now: input.now,
-      raw: Math.min(settings.max, poolWant),
-      entries: input.memory.recentPool ?? [],
-      windowMs: minLifetimeMs,
-      current,
-      remember,
-    },
-    'pool',
-    reasons,
-  );
   const t = targets({ active: active.value, standby: standbyWanted, pool: pool.value }, settings, minLifetimeMs, reasons);
   const holdDrain = active.skewed || pool.skewed || !capacity.measured;
   const { launch, drain } = actions(workers, t.active, t.standby, holdDrain, reasons);
@@ -350,6 +330,32 @@ function noteSlo(input: PolicyInput, s: Settings, pool: { pool: number; active: 
     },
     { sloTarget: s.sloTarget },
   );
+}
+
+/** Rule 5 for the pool's total: the want held for the hold (poolHold), whose gaps this tick's want adds to. */
+function holdPool(
+  input: PolicyInput,
+  s: Settings,
+  p: { want: number; current: number; remember: boolean },
+  reasons: string[],
+): { pool: Stable; hold: { holdMs: number; why: string }; relaunchHold: RelaunchHoldState | undefined } {
+  const relaunchHold = p.remember
+    ? noteWant(input.memory.relaunchHold, { now: input.now, want: p.want, held: p.current, coldStartMs: s.coldStartMs })
+    : input.memory.relaunchHold;
+  const hold = poolHold(relaunchHold, s, reasons);
+  const pool = stabilise(
+    {
+      now: input.now,
+      raw: p.want,
+      entries: input.memory.recentPool ?? [],
+      windowMs: hold.holdMs,
+      current: p.current,
+      remember: p.remember,
+    },
+    'pool',
+    reasons,
+  );
+  return { pool, hold, relaunchHold };
 }
 
 /**
