@@ -8,12 +8,9 @@
  * counted in rows; a record that names its sources itself is taken at its word. Cleans up its keys.
  */
 import { Queue } from 'bullmq';
-import { Hono } from 'hono';
 import { afterAll, expect, it } from 'vitest';
-import type { AuthEnv } from '../api/http/auth.ts';
-import { errorHandler, notFoundHandler } from '../api/http/errors.ts';
 import { PoolView as PoolViewSchema } from '../api/openapi/schemas.ts';
-import { POOL_DECISIONS_SHOWN, type PoolView, poolRoutes } from '../api/routes/pool.ts';
+import { POOL_DECISIONS_SHOWN, type PoolView } from '../api/routes/pool.ts';
 import type { SourcedDecisionRecord } from '../api/use-cases/pool-terms.ts';
 import type { QueuedRequest } from '../infra/contracts/entry.ts';
 import { queueName } from '../infra/contracts/job.ts';
@@ -32,6 +29,7 @@ import { forecastArrivals } from '../infra/scaler/forecast.ts';
 import { decide } from '../infra/scaler/policy.ts';
 import { scalerSettingsFrom } from '../infra/scaler/settings.ts';
 import { createArrivalHistory } from '../infra/telemetry/arrival-history.ts';
+import { poolApp } from './support/pool-app.ts';
 import { testServices, uniqueId } from './support/services.ts';
 import { until } from './support/until.ts';
 
@@ -75,19 +73,6 @@ async function beat(
   await redis.set(workerKey(prefix, b.id), JSON.stringify(payload), 'PX', 60_000);
 }
 
-/** The route as `tenant` calls it (auth is app.ts's); `ops` is the admin. */
-function app(tenant = 'ops'): Hono<AuthEnv> {
-  const a = new Hono<AuthEnv>();
-  a.onError(errorHandler(undefined));
-  a.notFound(notFoundHandler);
-  a.use('*', async (c, next) => {
-    c.set('tenant', tenant);
-    await next();
-  });
-  a.route('/', poolRoutes({ redis, prefix, backlog: (t) => queueStats.backlog(t), clock, adminTenants: ['ops'] }));
-  return a;
-}
-
 it("shows each deployment's workers, queues, forecast, targets and recent decisions", async () => {
   const deployments = createDeploymentStore(redis, prefix);
   await deployments.put({
@@ -107,7 +92,7 @@ it("shows each deployment's workers, queues, forecast, targets and recent decisi
   await queue.add('infer', {}, { timestamp: T0 - 3_000 });
   await queue.add('infer', {}, { timestamp: T0 - 1_000, priority: 10 });
 
-  const before = await app().request('/v1/pool');
+  const before = await poolApp({ redis, prefix, queueStats, clock }).request('/v1/pool');
   expect(before.status).toBe(200);
   const empty = (await before.json()) as PoolView;
   expect(empty.deployments.find((d) => d.model === 'ranker')).toMatchObject({ forecast: null, desired: null, decisions: [] });
@@ -124,7 +109,7 @@ it("shows each deployment's workers, queues, forecast, targets and recent decisi
   await controller.tick();
   await controller.close();
 
-  const res = await app().request('/v1/pool');
+  const res = await poolApp({ redis, prefix, queueStats, clock }).request('/v1/pool');
   expect(res.status).toBe(200);
   const view = (await res.json()) as PoolView;
   expect(view.at).toBe(T0 + 1000);
@@ -156,7 +141,7 @@ it("shows each deployment's workers, queues, forecast, targets and recent decisi
   expect(view.deployments.find((d) => d.model === 'idle')).toMatchObject({ workers: [], queue: { waiting: 0, oldestAgeMs: 0 } });
 
   // Another tenant sees the same pool, except where its workers run (issue 20).
-  const theirs = (await (await app('tenant-b').request('/v1/pool')).json()) as PoolView;
+  const theirs = (await (await poolApp({ redis, prefix, queueStats, clock }, 'tenant-b').request('/v1/pool')).json()) as PoolView;
   const seen = theirs.deployments.find((d) => d.model === 'ranker');
   expect(seen?.queue).toEqual(ranker?.queue);
   expect(seen?.desired).toEqual(ranker?.desired);
@@ -205,7 +190,7 @@ it("shows what set the latest decision's numbers: SLO sizing, backlog in rows, b
   const deployments = createDeploymentStore(redis, prefix);
   await deployments.put({ model: 'scorer', version: '1', min: 0, max: 8, standby: 0 });
   const view = async () => {
-    const res = await app().request('/v1/pool');
+    const res = await poolApp({ redis, prefix, queueStats, clock }).request('/v1/pool');
     expect(res.status).toBe(200);
     const body = (await res.json()) as PoolView;
     expect(PoolViewSchema.safeParse(body).error).toBeUndefined();

@@ -1,13 +1,5 @@
-/**
- * The live controller's decision log on a steady pool (issue 19 §9): a real controller (real
- * forecaster, policy and Redis, an in-memory provider) ticking every 2 s on a ManualClock records
- * a decision when it changes and otherwise once a minute, and `GET /v1/pool`'s recent decisions
- * show those records, newest first. Cleans up its keys.
- */
-import { Hono } from 'hono';
 import { afterAll, expect, it } from 'vitest';
-import type { AuthEnv } from '../api/http/auth.ts';
-import { type PoolView, poolRoutes } from '../api/routes/pool.ts';
+import type { PoolView } from '../api/routes/pool.ts';
 import type { PoolProvider, PoolWorker } from '../infra/contracts/pool.ts';
 import { createDeploymentStore } from '../infra/deployments/deployment-store.ts';
 import type { HeartbeatPayload } from '../infra/fleet/worker-states.ts';
@@ -23,6 +15,7 @@ import { forecastArrivals } from '../infra/scaler/forecast.ts';
 import { decide } from '../infra/scaler/policy.ts';
 import { scalerSettingsFrom } from '../infra/scaler/settings.ts';
 import { createArrivalHistory } from '../infra/telemetry/arrival-history.ts';
+import { poolApp } from './support/pool-app.ts';
 import { testServices, uniqueId } from './support/services.ts';
 
 const redis = createRedis(testServices().redisUrl);
@@ -66,16 +59,6 @@ async function beat(): Promise<void> {
   await redis.set(workerKey(prefix, worker.id), JSON.stringify(payload), 'PX', 60_000);
 }
 
-function poolApp(): Hono<AuthEnv> {
-  const a = new Hono<AuthEnv>();
-  a.use('*', async (c, next) => {
-    c.set('tenant', 'ops');
-    await next();
-  });
-  a.route('/', poolRoutes({ redis, prefix, backlog: (t) => queueStats.backlog(t), clock, adminTenants: ['ops'] }));
-  return a;
-}
-
 it('a steady pool ticked every 2 s records its decision once a minute, and a change at once', async () => {
   const deployments = createDeploymentStore(redis, prefix);
   await deployments.put({ model: 'steady', version: '1', min: 1, max: 3, standby: 0 });
@@ -110,7 +93,7 @@ it('a steady pool ticked every 2 s records its decision once a minute, and a cha
     await tickFor(10_000);
     expect(await redis.xlen(stream)).toBe(4);
 
-    const view = (await (await poolApp().request('/v1/pool')).json()) as PoolView;
+    const view = (await (await poolApp({ redis, prefix, queueStats, clock }).request('/v1/pool')).json()) as PoolView;
     const steady = view.deployments.find((d) => d.model === 'steady');
     expect(steady?.decisions.map((d) => d.at)).toEqual([changedAt, T0 + 2 * DECISION_HEARTBEAT_MS, T0 + DECISION_HEARTBEAT_MS, T0]);
     expect(steady?.decisions[0]?.settings.standby).toBe(1);

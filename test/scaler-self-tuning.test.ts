@@ -1,18 +1,6 @@
-/**
- * Self-tuning in the live scaler (issue 28 §1), on a real Redis with a fake clock: the controller
- * retunes from the arrival history it reads every tick, on the real tuner (the simulator's
- * portfolio on a worker thread), and switches candidates when the traffic changes character —
- * steady traffic, where the cheapest policy that meets the SLO is a fixed fleet, then a ramp that
- * repeats every hour, where a queue-length scaler follows the climb for less than a fleet sized
- * for its top. The switch is in the decision log and in GET /v1/pool; a retune given almost no
- * CPU leaves the candidates it could not afford out of the choice. Cleans up its keys.
- */
-import { Hono } from 'hono';
 import { afterAll, expect, it } from 'vitest';
-import type { AuthEnv } from '../api/http/auth.ts';
-import { errorHandler, notFoundHandler } from '../api/http/errors.ts';
 import { PoolView as PoolViewSchema } from '../api/openapi/schemas.ts';
-import { type PoolView, poolRoutes } from '../api/routes/pool.ts';
+import type { PoolView } from '../api/routes/pool.ts';
 import type { PoolProvider, Tuner, TuningChoice } from '../infra/contracts/pool.ts';
 import { createDeploymentStore } from '../infra/deployments/deployment-store.ts';
 import type { HeartbeatPayload } from '../infra/fleet/worker-states.ts';
@@ -29,6 +17,7 @@ import { decide } from '../infra/scaler/policy.ts';
 import { scalerSettingsFrom } from '../infra/scaler/settings.ts';
 import { createTuner } from '../infra/simulator/index.ts';
 import { type ArrivalCount, createArrivalHistory } from '../infra/telemetry/arrival-history.ts';
+import { poolApp } from './support/pool-app.ts';
 import { testServices, uniqueId } from './support/services.ts';
 import { until } from './support/until.ts';
 
@@ -121,18 +110,6 @@ async function choiceAfter(after: number): Promise<TuningChoice> {
   });
 }
 
-function app(): Hono<AuthEnv> {
-  const a = new Hono<AuthEnv>();
-  a.onError(errorHandler(undefined));
-  a.notFound(notFoundHandler);
-  a.use('*', async (c, next) => {
-    c.set('tenant', 'ops');
-    await next();
-  });
-  a.route('/', poolRoutes({ redis, prefix, backlog: (t) => queueStats.backlog(t), clock, adminTenants: ['ops'] }));
-  return a;
-}
-
 it('switches away from a fixed fleet when steady traffic turns into an hourly climb, to a queue-length scaler once the window holds only the climb; in the decision log and GET /v1/pool', async () => {
   await createDeploymentStore(redis, prefix).put({
     model: 'scorer',
@@ -196,7 +173,7 @@ it('switches away from a fixed fleet when steady traffic turns into an hourly cl
     expect(at).toBeGreaterThan(0);
     expect(log[at - 1]?.tuning?.chosen.name).toBe('fixed');
 
-    const res = await app().request('/v1/pool');
+    const res = await poolApp({ redis, prefix, queueStats, clock }).request('/v1/pool');
     const body = (await res.json()) as PoolView;
     expect(PoolViewSchema.safeParse(body).error).toBeUndefined();
     const tuning = body.deployments.find((d) => d.model === 'scorer')?.terms?.tuning;

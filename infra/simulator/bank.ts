@@ -9,13 +9,12 @@
  * - no more cold starts than the reactive baseline as-is (the KEDA-like scaler run today).
  * No constant is fitted to a bank: its worlds are drawn, so a seed not tuned on is a fresh test.
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
-import path from 'node:path';
 import type { ScalerTuning } from '../kernel/config.ts';
 import { coldStartModel } from './cold-start.ts';
 import { defaultSettings, type SimulationSettings } from './compare.ts';
 import { inParallel } from './in-parallel.ts';
 import { scoreWorld, type WorldScore } from './matrix.ts';
+import { writeReportFiles } from './report-files.ts';
 import type { BankFamily, BankWorld } from './world-bank.ts';
 
 export const BANK_TARGETS = { costVsSimpleAtSlo: 1.0, costVsOracleAtSlo: 1.3, oracleSlack: 0.005 } as const;
@@ -179,7 +178,5 @@ export function bankMarkdown(r: BankResult): string {
 
 /** bank.md and bank.json in `dir`. */
 export function writeBank(dir: string, r: BankResult): void {
-  mkdirSync(dir, { recursive: true });
-  writeFileSync(path.join(dir, 'bank.json'), `${JSON.stringify(r, null, 2)}\n`);
-  writeFileSync(path.join(dir, 'bank.md'), bankMarkdown(r));
+  writeReportFiles(dir, 'bank', r, bankMarkdown(r));
 }

@@ -17,8 +17,6 @@
  * at the SLO target; at most `threads` calls run at once. A call past its budget is stopped and
  * its cell says so instead of a figure. `quick` cuts each trace to its first day first (tests).
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
-import path from 'node:path';
 import type { ScalerTuning } from '../kernel/config.ts';
 import { InvalidInputError } from '../kernel/errors.ts';
 import type { ArrivalPattern } from './arrivals.ts';
@@ -27,6 +25,7 @@ import { replayBounded, searchAtSloBounded } from './bounded-replay.ts';
 import { coldStartModel } from './cold-start.ts';
 import { defaultSettings, type SimulationSettings } from './compare.ts';
 import { inParallel } from './in-parallel.ts';
+import { writeReportFiles } from './report-files.ts';
 import type { PolicySummary } from './sweep.ts';
 import type { Trace } from './trace.ts';
 import { evaluationSettings, splitMinutes, trainingTrace } from './walk-forward.ts';
@@ -312,7 +311,5 @@ export function matrixMarkdown(r: MatrixResult): string {
 
 /** matrix.md and matrix.json in `dir`. */
 export function writeMatrix(dir: string, r: MatrixResult): void {
-  mkdirSync(dir, { recursive: true });
-  writeFileSync(path.join(dir, 'matrix.json'), `${JSON.stringify(r, null, 2)}\n`);
-  writeFileSync(path.join(dir, 'matrix.md'), matrixMarkdown(r));
+  writeReportFiles(dir, 'matrix', r, matrixMarkdown(r));
 }
