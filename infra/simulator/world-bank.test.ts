@@ -96,9 +96,13 @@ describe('every world', () => {
         expect([w.maxBatch, w.jobOverheadMs]).toEqual([1, 0]);
         expect(1 / w.workerRps).toBeGreaterThanOrEqual(2);
         expect(1 / w.workerRps).toBeLessThanOrEqual(60.1);
+        // At least about one worker at the peak minute.
+        expect(w.params.workersAtPeak).toBeGreaterThan(0.99);
+      } else {
+        // Short jobs stay short: a full batch within 10 s (one worker may then idle at the peak).
+        expect(w.maxBatch * (1 / w.workerRps + w.jobOverheadMs / 1000)).toBeLessThanOrEqual(10.01);
       }
-      // At least about one worker at the peak minute, at most about 200 at the mean.
-      expect(w.params.workersAtPeak).toBeGreaterThan(0.99);
+      // At most about 200 workers at the mean.
       expect(w.params.workersAtMean).toBeLessThanOrEqual(200.1);
     }
   });

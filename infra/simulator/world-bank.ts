@@ -68,6 +68,8 @@ const BATCH_SIZES = [1, 2, 4, 8, 16, 32] as const;
 const SHORT_WORKER_RPS: Range = [2, 400];
 /** Short jobs: workers at the peak minute, log-uniform (a pool of one to tens). */
 const SHORT_PEAK_WORKERS: Range = [1, 64];
+/** What keeps a short job short: its full batch takes at most this long. */
+const SHORT_BATCH_MAX_S = 10;
 const SHORT_OVERHEAD_MS: Range = [0, 20];
 const LONG_JOB_S: Range = [2, 60];
 /** Above this many workers at the mean a replay gets slow and says nothing new: the worker is made faster. */
@@ -335,9 +337,15 @@ function fitToLoad(s: Service, meanRps: number, peakRps: number): Omit<Service, 
   const overheadS = s.jobOverheadMs / 1000;
   let secondsPerRow = 1 / s.workerRps + overheadS;
   // A drawn speed against a drawn rate mostly lands on one worker at the peak; short jobs take the
-  // pool's size at the peak as drawn instead, so the bank spans pools of one to tens of workers.
-  if (s.peakWorkers !== undefined && peakRps > 0) secondsPerRow = Math.max(secondsPerRow, s.peakWorkers / peakRps);
+  // pool's size at the peak as drawn instead, so the bank spans pools of one to tens of workers —
+  // as far as their batches stay short: a full batch within SHORT_BATCH_MAX_S.
+  if (s.peakWorkers !== undefined && peakRps > 0) {
+    const slowest = SHORT_BATCH_MAX_S / s.maxBatch;
+    secondsPerRow = Math.max(secondsPerRow, Math.min(slowest, s.peakWorkers / peakRps));
+  }
   if (peakRps > 0 && peakRps * secondsPerRow < 1) secondsPerRow = 1 / peakRps;
+  // A short job stays short even where that leaves its one worker idle at the peak (scale to zero).
+  if (s.peakWorkers !== undefined) secondsPerRow = Math.min(secondsPerRow, Math.max(overheadS * 1.01, SHORT_BATCH_MAX_S / s.maxBatch));
   if (meanRps * secondsPerRow > MAX_WORKERS_AT_MEAN) secondsPerRow = MAX_WORKERS_AT_MEAN / meanRps;
   const workerRps = round(1 / (secondsPerRow - overheadS));
   const perRow = 1 / workerRps + overheadS;
