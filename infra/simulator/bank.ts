@@ -9,25 +9,18 @@
  * - no more cold starts than the reactive baseline as-is (the KEDA-like scaler run today).
  * No constant is fitted to a bank: its worlds are drawn, so a seed not tuned on is a fresh test.
  */
-import type { ScalerTuning } from '../kernel/config.ts';
 import { coldStartModel } from './cold-start.ts';
 import { defaultSettings, type SimulationSettings } from './compare.ts';
 import { inParallel } from './in-parallel.ts';
-import { scoreWorld, type WorldScore } from './matrix.ts';
+import { type MatrixOptions, scoreWorld, type WorldScore } from './matrix.ts';
 import { writeReportFiles } from './report-files.ts';
 import type { BankFamily, BankWorld } from './world-bank.ts';
 
 export const BANK_TARGETS = { costVsSimpleAtSlo: 1.0, costVsOracleAtSlo: 1.3, oracleSlack: 0.005 } as const;
 
-export interface BankOptions {
-  scaler: ScalerTuning;
-  /** World settings from flags (tick, seed, standby price, self-tuning); each world's own override them. */
-  given: Partial<SimulationSettings>;
-  coldStartCv: number;
-  trainFraction: number;
-  sloTarget: number;
-  threads: number;
-  cellCpuBudgetMs: number;
+/** The matrix's options (each world's own settings override `given`), told of each world as it finishes. */
+export interface BankOptions
+  extends Pick<MatrixOptions, 'scaler' | 'given' | 'coldStartCv' | 'trainFraction' | 'sloTarget' | 'threads' | 'cellCpuBudgetMs'> {
   onWorld?: (cell: BankCell, done: number, total: number) => void;
 }
 
