@@ -10,7 +10,7 @@
  *   runs: `failed input_changed` (one that ended `succeeded` read no rewritten object; counted);
  * - meanwhile `bulkFlood` more runs at once over its small input: past
  *   MAX_ACTIVE_BULK_RUNS_PER_TENANT they are 429 too_many_bulk_runs.
- * A run's start refused 429 is asked again (its slot comes back when a run ends); each answer
+ * A run's start refused 429 (its slot comes back when a run ends) or 408 is asked again; each answer
  * and each run's end is tallied under the attack's name. At the stop, the hostile runs not yet
  * ended are handed over in the tally (`openRuns`: the scenario waits for their ends, since the
  * dispatcher adopts an API-created run only on its next poll), the others canceled, as a
@@ -106,7 +106,7 @@ export function judgeRunEnd(tally: AttackTally, name: string, id: string, end: s
     problem(tally, `${name}: ended ${end}`, `run ${id} over its own input: expected failed ${expected}`);
 }
 
-/** Starts a run, asking again while its slot is taken; its id, or undefined when refused otherwise or stopped. */
+/** Starts a run, asking again while its slot is taken or its request timed out; its id, or undefined when refused otherwise or stopped. */
 async function start(t: AttackTargets, tally: AttackTally, name: string, req: Request, stop: AbortSignal): Promise<string | undefined> {
   while (!stop.aborted) {
     const a = await exchange(t, req, stop);
@@ -115,7 +115,9 @@ async function start(t: AttackTargets, tally: AttackTally, name: string, req: Re
     count(tally, name, a.key);
     if (a.status === 202) return (JSON.parse(a.text) as { id: string }).id;
     if (a.status >= 500 || a.status < 400) problem(tally, `${name}: start answered ${a.key}`, a.text.slice(0, 200));
-    if (a.status !== 429) return undefined;
+    // 429: its slot is taken; 408: its own client (at nice 19 on a busy machine) did not send the
+    // request within the server's timeout. Neither looked at the run, so it is asked again.
+    if (a.status !== 429 && a.status !== 408) return undefined;
     await sleep(POLL_MS, stop);
   }
   return undefined;
