@@ -335,6 +335,42 @@ describe('decide: scenarios on a fake clock', () => {
     }
   });
 
+  it('min 0, sporadic requests before any profile: one cold start, the worker launched for the first is not drained when its profile arrives', () => {
+    const settings = { ...SETTINGS, min: 0, standby: 0, coldStartMs: 5_000, scaleDownStabilizationMs: 120_000 };
+    const queued: Backlog = { ...noBacklog, waiting: 1, oldestAgeMs: 100 };
+    // The live forecaster's reactive level: the arrivals of the last completed minute.
+    const arrivalAt = (s: number) => s % 20 === 0 && s < 300;
+    const lastMinute = (s: number) => {
+      const start = (Math.floor(s / 60) - 1) * 60;
+      return start < 0 ? 0 : Array.from({ length: 60 }, (_, i) => start + i).filter(arrivalAt).length / 60;
+    };
+    let memory = emptyPolicyMemory();
+    let workers = pool(0);
+    const launches: number[] = [];
+    const drains: number[] = [];
+    // A request every 20 s for five minutes, then none. A launched worker is warm at the next
+    // tick, serves what waits at once, and only then reports its rate.
+    for (let s = 0; s < 600; s += 2) {
+      const warm = workers.active > 0;
+      const d = decide({
+        now: at(3, 0, s),
+        forecast: forecastOf(lastMinute(s), lastMinute(s), 'reactive'),
+        backlog: arrivalAt(s) && !warm ? queued : noBacklog,
+        workers,
+        perWorkerRatePerSec: warm ? RATE : 0,
+        settings,
+        memory,
+      });
+      memory = d.memory;
+      if (d.launch > 0) launches.push(s);
+      if (d.drain > 0) drains.push(s);
+      workers = pool(Math.max(0, workers.active + workers.starting - d.drain), 0, d.launch);
+    }
+    expect(launches).toEqual([0]);
+    expect(drains).toHaveLength(1);
+    expect(drains[0]).toBeGreaterThan(300); // only after the requests stopped
+  });
+
   it('worker crash: counts drop, standby takes over at once and the pool is relaunched once', () => {
     const settings = { ...SETTINGS, standby: 1 };
     const sim = new Sim({ settings, start: at(10), demand: () => 300, forecast: () => forecastOf(300), workers: pool(4, 1) });

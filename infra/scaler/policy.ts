@@ -343,6 +343,10 @@ function holdPool(
     ? noteWant(input.memory.relaunchHold, { now: input.now, want: p.want, held: p.current, coldStartMs: s.coldStartMs })
     : input.memory.relaunchHold;
   const hold = poolHold(relaunchHold, s, reasons);
+  // Remembered on a guessed profile too: a worker launched then (a backlog at min 0 before any
+  // worker reported its rate) was wanted, and forgetting that want drained it the moment its
+  // profile arrived, so each sporadic request paid a cold start. Its lifetime holds it whatever
+  // the rate turns out to be; a guess too high costs at most that lifetime.
   const pool = stabilise(
     {
       now: input.now,
@@ -350,7 +354,7 @@ function holdPool(
       entries: input.memory.recentPool ?? [],
       windowMs: hold.holdMs,
       current: p.current,
-      remember: p.remember,
+      remember: true,
     },
     'pool',
     reasons,
@@ -383,7 +387,7 @@ interface StabiliseInput {
   windowMs: number;
   /** What the pool has now: the floor on a tick that must not scale down. */
   current: number;
-  /** False on a guessed profile: hold the pool, record nothing. */
+  /** False on a guessed profile: hold at least what there is, record nothing (the pool window always records). */
   remember: boolean;
 }
 
