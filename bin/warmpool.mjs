@@ -21,7 +21,7 @@ process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 
 const stale = staleReason();
 const cli = stale ? await rebuilt(stale) : await import('../dist/cli.js');
-process.exitCode = await cli.main(process.argv.slice(2));
+process.exitCode = await cli.cliMain(process.argv.slice(2));
 
 /** dist/ rebuilt and loaded; where the sources do not compile, the sources through tsx. */
 async function rebuilt(stale) {

@@ -12,6 +12,9 @@
  *    a one-line error in a second, not a retry loop.
  * 5. Failures print as one line with a hint (scripts/commands/cli-errors.ts); a stack trace only
  *    with --debug or WARMPOOL_DEBUG=1.
+ *
+ * The process's entry is `cliMain`: every command's stdout and stderr end it quietly when their
+ * reader goes away (`warmpool s3 ls … | head`, scripts/commands/closed-output.ts).
  */
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
@@ -20,6 +23,7 @@ import { type Config, loadConfig } from '../infra/kernel/config.ts';
 import { describeFailure, type FailureContext, type SettingSource, unexpectedFailure } from './commands/cli-errors.ts';
 import { COMMANDS, resolveCommand } from './commands/cli-options.ts';
 import { type CommandSpec, formatGroupHelp, formatHelp, formatOverview, parseCommand, usageError, wantsHelp } from './commands/cli-spec.ts';
+import { endQuietlyWhenClosed } from './commands/closed-output.ts';
 
 export const DEV_ENV_FILE = path.join('.warmpool', 'dev.env');
 
@@ -57,6 +61,14 @@ const RUNNERS: Record<string, Runner> = {
 
 const out = (text: string) => process.stdout.write(text);
 const err = (text: string) => process.stderr.write(text);
+
+/** The process's entry (bin/warmpool.mjs): main() with the process's own streams guarded, once. */
+export function cliMain(argv: string[]): Promise<number> {
+  const io = { err, exit: (code: number) => process.exit(code) };
+  endQuietlyWhenClosed(process.stdout, 'stdout', io);
+  endQuietlyWhenClosed(process.stderr, 'stderr', io);
+  return main(argv);
+}
 
 export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
   const { args, debug } = takeDebug(argv, env);

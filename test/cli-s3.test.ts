@@ -10,6 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { loadConfig } from '../infra/kernel/config.ts';
 import { createS3ObjectStore } from '../infra/registry/s3-object-store.ts';
+import { runCli } from './support/cli-child.ts';
 import { testEnv, testServices } from './support/services.ts';
 
 const BIN = fileURLToPath(new URL('../bin/warmpool.mjs', import.meta.url));
@@ -109,6 +110,19 @@ it('cp downloads an object to a file, into a directory, to stdout, and a prefix 
   const tree = await cli('cp', '-r', s3('out/'), 'results');
   expect(tree.code, tree.stderr).toBe(0);
   expect(readFileSync(path.join(dir, 'results', 'sub', 'part-000001.jsonl'), 'utf8')).toBe('{"id":"b","score":0.25}\n');
+});
+
+it('ls and cp to stdout end quietly when the reader of stdout is gone (`… | head`)', async () => {
+  await store.put(`${root}piped/big.bin`, Buffer.alloc(1 << 20, 7));
+  for (const args of [
+    ['ls', '-r', s3()],
+    ['ls', s3('in/')],
+    ['cp', s3('piped/big.bin'), '-'],
+  ]) {
+    const res = await runCli(['s3', ...args], { env, cwd: dir, closeStdout: true });
+    expect(res.stderr, args.join(' ')).toBe('');
+    expect(res.code, args.join(' ')).toBe(0);
+  }
 });
 
 it('a single file can go to a key of its own name', async () => {

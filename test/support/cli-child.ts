@@ -16,9 +16,21 @@ export interface CliResult {
   stderr: string;
 }
 
-export function runCli(args: readonly string[], options: { env: NodeJS.ProcessEnv; cwd: string; timeoutMs?: number }): Promise<CliResult> {
+export interface CliOptions {
+  env: NodeJS.ProcessEnv;
+  cwd: string;
+  timeoutMs?: number;
+  /**
+   * Close the reading end of stdout before the command runs a line, as `| head` does once it has
+   * its lines: every write the command makes then fails with EPIPE.
+   */
+  closeStdout?: boolean;
+}
+
+export function runCli(args: readonly string[], options: CliOptions): Promise<CliResult> {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, [BIN, ...args], { env: options.env, cwd: options.cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+    if (options.closeStdout) child.stdout.destroy();
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d: Buffer) => {
