@@ -88,7 +88,7 @@ export function writeSweep(dir: string, trace: TraceInfo, r: SweepResult, sloMs:
   const md = [
     `# Policy sweep: ${path.basename(trace.file)}`,
     '',
-    `Grid: ${r.axes.map((a) => `${a.name} ∈ {${a.values.join(', ')}}`).join(', ')} — ${r.points.length} settings of the predictive policy, same arrivals, beside the baselines. ★ marks the Pareto front (no other setting is both cheaper and better).`,
+    `Grid: ${r.axes.map((a) => `${a.name} ∈ {${a.values.join(', ')}}`).join(', ')} — ${r.points.length} settings of the predictive policy, same arrivals, beside the baselines. ★ marks the Pareto front: no other setting and no deployable baseline (reactive, static-peak) is at least as cheap and as good, and better in one.`,
     '',
     cheapestLine(r),
     '',

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { SIMULATE_DEFAULTS } from '../kernel/config.ts';
 import { compare, defaultSettings } from './compare.ts';
-import { cheapestMeeting, paretoFront, parseSweep, runSweep, sweepGrid } from './sweep.ts';
+import { cheapestMeeting, paretoFront, parseSweep, runSweep, sweepFront, sweepGrid } from './sweep.ts';
 import type { Trace } from './trace.ts';
 
 describe('sweep grid', () => {
@@ -44,6 +44,23 @@ describe('sweep grid', () => {
     expect(cheapestMeeting(points, 0.99)).toBe(1);
     expect(cheapestMeeting(points, 1)).toBe(3);
     expect(cheapestMeeting(points, 1.01)).toBeUndefined();
+  });
+
+  it('leaves off the front a setting a deployable baseline beats on cost and attainment, but not one only the oracle beats', () => {
+    const points = [
+      { cost: 10, sloAttainment: 0.99 },
+      { cost: 12, sloAttainment: 0.995 }, // reactive is cheaper and better
+      { cost: 20, sloAttainment: 1 },
+      { cost: 31, sloAttainment: 1 }, // static-peak is cheaper and as good
+    ];
+    const baselines = [
+      { name: 'reactive', cost: 11, sloAttainment: 0.996 },
+      { name: 'static-peak', cost: 30, sloAttainment: 1 },
+      // Perfect foresight beats every setting: a floor, not a rival.
+      { name: 'oracle', cost: 5, sloAttainment: 1 },
+    ];
+    expect(sweepFront(points, baselines)).toEqual([true, false, true, false]);
+    expect(paretoFront(points)).toEqual([true, true, true, false]);
   });
 });
 

@@ -4,8 +4,9 @@
  * they run once). Points run in parallel on worker threads, at most one per core.
  *
  * The result names the Pareto front on (cost, SLO attainment) — a point is on it when no other
- * point is at least as cheap and at least as good, and strictly better in one — and the cheapest
- * policy whose attainment meets the target. That choice compares every policy an operator could
+ * point and no deployable baseline (reactive, static-peak) is at least as cheap and at least as
+ * good, and strictly better in one: a setting the reactive scaler beats on both is no choice — and
+ * the cheapest policy whose attainment meets the target. That choice compares every policy an operator could
  * run: the grid's points and the deployable baselines (reactive, static-peak), so a baseline that
  * meets the SLO for less is named rather than hidden behind a dearer point. The oracle is left out
  * of it — perfect foresight is a floor on cost, not a setting — and reported beside it.
@@ -121,15 +122,32 @@ export function sweepGrid(axes: readonly SweepAxis[]): Array<Record<string, numb
   );
 }
 
-/** true where a point is on the Pareto front (lower cost, higher attainment are better). */
-export function paretoFront(points: ReadonlyArray<{ cost: number; sloAttainment: number }>): boolean[] {
-  return points.map(
-    (p) =>
-      !points.some((q) => q.cost <= p.cost && q.sloAttainment >= p.sloAttainment && (q.cost < p.cost || q.sloAttainment > p.sloAttainment)),
-  );
+type Figures = { cost: number; sloAttainment: number };
+
+/** Whether `q` is at least as cheap and as good as `p`, and strictly better in one. */
+const dominates = (q: Figures, p: Figures) =>
+  q.cost <= p.cost && q.sloAttainment >= p.sloAttainment && (q.cost < p.cost || q.sloAttainment > p.sloAttainment);
+
+/**
+ * true where a point is on the Pareto front (lower cost, higher attainment are better): no other
+ * point dominates it, and none of `rivals` (policies on the same front that are not points of
+ * this grid, e.g. the deployable baselines) does.
+ */
+export function paretoFront(points: ReadonlyArray<Figures>, rivals: ReadonlyArray<Figures> = []): boolean[] {
+  return points.map((p) => !points.some((q) => dominates(q, p)) && !rivals.some((q) => dominates(q, p)));
 }
 
-type Figures = { cost: number; sloAttainment: number };
+/**
+ * The sweep's front: the grid's points that neither another point nor a deployable baseline
+ * dominates. A bound (the oracle) is left out: perfect foresight beats every setting, and no
+ * operator can run it.
+ */
+export function sweepFront(points: ReadonlyArray<Figures>, baselines: ReadonlyArray<Figures & { name: string }>): boolean[] {
+  return paretoFront(
+    points,
+    baselines.filter((b) => !BOUND_BASELINES.includes(b.name)),
+  );
+}
 
 /** Index of the cheapest point meeting `target` (on equal cost, the better attainment, then the first); undefined when none does. */
 export function cheapestMeeting(points: ReadonlyArray<Figures>, target: number): number | undefined {
@@ -179,7 +197,7 @@ export async function runSweep(trace: Trace, settings: SimulationSettings, axes:
   const results = await runTasks(trace, tasks, threads);
   const results0 = results[0] ?? [];
   const predictive = grid.map((_, i) => (results[i + 1] ?? [])[0] as PolicySummary);
-  const front = paretoFront(predictive);
+  const front = sweepFront(predictive, results0);
   return {
     axes,
     sloTarget: o.sloTarget,
