@@ -15,6 +15,7 @@ import { type AppDeps, type AppJobQueue, createApp } from './app.ts';
 import { createIdempotencyStore } from './http/idempotency.ts';
 import { createRateLimiter } from './http/rate-limiter.ts';
 import type { JobView, ModelCatalog } from './ports.ts';
+import { WAIT_CHECK_MS } from './routes/job-events.ts';
 import type { FleetView, WorkerSighting } from './use-cases/fleet-view.ts';
 
 const KEY_A = 'key-aaaaaaaaaaaaaaaa';
@@ -595,6 +596,62 @@ describe('createApp', () => {
       const text = await res.text();
       const resource = await (await get(`/v1/jobs/${id}`)).json();
       expect(text).toBe(`event: succeeded\ndata: ${JSON.stringify(resource)}\n\n`);
+    });
+
+    it('a queued job says why it waits, and its queued event goes out again when the starting worker moves to another phase', async () => {
+      let state: WorkerSighting['state'] = 'downloading';
+      const fleet: FleetView = {
+        async workers() {
+          return [{ id: 'w0', state, jobsInFlight: 0, startedAt: T0 - 1_000, stateSince: T0 - 500 }];
+        },
+        async coldStartMs() {
+          return 6_000;
+        },
+      };
+      const watched = createApp({ ...deps, fleet });
+      const { id } = (await (
+        await watched.request('/v1/models/scorer/jobs', {
+          method: 'POST',
+          headers: { Authorization: `Bearer ${KEY_A}`, 'Content-Type': 'application/json' },
+          body: JSON.stringify(body(1)),
+        })
+      ).json()) as { id: string };
+      const view = (await (await watched.request(`/v1/jobs/${id}`, { headers: { Authorization: `Bearer ${KEY_A}` } })).json()) as {
+        waiting: unknown;
+      };
+      expect(view.waiting).toEqual({
+        code: 'worker_starting',
+        phase: 'downloading',
+        expectedInMs: 5_000,
+        message: 'a worker is starting (downloading the model for 0.5 s; a cold start of scorer takes about 6.0 s)',
+      });
+
+      const gone = new AbortController();
+      const res = await watched.request(`/v1/jobs/${id}/events`, { headers: { Authorization: `Bearer ${KEY_A}` }, signal: gone.signal });
+      const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+      const decoder = new TextDecoder();
+      let text = '';
+      const nextEvent = async () => {
+        while (!text.includes('\n\n')) text += decoder.decode((await reader.read()).value);
+        const [event, rest] = [text.slice(0, text.indexOf('\n\n')), text.slice(text.indexOf('\n\n') + 2)];
+        text = rest;
+        return { name: /^event: (.*)$/m.exec(event)?.[1], data: JSON.parse(/^data: (.*)$/m.exec(event)?.[1] ?? 'null') };
+      };
+      const first = await nextEvent();
+      expect(first).toMatchObject({
+        name: 'queued',
+        data: { status: 'queued', waiting: { code: 'worker_starting', phase: 'downloading' } },
+      });
+      await clock.advance(WAIT_CHECK_MS); // the same phase: nothing sent
+      state = 'warming';
+      await clock.advance(WAIT_CHECK_MS);
+      const second = await nextEvent();
+      expect(second).toMatchObject({
+        name: 'queued',
+        data: { waiting: { code: 'worker_starting', phase: 'warming', expectedInMs: 1_000 } },
+      });
+      gone.abort();
+      await reader.cancel().catch(() => undefined);
     });
 
     it("answers a JSON 404 for another tenant's job or an unknown one", async () => {

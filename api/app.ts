@@ -34,7 +34,7 @@ import { metricsAuth } from './http/metrics-auth.ts';
 import { type RateLimitSettings, rateLimit } from './http/rate-limit.ts';
 import { createStreamSlots } from './http/stream-slots.ts';
 import { openApiRoutes } from './openapi/routes.ts';
-import type { Clock, DeploymentLookup, JobQueue, ModelCatalog } from './ports.ts';
+import type { Clock, DeploymentLookup, JobQueue, JobView, ModelCatalog } from './ports.ts';
 import { bulkRunRoutes } from './routes/bulk-runs.ts';
 import { canaryRoutes } from './routes/canary.ts';
 import { deploymentRoutes } from './routes/deployments.ts';
@@ -48,6 +48,7 @@ import type { DeploymentAdmin } from './use-cases/deployments.ts';
 import { type FleetView, redisFleetView } from './use-cases/fleet-view.ts';
 import type { InferSyncDeps } from './use-cases/infer-sync.ts';
 import { newJobId, type SubmitJobDeps } from './use-cases/submit-job.ts';
+import { waitReason } from './use-cases/wait-reason.ts';
 
 /** The job queue as the app uses it: the JobQueue port plus cancel and watch. */
 export type AppJobQueue = JobQueue & JobCanceler & JobWatcher;
@@ -185,7 +186,8 @@ export function createApp(deps: AppDeps): Hono<AuthEnv> {
   app.route('/', jobRoutes({ ...useCaseDeps, answers }));
   const sse = deps.sse ?? API_LIMIT_DEFAULTS.sse;
   const slots = createStreamSlots({ perTenant: sse.maxStreamsPerTenant, total: sse.maxStreams });
-  const events = { jobs: deps.jobs, clock: deps.clock, heartbeatMs: deps.sseHeartbeatMs ?? 15_000, slots, log: deps.log };
+  const why = (view: JobView) => waitReason(useCaseDeps, view, view.status);
+  const events = { jobs: deps.jobs, clock: deps.clock, heartbeatMs: deps.sseHeartbeatMs ?? 15_000, slots, why, log: deps.log };
   app.route('/', jobEventRoutes({ ...events, maxJsonOutputElements: deps.maxJsonOutputElements }));
   app.route('/', oipRoutes({ ...useCaseDeps, answers }));
   if (deps.bulkRuns) {

@@ -15,6 +15,8 @@ import { PRIORITIES } from '../../infra/contracts/job.ts';
 import { MODEL_NAME_PATTERN, VERSION_PATTERN } from '../../infra/contracts/manifest.ts';
 import { DATATYPES } from '../../infra/contracts/oip.ts';
 import { WEBHOOK_EVENTS } from '../../infra/contracts/webhook.ts';
+import { WORKER_STATES } from '../../infra/contracts/worker-state.ts';
+import { WAIT_CODES } from '../use-cases/wait-reason.ts';
 import { DELIVERY_STATES } from '../webhooks/delivery-store.ts';
 
 // ---- Shared pieces ----------------------------------------------------------------------------
@@ -284,6 +286,23 @@ export const JobResource = z
     finishedAt: isoTime.optional(),
     timings: JobTimings.optional().describe('When succeeded'),
     cached: z.literal(true).optional().describe('Answered from the result cache: no model ran (timings 0)'),
+    waiting: z
+      .object({
+        code: z.enum(WAIT_CODES),
+        message: z.string(),
+        phase: z.enum(WORKER_STATES).optional().describe('worker_starting: the phase of the starting worker furthest along'),
+        expectedInMs: z
+          .number()
+          .nonnegative()
+          .optional()
+          .describe("When a worker is expected to serve, from the deployment's measured cold starts; absent before any was measured"),
+        queued: nonNegativeInt.optional().describe('busy: the jobs queued for this version besides this one'),
+      })
+      .optional()
+      .describe(
+        'When queued: why it waits (no_worker: none yet, the scaler starts one; worker_starting: in which phase; standby; busy). ' +
+          'Its event stream sends the `queued` event again when this changes',
+      ),
     outputsOmitted: z
       .object({ elements: nonNegativeInt, message: z.string() })
       .optional()
@@ -657,7 +676,12 @@ export const BulkRunProgress = z.object({
   chunksDone: nonNegativeInt,
   chunksTotal: nonNegativeInt.optional().describe('Known once the input was read to the end'),
   badRows: nonNegativeInt,
-  rowsPerSecond: z.number().nonnegative().describe('Recent throughput'),
+  rowsPerSecond: z
+    .number()
+    .nonnegative()
+    .describe(
+      'Recent throughput while running; once succeeded, rows ÷ the run’s duration, as its manifest says; 0 once failed or canceled',
+    ),
   etaSeconds: z.number().nonnegative().optional().describe('Absent until there is a rate'),
   etaAt: isoTime.optional(),
   onTrack: z.boolean().optional().describe('With a deadline: whether the ETA is before it'),

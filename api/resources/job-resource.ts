@@ -7,6 +7,7 @@ import type { JobTimings } from '../../infra/contracts/job.ts';
 import type { OipTensor } from '../../infra/contracts/oip.ts';
 import { jsonParts, outputElements } from '../../infra/contracts/tensor-json.ts';
 import type { JobView } from '../ports.ts';
+import type { WaitReason } from '../use-cases/wait-reason.ts';
 
 /** GET /v1/jobs/{id} (DESIGN §5). Times are ISO 8601. */
 export interface JobResource {
@@ -22,11 +23,13 @@ export interface JobResource {
   timings?: JobTimings;
   /** Answered from the result cache at submit: no model ran for it (its timings are 0). */
   cached?: true;
+  /** A queued job: why it waits (api/use-cases/wait-reason.ts); absent when it could not be read. */
+  waiting?: WaitReason;
   /** In an event (SSE, a job webhook), instead of `outputs` past MAX_JSON_OUTPUT_ELEMENTS: how many, and how to read them. */
   outputsOmitted?: { elements: number; message: string };
 }
 
-export function toJobResource(view: JobView): JobResource {
+export function toJobResource(view: JobView, waiting?: WaitReason): JobResource {
   const resource: JobResource = {
     id: view.id,
     model: view.model,
@@ -40,6 +43,7 @@ export function toJobResource(view: JobView): JobResource {
   if (view.finishedAt !== undefined) resource.finishedAt = iso(view.finishedAt);
   if (view.result) resource.timings = view.result.timings;
   if (view.cached) resource.cached = true;
+  if (waiting && view.status === 'queued') resource.waiting = waiting;
   return resource;
 }
 
@@ -53,8 +57,8 @@ export function iso(ms: number): string {
  * decoded) it leaves the outputs out, and `outputsOmitted` says how many and how to read them
  * binary. Unbounded when `maxJsonOutputElements` is absent.
  */
-export function boundedJobResource(view: JobView, maxJsonOutputElements?: number): JobResource {
-  const resource = toJobResource(view);
+export function boundedJobResource(view: JobView, maxJsonOutputElements?: number, waiting?: WaitReason): JobResource {
+  const resource = toJobResource(view, waiting);
   const elements = outputElements(resource.outputs ?? []);
   if (maxJsonOutputElements !== undefined && elements > maxJsonOutputElements) {
     delete resource.outputs;
@@ -67,6 +71,6 @@ export function boundedJobResource(view: JobView, maxJsonOutputElements?: number
 }
 
 /** `boundedJobResource` as JSON text, written from the packed outputs (tensor-json.ts): no JS array of numbers is made. */
-export function jobEventJson(view: JobView, maxJsonOutputElements?: number): string {
-  return [...jsonParts(boundedJobResource(view, maxJsonOutputElements))].join('');
+export function jobEventJson(view: JobView, maxJsonOutputElements?: number, waiting?: WaitReason): string {
+  return [...jsonParts(boundedJobResource(view, maxJsonOutputElements, waiting))].join('');
 }

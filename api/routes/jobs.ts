@@ -14,6 +14,7 @@ import { cancelJob, type JobCanceler } from '../use-cases/cancel-job.ts';
 import { getJob } from '../use-cases/get-job.ts';
 import { parseIdempotencyKey } from '../use-cases/idempotency-key.ts';
 import { type SubmitJobDeps, type SubmittedJob, submitJob } from '../use-cases/submit-job.ts';
+import { waitReason } from '../use-cases/wait-reason.ts';
 
 export interface JobRoutesDeps extends SubmitJobDeps {
   jobs: JobQueue & JobCanceler;
@@ -57,8 +58,9 @@ export function jobRoutes(deps: JobRoutesDeps): Hono<AuthEnv> {
 
   app.get('/v1/jobs/:id', async (c) => {
     const view = await getJob(deps, { tenant: c.get('tenant'), id: c.req.param('id') });
+    const waiting = view.status === 'queued' ? await waitReason(deps, view, view.status) : undefined;
     const binaryHint = `ask for them in binary form (the OIP binary tensor layout): GET /v1/jobs/${view.id} with Accept: application/octet-stream, or ?binary_data_output=true`;
-    return tensorResponse(c, toJobResource(view), { wanted: wantsBinaryJob(c), limits: deps.answers ?? {}, binaryHint });
+    return tensorResponse(c, toJobResource(view, waiting), { wanted: wantsBinaryJob(c), limits: deps.answers ?? {}, binaryHint });
   });
 
   app.delete('/v1/jobs/:id', async (c) => {

@@ -23,9 +23,9 @@ describe('createFleetView', () => {
     ];
     const fleet = createFleetView(async () => beats, { clock: new ManualClock(0) });
     expect(await fleet.workers('m', '1')).toEqual([
-      { id: 'a', state: 'active', jobsInFlight: 2 },
-      { id: 'b', state: 'launching', jobsInFlight: 2 },
-      { id: 'c', state: 'standby', jobsInFlight: 2 },
+      { id: 'a', state: 'active', jobsInFlight: 2, startedAt: 0 },
+      { id: 'b', state: 'launching', jobsInFlight: 2, startedAt: 0 },
+      { id: 'c', state: 'standby', jobsInFlight: 2, startedAt: 0 },
     ]);
     expect(await fleet.workers('m', '3')).toEqual([]);
   });

@@ -2,7 +2,7 @@
  * OIP sync inference through the same queue and batcher as async jobs: enqueue (high priority
  * unless the request's `parameters.priority` says otherwise), wait a bounded time. The outcome
  * is a value, not an exception, because a timeout is an expected answer (504 with the job id, so
- * the caller can poll, and why nothing answered: sync-timeout.ts) rather than a fault. Shared by
+ * the caller can poll, and why nothing answered: wait-reason.ts) rather than a fault. Shared by
  * the HTTP route (JSON or binary tensors) and the gRPC service: both hand in the JSON header and
  * any binary inputs' bytes.
  */
@@ -11,7 +11,7 @@ import type { InferResponse } from '../../infra/contracts/oip.ts';
 import { InvalidInputError } from '../../infra/kernel/errors.ts';
 import type { JobView } from '../ports.ts';
 import { type SubmitJobDeps, type SubmitJobInput, submitJob } from './submit-job.ts';
-import { timeoutReason } from './sync-timeout.ts';
+import { timeoutReason } from './wait-reason.ts';
 
 export interface InferSyncDeps extends SubmitJobDeps {
   syncTimeoutMs: number;
@@ -21,7 +21,7 @@ export type InferSyncOutcome =
   /** `jobId`: the job that answered, kept for JOB_RETENTION_S (its outputs can be read again from GET /v1/jobs/{id}). */
   | { kind: 'succeeded'; jobId: string; response: InferResponse }
   | { kind: 'failed'; jobId: string; error: { code: string; message: string } }
-  /** `reason`: why nothing answered in time, as a clause (sync-timeout.ts); absent when it could not be read. */
+  /** `reason`: why nothing answered in time, as a clause (wait-reason.ts); absent when it could not be read. */
   | { kind: 'timeout'; jobId: string; status: JobView['status']; reason?: string };
 
 export async function inferSync(
