@@ -371,6 +371,14 @@ describe('decide: scenarios on a fake clock', () => {
     expect(drains[0]).toBeGreaterThan(300); // only after the requests stopped
   });
 
+  it("says the wait budget is the SLO less a batch's service where it is", () => {
+    const settings = { ...SETTINGS, sloQueueWaitMs: 2_000 };
+    const slow = decide(inputOf({ settings, batchServiceMs: 1_000, forecast: forecastOf(50), workers: pool(1) }));
+    expect(slow.reasons.join(' | ')).toContain("keeps queue waits under 1.0s (the 2.0s SLO less a batch's service)");
+    const fast = decide(inputOf({ settings, forecast: forecastOf(50), workers: pool(1) }));
+    expect(fast.reasons.join(' | ')).toMatch(/keeps queue waits under 2\.0s at/);
+  });
+
   it('worker crash: counts drop, standby takes over at once and the pool is relaunched once', () => {
     const settings = { ...SETTINGS, standby: 1 };
     const sim = new Sim({ settings, start: at(10), demand: () => 300, forecast: () => forecastOf(300), workers: pool(4, 1) });

@@ -235,8 +235,10 @@ function sloSizing(demand: Demand, input: PolicyInput, s: Settings, capacity: Ca
         : needed === steady * factor
           ? 'the mean with its noise'
           : `q${Math.round(demand.quantile * 100)} for a cold start`;
+  // The wait budget is the SLO less a batch's service: said so, since it is shown beside the SLO.
+  const served = budgetS * 1000 < s.sloQueueWaitMs ? ` (the ${secs(s.sloQueueWaitMs)} SLO less a batch's service)` : '';
   reasons.push(
-    `SLO sizing: ${rate(needed)} of capacity (${by}) keeps waits under ${secs(budgetS * 1000)} at ${rate(capacity.fullPerSec)} per worker: ${workers} active`,
+    `SLO sizing: ${rate(needed)} of capacity (${by}) keeps queue waits under ${secs(budgetS * 1000)}${served} at ${rate(capacity.fullPerSec)} per worker: ${workers} active`,
   );
   return workers;
 }
