@@ -34,6 +34,7 @@ import {
   staticPeakWorkers,
 } from './compare.ts';
 import type { WorkerSeconds } from './recorder.ts';
+import { NO_COUNT, type ReplayCounter } from './replay-counter.ts';
 import type { Trace } from './trace.ts';
 
 /** The SLO attainment the baselines are sized to when none is given (`--slo-target`, the dashboard). */
@@ -43,6 +44,9 @@ export const DEFAULT_SLO_TARGET = 0.99;
 export const MAX_RUNS = 12;
 
 export const AT_SLO_BASELINES = ['static-peak', 'reactive', 'oracle'] as const;
+
+/** Replays baselinesAtSlo() makes at most, every baseline searched (a progress line's plan, replay-counter.ts). */
+export const AT_SLO_REPLAYS = AT_SLO_BASELINES.length * MAX_RUNS;
 export type AtSloBaseline = (typeof AT_SLO_BASELINES)[number];
 
 /** One baseline at the SLO target (report.json's `atSlo`). */
@@ -214,15 +218,30 @@ function notMet(name: AtSloBaseline, knob: Knob, best: { value: number; figures:
 
 const round = (x: number) => Number(x.toPrecision(4));
 
-/** Every baseline's search, run side by side (each replay goes to `replay`, e.g. a pool of sweep threads). */
+/**
+ * Every baseline's search, run side by side (each replay goes to `replay`, e.g. a pool of sweep
+ * threads). `counter` hears each replay as it comes back, and, as a search ends, the replays of
+ * its MAX_RUNS it did not need.
+ */
 export async function baselinesAtSlo(
   trace: Trace,
   s: SimulationSettings,
   target: number,
   replay: Replay,
   only: readonly AtSloBaseline[] = AT_SLO_BASELINES,
+  counter: ReplayCounter = NO_COUNT,
 ): Promise<AtSloReport> {
-  const found = await Promise.all(only.map((name) => baselineAtSlo(name, trace, s, target, replay)));
+  const counted: Replay = async (settings, policy) => {
+    const figures = await replay(settings, policy);
+    counter.done();
+    return figures;
+  };
+  const search = async (name: AtSloBaseline) => {
+    const found = await baselineAtSlo(name, trace, s, target, counted);
+    counter.plan(found.runs - MAX_RUNS);
+    return found;
+  };
+  const found = await Promise.all(only.map(search));
   return { target, maxRuns: MAX_RUNS, baselines: Object.fromEntries(only.map((name, i) => [name, found[i]])) };
 }
 

@@ -10,6 +10,7 @@ import { type ArrivalPattern, realiseCounts } from './arrivals.ts';
 import { type ColdStartModel, coldStartModel, drawColdStart, meanColdStartMs } from './cold-start.ts';
 import { oraclePolicy, type PolicyContext, predictivePolicy, reactivePolicy, staticPolicy } from './policies.ts';
 import type { PolicyRun } from './recorder.ts';
+import { NO_COUNT, type ReplayCounter } from './replay-counter.ts';
 import { type SelfTuningOptions, selfTuningPolicy } from './self-tuning.ts';
 import { type BatchPoint, fullBatchRate, linearService, profileService } from './service.ts';
 import type { Trace } from './trace.ts';
@@ -163,8 +164,13 @@ function peakWorkers(counts: readonly number[], workerRate: number): number {
   return Math.max(1, Math.ceil(peak / 60 / workerRate - 1e-9));
 }
 
-/** Runs the policies named in `only` (default: all four) over the same realised arrivals. */
-export function compare(trace: Trace, s: SimulationSettings, only: readonly PolicyName[] = POLICY_NAMES): Comparison {
+/** Runs the policies named in `only` (default: all four) over the same realised arrivals, each counted as it ends. */
+export function compare(
+  trace: Trace,
+  s: SimulationSettings,
+  only: readonly PolicyName[] = POLICY_NAMES,
+  counter: ReplayCounter = NO_COUNT,
+): Comparison {
   const { counts, from, to } = replayed(trace, s);
   const service = serviceModel(s);
   const ctx: PolicyContext = {
@@ -208,6 +214,7 @@ export function compare(trace: Trace, s: SimulationSettings, only: readonly Poli
   };
   const policies = only.map((name) => {
     const run = simulate(make[name](), world);
+    counter.done();
     const ws = run.workerSeconds;
     return { ...run, cost: ws.active + ws.starting + ws.standby * s.standbyPrice };
   });

@@ -18,6 +18,7 @@ import { InvalidInputError } from '../kernel/errors.ts';
 import type { AtSloReport } from './at-slo.ts';
 import type { PolicyName, PolicyReport, SimulationSettings } from './compare.ts';
 import { checkField, withSettings } from './policy-file.ts';
+import { NO_COUNT, type ReplayCounter } from './replay-counter.ts';
 import type { Trace } from './trace.ts';
 
 export interface SweepAxis {
@@ -181,12 +182,22 @@ export interface SweepOptions {
   sloTarget: number;
   /** Worker threads; default: the cores, at most one per task. */
   threads?: number;
+  /** Hears each policy's replay as its task comes back (replay-counter.ts). */
+  counter?: ReplayCounter;
+}
+
+/** The baselines a sweep replays once, beside the grid. */
+const SWEEP_BASELINES: PolicyName[] = ['reactive', 'static-peak', 'oracle'];
+
+/** Replays runSweep() makes over these axes: the baselines once, then one per point of the grid. */
+export function sweepReplays(axes: readonly SweepAxis[]): number {
+  return SWEEP_BASELINES.length + sweepGrid(axes).length;
 }
 
 export async function runSweep(trace: Trace, settings: SimulationSettings, axes: SweepAxis[], o: SweepOptions): Promise<SweepResult> {
   const grid = sweepGrid(axes);
   const tasks: SweepTask[] = [
-    { id: 0, settings, only: ['reactive', 'static-peak', 'oracle'] },
+    { id: 0, settings, only: SWEEP_BASELINES },
     ...grid.map((point, i) => ({
       id: i + 1,
       settings: { ...settings, policy: withSettings(settings.policy, point) },
@@ -194,7 +205,7 @@ export async function runSweep(trace: Trace, settings: SimulationSettings, axes:
     })),
   ];
   const threads = Math.max(1, Math.min(o.threads ?? os.availableParallelism(), tasks.length));
-  const results = await runTasks(trace, tasks, threads);
+  const results = await runTasks(trace, tasks, threads, o.counter ?? NO_COUNT);
   const results0 = results[0] ?? [];
   const predictive = grid.map((_, i) => (results[i + 1] ?? [])[0] as PolicySummary);
   const front = sweepFront(predictive, results0);
@@ -208,7 +219,7 @@ export async function runSweep(trace: Trace, settings: SimulationSettings, axes:
 }
 
 /** A pool of `threads` worker threads draining the task list; results by task id. */
-async function runTasks(trace: Trace, tasks: SweepTask[], threads: number): Promise<PolicySummary[][]> {
+async function runTasks(trace: Trace, tasks: SweepTask[], threads: number, counter: ReplayCounter): Promise<PolicySummary[][]> {
   const results: PolicySummary[][] = [];
   const queue = [...tasks];
   const workers: Worker[] = [];
@@ -217,7 +228,10 @@ async function runTasks(trace: Trace, tasks: SweepTask[], threads: number): Prom
       Array.from({ length: threads }, async () => {
         const worker = new Worker(SWEEP_THREAD, { workerData: { trace } });
         workers.push(worker);
-        for (let task = queue.shift(); task; task = queue.shift()) results[task.id] = (await runTask(worker, task)).policies;
+        for (let task = queue.shift(); task; task = queue.shift()) {
+          results[task.id] = (await runTask(worker, task)).policies;
+          counter.done(task.only.length);
+        }
       }),
     );
   } finally {

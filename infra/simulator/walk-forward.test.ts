@@ -7,9 +7,17 @@ import { InvalidInputError } from '../kernel/errors.ts';
 import { realiseCounts } from './arrivals.ts';
 import { defaultSettings } from './compare.ts';
 import type { PolicySummary, SweepResult } from './sweep.ts';
-import { parseSweep } from './sweep.ts';
+import { parseSweep, sweepReplays } from './sweep.ts';
 import type { Trace } from './trace.ts';
-import { chooseSetting, runWalkForward, splitMinutes, TUNED_POLICY, trainingTrace, writeWalkForward } from './walk-forward.ts';
+import {
+  chooseSetting,
+  runWalkForward,
+  splitMinutes,
+  TUNED_POLICY,
+  trainingTrace,
+  walkForwardReplays,
+  writeWalkForward,
+} from './walk-forward.ts';
 
 const START = Date.UTC(2024, 0, 1);
 const trace = (perMinute: number[]): Trace => ({
@@ -89,7 +97,14 @@ describe('runWalkForward', () => {
 
   it('tunes on the first part only: a wildly different second half changes nothing the sweep saw or chose', async () => {
     const o = { trainFraction: 0.5, axes, sloTarget: 0.99, threads: 2 };
-    const [a, b] = [await runWalkForward(calm, settings, o), await runWalkForward(wild, settings, o)];
+    let planned = walkForwardReplays(axes);
+    let done = 0;
+    const counter = { plan: (n: number) => (planned += n), done: (n = 1) => (done += n) };
+    const [a, b] = [await runWalkForward(calm, settings, { ...o, counter }), await runWalkForward(wild, settings, o)];
+    // Every replay was counted as it came back, and the searches gave back what they did not use.
+    const searched = Object.values(a.report.atSlo?.baselines ?? {}).reduce((n, x) => n + x.runs, 0);
+    expect(done).toBe(sweepReplays(axes) + 5 + searched);
+    expect(planned).toBe(done);
     expect(a.split).toEqual({ from: 0, split: 120, to: 240 });
     expect(b.sweep).toEqual(a.sweep);
     expect(b.tuned).toEqual(a.tuned);

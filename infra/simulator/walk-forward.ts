@@ -23,13 +23,14 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { InvalidInputError } from '../kernel/errors.ts';
-import { AT_SLO_BASELINES, type AtSloBaseline, baselinesAtSlo } from './at-slo.ts';
+import { AT_SLO_BASELINES, AT_SLO_REPLAYS, type AtSloBaseline, baselinesAtSlo } from './at-slo.ts';
 import { writeCharts } from './charts.ts';
-import { compare, type PolicyReport, type SimulationSettings } from './compare.ts';
+import { compare, POLICY_NAMES, type PolicyReport, type SimulationSettings } from './compare.ts';
 import { withSettings } from './policy-file.ts';
+import { NO_COUNT, type ReplayCounter } from './replay-counter.ts';
 import { withReplayThreads } from './replay-pool.ts';
 import { type Report, reportJson, reportMarkdown, type TraceInfo } from './report.ts';
-import { cheapestMeeting, runSweep, type SweepAxis, type SweepResult } from './sweep.ts';
+import { cheapestMeeting, runSweep, type SweepAxis, type SweepResult, sweepReplays } from './sweep.ts';
 import { writeSweep } from './sweep-report.ts';
 import type { Trace } from './trace.ts';
 
@@ -125,6 +126,13 @@ export interface WalkForwardOptions {
   sloTarget: number;
   /** Worker threads for the sweep and the baselines' searches; default: the cores. */
   threads?: number;
+  /** Hears every replay, the training sweep's included (replay-counter.ts). */
+  counter?: ReplayCounter;
+}
+
+/** Replays runWalkForward() makes at most: the training sweep, the evaluated policies and the tuned one, the searches. */
+export function walkForwardReplays(axes: readonly SweepAxis[]): number {
+  return sweepReplays(axes) + POLICY_NAMES.length + 1 + AT_SLO_REPLAYS;
 }
 
 export interface WalkForward {
@@ -139,18 +147,22 @@ export interface WalkForward {
 /** Tunes on the training part, then replays and scores the evaluated part only. */
 export async function runWalkForward(trace: Trace, s: SimulationSettings, o: WalkForwardOptions): Promise<WalkForward> {
   const split = splitMinutes(trace, s, o.trainFraction);
+  const counter = o.counter ?? NO_COUNT;
   const sweep = await runSweep(trainingTrace(trace, split.split), trainingSettings(s, split), o.axes, {
     sloTarget: o.sloTarget,
     threads: o.threads,
+    counter,
   });
   const tuned = chooseSetting(sweep);
   const evaluated = evaluationSettings(s, split);
-  const comparison = compare(trace, evaluated);
-  const tunedRun = compare(trace, tunedSettings(evaluated, tuned), ['predictive']).policies[0] as PolicyReport;
+  const comparison = compare(trace, evaluated, POLICY_NAMES, counter);
+  const tunedRun = compare(trace, tunedSettings(evaluated, tuned), ['predictive'], counter).policies[0] as PolicyReport;
   const [predictive, ...baselines] = comparison.policies;
   const policies = [predictive as PolicyReport, { ...tunedRun, name: TUNED_POLICY }, ...baselines];
   const pool = Math.min(o.threads ?? os.availableParallelism(), AT_SLO_BASELINES.length);
-  const atSlo = await withReplayThreads(trace, pool, (replay) => baselinesAtSlo(trace, evaluated, o.sloTarget, replay));
+  const atSlo = await withReplayThreads(trace, pool, (replay) =>
+    baselinesAtSlo(trace, evaluated, o.sloTarget, replay, AT_SLO_BASELINES, counter),
+  );
   return { split, sweep, tuned, report: { ...comparison, policies, atSlo } };
 }
 

@@ -7,6 +7,7 @@
  */
 import { type BankOptions, bankMarkdown, bankSummary, generateBank, runBank, writeBank } from '../../infra/simulator/index.ts';
 import type { SimulateOut } from './simulate-out.ts';
+import { withProgress } from './simulate-progress.ts';
 
 export interface BankInput extends Omit<BankOptions, 'onWorld'> {
   worlds: number;
@@ -18,13 +19,17 @@ export interface BankInput extends Omit<BankOptions, 'onWorld'> {
 export async function bankMain(input: BankInput, out: SimulateOut): Promise<number> {
   const started = performance.now();
   const worlds = generateBank(input.worlds, input.seed, { days: input.days });
-  const result = await runBank(worlds, input.seed, {
-    ...input,
-    onWorld: (c, done, total) =>
-      out.err(
-        `[${done}/${total}] ${c.world} cold start ${c.coldStartS.toFixed(0)} s, SLO ${c.sloS.toFixed(1)} s: ${c.misses.length === 0 ? 'meets every target' : c.misses.join('; ')}\n`,
-      ),
-  });
+  const result = await withProgress(out, 'worlds', worlds.length, (progress) =>
+    runBank(worlds, input.seed, {
+      ...input,
+      onWorld: (c, done, total) => {
+        progress.note(
+          `[${done}/${total}] ${c.world} cold start ${c.coldStartS.toFixed(0)} s, SLO ${c.sloS.toFixed(1)} s: ${c.misses.length === 0 ? 'meets every target' : c.misses.join('; ')}\n`,
+        );
+        progress.done();
+      },
+    }),
+  );
   writeBank(input.dir, result);
   const all = bankSummary(result).find((s) => s.family === 'all');
   const seconds = ((performance.now() - started) / 1000).toFixed(0);

@@ -11,12 +11,14 @@ import {
   type MatrixOptions,
   type MatrixTrace,
   matrixMarkdown,
+  matrixWorlds,
   readTraceFile,
   runMatrix,
   traceWorld,
   writeMatrix,
 } from '../../infra/simulator/index.ts';
 import type { SimulateOut } from './simulate-out.ts';
+import { withProgress } from './simulate-progress.ts';
 
 /** runMatrix's options as the flags give them, and where the traces are and the table goes. */
 export interface MatrixInput
@@ -58,13 +60,17 @@ export async function matrixMain(input: MatrixInput, out: SimulateOut): Promise<
     };
   });
   const started = performance.now();
-  const result = await runMatrix(traces, {
-    ...input,
-    onCell: (c, done, total) =>
-      out.err(
-        `[${done}/${total}] ${c.trace} cold start ${c.coldStartS} s, SLO ${c.sloS} s, ${c.jobs}: ${c.misses.length === 0 ? 'meets every target' : c.misses.join('; ')}\n`,
-      ),
-  });
+  const result = await withProgress(out, 'cells', traces.length * matrixWorlds().length, (progress) =>
+    runMatrix(traces, {
+      ...input,
+      onCell: (c, done, total) => {
+        progress.note(
+          `[${done}/${total}] ${c.trace} cold start ${c.coldStartS} s, SLO ${c.sloS} s, ${c.jobs}: ${c.misses.length === 0 ? 'meets every target' : c.misses.join('; ')}\n`,
+        );
+        progress.done();
+      },
+    }),
+  );
   writeMatrix(input.dir, result);
   const seconds = ((performance.now() - started) / 1000).toFixed(0);
   out.out(

@@ -2,4 +2,6 @@
 export interface SimulateOut {
   out(text: string): void;
   err(text: string): void;
+  /** Whether `err` is a terminal: only there is a progress line drawn (simulate-progress.ts). */
+  errIsTTY?: boolean;
 }

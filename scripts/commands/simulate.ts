@@ -28,6 +28,7 @@ import { errorMessage, InvalidInputError } from '../../infra/kernel/errors.ts';
 import type { ArrivalPattern } from '../../infra/simulator/index.ts';
 import {
   AT_SLO_BASELINES,
+  AT_SLO_REPLAYS,
   atSloTable,
   baselinesAtSlo,
   batchPointsFrom,
@@ -38,6 +39,7 @@ import {
   DEFAULT_TRAIN_FRACTION,
   DEFAULT_WALK_FORWARD_SWEEP,
   defaultSettings,
+  POLICY_NAMES,
   parsePhases,
   parseSweep,
   parseTime,
@@ -47,9 +49,11 @@ import {
   runSweep,
   runWalkForward,
   type SimulationSettings,
+  sweepReplays,
   sweepTable,
   type Trace,
   type TraceInfo,
+  walkForwardReplays,
   walkForwardTable,
   withReplayThreads,
   writeReport,
@@ -58,8 +62,13 @@ import {
 } from '../../infra/simulator/index.ts';
 import { SIMULATE } from './cli-options.ts';
 import type { SimulateOut } from './simulate-out.ts';
+import { withProgress } from './simulate-progress.ts';
 
-const processOut: SimulateOut = { out: (t) => process.stdout.write(t), err: (t) => process.stderr.write(t) };
+const processOut: SimulateOut = {
+  out: (t) => process.stdout.write(t),
+  err: (t) => process.stderr.write(t),
+  errIsTTY: process.stderr.isTTY === true,
+};
 
 /** The table `--help` prints (cli-options.ts); `--sweep`'s words are split off first (splitSweep). */
 const OPTIONS = SIMULATE.options;
@@ -89,7 +98,9 @@ export async function simulateMain(args: string[], out: SimulateOut = processOut
     const info = traceInfo(values.trace, trace);
     if (values['walk-forward']) {
       const grid = axes ?? parseSweep([...DEFAULT_WALK_FORWARD_SWEEP]);
-      const wf = await runWalkForward(trace, settings, { trainFraction, axes: grid, sloTarget, threads });
+      const wf = await withProgress(out, 'replays', walkForwardReplays(grid), (counter) =>
+        runWalkForward(trace, settings, { trainFraction, axes: grid, sloTarget, threads, counter }),
+      );
       writeWalkForward(dir, info, wf, trainFraction);
       out.out(
         `${walkForwardTable(wf)}\n\nThe evaluated part, every policy:\n\n${reportTable(wf.report)}\n\nAt equal SLO attainment:\n\n${atSloTable(wf.report)}\n\nwrote ${dir}/report.json, ${dir}/report.md, the charts (${dir}/*.svg) and the training sweep (${dir}/sweep.md)\n`,
@@ -97,19 +108,25 @@ export async function simulateMain(args: string[], out: SimulateOut = processOut
       return 0;
     }
     if (axes) {
-      const result = await runSweep(trace, settings, axes, { sloTarget, threads });
+      const result = await withProgress(out, 'replays', sweepReplays(axes), (counter) =>
+        runSweep(trace, settings, axes, { sloTarget, threads, counter }),
+      );
       writeSweep(dir, info, result, settings.sloMs);
       out.out(`${sweepTable(result)}\n\n${cheapestLine(result)}\n\nwrote ${dir}/sweep.json, ${dir}/sweep.md and ${dir}/pareto.svg\n`);
       return 0;
     }
-    const comparison = compare(trace, settings);
-    // The baselines at the SLO target: three bisections sharing the cores (at-slo.ts).
-    const pool = Math.min(threads ?? os.availableParallelism(), AT_SLO_BASELINES.length);
-    const atSlo = await withReplayThreads(trace, pool, (replay) => baselinesAtSlo(trace, settings, sloTarget, replay));
-    const report = { ...comparison, atSlo };
+    const report = await withProgress(out, 'replays', POLICY_NAMES.length + AT_SLO_REPLAYS, async (counter) => {
+      const comparison = compare(trace, settings, POLICY_NAMES, counter);
+      // The baselines at the SLO target: three bisections sharing the cores (at-slo.ts).
+      const pool = Math.min(threads ?? os.availableParallelism(), AT_SLO_BASELINES.length);
+      const atSlo = await withReplayThreads(trace, pool, (replay) =>
+        baselinesAtSlo(trace, settings, sloTarget, replay, AT_SLO_BASELINES, counter),
+      );
+      return { ...comparison, atSlo };
+    });
     writeReport(dir, info, report);
     out.out(
-      `${reportTable(comparison)}\n\nAt equal SLO attainment:\n\n${atSloTable(report)}\n\nwrote ${dir}/report.json, ${dir}/report.md and the charts (${dir}/*.svg)\n`,
+      `${reportTable(report)}\n\nAt equal SLO attainment:\n\n${atSloTable(report)}\n\nwrote ${dir}/report.json, ${dir}/report.md and the charts (${dir}/*.svg)\n`,
     );
     return 0;
   } catch (err) {
