@@ -195,6 +195,11 @@ describe('a bulk run through the API', () => {
     expect(again.status).toBe(200);
     expect(((await again.json()) as RunBody).id).toBe(runId);
     await expectError(await post({ ...request(), chunkRows: 4 }), 409, 'run_conflict');
+    // The bad-row budget decides whether a run fails: another one is another run.
+    const budget = await post({ ...request(), maxBadRows: 5 });
+    expect(((await budget.clone().json()) as { error: { message: string } }).error.message).toContain(`"maxBadRows" 5 (the run's: none)`);
+    await expectError(budget, 409, 'run_conflict');
+    expect(((await (await stack.call(`/v1/bulk-runs/${runId}`)).json()) as RunBody).status).toBe('succeeded');
   });
 
   it('is another tenant’s 404, and cannot be canceled once succeeded', async () => {

@@ -16,6 +16,7 @@ import type { BulkRuns, BulkRunView } from '../infra/contracts/bulk.ts';
 import { BULK_PRIORITIES, queueName } from '../infra/contracts/job.ts';
 import { readCapacityRequest } from '../infra/deployments/capacity-request.ts';
 import { closeRedis, type RedisClient } from '../infra/redis/client.ts';
+import { bulkActiveRunsKey } from '../infra/redis/keys.ts';
 import type { ObjectStore } from '../infra/registry/object-store.ts';
 import type { StoreFactory } from '../infra/registry/store-factory.ts';
 import { buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
@@ -257,6 +258,34 @@ describe('bulk runs', () => {
     expect(second.run.error?.code).toBe('input_changed');
     expect(second.run.error?.message).toContain(`s3://${TEST_BUCKET}/${loc.inPrefix}two.jsonl was added`);
     expect(await queued()).toEqual({ prioritized: 0, waiting: 0 });
+  });
+
+  it('a failed run is final: another maxBadRows under its id is a 409; its own spec gets it back failed, and no drive changes it', async () => {
+    const loc = locations('final');
+    const lines = Array.from({ length: 300 }, (_, i) => (i % 10 === 3 ? 'not json' : jsonl(`f-${i}`, i)));
+    await s3.put(`${loc.inPrefix}rows.jsonl`, lines.join('\n'));
+    const spec = { model: 'scorer', input: loc.input, output: loc.output, chunkRows: 100, maxBadRows: 10, runId: uniqueId('final') };
+    const { id } = await runs.start('tenant-a', spec);
+    const { run: failed } = await drive(id);
+    expect(failed.status).toBe('failed');
+    expect(failed.error?.code).toBe('too_many_bad_rows');
+    const ended = await runs.get('tenant-a', id);
+
+    await expect(runs.start('tenant-a', { ...spec, maxBadRows: 200 })).rejects.toMatchObject({
+      code: 'run_conflict',
+      status: 409,
+      message: expect.stringContaining(`"maxBadRows" 200 (the run's: 10)`),
+    });
+    const again = await runs.start('tenant-a', { ...spec, webhook: { url: 'https://example.com/hook' } });
+    expect(again).toEqual(ended);
+    expect((await drive(id)).run).toEqual(ended);
+    expect(await runs.get('tenant-a', id)).toEqual(ended);
+    // Not running, not counted against the caps, no chunk queued for it (one a worker held at the end may still finish).
+    const ref = runRef('tenant-a', id);
+    expect(await createRunStore(redis, stack.config.queuePrefix).runningIds()).not.toContain(ref);
+    expect(await redis.zscore(bulkActiveRunsKey(stack.config.queuePrefix, 'tenant-a'), ref)).toBeNull();
+    const queued = await stack.withQueue('scorer', '1', (q) => q.getJobs(['prioritized', 'waiting']));
+    expect(queued.filter((j) => j.id?.startsWith(`bulk:${ref}:`))).toEqual([]);
   });
 
   it('online jobs submitted during a run with a big backlog are served before the bulk backlog', async () => {

@@ -18,7 +18,8 @@ export const BULK_RUN_OPERATIONS: readonly OperationSpec[] = [
     description:
       'Checks the request, resolves the version and that the input prefix has objects, and records the run; the ' +
       'dispatcher (`warmpool dispatcher`, part of `warmpool dev`) drives it. Chunks queue behind online jobs. ' +
-      'The same `runId` with the same spec answers 200 with the existing run (a resume: parts already written are skipped).',
+      'The same `runId` with the same spec answers 200 with the existing run: a running one is resumed (parts already written ' +
+      'are skipped, a new `deadline` or `webhook` replaces the stored one); one that ended is answered as it ended, for good.',
     auth: true,
     body: { schema: S.BulkRunRequest, required: true },
     responses: {
@@ -38,7 +39,9 @@ export const BULK_RUN_OPERATIONS: readonly OperationSpec[] = [
         codes: ['model_not_found', 'version_not_found', 'model_not_deployed'],
       },
       409: {
-        description: '`runId` names a run of this tenant with another spec, or a new run’s output prefix is not empty',
+        description:
+          '`runId` names a run of this tenant with another spec (model, version, input, output, format, outputFormat, columns, ' +
+          'idColumn, chunkRows or maxBadRows; a field left out keeps the run’s), or a new run’s output prefix is not empty',
         schema: S.ErrorBody,
         codes: ['run_conflict', 'output_not_empty'],
       },

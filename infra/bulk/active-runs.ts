@@ -7,7 +7,7 @@
  *   <p>:{bulk}:active-runs            zset: member = run ref, score = admitted at (epoch ms)
  *   <p>:{bulk}:active-runs:<tenant>   zset: the same, the tenant's runs only
  *
- * - admit: before a run is created or reopened (bulk-runs.ts `start`), one script checks both
+ * - admit: before a run is created (bulk-runs.ts `start`), one script checks both
  *   counts and adds the ref to both sets, or to neither: exact under any number of API and CLI
  *   processes. A ref already counted is admitted again without counting twice (a resume, a
  *   second start racing the first).
@@ -100,7 +100,7 @@ export function createActiveRuns(redis: RedisClient, prefix: string) {
       return { admitted: false, over: verdict === 0 ? 'tenant' : 'overall', tenantActive, allActive };
     },
 
-    /** No longer counted (a start that admitted and then did not create or reopen it). */
+    /** No longer counted (a start that admitted and then did not create it). */
     async release(tenant: string, ref: string): Promise<void> {
       await redis.multi().zrem(all, ref).zrem(bulkActiveRunsKey(prefix, tenant), ref).exec();
     },

@@ -11,24 +11,15 @@
  * Run ids are the tenant's own (run-store.ts `runRef`): another tenant's run with the same id
  * is not found, never a conflict.
  *
- * Same id, same spec = the same run: `start` returns it (reopening it when it had failed or was
- * canceled, so "run it again with the same --run-id" continues). What defines the output —
- * model, version, input, output, format, outputFormat, columns, idColumn, chunkRows — must match
- * (else 409 `run_conflict`); the
- * deadline, webhook and maxBadRows given on a resume replace the stored ones.
+ * Same id, same spec = the same run (spec-conflict.ts says which fields count): `start` returns
+ * it. Another spec under the id is 409 `run_conflict`. A running run (its driver interrupted or
+ * dead) is resumed: a deadline or webhook given replaces the stored one, and a driver goes on
+ * where the last one stopped. A run that ended (succeeded, failed, canceled) is final: it is
+ * returned as it ended, with nothing written, so a `bulk.failed` already sent stays true; to
+ * score its input again, start a new run.
  */
 import { randomBytes } from 'node:crypto';
-import {
-  BULK_WEBHOOK_EVENTS,
-  type BulkColumns,
-  type BulkFormat,
-  type BulkRunRequest,
-  type BulkRunSpec,
-  type BulkRuns,
-  type BulkRunView,
-  type BulkWebhookEvent,
-  DEFAULT_ID_COLUMN,
-} from '../contracts/bulk.ts';
+import type { BulkColumns, BulkFormat, BulkRunRequest, BulkRunSpec, BulkRuns, BulkRunView, BulkWebhookEvent } from '../contracts/bulk.ts';
 import type { ModelManifest } from '../contracts/manifest.ts';
 import { clearCapacityRequest } from '../deployments/capacity-request.ts';
 import type { Clock } from '../kernel/clock.ts';
@@ -43,6 +34,7 @@ import type { BulkLocations } from './locations.ts';
 import { DEFAULT_CHUNK_ROWS, parseBulkRunRequest } from './run-request.ts';
 import { createRunStore, type RunRecord, type RunStore, runRef, viewOf } from './run-store.ts';
 import { formatS3Url, parseS3Url } from './s3-url.ts';
+import { conflictOf, resumeSettings } from './spec-conflict.ts';
 
 export { parseBulkRunRequest };
 
@@ -81,9 +73,9 @@ export function createBulkRuns(deps: BulkDeps): BulkRuns {
   const caps = deps.activeRuns ?? UNCAPPED;
 
   /**
-   * Counts the run against the caps before it is created or reopened (active-runs.ts), or
-   * refuses it; `body` runs with the slot held, which is given back when `body` fails to make
-   * the run active (a refusal of its input, a lost race to create it).
+   * Counts the run against the caps before it is created (active-runs.ts), or refuses it; `body`
+   * runs with the slot held, which is given back when `body` fails to make the run active (a
+   * refusal of its input, a lost race to create it).
    */
   async function withSlot<T>(tenant: string, ref: string, caps: ActiveRunCaps, body: () => Promise<T>): Promise<T> {
     const admission = await active.admit(tenant, ref, caps, deps.clock.now());
@@ -99,24 +91,18 @@ export function createBulkRuns(deps: BulkDeps): BulkRuns {
   async function resume(found: RunRecord, request: BulkRunRequest): Promise<BulkRunView> {
     const existing = found.spec;
     const conflict = conflictOf(existing, request);
-    if (conflict) throw new InvalidInputError('run_conflict', `run ${existing.id} exists with ${conflict}`, { status: 409 });
-    const updated = { ...existing, ...settingsOf(request) };
-    if (JSON.stringify(updated) !== JSON.stringify(existing)) await store.updateSpec(found.ref, updated);
-    // A running run is counted already (or is from before the caps: counted now, never refused);
-    // a failed or canceled one becomes active again only within the caps.
-    if (found.status === 'running') await active.admit(existing.tenant, found.ref, UNCAPPED, deps.clock.now());
-    else if (found.status !== 'succeeded') {
-      const reopened = await withSlot(existing.tenant, found.ref, caps, async () => {
-        if (!(await store.reopen(found.ref))) throw new NotReopened();
-      }).then(
-        () => true,
-        (err: unknown) => {
-          if (err instanceof NotReopened) return false;
-          throw err;
-        },
+    if (conflict) {
+      throw new InvalidInputError(
+        'run_conflict',
+        `run ${existing.id} exists with another spec: ${conflict}; resume it with its own spec, or start a new run under another "runId" (with an empty "output")`,
+        { status: 409 },
       );
-      if (!reopened) deps.log.info({ runId: found.ref }, 'bulk run not reopened: it ended or was reopened meanwhile');
     }
+    if (found.status !== 'running') return viewOf(found);
+    const updated = { ...existing, ...resumeSettings(request) };
+    if (JSON.stringify(updated) !== JSON.stringify(existing)) await store.updateSpec(found.ref, updated);
+    // Counted already (or from before the caps: counted now, never refused).
+    await active.admit(existing.tenant, found.ref, UNCAPPED, deps.clock.now());
     return viewOf((await store.read(found.ref)) ?? found);
   }
 
@@ -135,8 +121,9 @@ export function createBulkRuns(deps: BulkDeps): BulkRuns {
       output: parseS3Url(request.output, 'output'),
       chunkRows: request.chunkRows ?? DEFAULT_CHUNK_ROWS,
       createdAt: deps.clock.now(),
-      ...settingsOf(request),
+      ...resumeSettings(request),
     };
+    if (request.maxBadRows !== undefined) spec.maxBadRows = request.maxBadRows;
     if (request.format) spec.format = request.format;
     if (request.idColumn) spec.idColumn = request.idColumn;
     if (request.columns) spec.columns = resolveColumns(request.columns, manifest);
@@ -205,7 +192,6 @@ export function createBulkRuns(deps: BulkDeps): BulkRuns {
 
 /** Control flow inside withSlot: the slot is given back, the caller carries on. */
 class LostRace extends Error {}
-class NotReopened extends Error {}
 
 /** 429 for the tenant's own cap (its own runs to end or cancel); 503 + Retry-After for everyone's. */
 function refusal(tenant: string, admission: Exclude<Admission, { admitted: true }>, caps: ActiveRunCaps): Error {
@@ -302,14 +288,6 @@ async function checkInput(deps: BulkDeps, spec: BulkRunSpec, manifest: ModelMani
   return formatOf((objects[0] as ObjectInfo).key, spec.format) as BulkFormat;
 }
 
-function settingsOf(request: BulkRunRequest): Partial<Pick<BulkRunSpec, 'deadline' | 'webhook' | 'maxBadRows'>> {
-  const out: Partial<Pick<BulkRunSpec, 'deadline' | 'webhook' | 'maxBadRows'>> = {};
-  if (typeof request.deadline === 'number') out.deadline = request.deadline;
-  if (request.webhook) out.webhook = { url: request.webhook.url, events: request.webhook.events ?? [...BULK_WEBHOOK_EVENTS] };
-  if (request.maxBadRows !== undefined) out.maxBadRows = request.maxBadRows;
-  return out;
-}
-
 /**
  * Lists a location the tenant may use; a bucket S3 will not let this service use is the
  * tenant's own problem to hear about (its locations are its own), never a 500.
@@ -325,30 +303,4 @@ async function listLocation(deps: BulkDeps, location: BulkRunSpec['input'], fiel
       { status: 422, cause: err },
     );
   }
-}
-
-/** The CLI's bare list (key '') under the stored run's single input name, to compare like with like. */
-function sameNames(asked: BulkColumns, stored: BulkColumns | undefined): BulkColumns {
-  const only = stored ? Object.keys(stored) : [];
-  const bare = asked[''];
-  return bare && only.length === 1 ? { [only[0] as string]: bare } : asked;
-}
-
-/** What differs between a stored run (the tenant's own) and a request for the same id, in words; undefined when none. */
-function conflictOf(spec: BulkRunSpec, request: BulkRunRequest): string | undefined {
-  const input = parseS3Url(request.input, 'input');
-  const output = parseS3Url(request.output, 'output');
-  const checks: Array<[string, boolean]> = [
-    ['model', spec.model !== request.model],
-    ['version', request.version !== undefined && spec.version !== request.version],
-    ['input', spec.input.bucket !== input.bucket || spec.input.prefix !== input.prefix],
-    ['output', spec.output.bucket !== output.bucket || spec.output.prefix !== output.prefix],
-    ['format', request.format !== undefined && spec.format !== request.format],
-    ['chunkRows', request.chunkRows !== undefined && spec.chunkRows !== request.chunkRows],
-    ['outputFormat', request.outputFormat !== undefined && spec.outputFormat !== request.outputFormat],
-    ['idColumn', request.idColumn !== undefined && (spec.idColumn ?? DEFAULT_ID_COLUMN) !== request.idColumn],
-    ['columns', request.columns !== undefined && JSON.stringify(spec.columns) !== JSON.stringify(sameNames(request.columns, spec.columns))],
-  ];
-  const differ = checks.filter(([, d]) => d).map(([name]) => name);
-  return differ.length > 0 ? `a different ${differ.join(', ')}` : undefined;
 }

@@ -326,7 +326,7 @@ export class RunDriver {
     this.outstanding.delete(chunk);
     await this.fail(
       'chunk_lost',
-      `chunk ${chunk}'s job disappeared from the queue without writing its part; start the run again to redo it`,
+      `chunk ${chunk}'s job disappeared from the queue without writing its part; start a new run (another run id, an empty output prefix) to redo it`,
     );
   }
 

@@ -19,8 +19,10 @@
  *
  * Status: running → succeeded | failed | canceled, each end written by a script that first
  * checks the run is still running (a driver that finishes a run someone canceled meanwhile
- * changes nothing). A failed or canceled run can be reopened (started again with the same id).
- * Ended runs expire after RETENTION_S; parts and manifests in S3 are the lasting record.
+ * changes nothing). An end is final: no script leads out of one, and a resume's settings are
+ * written only while the run runs, so what its end event told (a `bulk.failed` webhook, the
+ * CLI's exit code) stays true. Ended runs expire after RETENTION_S; parts and manifests in S3
+ * are the lasting record.
  *
  * `{bulk}` is a Redis Cluster hash tag shared by every run's keys: the scripts touch a run's
  * keys together with the `running` set, so all of them must be in one slot. (Only records live
@@ -107,14 +109,10 @@ if ok and type(spec) == 'table' and type(spec.tenant) == 'string' then redis.cal
 for i = 1, 5 do if i ~= 2 then redis.call('EXPIRE', KEYS[i], ARGV[4]) end end
 return 1`;
 
-/** KEYS: record, running, parts, objects, outstanding. ARGV: id. */
-const REOPEN = `
-local status = redis.call('HGET', KEYS[1], 'status')
-if status ~= 'failed' and status ~= 'canceled' then return 0 end
-redis.call('HSET', KEYS[1], 'status', 'running')
-redis.call('HDEL', KEYS[1], 'error', 'finishedAt')
-redis.call('SADD', KEYS[2], ARGV[1])
-for i = 1, 5 do if i ~= 2 then redis.call('PERSIST', KEYS[i]) end end
+/** KEYS: record. ARGV: spec JSON. */
+const UPDATE_SPEC = `
+if redis.call('HGET', KEYS[1], 'status') ~= 'running' then return 0 end
+redis.call('HSET', KEYS[1], 'spec', ARGV[1])
 return 1`;
 
 export type RunStore = ReturnType<typeof createRunStore>;
@@ -168,13 +166,9 @@ export function createRunStore(redis: RedisClient, prefix: string) {
       return redis.smembers(running);
     },
 
-    /** Replaces the spec's settings that do not change outputs (deadline, webhook, maxBadRows). */
-    async updateSpec(ref: string, spec: BulkRunSpec): Promise<void> {
-      await redis.hset(rec(ref), 'spec', JSON.stringify(spec));
-    },
-
-    async reopen(ref: string): Promise<boolean> {
-      return (await redis.eval(REOPEN, 5, ...keys(ref), ref)) === 1;
+    /** Replaces a running run's spec (a resume's deadline and webhook); false, and nothing written, once it ended. */
+    async updateSpec(ref: string, spec: BulkRunSpec): Promise<boolean> {
+      return (await redis.eval(UPDATE_SPEC, 1, rec(ref), JSON.stringify(spec))) === 1;
     },
 
     /** Pins the listing on first call; every call returns the pinned one. */
