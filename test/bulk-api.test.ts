@@ -9,6 +9,7 @@ import * as ort from 'onnxruntime-node';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RunningDispatcher, startDispatcher } from '../api/dispatcher/main.ts';
+import type { RunManifest } from '../infra/bulk/run-manifest.ts';
 import { createLogger } from '../infra/kernel/log.ts';
 import type { ObjectStore } from '../infra/registry/object-store.ts';
 import { createS3ObjectStore } from '../infra/registry/s3-object-store.ts';
@@ -20,7 +21,7 @@ type Json = Record<string, unknown>;
 interface RunBody {
   id: string;
   status: string;
-  progress: { rowsDone: number; rowsTotal: number; chunksDone: number; chunksTotal?: number };
+  progress: { rowsDone: number; rowsTotal: number; chunksDone: number; chunksTotal?: number; rowsPerSecond: number };
   manifest?: string;
   error?: { code: string; message: string };
   links: { self: string };
@@ -184,10 +185,13 @@ describe('a bulk run through the API', () => {
       expect(['bulk.progress', 'bulk.succeeded']).toContain(event.type);
       expect(event.data.id).toBe(runId);
     }
-    expect((verifier.verify(succeeded.body, succeeded.headers) as { data: RunBody }).data).toMatchObject({
-      status: 'succeeded',
-      progress: { rowsDone: rows.length },
-    });
+    const data = (verifier.verify(succeeded.body, succeeded.headers) as { data: RunBody }).data;
+    expect(data).toMatchObject({ status: 'succeeded', progress: { rowsDone: rows.length } });
+    // Its rows/s is the manifest's and the API's: one figure, rows ÷ the run's duration.
+    const manifest = JSON.parse(Buffer.from((await s3.getBytes(`${output()}_manifest.json`)) ?? []).toString('utf8')) as RunManifest;
+    const view = (await (await stack.call(`/v1/bulk-runs/${runId}`)).json()) as RunBody;
+    expect(data.progress.rowsPerSecond).toBe(manifest.timings.rowsPerSecond);
+    expect(view.progress.rowsPerSecond).toBe(manifest.timings.rowsPerSecond);
   });
 
   it('answers the same run again for the same id and spec (200), and 409 for another spec', async () => {

@@ -237,6 +237,10 @@ describe('bulk runs', () => {
     await expectExactlyOnce(lines, expected);
     expect(manifest.rows).toBe(6000);
     expect(manifest.parts.map((p) => p.chunk)).toEqual(Array.from({ length: 120 }, (_, i) => i));
+    // A resumed run's rows/s is its manifest's (rows ÷ its whole duration), in the drive's answer and
+    // the API's view alike: not the last drive's window, which counted at once what workers did meanwhile.
+    expect(second.run.progress.rowsPerSecond).toBe(manifest.timings.rowsPerSecond);
+    expect((await runs.get('tenant-a', id))?.progress.rowsPerSecond).toBe(manifest.timings.rowsPerSecond);
     const parts = (await s3.list(loc.outPrefix)).filter((o) => o.key.includes('part-'));
     expect(parts.length).toBe(120);
   });

@@ -3,8 +3,11 @@
  * window, rows total estimated from bytes read until the inputs were read to the end, ETA,
  * whether a deadline will be met, and the rate a late run needs to make it.
  *
- * The rate counts rows whose parts were written during this window only, so a resumed run's
- * earlier parts do not inflate it, and a stall shows as a falling rate within one window.
+ * While a run runs, the rate counts rows whose parts were written during this window only, so a
+ * resumed run's earlier parts do not inflate it, and a stall shows as a falling rate within one
+ * window. Once it ended, the window says nothing about the run (the last drive's last minute: a
+ * resume that counts at once the parts workers finished meanwhile read as 10× the real rate):
+ * a finished run's rate is `runRowsPerSecond`, its rows over its whole life.
  */
 import type { BulkProgress } from '../contracts/bulk.ts';
 
@@ -92,6 +95,16 @@ export function rowsPerSecondNeeded(progress: BulkProgress, now: number, deadlin
   const rowsLeft = Math.max(0, progress.rowsTotal - progress.rowsDone);
   const secondsLeft = Math.max(1, (deadline - now) / 1000);
   return rowsLeft / secondsLeft;
+}
+
+/**
+ * A finished run's rows/s: its rows over its whole life, from its first drive's start to its end,
+ * to 0.1. The one figure its manifest (`timings.rowsPerSecond`), its view (API, end webhook) and
+ * the CLI's summary all show.
+ */
+export function runRowsPerSecond(rows: number, startedAt: number, finishedAt: number): number {
+  const durationMs = finishedAt - startedAt;
+  return durationMs > 0 ? round((rows / durationMs) * 1000) : 0;
 }
 
 const round = (x: number) => Math.round(x * 10) / 10;

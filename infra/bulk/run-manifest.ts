@@ -13,6 +13,7 @@ import { type BadRow, type BulkPartResult, type BulkRunSpec, manifestKey } from 
 import type { ModelManifest } from '../contracts/manifest.ts';
 import { InvalidInputError } from '../kernel/errors.ts';
 import type { ObjectStore } from '../registry/object-store.ts';
+import { runRowsPerSecond } from './progress.ts';
 import type { PinnedObject } from './run-store.ts';
 import { formatS3Url } from './s3-url.ts';
 
@@ -72,7 +73,7 @@ export function manifestHead(input: ManifestInput): Omit<RunManifest, 'parts'> {
       startedAt: new Date(input.startedAt).toISOString(),
       finishedAt: new Date(input.finishedAt).toISOString(),
       durationMs,
-      rowsPerSecond: durationMs > 0 ? Math.round((rows / durationMs) * 1000 * 10) / 10 : 0,
+      rowsPerSecond: runRowsPerSecond(rows, input.startedAt, input.finishedAt),
     },
   };
 }

@@ -40,6 +40,7 @@ import {
   bulkRunOutstandingKey,
   bulkRunPartsKey,
 } from '../redis/keys.ts';
+import { runRowsPerSecond } from './progress.ts';
 import { RUN_ID_PATTERN } from './run-request.ts';
 import { formatS3Url } from './s3-url.ts';
 
@@ -291,7 +292,7 @@ export function viewOf(record: RunRecord): BulkRunView {
   if (record.status !== 'running') {
     delete progress.etaAt;
     delete progress.etaSeconds;
-    progress.rowsPerSecond = record.status === 'succeeded' ? progress.rowsPerSecond : 0;
+    progress.rowsPerSecond = record.status === 'succeeded' ? finishedRate(record, progress.rowsPerSecond) : 0;
   }
   const view: BulkRunView = {
     id: spec.id,
@@ -314,4 +315,10 @@ export function viewOf(record: RunRecord): BulkRunView {
   if (record.startedAt !== undefined) view.startedAt = record.startedAt;
   if (record.finishedAt !== undefined) view.finishedAt = record.finishedAt;
   return view;
+}
+
+/** A succeeded run's rows/s, as its manifest gives it; a record without its times keeps the last rate saved. */
+function finishedRate(record: RunRecord, saved: number): number {
+  const { startedAt, finishedAt } = record;
+  return startedAt !== undefined && finishedAt !== undefined ? runRowsPerSecond(record.rowsDone, startedAt, finishedAt) : saved;
 }

@@ -117,7 +117,11 @@ export interface BulkProgress {
   /** Known once the inputs were read to the end. */
   chunksTotal?: number;
   badRows: number;
-  /** Recent throughput (rows with written parts per second). */
+  /**
+   * Rows with written parts per second: while running, the recent rate; once succeeded, rows ÷
+   * the run's duration, the manifest's `timings.rowsPerSecond` (infra/bulk progress.ts
+   * `runRowsPerSecond`); 0 once failed or canceled.
+   */
   rowsPerSecond: number;
   /** Seconds left at the recent rate; absent until there is a rate. */
   etaSeconds?: number;

@@ -46,22 +46,18 @@ export function formatDuration(seconds: number): string {
 const RATE_WINDOW_MS = 60_000;
 
 /**
- * Rows/s to show. The run's `rowsPerSecond` is measured from its driver's first progress save,
- * which comes only once the first chunks have finished: its start-up (listing and reading the
- * input, queueing, the worker's first batches) is left out, so during a run's first minute it
- * read about twice rows done ÷ time taken. Until the run is older than that window this is rows
- * done ÷ time since it started; a finished run's is over its whole duration (the manifest's
- * `timings.rowsPerSecond`); later the recent rate stands (it also leaves out a resumed run's
- * earlier drives).
+ * Rows/s to show. A finished run's is its view's, rows ÷ its duration (infra/bulk progress.ts
+ * `runRowsPerSecond`: the figure its manifest, the API and its end webhook give too). A running
+ * run's `rowsPerSecond` is its driver's recent rate; until the run is older than the rate's
+ * window this shows rows done ÷ time since it started, which a user can check against the
+ * clock; later the recent rate stands (it also leaves out a resumed run's earlier drives).
  */
 export function displayRate(run: BulkRunView, now: number): number {
   const { rowsDone, rowsPerSecond } = run.progress;
-  if (run.startedAt === undefined) return rowsPerSecond;
-  const end = run.status === 'running' ? now : run.finishedAt;
-  if (end === undefined) return rowsPerSecond;
-  const elapsedMs = end - run.startedAt;
+  if (run.status !== 'running' || run.startedAt === undefined) return rowsPerSecond;
+  const elapsedMs = now - run.startedAt;
   if (elapsedMs <= 0) return 0;
-  return run.status !== 'running' || elapsedMs < RATE_WINDOW_MS ? rowsDone / (elapsedMs / 1000) : rowsPerSecond;
+  return elapsedMs < RATE_WINDOW_MS ? rowsDone / (elapsedMs / 1000) : rowsPerSecond;
 }
 
 /** Seconds left at the rate shown; undefined while there is no rate. */
