@@ -152,6 +152,41 @@ describe('warmpool bulk run', () => {
     expect(status.stdout).not.toContain('succeeded');
   });
 
+  it('a run failed on its bad-row budget says so in words and stays failed: its --run-id with another --max-bad-rows exits 2 naming it', async () => {
+    const prefix = `${root}budget/`;
+    const rows = Array.from({ length: 12 }, (_, n) =>
+      n % 4 === 2 ? 'not json' : JSON.stringify({ id: `b-${n}`, features: Array.from({ length: FEATURES }, (_, k) => (n + k) / 10) }),
+    );
+    await s3.put(`${prefix}in/rows.jsonl`, `${rows.join('\n')}\n`);
+    const args = ['run', '--model', MODEL, '--input', s3Url(`${prefix}in/`), '--output', s3Url(`${prefix}out/`), '--run-id', 'budget-1'];
+    const res = await cli(...args, '--max-bad-rows', '1');
+    expect(res.code, res.stdout).toBe(1);
+    // No log line of the run's code comes out as JSON, on either stream.
+    for (const line of `${res.stdout}\n${res.stderr}`.split('\n')) expect(line.trimStart().startsWith('{'), line).toBe(false);
+    const progress = res.stdout.split('\n').filter((l) => l.startsWith('bulk budget-1: '));
+    expect(progress.at(-1)).toMatch(/^bulk budget-1: failed at \d+ of ~?\d+ rows, 3 bad$/);
+    expect(res.stdout).not.toContain('99.9%');
+    expect(res.stderr).toMatch(
+      /^bulk budget-1 failed after \d+ of ~?\d+ rows in \S+: too_many_bad_rows: 3 bad rows, more than maxBadRows 1; the first: s3:\/\/\S+\/budget\/in\/rows\.jsonl line 3: /m,
+    );
+    expect(res.stderr).toContain('--run-id resumes only a run that is still running');
+
+    // The issue's resume: the failed run's id with a larger budget. A conflict, named as flags; the run stays failed.
+    const bigger = await cli(...args, '--max-bad-rows', '200');
+    expect(bigger.code, bigger.stdout).toBe(2);
+    expect(bigger.stderr).toContain(`warmpool bulk run: run budget-1 exists with another spec: --max-bad-rows 200 (the run's: 1)`);
+    expect(bigger.stderr).toContain('another --run-id (with an empty --output)');
+    expect(bigger.stderr).not.toMatch(/^\s+at /m);
+    // The same flags again: shown as it ended, exit 1, nothing driven.
+    const same = await cli(...args, '--max-bad-rows', '1');
+    expect(same.code).toBe(1);
+    expect(same.stderr).toMatch(/^bulk budget-1 failed after /m);
+    const status = await cli('status', 'budget-1', '--json');
+    expect(status.code).toBe(1);
+    expect(JSON.parse(status.stdout)).toMatchObject({ status: 'failed', error: { code: 'too_many_bad_rows' } });
+    for (const r of [bigger, same, status]) expect(`${r.stdout}${r.stderr}`).not.toContain('succeeded');
+  });
+
   it('Ctrl-C stops driving and prints the resume command, which then finishes with each id exactly once', async () => {
     await putRows(`${root}resume/in/`, 'rows', ids);
     const runId = 'cli-resume-1';

@@ -391,7 +391,8 @@ export class RunDriver {
   private async fail(code: string, message: string): Promise<never> {
     const { deps, spec } = this;
     if (await this.store.finish(this.ref, 'failed', deps.clock.now(), { error: { code, message } })) {
-      deps.log.warn({ runId: this.ref, code, message }, 'bulk run failed');
+      // An outcome its owner hears of (status, `bulk.failed`, the CLI's summary), like a success: not a fault of the service.
+      deps.log.info({ runId: this.ref, code, message }, 'bulk run failed');
       this.samples.place(true);
       await this.store.saveProgress(this.ref, this.reporter.progress(this.counters(), deps.clock.now()), this.samples.list);
       await removeQueuedChunks(deps, this.store, this.ref, spec);

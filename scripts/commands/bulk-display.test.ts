@@ -74,4 +74,26 @@ describe('createBulkDisplay', () => {
     expect(startsWithBar(written[4], /\[█+\] 100\.0% 100\/100 rows/)).toBe(true);
     expect(written[5]).toBe('\n');
   });
+
+  it('a log line clears the bar and goes to stderr on a line of its own; the bar comes back at the next update', () => {
+    const { io, written, advance } = fakeIo(true);
+    const errors: string[] = [];
+    const display = createBulkDisplay({ ...io, err: (text) => errors.push(text) }, { redrawMs: 100 });
+    display.update(view(10));
+    display.log('warning: bulk lease renewal failed (runId t/r1, err connect ECONNREFUSED)');
+    advance(100);
+    display.update(view(20));
+    expect(written.length).toBe(3);
+    expect(written[1]).toBe(CLEAR);
+    expect(errors).toEqual(['warning: bulk lease renewal failed (runId t/r1, err connect ECONNREFUSED)\n']);
+    expect(startsWithBar(written[2], / 20\/100 rows/)).toBe(true);
+  });
+
+  it('a failed run ends on where it stopped, not on a share done', () => {
+    const { io, written } = fakeIo(false);
+    const display = createBulkDisplay(io);
+    display.update(view(90));
+    display.update({ ...view(90, 'failed'), error: { code: 'chunk_failed', message: 'x' } });
+    expect(written).toEqual(['bulk r1: 90/100 rows (90.0%), 10.0 rows/s, ETA ?\n', 'bulk r1: failed at 90 of 100 rows\n']);
+  });
 });

@@ -1,7 +1,8 @@
 /**
  * Where `warmpool bulk run` shows progress. On a terminal: one bar line redrawn in place (at most
  * a few times a second). Elsewhere (a log file, CI): a plain line at once, then one every
- * `lineIntervalMs`, so logs stay readable. Notes (e.g. "watching") go on a line of their own.
+ * `lineIntervalMs`, so logs stay readable. Notes (e.g. "watching") go on a line of their own, and
+ * so do log lines (bulk-log.ts), on stderr: the bar is cleared first and redrawn at the next update.
  */
 import type { BulkRunView } from '../../infra/contracts/bulk.ts';
 import { formatProgressBar, formatProgressLine } from './bulk-progress.ts';
@@ -34,6 +35,8 @@ export function processBulkIo(): BulkIo {
 export interface BulkDisplay {
   update(run: BulkRunView): void;
   note(text: string): void;
+  /** A log line: on stderr, on a line of its own. */
+  log(text: string): void;
   /** Ends the bar's line; idempotent. */
   close(): void;
 }
@@ -70,6 +73,10 @@ export function createBulkDisplay(io: BulkIo, options: { lineIntervalMs?: number
     note(text) {
       clearBar();
       io.out(`${text}\n`);
+    },
+    log(text) {
+      clearBar();
+      io.err(`${text}\n`);
     },
     close() {
       if (barShown) io.out('\n');

@@ -102,10 +102,36 @@ describe('formatProgressLine and formatSummary', () => {
     );
   });
 
-  it('a failed run gives its reason; a canceled one its rows done', () => {
+  it('a failed run gives how far it got, its code and message, and its input when the message names none; a canceled one its rows done', () => {
     const failed = run({}, { status: 'failed', error: { code: 'too_many_bad_rows', message: '11 bad rows, more than 10' } });
-    expect(formatSummary(failed)).toBe('bulk nightly failed: too_many_bad_rows: 11 bad rows, more than 10');
+    expect(formatSummary(failed)).toBe(
+      'bulk nightly failed after 0 rows: too_many_bad_rows: 11 bad rows, more than 10 (input s3://in-bucket/day/)',
+    );
+    const named = run(
+      { rowsDone: 2990, rowsTotal: 3000, rowsTotalExact: true, badRows: 31 },
+      {
+        status: 'failed',
+        startedAt: 0,
+        finishedAt: 4000,
+        error: {
+          code: 'too_many_bad_rows',
+          message: '31 bad rows, more than maxBadRows 30; the first: s3://in-bucket/day/a.jsonl line 4: not JSON',
+        },
+      },
+    );
+    expect(formatSummary(named)).toBe(
+      'bulk nightly failed after 2,990 of 3,000 rows in 4s: too_many_bad_rows: 31 bad rows, more than maxBadRows 30; the first: s3://in-bucket/day/a.jsonl line 4: not JSON',
+    );
     expect(formatSummary(run({ rowsDone: 40 }, { status: 'canceled' }))).toBe('bulk nightly canceled after 40 rows');
+  });
+
+  it('a run that stopped short shows where it stopped, never a share done', () => {
+    const failed = run({ rowsDone: 2990, rowsTotal: 3000, rowsTotalExact: true, badRows: 31 }, { status: 'failed' });
+    expect(formatProgressLine(failed)).toBe('bulk nightly: failed at 2,990 of 3,000 rows, 31 bad');
+    expect(formatProgressBar(failed, 100)).toMatch(/^\[█+░*\] failed at 2,990 of 3,000 rows 31 bad$/);
+    const canceled = run({ rowsDone: 40, rowsTotal: 400 }, { status: 'canceled' });
+    expect(formatProgressLine(canceled)).toBe('bulk nightly: canceled at 40 of ~400 rows');
+    for (const line of [formatProgressLine(failed), formatProgressBar(failed), formatProgressLine(canceled)]) expect(line).not.toMatch(/%/);
   });
 
   it('bad row samples read as s3 URLs with line numbers', () => {

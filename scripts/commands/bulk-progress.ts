@@ -14,9 +14,28 @@ const EMPTY = '░';
 
 /** `12,345`; totals estimated from bytes read so far get a `~`. */
 function rowsText(run: BulkRunView): string {
-  const { rowsDone, rowsTotal, rowsTotalExact } = run.progress;
-  const total = rowsTotal > 0 ? `${rowsTotalExact ? '' : '~'}${count(rowsTotal)}` : '?';
-  return `${count(rowsDone)}/${total} rows`;
+  return `${count(run.progress.rowsDone)}/${totalText(run) ?? '?'} rows`;
+}
+
+function totalText(run: BulkRunView): string | undefined {
+  const { rowsTotal, rowsTotalExact } = run.progress;
+  return rowsTotal > 0 ? `${rowsTotalExact ? '' : '~'}${count(rowsTotal)}` : undefined;
+}
+
+/** `5,230 of ~10,000 rows` (`5,230 rows` while the total is unknown): how far a run got. */
+function rowsSoFar(run: BulkRunView): string {
+  const total = totalText(run);
+  return `${count(run.progress.rowsDone)}${total ? ` of ${total}` : ''} rows`;
+}
+
+/**
+ * A run that stopped short, as its progress names it: `failed`, `canceled`; undefined while it
+ * runs or once it succeeded. Such a run shows where it stopped, never a share done: a failed
+ * run at 99.9 % reads as nearly there.
+ */
+function stoppedAs(run: BulkRunView): 'failed' | 'canceled' | undefined {
+  if (run.status === 'canceled') return 'canceled';
+  return run.status === 'failed' || allRowsBad(run) ? 'failed' : undefined;
 }
 
 /** Share of rows done, 0–1; 0 while the total is unknown. Never 1 before the run succeeded. */
@@ -81,7 +100,7 @@ export function endedBadly(run: BulkRunView): boolean {
 
 /** The parts every format shares after the counts: rate, ETA, bad rows, late. */
 function details(run: BulkRunView, now: number): string[] {
-  const parts = [`${formatRate(displayRate(run, now))} rows/s`];
+  const parts = stoppedAs(run) ? [] : [`${formatRate(displayRate(run, now))} rows/s`];
   if (run.status === 'running') {
     const eta = etaSeconds(run, now);
     parts.push(`ETA ${eta === undefined ? '?' : formatDuration(eta)}`);
@@ -92,19 +111,29 @@ function details(run: BulkRunView, now: number): string[] {
   return parts;
 }
 
-/** `[██████░░░░░░] 52.3% 5,230/10,000 rows 812 rows/s ETA 5s 2 bad late`, for a TTY of `width` columns. */
+/**
+ * `[██████░░░░░░] 52.3% 5,230/10,000 rows 812 rows/s ETA 5s 2 bad late`, for a TTY of `width`
+ * columns; a run that stopped short: `[██████░░░░░░] failed at 5,230 of 10,000 rows 2 bad`.
+ */
 export function formatProgressBar(run: BulkRunView, width = 80, now = Date.now()): string {
   const fraction = fractionDone(run);
-  const tail = ` ${(fraction * 100).toFixed(1)}% ${rowsText(run)} ${details(run, now).join(' ')}`;
+  const stopped = stoppedAs(run);
+  const head = stopped ? `${stopped} at ${rowsSoFar(run)}` : `${(fraction * 100).toFixed(1)}% ${rowsText(run)}`;
+  const tail = ` ${[head, ...details(run, now)].join(' ')}`;
   const barWidth = Math.max(10, Math.min(40, width - tail.length - 3));
   const filled = Math.round(fraction * barWidth);
   const line = `[${FULL.repeat(filled)}${EMPTY.repeat(barWidth - filled)}]${tail}`;
   return line.length > width ? `${line.slice(0, Math.max(0, width - 1))}…` : line;
 }
 
-/** `bulk <id>: 5,230/10,000 rows (52.3%), 812 rows/s, ETA 5s, 2 bad, late`: one log line. */
+/**
+ * `bulk <id>: 5,230/10,000 rows (52.3%), 812 rows/s, ETA 5s, 2 bad, late`: one log line; a run
+ * that stopped short: `bulk <id>: failed at 5,230 of 10,000 rows, 2 bad`.
+ */
 export function formatProgressLine(run: BulkRunView, now = Date.now()): string {
-  return `bulk ${run.id}: ${rowsText(run)} (${(fractionDone(run) * 100).toFixed(1)}%), ${details(run, now).join(', ')}`;
+  const stopped = stoppedAs(run);
+  const head = stopped ? `${stopped} at ${rowsSoFar(run)}` : `${rowsText(run)} (${(fractionDone(run) * 100).toFixed(1)}%)`;
+  return `bulk ${run.id}: ${[head, ...details(run, now)].join(', ')}`;
 }
 
 /** The closing line: what happened, how long it took, where the output is, or why it stopped. */
@@ -122,12 +151,19 @@ export function formatSummary(run: BulkRunView, now = Date.now()): string {
       return `bulk ${run.id} succeeded: ${count(run.progress.rowsDone)} rows${bad}${took}${rate}; manifest ${run.manifest ?? `${run.output}_manifest.json`}`;
     }
     case 'failed':
-      return `bulk ${run.id} failed${took}: ${run.error ? `${run.error.code}: ${run.error.message}` : 'no reason recorded'}`;
+      return `bulk ${run.id} failed after ${rowsSoFar(run)}${took}: ${failure(run)}`;
     case 'canceled':
-      return `bulk ${run.id} canceled after ${count(run.progress.rowsDone)} rows${run.error ? ` (${run.error.message})` : ''}`;
+      return `bulk ${run.id} canceled after ${rowsSoFar(run)}${run.error ? ` (${run.error.message})` : ''}`;
     default:
       return formatProgressLine(run, now);
   }
+}
+
+/** `code: message`, naming the run's input when the message names no object of it. */
+function failure(run: BulkRunView): string {
+  if (!run.error) return `no reason recorded (input ${run.input})`;
+  const { code, message } = run.error;
+  return `${code}: ${message}${message.includes('s3://') ? '' : ` (input ${run.input})`}`;
 }
 
 /** The first few bad rows, for the user to fix their input: `  s3://…/a.jsonl line 7: message`. */

@@ -1,7 +1,8 @@
 /**
  * `warmpool bulk run|status|cancel` (DESIGN §7). `run` starts a run (or resumes the one named by
- * `--run-id`), prints its id first so it can always be resumed, and drives it in this process
- * with a progress bar (a TTY) or a line every few seconds (anything else). When another live
+ * `--run-id` while it runs; one that ended is shown as it ended, and the id with other flags is
+ * refused naming them), prints its id first so it can always be resumed, and drives it in this
+ * process with a progress bar (a TTY) or a line every few seconds (anything else). When another live
  * process holds the run's lease, it watches instead, and takes over if that lease lapses.
  * Ctrl-C stops driving (the run stays resumable; a running `warmpool dispatcher` adopts it once
  * the lease lapses) and prints how to resume.
@@ -20,9 +21,9 @@ import { createBulkRuns, createBulkWiring, driveBulkRun } from '../../infra/bulk
 import type { BulkRunRequest, BulkRuns, BulkRunView } from '../../infra/contracts/bulk.ts';
 import type { Config } from '../../infra/kernel/config.ts';
 import { InvalidInputError, NotFoundError } from '../../infra/kernel/errors.ts';
-import { createLogger } from '../../infra/kernel/log.ts';
 import { closeRedis, createRedis } from '../../infra/redis/client.ts';
-import { type BulkIo, createBulkDisplay, processBulkIo } from './bulk-display.ts';
+import { type BulkDisplay, type BulkIo, createBulkDisplay, processBulkIo } from './bulk-display.ts';
+import { createBulkLog } from './bulk-log.ts';
 import { allRowsBad, endedBadly, formatBadRows, formatProgressLine, formatSummary } from './bulk-progress.ts';
 import { BULK_CANCEL, BULK_RUN, BULK_STATUS } from './cli-options.ts';
 import { parseCommand, UsageError } from './cli-spec.ts';
@@ -54,6 +55,8 @@ const WATCH_INTERVAL_MS = 2_000;
 
 interface Session {
   io: BulkIo;
+  /** Progress, notes and the run's log lines (bulk-log.ts), each where it belongs on the terminal. */
+  display: BulkDisplay;
   tenant: string;
   bulkRuns: BulkRuns;
   wiring: ReturnType<typeof createBulkWiring>;
@@ -146,7 +149,7 @@ function toInt(flag: string, raw: string): number {
 
 /** Drives until the run ends or Ctrl-C; watches (and retries taking over) while another process holds it. */
 async function drive(s: Session, started: BulkRunView, signal: AbortSignal): Promise<BulkRunView> {
-  const display = createBulkDisplay(s.io);
+  const { display } = s;
   const owner = `cli:${os.hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
   let run = started;
   let watching = false;
@@ -187,8 +190,14 @@ function finish(io: BulkIo, run: BulkRunView): number {
   }
   io.err(`${formatSummary(run)}\n`);
   if (run.badRowSamples.length > 0) io.err(`bad rows (first ${run.badRowSamples.length}):\n${formatBadRows(run).join('\n')}\n`);
+  io.err(`${ENDED_FOR_GOOD}\n`);
   return 1;
 }
+
+/** After a run that failed or was canceled: a run's end is final (infra/bulk bulk-runs.ts), so the way on is a new run. */
+const ENDED_FOR_GOOD =
+  'The run has ended for good: --run-id resumes only a run that is still running. To score the input again, ' +
+  'start a new run (a new --run-id, or none) with an empty --output.';
 
 function interrupted(io: BulkIo, run: BulkRunView, resume: string): number {
   io.err(
@@ -261,14 +270,17 @@ async function withSession(
   body: (s: Session) => Promise<number>,
 ): Promise<number> {
   const redis = createRedis(config.redisUrl, redisOptions);
-  const log = createLogger(config.logLevel === 'info' ? 'warn' : config.logLevel, { role: 'bulk-cli' });
+  const display = createBulkDisplay(io);
+  // What the run's code logs is for the person at the terminal: a line of its own, never JSON inside the bar.
+  const log = createBulkLog(config.logLevel === 'info' ? 'warn' : config.logLevel, (line) => display.log(line));
   // A CLI-driven run's webhooks go through the dispatcher's store like any other.
   const notify = createBulkNotifier({ store: createDeliveryStore(redis, config.queuePrefix), clock: { now: () => Date.now() } });
   const wiring = createBulkWiring(config, { redis, log, notify });
   const tenant = tenantFlag ?? config.api.apiKeys[0]?.tenant ?? 'cli';
   try {
-    return await body({ io, tenant, bulkRuns: createBulkRuns(wiring.deps), wiring });
+    return await body({ io, display, tenant, bulkRuns: createBulkRuns(wiring.deps), wiring });
   } finally {
+    display.close();
     wiring.close();
     await closeRedis(redis);
   }
