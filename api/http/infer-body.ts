@@ -26,11 +26,17 @@ export interface InferBody {
  */
 const JSON_OR_UNTYPED = /^(?:application\/(?:[\w.+-]+\+)?json|application\/octet-stream)?\s*(?:;|$)/i;
 
+const OCTET_STREAM = /^application\/octet-stream\s*(?:;|$)/i;
+
 export async function readInferBody(c: Context): Promise<InferBody> {
   const headerLength = c.req.header(INFERENCE_HEADER_LENGTH);
   if (headerLength === undefined) {
     const type = c.req.header('content-type') ?? '';
-    return { body: await readJson(c, JSON_OR_UNTYPED.test(type) ? 'any' : 'json') };
+    try {
+      return { body: await readJson(c, JSON_OR_UNTYPED.test(type) ? 'any' : 'json') };
+    } catch (err) {
+      throw OCTET_STREAM.test(type) ? withoutHeaderLength(err) : err;
+    }
   }
   const bytes = await readBody(c, bodyLimitOf(c));
   if (bytes.byteLength === 0) {
@@ -38,4 +44,18 @@ export async function readInferBody(c: Context): Promise<InferBody> {
   }
   const { header, tensors } = splitBinaryBody(bytes, headerLength, parseJsonText);
   return tensors.size > 0 ? { body: header, binary: tensors } : { body: header };
+}
+
+/**
+ * An application/octet-stream body that is not JSON is most likely binary tensor data sent
+ * without its framing header (curl with --data-binary and no -H for it): the JSON parser's
+ * complaint about the bytes after the header would not say what is missing, so this does.
+ */
+function withoutHeaderLength(err: unknown): unknown {
+  if (!(err instanceof InvalidInputError) || err.code !== 'malformed_json') return err;
+  return new InvalidInputError(
+    'missing_header_length',
+    `an application/octet-stream body that is not JSON needs the Inference-Header-Content-Length header: the byte length of its JSON part, which the tensor bytes follow (docs/PROTOCOLS.md, "Binary tensor data over HTTP"); ${err.message}`,
+    { cause: err },
+  );
 }
