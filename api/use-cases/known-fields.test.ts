@@ -1,23 +1,9 @@
 import { describe, expect, it } from 'vitest';
+import { closestName } from '../../infra/kernel/closest-name.ts';
 import { InvalidInputError } from '../../infra/kernel/errors.ts';
-import { closestField, editDistance, JOB_REQUEST_FIELDS, rejectUnknownFields } from './known-fields.ts';
+import { JOB_REQUEST_FIELDS, rejectUnknownFields } from './known-fields.ts';
 
-describe('editDistance', () => {
-  it.each([
-    ['', '', 0],
-    ['abc', '', 3],
-    ['', 'abc', 3],
-    ['kitten', 'sitting', 3],
-    ['priorty', 'priority', 1],
-    ['cache', 'cahce', 2],
-    ['same', 'same', 0],
-  ])('%s → %s is %i', (a, b, d) => {
-    expect(editDistance(a, b)).toBe(d);
-    expect(editDistance(b, a)).toBe(d);
-  });
-});
-
-describe('closestField', () => {
+describe('closestName over the job request fields', () => {
   it.each([
     ['webhook_url', 'webhook'],
     ['webhookUrl', 'webhook'],
@@ -31,11 +17,11 @@ describe('closestField', () => {
     ['params', 'parameters'],
     ['versoin', 'version'],
   ])('%s means %s', (name, field) => {
-    expect(closestField(name, JOB_REQUEST_FIELDS)).toBe(field);
+    expect(closestName(name, JOB_REQUEST_FIELDS)).toBe(field);
   });
 
   it.each(['width', 'callback_url', 'data', '', '__'])('%j means nothing known', (name) => {
-    expect(closestField(name, JOB_REQUEST_FIELDS)).toBeUndefined();
+    expect(closestName(name, JOB_REQUEST_FIELDS)).toBeUndefined();
   });
 });
 
