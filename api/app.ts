@@ -68,7 +68,7 @@ export interface AppDeps {
    * (infra/telemetry/arrival-counter.ts): recording never waits on Redis, and a failed flush is
    * the counter's to report, so a queued job never fails for it.
    */
-  arrivals?: { recordArrival(model: string, count?: number): void };
+  arrivals?: { recordArrival(model: string, count?: number): void; recordCached?(model: string, count?: number): void };
   /** The pool view (`GET /v1/pool`): a deployment's queues summed over its versions. */
   backlog?: (target: { model: string; versions: readonly string[] }) => Promise<Backlog>;
   /** The live scaler's settings (config's `scaler`), which the dashboard's simulator replays; no dashboard routes without them. */
@@ -240,6 +240,8 @@ export function inferenceDeps(deps: AppDeps): InferSyncDeps & { jobs: AppJobQueu
       // The scaler forecasts from these (rows, the unit of a worker's measured throughput).
       deps.arrivals?.recordArrival(e.model, e.rows);
     },
+    // Beside the arrivals, never in them: the dashboard shows the traffic the cache took off the workers.
+    onCached: (e) => deps.arrivals?.recordCached?.(e.model, e.rows),
   };
 }
 

@@ -8,7 +8,9 @@ import { Queue } from 'bullmq';
 import * as ort from 'onnxruntime-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { queueName } from '../infra/contracts/job.ts';
+import { systemClock } from '../infra/kernel/clock.ts';
 import { closeRedis, createRedis } from '../infra/redis/client.ts';
+import { createArrivalHistory } from '../infra/telemetry/arrival-history.ts';
 import { buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
 import { locateMember } from './support/entries.ts';
 import { startStack, type TestStack, waitForJob } from './support/stack.ts';
@@ -146,6 +148,13 @@ describe('result cache', () => {
     expect((await inQueue('scorer', '1', optedOut.id as string)).counts.completed).toBe(2);
     // The worker ran exactly the first job and the opted-out one.
     expect(await metric(processed('scorer'), (v) => v >= 2)).toBe(2);
+    // The arrival history (the forecaster's input) has those two; the cache's three answers are
+    // counted apart, for the dashboard, never as arrivals a worker must be there for.
+    const history = createArrivalHistory(redis, stack.config.queuePrefix, systemClock);
+    const total = async (read: typeof history.series) =>
+      (await read('scorer', Date.now() - 5 * 60_000, Date.now())).perMinute.reduce((a, b) => a + b, 0);
+    await expect.poll(() => total(history.cached), { timeout: 10_000 }).toBe(3);
+    expect(await total(history.series)).toBe(2);
   });
 
   it('misses for another version of the model', async () => {

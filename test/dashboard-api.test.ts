@@ -152,16 +152,24 @@ describe('GET /v1/deployments/:model/series', () => {
     const now = clock.now();
     await history.recordArrival('dash', 7, now - 2 * MINUTE);
     await history.recordArrival('dash', 3, now);
+    await history.recordCompletion('dash', 250, now - MINUTE); // a bulk run's rows: served, never arrivals
+    await history.recordMany([{ kind: 'cached', model: 'dash', count: 4, at: now }]); // the result cache's answers
     await createDecisionLog(redis, config.queuePrefix).record(decision('dash', now - MINUTE, 0.5));
     const res = await api.call('/v1/deployments/dash/series?minutes=3', { key: KEY_OTHER });
     expect(res.status).toBe(200);
     const view = (await res.json()) as {
-      arrivals: { t: number[]; perMin: number[]; forecastPerMin: Array<number | null> };
+      arrivals: { t: number[]; perMin: number[]; cachedPerMin: number[]; servedPerMin: number[]; forecastPerMin: Array<number | null> };
       pool: { t: number[]; active: number[] };
     };
     const minute0 = (Math.floor(now / MINUTE) - 2) * 60;
     // The decision holds into the next minute (an unchanged one is recorded only once a minute).
-    expect(view.arrivals).toEqual({ t: [minute0, minute0 + 60, minute0 + 120], perMin: [7, 0, 3], forecastPerMin: [null, 30, 30] });
+    expect(view.arrivals).toEqual({
+      t: [minute0, minute0 + 60, minute0 + 120],
+      perMin: [7, 0, 3],
+      cachedPerMin: [0, 0, 4],
+      servedPerMin: [0, 250, 0],
+      forecastPerMin: [null, 30, 30],
+    });
     expect(view.pool.t).toEqual([now / 1000]);
     expect(view.pool.active).toEqual([0]); // no worker runs in this test
   });

@@ -357,6 +357,25 @@ describe.skipIf(!hasChromium)('dashboard against warmpool dev', () => {
     }
   });
 
+  it('when the API stops answering, the panels keep what it last said, dimmed, and the status says since when', async () => {
+    await signIn(page, dev?.url as string, KEYS.ops);
+    await page.waitForSelector('#workers tbody tr');
+    expect(await page.getAttribute('#app', 'class')).not.toContain('stale');
+    await page.route(
+      (url) => url.pathname.endsWith('/v1/pool'),
+      (route) => route.abort('connectionrefused'),
+    );
+    try {
+      await expect.poll(() => page.getAttribute('#app', 'class'), { timeout: 30_000 }).toContain('stale');
+      expect(await page.textContent('#status')).toMatch(/^update failed: .*; the panels show what it said at /);
+      expect(await page.$$eval('#workers tbody tr', (rows) => rows.length)).toBeGreaterThan(0); // kept, not cleared
+      expect(await page.$eval('#summary', (e) => Number(getComputedStyle(e).opacity))).toBeLessThan(1);
+    } finally {
+      await page.unrouteAll({ behavior: 'wait' });
+    }
+    await expect.poll(() => page.getAttribute('#app', 'class'), { timeout: 30_000 }).not.toContain('stale');
+  }, 90_000);
+
   function api(route: string, init: RequestInit = {}): Promise<Response> {
     const headers = { Authorization: `Bearer ${KEYS.ops}`, ...(init.body ? { 'Content-Type': 'application/json' } : {}) };
     return fetch(`${dev?.url}${route}`, { ...init, headers });

@@ -150,10 +150,18 @@ describe('shapeSeries', () => {
       at: T0 + 150_000,
       minutes: 3,
       arrivals: { startMs: T0, perMinute: [5, 0, 7] },
+      served: { startMs: T0, perMinute: [5, 40] }, // bulk rows served beside the arrivals; the last minute not yet counted
+      cached: { startMs: T0, perMinute: [0, 0, 9] },
       decisions: [decision(T0 + 5_000, 0.1)],
       samples: [sample(T0 + 2_000, 3, w), sample(T0 + 4_000, 0, w, h([1, 2, 2], 2), h([0, 0, 4], 4, 12))],
     });
-    expect(view.arrivals).toEqual({ t: [T0 / 1000, T0 / 1000 + 60, T0 / 1000 + 120], perMin: [5, 0, 7], forecastPerMin: [6, 6, null] });
+    expect(view.arrivals).toEqual({
+      t: [T0 / 1000, T0 / 1000 + 60, T0 / 1000 + 120],
+      perMin: [5, 0, 7],
+      cachedPerMin: [0, 0, 9],
+      servedPerMin: [5, 40, 0],
+      forecastPerMin: [6, 6, null],
+    });
     expect(view.pool.t).toEqual([T0 / 1000 + 2, T0 / 1000 + 4]);
     expect(view.pool.queued).toEqual([3, 0]);
     expect(view.pool.oldestAgeS).toEqual([1.5, 1.5]);

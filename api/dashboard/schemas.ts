@@ -40,8 +40,10 @@ export const DeploymentSeries = z.object({
   at: z.number().describe('Epoch ms'),
   minutes: z.number().int(),
   arrivals: z
-    .object({ t: nums, perMin: nums, forecastPerMin: maybeNums })
-    .describe('Per minute (t in epoch s): rows arrived, and rows per minute the scaler forecast'),
+    .object({ t: nums, perMin: nums, cachedPerMin: nums, servedPerMin: nums, forecastPerMin: maybeNums })
+    .describe(
+      'Per minute (t in epoch s): online rows arrived that need a worker, rows the result cache answered at submit (not arrivals: no worker ran for them), rows served (online and bulk), and rows per minute the scaler forecast',
+    ),
   pool: z
     .object({
       t: nums,

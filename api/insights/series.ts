@@ -46,8 +46,12 @@ export interface SeriesView {
   model: string;
   at: number;
   minutes: number;
-  /** Per minute, x in epoch seconds: arrivals (rows) and the scaler's forecast for that minute. */
-  arrivals: { t: number[]; perMin: number[]; forecastPerMin: Array<number | null> };
+  /**
+   * Per minute, x in epoch seconds: arrivals (online rows that need a worker), rows the result
+   * cache answered at submit (no worker needed: not arrivals, not forecast), rows served (online
+   * and bulk: bulk rows are no arrivals) and the scaler's forecast of arrivals for that minute.
+   */
+  arrivals: { t: number[]; perMin: number[]; cachedPerMin: number[]; servedPerMin: number[]; forecastPerMin: Array<number | null> };
   /** Per sample: the queue (jobs not yet taken, jobs running, oldest waiting age) and workers by state. */
   pool: {
     t: number[];
@@ -192,6 +196,10 @@ export function shapeSeries(input: {
   at: number;
   minutes: number;
   arrivals: ArrivalSeries;
+  /** Completions over the same minutes as `arrivals`. */
+  served: ArrivalSeries;
+  /** Result-cache answers over the same minutes (absent: none recorded). */
+  cached?: ArrivalSeries;
   decisions: readonly DecisionRecord[];
   samples: readonly PoolSample[];
 }): SeriesView {
@@ -204,6 +212,8 @@ export function shapeSeries(input: {
     arrivals: {
       t: arrivals.perMinute.map((_, i) => (arrivals.startMs + i * MINUTE_MS) / 1000),
       perMin: [...arrivals.perMinute],
+      cachedPerMin: arrivals.perMinute.map((_, i) => input.cached?.perMinute[i] ?? 0),
+      servedPerMin: arrivals.perMinute.map((_, i) => input.served.perMinute[i] ?? 0),
       forecastPerMin: minuteForecast(input.decisions, arrivals.startMs, n),
     },
     pool: poolColumns(samples),

@@ -1,6 +1,9 @@
 /**
  * A deployment's recent history for the dashboard's charts (api/insights/series.ts shapes it):
- * per-minute arrivals, the scaler's forecast from its decision records, and the pool samples —
+ * per-minute arrivals (online requests' rows that need a worker), the rows the result cache answered
+ * at submit (no worker saw them, so the forecast leaves them out), the rows the workers served (online and bulk: bulk
+ * rows are not arrivals, the scaler sizes for them from the runs' deadlines), the scaler's
+ * forecast from its decision records, and the pool samples —
  * taking one first when it is due, so an open dashboard keeps the record going
  * (api/insights/samples.ts).
  */
@@ -17,7 +20,13 @@ export const MAX_SERIES_MINUTES = 1440;
 
 export interface DeploymentSeriesDeps {
   deployments: { get(model: string): Promise<Deployment | null> };
-  arrivals: { series(model: string, fromMs: number, toMs: number): Promise<ArrivalSeries> };
+  arrivals: {
+    series(model: string, fromMs: number, toMs: number): Promise<ArrivalSeries>;
+    /** Rows served per minute, online and bulk (the workers' completions). */
+    completions(model: string, fromMs: number, toMs: number): Promise<ArrivalSeries>;
+    /** Rows the result cache answered at submit, per minute. */
+    cached(model: string, fromMs: number, toMs: number): Promise<ArrivalSeries>;
+  };
   /** The model's decision records taken at or after `fromMs`, oldest first. */
   decisionsSince(model: string, fromMs: number): Promise<DecisionRecord[]>;
   samples: PoolSamples;
@@ -31,12 +40,14 @@ export async function deploymentSeries(deps: DeploymentSeriesDeps, model: string
   const at = deps.clock.now();
   // The current minute is included (so far): a burst shows at once, not a minute later.
   const fromMs = at - (minutes - 1) * 60_000;
-  const [arrivals, decisions, samples] = await Promise.all([
+  const [arrivals, served, cached, decisions, samples] = await Promise.all([
     deps.arrivals.series(model, fromMs, at),
+    deps.arrivals.completions(model, fromMs, at),
+    deps.arrivals.cached(model, fromMs, at),
     deps.decisionsSince(model, fromMs - 60_000),
     deps.samples.read(model, fromMs, at),
   ]);
-  return shapeSeries({ model, at, minutes, arrivals, decisions, samples });
+  return shapeSeries({ model, at, minutes, arrivals, served, cached, decisions, samples });
 }
 
 export function checkMinutes(minutes: number, max = MAX_SERIES_MINUTES): void {

@@ -96,6 +96,8 @@ export interface SubmitJobDeps {
   storedBytes?: StoredBytesBudget;
   /** Called for each job enqueued (not for cache hits: nothing is enqueued). */
   onSubmitted?: (e: { model: string; version: string; kind: SubmitKind; rows: number }) => void;
+  /** A request the result cache answered at submit: no job was queued, no worker needed for it. */
+  onCached?: (e: { model: string; version: string; rows: number }) => void;
   /** Picks a version by the deployment's traffic split; Math.random when absent. */
   random?: () => number;
   /**
@@ -319,6 +321,7 @@ async function fromCache(deps: SubmitJobDeps, s: Submission, id: string, data: Q
   if (data.cacheDigest === undefined || !deps.jobs.answerFromCache) return undefined;
   const view = await deps.jobs.answerFromCache(data, { jobId: id });
   if (!view) return undefined;
+  deps.onCached?.({ model: data.model, version: data.version, rows: s.request.rows });
   return { ...submitted(id, data, s.request.rows), cached: true };
 }
 

@@ -204,13 +204,18 @@ async function poll() {
     else $('shadow').textContent = `${model} is no longer deployed.`;
     renderCharts(series);
     state.polls++;
+    state.updatedAt = Date.now();
+    $('app').classList.remove('stale');
     $('status').className = '';
     $('status').textContent = `updated ${new Date().toLocaleTimeString()}`;
   } catch (err) {
     if (!current(generation)) return;
     if (err.status === 401) return signOut('Your API key was refused: sign in again.');
+    // The panels keep what the API last said, dimmed, so nobody reads them as live.
+    $('app').classList.add('stale');
     $('status').className = 'error';
-    $('status').textContent = `update failed: ${err.message}`;
+    const since = state.updatedAt ? `; the panels show what it said at ${new Date(state.updatedAt).toLocaleTimeString()}` : '';
+    $('status').textContent = `update failed: ${err.message}${since}`;
   }
   timer = setTimeout(poll, POLL_MS);
 }
@@ -229,7 +234,8 @@ function renderPool(view) {
     ['waiting', q.waiting + q.prioritized + q.delayed],
     ['running', q.active],
     ['oldest waiting', `${(q.oldestAgeMs / 1000).toFixed(1)} s`],
-    ['forecast', view.forecast ? `${view.forecast.ratePerSec.toFixed(2)} rows/s (${view.forecast.method})` : '—'],
+    // Of the rows that need a worker: requests the result cache answers are not in it (the arrivals chart shows them apart).
+    ['forecast', view.forecast ? `${view.forecast.ratePerSec.toFixed(2)} rows/s to the workers (${view.forecast.method})` : '—'],
     ['desired', view.desired ? `${view.desired.active} active + ${view.desired.standby} standby` : '—'],
   ];
   $('pool-figures').replaceChildren(...figures.map(([k, v]) => el('span', { 'data-figure': k }, `${k} `, el('b', {}, v))));
@@ -450,7 +456,9 @@ const CHARTS = {
   arrivals: {
     x: (s) => s.arrivals.t,
     lines: [
-      ['arrivals', (s) => s.arrivals.perMin, COLORS.blue],
+      ['arrivals (to the workers)', (s) => s.arrivals.perMin, COLORS.blue],
+      ['answered from the result cache', (s) => s.arrivals.cachedPerMin, COLORS.purple, [2, 3]],
+      ['served (online + bulk)', (s) => s.arrivals.servedPerMin, COLORS.green],
       ['forecast', (s) => s.arrivals.forecastPerMin, COLORS.orange, [6, 4]],
     ],
   },
