@@ -358,22 +358,25 @@ describe.skipIf(!hasChromium)('dashboard against warmpool dev', () => {
   });
 
   it('when the API stops answering, the panels keep what it last said, dimmed, and the status says since when', async () => {
-    await signIn(page, dev?.url as string, KEYS.ops);
-    await page.waitForSelector('#workers tbody tr');
-    expect(await page.getAttribute('#app', 'class')).not.toContain('stale');
+    // Signed in already (the key stays in the tab); the demo deployment has workers to keep.
+    await page.selectOption('#deployment', DEMO);
+    await page.waitForSelector('#workers tbody tr', { timeout: 30_000 });
+    await expect.poll(() => page.textContent('#status'), { timeout: 30_000 }).toMatch(/^updated /);
+    const classOf = async () => (await page.getAttribute('#app', 'class')) ?? '';
+    expect(await classOf()).not.toContain('stale');
     await page.route(
       (url) => url.pathname.endsWith('/v1/pool'),
       (route) => route.abort('connectionrefused'),
     );
     try {
-      await expect.poll(() => page.getAttribute('#app', 'class'), { timeout: 30_000 }).toContain('stale');
+      await expect.poll(classOf, { timeout: 30_000 }).toContain('stale');
       expect(await page.textContent('#status')).toMatch(/^update failed: .*; the panels show what it said at /);
       expect(await page.$$eval('#workers tbody tr', (rows) => rows.length)).toBeGreaterThan(0); // kept, not cleared
       expect(await page.$eval('#summary', (e) => Number(getComputedStyle(e).opacity))).toBeLessThan(1);
     } finally {
       await page.unrouteAll({ behavior: 'wait' });
     }
-    await expect.poll(() => page.getAttribute('#app', 'class'), { timeout: 30_000 }).not.toContain('stale');
+    await expect.poll(classOf, { timeout: 30_000 }).not.toContain('stale');
   }, 90_000);
 
   function api(route: string, init: RequestInit = {}): Promise<Response> {
