@@ -22,7 +22,16 @@ import { inspect } from 'node:util';
 import { type Config, loadConfig } from '../infra/kernel/config.ts';
 import { describeFailure, type FailureContext, type SettingSource, unexpectedFailure } from './commands/cli-errors.ts';
 import { COMMANDS, resolveCommand } from './commands/cli-options.ts';
-import { type CommandSpec, formatGroupHelp, formatHelp, formatOverview, parseCommand, usageError, wantsHelp } from './commands/cli-spec.ts';
+import {
+  type CommandSpec,
+  formatGroupHelp,
+  formatHelp,
+  formatOverview,
+  parseArgsMessage,
+  parseCommand,
+  usageError,
+  wantsHelp,
+} from './commands/cli-spec.ts';
 import { endQuietlyWhenClosed } from './commands/closed-output.ts';
 
 export const DEV_ENV_FILE = path.join('.warmpool', 'dev.env');
@@ -146,8 +155,7 @@ function takeDebug(argv: string[], env: NodeJS.ProcessEnv): { args: string[]; de
 function asUsage(spec: CommandSpec, thrown: unknown): unknown {
   const code = thrown instanceof Error && 'code' in thrown ? String(thrown.code) : '';
   if (!code.startsWith('ERR_PARSE_ARGS')) return thrown;
-  const message = (thrown as Error).message.replace(/^Unknown option '([^']+)'.*/s, "unknown option '$1'");
-  return usageError(spec, message.charAt(0).toLowerCase() + message.slice(1));
+  return usageError(spec, parseArgsMessage(spec, thrown));
 }
 
 function report(thrown: unknown, ctx: FailureContext, debug: boolean): number {

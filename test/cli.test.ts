@@ -90,7 +90,8 @@ it('deploy splits traffic, changes only what it is told, and rollback restores t
 
 it.each([
   [['cli-model', 'extra'], /warmpool rollback: unexpected argument 'extra'\nsee 'warmpool rollback --help'/],
-  [['never-deployed'], /model never-deployed is not deployed/],
+  [['never-deployed'], /model never-deployed is not deployed\n/],
+  [['cli-modle'], /model cli-modle is not deployed; did you mean "cli-model"\?/],
 ])('rollback %j → exit 2 with a message naming the problem', async (args, message) => {
   const io = capture();
   expect(await rollbackMain(args, config, io)).toBe(2);
@@ -123,7 +124,9 @@ it.each([
   [['deploy', 'cli-model', '--min', '-1'], /warmpool deploy: option '--min' argument is ambiguous/],
   [['deploy', 'cli-model', '--standby', 'two'], /--standby must be a non-negative integer/],
   [['deploy', 'cli-model', '--min', '3', '--max', '2'], /max \(2\) is below min \(3\)/],
-  [['deploy', 'no-such-model'], /no-such-model/],
+  [['deploy', 'no-such-model'], /no model named no-such-model in the registry\n/],
+  [['deploy', 'cli-modle'], /no model named cli-modle in the registry; did you mean "cli-model"\?/],
+  [['deploy', 'cli-model', '--stanby', '1'], /^warmpool deploy: unknown option '--stanby'; did you mean '--standby'\?\n/],
   [['deploy'], /name one model/],
   [['deploy', 'cli-model', '--bogus'], /^warmpool deploy: unknown option '--bogus'\nsee 'warmpool deploy --help'\n$/],
   [['worker'], /--model is required/],

@@ -11,6 +11,7 @@
  *
  * Anything else is unexpected: its message, and how to see the stack.
  */
+import { closestName } from '../../infra/kernel/closest-name.ts';
 import { ConfigError, InvalidInputError, NotFoundError } from '../../infra/kernel/errors.ts';
 import { UsageError } from './cli-spec.ts';
 
@@ -78,6 +79,31 @@ export function unexpectedFailure(err: unknown, command: string, debug: boolean)
   const hint = '(unexpected: run it again with --debug, or WARMPOOL_DEBUG=1, for the stack trace)';
   return { lines: [`warmpool ${command}: ${message}`, ...(debug ? [] : [hint])], exitCode: 1 };
 }
+
+/**
+ * A model_not_found or deployment_not_found for `name` with the name it most likely meant, when
+ * one of `names` (what is published, or deployed) is close — the API's did-you-mean
+ * (infra/kernel/closest-name.ts): `no model named demo-scorr in the registry; did you mean
+ * "demo-scorer"?`. Any other error, one with nothing close, or one whose names cannot be listed
+ * (S3 down: that failure is not the user's question) is returned as it is.
+ */
+export async function withNearestName(err: unknown, name: string, names: () => Promise<readonly string[]>): Promise<unknown> {
+  // The API's use cases turn a registry's not-found into a 422 of the same code (deployments.ts).
+  const refusal = err instanceof NotFoundError || err instanceof InvalidInputError ? err : undefined;
+  if (!refusal || !NAMED_NOT_FOUND.includes(refusal.code)) return err;
+  const known = await names().catch(() => []);
+  const near = closestName(
+    name,
+    known.filter((n) => n !== name),
+  );
+  if (near === undefined) return err;
+  const message = `${refusal.message}; did you mean "${near}"?`;
+  return refusal instanceof NotFoundError
+    ? new NotFoundError(refusal.code, message, { cause: err })
+    : new InvalidInputError(refusal.code, message, { status: refusal.status, cause: err });
+}
+
+const NAMED_NOT_FOUND = ['model_not_found', 'deployment_not_found'];
 
 /** What to run to see what exists, for a NotFoundError's code. */
 export function notFoundHint(code: string): string[] {

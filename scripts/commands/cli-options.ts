@@ -3,9 +3,11 @@
  * in one place. Commands parse with their table (`parseCommand(BULK_RUN, args)`); cli.ts checks
  * every command line against it before anything starts and prints `--help` from it.
  *
- * Loaded at every CLI start, so this module imports nothing but types: a command's own code is
- * loaded only when it runs.
+ * Loaded at every CLI start, so this module imports nothing but types and the pure did-you-mean
+ * (infra/kernel/closest-name.ts, no imports of its own): a command's own code is loaded only when
+ * it runs.
  */
+import { closestName } from '../../infra/kernel/closest-name.ts';
 import type { CommandSpec, OptionTable } from './cli-spec.ts';
 
 /** The table as written, its option types kept literal so parseArgs types each value. */
@@ -145,7 +147,11 @@ export const DEPLOY = command({
     min: { type: 'string', value: 'N', help: 'fewest active workers (a first deployment: 1)' },
     max: { type: 'string', value: 'N', help: 'most workers (a first deployment: max(min, 1))' },
     standby: { type: 'string', value: 'N', help: 'warmed workers kept in standby (a first deployment: 0)' },
-    'backlog-max': { type: 'string', value: 'N|off', help: 'refuse new jobs (429) beyond N queued; off: no cap' },
+    'backlog-max': {
+      type: 'string',
+      value: 'N|off',
+      help: 'refuse new jobs beyond N queued (503 backlog_full, with Retry-After); off: no cap',
+    },
     policy: { type: 'string', value: 'FILE', help: "the scaler policy's settings for this model, as JSON" },
   },
   notes: ['Flags not given keep their current value. Every version named must be published. Exit codes: 0 deployed; 2 refused.'],
@@ -244,10 +250,10 @@ export const SIMULATE = command({
     '`warmpool simulate calibrate --help`: the simulator against a real worker.',
   ],
   examples: [
-    'warmpool simulate --trace shared/traces/nasa_http_1995_per_minute.csv --count-col count',
+    'warmpool simulate --trace ../shared/traces/nasa_http_1995_per_minute.csv --count-col requests',
     'warmpool simulate --trace t.csv --sweep standby=0,1,2 headroom=0.1,0.3',
     'warmpool simulate --trace t.csv --walk-forward --sweep standby=0,1,2',
-    'warmpool simulate --matrix --traces shared/traces --quick',
+    'warmpool simulate --matrix --traces ../shared/traces --quick',
     'warmpool simulate --bank 200 --seed 7',
   ],
 });
@@ -439,8 +445,15 @@ export function resolveCommand(argv: readonly string[]): Resolved {
   const one = COMMANDS.find((c) => c.path === first);
   if (one) return { kind: 'command', spec: one, args: argv.slice(1) };
   const group = GROUPS.find((g) => g.path === first);
-  if (!group) return { kind: 'unknown', message: `unknown command "${first}"` };
+  if (!group) {
+    const near = closestName(first ?? '', [...new Set(COMMANDS.map((c) => c.path.split(' ')[0] as string))]);
+    return { kind: 'unknown', message: `unknown command "${first}"${near === undefined ? '' : `; did you mean "${near}"?`}` };
+  }
   if (second === undefined || second.startsWith('-')) return { kind: 'group', group, args: argv.slice(1) };
-  const names = group.subcommands.map((s) => s.path.split(' ')[1]).join(', ');
-  return { kind: 'unknown', message: `unknown ${group.path} subcommand "${second}" (${names})` };
+  const names = group.subcommands.map((s) => s.path.split(' ')[1] as string);
+  const near = closestName(second, names);
+  return {
+    kind: 'unknown',
+    message: `unknown ${group.path} subcommand "${second}" (${names.join(', ')})${near === undefined ? '' : `; did you mean "${near}"?`}`,
+  };
 }

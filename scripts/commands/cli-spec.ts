@@ -5,9 +5,12 @@
  * flag the parser refuses or miss one it takes (cli-options.ts holds the tables).
  *
  * Errors from the parser become a `UsageError` whose message names the command and its help:
- * `warmpool bulk run: unknown option '--x'` / `see 'warmpool bulk run --help'` (exit 2).
+ * `warmpool bulk run: unknown option '--x'` / `see 'warmpool bulk run --help'` (exit 2); an
+ * unknown `--flag` close to one the command takes says which (`did you mean '--standby'?`, the
+ * API's did-you-mean, infra/kernel/closest-name.ts).
  */
 import { parseArgs } from 'node:util';
+import { closestName } from '../../infra/kernel/closest-name.ts';
 
 export interface OptionSpec {
   type: 'string' | 'boolean';
@@ -64,7 +67,7 @@ export function parseCommand<O extends OptionTable>(
   try {
     parsed = parseArgs({ args: rest, options: spec.options, allowPositionals: true, strict: true } as ParseConfig<O>);
   } catch (err) {
-    throw usageError(spec, parseArgsMessage(err));
+    throw usageError(spec, parseArgsMessage(spec, err));
   }
   if (parsed.positionals.length > spec.maxPositionals) {
     const extra = parsed.positionals.slice(spec.maxPositionals).join(' ');
@@ -79,12 +82,24 @@ export function usageError(spec: Pick<CommandSpec, 'path'>, message: string): Us
 }
 
 /** parseArgs' messages in the CLI's words: `unknown option '--x'`; others lower-cased as they are. */
-function parseArgsMessage(err: unknown): string {
+export function parseArgsMessage(spec: Pick<CommandSpec, 'options'>, err: unknown): string {
   if (!(err instanceof Error)) return String(err);
   const unknown = /^Unknown option '([^']+)'/.exec(err.message);
-  if (unknown) return `unknown option '${unknown[1]}'`;
+  if (unknown) return unknownOption(spec, unknown[1] as string);
   const first = err.message.split('\n')[0] ?? err.message;
   return first.charAt(0).toLowerCase() + first.slice(1);
+}
+
+/**
+ * `unknown option '--stanby'; did you mean '--standby'?` where a long option is close to one the
+ * command takes (its own or a global one). A short `-x` gets no guess: one letter is close to
+ * too much.
+ */
+export function unknownOption(spec: Pick<CommandSpec, 'options'>, option: string): string {
+  const near = option.startsWith('--')
+    ? closestName(option.slice(2), [...Object.keys(spec.options), ...Object.keys(GLOBAL_OPTIONS)])
+    : undefined;
+  return `unknown option '${option}'${near === undefined ? '' : `; did you mean '--${near}'?`}`;
 }
 
 /** Words of `words` options split off the arguments, so parseArgs sees only what it can parse. */

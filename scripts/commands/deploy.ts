@@ -20,7 +20,7 @@ import { errorMessage, InvalidInputError, NotFoundError } from '../../infra/kern
 import { closeRedis, createRedis } from '../../infra/redis/client.ts';
 import { createModelRegistry, type ModelRegistry } from '../../infra/registry/model-registry.ts';
 import { createS3ObjectStore } from '../../infra/registry/s3-object-store.ts';
-import { notFoundHint } from './cli-errors.ts';
+import { notFoundHint, withNearestName } from './cli-errors.ts';
 import { DEPLOY, DEPLOYMENTS, ROLLBACK } from './cli-options.ts';
 import { parseCommand, UsageError } from './cli-spec.ts';
 
@@ -47,7 +47,9 @@ export function deployMain(command: 'deploy' | 'deployments', args: string[], co
       return 0;
     }
     const { model, change } = parseDeployArgs(args);
-    const d = await putDeployment({ deployments, catalog: registry }, { model, change });
+    const d = await putDeployment({ deployments, catalog: registry }, { model, change }).catch(async (err: unknown) => {
+      throw await withNearestName(err, model, async () => (await registry.list()).map((m) => m.name));
+    });
     io.out(`deployed ${d.model}@${d.version}${splitText(d)} (revision ${d.revision}; ${boundsText(d)})\n`);
     return 0;
   });
@@ -57,7 +59,9 @@ export function deployMain(command: 'deploy' | 'deployments', args: string[], co
 export function rollbackMain(args: string[], config: Config, io: CliIo = processIo): Promise<number> {
   return withStores(config, io, 'rollback', async ({ deployments, registry }) => {
     const model = oneModel(args, ROLLBACK, 'warmpool rollback demo-scorer');
-    const d = await rollbackDeployment({ deployments, catalog: registry }, model);
+    const d = await rollbackDeployment({ deployments, catalog: registry }, model).catch(async (err: unknown) => {
+      throw await withNearestName(err, model, async () => (await deployments.list()).map((x) => x.model));
+    });
     io.out(
       `rolled back ${d.model} to revision ${d.restoredFrom}'s config, now revision ${d.revision}: ` +
         `${d.model}@${d.version}${splitText(d)} (${boundsText(d)})\n`,
