@@ -128,3 +128,50 @@ describe('warmpool models publish --warmup-shape', () => {
     expect(run.lines[0]).toMatch(/the model has 4 inputs \(x, ids, mask, n\): name the input/);
   });
 });
+
+describe('warmpool models: what a publish and a lookup say besides the result', () => {
+  async function models(registry: ReturnType<typeof newRegistry>['registry'], ...args: string[]) {
+    const lines: string[] = [];
+    const code = await modelsCommand(args, { registry, out: (line) => lines.push(line) });
+    return { code, lines };
+  }
+  async function file(bytes: Uint8Array): Promise<string> {
+    const at = path.join(tmp, `${uniqueId('model')}.onnx`);
+    await fs.writeFile(at, bytes);
+    return at;
+  }
+
+  it('a model with dynamic height and width published without --warmup-shape is told the flag that sizes it', async () => {
+    const { registry } = newRegistry();
+    const bare = await models(registry, 'publish', await file(image), '--name', 'cls', '--version', '1');
+    expect(bare.code).toBe(0);
+    expect(bare.lines[1]).toMatch(/^hint: input x \[-1, 3, -1, -1\] has dynamic dimensions after the batch axis and no --warmup-shape/);
+    expect(bare.lines[1]).toContain('Give the size: --warmup-shape x:3,H,W');
+    const sized = await models(registry, 'publish', await file(image), '--name', 'cls', '--version', '2', '--warmup-shape', 'x:3,48,192');
+    expect(sized.lines).toHaveLength(1);
+    // A model whose dimensions are all fixed after the batch axis needs no size.
+    const fixed = await models(registry, 'publish', await file(buildMultiTypeModel()), '--name', 'multi', '--version', '1');
+    expect(fixed.lines).toHaveLength(1);
+  });
+
+  it('a version that exists with other contents names the flag that replaces it', async () => {
+    const { registry } = newRegistry();
+    const at = await file(image);
+    await models(registry, 'publish', at, '--name', 'cls', '--version', '1', '--warmup-shape', 'x:3,48,192');
+    const again = await models(registry, 'publish', at, '--name', 'cls', '--version', '1', '--label', 'team=vision');
+    expect(again.code).toBe(1);
+    expect(again.lines[0]).toMatch(/already exists with .*; publish a new version or overwrite this one$/);
+    expect(again.lines[1]).toBe('`--overwrite` replaces it');
+    expect(again.lines.join('\n')).not.toMatch(/pass overwrite/);
+  });
+
+  it('show for a model nothing is published under names the published one it most likely meant', async () => {
+    const { registry } = newRegistry();
+    await models(registry, 'publish', await file(image), '--name', 'image-classifier', '--version', '1', '--warmup-shape', 'x:3,48,192');
+    const typo = await models(registry, 'show', 'image-clasifier');
+    expect(typo.code).toBe(1);
+    expect(typo.lines[0]).toBe('error: no model named image-clasifier in the registry; did you mean "image-classifier"?');
+    const unlike = await models(registry, 'show', 'bert');
+    expect(unlike.lines[0]).toBe('error: no model named bert in the registry');
+  });
+});

@@ -24,6 +24,7 @@
 
 import { DATATYPE_INFO, newElements } from '../infra/contracts/datatypes.ts';
 import type { ModelManifest, TensorSpec } from '../infra/contracts/manifest.ts';
+import { warmupShapeFlag } from '../infra/contracts/warmup-shapes.ts';
 import type { Clock } from '../infra/kernel/clock.ts';
 import { EngineRejectedError, type EngineTensor, type InferenceEngine } from './engine/engine.ts';
 import { datatypeToDtype, elementCount, encodeHalf } from './engine/tensor-codec.ts';
@@ -270,16 +271,11 @@ function noShapeMessage(manifest: ModelManifest, template: InputShapes, rejected
   const open = manifest.inputs.filter((spec) => template[spec.name]?.some((d) => d < 0));
   const named = open.map((spec) => `${spec.name} [${spec.shape.join(', ')}]`).join(', ');
   const tried = rejected.map((r, i) => `${WARMUP_DIM_CANDIDATES[i]}: ${said(r.error)}`).join('; ');
-  const flags = open.map((spec) => `--warmup-shape ${spec.name}:${example(template[spec.name] ?? [])}`).join(' ');
+  const flags = open.map(warmupShapeFlag).join(' ');
   return (
     `warm-up: no forward pass ran with input ${named} at any size tried for its dynamic dimensions (${tried}); ` +
     `publish the model with the size it serves: ${flags}`
   );
-}
-
-/** `3,H,W` for an image's dimensions, `N` for any other dynamic one. */
-function example(dims: number[]): string {
-  return dims.map((d, i) => (d >= 0 ? String(d) : dims.length === 3 ? (['C', 'H', 'W'][i] ?? 'N') : 'N')).join(',');
 }
 
 function profileOf(candidates: BatchProfile['candidates'], choice: Choice, measuredAt: number): BatchProfile {

@@ -41,3 +41,22 @@ export function normaliseWarmupShapes(inputs: readonly TensorSpec[], shapes: Rea
   // Own keys only, built with fromEntries: an input may be named `__proto__`.
   return Object.fromEntries(inputs.flatMap((i) => (Object.hasOwn(shapes, i.name) ? [[i.name, [...(shapes[i.name] ?? [])]]] : [])));
 }
+
+/**
+ * The inputs whose warm-up size is the worker's guess: a dynamic dimension after the batch axis
+ * (an image's height and width) and no warm-up shape for it. Publishing such a model without
+ * `--warmup-shape` is allowed, but its batch profile is measured at a size nobody sends.
+ */
+export function inputsWithoutWarmupShape(inputs: readonly TensorSpec[], shapes: Readonly<Record<string, number[]>> = {}): TensorSpec[] {
+  return inputs.filter((i) => i.shape.slice(1).some((d) => d < 0) && !Object.hasOwn(shapes, i.name));
+}
+
+/**
+ * `--warmup-shape x:3,H,W`: the flag that sizes an input for warm-up, its fixed dimensions as
+ * the model has them and the dynamic ones named (C, H, W for an image's three, N otherwise).
+ */
+export function warmupShapeFlag(input: TensorSpec): string {
+  const rest = input.shape.slice(1);
+  const dims = rest.map((d, i) => (d >= 0 ? String(d) : rest.length === 3 ? (['C', 'H', 'W'][i] ?? 'N') : 'N'));
+  return `--warmup-shape ${input.name}:${dims.join(',')}`;
+}

@@ -81,7 +81,7 @@ export function createModelRegistry(deps: ModelRegistryDeps): ModelRegistry {
         if (!input.overwrite) {
           throw new InvalidInputError(
             'version_exists',
-            `model ${input.name} version ${input.version} already exists with ${conflict}; publish a new version or pass overwrite`,
+            `model ${input.name} version ${input.version} already exists with ${conflict}; publish a new version or overwrite this one`,
             { status: 409 },
           );
         }

@@ -15,9 +15,12 @@
  */
 import fs from 'node:fs/promises';
 import { parseArgs } from 'node:util';
+import type { TensorSpec } from '../../infra/contracts/manifest.ts';
+import { inputsWithoutWarmupShape, warmupShapeFlag } from '../../infra/contracts/warmup-shapes.ts';
 import { errorMessage, InvalidInputError, NotFoundError } from '../../infra/kernel/errors.ts';
 import type { ModelRegistry } from '../../infra/registry/model-registry.ts';
 import { readOnnxMetadata } from '../../infra/registry/onnx-metadata.ts';
+import { withNearestName } from './cli-errors.ts';
 import { MODELS_LIST, MODELS_PUBLISH, MODELS_SHOW } from './cli-options.ts';
 
 export interface ModelsCommandDeps {
@@ -70,6 +73,7 @@ export async function modelsCommand(args: string[], deps: ModelsCommandDeps): Pr
     }
     if (err instanceof InvalidInputError || err instanceof NotFoundError) {
       say(`${prefix}: ${err.message}`);
+      if (err instanceof InvalidInputError && err.code === 'version_exists') say('`--overwrite` replaces it');
       if (err instanceof NotFoundError) say('`warmpool models list` shows what is published; `warmpool models publish` adds a model');
       return 1;
     }
@@ -97,7 +101,22 @@ async function publish(args: string[], deps: ModelsCommandDeps): Promise<number>
     overwrite: values.overwrite ?? false,
   });
   deps.out(`published ${manifest.name} ${manifest.version} (sha256 ${manifest.sha256}, ${manifest.sizeBytes} bytes)`);
+  const unsized = inputsWithoutWarmupShape(manifest.inputs, manifest.batching.warmupShapes);
+  if (unsized.length > 0) (deps.err ?? deps.out)(unsizedHint(unsized));
   return 0;
+}
+
+/**
+ * Published without a warm-up shape for dynamic dimensions: the worker's warm-up will pick a size
+ * and measure the batch profile there, not at the size the model serves (worker/warmup.ts).
+ */
+function unsizedHint(inputs: readonly TensorSpec[]): string {
+  const named = inputs.map((i) => `${i.name} [${i.shape.join(', ')}]`).join(', ');
+  return (
+    `hint: ${inputs.length === 1 ? 'input' : 'inputs'} ${named} ${inputs.length === 1 ? 'has' : 'have'} dynamic dimensions after the batch axis and no --warmup-shape: ` +
+    `a worker's warm-up picks a size for them and measures its batch profile there, not at the size you serve. ` +
+    `Give the size: ${inputs.map(warmupShapeFlag).join(' ')} (on a new version, or this one with --overwrite)`
+  );
 }
 
 async function list(args: string[], deps: ModelsCommandDeps): Promise<number> {
@@ -118,7 +137,9 @@ async function show(args: string[], deps: ModelsCommandDeps): Promise<number> {
   const { values, positionals } = parse(args, MODELS_SHOW.options, 1);
   const [name] = positionals;
   if (!name) throw new UsageError('show needs a model name');
-  const manifest = await deps.registry.getManifest(name, values.version);
+  const manifest = await deps.registry.getManifest(name, values.version).catch(async (err: unknown) => {
+    throw await withNearestName(err, name, async () => (await deps.registry.list()).map((m) => m.name));
+  });
   for (const line of JSON.stringify(manifest, null, 2).split('\n')) deps.out(line);
   return 0;
 }
