@@ -243,15 +243,30 @@ function upperBound(history: History, nowIdx: number, horizonMin: number, perMin
   const c = s.ratioFloorPerMin;
   const from = nowIdx - s.errorWindowMin;
   const errors = levelErrors(history, from, nowIdx, horizonMin, s.levelHalfLifeMin, c);
-  const dispersion = minuteDispersion(history.values(from, nowIdx));
+  const window = history.values(from, nowIdx);
+  const dispersion = minuteDispersion(window);
   if (errors.length < MIN_ERRORS) return { upperPerMin: perMin, spread: 0, errors: errors.length, dispersion };
   // The errors' robust variance, less what the minutes' own noise puts into a log count.
   const logs = errors.map((e) => e.log);
   const centre = median(logs);
   const mad = 1.4826 * median(logs.map((x) => Math.abs(x - centre)));
   const noise = errors.reduce((t, e) => t + (dispersion * e.level) / (e.level + c) ** 2, 0) / errors.length;
-  const spread = normalQuantile(s.upperQuantile) * Math.sqrt(Math.max(0, mad * mad - noise));
+  const spread = Math.min(normalQuantile(s.upperQuantile) * Math.sqrt(Math.max(0, mad * mad - noise)), peakSpread(window, horizonMin, c));
   return { upperPerMin: Math.max(perMin, (perMin + c) * Math.exp(spread) - c), spread, errors: errors.length, dispersion };
+}
+
+/**
+ * The most a horizon-long window of the error window ran above the window's mean, as a log
+ * ratio: the cap on the upper quantile's spread. The normal reading of the errors' MAD assumes
+ * one mode; traffic that switches on and off has two (its idle minutes' errors are log(c / level),
+ * far below), and read as one spread they put the upper quantile at 40× the mean, far above any
+ * rate the traffic reached. What a horizon-long window actually reached caps it.
+ */
+function peakSpread(window: number[], horizonMin: number, c: number): number {
+  if (window.length === 0) return 0;
+  const mean = window.reduce((a, b) => a + b, 0) / window.length;
+  const peak = slidingMeans(window, horizonMin).reduce((m, x) => Math.max(m, x), 0);
+  return Math.max(0, Math.log((peak + c) / (mean + c)));
 }
 
 /**
