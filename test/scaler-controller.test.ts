@@ -483,3 +483,29 @@ it('runs with the real arrival history, forecaster and policy: a warmed standby 
   expect(mutations(provider.calls)[0]).toBe('setState 1 new-0 active');
   expect(mutations(provider.calls).filter((call) => call.startsWith('launch'))).toContain('launch 1 1 standby');
 });
+
+it("passes the policy the rows served and, where the workers count them against the deployment's SLO, the late ones", async () => {
+  const f = await fixture();
+  await f.deploy({ min: 0, max: 4, standby: 0 });
+  // The arrival history's keys expire by Redis's own clock: this test's time is now's.
+  const clock = new ManualClock(Math.floor(Date.now() / 60_000) * 60_000 + 5_000);
+  const history = createArrivalHistory(redis, f.prefix, clock);
+  const slo = SCALER_DEFAULTS.sloQueueWaitMs;
+  const scripted = scriptedPolicy({ active: 0, standby: 0, launch: 0, drain: 0 });
+  const c = f.controller({ history, clock, decide: scripted.policy, lateSloMs: slo });
+  await c.tick(); // the first tick only marks the counters
+  await history.recordArrival(MODEL, 12, clock.now());
+  await history.recordCompletion(MODEL, 10, clock.now());
+  await history.recordMany([{ kind: 'late', model: MODEL, count: 3, at: clock.now() }]);
+  await clock.advance(1000);
+  await c.tick();
+  expect(scripted.inputs[1]?.observed).toEqual({ arrivedRows: 12, servedRows: 10, lateRows: 3, sinceMs: 1000 });
+
+  // A deployment whose policy sets another SLO than the one the workers count against: no late rows.
+  await f.deploy({ min: 0, max: 4, standby: 0, policy: { sloQueueWaitMs: slo * 2 } });
+  await history.recordCompletion(MODEL, 4, clock.now());
+  await history.recordMany([{ kind: 'late', model: MODEL, count: 4, at: clock.now() }]);
+  await clock.advance(1000);
+  await c.tick();
+  expect(scripted.inputs[2]?.observed).toEqual({ arrivedRows: 0, servedRows: 4, sinceMs: 1000 });
+});

@@ -417,6 +417,8 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
             // Completions per minute, beside the API's arrivals (the scaler's history, DESIGN §8).
             if (e.outcome === 'succeeded') {
               completions.recordCompletion(manifest.name, e.rows);
+              // Those that waited past the SLO: what the scaler's SLO control counts (slo-control.ts).
+              if (e.queueMs > config.scaler.sloQueueWaitMs) completions.recordLate(manifest.name, e.rows);
             }
           },
         }),

@@ -114,6 +114,11 @@ export interface SloControlState {
   /** Ticks in the window whose oldest waiting job was past the SLO (a miss seen directly). */
   windowMissTicks: number;
   windowTicks: number;
+  /** Rows served in the window, and those of them that had waited past the SLO (absent: not counted). */
+  windowServed?: number;
+  windowLate?: number;
+  /** Rows served per window, an EWMA over windows that served any: what one window's share weighs. */
+  servedPerWindow?: number;
   updatedAt: number;
 }
 
@@ -247,7 +252,8 @@ export interface PolicyInput {
    * controller sees every enqueue) and rows workers finished. The closed-loop headroom and the
    * reactive candidate read them; absent, both hold still.
    */
-  observed?: { arrivedRows: number; servedRows: number; sinceMs: number };
+  /** lateRows: of servedRows, those that had waited past the SLO (absent where not counted). */
+  observed?: { arrivedRows: number; servedRows: number; lateRows?: number; sinceMs: number };
 }
 
 export interface PolicyDecision {

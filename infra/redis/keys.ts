@@ -272,8 +272,13 @@ export function metricsKey(prefix: string, owner: string): string {
   return `${prefix}:metrics:${owner}`;
 }
 
-/** One UTC day (`yyyymmdd`) of a model's per-minute arrival, completion or result-cache-hit counters. */
-export function arrivalHistoryKey(prefix: string, kind: 'arrivals' | 'completions' | 'cached', model: string, day: string): string {
+/** One UTC day (`yyyymmdd`) of a model's per-minute arrival, completion, late-completion or result-cache-hit counters. */
+export function arrivalHistoryKey(
+  prefix: string,
+  kind: 'arrivals' | 'completions' | 'late' | 'cached',
+  model: string,
+  day: string,
+): string {
   return `${prefix}:${kind}:${model}:${day}`;
 }
 

@@ -91,7 +91,11 @@ export interface ScalerControllerDeps {
     series(model: string, fromMs: number, toMs: number): Promise<ArrivalSeries>;
     /** Finished rows per minute: with both, the policy sees what arrived and was served each tick (tick-counts.ts). */
     completions?(model: string, fromMs: number, toMs: number): Promise<ArrivalSeries>;
+    /** Finished rows that had waited past `lateSloMs`, per minute (the workers count them): the SLO control's errors. */
+    late?(model: string, fromMs: number, toMs: number): Promise<ArrivalSeries>;
   };
+  /** The SLO the workers count late rows against (SLO_QUEUE_WAIT_MS); a deployment whose policy sets another does without them. */
+  lateSloMs?: number;
   queueStats: Pick<QueueStats, 'backlog'>;
   /** Required unless `shadow`; never called in shadow mode. */
   provider?: PoolProvider;
@@ -136,7 +140,7 @@ export function createScalerController(deps: ScalerControllerDeps): ScalerContro
   const lock = createLeaderLock(deps.redis, scalerLeaderKey(deps.prefix, shadow), identity, deps.lockTtlMs ?? Math.max(5_000, 3 * tickMs));
   const decisions = createDecisionLog(deps.redis, deps.prefix);
   /** Per deployment, where the last tick left the arrival and completion counts. */
-  const marks = new Map<string, { arrived: CountMark; served?: CountMark }>();
+  const marks = new Map<string, { arrived: CountMark; served?: CountMark; late?: CountMark }>();
   const throughput = createThroughputMeter(deps.redis, deps.prefix, shadow);
   const coldStarts = createColdStartMeter(deps.redis, deps.prefix, shadow);
   const metrics = deps.metrics ? createScalerMetrics(deps.metrics) : undefined;
@@ -199,7 +203,7 @@ export function createScalerController(deps: ScalerControllerDeps): ScalerContro
     const rate = await throughput.observe(d.model, weightedBeats, backlog);
     const perWorkerRatePerSec = rate.ratePerSec;
     const raw = await deps.history.series(d.model, now - windowMs, now);
-    const observed = await observeTick(d.model, raw, now);
+    const observed = await observeTick(d.model, raw, now, deps.lateSloMs !== undefined && s.sloQueueWaitMs === deps.lateSloMs);
     const series = sinceFirstArrival(raw);
     const horizonS = Math.ceil((s.coldStartMs + tickMs) / 1000);
     const forecast = deps.forecast({ series, now, horizonS });
@@ -281,15 +285,25 @@ export function createScalerController(deps: ScalerControllerDeps): ScalerContro
     return inApplyOrder(planned);
   }
 
-  /** Rows arrived and served since this deployment's last tick; absent on its first (tick-counts.ts). */
-  async function observeTick(model: string, arrivals: ArrivalSeries, now: number): Promise<PolicyInput['observed']> {
+  /**
+   * Rows arrived and served since this deployment's last tick, and of those served the late ones
+   * where the workers count them against this deployment's SLO; absent on its first (tick-counts.ts).
+   */
+  async function observeTick(model: string, arrivals: ArrivalSeries, now: number, countsLate: boolean): Promise<PolicyInput['observed']> {
     const prev = marks.get(model);
     const arrived = countSince(prev?.arrived, arrivals, now);
     const from = prev?.served?.minuteMs ?? now;
     const served = deps.history.completions ? countSince(prev?.served, await deps.history.completions(model, from, now), now) : undefined;
-    marks.set(model, { arrived: arrived.mark, ...(served ? { served: served.mark } : {}) });
+    const lateFrom = prev?.late?.minuteMs ?? now;
+    const late = countsLate && deps.history.late ? countSince(prev?.late, await deps.history.late(model, lateFrom, now), now) : undefined;
+    marks.set(model, { arrived: arrived.mark, ...(served ? { served: served.mark } : {}), ...(late ? { late: late.mark } : {}) });
     if (!prev || arrived.rows === undefined || served?.rows === undefined) return undefined;
-    return { arrivedRows: arrived.rows, servedRows: served.rows, sinceMs: now - prev.arrived.at };
+    return {
+      arrivedRows: arrived.rows,
+      servedRows: served.rows,
+      ...(late?.rows !== undefined ? { lateRows: late.rows } : {}),
+      sinceMs: now - prev.arrived.at,
+    };
   }
 
   /** Applies actions one by one; a failed one is recorded with its error and the rest still run. */

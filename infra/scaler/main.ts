@@ -95,6 +95,8 @@ export function createScaler(
     prefix: config.queuePrefix,
     deployments: createDeploymentStore(redis, config.queuePrefix),
     history: createArrivalHistory(redis, config.queuePrefix, systemClock),
+    // The workers count late rows against SLO_QUEUE_WAIT_MS, whatever this process's flags say.
+    lateSloMs: config.scaler.sloQueueWaitMs,
     queueStats,
     ...(provider ? { provider } : {}),
     forecast: forecastArrivals,

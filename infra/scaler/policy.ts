@@ -322,13 +322,16 @@ function noteSlo(input: PolicyInput, s: Settings, pool: { pool: number; active: 
   const seen = input.observed;
   if (!seen || !Number.isFinite(seen.sinceMs) || seen.sinceMs <= 0) return input.memory.sloControl;
   const late = nonNegative(input.backlog.oldestAgeMs) > s.sloQueueWaitMs;
+  const canHelp = pool.active > 0 && pool.pool < s.max;
+  const counted = seen.lateRows !== undefined && Number.isFinite(seen.lateRows) && Number.isFinite(seen.servedRows);
   return noteSloTick(
     input.memory.sloControl,
     {
       now: input.now,
       windowMs: Math.max(s.sloQueueWaitMs, seen.sinceMs),
       sinceMs: seen.sinceMs,
-      missed: late && pool.active > 0 && pool.pool < s.max,
+      missed: late && canHelp,
+      ...(counted ? { served: nonNegative(seen.servedRows), late: nonNegative(seen.lateRows ?? 0), canHelp } : {}),
     },
     { sloTarget: s.sloTarget },
   );

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { PolicyInput, SloControlState } from '../contracts/pool.ts';
 import { decide } from './policy.ts';
-import { MAX_FACTOR, MIN_FACTOR, noteSloTick, type SloTick, STEP, sloFactor } from './slo-control.ts';
+import { MAX_FACTOR, MAX_WINDOW_WEIGHT, MIN_FACTOR, noteSloTick, type SloTick, STEP, sloFactor } from './slo-control.ts';
 
 const T0 = Date.UTC(2026, 11, 1);
 const SLO_MS = 30_000;
@@ -27,6 +27,46 @@ describe('closed-loop SLO control', () => {
     const mid = noteSloTick(first, { now: T0 + TICK_MS, windowMs: SLO_MS, sinceMs: TICK_MS, missed: true }, TARGETS);
     expect(sloFactor(mid)).toBe(1);
     expect(mid.windowMissTicks).toBe(1);
+  });
+
+  describe('with late rows counted', () => {
+    // 30 rows a window, 10 a tick.
+    const rows = (late: number, extra: Partial<SloTick> = {}) => ({ served: 10, late, canHelp: true, ...extra });
+
+    it('moves by STEP × (late share − α) a usual window: up while more than α of the rows are late, down below', () => {
+      const up = run(undefined, 10, () => rows(1)); // 10 % late
+      expect(Math.log(sloFactor(up))).toBeCloseTo(10 * STEP * (0.1 - 0.01), 9);
+      const down = run(undefined, 10, () => rows(0));
+      expect(Math.log(sloFactor(down))).toBeCloseTo(-10 * STEP * 0.01, 9);
+      // Exactly α late: it stays.
+      const even = run(undefined, 10, (i) => rows(i % 300 === 0 ? 3 : 0));
+      expect(Math.abs(Math.log(sloFactor(even)))).toBeLessThan(1e-9);
+    });
+
+    it('counts the late rows the tick sightings miss: none seen waiting, 2 % late, and it still rises', () => {
+      const s = run(undefined, 50, (i) => ({ ...rows(i % 5 === 0 ? 1 : 0), missed: false }));
+      expect(sloFactor(s)).toBeGreaterThan(1);
+    });
+
+    it('weighs a busy window by its rows, at most MAX_WINDOW_WEIGHT usual ones', () => {
+      const usual = run(undefined, 20, () => rows(0));
+      const before = Math.log(sloFactor(usual));
+      // One window serving 100× the usual rows, all of them late.
+      const burst = run(usual, 1, () => rows(1000, { served: 1000 }), (usual.updatedAt as number) + 0);
+      expect(Math.log(sloFactor(burst)) - before).toBeCloseTo(MAX_WINDOW_WEIGHT * STEP * 0.99, 6);
+    });
+
+    it('leaves out late rows where more capacity could not have helped (at max, or no worker up)', () => {
+      const s = run(undefined, 10, () => rows(10, { canHelp: false }));
+      expect(Math.log(sloFactor(s))).toBeCloseTo(-10 * STEP * 0.01, 9);
+    });
+
+    it('keeps the usual rows per window in the state, so a restart weighs windows as before', () => {
+      const s = run(undefined, 5, () => rows(0));
+      expect(s.servedPerWindow).toBe(30);
+      const again = run(JSON.parse(JSON.stringify(s)) as SloControlState, 1, () => rows(3), s.updatedAt);
+      expect(Math.log(sloFactor(again)) - Math.log(sloFactor(s))).toBeCloseTo(STEP * (0.3 - 0.01), 9); // 9 of 30 late
+    });
   });
 
   it('moves up on misses by STEP × (1 − α) a window', () => {

@@ -162,7 +162,7 @@ export function candidateDriver(
         batchServiceMs: ctx.batchMs ?? 0,
         settings: s,
         memory: state.memory,
-        observed: { arrivedRows: obs.arrivedJobs, servedRows: obs.servedJobs, sinceMs: ctx.tickMs },
+        observed: { arrivedRows: obs.arrivedJobs, servedRows: obs.servedJobs, lateRows: obs.lateJobs, sinceMs: ctx.tickMs },
       });
       state.memory = d.memory;
       // Most ticks change nothing; planVersion would say so, only slower (it is the replay's hot spot).

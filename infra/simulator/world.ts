@@ -48,6 +48,8 @@ export interface Observation {
   servedJobs: number;
   /** Jobs that arrived over the last tick (what the controller's enqueue counter reports). */
   arrivedJobs: number;
+  /** Of servedJobs, those that had waited past the SLO (what the workers' late counter reports). */
+  lateJobs: number;
   /** Cold starts that ended since the last observation, launch to warmed, in ms (what the controller's meter records). */
   coldStartsMs: number[];
   list: ObservedWorker[];
@@ -130,6 +132,7 @@ class World {
   private busyMs = 0;
   private servedJobs = 0;
   private arrivedJobs = 0;
+  private lateJobs = 0;
   private coldStartsMs: number[] = [];
   private snapshot: Observation | undefined;
 
@@ -232,6 +235,7 @@ class World {
     for (let i = 0; i < n; i++) {
       const arrived = this.queue[this.head++] as number;
       const wait = this.now - arrived;
+      if (wait > this.o.sloMs) this.lateJobs++;
       const delayed = wait > 0 && (this.startingActive > 0 || this.lastStartingActiveEnd > arrived);
       this.rec.job(wait, delayed);
       this.o.onJob?.(arrived, this.now, this.now + ms);
@@ -274,6 +278,7 @@ class World {
     this.busyMs = 0;
     this.servedJobs = 0;
     this.arrivedJobs = 0;
+    this.lateJobs = 0;
     this.events.push(this.now + this.o.tickMs, { kind: 'tick' });
   }
 
@@ -353,6 +358,7 @@ class World {
       busyWorkers: this.busyMs / this.o.tickMs,
       servedJobs: this.servedJobs,
       arrivedJobs: this.arrivedJobs,
+      lateJobs: this.lateJobs,
       coldStartsMs,
       list,
     };

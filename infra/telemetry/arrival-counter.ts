@@ -34,6 +34,8 @@ export interface ArrivalCounter {
   recordArrival(model: string, count?: number): void;
   /** Counts finished jobs (or rows) the same way. */
   recordCompletion(model: string, count?: number): void;
+  /** Counts completed rows that had waited past the SLO the same way. */
+  recordLate(model: string, count?: number): void;
   /** Counts rows the result cache answered at submit the same way. */
   recordCached(model: string, count?: number): void;
   /** Writes what is held now; resolves when written (or reported to `onError`). */
@@ -79,6 +81,7 @@ export function createArrivalCounter(
   return {
     recordArrival: (model, count) => record('arrivals', model, count),
     recordCompletion: (model, count) => record('completions', model, count),
+    recordLate: (model, count) => record('late', model, count),
     recordCached: (model, count) => record('cached', model, count),
     flush,
     close: timer.close,

@@ -4,8 +4,9 @@
  * controller) record completions.
  *
  * Layout: one string per model per UTC day and kind,
- * `<prefix>:arrivals:<model>:<yyyymmdd>` (and `:completions:`, and `:cached:` for rows the result
- * cache answered at submit, which no worker saw; infra/redis/keys.ts), holding 1440 unsigned 32-bit
+ * `<prefix>:arrivals:<model>:<yyyymmdd>` (and `:completions:`; `:late:` for the completed rows
+ * that had waited past SLO_QUEUE_WAIT_MS, what the scaler's SLO control counts; `:cached:` for rows
+ * the result cache answered at submit, which no worker saw; infra/redis/keys.ts), holding 1440 unsigned 32-bit
  * big-endian counters, minute of day i at byte 4·i, incremented with BITFIELD INCRBY (atomic,
  * saturating). That is 5.6 KB of counters (about 7 KB of Redis memory) per model per day and
  * kind, 0.4 MB for 28 days of both; a 1440-field hash outgrows Redis's compact listpack encoding
@@ -37,7 +38,7 @@ export interface ArrivalHistoryOptions {
   retentionDays?: number;
 }
 
-export type ArrivalKind = 'arrivals' | 'completions' | 'cached';
+export type ArrivalKind = 'arrivals' | 'completions' | 'late' | 'cached';
 
 /** `count` arrivals or completions of `model` in the minute containing `at`. */
 export interface ArrivalCount {
@@ -58,6 +59,8 @@ export interface ArrivalHistory {
   series(model: string, fromMs: number, toMs: number): Promise<ArrivalSeries>;
   /** Completions per minute over the same kind of range. */
   completions(model: string, fromMs: number, toMs: number): Promise<ArrivalSeries>;
+  /** Completed rows that had waited past SLO_QUEUE_WAIT_MS, per minute. */
+  late(model: string, fromMs: number, toMs: number): Promise<ArrivalSeries>;
   /** Rows the result cache answered at submit (never arrivals: no worker is needed for them), per minute. */
   cached(model: string, fromMs: number, toMs: number): Promise<ArrivalSeries>;
 }
@@ -131,6 +134,7 @@ export function createArrivalHistory(
     recordMany,
     series: (model, fromMs, toMs) => read('arrivals', model, fromMs, toMs),
     completions: (model, fromMs, toMs) => read('completions', model, fromMs, toMs),
+    late: (model, fromMs, toMs) => read('late', model, fromMs, toMs),
     cached: (model, fromMs, toMs) => read('cached', model, fromMs, toMs),
   };
 }
