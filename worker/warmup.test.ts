@@ -234,6 +234,65 @@ describe('runWarmup', () => {
   });
 });
 
+describe('a bounded warm-up', () => {
+  // A CNN-like cost on the virtual clock: 1 ms a row on 1 thread, 0.6 on 2, 2 ms a pass more under 4 rows.
+  const cnn = (batch: number, threads: number) => batch * (threads === 2 ? 0.6 : 1) + (batch < 4 ? 2 : 0);
+
+  it('measures steady sizes three times each and stays within its budget', async () => {
+    const o = observed(engine, cnn);
+    const events: WarmupProgress[] = [];
+    const profile = await runWarmup({
+      ...base,
+      iterations: 20,
+      engine: o.engine,
+      modelPath: paths.mlp ?? '',
+      manifest: MLP,
+      threadCandidates: [1, 2],
+      clock: o.clock,
+      bound: { budgetMs: 10_000, maxRse: 0.05 },
+      onProgress: (e) => events.push(e),
+    });
+    for (const c of profile.candidates) for (const e of c.entries) expect(e).toMatchObject({ samples: 3, rse: 0 });
+    expect(profile.entries.map((e) => e.batch)).toEqual([1, 2, 4, 8, 16]);
+    expect(o.clock.now()).toBeLessThanOrEqual(10_000);
+    expect(events.some((e) => e.type === 'skipped')).toBe(false);
+  });
+
+  it('leaves unmeasured the sizes the budget cannot pay for, and says so', async () => {
+    const o = observed(engine, cnn);
+    const events: WarmupProgress[] = [];
+    // 1 thread: 3 + 4 + 4 + 8 ms a pass… by 16 rows the 60 ms each thread count gets (120 / 2) are spent.
+    const profile = await runWarmup({
+      ...base,
+      iterations: 20,
+      engine: o.engine,
+      modelPath: paths.mlp ?? '',
+      manifest: MLP,
+      threadCandidates: [1, 2],
+      clock: o.clock,
+      bound: { budgetMs: 120, maxRse: 0.05 },
+      onProgress: (e) => events.push(e),
+    });
+    const skipped = events.filter((e) => e.type === 'skipped');
+    expect(skipped.length).toBeGreaterThan(0);
+    for (const e of skipped) expect(e).toMatchObject({ reason: 'budget' });
+    for (const c of profile.candidates) expect(c.entries.length).toBeGreaterThan(0);
+    // The bound is kept to within one pass (the prediction is from the sizes measured, and this cost is linear).
+    expect(o.clock.now()).toBeLessThanOrEqual(120);
+    expect(profile.rowsPerS).toBeGreaterThan(0);
+  });
+
+  it('is kept under its bound: another bound measures again', async () => {
+    const file = path.join(dir, 'bounded.profile.json');
+    const settings = { ...base, modelPath: paths.mlp ?? '', manifest: MLP, threadCandidates: [1], profileFile: file };
+    await runWarmup({ ...settings, engine, bound: { budgetMs: 5_000, maxRse: 0.05 } });
+    const again = await runWarmup({ ...settings, engine, bound: { budgetMs: 5_000, maxRse: 0.05 } });
+    expect(again.reused).toBe(true);
+    const other = await runWarmup({ ...settings, engine, bound: { budgetMs: 4_000, maxRse: 0.05 } });
+    expect(other.reused).toBeUndefined();
+  });
+});
+
 describe('the kept profile', () => {
   const SHA = 'ab'.repeat(32);
   let cache: string;

@@ -6,7 +6,10 @@
  * threads only when they clearly pay (MORE_THREADS_MIN_GAIN).
  *
  * Each (threads, batch) cell gets one discarded run (first runs pay for allocations and kernel
- * selection) and then `iterations` timed runs. The engine is left loaded with the chosen thread
+ * selection) and then timed runs: `iterations` of them, or, under a `bound` (the worker's
+ * WARMUP_BUDGET_MS and WARMUP_MAX_RSE), until the cell's median is known to within `maxRse` or
+ * its share of the budget is spent, at most `iterations`; sizes that cannot pay off or fit are
+ * not measured at all (worker/warmup-bound.ts). The engine is left loaded with the chosen thread
  * count and warm at the chosen batch size.
  *
  * The measurements are kept beside the model (worker/profile-cache.ts): a later start of the same
@@ -29,12 +32,19 @@ import type { Clock } from '../infra/kernel/clock.ts';
 import { EngineRejectedError, type EngineTensor, type InferenceEngine } from './engine/engine.ts';
 import { datatypeToDtype, elementCount, encodeHalf } from './engine/tensor-codec.ts';
 import { keepProfile, profileFileFor, profileKey, readKeptProfile } from './profile-cache.ts';
+import { medianRse, planSize, type SampleLimits, type SizeSkip, sampleStop, threadEnd, type WarmupBound } from './warmup-bound.ts';
+
+export type { WarmupBound };
 
 export interface BatchProfileEntry {
   batch: number;
   p50Ms: number;
   p95Ms: number;
   rowsPerS: number;
+  /** Timed passes behind p50 and p95 (absent in profiles kept before warm-up was bounded). */
+  samples?: number;
+  /** The median's relative standard error (0.05 = ±5%); absent where fewer than two passes ran. */
+  rse?: number;
 }
 
 export interface BatchProfile {
@@ -83,6 +93,8 @@ export type WarmupProgress =
   /** The input shapes warm-up runs with (models with dynamic non-batch dimensions only), and the candidates ONNX Runtime refused first. */
   | { type: 'shapes'; inputShapes: InputShapes; source: 'manifest' | 'tried'; rejected: Array<{ inputShapes: InputShapes; error: string }> }
   | { type: 'measured'; threads: number; entry: BatchProfileEntry }
+  /** A bounded warm-up left this size and the bigger ones of this thread count unmeasured, and why. */
+  | { type: 'skipped'; threads: number; batch: number; reason: SizeSkip }
   | { type: 'reused'; file: string; measuredAt: number };
 
 export interface WarmupOptions {
@@ -94,9 +106,14 @@ export interface WarmupOptions {
   threadCandidates: number[];
   /** Default: the manifest's warm-up hints, else defaultWarmupBatches(maxBatch). */
   batchSizes?: number[];
-  /** Timed runs per batch size (after one discarded run). */
+  /** Timed runs per batch size (after one discarded run); under `bound`, the most a size takes. */
   iterations: number;
   latencyBudgetMs: number;
+  /**
+   * Bounds a warm-up that measures (one that reuses a kept profile is not measured): its time in
+   * all and the precision each size stops at. Absent: every size gets `iterations` timed runs.
+   */
+  bound?: WarmupBound;
   /** Only `now()` is used. Default: epoch ms at performance.now() resolution. */
   clock?: Pick<Clock, 'now'>;
   /** A listener that throws is ignored: progress reporting never fails a warm-up. */
@@ -109,7 +126,8 @@ export interface WarmupOptions {
   /**
    * The intra-op thread count the engine already has this model loaded with, where the caller
    * loaded it before warm-up: a kept choice of the same count is not loaded a second time (see
-   * keptThreads, which tells the caller which count to load).
+   * keptThreads, which tells the caller which count to load), nor is a first thread candidate of
+   * that count before it is measured (see firstThreads).
    */
   loadedThreads?: number;
 }
@@ -117,7 +135,15 @@ export interface WarmupOptions {
 /** What looking up a kept profile needs: the warm-up's settings, no engine. */
 export type KeptProfileQuery = Pick<
   WarmupOptions,
-  'modelPath' | 'manifest' | 'executionProviders' | 'threadCandidates' | 'batchSizes' | 'iterations' | 'latencyBudgetMs' | 'profileFile'
+  | 'modelPath'
+  | 'manifest'
+  | 'executionProviders'
+  | 'threadCandidates'
+  | 'batchSizes'
+  | 'iterations'
+  | 'latencyBudgetMs'
+  | 'profileFile'
+  | 'bound'
 >;
 
 const preciseClock: Pick<Clock, 'now'> = { now: () => performance.timeOrigin + performance.now() };
@@ -132,13 +158,35 @@ export async function runWarmup(options: WarmupOptions): Promise<BatchProfile> {
 
   const candidates: BatchProfile['candidates'] = [];
   let shapes: InputShapes | undefined;
-  for (const threads of threadsList) {
-    const info = await loadWith(options, threads);
-    emit(options, { type: 'load', threads, loadMs: info.loadMs });
+  // The budget counts from here: loads and the shape pass spend it too.
+  const budgetEnd = options.bound ? clock.now() + options.bound.budgetMs : Number.POSITIVE_INFINITY;
+  for (const [t, threads] of threadsList.entries()) {
+    // The caller's session serves the first thread count when it has that count: one create less.
+    if (t > 0 || options.loadedThreads !== threads) {
+      const info = await loadWith(options, threads);
+      emit(options, { type: 'load', threads, loadMs: info.loadMs });
+    }
     shapes ??= await settleShapes(options, plan);
+    const hardEnd = threadEnd(budgetEnd, clock.now(), threadsList.length - t);
     const entries: BatchProfileEntry[] = [];
-    for (const batch of sizes) {
-      const entry = await measureBatch(options.engine, representativeInputs(options.manifest, batch, shapes), iterations, clock);
+    for (const [i, batch] of sizes.entries()) {
+      const next = options.bound
+        ? planSize({
+            measured: entries,
+            remaining: sizes.slice(i),
+            now: clock.now(),
+            hardEnd,
+            latencyBudgetMs: options.latencyBudgetMs,
+            maxRse: options.bound.maxRse,
+          })
+        : { measure: true as const, shareEnd: Number.POSITIVE_INFINITY };
+      if (!next.measure) {
+        emit(options, { type: 'skipped', threads, batch, reason: next.reason });
+        break;
+      }
+      // Unbounded, no spread counts as stable (-1): every size takes `iterations` runs, as it always did.
+      const limits = { maxSamples: iterations, maxRse: options.bound?.maxRse ?? -1, shareEnd: next.shareEnd, hardEnd };
+      const entry = await measureBatch(options.engine, representativeInputs(options.manifest, batch, shapes), limits, clock);
       entries.push(entry);
       emit(options, { type: 'measured', threads, entry });
     }
@@ -165,6 +213,16 @@ export async function keptThreads(query: KeptProfileQuery): Promise<number | und
   return kept ? choose(kept.candidates, query.latencyBudgetMs).threads : undefined;
 }
 
+/**
+ * The intra-op thread count a caller that loads the model before warm-up should load: the kept
+ * choice where a profile is kept, else the first candidate warm-up measures. Either way the
+ * session it creates is the one warm-up starts on.
+ */
+export async function firstThreads(query: KeptProfileQuery): Promise<number> {
+  const { kept, threadsList } = await lookUp(query);
+  return kept ? choose(kept.candidates, query.latencyBudgetMs).threads : (threadsList[0] ?? 0);
+}
+
 /** The settings warm-up runs under, normalised, and the profile kept for them if any. */
 async function lookUp(options: KeptProfileQuery) {
   const sizes = warmupSizes(options);
@@ -179,6 +237,8 @@ async function lookUp(options: KeptProfileQuery) {
     threadCandidates: threadsList,
     batchSizes: sizes,
     iterations,
+    // A bounded warm-up measures differently: its profile is kept under its bound.
+    ...(options.bound ? { bound: { budgetMs: options.bound.budgetMs, maxRse: options.bound.maxRse } } : {}),
     // Only where an input has dynamic dimensions: a fixed model's key, and its kept file, stay as they were.
     ...(plan.dynamic ? { inputShapes: plan.template } : {}),
     ...(plan.dynamic && isOpen(plan.template) ? { shapeCandidates: [...WARMUP_DIM_CANDIDATES] } : {}),
@@ -343,10 +403,14 @@ function loadWith(options: WarmupOptions, threads: number) {
   return options.engine.load(options.modelPath, { executionProviders: options.executionProviders, intraOpThreads: threads });
 }
 
+/**
+ * One discarded run, then timed runs until sampleStop says enough (with a negative maxRse and no
+ * ends: exactly `maxSamples`).
+ */
 async function measureBatch(
   engine: InferenceEngine,
   template: Record<string, EngineTensor>,
-  iterations: number,
+  limits: SampleLimits,
   clock: Pick<Clock, 'now'>,
 ): Promise<BatchProfileEntry> {
   const batch = Object.values(template)[0]?.dims[0] ?? 1;
@@ -354,16 +418,18 @@ async function measureBatch(
   // is a memcpy; generating a 224×224 image batch value by value again would take longer than the run.)
   await engine.run(copyInputs(template));
   const samples: number[] = [];
-  for (let i = 0; i < iterations; i++) {
+  while (sampleStop(samples, limits, clock.now()) === undefined) {
     const inputs = copyInputs(template);
     const started = clock.now();
     await engine.run(inputs);
     samples.push(Math.max(0, clock.now() - started));
   }
+  const rse = medianRse(samples);
   samples.sort((a, b) => a - b);
   const p50Ms = percentile(samples, 0.5);
   // A clock coarser than the run would give 0 ms: count it as 1 µs rather than infinite rows/s.
-  return { batch, p50Ms, p95Ms: percentile(samples, 0.95), rowsPerS: batch / (Math.max(p50Ms, 0.001) / 1000) };
+  const rowsPerS = batch / (Math.max(p50Ms, 0.001) / 1000);
+  return { batch, p50Ms, p95Ms: percentile(samples, 0.95), rowsPerS, samples: samples.length, ...(Number.isFinite(rse) ? { rse } : {}) };
 }
 
 /** Nearest-rank percentile of sorted samples. */

@@ -51,7 +51,8 @@ import { createIntake } from './intake.ts';
 import { connectionState, IntakeSupervisor } from './intake-supervisor.ts';
 import { createModelCache } from './model-cache.ts';
 import { withStartBackoff } from './start-backoff.ts';
-import { type BatchProfile, keptThreads, runWarmup } from './warmup.ts';
+import { type BatchProfile, firstThreads, runWarmup } from './warmup.ts';
+import { WARMUP_BUDGET_MS, WARMUP_MAX_RSE } from './warmup-bound.ts';
 
 export interface WorkerEvents extends Record<string, unknown[]> {
   'worker:state': [state: WorkerState, previous: WorkerState];
@@ -210,11 +211,12 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
       batchSizes: manifest.batching.warmupBatches.length > 0 ? manifest.batching.warmupBatches : undefined,
       iterations: config.worker.warmupIterations,
       latencyBudgetMs: config.worker.warmupLatencyBudgetMs,
+      bound: { budgetMs: WARMUP_BUDGET_MS, maxRse: WARMUP_MAX_RSE },
     };
-    // A warm-cache restart loads the thread count its kept profile chose, once (worker/warmup.ts
-    // then reuses that session instead of creating a second one).
-    const kept = await keptThreads(warmup);
-    const intraOpThreads = kept ?? config.worker.intraOpThreads;
+    // A warm-cache restart loads the thread count its kept profile chose, a cold one the first
+    // count warm-up measures: either way worker/warmup.ts starts on this session instead of
+    // creating another (a session create is seconds on a large model).
+    const intraOpThreads = await firstThreads(warmup);
     const info = await engine.load(cached.path, { executionProviders: config.worker.executionProviders, intraOpThreads });
     this.emit('model:loaded', { sha256: manifest.sha256, cacheHit: cached.hit, downloadMs: cached.downloadMs, loadMs: info.loadMs });
     if (this.closing) return;
