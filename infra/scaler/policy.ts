@@ -136,9 +136,7 @@ export function decide(input: PolicyInput): PolicyDecision {
   const t = targets({ active: active.value, standby: standbyWanted, pool: pool.value }, settings, minLifetimeMs, reasons);
   const holdDrain = active.skewed || pool.skewed || !capacity.measured;
   const { launch, drain } = actions(workers, t.active, t.standby, holdDrain, reasons);
-  const sloControl = remember
-    ? noteSlo(input, settings, { pool: current, active: workers.active, starting: workers.starting })
-    : input.memory.sloControl;
+  const sloControl = remember ? noteSlo(input, settings, { pool: current, active: workers.active }) : input.memory.sloControl;
   const terms: DecisionTerms = {
     upperRatePerSec: demand.upperPerSec + demand.bulkPerSec,
     quantile: demand.quantile,
@@ -320,7 +318,7 @@ function capacityFactor(memory: PolicyMemory, s: Settings, reasons: string[]): n
 }
 
 /** Folds this tick's outcome into the SLO controller; unchanged without the controller's counts. */
-function noteSlo(input: PolicyInput, s: Settings, pool: { pool: number; active: number; starting: number }): SloControlState | undefined {
+function noteSlo(input: PolicyInput, s: Settings, pool: { pool: number; active: number }): SloControlState | undefined {
   const seen = input.observed;
   if (!seen || !Number.isFinite(seen.sinceMs) || seen.sinceMs <= 0) return input.memory.sloControl;
   const late = nonNegative(input.backlog.oldestAgeMs) > s.sloQueueWaitMs;
@@ -333,7 +331,7 @@ function noteSlo(input: PolicyInput, s: Settings, pool: { pool: number; active: 
       windowMs: Math.max(s.sloQueueWaitMs, seen.sinceMs),
       sinceMs: seen.sinceMs,
       missed: late && canHelp,
-      ...(counted ? { served: nonNegative(seen.servedRows), late: nonNegative(seen.lateRows ?? 0), canHelp, frozen: pool.starting > 0 } : {}),
+      ...(counted ? { served: nonNegative(seen.servedRows), late: nonNegative(seen.lateRows ?? 0), canHelp } : {}),
     },
     { sloTarget: s.sloTarget },
   );

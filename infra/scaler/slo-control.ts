@@ -28,11 +28,8 @@
  * see: with an SLO shorter than a tick and jobs longer than it, a job can wait past the SLO and
  * start between two ticks, and on such worlds the sighting drove the factor to its floor while
  * 2 % of jobs were late. Late rows count only on ticks where more capacity could have helped (as
- * above), and not at all while workers are starting: the capacity asked for is on its way, and
- * the misses of its cold start, counted, wound the factor up to its bound within a minute, whose
- * slow way down (α per clean window) then held an oversized pool for hours (anti-windup: the
- * integral holds while the actuator lags). One window weighs at most MAX_WINDOW_WEIGHT usual
- * windows, so one burst does not throw the factor to its bound.
+ * above); one window weighs at most MAX_WINDOW_WEIGHT usual windows, so one burst does not throw
+ * the factor to its bound.
  * Pure: the state lives in PolicyMemory, so a restart keeps it.
  */
 
@@ -61,8 +58,6 @@ export interface SloTick {
   late?: number;
   /** More capacity could have helped this tick (workers active, the pool below its max): its late rows count. */
   canHelp?: boolean;
-  /** Capacity is on its way (workers starting): the tick's rows are left out, neither up nor down (anti-windup). */
-  frozen?: boolean;
 }
 
 export interface SloTargets {
@@ -95,7 +90,7 @@ export function noteSloTick(state: SloControlState | undefined, tick: SloTick, t
   });
   // No state, the clock went back, or a hole: start a window here, keeping what was learnt.
   if (!state || tick.now < state.updatedAt || tick.now - state.updatedAt > GAP_WINDOWS * windowMs) return fresh();
-  const served = counted && !tick.frozen ? Math.max(0, tick.served ?? 0) : 0;
+  const served = counted ? Math.max(0, tick.served ?? 0) : 0;
   const late = counted && tick.canHelp !== false ? Math.min(served, Math.max(0, tick.late ?? 0)) : 0;
   const next: SloControlState = {
     ...state,
