@@ -22,7 +22,6 @@
 
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
-import { Registry } from 'prom-client';
 import type { ModelManifest } from '../infra/contracts/manifest.ts';
 import { canTransition, type WorkerState } from '../infra/contracts/worker-state.ts';
 import type { ControlCommand } from '../infra/fleet/worker-control.ts';
@@ -33,23 +32,15 @@ import { TypedEmitter } from '../infra/kernel/events.ts';
 import type { Log } from '../infra/kernel/log.ts';
 import { closeRedis, duplicateClient, type RedisClient } from '../infra/redis/client.ts';
 import { metricsKey, workerKey } from '../infra/redis/keys.ts';
-import { createOpenJobs, createOpenJobsReleaser, type OpenJobsReleaser } from '../infra/redis/open-jobs.ts';
-import { createResultCache } from '../infra/redis/result-cache.ts';
-import { createStoredBytes } from '../infra/redis/stored-bytes.ts';
 import type { ModelRegistry } from '../infra/registry/model-registry.ts';
 import type { ObjectStore } from '../infra/registry/object-store.ts';
-import { type ArrivalCounter, createArrivalCounter } from '../infra/telemetry/arrival-counter.ts';
-import { createArrivalHistory } from '../infra/telemetry/arrival-history.ts';
-import { createWorkerMetrics, publishMetricsSnapshot } from '../infra/telemetry/metrics.ts';
-import { type BatchEvent, createBatchRunner, type Slice, type SliceResult } from './batch-runner.ts';
-import { type Batcher, createBatcher } from './batcher.ts';
-import { loadChunkFormats } from './bulk-formats.ts';
+import type { BatchEvent } from './batch-runner.ts';
 import { type ControlListener, createControlListener } from './control.ts';
-import { EngineRejectedError, type InferenceEngine } from './engine/engine.ts';
+import type { InferenceEngine } from './engine/engine.ts';
 import { type Heartbeat, startHeartbeat } from './heartbeat.ts';
-import { createIntake } from './intake.ts';
-import { connectionState, IntakeSupervisor } from './intake-supervisor.ts';
+import { connectionState, type IntakeSupervisor } from './intake-supervisor.ts';
 import { createModelCache } from './model-cache.ts';
+import type { Serving, startServing } from './serving.ts';
 import { withStartBackoff } from './start-backoff.ts';
 import { type BatchProfile, firstThreads, runWarmup } from './warmup.ts';
 import { WARMUP_BUDGET_MS, WARMUP_MAX_RSE } from './warmup-bound.ts';
@@ -93,14 +84,13 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
   private profile?: BatchProfile;
   private heartbeat?: Heartbeat;
   private intake?: IntakeSupervisor;
-  private batcher?: Batcher<Slice, SliceResult>;
-  /** Completions summed in memory, flushed once a second (a MULTI per job cost 15% of the CPU). */
-  private completions?: ArrivalCounter;
-  /** Ended jobs no longer open for their tenant, written once a second (infra/redis/open-jobs.ts). */
-  private openJobs?: OpenJobsReleaser;
-  /** Releases of ended entries' inputs from the tenants' stored bytes (MAX_STORED_BYTES_PER_TENANT). */
-  private storedBytes?: OpenJobsReleaser;
-  private readonly metricsRegistry = new Registry();
+  /**
+   * The batcher, the intake, the completions, open-jobs and stored-bytes releasers (flushed once a
+   * second: a MULTI per job cost 15% of the CPU) and the metrics, once warmed (worker/serving.ts).
+   */
+  private serving?: Serving;
+  /** worker/serving.ts and BullMQ under it, imported from `loading` on (not before `downloading`). */
+  private servingModule?: Promise<typeof import('./serving.ts')>;
   private rowsSinceBeat = 0;
   private lastBeatAt: number;
   private error?: string;
@@ -160,7 +150,8 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
       onBeat: async () => {
         // Every beat re-reads the desired state: a missed doorbell is caught here.
         await this.control?.check();
-        await publishMetricsSnapshot(redis, metricsKey(config.queuePrefix, this.id), this.metricsRegistry, config.worker.heartbeatTtlMs);
+        // No snapshot before serving: the registry is built with the metrics (an empty one added no series).
+        await this.serving?.publishMetrics(metricsKey(config.queuePrefix, this.id), config.worker.heartbeatTtlMs);
       },
       onError: (err) => log.warn({ err }, 'heartbeat failed'),
     });
@@ -200,6 +191,8 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
     if (this.closing) return;
 
     this.setState('loading');
+    // This thread waits on the engine's session from here: it compiles the serving side meanwhile.
+    void this.servingCode();
     const cpus = os.availableParallelism();
     const threadCandidates = config.worker.intraOpThreads > 0 ? [config.worker.intraOpThreads] : [...new Set([1, cpus])];
     const warmup = {
@@ -225,7 +218,9 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
     this.profile = await runWarmup({ ...warmup, loadedThreads: intraOpThreads });
     log.info({ profile: summarise(this.profile) }, 'warm-up done');
     if (this.closing) return;
-    this.startServing(manifest, this.profile);
+    const serving = await this.servingCode();
+    if (this.closing) return;
+    this.startServing(serving.startServing, manifest, this.profile);
     this.desired ??= this.startOptions.startAs === 'standby' ? 'standby' : 'activate';
     await this.steer();
   }
@@ -291,140 +286,38 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
     }
   }
 
-  /** The ledger's worker side when a budget is set: outputs charged, ended entries' inputs released in batches. */
-  private storedBytesLedger(): { ledger: ReturnType<typeof createStoredBytes>; releaser: OpenJobsReleaser } | undefined {
-    const { config, redis, clock } = this.deps;
-    if (config.jobs.maxStoredBytesPerTenant <= 0) return undefined;
-    const ledger = createStoredBytes(redis, { prefix: config.queuePrefix, ttlMs: config.jobs.retentionS * 1000, clock });
-    this.storedBytes = createOpenJobsReleaser(ledger, clock, {
-      onError: (err) => this.deps.log.warn({ err }, 'stored bytes not released (they expire with the retention)'),
-    });
-    return { ledger, releaser: this.storedBytes };
+  /** worker/serving.ts, imported once: from `loading` on, so that it is compiled when warm-up ends. */
+  private servingCode(): Promise<typeof import('./serving.ts')> {
+    if (!this.servingModule) {
+      this.servingModule = import('./serving.ts');
+      // Awaited once warmed; a drain before then must not leave its failure unobserved.
+      this.servingModule.catch(() => undefined);
+    }
+    return this.servingModule;
   }
 
-  private startServing(manifest: ModelManifest, profile: BatchProfile): void {
-    const { config, redis, clock } = this.deps;
-    const labels = { model: manifest.name, version: manifest.version };
-    const onError = (err: unknown) => this.deps.log.warn({ err }, 'completions not recorded');
-    const completions = createArrivalCounter(createArrivalHistory(redis, config.queuePrefix, clock), clock, { onError });
-    this.completions = completions;
-    const openJobs = createOpenJobsReleaser(
-      createOpenJobs(redis, { prefix: config.queuePrefix, horizonMs: config.jobs.retentionS * 1000, clock }),
-      clock,
-      { onError: (err) => this.deps.log.warn({ err }, 'open jobs not released (they age out)') },
-    );
-    this.openJobs = openJobs;
-    const storedBytes = this.storedBytesLedger();
-    const metrics = createWorkerMetrics(this.metricsRegistry, labels);
-    const maxRows = config.worker.batchMaxRows > 0 ? config.worker.batchMaxRows : profile.chosenBatch;
-    const run = createBatchRunner(
-      this.deps.engine,
-      manifest.inputs.map((i) => i.name),
-      manifest.outputs.map((o) => o.name),
-      (e) => {
-        // Rows per forward pass: what the engine ran. Throughput below counts rows served.
-        metrics.batchRows.observe(labels, e.uniqueRows);
-        metrics.batchInferSeconds.observe(labels, e.inferMs / 1000);
-        this.rowsSinceBeat += e.rows;
-        this.emit('batch:flushed', e);
+  /** The serving parts over the warmed engine (worker/serving.ts); the intake starts paused. */
+  private startServing(start: typeof startServing, manifest: ModelManifest, profile: BatchProfile): void {
+    this.serving = start(
+      {
+        ...this.deps,
+        workerId: this.id,
+        serving: () => this.state === 'active' && !this.closing,
+        onBatch: (e) => {
+          this.rowsSinceBeat += e.rows;
+          this.emit('batch:flushed', e);
+        },
+        onEngineError: (err) => {
+          if (this.state !== 'active') return;
+          this.error = `inference engine lost: ${errorMessage(err)}`;
+          this.setState('failed');
+          this.lost?.(coerceError(err));
+        },
       },
-    );
-    const batcher = createBatcher<Slice, SliceResult>({
-      maxRows,
-      maxWaitMs: config.worker.batchMaxWaitMs,
-      rowsOf: (s) => s.rows,
-      // Two passes in flight: the inference thread runs one while this thread splits the last
-      // one's outputs and sends the next, so it never waits on this thread between passes
-      // (its runs are still one at a time, in order: ort-thread.ts).
-      maxInFlight: 2,
-      run: async (slices, rows) => {
-        try {
-          return await run(slices, rows);
-        } catch (err) {
-          // ORT refusing this data is the job's problem; anything else means the engine is gone.
-          if (!(err instanceof EngineRejectedError) && this.state === 'active') {
-            this.error = `inference engine lost: ${errorMessage(err)}`;
-            this.setState('failed');
-            this.lost?.(coerceError(err));
-          }
-          throw err;
-        }
-      },
-      clock,
-    });
-    this.batcher = batcher;
-    const concurrency = config.worker.concurrency > 0 ? config.worker.concurrency : Math.max(4, maxRows * 2);
-    // Built once: a replacement intake (IntakeSupervisor) shares them with the one it replaces.
-    const results = createResultCache(redis, {
-      prefix: config.queuePrefix,
-      ttlS: config.worker.resultCacheTtlS,
-      maxBytes: config.worker.resultCacheMaxBytes,
-    });
-    const bulk = this.deps.storeFor
-      ? {
-          bulk: {
-            storeFor: this.deps.storeFor,
-            formats: () => loadChunkFormats({ parquetFooterMaxBytes: config.bulk.parquetFooterMaxBytes }),
-          },
-        }
-      : {};
-    const processed = {
-      succeeded: metrics.jobsProcessed.labels({ ...labels, outcome: 'succeeded' }),
-      failed: metrics.jobsProcessed.labels({ ...labels, outcome: 'failed' }),
-      retry: metrics.jobsProcessed.labels({ ...labels, outcome: 'retry' }),
-    };
-    const queueSeconds = metrics.jobQueueSeconds.labels(labels);
-    this.intake = new IntakeSupervisor({
-      redis,
-      clock,
-      log: this.deps.log,
-      prefix: config.queuePrefix,
       manifest,
-      concurrency,
-      // A free BullMQ worker takes a waiting job in milliseconds; three lock lifetimes are far
-      // beyond any reconnect that ends by itself.
-      stallMs: Math.max(20_000, 3 * config.worker.lockDurationMs),
-      serving: () => this.state === 'active' && !this.closing,
-      build: (connection, gate) =>
-        createIntake({
-          gate,
-          connection,
-          prefix: config.queuePrefix,
-          manifest,
-          batcher,
-          maxRows,
-          bounds: {
-            maxRows: config.jobs.maxRowsPerJob,
-            maxElements: config.jobs.maxElementsPerJob,
-            maxBytesElements: config.jobs.maxBytesElementsPerJob,
-          },
-          openJobs,
-          ...(storedBytes ? { storedBytes } : {}),
-          concurrency,
-          lockDurationMs: config.worker.lockDurationMs,
-          stalledIntervalMs: config.worker.stalledIntervalMs,
-          workerId: this.id,
-          clock,
-          retentionS: config.jobs.retentionS,
-          results,
-          ...bulk,
-          onCacheError: (err) => this.deps.log.warn({ err }, 'result not cached'),
-          onCleanupError: (err) => this.deps.log.warn({ err }, 'an ended entry’s inputs not deleted (they expire)'),
-          onRejected: (e) => this.deps.log.warn(e, 'ONNX Runtime rejected a job'),
-          onJobDone: (e) => {
-            // Children bound once: a queue entry ends dozens of jobs at a time, and prom-client's
-            // per-call label checks and lookups were a tenth of this thread's time per job.
-            processed[e.outcome].inc();
-            queueSeconds.observe(e.queueMs / 1000);
-            // Completions per minute, beside the API's arrivals (the scaler's history, DESIGN §8).
-            if (e.outcome === 'succeeded') {
-              completions.recordCompletion(manifest.name, e.rows);
-              // Those that waited past the SLO: what the scaler's SLO control counts (slo-control.ts).
-              if (e.queueMs > config.scaler.sloQueueWaitMs) completions.recordLate(manifest.name, e.rows);
-            }
-          },
-        }),
-    });
+      profile,
+    );
+    this.intake = this.serving.intake;
   }
 
   /** What an operator needs to tell a stuck worker from an idle one (`kill -USR2 <pid>` logs it). */
@@ -450,10 +343,10 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
     const steps: Array<[string, () => Promise<unknown>]> = [
       ['control', async () => this.control?.close()],
       ['intake', async () => this.intake?.close()],
-      ['batcher', async () => this.batcher?.close()],
-      ['completions', async () => this.completions?.close()],
-      ['open-jobs', async () => this.openJobs?.close()],
-      ['stored-bytes', async () => this.storedBytes?.close()],
+      ['batcher', async () => this.serving?.batcher.close()],
+      ['completions', async () => this.serving?.completions.close()],
+      ['open-jobs', async () => this.serving?.openJobs.close()],
+      ['stored-bytes', async () => this.serving?.storedBytes?.close()],
       ['engine', () => engine.close()],
     ];
     for (const [name, step] of steps) {
