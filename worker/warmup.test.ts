@@ -282,6 +282,32 @@ describe('a bounded warm-up', () => {
     expect(profile.rowsPerS).toBeGreaterThan(0);
   });
 
+  it('spends what is left of the budget on the chosen cell until its median is steady', async () => {
+    // ±10% from pass to pass, 1 ms a row; 5 ms of latency budget: sizes past 4 cannot be chosen and are not measured.
+    let calls = 0;
+    const o = observed(engine, (batch) => batch * (calls++ % 2 === 0 ? 0.9 : 1.1));
+    const events: WarmupProgress[] = [];
+    const profile = await runWarmup({
+      ...base,
+      iterations: 20,
+      engine: o.engine,
+      modelPath: paths.mlp ?? '',
+      manifest: MLP,
+      threadCandidates: [1],
+      latencyBudgetMs: 5,
+      clock: o.clock,
+      bound: { budgetMs: 200, maxRse: 0.05 },
+      onProgress: (e) => events.push(e),
+    });
+    expect(events.find((e) => e.type === 'skipped')).toMatchObject({ batch: 8, reason: 'latency' });
+    const measured = events.flatMap((e) => (e.type === 'measured' ? [e.entry] : []));
+    const chosen = profile.entries.find((e) => e.batch === profile.chosenBatch);
+    const swept = measured.find((e) => e.batch === profile.chosenBatch);
+    expect(chosen?.samples).toBeGreaterThan(swept?.samples ?? 0);
+    expect(chosen?.rse).toBeLessThanOrEqual(0.05);
+    expect(o.clock.now()).toBeLessThanOrEqual(200);
+  });
+
   it('is kept under its bound: another bound measures again', async () => {
     const file = path.join(dir, 'bounded.profile.json');
     const settings = { ...base, modelPath: paths.mlp ?? '', manifest: MLP, threadCandidates: [1], profileFile: file };

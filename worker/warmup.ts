@@ -156,47 +156,17 @@ export async function runWarmup(options: WarmupOptions): Promise<BatchProfile> {
     return reuse(options, kept);
   }
 
-  const candidates: BatchProfile['candidates'] = [];
-  let shapes: InputShapes | undefined;
   // The budget counts from here: loads and the shape pass spend it too.
   const budgetEnd = options.bound ? clock.now() + options.bound.budgetMs : Number.POSITIVE_INFINITY;
-  for (const [t, threads] of threadsList.entries()) {
-    // The caller's session serves the first thread count when it has that count: one create less.
-    if (t > 0 || options.loadedThreads !== threads) {
-      const info = await loadWith(options, threads);
-      emit(options, { type: 'load', threads, loadMs: info.loadMs });
-    }
-    shapes ??= await settleShapes(options, plan);
-    const hardEnd = threadEnd(budgetEnd, clock.now(), threadsList.length - t);
-    const entries: BatchProfileEntry[] = [];
-    for (const [i, batch] of sizes.entries()) {
-      const next = options.bound
-        ? planSize({
-            measured: entries,
-            remaining: sizes.slice(i),
-            now: clock.now(),
-            hardEnd,
-            latencyBudgetMs: options.latencyBudgetMs,
-            maxRse: options.bound.maxRse,
-          })
-        : { measure: true as const, shareEnd: Number.POSITIVE_INFINITY };
-      if (!next.measure) {
-        emit(options, { type: 'skipped', threads, batch, reason: next.reason });
-        break;
-      }
-      // Unbounded, no spread counts as stable (-1): every size takes `iterations` runs, as it always did.
-      const limits = { maxSamples: iterations, maxRse: options.bound?.maxRse ?? -1, shareEnd: next.shareEnd, hardEnd };
-      const entry = await measureBatch(options.engine, representativeInputs(options.manifest, batch, shapes), limits, clock);
-      entries.push(entry);
-      emit(options, { type: 'measured', threads, entry });
-    }
-    candidates.push({ threads, entries });
-  }
-
-  const choice = choose(candidates, options.latencyBudgetMs);
-  if (threadsList.at(-1) !== choice.threads) {
-    await loadWith(options, choice.threads);
-    await options.engine.run(representativeInputs(options.manifest, choice.entry.batch, shapes));
+  const { candidates, passes, shapes } = await sweep(options, { sizes, threadsList, iterations, plan, budgetEnd, clock });
+  let choice = choose(candidates, options.latencyBudgetMs);
+  const reload = threadsList.at(-1) !== choice.threads;
+  if (reload) await loadAndRun(options, choice, shapes);
+  if (options.bound) {
+    // The engine's last run was at the chosen batch where it was just reloaded or that was the last size measured.
+    const hot = reload || candidates.at(-1)?.entries.at(-1)?.batch === choice.entry.batch;
+    const limits = { maxSamples: iterations, maxRse: options.bound.maxRse, shareEnd: budgetEnd, hardEnd: budgetEnd };
+    choice = await refineChoice(options, { candidates, passes, choice, shapes, clock, hot, limits });
   }
   const profile = { ...profileOf(candidates, choice, clock.now()), ...(plan.dynamic && shapes ? { inputShapes: shapes } : {}) };
   if (file) await keepProfile(file, key, profile);
@@ -403,21 +373,125 @@ function loadWith(options: WarmupOptions, threads: number) {
   return options.engine.load(options.modelPath, { executionProviders: options.executionProviders, intraOpThreads: threads });
 }
 
+interface SweepPlan {
+  sizes: number[];
+  threadsList: number[];
+  iterations: number;
+  plan: ShapePlan;
+  budgetEnd: number;
+  clock: Pick<Clock, 'now'>;
+}
+
 /**
- * One discarded run, then timed runs until sampleStop says enough (with a negative maxRse and no
- * ends: exactly `maxSamples`).
+ * Every thread count × batch size a warm-up measures: under a bound, each thread count gets an
+ * even share of what is left and stops growing where planSize says (worker/warmup-bound.ts).
+ * Returns the cells' entries, their timed passes by `threads:batch`, and the shapes measured at.
+ */
+async function sweep(options: WarmupOptions, { sizes, threadsList, iterations, plan, budgetEnd, clock }: SweepPlan) {
+  const candidates: BatchProfile['candidates'] = [];
+  const passes = new Map<string, number[]>();
+  let shapes: InputShapes | undefined;
+  for (const [t, threads] of threadsList.entries()) {
+    // The caller's session serves the first thread count when it has that count: one create less.
+    if (t > 0 || options.loadedThreads !== threads) {
+      const info = await loadWith(options, threads);
+      emit(options, { type: 'load', threads, loadMs: info.loadMs });
+    }
+    shapes ??= await settleShapes(options, plan);
+    const hardEnd = threadEnd(budgetEnd, clock.now(), threadsList.length - t);
+    const entries: BatchProfileEntry[] = [];
+    for (const [i, batch] of sizes.entries()) {
+      const next = options.bound
+        ? planSize({
+            measured: entries,
+            remaining: sizes.slice(i),
+            now: clock.now(),
+            hardEnd,
+            latencyBudgetMs: options.latencyBudgetMs,
+            maxRse: options.bound.maxRse,
+          })
+        : { measure: true as const, shareEnd: Number.POSITIVE_INFINITY };
+      if (!next.measure) {
+        emit(options, { type: 'skipped', threads, batch, reason: next.reason });
+        break;
+      }
+      // Unbounded, no spread counts as stable (-1): every size takes `iterations` runs, as it always did.
+      const limits = { maxSamples: iterations, maxRse: options.bound?.maxRse ?? -1, shareEnd: next.shareEnd, hardEnd };
+      const samples: number[] = [];
+      passes.set(`${threads}:${batch}`, samples);
+      const entry = await measureBatch(options.engine, representativeInputs(options.manifest, batch, shapes), limits, clock, samples);
+      entries.push(entry);
+      emit(options, { type: 'measured', threads, entry });
+    }
+    candidates.push({ threads, entries });
+  }
+  return { candidates, passes, shapes };
+}
+
+/** Loads `choice`'s thread count and runs its batch once, so the first job does not pay for allocations. */
+async function loadAndRun(options: WarmupOptions, choice: Choice, shapes: InputShapes | undefined): Promise<void> {
+  await loadWith(options, choice.threads);
+  await options.engine.run(representativeInputs(options.manifest, choice.entry.batch, shapes));
+}
+
+/**
+ * What is left of the budget goes to the chosen cell, whose rows/s the scaler reads; then the
+ * choice is made again from the refined entry (more passes can move it, within the thread count
+ * or, rarely, to another, which is then loaded).
+ */
+async function refineChoice(
+  options: WarmupOptions,
+  r: {
+    candidates: BatchProfile['candidates'];
+    passes: Map<string, number[]>;
+    choice: Choice;
+    shapes: InputShapes | undefined;
+    clock: Pick<Clock, 'now'>;
+    hot: boolean;
+    limits: SampleLimits;
+  },
+): Promise<Choice> {
+  const samples = r.passes.get(`${r.choice.threads}:${r.choice.entry.batch}`) ?? [];
+  const refined = await refine(options, r.choice, samples, { ...r.limits, shapes: r.shapes, clock: r.clock, hot: r.hot });
+  const cell = r.candidates.find((c) => c.threads === r.choice.threads);
+  if (refined && cell) cell.entries = cell.entries.map((e) => (e.batch === refined.batch ? refined : e));
+  const again = choose(r.candidates, options.latencyBudgetMs);
+  if (again.threads !== r.choice.threads) await loadAndRun(options, again, r.shapes);
+  return again;
+}
+
+/**
+ * More timed passes of the chosen cell while it is not stable and the budget allows, after one
+ * discarded unless the engine's last run was at this batch size (`hot`). Undefined when it took none.
+ */
+async function refine(
+  options: WarmupOptions,
+  choice: Choice,
+  samples: number[],
+  limits: SampleLimits & { shapes: InputShapes | undefined; clock: Pick<Clock, 'now'>; hot: boolean },
+): Promise<BatchProfileEntry | undefined> {
+  const { clock, hot } = limits;
+  if (sampleStop(samples, limits, clock.now() + (hot ? 0 : choice.entry.p50Ms)) !== undefined) return undefined;
+  const template = representativeInputs(options.manifest, choice.entry.batch, limits.shapes);
+  return measureBatch(options.engine, template, limits, clock, samples, !hot);
+}
+
+/**
+ * One discarded run (unless `discard` is false), then timed runs until sampleStop says enough
+ * (with a negative maxRse and no ends: exactly `maxSamples`), added to `samples` (empty for a fresh cell).
  */
 async function measureBatch(
   engine: InferenceEngine,
   template: Record<string, EngineTensor>,
   limits: SampleLimits,
   clock: Pick<Clock, 'now'>,
+  samples: number[] = [],
+  discard = true,
 ): Promise<BatchProfileEntry> {
   const batch = Object.values(template)[0]?.dims[0] ?? 1;
   // Inputs are copied before the clock starts: each run detaches the buffers it is given. (A copy
   // is a memcpy; generating a 224×224 image batch value by value again would take longer than the run.)
-  await engine.run(copyInputs(template));
-  const samples: number[] = [];
+  if (discard) await engine.run(copyInputs(template));
   while (sampleStop(samples, limits, clock.now()) === undefined) {
     const inputs = copyInputs(template);
     const started = clock.now();
@@ -425,11 +499,11 @@ async function measureBatch(
     samples.push(Math.max(0, clock.now() - started));
   }
   const rse = medianRse(samples);
-  samples.sort((a, b) => a - b);
-  const p50Ms = percentile(samples, 0.5);
+  const sorted = [...samples].sort((a, b) => a - b);
+  const p50Ms = percentile(sorted, 0.5);
   // A clock coarser than the run would give 0 ms: count it as 1 µs rather than infinite rows/s.
   const rowsPerS = batch / (Math.max(p50Ms, 0.001) / 1000);
-  return { batch, p50Ms, p95Ms: percentile(samples, 0.95), rowsPerS, samples: samples.length, ...(Number.isFinite(rse) ? { rse } : {}) };
+  return { batch, p50Ms, p95Ms: percentile(sorted, 0.95), rowsPerS, samples: sorted.length, ...(Number.isFinite(rse) ? { rse } : {}) };
 }
 
 /** Nearest-rank percentile of sorted samples. */

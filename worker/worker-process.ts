@@ -393,5 +393,7 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
 }
 
 function summarise(p: BatchProfile) {
-  return { threads: p.threads, chosenBatch: p.chosenBatch, rowsPerS: Math.round(p.rowsPerS) };
+  // The sizes measured per thread count: a bounded warm-up leaves out those it could not pay for.
+  const measured = p.candidates.map((c) => `${c.threads}: ${c.entries.map((e) => e.batch).join('/')}`);
+  return { threads: p.threads, chosenBatch: p.chosenBatch, rowsPerS: Math.round(p.rowsPerS), measured, reused: p.reused ?? false };
 }
