@@ -6,7 +6,7 @@
  *
  * A kept profile is used only where it was measured under the same conditions, which its key
  * lists: the model's sha256, the execution providers, the thread counts and batch sizes tried,
- * the timed runs per cell, the warm-up shape of a model with dynamic dimensions (the manifest's
+ * the timed runs per cell, a bounded warm-up's budget and precision, the warm-up shape of a model with dynamic dimensions (the manifest's
  * hints, or the sizes tried), the host's CPU count and model, and the ONNX Runtime version. Any
  * other difference (a new release, another instance type under the same cache volume, another
  * WARMUP_BATCHES) measures again and replaces the file. The latency budget is not in the key:
@@ -29,6 +29,8 @@ export interface ProfileKey {
   threadCandidates: number[];
   batchSizes: number[];
   iterations: number;
+  /** Only for a bounded warm-up (WARMUP_BUDGET_MS): its budget and precision, which decide what it measured. */
+  bound?: { budgetMs: number; maxRse: number };
   /**
    * Only for a model with dynamic non-batch dimensions, so a fixed model's key is what it always
    * was: its inputs' non-batch dimensions as warm-up plans them (fixed, from the manifest's
