@@ -20,15 +20,6 @@
 export const MIN_SAMPLES = 3;
 
 /**
- * What a warm-up from an empty profile may spend measuring, loads included: with the final load
- * and pass at the chosen setting (and at most one pass past a prediction that was short), a
- * PaddleOCR-class CNN (27,648 floats a row, ~1,000 rows/s on 2 cores) is ready in under 2 s,
- * where measuring every size 1 + WARMUP_ITERATIONS times took 3.7–7 s. A restart with a kept
- * profile measures nothing (worker/profile-cache.ts).
- */
-export const WARMUP_BUDGET_MS = 1_500;
-
-/**
  * The precision a size's median (its rows/s, which the chooser and the scaler read) is measured
  * to: ±5% at one standard error. The choices it feeds have wider margins (a bigger batch needs
  * 1/NEAR_BEST = 11% more rows/s, more threads MORE_THREADS_MIN_GAIN = 30% more), so an error of

@@ -43,7 +43,7 @@ import { createModelCache } from './model-cache.ts';
 import type { Serving, startServing } from './serving.ts';
 import { withStartBackoff } from './start-backoff.ts';
 import { type BatchProfile, firstThreads, runWarmup } from './warmup.ts';
-import { WARMUP_BUDGET_MS, WARMUP_MAX_RSE } from './warmup-bound.ts';
+import { WARMUP_MAX_RSE } from './warmup-bound.ts';
 
 export interface WorkerEvents extends Record<string, unknown[]> {
   'worker:state': [state: WorkerState, previous: WorkerState];
@@ -204,7 +204,7 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
       batchSizes: manifest.batching.warmupBatches.length > 0 ? manifest.batching.warmupBatches : undefined,
       iterations: config.worker.warmupIterations,
       latencyBudgetMs: config.worker.warmupLatencyBudgetMs,
-      bound: { budgetMs: WARMUP_BUDGET_MS, maxRse: WARMUP_MAX_RSE },
+      ...(config.worker.warmupBudgetMs > 0 ? { bound: { budgetMs: config.worker.warmupBudgetMs, maxRse: WARMUP_MAX_RSE } } : {}),
     };
     // A warm-cache restart loads the thread count its kept profile chose, a cold one the first
     // count warm-up measures: either way worker/warmup.ts starts on this session instead of

@@ -10,7 +10,8 @@
  * warm-pool host that served this model before). The warm-cache start is compared with the
  * least work ONNX Runtime needs for the same result in a process of its own, as a restarted
  * worker is: import onnxruntime-node, one `InferenceSession.create` at the thread count the
- * worker chose, and the warm-up's batch sizes × (1 + iterations) runs (rawWarmStart).
+ * worker chose, and the warm-up's batch sizes × (1 + passes) runs (rawWarmStart; passes: the bounded
+ * warm-up's minimum a size, MIN_SAMPLES, or WARMUP_ITERATIONS with WARMUP_BUDGET_MS=0).
  *
  * The worker runs from dist/ (bin/warmpool.mjs); a stale dist/ is built before the first start,
  * so no phase below includes the build, and a tree that does not compile fails the measurement
@@ -23,6 +24,7 @@ import type { WorkerState } from '../../infra/contracts/worker-state.ts';
 import { loadConfig } from '../../infra/kernel/config.ts';
 import { closeRedis, createRedis } from '../../infra/redis/client.ts';
 import { representativeInputs } from '../../worker/warmup.ts';
+import { MIN_SAMPLES } from '../../worker/warmup-bound.ts';
 import { buildDist, ROOT, staleReason } from '../build.mjs';
 import { sessionOptions } from './raw-ort.ts';
 import { type BenchContext, scopedEnv, spawnRole, waitForWorkers } from './services.ts';
@@ -85,7 +87,10 @@ export async function measureColdStart(ctx: BenchContext, manifest: ModelManifes
   const cold = await startOnce(ctx, manifest, `${label}-cold`, cacheDir);
   const warm = await startOnce(ctx, manifest, `${label}-warm`, cacheDir);
   const config = loadConfig(ctx.env);
-  const rawMs = await rawWarmStart(path.join(cacheDir, `${manifest.sha256}.onnx`), manifest, warm.threads, config.worker.warmupIterations);
+  // The least the worker's warm-up could do: MIN_SAMPLES timed passes a size under its time bound
+  // (it stops a steady size there), every one of WARMUP_ITERATIONS without it.
+  const passes = config.worker.warmupBudgetMs > 0 ? MIN_SAMPLES : config.worker.warmupIterations;
+  const rawMs = await rawWarmStart(path.join(cacheDir, `${manifest.sha256}.onnx`), manifest, warm.threads, passes);
   return { cold: cold.phases, warm: warm.phases, rawMs, threads: warm.threads };
 }
 

@@ -19,7 +19,8 @@ import type { ModelManifest } from '../../infra/contracts/manifest.ts';
 import { readOnnxMetadata } from '../../infra/registry/onnx-metadata.ts';
 import { createThreadEngine } from '../../worker/engine/thread-engine.ts';
 import { type BatchProfile, runWarmup, type WarmupOptions, type WarmupProgress } from '../../worker/warmup.ts';
-import { WARMUP_BUDGET_MS, WARMUP_MAX_RSE } from '../../worker/warmup-bound.ts';
+import { loadConfig } from '../../infra/kernel/config.ts';
+import { WARMUP_MAX_RSE } from '../../worker/warmup-bound.ts';
 import { buildOcrClassifierModel } from '../fixtures/onnx-models.ts';
 import { BENCH_BATCHES, BENCH_MAX_BATCH, userModel } from './bench-models.ts';
 
@@ -28,8 +29,8 @@ const { values } = parseArgs({
     model: { type: 'string' },
     'input-shape': { type: 'string' },
     runs: { type: 'string', default: '5' },
-    iterations: { type: 'string', default: '5' },
-    'budget-ms': { type: 'string', default: String(WARMUP_BUDGET_MS) },
+    iterations: { type: 'string', default: String(loadConfig().worker.warmupIterations) },
+    'budget-ms': { type: 'string', default: String(loadConfig().worker.warmupBudgetMs) },
     write: { type: 'string' },
   },
 });
