@@ -235,23 +235,32 @@ describe('runWarmup', () => {
 });
 
 describe('a bounded warm-up', () => {
+  /** The MLP's warm-up on `o`'s virtual clock under a time bound, its progress into `events`. */
+  const boundedWarmup = (
+    o: ReturnType<typeof observed>,
+    events: WarmupProgress[],
+    w: { threads: number[]; budgetMs: number; latencyBudgetMs?: number },
+  ) =>
+    runWarmup({
+      ...base,
+      iterations: 20,
+      engine: o.engine,
+      modelPath: paths.mlp ?? '',
+      manifest: MLP,
+      threadCandidates: w.threads,
+      ...(w.latencyBudgetMs !== undefined ? { latencyBudgetMs: w.latencyBudgetMs } : {}),
+      clock: o.clock,
+      bound: { budgetMs: w.budgetMs, maxRse: 0.05 },
+      onProgress: (e) => events.push(e),
+    });
+
   // A CNN-like cost on the virtual clock: 1 ms a row on 1 thread, 0.6 on 2, 2 ms a pass more under 4 rows.
   const cnn = (batch: number, threads: number) => batch * (threads === 2 ? 0.6 : 1) + (batch < 4 ? 2 : 0);
 
   it('measures steady sizes three times each and stays within its budget', async () => {
     const o = observed(engine, cnn);
     const events: WarmupProgress[] = [];
-    const profile = await runWarmup({
-      ...base,
-      iterations: 20,
-      engine: o.engine,
-      modelPath: paths.mlp ?? '',
-      manifest: MLP,
-      threadCandidates: [1, 2],
-      clock: o.clock,
-      bound: { budgetMs: 10_000, maxRse: 0.05 },
-      onProgress: (e) => events.push(e),
-    });
+    const profile = await boundedWarmup(o, events, { threads: [1, 2], budgetMs: 10_000 });
     for (const c of profile.candidates) for (const e of c.entries) expect(e).toMatchObject({ samples: 3, rse: 0 });
     expect(profile.entries.map((e) => e.batch)).toEqual([1, 2, 4, 8, 16]);
     expect(o.clock.now()).toBeLessThanOrEqual(10_000);
@@ -262,17 +271,7 @@ describe('a bounded warm-up', () => {
     const o = observed(engine, cnn);
     const events: WarmupProgress[] = [];
     // 1 thread: 3 + 4 + 4 + 8 ms a pass… by 16 rows the 60 ms each thread count gets (120 / 2) are spent.
-    const profile = await runWarmup({
-      ...base,
-      iterations: 20,
-      engine: o.engine,
-      modelPath: paths.mlp ?? '',
-      manifest: MLP,
-      threadCandidates: [1, 2],
-      clock: o.clock,
-      bound: { budgetMs: 120, maxRse: 0.05 },
-      onProgress: (e) => events.push(e),
-    });
+    const profile = await boundedWarmup(o, events, { threads: [1, 2], budgetMs: 120 });
     const skipped = events.filter((e) => e.type === 'skipped');
     expect(skipped.length).toBeGreaterThan(0);
     for (const e of skipped) expect(e).toMatchObject({ reason: 'budget' });
@@ -287,18 +286,7 @@ describe('a bounded warm-up', () => {
     let calls = 0;
     const o = observed(engine, (batch) => batch * (calls++ % 2 === 0 ? 0.9 : 1.1));
     const events: WarmupProgress[] = [];
-    const profile = await runWarmup({
-      ...base,
-      iterations: 20,
-      engine: o.engine,
-      modelPath: paths.mlp ?? '',
-      manifest: MLP,
-      threadCandidates: [1],
-      latencyBudgetMs: 5,
-      clock: o.clock,
-      bound: { budgetMs: 200, maxRse: 0.05 },
-      onProgress: (e) => events.push(e),
-    });
+    const profile = await boundedWarmup(o, events, { threads: [1], budgetMs: 200, latencyBudgetMs: 5 });
     expect(events.find((e) => e.type === 'skipped')).toMatchObject({ batch: 8, reason: 'latency' });
     const measured = events.flatMap((e) => (e.type === 'measured' ? [e.entry] : []));
     const chosen = profile.entries.find((e) => e.batch === profile.chosenBatch);
