@@ -38,7 +38,7 @@ import type { Clock, DeploymentLookup, JobQueue, JobView, ModelCatalog } from '.
 import { bulkRunRoutes } from './routes/bulk-runs.ts';
 import { canaryRoutes } from './routes/canary.ts';
 import { deploymentRoutes } from './routes/deployments.ts';
-import { type JobWatcher, jobEventRoutes } from './routes/job-events.ts';
+import { type JobWatcher, jobEventRoutes, WAIT_CHECK_MS } from './routes/job-events.ts';
 import { jobRoutes } from './routes/jobs.ts';
 import { oipRoutes } from './routes/oip.ts';
 import { poolRoutes } from './routes/pool.ts';
@@ -48,7 +48,7 @@ import type { DeploymentAdmin } from './use-cases/deployments.ts';
 import { type FleetView, redisFleetView } from './use-cases/fleet-view.ts';
 import type { InferSyncDeps } from './use-cases/infer-sync.ts';
 import { newJobId, type SubmitJobDeps } from './use-cases/submit-job.ts';
-import { waitReason } from './use-cases/wait-reason.ts';
+import { type WaitReason, type WaitReasonDeps, waitReason } from './use-cases/wait-reason.ts';
 
 /** The job queue as the app uses it: the JobQueue port plus cancel and watch. */
 export type AppJobQueue = JobQueue & JobCanceler & JobWatcher;
@@ -186,7 +186,7 @@ export function createApp(deps: AppDeps): Hono<AuthEnv> {
   app.route('/', jobRoutes({ ...useCaseDeps, answers }));
   const sse = deps.sse ?? API_LIMIT_DEFAULTS.sse;
   const slots = createStreamSlots({ perTenant: sse.maxStreamsPerTenant, total: sse.maxStreams });
-  const why = (view: JobView) => waitReason(useCaseDeps, view, view.status);
+  const why = sharedWaitReasons(useCaseDeps, deps.clock);
   const events = { jobs: deps.jobs, clock: deps.clock, heartbeatMs: deps.sseHeartbeatMs ?? 15_000, slots, why, log: deps.log };
   app.route('/', jobEventRoutes({ ...events, maxJsonOutputElements: deps.maxJsonOutputElements }));
   app.route('/', oipRoutes({ ...useCaseDeps, answers }));
@@ -264,5 +264,26 @@ function requestMetrics(metrics: ApiMetrics, clock: Clock): MiddlewareHandler {
     const route = routePath(c, -1);
     metrics.httpRequests.inc({ route, method: c.req.method, status: String(c.res.status) });
     metrics.httpDuration.observe({ route, method: c.req.method }, Math.max(0, clock.now() - started) / 1000);
+  };
+}
+
+/**
+ * Why a queued job waits, read at most once per model version every WAIT_CHECK_MS for all the
+ * event streams of this process: a thousand streams on one cold deployment cost one read, not a
+ * thousand (the reason is the version's, not the job's).
+ */
+function sharedWaitReasons(deps: WaitReasonDeps, clock: Clock): (view: JobView) => Promise<WaitReason | undefined> {
+  const recent = new Map<string, { at: number; reason: Promise<WaitReason | undefined> }>();
+  return (view) => {
+    if (view.status !== 'queued') return waitReason(deps, view, view.status);
+    const key = `${view.model}@${view.version}`;
+    const now = clock.now();
+    const kept = recent.get(key);
+    if (kept && now >= kept.at && now - kept.at < WAIT_CHECK_MS) return kept.reason;
+    const reason = waitReason(deps, view, view.status);
+    recent.set(key, { at: now, reason });
+    // Versions seen once stay one entry each; ones not asked about for a while are dropped.
+    for (const [k, v] of recent) if (now - v.at > 10 * WAIT_CHECK_MS) recent.delete(k);
+    return reason;
   };
 }
