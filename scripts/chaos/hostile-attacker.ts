@@ -64,6 +64,15 @@ export async function attack(t: AttackTargets, stop: AbortSignal): Promise<Attac
   // One that throws is a finding, never the end of the others.
   const guarded = (name: string, run: Promise<unknown>) =>
     run.catch((err: unknown) => problem(tally, `${name}: threw`, coerceError(err).stack ?? String(err)));
+  // How late the attacker itself runs: what its measured holds may be late by.
+  const LAG_PROBE_MS = 100;
+  let expected = performance.now() + LAG_PROBE_MS;
+  const lagProbe = setInterval(() => {
+    const now = performance.now();
+    tally.clientLagMaxMs = Math.max(tally.clientLagMaxMs, now - expected);
+    expected = now + LAG_PROBE_MS;
+  }, LAG_PROBE_MS);
+  stop.addEventListener('abort', () => clearInterval(lagProbe), { once: true });
   const attacks = Promise.all([
     ...Array.from({ length: t.sizes.lanes }, () => guarded('lane', lane())),
     guarded('simulations', simulations(t, tally, stop)),

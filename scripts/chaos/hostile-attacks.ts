@@ -101,6 +101,11 @@ export interface AttackTally {
   grpc: GrpcTally;
   /** Hostile bulk runs started and not seen ending before the stop (hostile-bulk.ts): the scenario waits for them. */
   openRuns: Array<{ id: string; name: string }>;
+  /**
+   * The attacker's own event-loop lag, the most a 100 ms timer fired late over the phase: a hold
+   * it measures (a socket's close) can be late by as much, since it runs at nice 19 on a busy host.
+   */
+  clientLagMaxMs: number;
 }
 
 /** The idle gRPC connection rounds (hostile-grpc.ts). */
@@ -307,6 +312,7 @@ export function newTally(): AttackTally {
     acceptedIds: {},
     grpc: { rounds: 0, mostServedInRound: 0, servedHeldMs: [], openAtStopMs: [] },
     openRuns: [],
+    clientLagMaxMs: 0,
   };
 }
 

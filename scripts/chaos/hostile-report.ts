@@ -213,8 +213,9 @@ function attackViolations(r: HostileRun, tally: AttackTally | undefined): string
   const unknown = keys(tally.answers['bulk: an unknown bucket'], RATE_LIMITED, REQUEST_TIMEOUT);
   const forbidden = keys(tally.answers['bulk: a bucket not granted'], RATE_LIMITED, REQUEST_TIMEOUT);
   if (unknown !== forbidden) v.push(`an unknown bucket answers ${unknown}, a bucket not granted ${forbidden}: a bucket-existence oracle`);
-  // Held longer than twice the headers timeout and a margin: the timeout did not end it.
-  const maxMs = 2 * r.headersTimeoutMs + 2_000;
+  // Held longer than twice the headers timeout and a margin, plus how late the attacker itself ran
+  // (its close events fire late by as much): the timeout did not end it.
+  const maxMs = 2 * r.headersTimeoutMs + 2_000 + Math.round(tally.clientLagMaxMs ?? 0);
   const held = [...tally.slowloris.closedAfterMs, ...tally.slowloris.openAtStopMs].filter((ms) => ms > maxMs);
   if (held.length > 0) v.push(`${held.length} slowloris socket(s) held longer than ${maxMs} ms (HEADERS_TIMEOUT_MS ${r.headersTimeoutMs})`);
   if (tally.streams.openAtStop >= r.sseStreams) v.push(`the attacker held all ${tally.streams.openAtStop} event streams it opened: no cap`);
@@ -249,6 +250,7 @@ function attackFigures(tally: AttackTally | undefined): Record<string, string> {
   const { openAtStop, endedByServer, firstEnd } = tally.streams;
   figures['attack: event streams open at the stop / ended by the server'] =
     `${openAtStop} / ${endedByServer}${firstEnd ? ` (the first ended with: ${firstEnd})` : ''}`;
+  figures["attacker's own event-loop lag, max (added to the hold bounds)"] = `${round(tally.clientLagMaxMs ?? 0)} ms`;
   const g = tally.grpc;
   figures['attack: idle gRPC connections'] =
     `${g.rounds} rounds, at most ${g.mostServedInRound} served at once; served ones closed after ${round(percentile(g.servedHeldMs, 50))} ms p50 / ${round(Math.max(0, ...g.servedHeldMs))} max; ${g.openAtStopMs.length} open at the stop`;
@@ -290,7 +292,7 @@ function boundViolations(r: HostileRun, tally: AttackTally | undefined): string[
       `${g.mostServedInRound} idle gRPC connections from one address served at once (GRPC_MAX_CONNECTIONS_PER_ADDRESS ${limits.grpcPerAddress})`,
     );
   if (g.rounds > 0 && g.mostServedInRound === 0) v.push('no idle gRPC connection was ever served: the listener was not reached');
-  const idleMax = 2 * limits.grpcIdleTimeoutMs + 2_000;
+  const idleMax = 2 * limits.grpcIdleTimeoutMs + 2_000 + Math.round(tally.clientLagMaxMs ?? 0);
   const idleHeld = [...g.servedHeldMs, ...g.openAtStopMs].filter((ms) => ms > idleMax);
   if (idleHeld.length > 0)
     v.push(`${idleHeld.length} idle gRPC connection(s) held longer than ${idleMax} ms (GRPC_IDLE_TIMEOUT_MS ${limits.grpcIdleTimeoutMs})`);
