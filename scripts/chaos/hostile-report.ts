@@ -300,8 +300,13 @@ function boundViolations(r: HostileRun, tally: AttackTally | undefined): string[
   if (flood && !flood['429 too_many_bulk_runs']) v.push(`${FLOOD}: never 429 too_many_bulk_runs (${answers(flood)})`);
   for (const name of Object.keys(HOSTILE_RUNS)) {
     const ends = tally.answers[`${name} → its end`];
-    if (!ends) v.push(`${name}: no run of it ended within the phase (${answers(tally.answers[name]) || 'never started'})`);
-    else if (name === REWRITE_RUN && !ends['failed input_changed'] && Object.keys(ends).some((k) => !k.includes('rewrites stopped')))
+    // Never started because every start was 429 too_many_bulk_runs (its slot still taken) or 408 (the
+    // attacker's own client too slow): the attack was not mounted in the phase, a figure, not a fault.
+    const starts = keys(tally.answers[name], '429 too_many_bulk_runs', REQUEST_TIMEOUT);
+    if (!ends) {
+      if (starts !== '' || !tally.answers[name])
+        v.push(`${name}: no run of it ended within the phase (${answers(tally.answers[name]) || 'never started'})`);
+    } else if (name === REWRITE_RUN && !ends['failed input_changed'] && Object.keys(ends).some((k) => !k.includes('rewrites stopped')))
       v.push(`${name}: never failed input_changed while rewritten (${answers(ends)})`);
   }
   return v;
