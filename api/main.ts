@@ -5,6 +5,7 @@
  * dependencies as the HTTP routes; grpc-js is loaded only then.
  */
 
+import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
 import { Registry } from 'prom-client';
@@ -28,6 +29,7 @@ import { createApiMetrics, readMetricsSnapshots, renderClusterMetrics } from '..
 import { type AppDeps, createApp, inferenceDeps } from './app.ts';
 import type { GrpcServiceDeps } from './grpc/service.ts';
 import { answerParseErrorsAsJson, slowClientLimits } from './http/client-errors.ts';
+import { capConnections } from './http/connection-cap.ts';
 import { createIdempotencyStore } from './http/idempotency.ts';
 import { createRateLimiter } from './http/rate-limiter.ts';
 import { startMetricsServer } from './metrics-server.ts';
@@ -270,6 +272,8 @@ export async function startApiServer(config: Config, log: Logger, overrides: Api
       { fetch: app.fetch, hostname: config.api.host, port: config.api.port, serverOptions: slowClientLimits(config.api) },
       () => resolve(s),
     );
+    // Before the first connection can arrive: every socket is counted from its acceptance.
+    capConnections(s as Server, config.api.http);
   });
   answerParseErrorsAsJson(server);
   const { port } = server.address() as AddressInfo;

@@ -125,6 +125,10 @@ const api = z
     GRPC_MAX_CONNECTIONS_PER_ADDRESS: int(1, 1_000_000).default(100),
     GRPC_IDLE_TIMEOUT_MS: int(1_000, 3_600_000).default(60_000),
     GRPC_MAX_CONCURRENT_STREAMS: int(1, 10_000).default(100),
+    // The HTTP listener's connection bounds (api/http/connection-cap.ts): in all and per source
+    // address; at a cap the oldest idle keep-alive connection is given back, else the new one refused.
+    HTTP_MAX_CONNECTIONS: int(1, 1_000_000).default(4_096),
+    HTTP_MAX_CONNECTIONS_PER_ADDRESS: int(1, 1_000_000).default(256),
     // Output elements one JSON answer may carry (a job's GET, sync inference); more: 413 with a
     // hint to ask for the binary form. 1 Mi elements is ~20 MB of JSON.
     MAX_JSON_OUTPUT_ELEMENTS: int(1, 1_000_000_000).default(1_048_576),
@@ -170,6 +174,15 @@ const api = z
         maxConnectionsPerAddress: e.GRPC_MAX_CONNECTIONS_PER_ADDRESS,
         idleTimeoutMs: e.GRPC_IDLE_TIMEOUT_MS,
         maxConcurrentStreams: e.GRPC_MAX_CONCURRENT_STREAMS,
+      },
+      /**
+       * The HTTP listener's connections in all and per source address. Behind trusted proxies
+       * (trustProxyHops > 0) every connection comes from a proxy, so the per-address cap is the total.
+       */
+      http: {
+        maxConnections: e.HTTP_MAX_CONNECTIONS,
+        maxConnectionsPerAddress:
+          e.TRUST_PROXY_HOPS > 0 ? e.HTTP_MAX_CONNECTIONS : Math.min(e.HTTP_MAX_CONNECTIONS_PER_ADDRESS, e.HTTP_MAX_CONNECTIONS),
       },
       /** Output elements one JSON answer may carry; larger results are asked for in binary form. */
       maxJsonOutputElements: e.MAX_JSON_OUTPUT_ELEMENTS,

@@ -35,6 +35,7 @@ import {
 import { budgetAttacks } from './hostile-budget.ts';
 import { bulkAttacks } from './hostile-bulk.ts';
 import { grpcAttacks } from './hostile-grpc.ts';
+import { idleHttp } from './hostile-idle-http.ts';
 import { pool, statusKey } from './load.ts';
 import { sleep } from './sleep.ts';
 
@@ -86,6 +87,7 @@ export async function attack(t: AttackTargets, stop: AbortSignal): Promise<Attac
       })(),
     ),
     guarded('grpc', grpcAttacks(grpc, tally, stop)),
+    guarded('idle http', idleHttp({ api: t.api, fromAddress: t.bounds.http.fromAddress, sockets: t.sizes.httpIdle }, tally.httpIdle, stop)),
     guarded('budget', budgetAttacks(t, tally, stop)),
     guarded('bulk', bulkAttacks(t, tally, stop)),
   ]);

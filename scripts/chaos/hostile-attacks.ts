@@ -11,6 +11,7 @@
  *   an open /metrics).
  */
 import { coerceError } from '../../infra/kernel/errors.ts';
+import { type IdleHttpTally, newIdleHttpTally } from './hostile-idle-http.ts';
 import { statusKey } from './load.ts';
 
 export interface AttackSizes {
@@ -29,6 +30,8 @@ export interface AttackSizes {
   grpcIdle: number;
   /** Bulk runs started at once over the attacker's own input, its run cap already full. */
   bulkFlood: number;
+  /** Idle HTTP connections with no key from `bounds.http.fromAddress`, each reopened when it closes (hostile-idle-http.ts). */
+  httpIdle: number;
 }
 
 /** Everything the attacker knows: what an ordinary tenant could learn or guess. */
@@ -72,6 +75,8 @@ export interface BoundTargets {
   bulkRunCap: number;
   /** The API's gRPC listener (`host:port`), its caps, and the address the idle connections come from. */
   grpc: { target: string; perAddress: number; idleTimeoutMs: number; fromAddress: string };
+  /** HTTP_MAX_CONNECTIONS_PER_ADDRESS of the stack, and the address the idle HTTP connections come from. */
+  http: { perAddress: number; fromAddress: string };
   /** `repeat`: 256 floats in → 64 Ki out (a large-output model, served); `echo`: BYTES in and out (never served). */
   models: { repeat: string; echo: string };
   /** Webhook receivers the attacker owns: one never answers, one streams an endless body. */
@@ -99,6 +104,7 @@ export interface AttackTally {
   /** Ids of the jobs each attack got a 202 for (the first 500), for the scenario to read back. */
   acceptedIds: Record<string, string[]>;
   grpc: GrpcTally;
+  httpIdle: IdleHttpTally;
   /** Hostile bulk runs started and not seen ending before the stop (hostile-bulk.ts): the scenario waits for them. */
   openRuns: Array<{ id: string; name: string }>;
   /**
@@ -311,6 +317,7 @@ export function newTally(): AttackTally {
     streams: { openAtStop: 0, endedByServer: 0 },
     acceptedIds: {},
     grpc: { rounds: 0, mostServedInRound: 0, servedHeldMs: [], openAtStopMs: [] },
+    httpIdle: newIdleHttpTally(),
     openRuns: [],
     clientLagMaxMs: 0,
   };

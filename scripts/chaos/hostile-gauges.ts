@@ -4,9 +4,11 @@
  * process), its RSS, each worker's RSS and peak RSS (/proc/<pid>/status VmRSS, VmHWM: a Parquet
  * bomb inflated would show there), and Redis' used_memory (INFO, summed over a cluster's
  * masters). Each figure keeps its peak per phase, so the attack phase can be held to the phase
- * without the attacker.
+ * without the attacker. At each new descriptor peak it also says what the descriptors were
+ * (`fdKinds`): sockets by the named port they serve or reach (/proc/self/net/tcp{,6}), the rest
+ * as files and pipes, so a bound that fails names its holder.
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { closeRedis, createRedis, masterNodes } from '../../infra/redis/client.ts';
 
 const MiB = 1024 * 1024;
@@ -16,6 +18,8 @@ const REDIS_EVERY = 4;
 
 export interface PhasePeaks {
   apiFds: number;
+  /** What the descriptors were at the `apiFds` peak: `<name> served` / `<name> client` sockets, other sockets, files and pipes. */
+  fdKinds: Record<string, number>;
   apiRssMb: number;
   redisMb: number;
   /** Worker (by pid) → its highest VmRSS sampled in the phase, MB. */
@@ -31,18 +35,35 @@ export interface Gauges {
   stop(): Promise<void>;
 }
 
-export function startGauges(redisUrl: string, workers: () => number[]): Gauges {
+export interface GaugeOptions {
+  /** The named ports (api, s3, redis, receivers…) a socket is classed by, read at each breakdown. */
+  ports: () => Record<string, number>;
+  /** Files this process holds that are not the API's (the in-process S3 server's objects): left out of `apiFds`. */
+  notApi: (file: string) => boolean;
+}
+
+export function startGauges(redisUrl: string, workers: () => number[], options: GaugeOptions): Gauges {
   const redis = createRedis(redisUrl);
   const byPhase: Record<string, PhasePeaks> = {};
   let current: PhasePeaks | undefined;
   let tick = 0;
   let busy = false;
+  let lastKinds = 0;
   const sample = async () => {
     if (!current || busy) return;
     busy = true;
     const p = current;
     try {
-      p.apiFds = Math.max(p.apiFds, readdirSync('/proc/self/fd').length);
+      // The S3 server of the stack runs in this process too: its own object files are not the API's.
+      const fds = apiDescriptors(options.notApi);
+      if (fds.length > p.apiFds) {
+        p.apiFds = fds.length;
+        // Only at a peak well above the last classed one: the breakdown reads the TCP tables.
+        if (fds.length > lastKinds * 1.05) {
+          p.fdKinds = fdKinds(fds, options.ports());
+          lastKinds = fds.length;
+        }
+      }
       p.apiRssMb = Math.max(p.apiRssMb, process.memoryUsage().rss / MiB);
       for (const pid of workers()) {
         const rss = procStatus(pid)?.rss;
@@ -58,8 +79,9 @@ export function startGauges(redisUrl: string, workers: () => number[]): Gauges {
   const timer = setInterval(() => void sample(), SAMPLE_MS);
   return {
     phase(name) {
-      byPhase[name] ??= { apiFds: 0, apiRssMb: 0, redisMb: 0, workerRssMb: {} };
+      byPhase[name] ??= { apiFds: 0, fdKinds: {}, apiRssMb: 0, redisMb: 0, workerRssMb: {} };
       current = byPhase[name];
+      lastKinds = 0;
       void sample();
     },
     workerPeaks: () => Object.fromEntries(workers().flatMap((pid) => [[pid, procStatus(pid)?.peak ?? 0]])),
@@ -70,6 +92,66 @@ export function startGauges(redisUrl: string, workers: () => number[]): Gauges {
       await closeRedis(redis);
     },
   };
+}
+
+/** This process's descriptors and what each links to, less those `notApi` names. */
+export function apiDescriptors(notApi: (file: string) => boolean): Array<{ fd: string; link: string }> {
+  const held: Array<{ fd: string; link: string }> = [];
+  for (const fd of readdirSync('/proc/self/fd')) {
+    try {
+      const link = readlinkSync(`/proc/self/fd/${fd}`);
+      if (!notApi(link)) held.push({ fd, link });
+    } catch {
+      // closed since the listing
+    }
+  }
+  return held;
+}
+
+/** Descriptors by kind: TCP sockets by the named port they listen on or reach, then the rest. */
+export function fdKinds(fds: Array<{ link: string }>, ports: Record<string, number>): Record<string, number> {
+  const byPort = new Map(Object.entries(ports).map(([name, port]) => [port, name]));
+  const sockets = tcpSockets();
+  const kinds: Record<string, number> = {};
+  const add = (kind: string) => (kinds[kind] = (kinds[kind] ?? 0) + 1);
+  for (const { link } of fds) {
+    const inode = /^socket:\[(\d+)\]$/.exec(link)?.[1];
+    if (inode === undefined) {
+      // Files by their folder's last two names (`s3/chaos-bucket`, `node_modules/…`): who opened them.
+      add(link.startsWith('pipe:') || link.startsWith('anon_inode:') ? 'pipes, event fds' : `files in …/${folderOf(link)}`);
+      continue;
+    }
+    const s = sockets.get(inode);
+    if (!s) add('other sockets (unix, udp)');
+    else if (byPort.has(s.local)) add(`${byPort.get(s.local)} served${s.listening ? ' (listener)' : ''}`);
+    else if (byPort.has(s.remote)) add(`${byPort.get(s.remote)} client`);
+    else add('other tcp');
+  }
+  return kinds;
+}
+
+function folderOf(file: string): string {
+  return file.split('/').slice(-3, -1).join('/');
+}
+
+/** inode → local port, remote port and whether it listens, for this network namespace's TCP sockets. */
+function tcpSockets(): Map<string, { local: number; remote: number; listening: boolean }> {
+  const sockets = new Map<string, { local: number; remote: number; listening: boolean }>();
+  for (const file of ['/proc/self/net/tcp', '/proc/self/net/tcp6']) {
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch {
+      continue;
+    }
+    for (const line of text.split('\n').slice(1)) {
+      const f = line.trim().split(/\s+/);
+      if (f.length < 10) continue;
+      const port = (addr: string | undefined) => Number.parseInt(addr?.split(':')[1] ?? '0', 16);
+      sockets.set(f[9] as string, { local: port(f[1]), remote: port(f[2]), listening: f[3] === '0A' });
+    }
+  }
+  return sockets;
 }
 
 /** A process's RSS and peak RSS, MB; undefined once it has exited. */

@@ -75,6 +75,9 @@ export interface BoundsSeen {
   hooks: { hang: HostileReceiverStats; endless: HostileReceiverStats };
   limits: {
     grpcPerAddress: number;
+    httpPerAddress: number;
+    /** Idle HTTP connections the attacker keeps opening from one address. */
+    httpIdleSockets: number;
     grpcIdleTimeoutMs: number;
     storedBytesPerTenant: number;
     webhookTimeoutMs: number;
@@ -215,7 +218,7 @@ function attackViolations(r: HostileRun, tally: AttackTally | undefined): string
   if (unknown !== forbidden) v.push(`an unknown bucket answers ${unknown}, a bucket not granted ${forbidden}: a bucket-existence oracle`);
   // Held longer than twice the headers timeout and a margin, plus how late the attacker itself ran
   // (its close events fire late by as much): the timeout did not end it.
-  const maxMs = 2 * r.headersTimeoutMs + 2_000 + Math.round(tally.clientLagMaxMs ?? 0);
+  const maxMs = maxHoldMs(r, tally);
   const held = [...tally.slowloris.closedAfterMs, ...tally.slowloris.openAtStopMs].filter((ms) => ms > maxMs);
   if (held.length > 0) v.push(`${held.length} slowloris socket(s) held longer than ${maxMs} ms (HEADERS_TIMEOUT_MS ${r.headersTimeoutMs})`);
   if (tally.streams.openAtStop >= r.sseStreams) v.push(`the attacker held all ${tally.streams.openAtStop} event streams it opened: no cap`);
@@ -225,6 +228,14 @@ function attackViolations(r: HostileRun, tally: AttackTally | undefined): string
     if (keys(answers, RATE_LIMITED) === '') v.push(`${attack}: only ever answered ${RATE_LIMITED}, so its own refusal was never seen`);
   }
   return v;
+}
+
+/**
+ * How long a socket that sends no complete request may be held: twice the headers timeout and a
+ * margin, plus how late the attacker itself ran (its close events fire late by as much).
+ */
+function maxHoldMs(r: HostileRun, tally: AttackTally): number {
+  return 2 * r.headersTimeoutMs + 2_000 + Math.round(tally.clientLagMaxMs ?? 0);
 }
 
 /** Keys added, removed or rewritten, other than the honest attack run's parts and manifest and the attacker's own area. */
@@ -251,6 +262,9 @@ function attackFigures(tally: AttackTally | undefined): Record<string, string> {
   figures['attack: event streams open at the stop / ended by the server'] =
     `${openAtStop} / ${endedByServer}${firstEnd ? ` (the first ended with: ${firstEnd})` : ''}`;
   figures["attacker's own event-loop lag, max (added to the hold bounds)"] = `${round(tally.clientLagMaxMs ?? 0)} ms`;
+  const h = tally.httpIdle;
+  figures['attack: idle HTTP connections, no key, one address'] =
+    `${answers(h.answers)}; served ones closed after ${round(percentile(h.servedHeldMs, 50))} ms p50 / ${round(Math.max(0, ...h.servedHeldMs))} max; ${h.openAtStop} open at the stop`;
   const g = tally.grpc;
   figures['attack: idle gRPC connections'] =
     `${g.rounds} rounds, at most ${g.mostServedInRound} served at once; served ones closed after ${round(percentile(g.servedHeldMs, 50))} ms p50 / ${round(Math.max(0, ...g.servedHeldMs))} max; ${g.openAtStopMs.length} open at the stop`;
@@ -272,7 +286,10 @@ function boundViolations(r: HostileRun, tally: AttackTally | undefined): string[
   // Each socket the attacker may hold, twice: the S3 server and the receivers run in this process
   // too, so a socket between them and the API or the dispatcher is two descriptors here.
   const fdBound = fds.without + 2 * (limits.heldByAttacker + 2 * limits.webhookConcurrency) + FD_MARGIN;
-  if (fds.with > fdBound) v.push(`the API held ${fds.with} file descriptors during the attack (${fds.without} without; bound ${fdBound})`);
+  if (fds.with > fdBound)
+    v.push(
+      `the API held ${fds.with} file descriptors during the attack (${fds.without} without; bound ${fdBound}): ${kindLine(peaks.attack?.fdKinds)}`,
+    );
   if (r.bounds.apiFdsAfter > fds.without + FD_MARGIN)
     v.push(`the API still held ${r.bounds.apiFdsAfter} file descriptors after the attack (${fds.without} at most without it)`);
   const attempt = limits.webhookTimeoutMs + 5_000;
@@ -296,6 +313,16 @@ function boundViolations(r: HostileRun, tally: AttackTally | undefined): string[
   const idleHeld = [...g.servedHeldMs, ...g.openAtStopMs].filter((ms) => ms > idleMax);
   if (idleHeld.length > 0)
     v.push(`${idleHeld.length} idle gRPC connection(s) held longer than ${idleMax} ms (GRPC_IDLE_TIMEOUT_MS ${limits.grpcIdleTimeoutMs})`);
+  const h = tally.httpIdle;
+  if (limits.httpIdleSockets > limits.httpPerAddress && !h.answers['429 too_many_connections'])
+    v.push(
+      `${limits.httpIdleSockets} idle HTTP connections from one address never answered 429 too_many_connections (HTTP_MAX_CONNECTIONS_PER_ADDRESS ${limits.httpPerAddress}): ${answers(h.answers)}`,
+    );
+  const httpHeld = h.servedHeldMs.filter((ms) => ms > maxHoldMs(r, tally));
+  if (httpHeld.length > 0)
+    v.push(
+      `${httpHeld.length} idle HTTP connection(s) held longer than ${maxHoldMs(r, tally)} ms (HEADERS_TIMEOUT_MS ${r.headersTimeoutMs})`,
+    );
   const flood = tally.answers[FLOOD];
   if (flood && !flood['429 too_many_bulk_runs']) v.push(`${FLOOD}: never 429 too_many_bulk_runs (${answers(flood)})`);
   for (const name of Object.keys(HOSTILE_RUNS)) {
@@ -324,6 +351,8 @@ function boundFigures(r: HostileRun): Record<string, string> {
     (h.bytesSent.some((b) => b > 0) ? `, at most ${round(Math.max(...h.bytesSent) / 1024)} KiB taken from one` : '');
   return {
     'API open fds peak, without / with; after the attack': `${both((p) => p.apiFds)}; ${r.bounds.apiFdsAfter}`,
+    'API fds at the peak by kind, without': kindLine(peaks.baseline?.fdKinds),
+    'API fds at the peak by kind, with': kindLine(peaks.attack?.fdKinds),
     'API process RSS MB peak (API + dispatcher), without / with': both((p) => p.apiRssMb),
     'Redis used_memory MB peak, without / with': both((p) => p.redisMb),
     'worker RSS MB peak, without / with': both((p) => Math.max(0, ...Object.values(p.workerRssMb))),
@@ -334,7 +363,12 @@ function boundFigures(r: HostileRun): Record<string, string> {
   };
 }
 
-const EMPTY: PhasePeaks = { apiFds: 0, apiRssMb: 0, redisMb: 0, workerRssMb: {} };
+const EMPTY: PhasePeaks = { apiFds: 0, fdKinds: {}, apiRssMb: 0, redisMb: 0, workerRssMb: {} };
+
+/** `http served 812, s3 served 640, …`, the largest first. */
+function kindLine(kinds: Record<string, number> | undefined): string {
+  return answers(kinds) || 'not classed';
+}
 
 function spread(ms: number[]): string {
   return [50, 95, 99].map((p) => round(percentile(ms, p))).join(' / ');

@@ -23,7 +23,7 @@
  * asserted (the issue's bar: p99 within 2×).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -49,7 +49,7 @@ import {
   sendAttack,
 } from './hostile-attacks.ts';
 import { ended, judgeRunEnd, REWRITE_RUN } from './hostile-bulk.ts';
-import { startGauges } from './hostile-gauges.ts';
+import { apiDescriptors, startGauges } from './hostile-gauges.ts';
 import { hostileReport, type ReadBack, type Snapshot } from './hostile-report.ts';
 import { pool, reconcile, retryAfterMs, waitSettled } from './load.ts';
 import { type HostileReceiver, startHostileReceiver, startReceiver, waitForDeliveries } from './receiver.ts';
@@ -87,6 +87,7 @@ export const HOSTILE_TENANT_FULL: HostileTenantSizes = {
     hugeBytes: 2 * 2 ** 20,
     grpcIdle: 300,
     bulkFlood: 8,
+    httpIdle: 320,
   },
   tinyObjects: 3_000,
   bombBytes: 2 ** 30,
@@ -106,6 +107,7 @@ export const HOSTILE_TENANT_SHORT: HostileTenantSizes = {
     hugeBytes: 2 ** 20,
     grpcIdle: 150,
     bulkFlood: 6,
+    httpIdle: 280,
   },
   tinyObjects: 200,
   bombBytes: 2 ** 29,
@@ -156,7 +158,21 @@ export async function hostileTenant(ctx: ChaosContext, sizes: HostileTenantSizes
   const hooks = { hang: await startHostileReceiver('hang'), endless: await startHostileReceiver('endless') };
   const stack = await startChaosStack({ dir: ctx.dir, log: ctx.log, redis: ctx.redis, env: stackEnv() });
   const dispatcher = startDispatcher(stack.config, createLogger('silent'));
-  const gauges = startGauges(stack.config.redisUrl, () => stack.liveWorkers().flatMap((c) => c.pid ?? []));
+  const portOf = (url: string) => Number(new URL(url).port);
+  const s3Folder = `${path.join(ctx.dir, 's3')}/`;
+  const notApi = (file: string) => file.startsWith(s3Folder);
+  const gauges = startGauges(stack.config.redisUrl, () => stack.liveWorkers().flatMap((c) => c.pid ?? []), {
+    ports: () => ({
+      http: portOf(stack.api.url),
+      grpc: stack.api.grpcPort ?? 0,
+      s3: portOf(stack.config.s3.endpoint ?? 'http://s3:0'),
+      redis: portOf(stack.config.redisUrl),
+      'webhook receiver': portOf(receiver.url),
+      'hanging receiver': portOf(hooks.hang.url),
+      'endless receiver': portOf(hooks.endless.url),
+    }),
+    notApi,
+  });
   const startedAt = Date.now();
   const attacker = startAttacker(ctx.dir);
   try {
@@ -194,7 +210,7 @@ export async function hostileTenant(ctx: ChaosContext, sizes: HostileTenantSizes
     const settled = await waitSettled(stack, MODELS.shared, accepted, 30_000);
     const undelivered = await waitForDeliveries(receiver, accepted);
     const workerPeaksAfter = gauges.workerPeaks();
-    const apiFdsAfter = readdirSync('/proc/self/fd').length;
+    const apiFdsAfter = apiDescriptors(notApi).length;
     await gauges.stop();
     const times = new Map<string, number>();
     const hookDelays = new Map<string, number>();
@@ -231,6 +247,8 @@ export async function hostileTenant(ctx: ChaosContext, sizes: HostileTenantSizes
         hooks: { hang: hooks.hang.stats(), endless: hooks.endless.stats() },
         limits: {
           grpcPerAddress: stack.config.api.grpc.maxConnectionsPerAddress,
+          httpPerAddress: stack.config.api.http.maxConnectionsPerAddress,
+          httpIdleSockets: sizes.attacker.httpIdle,
           grpcIdleTimeoutMs: GRPC_IDLE_TIMEOUT_MS,
           storedBytesPerTenant: STORED_BYTES_PER_TENANT,
           webhookTimeoutMs: stack.config.webhooks.timeoutMs,
@@ -240,7 +258,8 @@ export async function hostileTenant(ctx: ChaosContext, sizes: HostileTenantSizes
             sizes.attacker.slowloris +
             sizes.attacker.authBurst +
             sizes.attacker.lanes +
-            sizes.attacker.grpcIdle,
+            sizes.attacker.grpcIdle +
+            Math.min(sizes.attacker.httpIdle, stack.config.api.http.maxConnectionsPerAddress),
         },
       },
     });
@@ -405,6 +424,8 @@ async function attackTargets(
         // A third address: the idle connections' per-address cap is theirs alone.
         fromAddress: '127.0.0.3',
       },
+      // A fourth: the HTTP per-address cap is reached by these alone.
+      http: { perAddress: stack.config.api.http.maxConnectionsPerAddress, fromAddress: '127.0.0.4' },
       models: BOUND_MODELS,
       hooks: { hang: hooks.hang.url, endless: hooks.endless.url },
       s3Env,
