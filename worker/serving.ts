@@ -21,13 +21,13 @@ import type { ObjectStore } from '../infra/registry/object-store.ts';
 import { type ArrivalCounter, createArrivalCounter } from '../infra/telemetry/arrival-counter.ts';
 import { createArrivalHistory } from '../infra/telemetry/arrival-history.ts';
 import { createWorkerMetrics, publishMetricsSnapshot } from '../infra/telemetry/metrics.ts';
+import type { BatchProfile } from './batch-profile.ts';
 import { type BatchEvent, createBatchRunner, type Slice, type SliceResult } from './batch-runner.ts';
 import { type Batcher, createBatcher } from './batcher.ts';
 import { loadChunkFormats } from './bulk-formats.ts';
 import { EngineRejectedError, type InferenceEngine } from './engine/engine.ts';
 import { createIntake } from './intake.ts';
 import { IntakeSupervisor } from './intake-supervisor.ts';
-import type { BatchProfile } from './warmup.ts';
 
 export interface ServingDeps {
   config: Config;

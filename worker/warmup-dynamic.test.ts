@@ -14,7 +14,9 @@ import { buildDynamicImageModel, buildMlpModel } from '../scripts/fixtures/onnx-
 import type { EngineTensor, InferenceEngine } from './engine/engine.ts';
 import { createThreadEngine, type ThreadEngine } from './engine/thread-engine.ts';
 import { profileFileFor } from './profile-cache.ts';
-import { representativeInputs, runWarmup, WARMUP_DIM_CANDIDATES, type WarmupOptions, type WarmupProgress } from './warmup.ts';
+import { representativeInputs } from './representative-inputs.ts';
+import { WARMUP_DIM_CANDIDATES } from './settle-shapes.ts';
+import { runWarmup, type WarmupOptions, type WarmupProgress } from './warmup.ts';
 
 const MODELS = {
   /** x [-1, 3, -1, -1]: 2 unpadded stages, 1×1 fails, 32×32 runs. */

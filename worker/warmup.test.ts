@@ -10,20 +10,12 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ModelManifest, TensorSpec } from '../infra/contracts/manifest.ts';
 import { buildFp16Model, buildGatherModel, buildMlpModel, buildMultiTypeModel } from '../scripts/fixtures/onnx-models.ts';
+import { type BatchProfile, MORE_THREADS_MIN_GAIN, NEAR_BEST } from './batch-profile.ts';
 import type { EngineLoadOptions, InferenceEngine } from './engine/engine.ts';
 import { createThreadEngine, type ThreadEngine } from './engine/thread-engine.ts';
 import { profileFileFor, profileKey } from './profile-cache.ts';
-import {
-  type BatchProfile,
-  defaultWarmupBatches,
-  keptThreads,
-  MORE_THREADS_MIN_GAIN,
-  NEAR_BEST,
-  representativeInputs,
-  runWarmup,
-  type WarmupOptions,
-  type WarmupProgress,
-} from './warmup.ts';
+import { representativeInputs } from './representative-inputs.ts';
+import { defaultWarmupBatches, keptThreads, runWarmup, type WarmupOptions, type WarmupProgress } from './warmup.ts';
 
 function manifest(inputs: TensorSpec[], outputs: TensorSpec[], maxBatch: number, warmupBatches: number[] = []): ModelManifest {
   return {

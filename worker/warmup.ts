@@ -17,81 +17,35 @@
  * chosen batch once (so the session is hot) instead of measuring again. The choice itself is
  * made again from the kept measurements, so a changed latency budget still applies.
  *
- * Inputs with dynamic non-batch dimensions (a vision model's `x` [-1, 3, -1, -1]) need a size.
- * The manifest's warm-up shape (`batching.warmupShapes`, `publish --warmup-shape x:3,48,192`)
- * gives it; without one, warm-up tries WARMUP_DIM_CANDIDATES in order, one batch-1 pass each, and
- * profiles with the first that runs. The shape it used is reported (a `shapes` progress event)
- * and kept in the profile (`inputShapes`); only when every candidate fails does warm-up fail,
- * naming the input and asking for --warmup-shape. Models without such inputs run no extra pass.
+ * Inputs with dynamic non-batch dimensions need a size: worker/settle-shapes.ts finds one (the
+ * manifest's warm-up shape, else the first candidate ONNX Runtime takes) before anything is
+ * measured; the shape used is reported (a `shapes` progress event) and kept in the profile. The
+ * profile's shape and the choice made from it: worker/batch-profile.ts.
  */
 
-import { DATATYPE_INFO, newElements } from '../infra/contracts/datatypes.ts';
-import type { ModelManifest, TensorSpec } from '../infra/contracts/manifest.ts';
-import { warmupShapeFlag } from '../infra/contracts/warmup-shapes.ts';
+import type { ModelManifest } from '../infra/contracts/manifest.ts';
 import type { Clock } from '../infra/kernel/clock.ts';
-import { EngineRejectedError, type EngineTensor, type InferenceEngine } from './engine/engine.ts';
-import { datatypeToDtype, elementCount, encodeHalf } from './engine/tensor-codec.ts';
+import {
+  type BatchProfile,
+  type BatchProfileEntry,
+  type Choice,
+  choose,
+  type InputShapes,
+  isBatchProfile,
+  profileOf,
+} from './batch-profile.ts';
+import type { EngineTensor, InferenceEngine } from './engine/engine.ts';
 import { keepProfile, profileFileFor, profileKey, readKeptProfile } from './profile-cache.ts';
+import { copyInputs, representativeInputs } from './representative-inputs.ts';
+import { isOpen, type SettledShapes, type ShapePlan, settleShapes, shapePlan, WARMUP_DIM_CANDIDATES } from './settle-shapes.ts';
 import { medianRse, planSize, type SampleLimits, type SizeSkip, sampleStop, threadEnd, type WarmupBound } from './warmup-bound.ts';
 
 export type { WarmupBound };
 
-export interface BatchProfileEntry {
-  batch: number;
-  p50Ms: number;
-  p95Ms: number;
-  rowsPerS: number;
-  /** Timed passes behind p50 and p95 (absent in profiles kept before warm-up was bounded). */
-  samples?: number;
-  /** The median's relative standard error (0.05 = ±5%); absent where fewer than two passes ran. */
-  rse?: number;
-}
-
-export interface BatchProfile {
-  /** Intra-op threads of the chosen configuration (0 = ONNX Runtime's default). */
-  threads: number;
-  chosenBatch: number;
-  /** Rows/s at the chosen (threads, batch). */
-  rowsPerS: number;
-  /** The chosen thread count's entries, one per batch size. */
-  entries: BatchProfileEntry[];
-  /** Every thread count tried, with its entries. */
-  candidates: Array<{ threads: number; entries: BatchProfileEntry[] }>;
-  /** Epoch ms, from the clock: when the measurements were taken (a start that reused them keeps it). */
-  measuredAt: number;
-  /** True when this start reused measurements kept by an earlier one instead of measuring. */
-  reused?: boolean;
-  /**
-   * The non-batch dimensions each input was measured with, where an input has dynamic ones
-   * (absent for a model whose inputs are all fixed: their shapes are the manifest's).
-   */
-  inputShapes?: InputShapes;
-}
-
-/** Non-batch dimensions by input name: the shape an input runs with, the batch axis aside. */
-export type InputShapes = Record<string, number[]>;
-
-/**
- * The sizes warm-up tries, in order, for the dynamic non-batch dimensions the manifest gives no
- * warm-up shape. Every such dimension of every input takes the same size at once, so inputs that
- * must agree (token ids and their attention mask) do.
- * - 32: survives the five stride-2 stages of the usual CNN backbones (ResNet, MobileNet,
- *   PaddleOCR's classifier: 32 → 1) and unpadded 3×3 stacks of a few stages, and is a short
- *   sequence for a text model (BERT-family models take up to 512 positions). Warm-up then runs
- *   every batch size at it, so it is tried first while cheap: 224² is 49× the pixels.
- * - 224: the ImageNet size, what most classifiers were trained and exported at, for the ones
- *   that need it (a fixed-size pooling or a Flatten into a dense head, deeper downsampling).
- * - 1: the size of the old warm-up and the smallest any dimension takes: dimensions that count
- *   things (boxes, tokens) of models that accept none of the above.
- * A profile taken at a made-up size is only as good as that size is to real requests: publish
- * the served size with --warmup-shape.
- */
-export const WARMUP_DIM_CANDIDATES: readonly number[] = [32, 224, 1];
-
 export type WarmupProgress =
   | { type: 'load'; threads: number; loadMs: number }
   /** The input shapes warm-up runs with (models with dynamic non-batch dimensions only), and the candidates ONNX Runtime refused first. */
-  | { type: 'shapes'; inputShapes: InputShapes; source: 'manifest' | 'tried'; rejected: Array<{ inputShapes: InputShapes; error: string }> }
+  | ({ type: 'shapes' } & SettledShapes)
   | { type: 'measured'; threads: number; entry: BatchProfileEntry }
   /** A bounded warm-up left this size and the bigger ones of this thread count unmeasured, and why. */
   | { type: 'skipped'; threads: number; batch: number; reason: SizeSkip }
@@ -232,126 +186,6 @@ async function reuse(options: WarmupOptions, kept: BatchProfile): Promise<BatchP
   return { ...profileOf(kept.candidates, choice, kept.measuredAt), ...shapes, reused: true };
 }
 
-interface ShapePlan {
-  /** Per input, its non-batch dimensions: the model's fixed ones, the manifest's warm-up shape, -1 where warm-up picks. */
-  template: InputShapes;
-  /** Some input has dynamic non-batch dimensions: the shape is settled by a forward pass and recorded. */
-  dynamic: boolean;
-}
-
-function shapePlan(manifest: ModelManifest): ShapePlan {
-  const hints = manifest.batching.warmupShapes ?? {};
-  let dynamic = false;
-  const template = Object.fromEntries(
-    manifest.inputs.map((spec) => {
-      const rest = spec.shape.slice(1);
-      if (rest.some((d) => d < 0)) dynamic = true;
-      const hint = Object.hasOwn(hints, spec.name) ? hints[spec.name] : undefined;
-      // The registry checked the hint against the input; a stored manifest is read back through the same check.
-      return [spec.name, hint && hint.length === rest.length ? [...hint] : rest.map((d) => (d < 0 ? -1 : d))];
-    }),
-  );
-  return { template, dynamic };
-}
-
-/** Some dimension is still the warm-up's to pick. */
-function isOpen(template: InputShapes): boolean {
-  return Object.values(template).some((dims) => dims.some((d) => d < 0));
-}
-
-/** The template with every open dimension at `size`. */
-function withSize(template: InputShapes, size: number): InputShapes {
-  return Object.fromEntries(Object.entries(template).map(([name, dims]) => [name, dims.map((d) => (d < 0 ? size : d))]));
-}
-
-/**
- * The input shapes warm-up measures with. A model with dynamic dimensions runs one batch-1 pass
- * per candidate (the manifest's shape alone, or WARMUP_DIM_CANDIDATES) until ONNX Runtime takes
- * one; a refused candidate is the model's answer, any other failure (the engine died) is thrown.
- */
-async function settleShapes(options: WarmupOptions, plan: ShapePlan): Promise<InputShapes> {
-  if (!plan.dynamic) return plan.template;
-  const open = isOpen(plan.template);
-  const tries = open ? WARMUP_DIM_CANDIDATES.map((size) => withSize(plan.template, size)) : [plan.template];
-  const rejected: Array<{ inputShapes: InputShapes; error: string }> = [];
-  for (const inputShapes of tries) {
-    try {
-      await options.engine.run(representativeInputs(options.manifest, 1, inputShapes));
-    } catch (err) {
-      if (!(err instanceof EngineRejectedError)) throw err;
-      rejected.push({ inputShapes, error: err.message });
-      continue;
-    }
-    emit(options, { type: 'shapes', inputShapes, source: open ? 'tried' : 'manifest', rejected });
-    return inputShapes;
-  }
-  throw new Error(noShapeMessage(options.manifest, plan.template, rejected));
-}
-
-/** Why warm-up found no shape to run, naming the inputs and the flag that fixes it. */
-function noShapeMessage(manifest: ModelManifest, template: InputShapes, rejected: Array<{ inputShapes: InputShapes; error: string }>) {
-  const said = (error: string) => error.replace(/\s+/g, ' ').trim().slice(0, 200);
-  if (!isOpen(template)) {
-    const given = Object.entries(manifest.batching.warmupShapes ?? {}).map(([name, dims]) => `${name}:${dims.join(',')}`);
-    return (
-      `warm-up: ONNX Runtime refused the manifest's warm-up shape (--warmup-shape ${given.join(' --warmup-shape ')}): ` +
-      `${said(rejected[0]?.error ?? '')}; publish a new version with the shape the model serves`
-    );
-  }
-  const open = manifest.inputs.filter((spec) => template[spec.name]?.some((d) => d < 0));
-  const named = open.map((spec) => `${spec.name} [${spec.shape.join(', ')}]`).join(', ');
-  const tried = rejected.map((r, i) => `${WARMUP_DIM_CANDIDATES[i]}: ${said(r.error)}`).join('; ');
-  const flags = open.map(warmupShapeFlag).join(' ');
-  return (
-    `warm-up: no forward pass ran with input ${named} at any size tried for its dynamic dimensions (${tried}); ` +
-    `publish the model with the size it serves: ${flags}`
-  );
-}
-
-function profileOf(candidates: BatchProfile['candidates'], choice: Choice, measuredAt: number): BatchProfile {
-  return {
-    threads: choice.threads,
-    chosenBatch: choice.entry.batch,
-    rowsPerS: choice.entry.rowsPerS,
-    entries: candidates.find((c) => c.threads === choice.threads)?.entries ?? [],
-    candidates,
-    measuredAt,
-  };
-}
-
-/** A kept profile's shape, checked before it is trusted: a hand-edited or truncated file is measured again. */
-function isBatchProfile(x: unknown): x is BatchProfile {
-  const p = x as Partial<BatchProfile> | null;
-  return (
-    !!p &&
-    typeof p === 'object' &&
-    typeof p.measuredAt === 'number' &&
-    Array.isArray(p.candidates) &&
-    p.candidates.length > 0 &&
-    p.candidates.every(
-      (c) => Number.isInteger(c?.threads) && Array.isArray(c.entries) && c.entries.length > 0 && c.entries.every(isEntry),
-    ) &&
-    (p.inputShapes === undefined || isInputShapes(p.inputShapes))
-  );
-}
-
-function isInputShapes(x: unknown): x is InputShapes {
-  return (
-    typeof x === 'object' &&
-    x !== null &&
-    Object.values(x).every((dims) => Array.isArray(dims) && dims.every((d) => Number.isInteger(d) && d >= 1))
-  );
-}
-
-function isEntry(e: BatchProfileEntry | undefined): boolean {
-  return (
-    !!e &&
-    Number.isInteger(e.batch) &&
-    e.batch >= 1 &&
-    [e.p50Ms, e.p95Ms, e.rowsPerS].every((v) => typeof v === 'number' && Number.isFinite(v) && v >= 0)
-  );
-}
-
 /** 1, 2, 4, … below maxBatch, then maxBatch itself. */
 export function defaultWarmupBatches(maxBatch: number): number[] {
   const max = Math.max(1, Math.floor(maxBatch));
@@ -397,7 +231,7 @@ async function sweep(options: WarmupOptions, { sizes, threadsList, iterations, p
       const info = await loadWith(options, threads);
       emit(options, { type: 'load', threads, loadMs: info.loadMs });
     }
-    shapes ??= await settleShapes(options, plan);
+    shapes ??= await settleShapes(options, plan, (settled) => emit(options, { type: 'shapes', ...settled }));
     const hardEnd = threadEnd(budgetEnd, clock.now(), threadsList.length - t);
     const entries: BatchProfileEntry[] = [];
     for (const [i, batch] of sizes.entries()) {
@@ -511,118 +345,10 @@ function percentile(sorted: number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))] ?? 0;
 }
 
-interface Choice {
-  threads: number;
-  entry: BatchProfileEntry;
-}
-
-/**
- * More intra-op threads are taken only for at least this much more rows/s than the best choice
- * with fewer. ONNX Runtime's extra threads cost whole cores (they spin, and on a small host the
- * core they take is the one the worker's main thread needs for the queue), and warm-up's timings
- * are noisy: on 2 cores, 2 threads measured 1.30M vs 1.34M rows/s for `demo` at batch 128, yet
- * cost a draining worker 0.64–0.77 ms of CPU per job against 0.51 at 1 thread
- * (docs/BENCHMARKS.md). A gain under 30% is within what that noise and that cost take back.
- */
-export const MORE_THREADS_MIN_GAIN = 1.3;
-
-/**
- * Per thread count, the smallest batch within NEAR_BEST of the best rows/s among the cells whose
- * p95 fits the budget. Then the fewest threads win unless more threads give MORE_THREADS_MIN_GAIN ×
- * their rows/s (0 = ONNX Runtime's default counts as the most). When nothing fits, the model is
- * slower than the budget allows: take the smallest batch, at the thread count that runs it with
- * the lowest p95.
- */
-function choose(candidates: BatchProfile['candidates'], latencyBudgetMs: number): Choice {
-  const byThreads = [...candidates].sort((a, b) => threadRank(a.threads) - threadRank(b.threads));
-  let best: Choice | undefined;
-  for (const { threads, entries } of byThreads) {
-    const entry = bestWithin(entries, latencyBudgetMs);
-    if (entry && (!best || entry.rowsPerS >= best.entry.rowsPerS * MORE_THREADS_MIN_GAIN)) best = { threads, entry };
-  }
-  if (best) return best;
-  let fallback: Choice | undefined;
-  for (const { threads, entries } of byThreads) {
-    const smallest = entries[0];
-    if (smallest && (!fallback || smallest.p95Ms < fallback.entry.p95Ms)) fallback = { threads, entry: smallest };
-  }
-  if (!fallback) throw new Error('warm-up measured nothing');
-  return fallback;
-}
-
-/**
- * A batch is chosen over a smaller one only for more than 1/NEAR_BEST of its rows/s. Every
- * request pays its batch's whole forward pass in latency, so a bigger batch must buy real
- * throughput: where the curve is flat (a conv net on CPU: 566 rows/s at 8 rows, 582 at 32 —
- * issue 15's CNN, whose 32-row passes put its p99 past 100 ms at 80% load) the small batch serves
- * nearly as many rows at a quarter of the latency; where it is steep (a tiny MLP: 1.1M rows/s at
- * 32, 1.6M at 128) the big one is still taken.
- */
-export const NEAR_BEST = 0.9;
-
-/** The smallest batch within NEAR_BEST of the best rows/s among the cells whose p95 fits the budget. */
-function bestWithin(entries: BatchProfileEntry[], latencyBudgetMs: number): BatchProfileEntry | undefined {
-  const fitting = entries.filter((e) => e.p95Ms <= latencyBudgetMs);
-  if (fitting.length === 0) return undefined;
-  const top = Math.max(...fitting.map((e) => e.rowsPerS));
-  const near = fitting.filter((e) => e.rowsPerS >= NEAR_BEST * top);
-  return near.reduce((a, b) => (b.batch < a.batch ? b : a));
-}
-
-function threadRank(threads: number): number {
-  return threads === 0 ? Number.POSITIVE_INFINITY : threads;
-}
-
 function emit(options: WarmupOptions, e: WarmupProgress): void {
   try {
     options.onProgress?.(e);
   } catch {
     // A broken progress listener must not fail the warm-up it reports on.
   }
-}
-
-/**
- * Deterministic synthetic inputs for `rows` rows: each input's non-batch dimensions from
- * `shapes`, else its own with dynamic ones 1; floats in [-1, 1); integers 0 (the one index every
- * embedding or gather table accepts); bools alternating; strings a short word.
- */
-export function representativeInputs(manifest: ModelManifest, rows: number, shapes: InputShapes = {}): Record<string, EngineTensor> {
-  const inputs: Record<string, EngineTensor> = {};
-  for (const spec of manifest.inputs) {
-    const rest = Object.hasOwn(shapes, spec.name) ? shapes[spec.name] : undefined;
-    inputs[spec.name] = syntheticTensor(spec, [rows, ...(rest ?? spec.shape.slice(1).map((d) => (d < 0 ? 1 : d)))]);
-  }
-  return inputs;
-}
-
-/** Fresh buffers with the same values: a run may detach the ones it is given. */
-function copyInputs(inputs: Record<string, EngineTensor>): Record<string, EngineTensor> {
-  const copy: Record<string, EngineTensor> = {};
-  for (const [name, t] of Object.entries(inputs)) copy[name] = { type: t.type, dims: [...t.dims], data: t.data.slice() };
-  return copy;
-}
-
-function syntheticTensor(spec: TensorSpec, dims: number[]): EngineTensor {
-  const n = elementCount(dims);
-  const data = newElements(spec.datatype, n);
-  const next = unitRandom(0x5eed);
-  // Values the datatype holds (the table's kind says which): floats in [-1, 1), alternating
-  // bools, a word for strings, and integers left at 0.
-  const kind = DATATYPE_INFO[spec.datatype].kind;
-  for (let i = 0; i < n; i++) {
-    if (kind === 'float') (data as Float32Array | Float64Array)[i] = next();
-    else if (kind === 'half') (data as Uint16Array)[i] = encodeHalf(next());
-    else if (kind === 'bool') (data as Uint8Array)[i] = i % 2;
-    else if (kind === 'bytes') (data as string[])[i] = 'warmup';
-  }
-  return { type: datatypeToDtype(spec.datatype), dims, data };
-}
-
-/** A small seeded generator of values in [-1, 1): the same inputs on every worker. */
-function unitRandom(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
-    return state / 2 ** 31 - 1;
-  };
 }

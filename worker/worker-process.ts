@@ -34,6 +34,7 @@ import { closeRedis, duplicateClient, type RedisClient } from '../infra/redis/cl
 import { metricsKey, workerKey } from '../infra/redis/keys.ts';
 import type { ModelRegistry } from '../infra/registry/model-registry.ts';
 import type { ObjectStore } from '../infra/registry/object-store.ts';
+import type { BatchProfile } from './batch-profile.ts';
 import type { BatchEvent } from './batch-runner.ts';
 import { type ControlListener, createControlListener } from './control.ts';
 import type { InferenceEngine } from './engine/engine.ts';
@@ -42,7 +43,7 @@ import { connectionState, type IntakeSupervisor } from './intake-supervisor.ts';
 import { createModelCache } from './model-cache.ts';
 import type { Serving, startServing } from './serving.ts';
 import { withStartBackoff } from './start-backoff.ts';
-import { type BatchProfile, firstThreads, runWarmup } from './warmup.ts';
+import { firstThreads, runWarmup } from './warmup.ts';
 import { WARMUP_MAX_RSE } from './warmup-bound.ts';
 
 export interface WorkerEvents extends Record<string, unknown[]> {

@@ -23,7 +23,7 @@ import type { ModelManifest } from '../../infra/contracts/manifest.ts';
 import type { WorkerState } from '../../infra/contracts/worker-state.ts';
 import { loadConfig } from '../../infra/kernel/config.ts';
 import { closeRedis, createRedis } from '../../infra/redis/client.ts';
-import { representativeInputs } from '../../worker/warmup.ts';
+import { representativeInputs } from '../../worker/representative-inputs.ts';
 import { MIN_SAMPLES } from '../../worker/warmup-bound.ts';
 import { buildDist, ROOT, staleReason } from '../build.mjs';
 import { sessionOptions } from './raw-ort.ts';

@@ -5,7 +5,7 @@
  */
 import * as ort from 'onnxruntime-node';
 import type { ModelManifest } from '../../infra/contracts/manifest.ts';
-import { representativeInputs } from '../../worker/warmup.ts';
+import { representativeInputs } from '../../worker/representative-inputs.ts';
 import { maxBy } from './stats.ts';
 
 export interface RawCell {
