@@ -4,17 +4,18 @@
  *
  *   max rate    closed-loop submits; completed requests / (last finished − first sent), and the
  *               CPU each of the stack's processes spent per completed request (/proc)
- *   open loop   submits at a fixed rate; per request, scheduled send → finished
+ *   open loop   submits at a fixed rate from a process of its own (open-loop-child.ts); per
+ *               request, scheduled send → finished
  *
  * Both stacks are driven by the same load generator (load.ts) with the same bodies
  * (request-bodies.ts) on the same Redis, so their ratio is the cost of what warmpool adds.
  */
-import type { ModelManifest } from '../../infra/contracts/manifest.ts';
-import { closedLoopSubmit, openLoopSubmit, type SubmitTarget } from './load.ts';
+import { closedLoopSubmit, type SubmitTarget } from './load.ts';
+import { openLoopInChild } from './open-loop-child.ts';
 import { startCpuMeter } from './proc-cpu.ts';
 import type { RequestWatch } from './queue-watch.ts';
-import { binaryRequestBodies, requestBodies } from './request-bodies.ts';
 import { type LatencySummary, ratePerS, summarizeMs } from './stats.ts';
+import { withSeed } from './submit-target.ts';
 
 export type ApiMode = 'child' | 'in-process';
 
@@ -26,28 +27,6 @@ export interface StackUnderTest {
   /** Processes whose CPU per request is reported (undefined: not on this host). */
   pids: Record<string, number | undefined>;
   stop(): Promise<void>;
-}
-
-/** How request bodies carry tensors: JSON numbers, or the OIP binary tensor extension. */
-export type BodyForm = 'json' | 'binary';
-
-/** The submit route's target for `manifest`'s single-row requests, in either body form. */
-export function submitTarget(
-  url: string,
-  manifest: Pick<ModelManifest, 'name' | 'inputs'>,
-  headers: Record<string, string> = {},
-  form: BodyForm = 'json',
-): SubmitTarget {
-  const path = `/v1/models/${manifest.name}/jobs`;
-  if (form === 'json') return { url, path, headers: { ...headers, 'content-type': 'application/json' }, body: requestBodies(manifest, 1) };
-  const { headerLength, body } = binaryRequestBodies(manifest, 1);
-  const binaryHeaders = { 'content-type': 'application/octet-stream', 'inference-header-content-length': String(headerLength) };
-  return { url, path, headers: { ...headers, ...binaryHeaders }, body };
-}
-
-/** `target` sent to sync inference (POST /v2/models/{m}/infer) instead of the async submit route. */
-export function inferTarget(target: SubmitTarget, manifest: Pick<ModelManifest, 'name'>): SubmitTarget {
-  return { ...target, path: `/v2/models/${manifest.name}/infer` };
 }
 
 /** Seeds of each run's requests start here, a run apart, so no request repeats another's rows. */
@@ -63,6 +42,8 @@ export const SEEDS = {
   syncWarmUp: 6_000_000,
   http: 6_500_000,
   grpc: 7_000_000,
+  /** The light-load ladder (latency-ladder.ts), a rung apart. */
+  ladder: 8_000_000,
 } as const;
 
 /** Untimed requests: JIT, first queue and stream reads, connections. The finished sets are emptied after. */
@@ -122,7 +103,8 @@ export async function measureOpenLoop(
   stack: StackUnderTest,
   plan: { ratePerS: number; amount: number; connections: number; seed: number },
 ): Promise<OpenLoopRun> {
-  const open = await openLoopSubmit(withSeed(stack.target, plan.seed), plan.ratePerS, plan.amount, plan.connections);
+  // From a process of its own: the bench's event loop (the S3 server, the queue watch) never delays a send.
+  const open = await openLoopInChild(withSeed(stack.target, plan.seed), plan.ratePerS, plan.amount, plan.connections);
   try {
     const done = await stack.watch.waitFinished(open.accepted.length);
     const finished = stack.watch.requests();
@@ -139,8 +121,4 @@ export async function measureOpenLoop(
   } finally {
     await stack.watch.reset();
   }
-}
-
-export function withSeed(target: SubmitTarget, offset: number): SubmitTarget {
-  return { ...target, body: (i) => target.body(offset + i) };
 }

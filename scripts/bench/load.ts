@@ -13,6 +13,7 @@
  */
 import http from 'node:http';
 import { createRequire } from 'node:module';
+import type { ModelManifest } from '../../infra/contracts/manifest.ts';
 import { type LatencySummary, summarizeMs } from './stats.ts';
 
 export interface SubmitTarget {
@@ -22,6 +23,23 @@ export interface SubmitTarget {
   headers: Record<string, string>;
   /** The body of request i: distinct per i, so no request is a result-cache hit. */
   body: (i: number) => string | Buffer;
+  /** The same target as data, for a generator in another process (submit-target.ts makes both). */
+  recipe?: TargetRecipe;
+}
+
+/** How request bodies carry tensors: JSON numbers, or the OIP binary tensor extension. */
+export type BodyForm = 'json' | 'binary';
+
+/** A target as data: its model's inputs, body form and seed make its bodies (submit-target.ts's targetFrom). */
+export interface TargetRecipe {
+  url: string;
+  path: string;
+  manifest: Pick<ModelManifest, 'name' | 'inputs'>;
+  /** The caller's headers (auth); the body form adds its own. */
+  headers: Record<string, string>;
+  form: BodyForm;
+  /** Request i's body is the body of seed + i. */
+  seed: number;
 }
 
 export interface ClosedLoopResult {

@@ -11,10 +11,11 @@ import type { ModelManifest } from '../../infra/contracts/manifest.ts';
 import { openQueueProbes } from '../../infra/queue/index.ts';
 import { closeRedis, createRedis } from '../../infra/redis/client.ts';
 import { freePort } from '../dev/free-port.ts';
-import { type StackUnderTest, submitTarget } from './e2e.ts';
+import type { StackUnderTest } from './e2e.ts';
 import { redisServerPid } from './proc-cpu.ts';
 import { RequestWatch } from './queue-watch.ts';
 import { type BenchContext, type ChildRole, scopedEnv, spawnScript, withTimeout } from './services.ts';
+import { submitTarget } from './submit-target.ts';
 
 const ROLE = fileURLToPath(new URL('./minimal-stack-role.ts', import.meta.url));
 

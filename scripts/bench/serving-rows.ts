@@ -14,19 +14,9 @@ import os from 'node:os';
 import type { ModelManifest } from '../../infra/contracts/manifest.ts';
 import { errorMessage } from '../../infra/kernel/errors.ts';
 import { rowWidth } from './bench-models.ts';
-import {
-  type ApiMode,
-  inferTarget,
-  type MaxRate,
-  measureMaxRate,
-  measureOpenLoop,
-  SEEDS,
-  type StackUnderTest,
-  submitTarget,
-  warmUp,
-  withSeed,
-} from './e2e.ts';
+import { type ApiMode, type MaxRate, measureMaxRate, measureOpenLoop, SEEDS, type StackUnderTest, warmUp } from './e2e.ts';
 import { closedLoopGrpc } from './grpc-load.ts';
+import { climbLadder, type LadderRung, ladderRows } from './latency-ladder.ts';
 import { closedLoopInfer, type SyncLoopResult } from './load.ts';
 import { startMinimalStack } from './minimal-stack.ts';
 import { startCpuMeter } from './proc-cpu.ts';
@@ -35,6 +25,7 @@ import { type BenchRow, regime } from './report.ts';
 import type { BenchContext } from './services.ts';
 import { describeTrials, searchServingRate } from './serving-search.ts';
 import { boundedCount, maxBy, planLatencyRun, ratePerS } from './stats.ts';
+import { inferTarget, submitTarget, withSeed } from './submit-target.ts';
 import { type BenchSizes, failedRows, type ModelRun } from './suite.ts';
 import { startWarmpoolStack, type WarmpoolStack } from './warmpool-stack.ts';
 
@@ -62,9 +53,17 @@ export async function benchServing(
   });
   const rows: BenchRow[] = [];
   let minimal: MaxRate | undefined;
+  let minimalLadder: LadderRung[] | undefined;
   let minimalError = '';
+  const ladder = { ...sizes.ladder, durationS: sizes.latencyDurationS };
   try {
-    minimal = await bestMaxRate(ctx, await startMinimalStack(ctx, manifest, run.concurrency), amount, sizes);
+    const minimalStack = await startMinimalStack(ctx, manifest, run.concurrency);
+    try {
+      minimal = await bestMaxRate(ctx, minimalStack, amount, sizes, false);
+      minimalLadder = await climbLadder(minimalStack, ladder, minimal.requestsPerS, ctx.out);
+    } finally {
+      await minimalStack.stop();
+    }
   } catch (err) {
     minimalError = errorMessage(err).split('\n')[0] ?? '';
   }
@@ -73,12 +72,13 @@ export async function benchServing(
     stack = await startWarmpoolStack(ctx, manifest, api);
     const max = await bestMaxRate(ctx, stack, amount, sizes, false);
     rows.push(minimalRow(m, max, minimal, minimalError, api, run.raw), ...cpuRows(m, max, minimal));
+    rows.push(...ladderRows(m, await climbLadder(stack, ladder, max.requestsPerS, ctx.out), minimalLadder));
     rows.push(...(await latencyRows(ctx, m, stack, max, sizes)));
     rows.push(await servingRow(ctx, m, stack, max, run.raw, sizes));
     rows.push(await binaryVsJsonRow(ctx, manifest, stack, max, amount, sizes));
     rows.push(await grpcVsHttpRow(ctx, manifest, stack, amount, sizes));
   } catch (err) {
-    rows.push(...failedRows(m, ['e2e_vs_minimal_stack', 'e2e_latency_p99_ms', 'serving_efficiency'], err));
+    rows.push(...failedRows(m, ['e2e_vs_minimal_stack', 'light_load_p99_ms', 'e2e_latency_p99_ms', 'serving_efficiency'], err));
   } finally {
     await stack?.stop();
   }

@@ -34,6 +34,8 @@ export interface BenchSizes {
   /** Closed-loop runs per stack; each side keeps its best. */
   maxRuns: number;
   latencyDurationS: number;
+  /** The light-load ladder's rates (requests/s), and each rung's least requests (latency-ladder.ts). */
+  ladder: { rates: number[]; minRequests: number };
   /** Open-loop runs, and seconds each, searching the highest rate within the p99 bound. */
   searchSteps: number;
   searchDurationS: number;
@@ -57,6 +59,7 @@ export function benchSizes(quick: boolean): BenchSizes {
         warmUpRequests: 500,
         maxRuns: 2,
         latencyDurationS: 5,
+        ladder: { rates: [10, 50], minRequests: 100 },
         searchSteps: 4,
         searchDurationS: 3,
         maxValues: 10_000_000,
@@ -71,6 +74,7 @@ export function benchSizes(quick: boolean): BenchSizes {
         warmUpRequests: 1000,
         maxRuns: 3,
         latencyDurationS: 20,
+        ladder: { rates: [5, 10, 20, 50], minRequests: 200 },
         searchSteps: 6,
         searchDurationS: 8,
         maxValues: 20_000_000,

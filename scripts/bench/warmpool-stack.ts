@@ -15,10 +15,11 @@ import { createLogger } from '../../infra/kernel/log.ts';
 import { openQueueProbes } from '../../infra/queue/index.ts';
 import { closeRedis, createRedis } from '../../infra/redis/client.ts';
 import { freePort } from '../dev/free-port.ts';
-import { type ApiMode, type StackUnderTest, submitTarget } from './e2e.ts';
+import type { ApiMode, StackUnderTest } from './e2e.ts';
 import { redisServerPid } from './proc-cpu.ts';
 import { RequestWatch } from './queue-watch.ts';
 import { BENCH_KEY, type BenchContext, scopedEnv, spawnRole, waitForHttp, waitForWorkers } from './services.ts';
+import { submitTarget } from './submit-target.ts';
 
 export interface WarmpoolStack extends StackUnderTest {
   /** The worker's intra-op threads (its warm-up's choice; 0 when it did not say). */
