@@ -183,10 +183,11 @@ export function createApp(deps: AppDeps): Hono<AuthEnv> {
   const useCaseDeps = inferenceDeps(deps);
   // Answers with outputs: bounded as JSON, and charged to the tenant's byte budget (api/http/infer-response.ts).
   const answers = answerLimits(deps.rateLimit, deps.clock, deps.maxJsonOutputElements);
-  app.route('/', jobRoutes({ ...useCaseDeps, answers }));
+  // Why a queued job waits, read once per version and interval for every poll and stream of this process.
+  const why = sharedWaitReasons(useCaseDeps, deps.clock);
+  app.route('/', jobRoutes({ ...useCaseDeps, answers, why }));
   const sse = deps.sse ?? API_LIMIT_DEFAULTS.sse;
   const slots = createStreamSlots({ perTenant: sse.maxStreamsPerTenant, total: sse.maxStreams });
-  const why = sharedWaitReasons(useCaseDeps, deps.clock);
   const events = { jobs: deps.jobs, clock: deps.clock, heartbeatMs: deps.sseHeartbeatMs ?? 15_000, slots, why, log: deps.log };
   app.route('/', jobEventRoutes({ ...events, maxJsonOutputElements: deps.maxJsonOutputElements }));
   app.route('/', oipRoutes({ ...useCaseDeps, answers }));
@@ -269,8 +270,8 @@ function requestMetrics(metrics: ApiMetrics, clock: Clock): MiddlewareHandler {
 
 /**
  * Why a queued job waits, read at most once per model version every WAIT_CHECK_MS for all the
- * event streams of this process: a thousand streams on one cold deployment cost one read, not a
- * thousand (the reason is the version's, not the job's).
+ * event streams and job reads of this process: a thousand streams or polls on one cold deployment
+ * cost one read, not a thousand (the reason is the version's, not the job's).
  */
 function sharedWaitReasons(deps: WaitReasonDeps, clock: Clock): (view: JobView) => Promise<WaitReason | undefined> {
   const recent = new Map<string, { at: number; reason: Promise<WaitReason | undefined> }>();

@@ -14,7 +14,7 @@ import { cancelJob, type JobCanceler } from '../use-cases/cancel-job.ts';
 import { getJob } from '../use-cases/get-job.ts';
 import { parseIdempotencyKey } from '../use-cases/idempotency-key.ts';
 import { type SubmitJobDeps, type SubmittedJob, submitJob } from '../use-cases/submit-job.ts';
-import { waitReason } from '../use-cases/wait-reason.ts';
+import type { WaitReason } from '../use-cases/wait-reason.ts';
 
 export interface JobRoutesDeps extends SubmitJobDeps {
   jobs: JobQueue & JobCanceler;
@@ -22,6 +22,11 @@ export interface JobRoutesDeps extends SubmitJobDeps {
   deployments: DeploymentLookup;
   /** What bounds a job's answer (MAX_JSON_OUTPUT_ELEMENTS, the byte budget); none when absent. */
   answers?: AnswerLimits;
+  /**
+   * Why a queued job waits: shared with the event streams (api/app.ts), so a thousand clients
+   * polling jobs of one cold version cost one read per interval, not one each.
+   */
+  why: (view: JobView) => Promise<WaitReason | undefined>;
 }
 
 export function jobRoutes(deps: JobRoutesDeps): Hono<AuthEnv> {
@@ -58,7 +63,7 @@ export function jobRoutes(deps: JobRoutesDeps): Hono<AuthEnv> {
 
   app.get('/v1/jobs/:id', async (c) => {
     const view = await getJob(deps, { tenant: c.get('tenant'), id: c.req.param('id') });
-    const waiting = view.status === 'queued' ? await waitReason(deps, view, view.status) : undefined;
+    const waiting = view.status === 'queued' ? await deps.why(view) : undefined;
     const binaryHint = `ask for them in binary form (the OIP binary tensor layout): GET /v1/jobs/${view.id} with Accept: application/octet-stream, or ?binary_data_output=true`;
     return tensorResponse(c, toJobResource(view, waiting), { wanted: wantsBinaryJob(c), limits: deps.answers ?? {}, binaryHint });
   });
