@@ -127,8 +127,8 @@ const api = z
     GRPC_MAX_CONCURRENT_STREAMS: int(1, 10_000).default(100),
     // The HTTP listener's connection bounds (api/http/connection-cap.ts): in all and per source
     // address; at a cap the oldest idle keep-alive connection is given back, else the new one refused.
-    HTTP_MAX_CONNECTIONS: int(1, 1_000_000).default(4_096),
-    HTTP_MAX_CONNECTIONS_PER_ADDRESS: int(1, 1_000_000).default(256),
+    HTTP_MAX_CONNECTIONS: int(1, 1_000_000).default(16_384),
+    HTTP_MAX_CONNECTIONS_PER_ADDRESS: int(1, 1_000_000).default(1_024),
     // Output elements one JSON answer may carry (a job's GET, sync inference); more: 413 with a
     // hint to ask for the binary form. 1 Mi elements is ~20 MB of JSON.
     MAX_JSON_OUTPUT_ELEMENTS: int(1, 1_000_000_000).default(1_048_576),

@@ -135,6 +135,8 @@ const HOARD_KEY = 'hoard-key-0123456789';
 export const STORED_BYTES_PER_TENANT = 32 * 2 ** 20;
 /** Short, so idle connections are seen closed within a phase (the default is 60 s). */
 export const GRPC_IDLE_TIMEOUT_MS = 3_000;
+/** Small, so the idle HTTP connections reach it with a few hundred sockets (the default is 1,024). */
+const HTTP_PER_ADDRESS = 256;
 export const HONEST_AREA = 'tenants/chaos/';
 export const HOSTILE_AREA = 'tenants/hostile/';
 /** In every honest bulk row id: seen anywhere the attacker can read, the honest data leaked. */
@@ -328,10 +330,12 @@ function stackEnv(): Record<string, string> {
     RATE_LIMIT_BYTES_PER_S: String(32 * 1024 * 1024),
     RATE_LIMIT_BYTES_BURST: String(64 * 1024 * 1024),
     // Issue 33's bounds as deployed (their defaults), but for the stored-bytes budget and the
-    // gRPC idle timeout, made small enough to be reached within a phase.
+    // gRPC idle timeout and the HTTP connections one address may hold, made small enough to be
+    // reached within a phase (the idle-connection attack opens HTTP_PER_ADDRESS + 64 at once).
     MAX_STORED_BYTES_PER_TENANT: String(STORED_BYTES_PER_TENANT),
     GRPC_PORT: '0',
     GRPC_IDLE_TIMEOUT_MS: String(GRPC_IDLE_TIMEOUT_MS),
+    HTTP_MAX_CONNECTIONS_PER_ADDRESS: String(HTTP_PER_ADDRESS),
   };
 }
 
