@@ -70,7 +70,9 @@ export function startServing(deps: ServingDeps, manifest: ModelManifest, profile
   const storedBytes = storedBytesLedger(deps);
   const registry = new Registry();
   const metrics = createWorkerMetrics(registry, labels);
-  const maxRows = config.worker.batchMaxRows > 0 ? config.worker.batchMaxRows : profile.chosenBatch;
+  // A model that fixes its batch (an export with a batch of 1) takes no other pass size, whatever BATCH_MAX_ROWS says.
+  const wanted = config.worker.batchMaxRows > 0 ? config.worker.batchMaxRows : profile.chosenBatch;
+  const maxRows = Math.min(wanted, manifest.batching.fixedBatch ?? wanted);
   const run = createBatchRunner(
     deps.engine,
     manifest.inputs.map((i) => i.name),

@@ -23,6 +23,13 @@ export interface BatchingHints {
    * Checked at publish by warmupShapesProblem (infra/contracts/warmup-shapes.ts).
    */
   warmupShapes?: Record<string, number[]>;
+  /**
+   * The model fixes its batch dimension at this size (an export with a batch of 1, read at publish
+   * by infra/registry/onnx-metadata.ts): every forward pass carries exactly that many rows, so
+   * maxBatch is it too, and a request of several rows runs as several passes. Absent: the batch
+   * axis is dynamic.
+   */
+  fixedBatch?: number;
 }
 
 export interface ModelManifest {

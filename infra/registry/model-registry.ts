@@ -12,7 +12,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { Readable } from 'node:stream';
-import { MODEL_NAME_PATTERN, type ModelManifest, VERSION_PATTERN } from '../contracts/manifest.ts';
+import { MODEL_NAME_PATTERN, type ModelManifest, type TensorSpec, VERSION_PATTERN } from '../contracts/manifest.ts';
 import { normaliseWarmupShapes, warmupShapesProblem } from '../contracts/warmup-shapes.ts';
 import { type Clock, systemClock } from '../kernel/clock.ts';
 import { IntegrityError, InvalidInputError, NotFoundError } from '../kernel/errors.ts';
@@ -150,16 +150,24 @@ function buildManifest(input: PublishInput, clock: Clock): ModelManifest {
   if (!VERSION_PATTERN.test(input.version)) {
     throw new InvalidInputError('invalid_version', `version ${JSON.stringify(input.version)} must match ${VERSION_PATTERN}`);
   }
-  const maxBatch = input.maxBatch ?? DEFAULT_MAX_BATCH;
+  const meta = readOnnxMetadata(input.bytes);
+  const maxBatch = input.maxBatch ?? meta.fixedBatch ?? DEFAULT_MAX_BATCH;
   if (!Number.isInteger(maxBatch) || maxBatch < 1 || maxBatch > MAX_MAX_BATCH) {
     throw new InvalidInputError('invalid_max_batch', `maxBatch must be an integer from 1 to ${MAX_MAX_BATCH} (got ${maxBatch})`);
+  }
+  if (meta.fixedBatch !== undefined && maxBatch !== meta.fixedBatch) {
+    const first = meta.inputs[0] as TensorSpec;
+    throw new InvalidInputError(
+      'invalid_max_batch',
+      `the model fixes its batch at ${meta.fixedBatch} (input "${first.name}" was exported with a first dimension of ${meta.fixedBatch}), ` +
+        `so it runs ${meta.fixedBatch} row a forward pass and maxBatch cannot be ${maxBatch}; leave it out, or export the model with a dynamic batch axis to batch it`,
+    );
   }
   const warmupBatches = [...new Set(input.warmupBatches ?? [])].sort((a, b) => a - b);
   const bad = warmupBatches.find((b) => !Number.isInteger(b) || b < 1 || b > maxBatch);
   if (bad !== undefined) {
     throw new InvalidInputError('invalid_warmup_batches', `warm-up batch size ${bad} must be an integer from 1 to maxBatch (${maxBatch})`);
   }
-  const meta = readOnnxMetadata(input.bytes);
   const shapes = input.warmupShapes ?? {};
   const shapeProblem = warmupShapesProblem(meta.inputs, shapes);
   if (shapeProblem) throw new InvalidInputError('invalid_warmup_shape', shapeProblem);
@@ -172,7 +180,12 @@ function buildManifest(input: PublishInput, clock: Clock): ModelManifest {
     sizeBytes: input.bytes.byteLength,
     inputs: meta.inputs,
     outputs: meta.outputs,
-    batching: { maxBatch, warmupBatches, ...(Object.keys(warmupShapes).length > 0 ? { warmupShapes } : {}) },
+    batching: {
+      maxBatch,
+      warmupBatches,
+      ...(Object.keys(warmupShapes).length > 0 ? { warmupShapes } : {}),
+      ...(meta.fixedBatch !== undefined ? { fixedBatch: meta.fixedBatch } : {}),
+    },
     ...(meta.opset !== undefined ? { opset: meta.opset } : {}),
     ...(meta.producer !== undefined ? { producer: meta.producer } : {}),
     createdAt: new Date(clock.now()).toISOString(),
@@ -236,5 +249,10 @@ function parseManifest(bytes: Uint8Array, key: string): ModelManifest {
   const shapes = m.batching?.warmupShapes;
   const shapeProblem = shapes === undefined ? undefined : warmupShapesProblem(m.inputs ?? [], shapes);
   if (shapeProblem) throw new IntegrityError('invalid_manifest', `${key} has unusable warm-up shapes: ${shapeProblem}`);
+  // A fixed-batch model batched past its size would fail every pass inside ONNX Runtime.
+  const fixed = m.batching?.fixedBatch;
+  if (fixed !== undefined && fixed !== m.batching?.maxBatch) {
+    throw new IntegrityError('invalid_manifest', `${key} fixes its batch at ${fixed} but allows batches of ${m.batching?.maxBatch}`);
+  }
   return { ...(m as ModelManifest), labels: m.labels ?? {} };
 }

@@ -125,12 +125,46 @@ describe('readOnnxMetadata', () => {
     }
   });
 
-  it('refuses a fixed first axis, naming the tensor', () => {
-    const err = refusal(rawModel([{ name: 'pixels', dims: [1, 3, 224, 224] }], [{ name: 'logits', dims: ['b', 10] }]));
-    expect(err.code).toBe('invalid_model');
-    expect(err.message).toMatch(/input "pixels" has a fixed first dimension \(1\).*cannot be batched/);
+  it('reads an export with a fixed batch of 1 as one row a pass, its first axis the batch axis', () => {
+    const meta = readOnnxMetadata(
+      rawModel(
+        [
+          { name: 'pixels', dims: [1, 3, 224, 224] },
+          { name: 'mask', dims: [1, 7] },
+        ],
+        [
+          { name: 'logits', dims: [1, 10] },
+          { name: 'score', dims: ['b'] },
+        ],
+      ),
+    );
+    expect(meta.fixedBatch).toBe(1);
+    expect(meta.inputs.map((t) => t.shape)).toEqual([
+      [-1, 3, 224, 224],
+      [-1, 7],
+    ]);
+    expect(meta.outputs.map((t) => t.shape)).toEqual([[-1, 10], [-1]]);
+    expect(readOnnxMetadata(rawModel([{ name: 'x', dims: ['b', 3] }], [{ name: 'y', dims: ['b', 3] }])).fixedBatch).toBeUndefined();
+  });
+
+  it('refuses a fixed first axis it cannot serve, naming the tensor and why', () => {
+    const eight = refusal(rawModel([{ name: 'pixels', dims: [8, 3] }], [{ name: 'logits', dims: ['b', 10] }]));
+    expect(eight.code).toBe('invalid_model');
+    expect(eight.message).toMatch(/input "pixels" has a fixed first dimension \(8\).*a fixed batch of 1 only/);
+    const mixed = refusal(
+      rawModel(
+        [
+          { name: 'audio', dims: ['b', 512] },
+          { name: 'state', dims: [1, 128] },
+        ],
+        [{ name: 'y', dims: ['b'] }],
+      ),
+    );
+    expect(mixed.message).toMatch(/input "state" has a fixed first dimension \(1\), while input "audio"'s is dynamic/);
     const out = refusal(rawModel([{ name: 'x', dims: ['b', 3] }], [{ name: 'logits', dims: [8, 10] }]));
-    expect(out.message).toMatch(/output "logits" has a fixed first dimension \(8\)/);
+    expect(out.message).toMatch(/output "logits" has a fixed first dimension \(8\).*cannot be batched/);
+    const outOfOne = refusal(rawModel([{ name: 'x', dims: [1, 3] }], [{ name: 'logits', dims: [2, 10] }]));
+    expect(outOfOne.message).toMatch(/output "logits" has a fixed first dimension \(2\)/);
   });
 
   it('refuses scalars, shapeless tensors, non-tensors, unsupported types and input-less models', () => {

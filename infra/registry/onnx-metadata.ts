@@ -3,8 +3,11 @@
  * input and output names, OIP datatypes and shapes, opset and producer.
  *
  * warmpool batches rows along the first axis, so every input and output must have a dynamic
- * first dimension; a model that fixes it is refused at publish time with a message naming the
- * tensor, rather than failing later inside a worker.
+ * first dimension — or, for a model exported with a fixed batch of 1, every input a first
+ * dimension of 1 (and every output 1 or dynamic): such a model is served one row a forward pass
+ * (`fixedBatch: 1`), its first axis recorded as the batch axis like any other's, so a request of
+ * several rows runs as several passes. Anything else is refused at publish time with a message
+ * naming the tensor, rather than failing later inside a worker.
  *
  * A model must also carry all its weights (issue 20). ONNX external data names a file that ONNX
  * Runtime opens relative to the model's own folder: in the workers' shared, content-addressed
@@ -36,8 +39,11 @@ type Node = import('onnx-proto').onnx.INodeProto;
 type Dim = import('onnx-proto').onnx.TensorShapeProto.IDimension;
 
 export interface OnnxMetadata {
+  /** Every first dimension is the batch axis (-1), also for a fixed-batch export. */
   inputs: TensorSpec[];
   outputs: TensorSpec[];
+  /** The model fixes its batch dimension at this size (1): every forward pass carries exactly that many rows. */
+  fixedBatch?: number;
   opset?: number;
   producer?: string;
 }
@@ -59,15 +65,23 @@ export function readOnnxMetadata(bytes: Uint8Array): OnnxMetadata {
   }
   // Older exporters (IR < 4) list initializers among the graph inputs; they are weights, not inputs.
   const initializers = new Set((graph.initializer ?? []).map((t) => t.name ?? ''));
-  const inputs = (graph.input ?? []).filter((v) => !initializers.has(v.name ?? '')).map((v) => tensorSpec(v, 'input'));
-  if (inputs.length === 0) throw new InvalidInputError('invalid_model', 'the ONNX model has no inputs');
-  const outputs = (graph.output ?? []).map((v) => tensorSpec(v, 'output'));
-  if (outputs.length === 0) throw new InvalidInputError('invalid_model', 'the ONNX model has no outputs');
+  const declared = {
+    inputs: (graph.input ?? []).filter((v) => !initializers.has(v.name ?? '')).map((v) => tensorSpec(v, 'input')),
+    outputs: (graph.output ?? []).map((v) => tensorSpec(v, 'output')),
+  };
+  if (declared.inputs.length === 0) throw new InvalidInputError('invalid_model', 'the ONNX model has no inputs');
+  if (declared.outputs.length === 0) throw new InvalidInputError('invalid_model', 'the ONNX model has no outputs');
+  const fixedBatch = fixedBatchOf(declared);
+  // The first axis is the batch axis either way: a fixed-batch model's requests carry rows too.
+  const batchAxis = (spec: TensorSpec): TensorSpec => ({ ...spec, shape: [-1, ...spec.shape.slice(1)] });
+  const inputs = declared.inputs.map(batchAxis);
+  const outputs = declared.outputs.map(batchAxis);
   const opset = defaultOpset(model.opsetImport ?? []);
   const producer = [model.producerName, model.producerVersion].filter(Boolean).join(' ');
   return {
     inputs,
     outputs,
+    ...(fixedBatch !== undefined ? { fixedBatch } : {}),
     ...(opset !== undefined ? { opset } : {}),
     ...(producer ? { producer } : {}),
   };
@@ -167,13 +181,34 @@ function tensorSpec(v: ValueInfo, role: 'input' | 'output'): TensorSpec {
   if (shape.length === 0) {
     throw new InvalidInputError('invalid_model', `${role} "${name}" is a scalar; it needs a first (batch) axis to be batched`);
   }
-  if (shape[0] !== -1) {
-    throw new InvalidInputError(
-      'invalid_model',
-      `${role} "${name}" has a fixed first dimension (${shape[0]}), so the model cannot be batched; export it with a dynamic batch axis`,
+  return { name, datatype, shape };
+}
+
+/**
+ * undefined when every first dimension is dynamic (batched as any size); 1 when every input's is
+ * 1 and every output's 1 or dynamic (an export with a fixed batch of 1: one row a pass). Any
+ * other mix is refused, naming the first tensor that breaks it.
+ */
+function fixedBatchOf({ inputs, outputs }: { inputs: TensorSpec[]; outputs: TensorSpec[] }): number | undefined {
+  const first = (t: TensorSpec) => t.shape[0] as number;
+  if ([...inputs, ...outputs].every((t) => first(t) === -1)) return undefined;
+  if (inputs.every((t) => first(t) === 1) && outputs.every((t) => first(t) === 1 || first(t) === -1)) return 1;
+  const refuse = (role: string, t: TensorSpec, why: string) =>
+    new InvalidInputError('invalid_model', `${role} "${t.name}" has a fixed first dimension (${first(t)}), ${why}`);
+  const onlyOne = 'and warmpool serves a fixed batch of 1 only (one row a forward pass); export it with a dynamic batch axis';
+  const odd = inputs.find((t) => first(t) !== -1 && first(t) !== 1);
+  if (odd) throw refuse('input', odd, onlyOne);
+  const dynamicIn = inputs.find((t) => first(t) === -1);
+  const fixedIn = inputs.find((t) => first(t) === 1);
+  if (dynamicIn && fixedIn) {
+    throw refuse(
+      'input',
+      fixedIn,
+      `while input "${dynamicIn.name}"'s is dynamic, so the model cannot be batched on its first axis; export it with one batch axis for every input`,
     );
   }
-  return { name, datatype, shape };
+  const out = outputs.find((t) => first(t) !== -1 && (dynamicIn || first(t) !== 1)) as TensorSpec;
+  throw refuse('output', out, dynamicIn ? 'so the model cannot be batched; export it with a dynamic batch axis' : onlyOne);
 }
 
 /** A fixed size, or -1 for a symbolic (`dim_param`) or unknown dimension. */

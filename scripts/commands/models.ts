@@ -101,6 +101,10 @@ async function publish(args: string[], deps: ModelsCommandDeps): Promise<number>
     overwrite: values.overwrite ?? false,
   });
   deps.out(`published ${manifest.name} ${manifest.version} (sha256 ${manifest.sha256}, ${manifest.sizeBytes} bytes)`);
+  const fixed = manifest.batching.fixedBatch;
+  if (fixed !== undefined) {
+    deps.out(`the model fixes its batch at ${fixed}: it runs ${fixed} row a forward pass, and a request of several rows as several passes`);
+  }
   const unsized = inputsWithoutWarmupShape(manifest.inputs, manifest.batching.warmupShapes);
   if (unsized.length > 0) (deps.err ?? deps.out)(unsizedHint(unsized));
   return 0;
