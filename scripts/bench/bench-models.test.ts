@@ -5,11 +5,30 @@ import { afterAll, describe, expect, it } from 'vitest';
 import type { TensorSpec } from '../../infra/contracts/manifest.ts';
 import { readOnnxMetadata } from '../../infra/registry/onnx-metadata.ts';
 import { buildDynamicAxisModel, buildMlpModel } from '../fixtures/onnx-models.ts';
-import { benchInputs, benchRequest, builtInModels, rowWidth, unbenchable, userModel } from './bench-models.ts';
+import {
+  BENCH_BATCHES,
+  benchBatches,
+  benchInputs,
+  benchMode,
+  benchRequest,
+  builtInModels,
+  rowWidth,
+  unbenchable,
+  userModel,
+} from './bench-models.ts';
 import { nest } from './bulk.ts';
 import { ORT_BOUND_MODEL, QUEUE_BOUND_MODEL } from './report.ts';
 
 const spec = (datatype: TensorSpec['datatype'], shape: number[]): TensorSpec => ({ name: 'x', datatype, shape });
+
+describe('the mode a model is benched in', () => {
+  it('runs a fixed-batch export at its one size, and says so; any other at every bench size', () => {
+    expect(benchBatches({ fixedBatch: 1 })).toEqual([1]);
+    expect(benchMode({ fixedBatch: 1 })).toMatch(/fixed batch of 1: 1 row a forward pass, no micro-batching/);
+    expect(benchBatches({})).toEqual(BENCH_BATCHES);
+    expect(benchMode({})).toMatch(/batched/);
+  });
+});
 
 describe('unbenchable', () => {
   it('accepts inputs with fixed non-batch dimensions, one or several', () => {

@@ -27,6 +27,21 @@ export const BENCH_BATCHES = [1, 8, 32, 128] as const;
 export const BENCH_MAX_BATCH = 128;
 
 /**
+ * The batch sizes the bench runs a model at: BENCH_BATCHES, or for an export with a fixed batch
+ * (`batching.fixedBatch`) that one size, the only one ONNX Runtime takes.
+ */
+export function benchBatches(batching: Pick<ModelManifest['batching'], 'fixedBatch'>): readonly number[] {
+  return batching.fixedBatch === undefined ? BENCH_BATCHES : [batching.fixedBatch];
+}
+
+/** How the bench serves the model, in words, for its report. */
+export function benchMode(batching: Pick<ModelManifest['batching'], 'fixedBatch'>): string {
+  return batching.fixedBatch === undefined
+    ? `batched: passes of up to ${BENCH_MAX_BATCH} rows`
+    : `fixed batch of ${batching.fixedBatch}: ${batching.fixedBatch} row a forward pass, no micro-batching (the model takes no other first dimension)`;
+}
+
+/**
  * The CNN's conv width (channels 144, 288, 576; ~390 MFLOP a row). Sized on this 2-core machine
  * (AVX-512), where raw rows/s fall with width²: at width 64, 1,300 (1 thread) and 2,600–2,800
  * (2 threads); at 96, 600 and ~1,100; so ~500 at 144 with 2 threads, against 1,100–1,350 requests/s
@@ -60,12 +75,14 @@ export function userModel(file: string, inputShape?: string): BenchModel {
 }
 
 export async function publishBenchModel(registry: Pick<ModelRegistry, 'publish'>, model: BenchModel): Promise<ModelManifest> {
+  const { fixedBatch } = readOnnxMetadata(model.bytes);
+  const batches = benchBatches({ ...(fixedBatch !== undefined ? { fixedBatch } : {}) });
   const manifest = await registry.publish({
     name: model.name,
     version: '1',
     bytes: model.bytes,
-    maxBatch: BENCH_MAX_BATCH,
-    warmupBatches: [...BENCH_BATCHES],
+    maxBatch: Math.max(...batches),
+    warmupBatches: [...batches],
     overwrite: true,
   });
   const problem = unbenchable(manifest);

@@ -11,7 +11,7 @@ import os from 'node:os';
 import type { ModelManifest } from '../../infra/contracts/manifest.ts';
 import { loadConfig } from '../../infra/kernel/config.ts';
 import { errorMessage } from '../../infra/kernel/errors.ts';
-import { BENCH_BATCHES, BENCH_MAX_BATCH, rowWidth } from './bench-models.ts';
+import { BENCH_MAX_BATCH, benchBatches, benchMode, rowWidth } from './bench-models.ts';
 import { CLUSTER_ROW, measureClusterScaling } from './cluster.ts';
 import { measureColdStart } from './cold-start.ts';
 import { cellAt, describeSweep, type RawSweep, rawOrtSweep } from './raw-ort.ts';
@@ -107,14 +107,15 @@ export async function benchModel(ctx: BenchContext, manifest: ModelManifest, mod
   const m = manifest.name;
   const rows: BenchRow[] = [];
   ctx.out(`[${m}]`);
+  ctx.out(`  mode: ${benchMode(manifest.batching)}`);
   const threads = Array.from({ length: os.availableParallelism() }, (_, i) => i + 1);
-  const raw = await rawOrtSweep(modelPath, manifest, { batches: BENCH_BATCHES, threads, cellMs: sizes.cellMs });
+  const raw = await rawOrtSweep(modelPath, manifest, { batches: benchBatches(manifest.batching), threads, cellMs: sizes.cellMs });
   ctx.out(`  raw ORT rows/s: ${describeSweep(raw)}`);
   rows.push({
     name: `${m}.ort_best_vs_batch1`,
     value: raw.best.rowsPerS / raw.batch1.rowsPerS,
     unit: 'x',
-    detail: `ONNX Runtime alone: batch ${raw.best.batch} × ${raw.best.threads} thread(s) ${f0(raw.best.rowsPerS)} rows/s vs batch 1 × ${raw.batch1.threads} ${f0(raw.batch1.rowsPerS)}`,
+    detail: `ONNX Runtime alone: batch ${raw.best.batch} × ${raw.best.threads} thread(s) ${f0(raw.best.rowsPerS)} rows/s vs batch 1 × ${raw.batch1.threads} ${f0(raw.batch1.rowsPerS)}; served ${benchMode(manifest.batching)}`,
   });
 
   let concurrency = Math.max(4, BENCH_MAX_BATCH * 2);
