@@ -238,6 +238,7 @@ async function runNaive(s: BulkSession, format: NaiveFormat, prefix: string, lay
     modelPath: s.modelPath,
     format,
     inputs: layout,
+    ...(s.manifest.batching.fixedBatch !== undefined ? { batchRows: s.manifest.batching.fixedBatch } : {}),
   };
   const jobFile = path.join(s.ctx.dir, `naive-${s.manifest.name}-${format}.json`);
   writeFileSync(jobFile, JSON.stringify(job));

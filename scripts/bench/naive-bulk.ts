@@ -38,6 +38,8 @@ export interface NaiveJob {
   modelPath: string;
   format: NaiveFormat;
   inputs: NaiveInput[];
+  /** Rows per forward pass: NAIVE_BATCH_ROWS, or a fixed-batch model's one size (what its author would loop at). */
+  batchRows?: number;
 }
 
 export interface NaiveResult {
@@ -64,9 +66,8 @@ export async function naiveBulk(client: S3Client, job: NaiveJob): Promise<NaiveR
     const got = await client.send(new GetObjectCommand({ Bucket: job.bucket, Key: key }));
     const records = await parse((await got.Body?.transformToByteArray()) ?? new Uint8Array(), job);
     const lines: string[] = [];
-    for (let i = 0; i < records.length; i += NAIVE_BATCH_ROWS) {
-      lines.push(...(await score(session, records.slice(i, i + NAIVE_BATCH_ROWS), job.inputs)));
-    }
+    const step = job.batchRows ?? NAIVE_BATCH_ROWS;
+    for (let i = 0; i < records.length; i += step) lines.push(...(await score(session, records.slice(i, i + step), job.inputs)));
     const out = `${job.output}${key.slice(job.input.length).replace(/\.[^./]+$/, '')}.jsonl`;
     await client.send(new PutObjectCommand({ Bucket: job.bucket, Key: out, Body: lines.length > 0 ? `${lines.join('\n')}\n` : '' }));
     rows += records.length;
