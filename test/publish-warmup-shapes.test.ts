@@ -11,7 +11,12 @@ import { IntegrityError, InvalidInputError } from '../infra/kernel/errors.ts';
 import { createModelRegistry } from '../infra/registry/model-registry.ts';
 import { createS3ObjectStore } from '../infra/registry/s3-object-store.ts';
 import { modelsCommand } from '../scripts/commands/models.ts';
-import { buildDynamicImageModel, buildMultiTypeModel } from '../scripts/fixtures/onnx-models.ts';
+import {
+  buildDynamicImageModel,
+  buildFixedBatchModel,
+  buildMultiTypeModel,
+  buildZipMapClassifierModel,
+} from '../scripts/fixtures/onnx-models.ts';
 import { testServices, uniqueId } from './support/services.ts';
 
 const image = buildDynamicImageModel();
@@ -152,6 +157,28 @@ describe('warmpool models: what a publish and a lookup say besides the result', 
     // A model whose dimensions are all fixed after the batch axis needs no size.
     const fixed = await models(registry, 'publish', await file(buildMultiTypeModel()), '--name', 'multi', '--version', '1');
     expect(fixed.lines).toHaveLength(1);
+  });
+
+  it('a model with a ZipMap output names --outputs; with it, the tensor outputs are served (issue 30)', async () => {
+    const { registry } = newRegistry();
+    const at = await file(buildZipMapClassifierModel());
+    const bare = await models(registry, 'publish', at, '--name', 'skl', '--version', '1');
+    expect(bare.code).toBe(1);
+    expect(bare.lines[0]).toMatch(/^error: output "output_probability" is a sequence of maps .*--outputs label,probabilities$/);
+    const served = await models(registry, 'publish', at, '--name', 'skl', '--version', '1', '--outputs', 'label,probabilities');
+    expect(served.code).toBe(0);
+    expect((await registry.getManifest('skl', '1')).outputs.map((o) => o.name)).toEqual(['label', 'probabilities']);
+    const typo = await models(registry, 'publish', at, '--name', 'skl', '--version', '2', '--outputs', 'label,');
+    expect(typo.lines[0]).toMatch(/--outputs takes names separated by commas/);
+  });
+
+  it('a model exported with a fixed batch of 1 is published saying it runs one row a pass', async () => {
+    const { registry } = newRegistry();
+    const one = await models(registry, 'publish', await file(buildFixedBatchModel()), '--name', 'kws', '--version', '1');
+    expect(one.code).toBe(0);
+    expect(one.lines[1]).toBe(
+      'the model fixes its batch at 1: it runs 1 row a forward pass, and a request of several rows as several passes',
+    );
   });
 
   it('a version that exists with other contents names the flag that replaces it', async () => {

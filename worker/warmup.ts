@@ -102,7 +102,8 @@ export type KeptProfileQuery = Pick<
 
 const preciseClock: Pick<Clock, 'now'> = { now: () => performance.timeOrigin + performance.now() };
 
-export async function runWarmup(options: WarmupOptions): Promise<BatchProfile> {
+export async function runWarmup(given: WarmupOptions): Promise<BatchProfile> {
+  const options = { ...given, engine: servedOutputsOnly(given.engine, given.manifest) };
   const clock = options.clock ?? preciseClock;
   const { file, key, kept, sizes, threadsList, iterations, plan } = await lookUp(options);
   if (file && kept) {
@@ -343,6 +344,20 @@ async function measureBatch(
 /** Nearest-rank percentile of sorted samples. */
 function percentile(sorted: number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))] ?? 0;
+}
+
+/**
+ * The engine as warm-up drives it: every pass fetches the outputs the manifest serves, as serving
+ * does (batch-runner.ts), so an output left out at publish (`--outputs`: a ZipMap ONNX Runtime for
+ * Node cannot return) is never computed.
+ */
+function servedOutputsOnly(engine: InferenceEngine, manifest: ModelManifest): InferenceEngine {
+  const names = manifest.outputs.map((o) => o.name);
+  return {
+    load: (modelPath, loadOptions) => engine.load(modelPath, loadOptions),
+    run: (inputs, outputNames) => engine.run(inputs, outputNames ?? names),
+    close: () => engine.close(),
+  };
 }
 
 function emit(options: WarmupOptions, e: WarmupProgress): void {

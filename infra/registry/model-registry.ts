@@ -32,6 +32,12 @@ export interface PublishInput {
   /** Non-batch dimensions warm-up runs an input with, by input name (`{ x: [3, 48, 192] }`); see BatchingHints. */
   warmupShapes?: Record<string, number[]>;
   labels?: Record<string, string>;
+  /**
+   * The outputs to serve, by name (`--outputs label,probabilities`): the others are never
+   * fetched, so a model with a non-tensor output (a ZipMap) is served by its tensor ones.
+   * Absent: every output, each a tensor.
+   */
+  outputs?: string[];
   /** Replace an existing version whose bytes or settings differ. */
   overwrite?: boolean;
 }
@@ -150,7 +156,7 @@ function buildManifest(input: PublishInput, clock: Clock): ModelManifest {
   if (!VERSION_PATTERN.test(input.version)) {
     throw new InvalidInputError('invalid_version', `version ${JSON.stringify(input.version)} must match ${VERSION_PATTERN}`);
   }
-  const meta = readOnnxMetadata(input.bytes);
+  const meta = readOnnxMetadata(input.bytes, input.outputs ? { outputs: input.outputs } : {});
   const maxBatch = input.maxBatch ?? meta.fixedBatch ?? DEFAULT_MAX_BATCH;
   if (!Number.isInteger(maxBatch) || maxBatch < 1 || maxBatch > MAX_MAX_BATCH) {
     throw new InvalidInputError('invalid_max_batch', `maxBatch must be an integer from 1 to ${MAX_MAX_BATCH} (got ${maxBatch})`);
@@ -199,6 +205,7 @@ function describeConflict(existing: ModelManifest, next: ModelManifest): string 
     return `different bytes (sha256 ${existing.sha256.slice(0, 12)}…, not ${next.sha256.slice(0, 12)}…)`;
   }
   if (JSON.stringify(existing.batching) !== JSON.stringify(next.batching)) return 'different batching hints';
+  if (JSON.stringify(existing.outputs) !== JSON.stringify(next.outputs)) return 'different outputs served';
   if (JSON.stringify(sortedEntries(existing.labels)) !== JSON.stringify(sortedEntries(next.labels))) return 'different labels';
   return null;
 }

@@ -180,6 +180,51 @@ describe('readOnnxMetadata', () => {
   });
 });
 
+describe('outputs that are not tensors (issue 30)', () => {
+  const classifier = () =>
+    rawModel(
+      [{ name: 'x', dims: ['b', 3] }],
+      [
+        { name: 'label', elem: 7, dims: ['b'] },
+        { name: 'probs', sequence: true, dims: ['b', 2] },
+        { name: 'scores', dims: ['b', 2] },
+      ],
+    );
+
+  it('refuses a non-tensor output at publish, naming it and the --outputs that serves the tensor ones', () => {
+    const err = refusal(classifier());
+    expect(err.code).toBe('invalid_model');
+    expect(err.message).toBe(
+      'output "probs" is a sequence (sequenceType), which ONNX Runtime for Node cannot return; serve only the tensor outputs: --outputs label,scores',
+    );
+  });
+
+  it('serves the outputs named, in their order, and leaves the rest out', () => {
+    expect(readOnnxMetadata(classifier(), { outputs: ['scores', 'label'] }).outputs).toEqual([
+      { name: 'scores', datatype: 'FP32', shape: [-1, 2] },
+      { name: 'label', datatype: 'INT64', shape: [-1] },
+    ]);
+  });
+
+  it('refuses an output named that the model lacks, one named twice, none, or a non-tensor one', () => {
+    const named = (outputs: string[]) => {
+      try {
+        readOnnxMetadata(classifier(), { outputs });
+      } catch (err) {
+        return err as InvalidInputError;
+      }
+      throw new Error('not refused');
+    };
+    expect(named(['lable'])).toMatchObject({
+      code: 'invalid_outputs',
+      message: 'the model has no output "lable"; its outputs are "label", "probs", "scores"',
+    });
+    expect(named(['label', 'label']).message).toMatch(/"label" is named twice/);
+    expect(named([]).message).toMatch(/at least one output/);
+    expect(named(['probs']).message).toMatch(/output "probs" is not a tensor \(sequenceType\)/);
+  });
+});
+
 describe('external data (issue 20)', () => {
   it.each(['initializer', 'constant'] as const)(
     'refuses a model whose %s keeps its weights in another file, naming the tensor and file',

@@ -51,7 +51,16 @@ export interface OnnxMetadata {
 /** Names of the ONNX element types that no datatype has (datatypes.ts maps the rest), for the refusal. */
 const ELEM_NAMES: Record<number, string> = { 0: 'UNDEFINED', 14: 'COMPLEX64', 15: 'COMPLEX128', 16: 'BFLOAT16' };
 
-export function readOnnxMetadata(bytes: Uint8Array): OnnxMetadata {
+export interface ReadOptions {
+  /**
+   * The outputs to serve, by name, in this order (`--outputs label,probabilities`): the others,
+   * tensors or not, are left out of the manifest and never fetched. Absent: every output, each
+   * of which must then be a tensor.
+   */
+  outputs?: readonly string[];
+}
+
+export function readOnnxMetadata(bytes: Uint8Array, options: ReadOptions = {}): OnnxMetadata {
   const model = decodeModel(bytes);
   const graph = model.graph;
   if (!graph) throw notOnnx('it has no graph');
@@ -67,7 +76,7 @@ export function readOnnxMetadata(bytes: Uint8Array): OnnxMetadata {
   const initializers = new Set((graph.initializer ?? []).map((t) => t.name ?? ''));
   const declared = {
     inputs: (graph.input ?? []).filter((v) => !initializers.has(v.name ?? '')).map((v) => tensorSpec(v, 'input')),
-    outputs: (graph.output ?? []).map((v) => tensorSpec(v, 'output')),
+    outputs: servedOutputs(graph.output ?? [], options.outputs),
   };
   if (declared.inputs.length === 0) throw new InvalidInputError('invalid_model', 'the ONNX model has no inputs');
   if (declared.outputs.length === 0) throw new InvalidInputError('invalid_model', 'the ONNX model has no outputs');
@@ -85,6 +94,54 @@ export function readOnnxMetadata(bytes: Uint8Array): OnnxMetadata {
     ...(opset !== undefined ? { opset } : {}),
     ...(producer ? { producer } : {}),
   };
+}
+
+/**
+ * The outputs the manifest lists: the named ones, or all. A non-tensor output left unnamed is
+ * refused with the `--outputs` that serves the rest (ONNX Runtime for Node returns tensors only:
+ * a scikit-learn classifier's ZipMap failed every request with "Non tensor type is temporarily
+ * not supported").
+ */
+function servedOutputs(all: ValueInfo[], wanted: readonly string[] | undefined): TensorSpec[] {
+  if (wanted !== undefined) {
+    if (wanted.length === 0) throw new InvalidInputError('invalid_outputs', 'name at least one output to serve');
+    const byName = new Map(all.map((v) => [v.name ?? '', v]));
+    const seen = new Set<string>();
+    return wanted.map((name) => {
+      const v = byName.get(name);
+      if (!v) throw new InvalidInputError('invalid_outputs', `the model has no output "${name}"; its outputs are ${quoted(all)}`);
+      if (seen.has(name)) throw new InvalidInputError('invalid_outputs', `output "${name}" is named twice`);
+      seen.add(name);
+      return tensorSpec(v, 'output');
+    });
+  }
+  const others = all.filter((v) => !v.type?.tensorType);
+  if (others.length > 0) {
+    const tensors = all.filter((v) => v.type?.tensorType);
+    const [first] = others as [ValueInfo];
+    const kind = first.type ? describeType(first.type) : 'untyped';
+    const fix =
+      tensors.length > 0
+        ? `serve only the tensor outputs: --outputs ${tensors.map((v) => v.name).join(',')}`
+        : 'the model has no tensor output to serve; export it with tensor outputs (for scikit-learn: skl2onnx options={"zipmap": False})';
+    throw new InvalidInputError(
+      'invalid_model',
+      `output "${first.name ?? ''}" is ${kind}, which ONNX Runtime for Node cannot return; ${fix}`,
+    );
+  }
+  return all.map((v) => tensorSpec(v, 'output'));
+}
+
+function quoted(values: ValueInfo[]): string {
+  return values.map((v) => `"${v.name ?? ''}"`).join(', ');
+}
+
+/** `a sequence of maps`, `a map`, `a sequence`, `an optional` — what a non-tensor type is, in words. */
+function describeType(type: import('onnx-proto').onnx.ITypeProto): string {
+  if (type.sequenceType) return type.sequenceType.elemType?.mapType ? 'a sequence of maps (sequenceType)' : 'a sequence (sequenceType)';
+  if (type.mapType) return 'a map (mapType)';
+  const kind = Object.keys(type)[0] ?? 'unknown';
+  return `not a tensor (${kind})`;
 }
 
 /** A tensor whose data is outside the model, and the file it names. */

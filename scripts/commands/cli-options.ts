@@ -112,6 +112,11 @@ export const MODELS_PUBLISH = command({
       help: "an input's non-batch dimensions for warm-up, where they are dynamic (once per input)",
     },
     label: { type: 'string', multiple: true, value: 'k=v', help: 'a label stored in the manifest' },
+    outputs: {
+      type: 'string',
+      value: 'NAME,NAME',
+      help: 'serve only these outputs (the others are never computed): a model with a non-tensor output is served by its tensor ones',
+    },
     overwrite: { type: 'boolean', help: 'replace the version if it exists' },
   },
   notes: ['Exit codes: 0 published; 1 the registry refused (invalid model, version exists); 2 bad arguments or file.'],

@@ -98,6 +98,7 @@ async function publish(args: string[], deps: ModelsCommandDeps): Promise<number>
     ...(values['warmup-batches'] !== undefined ? { warmupBatches: parseIntList(values['warmup-batches'], '--warmup-batches') } : {}),
     ...(shapes.length > 0 ? { warmupShapes: parseWarmupShapes(shapes, bytes) } : {}),
     labels: parseLabels(values.label ?? []),
+    ...(values.outputs !== undefined ? { outputs: parseNameList(values.outputs, '--outputs') } : {}),
     overwrite: values.overwrite ?? false,
   });
   deps.out(`published ${manifest.name} ${manifest.version} (sha256 ${manifest.sha256}, ${manifest.sizeBytes} bytes)`);
@@ -108,6 +109,13 @@ async function publish(args: string[], deps: ModelsCommandDeps): Promise<number>
   const unsized = inputsWithoutWarmupShape(manifest.inputs, manifest.batching.warmupShapes);
   if (unsized.length > 0) (deps.err ?? deps.out)(unsizedHint(unsized));
   return 0;
+}
+
+/** `a,b` → ['a', 'b']; an empty name is a usage error naming the flag. */
+function parseNameList(value: string, flag: string): string[] {
+  const names = value.split(',').map((n) => n.trim());
+  if (names.some((n) => n === '')) throw new UsageError(`${flag} takes names separated by commas (got ${JSON.stringify(value)})`);
+  return names;
 }
 
 /**
