@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunManifest } from '../infra/bulk/run-manifest.ts';
 import type { BulkRunView } from '../infra/contracts/bulk.ts';
 import { loadConfig } from '../infra/kernel/config.ts';
-import { formatRate } from '../infra/kernel/format-rate.ts';
+import { formatRate } from '../infra/kernel/format-figures.ts';
 import type { ObjectStore } from '../infra/registry/object-store.ts';
 import { createS3ObjectStore } from '../infra/registry/s3-object-store.ts';
 import { type BulkIo, bulkMain } from '../scripts/commands/bulk.ts';

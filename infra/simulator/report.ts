@@ -7,7 +7,7 @@
 
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { formatRate } from '../kernel/format-rate.ts';
+import { formatRate } from '../kernel/format-figures.ts';
 import { type AtSlo, type AtSloReport, oracleMeetsTarget } from './at-slo.ts';
 import { writeCharts } from './charts.ts';
 import { type Comparison, type PolicyReport, serviceModel } from './compare.ts';

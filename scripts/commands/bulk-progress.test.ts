@@ -5,7 +5,6 @@ import {
   displayRate,
   endedBadly,
   formatBadRows,
-  formatDuration,
   formatProgressBar,
   formatProgressLine,
   formatSummary,
@@ -29,19 +28,6 @@ function run(progress: Partial<BulkProgress> = {}, extra: Partial<BulkRunView> =
     ...extra,
   };
 }
-
-describe('formatDuration', () => {
-  it.each([
-    [0, '0s'],
-    [44.6, '45s'],
-    [60, '1m00s'],
-    [185, '3m05s'],
-    [3600, '1h00m'],
-    [7620, '2h07m'],
-    [86_400 * 3 + 3600 * 4, '3d04h'],
-    [-5, '0s'],
-  ])('%s s → %s', (seconds, text) => expect(formatDuration(seconds)).toBe(text));
-});
 
 describe('fractionDone', () => {
   it('is 0 while the total is unknown and 1 only once the run succeeded', () => {

@@ -7,25 +7,25 @@
  * A run whose every row was bad wrote nothing: it is shown as failed whatever its status says.
  */
 import type { BulkRunView } from '../../infra/contracts/bulk.ts';
-import { formatRate } from '../../infra/kernel/format-rate.ts';
+import { formatCount, formatDuration, formatRate } from '../../infra/kernel/format-figures.ts';
 
 const FULL = '█';
 const EMPTY = '░';
 
 /** `12,345`; totals estimated from bytes read so far get a `~`. */
 function rowsText(run: BulkRunView): string {
-  return `${count(run.progress.rowsDone)}/${totalText(run) ?? '?'} rows`;
+  return `${formatCount(run.progress.rowsDone)}/${totalText(run) ?? '?'} rows`;
 }
 
 function totalText(run: BulkRunView): string | undefined {
   const { rowsTotal, rowsTotalExact } = run.progress;
-  return rowsTotal > 0 ? `${rowsTotalExact ? '' : '~'}${count(rowsTotal)}` : undefined;
+  return rowsTotal > 0 ? `${rowsTotalExact ? '' : '~'}${formatCount(rowsTotal)}` : undefined;
 }
 
 /** `5,230 of ~10,000 rows` (`5,230 rows` while the total is unknown): how far a run got. */
 function rowsSoFar(run: BulkRunView): string {
   const total = totalText(run);
-  return `${count(run.progress.rowsDone)}${total ? ` of ${total}` : ''} rows`;
+  return `${formatCount(run.progress.rowsDone)}${total ? ` of ${total}` : ''} rows`;
 }
 
 /**
@@ -45,20 +45,6 @@ export function fractionDone(run: BulkRunView): number {
   if (rowsTotal <= 0) return 0;
   // An estimated total can fall short of the rows already done: hold at 99.9% until the end.
   return Math.min(rowsDone / rowsTotal, 0.999);
-}
-
-export function count(n: number): string {
-  return Math.round(n).toLocaleString('en-US');
-}
-
-/** `45s`, `3m05s`, `2h07m`, `3d04h`: short enough for a status line. */
-export function formatDuration(seconds: number): string {
-  const s = Math.max(0, Math.round(seconds));
-  if (s < 60) return `${s}s`;
-  const pad = (n: number) => String(n).padStart(2, '0');
-  if (s < 3600) return `${Math.floor(s / 60)}m${pad(s % 60)}s`;
-  if (s < 86_400) return `${Math.floor(s / 3600)}h${pad(Math.floor((s % 3600) / 60))}m`;
-  return `${Math.floor(s / 86_400)}d${pad(Math.floor((s % 86_400) / 3600))}h`;
 }
 
 /** How long the server's rate looks back (infra/bulk/progress.ts DEFAULT_RATE_WINDOW_MS). */
@@ -105,7 +91,7 @@ function details(run: BulkRunView, now: number): string[] {
     const eta = etaSeconds(run, now);
     parts.push(`ETA ${eta === undefined ? '?' : formatDuration(eta)}`);
   }
-  if (run.progress.badRows > 0) parts.push(`${count(run.progress.badRows)} bad`);
+  if (run.progress.badRows > 0) parts.push(`${formatCount(run.progress.badRows)} bad`);
   // Late: the ETA is past the deadline, so the run was (or is being) raised to urgent.
   if (run.progress.onTrack === false) parts.push('late');
   return parts;
@@ -140,15 +126,15 @@ export function formatProgressLine(run: BulkRunView, now = Date.now()): string {
 export function formatSummary(run: BulkRunView, now = Date.now()): string {
   const timed = run.finishedAt !== undefined && run.startedAt !== undefined;
   const took = timed ? ` in ${formatDuration(((run.finishedAt as number) - (run.startedAt as number)) / 1000)}` : '';
-  const bad = run.progress.badRows > 0 ? `, ${count(run.progress.badRows)} bad rows` : '';
+  const bad = run.progress.badRows > 0 ? `, ${formatCount(run.progress.badRows)} bad rows` : '';
   if (allRowsBad(run)) {
     const first = formatBadRows(run)[0]?.trim();
-    return `bulk ${run.id} failed: all ${count(run.progress.badRows)} rows were bad${first ? ` (first: ${first})` : ''}; nothing was written`;
+    return `bulk ${run.id} failed: all ${formatCount(run.progress.badRows)} rows were bad${first ? ` (first: ${first})` : ''}; nothing was written`;
   }
   switch (run.status) {
     case 'succeeded': {
       const rate = timed ? ` (${formatRate(displayRate(run, now))} rows/s)` : '';
-      return `bulk ${run.id} succeeded: ${count(run.progress.rowsDone)} rows${bad}${took}${rate}; manifest ${run.manifest ?? `${run.output}_manifest.json`}`;
+      return `bulk ${run.id} succeeded: ${formatCount(run.progress.rowsDone)} rows${bad}${took}${rate}; manifest ${run.manifest ?? `${run.output}_manifest.json`}`;
     }
     case 'failed':
       return `bulk ${run.id} failed after ${rowsSoFar(run)}${took}: ${failure(run)}`;

@@ -16,8 +16,9 @@
  * replays left) errs long and shortens as searches settle. Durations and counts are written as
  * `warmpool bulk run`'s progress writes them (bulk-progress.ts).
  */
+
+import { formatCount, formatDuration } from '../../infra/kernel/format-figures.ts';
 import type { ReplayCounter } from '../../infra/simulator/index.ts';
-import { count, formatDuration } from './bulk-progress.ts';
 import type { SimulateOut } from './simulate-out.ts';
 
 /** Where the line goes, and the clock its ETA reads. */
@@ -45,7 +46,7 @@ export function formatProgress(unit: string, c: ProgressCounts): string {
   const planned = Math.max(c.planned, c.done);
   const share = planned > 0 ? ` (${Math.floor((c.done / planned) * 100)}%)` : '';
   const eta = etaSeconds(c);
-  return `simulate: ${count(c.done)}/${count(planned)} ${unit}${share}, ${formatDuration(c.elapsedMs / 1000)}, ETA ${eta === undefined ? '?' : formatDuration(eta)}`;
+  return `simulate: ${formatCount(c.done)}/${formatCount(planned)} ${unit}${share}, ${formatDuration(c.elapsedMs / 1000)}, ETA ${eta === undefined ? '?' : formatDuration(eta)}`;
 }
 
 export interface SimulateProgress extends ReplayCounter {

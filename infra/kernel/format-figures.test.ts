@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { formatRate } from './format-rate.ts';
+import { formatCount, formatDuration, formatRate } from './format-figures.ts';
 
 describe('formatRate', () => {
   it.each([
@@ -24,5 +24,26 @@ describe('formatRate', () => {
       expect(shown).toBeGreaterThan(0);
       expect(Math.abs(shown - rate) / rate).toBeLessThan(0.1);
     }
+  });
+});
+
+describe('formatDuration', () => {
+  it.each([
+    [0, '0s'],
+    [44.6, '45s'],
+    [60, '1m00s'],
+    [185, '3m05s'],
+    [3600, '1h00m'],
+    [7620, '2h07m'],
+    [86_400 * 3 + 3600 * 4, '3d04h'],
+    [-5, '0s'],
+  ])('%s s → %s', (seconds, text) => expect(formatDuration(seconds)).toBe(text));
+});
+
+describe('formatCount', () => {
+  it('rounds to a whole and separates thousands', () => {
+    expect(formatCount(12_457.6)).toBe('12,458');
+    expect(formatCount(0)).toBe('0');
+    expect(formatCount(999)).toBe('999');
   });
 });
