@@ -1,15 +1,17 @@
 /**
- * A classifier as scikit-learn exports it, with a ZipMap output (a sequence of maps) beside its
+ * Models as users bring them (issue 30). A classifier as scikit-learn exports it, with a ZipMap output (a sequence of maps) beside its
  * tensor ones (issue 30), on real ONNX Runtime, Redis, S3 and a worker process: published as it
  * is, it is refused at publish naming the output and the `--outputs` to give (before, ONNX Runtime
  * for Node failed every request with "Non tensor type is temporarily not supported"); published
  * with `outputs: ['label', 'probabilities']`, its worker warms up and serves sync and async
  * requests with ONNX Runtime's own values for those outputs, the ZipMap never fetched. A request
- * for the output left out is refused naming what is served.
+ * for the output left out is refused naming what is served. And a model with an optional input
+ * that has a default (an initializer listed among the inputs): served with the request leaving
+ * it out, equal to ONNX Runtime run without it.
  */
 import * as ort from 'onnxruntime-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildZipMapClassifierModel } from '../scripts/fixtures/onnx-models.ts';
+import { buildOptionalInputModel, buildZipMapClassifierModel } from '../scripts/fixtures/onnx-models.ts';
 import { startStack, type TestStack, waitForJob } from './support/stack.ts';
 
 const model = buildZipMapClassifierModel();
@@ -23,7 +25,11 @@ beforeAll(async () => {
   await stack.registry.publish({ name: 'skl', version: '1', bytes: model, maxBatch: 8, outputs: ['label', 'probabilities'] });
   await stack.deployments.put({ model: 'skl', version: '1', min: 1, max: 1, standby: 0 });
   await stack.startWorker('skl', '1');
+  await stack.registry.publish({ name: 'opt', version: '1', bytes: buildOptionalInputModel(), maxBatch: 8 });
+  await stack.deployments.put({ model: 'opt', version: '1', min: 1, max: 1, standby: 0 });
+  await stack.startWorker('opt', '1');
   await stack.waitForWorkers('skl', 'active');
+  await stack.waitForWorkers('opt', 'active');
 }, 120_000);
 
 afterAll(async () => {
@@ -98,5 +104,35 @@ describe('a model with a non-tensor output', () => {
     });
     expect(zip.status).toBe(400);
     expect(((await zip.json()) as { error: { message: string } }).error.message).toMatch(/output_probability/);
+  });
+});
+
+describe('a model with an optional input that has a default', () => {
+  it('lists only the required input and serves requests that leave the optional one out, equal to ONNX Runtime', async () => {
+    const manifest = await stack.registry.getManifest('opt', '1');
+    expect(manifest.inputs.map((i) => i.name)).toEqual(['x']);
+    const session = await ort.InferenceSession.create(buildOptionalInputModel());
+    try {
+      const data = [1, 2, 3, 4];
+      const want = Array.from(
+        (await session.run({ x: new ort.Tensor('float32', Float32Array.from(data), [2, 2]) })).y?.data as Float32Array,
+      );
+      expect(want).toEqual([11, -8, 13, -6]);
+      const res = await stack.call('/v2/models/opt/infer', {
+        method: 'POST',
+        body: JSON.stringify({ inputs: [{ name: 'x', shape: [2, 2], datatype: 'FP32', data }] }),
+      });
+      expect(res.status).toBe(200);
+      const body = (await res.json()) as { outputs: Array<{ name: string; shape: number[]; data: number[] }> };
+      expect(body.outputs[0]).toMatchObject({ name: 'y', shape: [2, 2], data: want });
+      const job = await stack.call('/v1/models/opt/jobs', {
+        method: 'POST',
+        body: JSON.stringify({ inputs: [{ name: 'x', shape: [2, 2], datatype: 'FP32', data }] }),
+      });
+      const done = await waitForJob(stack, ((await job.json()) as { id: string }).id);
+      expect(done.outputs).toMatchObject([{ name: 'y', shape: [2, 2], data: want }]);
+    } finally {
+      await session.release();
+    }
   });
 });
