@@ -11,7 +11,7 @@
  */
 import * as ort from 'onnxruntime-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildOptionalInputModel, buildZipMapClassifierModel } from '../scripts/fixtures/onnx-models.ts';
+import { buildOptionalInputModel, buildZipMapClassifierModel } from '../scripts/fixtures/exported-models.ts';
 import { startStack, type TestStack, waitForJob } from './support/stack.ts';
 
 const model = buildZipMapClassifierModel();

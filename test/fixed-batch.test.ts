@@ -11,7 +11,7 @@ import * as ort from 'onnxruntime-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listHeartbeats } from '../infra/fleet/worker-states.ts';
 import { closeRedis, createRedis } from '../infra/redis/client.ts';
-import { buildFixedBatchModel } from '../scripts/fixtures/onnx-models.ts';
+import { buildFixedBatchModel } from '../scripts/fixtures/exported-models.ts';
 import { startStack, type TestStack, waitForJob } from './support/stack.ts';
 
 const model = buildFixedBatchModel();

@@ -11,12 +11,8 @@ import { IntegrityError, InvalidInputError } from '../infra/kernel/errors.ts';
 import { createModelRegistry } from '../infra/registry/model-registry.ts';
 import { createS3ObjectStore } from '../infra/registry/s3-object-store.ts';
 import { modelsCommand } from '../scripts/commands/models.ts';
-import {
-  buildDynamicImageModel,
-  buildFixedBatchModel,
-  buildMultiTypeModel,
-  buildZipMapClassifierModel,
-} from '../scripts/fixtures/onnx-models.ts';
+import { buildFixedBatchModel, buildZipMapClassifierModel } from '../scripts/fixtures/exported-models.ts';
+import { buildDynamicImageModel, buildMultiTypeModel } from '../scripts/fixtures/onnx-models.ts';
 import { testServices, uniqueId } from './support/services.ts';
 
 const image = buildDynamicImageModel();
