@@ -24,6 +24,10 @@ export interface PhasePeaks {
   redisMb: number;
   /** Worker (by pid) → its highest VmRSS sampled in the phase, MB. */
   workerRssMb: Record<number, number>;
+  /** CPU seconds each part used over the phase (/proc/<pid>/stat utime + stime): `scenario` (the API, dispatcher, S3 server, load), `redis`, `workers`, `others` (the attacker). */
+  cpuS: Record<string, number>;
+  /** Wall seconds the phase was sampled over. */
+  wallS: number;
 }
 
 export interface Gauges {
@@ -40,6 +44,8 @@ export interface GaugeOptions {
   ports: () => Record<string, number>;
   /** Files this process holds that are not the API's (the in-process S3 server's objects): left out of `apiFds`. */
   notApi: (file: string) => boolean;
+  /** Other processes whose CPU is counted, by part (the attacker). */
+  others?: () => number[];
 }
 
 export function startGauges(redisUrl: string, workers: () => number[], options: GaugeOptions): Gauges {
@@ -49,11 +55,37 @@ export function startGauges(redisUrl: string, workers: () => number[], options: 
   let tick = 0;
   let busy = false;
   let lastKinds = 0;
+  let redisPid: number | undefined;
+  // CPU ticks each pid had at the last sample: the phase is charged what it used since.
+  const lastTicks = new Map<number, number>();
+  let lastAt = performance.now();
+  const chargeCpu = (p: PhasePeaks) => {
+    const now = performance.now();
+    p.wallS += (now - lastAt) / 1000;
+    lastAt = now;
+    const parts: Array<[string, number[]]> = [
+      ['scenario', [process.pid]],
+      ['redis', redisPid === undefined ? [] : [redisPid]],
+      ['workers', workers()],
+      ['others', options.others?.() ?? []],
+    ];
+    for (const [part, pids] of parts) {
+      for (const pid of pids) {
+        const ticks = cpuTicks(pid);
+        if (ticks === undefined) continue;
+        const before = lastTicks.get(pid);
+        lastTicks.set(pid, ticks);
+        if (before !== undefined) p.cpuS[part] = (p.cpuS[part] ?? 0) + (ticks - before) / CLOCK_TICKS;
+      }
+    }
+  };
   const sample = async () => {
     if (!current || busy) return;
     busy = true;
     const p = current;
     try {
+      chargeCpu(p);
+      redisPid ??= Number(/process_id:(\d+)/.exec(await redis.info('server'))?.[1]) || undefined;
       // The S3 server of the stack runs in this process too: its own object files are not the API's.
       const fds = apiDescriptors(options.notApi);
       if (fds.length > p.apiFds) {
@@ -79,7 +111,8 @@ export function startGauges(redisUrl: string, workers: () => number[], options: 
   const timer = setInterval(() => void sample(), SAMPLE_MS);
   return {
     phase(name) {
-      byPhase[name] ??= { apiFds: 0, fdKinds: {}, apiRssMb: 0, redisMb: 0, workerRssMb: {} };
+      if (current) chargeCpu(current);
+      byPhase[name] ??= { apiFds: 0, fdKinds: {}, apiRssMb: 0, redisMb: 0, workerRssMb: {}, cpuS: {}, wallS: 0 };
       current = byPhase[name];
       lastKinds = 0;
       void sample();
@@ -88,6 +121,7 @@ export function startGauges(redisUrl: string, workers: () => number[], options: 
     peaks: () => byPhase,
     async stop() {
       clearInterval(timer);
+      if (current) chargeCpu(current);
       current = undefined;
       await closeRedis(redis);
     },
@@ -152,6 +186,21 @@ function tcpSockets(): Map<string, { local: number; remote: number; listening: b
     }
   }
   return sockets;
+}
+
+/** USER_HZ: what /proc/<pid>/stat counts CPU time in (100 on Linux builds for every common architecture). */
+const CLOCK_TICKS = 100;
+
+/** utime + stime of a process, in clock ticks; undefined once it has exited. */
+function cpuTicks(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the command (which may hold spaces) start past its closing parenthesis.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return Number(fields[11]) + Number(fields[12]);
+  } catch {
+    return undefined;
+  }
 }
 
 /** A process's RSS and peak RSS, MB; undefined once it has exited. */

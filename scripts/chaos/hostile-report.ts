@@ -351,6 +351,8 @@ function boundFigures(r: HostileRun): Record<string, string> {
     (h.bytesSent.some((b) => b > 0) ? `, at most ${round(Math.max(...h.bytesSent) / 1024)} KiB taken from one` : '');
   return {
     'API open fds peak, without / with; after the attack': `${both((p) => p.apiFds)}; ${r.bounds.apiFdsAfter}`,
+    'cores used by part, without (scenario = API, dispatcher, S3 server, load generator)': coresLine(peaks.baseline),
+    'cores used by part, with': coresLine(peaks.attack),
     'API fds at the peak by kind, without': kindLine(peaks.baseline?.fdKinds),
     'API fds at the peak by kind, with': kindLine(peaks.attack?.fdKinds),
     'API process RSS MB peak (API + dispatcher), without / with': both((p) => p.apiRssMb),
@@ -363,7 +365,15 @@ function boundFigures(r: HostileRun): Record<string, string> {
   };
 }
 
-const EMPTY: PhasePeaks = { apiFds: 0, fdKinds: {}, apiRssMb: 0, redisMb: 0, workerRssMb: {} };
+const EMPTY: PhasePeaks = { apiFds: 0, fdKinds: {}, apiRssMb: 0, redisMb: 0, workerRssMb: {}, cpuS: {}, wallS: 0 };
+
+/** `scenario 1.21, redis 0.43, …`: cores (CPU seconds ÷ wall seconds) each part used over the phase. */
+function coresLine(p: PhasePeaks | undefined): string {
+  if (!p || p.wallS <= 0) return 'not sampled';
+  return Object.entries(p.cpuS)
+    .map(([part, s]) => `${part} ${round(s / p.wallS, 2)}`)
+    .join(', ');
+}
 
 /** `http served 812, s3 served 640, …`, the largest first. */
 function kindLine(kinds: Record<string, number> | undefined): string {

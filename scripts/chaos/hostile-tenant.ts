@@ -174,6 +174,7 @@ export async function hostileTenant(ctx: ChaosContext, sizes: HostileTenantSizes
       'endless receiver': portOf(hooks.endless.url),
     }),
     notApi,
+    others: () => (attacker.pid === undefined ? [] : [attacker.pid]),
   });
   const startedAt = Date.now();
   const attacker = startAttacker(ctx.dir);
@@ -444,6 +445,8 @@ interface Attacker {
   go(targets: AttackTargets): void;
   /** Ends it and reads its tally, or says why there is none. */
   stop(): Promise<AttackTally | string>;
+  /** Its process, while it runs (its CPU is gauged). */
+  readonly pid: number | undefined;
 }
 
 /** The attacker's process, started ahead so that loading its modules is not part of the attack phase. */
@@ -459,6 +462,9 @@ function startAttacker(dir: string): Attacker {
   child.stderr?.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString('utf8')).slice(-2_000)));
   const exited = new Promise<string>((resolve) => child.once('exit', (code, signal) => resolve(signal ?? `exit code ${code}`)));
   return {
+    get pid() {
+      return child.exitCode === null ? child.pid : undefined;
+    },
     go: (targets) => child.stdin?.end(`${JSON.stringify(targets)}\n`),
     async stop() {
       const early = child.exitCode !== null ? await exited : undefined;
