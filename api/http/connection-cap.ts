@@ -30,13 +30,6 @@ export interface HttpConnectionLimits {
   maxConnectionsPerAddress: number;
 }
 
-export interface ConnectionCap {
-  /** Connections held now, by source address (for tests and metrics). */
-  connections(): ReadonlyMap<string, number>;
-  /** Connections refused so far, and idle ones given back to make room, since the start. */
-  counts(): { refused: number; reclaimed: number };
-}
-
 /** What is known of one accepted connection. */
 interface Held {
   address: string;
@@ -47,13 +40,11 @@ interface Held {
 /** The server events the cap listens to (an http.Server, and what @hono/node-server's serve returns). */
 type CappedServer = Pick<Server, 'on'>;
 
-export function capConnections(server: CappedServer, limits: HttpConnectionLimits): ConnectionCap {
+export function capConnections(server: CappedServer, limits: HttpConnectionLimits): void {
   const perAddress = new Map<string, number>();
   const held = new Map<Socket, Held>();
   // Insertion order is the order they went idle: the first is the one idle longest.
   const idle = new Set<Socket>();
-  let refused = 0;
-  let reclaimed = 0;
 
   const oldestIdle = (address?: string): Socket | undefined => {
     for (const socket of idle) if (address === undefined || held.get(socket)?.address === address) return socket;
@@ -67,7 +58,6 @@ export function capConnections(server: CappedServer, limits: HttpConnectionLimit
     // Released now, not on its 'close' (which comes on a later tick): the new socket takes the slot.
     release(victim);
     victim.destroy();
-    reclaimed++;
     return true;
   };
   const release = (socket: Socket) => {
@@ -86,7 +76,6 @@ export function capConnections(server: CappedServer, limits: HttpConnectionLimit
     // At most two rounds: a slot freed for the address may still leave the total full.
     for (let round = 0; round < 2 && full(address); round++) if (!reclaim(address)) break;
     if (full(address)) {
-      refused++;
       refuse(socket, held.size >= limits.maxConnections ? 'all' : 'address');
       return;
     }
@@ -107,8 +96,6 @@ export function capConnections(server: CappedServer, limits: HttpConnectionLimit
       if (h.inFlight === 0 && held.has(socket) && !socket.destroyed) idle.add(socket);
     });
   });
-
-  return { connections: () => perAddress, counts: () => ({ refused, reclaimed }) };
 }
 
 function refuse(socket: Socket, cap: 'all' | 'address'): void {

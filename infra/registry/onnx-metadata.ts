@@ -136,7 +136,7 @@ function quoted(values: ValueInfo[]): string {
   return values.map((v) => `"${v.name ?? ''}"`).join(', ');
 }
 
-/** `a sequence of maps`, `a map`, `a sequence`, `an optional` — what a non-tensor type is, in words. */
+/** `a sequence of maps`, `a sequence`, `a map`, else `not a tensor (<kind>)`: what a non-tensor type is, in words. */
 function describeType(type: import('onnx-proto').onnx.ITypeProto): string {
   if (type.sequenceType) return type.sequenceType.elemType?.mapType ? 'a sequence of maps (sequenceType)' : 'a sequence (sequenceType)';
   if (type.mapType) return 'a map (mapType)';

@@ -23,10 +23,10 @@ const spec = (datatype: TensorSpec['datatype'], shape: number[]): TensorSpec => 
 
 describe('the mode a model is benched in', () => {
   it('runs a fixed-batch export at its one size, and says so; any other at every bench size', () => {
-    expect(benchBatches({ fixedBatch: 1 })).toEqual([1]);
-    expect(benchMode({ fixedBatch: 1 })).toMatch(/fixed batch of 1: 1 row a forward pass, no micro-batching/);
-    expect(benchBatches({})).toEqual(BENCH_BATCHES);
-    expect(benchMode({})).toMatch(/batched/);
+    expect(benchBatches(1)).toEqual([1]);
+    expect(benchMode(1)).toMatch(/fixed batch of 1: 1 row a forward pass, no micro-batching/);
+    expect(benchBatches(undefined)).toEqual(BENCH_BATCHES);
+    expect(benchMode(undefined)).toMatch(/batched/);
   });
 });
 

@@ -30,15 +30,15 @@ export const BENCH_MAX_BATCH = 128;
  * The batch sizes the bench runs a model at: BENCH_BATCHES, or for an export with a fixed batch
  * (`batching.fixedBatch`) that one size, the only one ONNX Runtime takes.
  */
-export function benchBatches(batching: Pick<ModelManifest['batching'], 'fixedBatch'>): readonly number[] {
-  return batching.fixedBatch === undefined ? BENCH_BATCHES : [batching.fixedBatch];
+export function benchBatches(fixedBatch: number | undefined): readonly number[] {
+  return fixedBatch === undefined ? BENCH_BATCHES : [fixedBatch];
 }
 
 /** How the bench serves the model, in words, for its report. */
-export function benchMode(batching: Pick<ModelManifest['batching'], 'fixedBatch'>): string {
-  return batching.fixedBatch === undefined
+export function benchMode(fixedBatch: number | undefined): string {
+  return fixedBatch === undefined
     ? `batched: passes of up to ${BENCH_MAX_BATCH} rows`
-    : `fixed batch of ${batching.fixedBatch}: ${batching.fixedBatch} row a forward pass, no micro-batching (the model takes no other first dimension)`;
+    : `fixed batch of ${fixedBatch}: ${fixedBatch} row a forward pass, no micro-batching (the model takes no other first dimension)`;
 }
 
 /**
@@ -75,8 +75,7 @@ export function userModel(file: string, inputShape?: string): BenchModel {
 }
 
 export async function publishBenchModel(registry: Pick<ModelRegistry, 'publish'>, model: BenchModel): Promise<ModelManifest> {
-  const { fixedBatch } = readOnnxMetadata(model.bytes);
-  const batches = benchBatches({ ...(fixedBatch !== undefined ? { fixedBatch } : {}) });
+  const batches = benchBatches(readOnnxMetadata(model.bytes).fixedBatch);
   const manifest = await registry.publish({
     name: model.name,
     version: '1',

@@ -8,8 +8,6 @@ import type { ModelManifest } from '../../infra/contracts/manifest.ts';
 import type { BodyForm, SubmitTarget, TargetRecipe } from './load.ts';
 import { binaryRequestBodies, requestBodies } from './request-bodies.ts';
 
-export type { BodyForm };
-
 /** The submit route's target for `manifest`'s single-row requests, in either body form. */
 export function submitTarget(
   url: string,
