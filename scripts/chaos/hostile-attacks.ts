@@ -153,6 +153,16 @@ export interface Attack {
 export const REQUEST_TIMEOUT_MS = 30_000;
 const SAMPLES = 8;
 
+/** Two refusals that must read alike, or the answer tells which buckets exist (hostile-report.ts). */
+export const UNKNOWN_BUCKET = 'bulk: an unknown bucket';
+export const BUCKET_NOT_GRANTED = 'bulk: a bucket not granted';
+/**
+ * Answers that say nothing of the request itself: a 429 rate_limited comes before the request is
+ * looked at, and a 408 request_timeout means the attacker's own client (at nice 19) did not send
+ * it in time.
+ */
+export const INCONCLUSIVE_ANSWERS = ['429 rate_limited', '408 request_timeout'];
+
 /** Jobs pinned to the canary version with a 1 ms start deadline: expired before a worker takes them, they must not count against it. */
 export const CANARY_ATTACK = 'canary: pinned, timeoutMs 1';
 
@@ -192,8 +202,8 @@ export function attackCatalogue(t: AttackTargets): Attack[] {
     { name: 'bulk: the registry as input', refuse: true, request: (n) => bulk(s3(t.registry), ownOut(n)) },
     { name: 'bulk: output into the registry', refuse: true, request: () => bulk(ownIn, s3(`${t.registry}${t.models.shared}/`)) },
     // A new name each time: a client per bucket would pile up in the API.
-    { name: 'bulk: an unknown bucket', refuse: true, request: (n) => bulk(`s3://chaos-no-such-bucket-${n}/in/`, ownOut(n)) },
-    { name: 'bulk: a bucket not granted', refuse: true, request: (n) => bulk(s3('elsewhere/in/'), ownOut(n)) },
+    { name: UNKNOWN_BUCKET, refuse: true, request: (n) => bulk(`s3://chaos-no-such-bucket-${n}/in/`, ownOut(n)) },
+    { name: BUCKET_NOT_GRANTED, refuse: true, request: (n) => bulk(s3('elsewhere/in/'), ownOut(n)) },
     {
       name: "bulk: the victim's run ids",
       refuse: false,

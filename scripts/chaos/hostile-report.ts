@@ -6,7 +6,7 @@
  */
 
 import type { BulkOutcome, HonestPhase, ProbeResult } from './honest-tenant.ts';
-import type { AttackTally } from './hostile-attacks.ts';
+import { type AttackTally, BUCKET_NOT_GRANTED, INCONCLUSIVE_ANSWERS, UNKNOWN_BUCKET } from './hostile-attacks.ts';
 import { FLOOD, HOSTILE_RUNS, REWRITE_RUN } from './hostile-bulk.ts';
 import type { PhasePeaks } from './hostile-gauges.ts';
 import type { HostileReceiverStats } from './receiver.ts';
@@ -135,7 +135,7 @@ export function hostileReport(r: HostileRun): ScenarioReport {
       'honest event stream, without / with': both((p) => p.stream),
       'honest webhooks never delivered': r.undelivered,
       'honest bulk run, without / with': both((p) => bulkLine(p.bulk)),
-      'before that run: its id squatted, its output written': Object.entries(r.early.answers)
+      'before that run: its id squatted, its output written, buckets probed': Object.entries(r.early.answers)
         .map(([name, a]) => `${name.replace('bulk: ', '')}: ${answers(a)}`)
         .join('; '),
       'bucket objects changed outside the honest run and the attacker': outsideChanges(r).length,
@@ -211,11 +211,17 @@ function attackViolations(r: HostileRun, tally: AttackTally | undefined): string
   if (oracle.length > 0)
     v.push(`webhook attempt errors name addresses or socket errors (a port-scan oracle): ${oracle.slice(0, 3).join(' | ')}`);
   if (!tally) return v;
-  // A 429 rate_limited says nothing about the bucket: it answers before the request is looked at;
-  // nor a 408 request_timeout: the attacker's own client (at nice 19) did not send the request in time.
-  const unknown = keys(tally.answers['bulk: an unknown bucket'], RATE_LIMITED, REQUEST_TIMEOUT);
-  const forbidden = keys(tally.answers['bulk: a bucket not granted'], RATE_LIMITED, REQUEST_TIMEOUT);
-  if (unknown !== forbidden) v.push(`an unknown bucket answers ${unknown}, a bucket not granted ${forbidden}: a bucket-existence oracle`);
+  // Both probes were first sent one by one before the attack phase until answered (strikeFirst),
+  // so each side has an answer that looked at the request; the phase's own answers add to it.
+  const bucketAnswers = (name: string) => keys({ ...r.early.answers[name], ...tally.answers[name] }, ...INCONCLUSIVE_ANSWERS);
+  const unknown = bucketAnswers(UNKNOWN_BUCKET);
+  const forbidden = bucketAnswers(BUCKET_NOT_GRANTED);
+  if (unknown === '' || forbidden === '')
+    v.push(
+      `a bucket probe was never answered past ${INCONCLUSIVE_ANSWERS.join(' or ')}, even sent alone: the oracle check could not be made`,
+    );
+  else if (unknown !== forbidden)
+    v.push(`an unknown bucket answers ${unknown}, a bucket not granted ${forbidden}: a bucket-existence oracle`);
   // Held longer than twice the headers timeout and a margin, plus how late the attacker itself ran
   // (its close events fire late by as much): the timeout did not end it.
   const maxMs = maxHoldMs(r, tally);

@@ -43,10 +43,13 @@ import {
   type AttackTally,
   type AttackTargets,
   attackCatalogue,
+  BUCKET_NOT_GRANTED,
   CANARY_ATTACK,
   count,
+  INCONCLUSIVE_ANSWERS,
   newTally,
   sendAttack,
+  UNKNOWN_BUCKET,
 } from './hostile-attacks.ts';
 import { ended, judgeRunEnd, REWRITE_RUN } from './hostile-bulk.ts';
 import { apiDescriptors, startGauges } from './hostile-gauges.ts';
@@ -54,6 +57,7 @@ import { hostileReport, type ReadBack, type Snapshot } from './hostile-report.ts
 import { pool, reconcile, retryAfterMs, waitSettled } from './load.ts';
 import { type HostileReceiver, startHostileReceiver, startReceiver, waitForDeliveries } from './receiver.ts';
 import type { ChaosContext, ScenarioReport } from './report.ts';
+import { sleep } from './sleep.ts';
 import { CHAOS_BUCKET, CHAOS_KEY, type ChaosStack, FEATURES, startChaosStack } from './stack.ts';
 
 export interface HostileTenantSizes {
@@ -154,6 +158,9 @@ const HOSTILE_INPUTS = {
   tiny: `${HOSTILE_AREA}tiny/`,
 };
 const REWRITE_OBJECTS = 10;
+/** A bucket probe refused only by a rate limit or a timeout is sent again, a second apart, up to this often. */
+const PROBE_TRIES = 10;
+const PROBE_PAUSE_MS = 1_000;
 
 export async function hostileTenant(ctx: ChaosContext, sizes: HostileTenantSizes): Promise<ScenarioReport> {
   const receiver = await startReceiver();
@@ -298,11 +305,22 @@ async function writeHostileInputs(stack: ChaosStack, sizes: HostileTenantSizes):
   });
 }
 
-/** Before the honest run of the attack phase starts: its predictable id squatted, its output written into. */
+/**
+ * Before the honest run of the attack phase starts: its predictable id squatted, its output
+ * written into; and the two bucket probes sent alone until one answer looks at the request (in
+ * the phase a nice-19 attacker may see only 429s and 408s for one of them).
+ */
 async function strikeFirst(targets: AttackTargets): Promise<AttackTally> {
   const early = newTally();
   const first = ["bulk: the victim's run ids", "bulk: output into the victim's"];
-  for (const a of attackCatalogue(targets).filter((a) => first.includes(a.name))) await sendAttack(targets, a, 0, early);
+  const catalogue = attackCatalogue(targets);
+  for (const a of catalogue.filter((a) => first.includes(a.name))) await sendAttack(targets, a, 0, early);
+  for (const a of catalogue.filter((a) => a.name === UNKNOWN_BUCKET || a.name === BUCKET_NOT_GRANTED)) {
+    for (let n = 0; n < PROBE_TRIES; n++) {
+      if (!INCONCLUSIVE_ANSWERS.includes(await sendAttack(targets, a, n, early))) break;
+      await sleep(PROBE_PAUSE_MS);
+    }
+  }
   return early;
 }
 
