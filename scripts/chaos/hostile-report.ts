@@ -40,6 +40,14 @@ export interface HostileRun {
   /** Key prefixes: the honest attack-phase run's output, the attacker's own area. */
   areas: { honestRun: string; attacker: string };
   headersTimeoutMs: number;
+  /**
+   * Whether the checks that read a clock (sockets held past a deadline, a health answer slower
+   * than FROZEN_MS, a receiver or a run reached within the phase) are violations. The full run
+   * judges them; the short form inside `npm test` reports them as a figure, since on a loaded
+   * 2-core machine the nice-19 attacker's own clock runs seconds late (never a timing threshold
+   * in a test).
+   */
+  judgeTiming: boolean;
   /** Event streams the attacker tries to open. */
   sseStreams: number;
   phases: { warm: HonestPhase; baseline: HonestPhase; attacked: HonestPhase };
@@ -107,10 +115,12 @@ const FD_MARGIN = 128;
 
 export function hostileReport(r: HostileRun): ScenarioReport {
   const { baseline, attacked } = r.phases;
-  const violations = [...jobViolations(r.jobs), ...honestViolations(r)];
+  const timing: string[] = [];
+  const violations = [...jobViolations(r.jobs), ...honestViolations(r, timing)];
   const tally = typeof r.tally === 'string' ? undefined : r.tally;
   if (!tally) violations.push(r.tally as string);
-  violations.push(...attackViolations(r, tally));
+  violations.push(...attackViolations(r, tally, timing));
+  if (r.judgeTiming) violations.push(...timing);
   const jobMs = (p: HonestPhase) => p.outcome.accepted.flatMap((id) => r.times.get(id) ?? []);
   const submitMs = (p: HonestPhase) => p.outcome.latencyMs['202'] ?? [];
   const ratio = (f: (p: HonestPhase) => number[]) => round(percentile(f(attacked), 99) / percentile(f(baseline), 99), 2);
@@ -153,12 +163,14 @@ export function hostileReport(r: HostileRun): ScenarioReport {
       "attacker's webhook attempt errors": r.leaks.webhookErrors.join(' | ') || '(none)',
       '5xx answers (honest / attacker)': `${honest5xx(r)} / ${tally ? attacker5xx(tally) : '?'}`,
       ...(tally && tally.samples.length > 0 ? { 'first problems': tally.samples.join(' | ') } : {}),
+      ...(r.judgeTiming ? {} : { 'timing findings (judged by the full run only)': timing.join('; ') || 'none' }),
     },
     violations,
   };
 }
 
-function honestViolations(r: HostileRun): string[] {
+/** The honest tenant's violations; those read off a clock go to `timing`. */
+function honestViolations(r: HostileRun, timing: string[]): string[] {
   const v: string[] = [];
   const { baseline, attacked, warm } = r.phases;
   if (!r.settled) v.push("the honest tenant's queue never settled");
@@ -177,11 +189,13 @@ function honestViolations(r: HostileRun): string[] {
   const frozen = Math.max(...attacked.health.ms);
   const alone = Math.max(...baseline.health.ms);
   if (frozen > FROZEN_MS && frozen > 3 * alone)
-    v.push(`the API froze during the attack: a health check took ${round(frozen)} ms (${round(alone)} ms at most without the attacker)`);
+    timing.push(
+      `the API froze during the attack: a health check took ${round(frozen)} ms (${round(alone)} ms at most without the attacker)`,
+    );
   return v;
 }
 
-function attackViolations(r: HostileRun, tally: AttackTally | undefined): string[] {
+function attackViolations(r: HostileRun, tally: AttackTally | undefined, timing: string[]): string[] {
   const v: string[] = [];
   for (const t of [r.early, ...(tally ? [tally] : [])]) v.push(...Object.entries(t.problems).map(([p, n]) => `${n}× ${p}`));
   const outside = outsideChanges(r);
@@ -203,7 +217,7 @@ function attackViolations(r: HostileRun, tally: AttackTally | undefined): string
     v.push(
       `Redis grew ${round(growth)} MB more during the attack than during the same load without it (bound: ${round(kept)} MB of stored-bytes budgets + ${REDIS_GROWTH_MB})`,
     );
-  v.push(...boundViolations(r, tally));
+  v.push(...boundViolations(r, tally, timing));
   if (r.leaks.dynamicArrivals > probeCount(r)) {
     v.push(`the arrival history holds ${r.leaks.dynamicArrivals} rows for the dynamic model; the API accepted ${probeCount(r)} there`);
   }
@@ -226,7 +240,8 @@ function attackViolations(r: HostileRun, tally: AttackTally | undefined): string
   // (its close events fire late by as much): the timeout did not end it.
   const maxMs = maxHoldMs(r, tally);
   const held = [...tally.slowloris.closedAfterMs, ...tally.slowloris.openAtStopMs].filter((ms) => ms > maxMs);
-  if (held.length > 0) v.push(`${held.length} slowloris socket(s) held longer than ${maxMs} ms (HEADERS_TIMEOUT_MS ${r.headersTimeoutMs})`);
+  if (held.length > 0)
+    timing.push(`${held.length} slowloris socket(s) held longer than ${maxMs} ms (HEADERS_TIMEOUT_MS ${r.headersTimeoutMs})`);
   if (tally.streams.openAtStop >= r.sseStreams) v.push(`the attacker held all ${tally.streams.openAtStop} event streams it opened: no cap`);
   // With the API's rate limits on, each attack must still have reached past them once, or its own
   // refusal went untested.
@@ -278,7 +293,7 @@ function attackFigures(tally: AttackTally | undefined): Record<string, string> {
 }
 
 /** Issue 33's bounds: each must have been reached, and held. */
-function boundViolations(r: HostileRun, tally: AttackTally | undefined): string[] {
+function boundViolations(r: HostileRun, tally: AttackTally | undefined, timing: string[]): string[] {
   const v: string[] = [];
   const { peaks, workerPeaks, hooks, limits } = r.bounds;
   for (const [pid, after] of Object.entries(workerPeaks.after)) {
@@ -300,10 +315,10 @@ function boundViolations(r: HostileRun, tally: AttackTally | undefined): string[
     v.push(`the API still held ${r.bounds.apiFdsAfter} file descriptors after the attack (${fds.without} at most without it)`);
   const attempt = limits.webhookTimeoutMs + 5_000;
   for (const [kind, h] of Object.entries(hooks)) {
-    if (h.requests === 0) v.push(`the attacker's ${kind} webhook receiver was never called`);
+    if (h.requests === 0) timing.push(`the attacker's ${kind} webhook receiver was never called`);
     const held = [...h.heldMs, ...h.openMs].filter((ms) => ms > attempt);
     if (held.length > 0)
-      v.push(`${held.length} delivery attempt(s) to the ${kind} receiver held past ${attempt} ms (WEBHOOK_TIMEOUT_MS + 5 s)`);
+      timing.push(`${held.length} delivery attempt(s) to the ${kind} receiver held past ${attempt} ms (WEBHOOK_TIMEOUT_MS + 5 s)`);
     const most = Math.max(0, ...h.bytesSent);
     if (most > RECEIVER_BYTES_MAX)
       v.push(`the dispatcher took ${round(most / 2 ** 20)} MiB of one endless answer (bound ${RECEIVER_BYTES_MAX / 2 ** 20} MiB)`);
@@ -318,7 +333,9 @@ function boundViolations(r: HostileRun, tally: AttackTally | undefined): string[
   const idleMax = 2 * limits.grpcIdleTimeoutMs + 2_000 + Math.round(tally.clientLagMaxMs ?? 0);
   const idleHeld = [...g.servedHeldMs, ...g.openAtStopMs].filter((ms) => ms > idleMax);
   if (idleHeld.length > 0)
-    v.push(`${idleHeld.length} idle gRPC connection(s) held longer than ${idleMax} ms (GRPC_IDLE_TIMEOUT_MS ${limits.grpcIdleTimeoutMs})`);
+    timing.push(
+      `${idleHeld.length} idle gRPC connection(s) held longer than ${idleMax} ms (GRPC_IDLE_TIMEOUT_MS ${limits.grpcIdleTimeoutMs})`,
+    );
   const h = tally.httpIdle;
   if (limits.httpIdleSockets > limits.httpPerAddress && !h.answers['429 too_many_connections'])
     v.push(
@@ -326,7 +343,7 @@ function boundViolations(r: HostileRun, tally: AttackTally | undefined): string[
     );
   const httpHeld = h.servedHeldMs.filter((ms) => ms > maxHoldMs(r, tally));
   if (httpHeld.length > 0)
-    v.push(
+    timing.push(
       `${httpHeld.length} idle HTTP connection(s) held longer than ${maxHoldMs(r, tally)} ms (HEADERS_TIMEOUT_MS ${r.headersTimeoutMs})`,
     );
   const flood = tally.answers[FLOOD];
@@ -338,7 +355,7 @@ function boundViolations(r: HostileRun, tally: AttackTally | undefined): string[
     const starts = keys(tally.answers[name], '429 too_many_bulk_runs', REQUEST_TIMEOUT);
     if (!ends) {
       if (starts !== '' || !tally.answers[name])
-        v.push(`${name}: no run of it ended within the phase (${answers(tally.answers[name]) || 'never started'})`);
+        timing.push(`${name}: no run of it ended within the phase (${answers(tally.answers[name]) || 'never started'})`);
     } else if (name === REWRITE_RUN && !ends['failed input_changed'] && Object.keys(ends).some((k) => !k.includes('rewrites stopped')))
       v.push(`${name}: never failed input_changed while rewritten (${answers(ends)})`);
   }

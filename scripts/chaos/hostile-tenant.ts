@@ -74,6 +74,8 @@ export interface HostileTenantSizes {
   tinyObjects: number;
   /** What each Parquet page bomb inflates to. */
   bombBytes: number;
+  /** Whether the checks read off a clock are violations (hostile-report.ts HostileRun.judgeTiming). */
+  judgeTiming: boolean;
 }
 
 export const HOSTILE_TENANT_FULL: HostileTenantSizes = {
@@ -95,6 +97,7 @@ export const HOSTILE_TENANT_FULL: HostileTenantSizes = {
   },
   tinyObjects: 3_000,
   bombBytes: 2 ** 30,
+  judgeTiming: true,
 };
 export const HOSTILE_TENANT_SHORT: HostileTenantSizes = {
   jobsPerS: 25,
@@ -115,6 +118,7 @@ export const HOSTILE_TENANT_SHORT: HostileTenantSizes = {
   },
   tinyObjects: 200,
   bombBytes: 2 ** 29,
+  judgeTiming: false,
 };
 
 /** stack.deployModel deploys at most 8 workers. */
@@ -235,6 +239,7 @@ export async function hostileTenant(ctx: ChaosContext, sizes: HostileTenantSizes
       load: `${sizes.jobsPerS} jobs/s × ${sizes.phaseMs / 1000} s with webhooks, and a ${bulkIds.length}-row bulk run`,
       areas: { honestRun: `${HONEST_AREA}out-attack/`, attacker: HOSTILE_AREA },
       headersTimeoutMs: HEADERS_TIMEOUT_MS,
+      judgeTiming: sizes.judgeTiming,
       sseStreams: sizes.attacker.sseStreams,
       phases: { baseline, attacked, warm },
       jobs,
