@@ -11,6 +11,7 @@ import { createQueueStats } from '../infra/queue/index.ts';
 import { closeRedis, createRedis, deleteMany, scanKeys } from '../infra/redis/client.ts';
 import { scalerTuningKey, workerKey } from '../infra/redis/keys.ts';
 import { createScalerController } from '../infra/scaler/controller.ts';
+import { retuneSpacingMs } from '../infra/scaler/controller-tuning.ts';
 import { createDecisionLog } from '../infra/scaler/decision-log.ts';
 import { forecastArrivals } from '../infra/scaler/forecast.ts';
 import { decide } from '../infra/scaler/policy.ts';
@@ -141,14 +142,23 @@ it('switches away from a fixed fleet when steady traffic turns into an hourly cl
     expect(first?.decision.reasons[0]).toMatch(/^self-tuning: fixed \(/);
 
     // Then two hours that climb from 2 to 50 rows/s and fall back, every hour; the scaler ticks
-    // on, and retunes every five minutes, each on the hour before it.
+    // on, and retunes as they fall due (five minutes, or a sixth of the window replayed), each on
+    // the window before it.
     await arrivals(T0, 120, (m) => 120 + (m % 60) * 48);
     const retunes: TuningChoice[] = [steady];
     while (clock.now() < T0 + 2 * HOUR) {
-      clock.set((retunes.at(-1)?.at ?? T0) + 5 * MIN);
+      const last = retunes.at(-1) as TuningChoice;
+      // One tick before it falls due starts nothing.
+      const due = last.at + retuneSpacingMs(5 * MIN, last.toMs - last.fromMs);
+      clock.set(due - 5_000);
       await beats();
       await scaler.tick();
-      retunes.push(await choiceAfter(retunes.at(-1)?.at ?? 0));
+      clock.set(due);
+      await beats();
+      await scaler.tick();
+      retunes.push(await choiceAfter(last.at));
+      // The retune came when due, not a tick before.
+      expect(retunes.at(-1)?.at).toBe(due);
     }
     const switched = retunes.findIndex((c) => c.chosen.name !== 'fixed');
     expect(switched).toBeGreaterThan(0);

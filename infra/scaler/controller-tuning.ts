@@ -6,9 +6,10 @@
  * candidate it adopts decides the following ticks (candidates.ts), as the simulator's
  * self-tuning replay does with the same functions.
  *
- * The tick never waits for a retune: it starts one when due and goes on with the choice in force;
+ * Retunes are spaced by `retuneSpacingMs`: the interval, and at least a sixth of the window the
+ * last one replayed. The tick never waits for a retune: it starts one when due and goes on with the choice in force;
  * the result is stored in Redis when it arrives (so a restarted or new leader goes on with it) and
- * used from the next tick. A choice older than STALE_RETUNES intervals (the tuner stalled, or the
+ * used from the next tick. A choice older than STALE_RETUNES spacings (the tuner stalled, or the
  * history stopped) lapses, and the deployment's own predictive policy decides again: a fixed fleet
  * chosen for yesterday's traffic must not hold today's.
  */
@@ -17,8 +18,26 @@ import type { RedisClient } from '../redis/client.ts';
 import { scalerTuningKey } from '../redis/keys.ts';
 import { emptyTickDispersion, noteTick, type TickDispersionState, tickDispersion } from './tick-dispersion.ts';
 
-/** Intervals a choice stays in force without a newer one. */
+/** Retune spacings a choice stays in force without a newer one. */
 export const STALE_RETUNES = 3;
+/** Retunes per window span at most: each then replays at least a sixth of new traffic. */
+export const RETUNES_PER_WINDOW = 6;
+
+/**
+ * Time to the next retune after one that replayed `windowMs`: the configured interval, and at
+ * least a sixth of the window, so that the work per hour of traffic is bounded (at most
+ * RETUNES_PER_WINDOW replays of each candidate per window span) and a day-long window is not
+ * replayed every five minutes for evidence that moved by a few per cent. The simulator's
+ * self-tuning replay spaces its retunes with this same function.
+ */
+export function retuneSpacingMs(intervalMs: number, windowMs: number): number {
+  return Math.max(intervalMs, windowMs / RETUNES_PER_WINDOW);
+}
+
+/** How long after it was made a choice is still in force: STALE_RETUNES of its own spacing. */
+function lapseMs(choice: TuningChoice, intervalMs: number): number {
+  return STALE_RETUNES * retuneSpacingMs(intervalMs, Math.max(0, choice.toMs - choice.fromMs));
+}
 
 export interface LiveTuningOptions {
   tuner: Tuner;
@@ -53,7 +72,7 @@ export function createLiveTuning(o: LiveTuningOptions) {
     if (!raw) return undefined;
     try {
       const choice = JSON.parse(raw) as TuningChoice;
-      const fresh = choice.at <= now && now - choice.at <= STALE_RETUNES * o.retuneIntervalMs;
+      const fresh = choice.at <= now && now - choice.at <= lapseMs(choice, o.retuneIntervalMs);
       return fresh && choice.chosen && typeof choice.chosen.kind === 'string' ? choice : undefined;
     } catch {
       return undefined;
@@ -85,7 +104,9 @@ export function createLiveTuning(o: LiveTuningOptions) {
         });
         s.inFlight = retune
           .then(async (choice) => {
-            if (choice) await o.redis.set(key(model), JSON.stringify(choice), 'PX', (STALE_RETUNES + 1) * o.retuneIntervalMs);
+            if (!choice) return;
+            s.nextAt = Math.max(s.nextAt, choice.at + retuneSpacingMs(o.retuneIntervalMs, choice.toMs - choice.fromMs));
+            await o.redis.set(key(model), JSON.stringify(choice), 'PX', lapseMs(choice, o.retuneIntervalMs) + o.retuneIntervalMs);
           })
           .catch((err: unknown) => o.onError?.(model, err))
           .finally(() => {

@@ -4,6 +4,7 @@ export { decideCandidate, REACTIVE_RATE_WINDOW_MS, REACTIVE_STABILIZATION_MS, RE
 export { coldStartEstimateMs } from './cold-start-estimate.ts';
 export { countWorkers, type ObservedWorker, RATE_EWMA_ALPHA } from './controller-observe.ts';
 export { planVersion } from './controller-plan.ts';
+export { RETUNES_PER_WINDOW, retuneSpacingMs, STALE_RETUNES } from './controller-tuning.ts';
 export { createDecisionLog, DECISION_HEARTBEAT_MS, type DecisionRecord, type ScalerAction } from './decision-log.ts';
 export { forecastArrivals } from './forecast.ts';
 export { decide } from './policy.ts';

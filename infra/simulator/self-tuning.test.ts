@@ -1,5 +1,5 @@
 /**
- * The self-tuning policy in a replay: its retune spacing, and a short replay (four hours of
+ * The self-tuning policy in a replay: a short replay (four hours of
  * steady synthetic traffic, two of them replayed) run twice to show it is deterministic and
  * walk-forward.
  */
@@ -7,21 +7,11 @@ import { describe, expect, it } from 'vitest';
 import type { PolicySettings } from '../contracts/pool.ts';
 import { seededRandom } from '../kernel/seeded-random.ts';
 import type { PolicyContext } from './policies.ts';
-import { RETUNES_PER_WINDOW, retuneSpacingMs, selfTuningPolicy } from './self-tuning.ts';
+import { selfTuningPolicy } from './self-tuning.ts';
 import { linearService } from './service.ts';
 import { MINUTE_MS, simulate, type WorldOptions } from './world.ts';
 
 const T0 = Date.UTC(2024, 0, 8, 0, 0);
-
-describe('retuneSpacingMs', () => {
-  it('is the interval when the window is short, a sixth of the window when that is longer', () => {
-    expect(RETUNES_PER_WINDOW).toBe(6);
-    expect(retuneSpacingMs(30 * MINUTE_MS, 60)).toBe(30 * MINUTE_MS);
-    expect(retuneSpacingMs(5 * MINUTE_MS, 60)).toBe(10 * MINUTE_MS);
-    expect(retuneSpacingMs(5 * MINUTE_MS, 1440)).toBe(240 * MINUTE_MS);
-    expect(retuneSpacingMs(0, 120)).toBe(20 * MINUTE_MS);
-  });
-});
 
 describe('selfTuningPolicy', () => {
   const SETTINGS: PolicySettings = {

@@ -6,17 +6,14 @@
  * construction — through the portfolio (portfolio.ts) with the world as it measured it: the
  * cold starts of its own launches, its measured per-worker rate, the per-tick burstiness.
  *
- * Retune spacing: the configured interval, and at least a sixth of the window, so that the work
- * per hour of traffic is bounded (at most RETUNES_PER_WINDOW replays of each candidate per window span) and a
- * day-long window of a sparse deployment is not replayed every five minutes for evidence that
- * moved by 0.3 %. The live controller spaces its retunes the same way (`retuneSpacingMs`).
+ * Retunes are spaced as the live controller spaces them (`retuneSpacingMs`, infra/scaler).
  *
  * A replay is deterministic: the CPU budget a live retune has is not applied here (a replay's
  * result must not depend on the machine it ran on); the portfolio's CPU is reported instead.
  */
 import type { Candidate, PolicySettings, TuningChoice } from '../contracts/pool.ts';
 import { emptyPolicyMemory } from '../contracts/pool.ts';
-import { emptyTickDispersion, noteTick, tickDispersion } from '../scaler/index.ts';
+import { emptyTickDispersion, noteTick, retuneSpacingMs, tickDispersion } from '../scaler/index.ts';
 import { BASE_CANDIDATE, candidateDriver, initialPool, type PolicyContext } from './policies.ts';
 import { retune, tuningWindow } from './portfolio.ts';
 import { MINUTE_MS, type Scaler } from './world.ts';
@@ -26,14 +23,6 @@ export interface SelfTuningOptions {
   sloTarget: number;
   seed?: number;
 }
-
-/** Time to the next retune after one over `windowMinutes`: the interval, at least a sixth of the window. */
-export function retuneSpacingMs(intervalMs: number, windowMinutes: number): number {
-  return Math.max(intervalMs, (windowMinutes * MINUTE_MS) / RETUNES_PER_WINDOW);
-}
-
-/** Retunes per window span at most: each then replays at least a sixth of new traffic. */
-export const RETUNES_PER_WINDOW = 6;
 
 export interface SelfTuningScaler extends Scaler {
   /** Every retune's choice, in order. */
@@ -79,7 +68,7 @@ export function selfTuningPolicy(ctx: PolicyContext, settings: PolicySettings, o
         });
         const window = tuningWindow(past, obs.now, o.sloTarget);
         const spanMin = window ? window.to - window.from : 60;
-        nextRetune = obs.now + retuneSpacingMs(o.retuneIntervalMs, spanMin);
+        nextRetune = obs.now + retuneSpacingMs(o.retuneIntervalMs, spanMin * MINUTE_MS);
         if (choice) {
           choices.push(choice);
           state.candidate = choice.chosen;
