@@ -98,6 +98,46 @@ export async function bulkAttacks(t: AttackTargets, tally: AttackTally, stop: Ab
   }
 }
 
+/**
+ * Before the attack phase, alone: runs over its many tiny objects (slow to end) started one after
+ * another until one is refused 429 too_many_bulk_runs, at most MAX_ACTIVE_BULK_RUNS_PER_TENANT + 1
+ * of them, then canceled. In the phase the attacker's burst at nice 19 may meet only 202s and 408s,
+ * which say nothing of the cap; a start answered 408 or 429 rate_limited is asked again, up to
+ * `tries` times `pauseMs` apart.
+ */
+export async function floodAlone(t: AttackTargets, tally: AttackTally, tries: number, pauseMs: number): Promise<void> {
+  const ids: string[] = [];
+  const req = (n: number): Request => ({
+    method: 'POST',
+    path: '/v1/bulk-runs',
+    body: {
+      model: t.models.shared,
+      version: '1',
+      input: `s3://${t.bucket}/${t.bounds.inputs.tiny}`,
+      output: `s3://${t.bucket}/${t.own}out-cap-${n}/`,
+    },
+  });
+  try {
+    for (let n = 0; n <= t.bounds.bulkRunCap; n++) {
+      let key: string | undefined;
+      for (let k = 0; k < tries && key === undefined; k++) {
+        const a = await exchange(t, req(n));
+        if (a instanceof Error) return;
+        tally.sent++;
+        count(tally, FLOOD, a.key);
+        if (a.status >= 500) problem(tally, `${FLOOD}: ${a.key}`, a.text.slice(0, 200));
+        if (a.status === 202) ids.push((JSON.parse(a.text) as { id: string }).id);
+        if (a.status === 408 || a.key === '429 rate_limited') await sleep(pauseMs);
+        else key = a.key;
+      }
+      if (key !== '202') return;
+    }
+  } finally {
+    const done = AbortSignal.timeout(5_000);
+    await Promise.all(ids.map((id) => asTenant(t, { method: 'DELETE', path: `/v1/bulk-runs/${id}` }, done)));
+  }
+}
+
 /** A hostile run's end, tallied; one that is not the refusal it must meet is a problem. */
 export function judgeRunEnd(tally: AttackTally, name: string, id: string, end: string): void {
   count(tally, `${name} → its end`, end);

@@ -145,7 +145,7 @@ export function hostileReport(r: HostileRun): ScenarioReport {
       'honest event stream, without / with': both((p) => p.stream),
       'honest webhooks never delivered': r.undelivered,
       'honest bulk run, without / with': both((p) => bulkLine(p.bulk)),
-      'before that run: its id squatted, its output written, buckets probed': Object.entries(r.early.answers)
+      'before that run: its id squatted, its output written, buckets probed, the bulk-run cap met': Object.entries(r.early.answers)
         .map(([name, a]) => `${name.replace('bulk: ', '')}: ${answers(a)}`)
         .join('; '),
       'bucket objects changed outside the honest run and the attacker': outsideChanges(r).length,
@@ -246,7 +246,8 @@ function attackViolations(r: HostileRun, tally: AttackTally | undefined, timing:
   // With the API's rate limits on, each attack must still have reached past them once, or its own
   // refusal went untested.
   for (const [attack, answers] of Object.entries(tally.answers)) {
-    if (keys(answers, RATE_LIMITED) === '') v.push(`${attack}: only ever answered ${RATE_LIMITED}, so its own refusal was never seen`);
+    if (keys({ ...r.early.answers[attack], ...answers }, RATE_LIMITED) === '')
+      v.push(`${attack}: only ever answered ${RATE_LIMITED}, so its own refusal was never seen`);
   }
   return v;
 }
@@ -346,8 +347,12 @@ function boundViolations(r: HostileRun, tally: AttackTally | undefined, timing: 
     timing.push(
       `${httpHeld.length} idle HTTP connection(s) held longer than ${maxHoldMs(r, tally)} ms (HEADERS_TIMEOUT_MS ${r.headersTimeoutMs})`,
     );
-  const flood = tally.answers[FLOOD];
-  if (flood && !flood['429 too_many_bulk_runs']) v.push(`${FLOOD}: never 429 too_many_bulk_runs (${answers(flood)})`);
+  // The cap was first met alone before the phase (floodAlone); the phase's burst adds to it.
+  const [floodAlone, floodInPhase] = [r.early.answers[FLOOD], tally.answers[FLOOD]];
+  if ((floodAlone || floodInPhase) && !floodAlone?.['429 too_many_bulk_runs'] && !floodInPhase?.['429 too_many_bulk_runs'])
+    v.push(
+      `${FLOOD}: never 429 too_many_bulk_runs (alone before the phase: ${answers(floodAlone ?? {})}; in it: ${answers(floodInPhase ?? {})})`,
+    );
   for (const name of Object.keys(HOSTILE_RUNS)) {
     const ends = tally.answers[`${name} → its end`];
     // Never started because every start was 429 too_many_bulk_runs (its slot still taken) or 408 (the

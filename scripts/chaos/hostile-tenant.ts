@@ -51,7 +51,7 @@ import {
   sendAttack,
   UNKNOWN_BUCKET,
 } from './hostile-attacks.ts';
-import { ended, judgeRunEnd, REWRITE_RUN } from './hostile-bulk.ts';
+import { ended, floodAlone, judgeRunEnd, REWRITE_RUN } from './hostile-bulk.ts';
 import { apiDescriptors, startGauges } from './hostile-gauges.ts';
 import { hostileReport, type ReadBack, type Snapshot } from './hostile-report.ts';
 import { pool, reconcile, retryAfterMs, waitSettled } from './load.ts';
@@ -312,8 +312,9 @@ async function writeHostileInputs(stack: ChaosStack, sizes: HostileTenantSizes):
 
 /**
  * Before the honest run of the attack phase starts: its predictable id squatted, its output
- * written into; and the two bucket probes sent alone until one answer looks at the request (in
- * the phase a nice-19 attacker may see only 429s and 408s for one of them).
+ * written into; the two bucket probes sent alone until one answer looks at the request (in the
+ * phase a nice-19 attacker may see only 429s and 408s for one of them); and the bulk-run cap
+ * met alone (floodAlone), for the same reason.
  */
 async function strikeFirst(targets: AttackTargets): Promise<AttackTally> {
   const early = newTally();
@@ -326,6 +327,7 @@ async function strikeFirst(targets: AttackTargets): Promise<AttackTally> {
       await sleep(PROBE_PAUSE_MS);
     }
   }
+  await floodAlone(targets, early, PROBE_TRIES, PROBE_PAUSE_MS);
   return early;
 }
 
