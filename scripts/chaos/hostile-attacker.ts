@@ -289,6 +289,8 @@ async function main(resultFile: string): Promise<void> {
   // a few dozen at once (lanes, auth bursts, the bulk lane's runs) is the design, not a leak.
   setMaxListeners(200, stop.signal);
   process.once('SIGTERM', () => stop.abort());
+  // Loaded, and a SIGTERM now ends it with its tally: the scenario waits for this line.
+  process.stdout.write('ready\n');
   const lines = createInterface({ input: process.stdin });
   const first = await Promise.race([once(lines, 'line').then(([line]) => String(line)), once(stop.signal, 'abort').then(() => undefined)]);
   lines.close();
