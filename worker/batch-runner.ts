@@ -13,11 +13,16 @@
  * non-batch axis (a sequence length) jobs of different lengths land in one batch; each group of
  * one shape then runs as a forward pass of its own, in turn, rather than failing the batch
  * (which the worker would take for a lost engine).
+ *
+ * One value a pass: an input with no batch axis (a VAD's `sr`, batch-axes.ts) reaches the model
+ * once per pass, so rows that carry other values of it never share one. Slices are cut where
+ * their rows' values change (a coalesced entry or a bulk chunk may hold several), grouped by
+ * value as by shape, and each slice's outputs put back together in its rows' order.
  */
 
 import { findDuplicateRows } from './duplicate-rows.ts';
 import type { EngineTensor, InferenceEngine } from './engine/engine.ts';
-import { concatRows, gatherRows, splitRows } from './engine/tensor-codec.ts';
+import { concatRows, gatherRows, sliceRows, splitRows } from './engine/tensor-codec.ts';
 
 /** A job's rows (or a slice of a big job's rows) as engine tensors, by input name. */
 export interface Slice {
@@ -44,11 +49,16 @@ export interface BatchEvent {
 
 export type BatchObserver = (e: BatchEvent) => void;
 
+/**
+ * `onePerPass`: the inputs with no batch axis (the manifest's `batchAxis: 'none'`), whose rows of
+ * one pass must all be equal.
+ */
 export function createBatchRunner(
   engine: InferenceEngine,
   inputNames: string[],
   outputNames: string[],
   observe?: BatchObserver,
+  onePerPass: readonly string[] = [],
 ): (slices: Slice[], rows: number) => Promise<SliceResult[]> {
   const runGroup = async (slices: Slice[], rows: number): Promise<SliceResult[]> => {
     const batch = collapse(concatInputs(slices, inputNames), inputNames, rows);
@@ -72,8 +82,8 @@ export function createBatchRunner(
     }
     return perSlice.map((o) => ({ outputs: o, inferMs, batchRows: batch.rows }));
   };
-  return async (slices, rows) => {
-    const groups = groupByShape(slices, inputNames);
+  const runGroups = async (slices: Slice[], rows: number): Promise<SliceResult[]> => {
+    const groups = groupByShape(slices, inputNames, onePerPass);
     if (groups.length === 1) return runGroup(slices, rows);
     const results: SliceResult[] = new Array(slices.length);
     for (const group of groups) {
@@ -88,13 +98,27 @@ export function createBatchRunner(
     }
     return results;
   };
+  if (onePerPass.length === 0) return runGroups;
+  return async (slices, rows) => {
+    if (slices.length === 1 && rows === 1) return runGroups(slices, rows);
+    const cut = cutByValue(slices, onePerPass);
+    if (!cut) return runGroups(slices, rows);
+    const answers = await runGroups(cut.parts, rows);
+    return slices.map((_, i) =>
+      rejoin(
+        answers.filter((__, k) => cut.owner[k] === i),
+        outputNames,
+      ),
+    );
+  };
 }
 
-/** Indices of the slices, grouped by their inputs' types and dims beyond axis 0, in first-seen order. */
-function groupByShape(slices: Slice[], inputNames: string[]): number[][] {
+/** Indices of the slices, grouped by their inputs' types and dims beyond axis 0 (and the values of `onePerPass`), in first-seen order. */
+function groupByShape(slices: Slice[], inputNames: string[], onePerPass: readonly string[]): number[][] {
   const groups = new Map<string, number[]>();
   slices.forEach((s, i) => {
-    const key = inputNames.map((n) => `${s.inputs[n]?.type}:${s.inputs[n]?.dims.slice(1).join('x')}`).join('|');
+    const shapes = inputNames.map((n) => `${s.inputs[n]?.type}:${s.inputs[n]?.dims.slice(1).join('x')}`).join('|');
+    const key = onePerPass.length === 0 ? shapes : `${shapes}|${onePerPass.map((n) => rowValue(s.inputs[n] as EngineTensor, 0)).join('|')}`;
     const group = groups.get(key);
     if (group) group.push(i);
     else groups.set(key, [i]);
@@ -130,4 +154,63 @@ function collapse(
   const distinct: Record<string, EngineTensor> = {};
   for (const name of inputNames) distinct[name] = gatherRows(feeds[name] as EngineTensor, unique);
   return { feeds: distinct, rows: unique.length, sourceOf };
+}
+
+/**
+ * Each slice cut into runs of rows that agree on every `onePerPass` input, and the slice each
+ * part came from; undefined when no slice needs a cut (the common case: one value throughout).
+ */
+function cutByValue(slices: Slice[], onePerPass: readonly string[]): { parts: Slice[]; owner: number[] } | undefined {
+  const parts: Slice[] = [];
+  const owner: number[] = [];
+  let cuts = 0;
+  slices.forEach((s, i) => {
+    let start = 0;
+    for (let r = 1; r <= s.rows; r++) {
+      if (r < s.rows && onePerPass.every((n) => sameRow(s.inputs[n] as EngineTensor, r, r - 1))) continue;
+      parts.push(start === 0 && r === s.rows ? s : sliceOf(s, start, r));
+      owner.push(i);
+      if (r < s.rows) cuts++;
+      start = r;
+    }
+  });
+  return cuts === 0 ? undefined : { parts, owner };
+}
+
+function sliceOf(s: Slice, start: number, end: number): Slice {
+  const inputs: Record<string, EngineTensor> = {};
+  for (const [name, t] of Object.entries(s.inputs)) inputs[name] = sliceRows(t, start, end);
+  return { inputs, rows: end - start };
+}
+
+/** A slice's outputs from its parts, in order; the passes' times summed, the largest pass kept. */
+function rejoin(parts: SliceResult[], outputNames: readonly string[]): SliceResult {
+  if (parts.length === 1) return parts[0] as SliceResult;
+  const outputs: Record<string, EngineTensor> = {};
+  for (const name of outputNames) outputs[name] = concatRows(parts.map((p) => p.outputs[name] as EngineTensor));
+  return {
+    outputs,
+    inferMs: parts.reduce((n, p) => n + p.inferMs, 0),
+    batchRows: Math.max(...parts.map((p) => p.batchRows)),
+  };
+}
+
+function rowSize(t: EngineTensor): number {
+  const rows = t.dims[0] ?? 1;
+  return rows === 0 ? 0 : t.data.length / rows;
+}
+
+function sameRow(t: EngineTensor, a: number, b: number): boolean {
+  const size = rowSize(t);
+  for (let i = 0; i < size; i++) if (t.data[a * size + i] !== t.data[b * size + i]) return false;
+  return true;
+}
+
+/** Row `r`'s values as a key: JSON, so strings with separators in them stay apart. */
+function rowValue(t: EngineTensor, r: number): string {
+  const size = rowSize(t);
+  const row = Array.isArray(t.data)
+    ? t.data.slice(r * size, (r + 1) * size)
+    : Array.from(t.data.subarray(r * size, (r + 1) * size) as ArrayLike<unknown>, String);
+  return JSON.stringify(row);
 }

@@ -20,7 +20,7 @@
  * worker that dies after writing outputs leaves the entry to be run again, from its inputs.
  */
 import type { EntryData, EntryMember, EntryResult, MemberOutcome } from '../infra/contracts/entry.ts';
-import type { ModelManifest } from '../infra/contracts/manifest.ts';
+import type { ModelManifest, TensorSpec } from '../infra/contracts/manifest.ts';
 import type { ValidateLimits } from '../infra/contracts/oip-validate.ts';
 import { type PackedSet, packTensors } from '../infra/contracts/packed-tensors.ts';
 import { InvalidInputError } from '../infra/kernel/errors.ts';
@@ -125,7 +125,7 @@ export async function processEntry(deps: EntryDeps, entryId: string, data: Entry
     members[m.id] = failed(code, message, m.queueMs, deps);
   }
   if (run.ran.size > 0) {
-    const packed = packOutputs(run.outputs, wantedOutputs(data, deps.manifest));
+    const packed = packOutputs(run.outputs, wantedOutputs(data, deps.manifest), deps.manifest.outputs);
     result.outputs = packed.specs;
     await writeOutputs(deps, entryId, data.tenant, packed, cacheEntries(deps, live, run, packed)).catch((err: unknown) => {
       retry(live, deps);
@@ -185,11 +185,14 @@ function merge(ranges: RowRange[]): RowRange[] {
   return out;
 }
 
-function packOutputs(outputs: Record<string, EngineTensor>, names: readonly string[]): PackedSet {
+/** In row layout, each output marked with where the model keeps its rows, for the API to show it so. */
+function packOutputs(outputs: Record<string, EngineTensor>, names: readonly string[], specs: readonly TensorSpec[]): PackedSet {
+  const axes = new Map(specs.map((s) => [s.name, s.batchAxis]));
   return packTensors(
     names.map((name) => {
       const t = outputs[name] as EngineTensor;
-      return { name, datatype: dtypeToDatatype(t.type), shape: t.dims, data: t.data };
+      const batchAxis = axes.get(name);
+      return { name, datatype: dtypeToDatatype(t.type), shape: t.dims, data: t.data, ...(batchAxis === undefined ? {} : { batchAxis }) };
     }),
   );
 }
@@ -216,7 +219,8 @@ function packMemberRows(outputs: Record<string, EngineTensor>, packed: PackedSet
       const rows = t.dims[0] ?? 0;
       const rowSize = rows === 0 ? 0 : t.data.length / rows;
       const data = Array.isArray(t.data) ? t.data.slice(from * rowSize, to * rowSize) : t.data.subarray(from * rowSize, to * rowSize);
-      return { name: spec.name, datatype: spec.datatype, shape: [to - from, ...t.dims.slice(1)], data };
+      const moved = spec.batchAxis === undefined ? {} : { batchAxis: spec.batchAxis };
+      return { name: spec.name, datatype: spec.datatype, shape: [to - from, ...t.dims.slice(1)], data, ...moved };
     }),
   );
 }

@@ -2,6 +2,7 @@
  * The synthetic inputs warm-up and the benchmarks run a model with: deterministic values each
  * datatype holds, at the shapes warm-up settled (worker/settle-shapes.ts).
  */
+import { toRowLayout } from '../infra/contracts/batch-axes.ts';
 import { DATATYPE_INFO, newElements } from '../infra/contracts/datatypes.ts';
 import type { ModelManifest, TensorSpec } from '../infra/contracts/manifest.ts';
 import type { InputShapes } from './batch-profile.ts';
@@ -17,9 +18,16 @@ export function representativeInputs(manifest: ModelManifest, rows: number, shap
   const inputs: Record<string, EngineTensor> = {};
   for (const spec of manifest.inputs) {
     const rest = Object.hasOwn(shapes, spec.name) ? shapes[spec.name] : undefined;
-    inputs[spec.name] = syntheticTensor(spec, [rows, ...(rest ?? spec.shape.slice(1).map((d) => (d < 0 ? 1 : d)))]);
+    const dims = rest ?? spec.shape.slice(1).map((d) => (d < 0 ? 1 : d));
+    // An input with no batch axis carries one value for the whole pass (batch-axes.ts): one row of it, repeated.
+    inputs[spec.name] =
+      spec.batchAxis === 'none' ? repeatedRow(syntheticTensor(spec, [1, ...dims]), rows) : syntheticTensor(spec, [rows, ...dims]);
   }
   return inputs;
+}
+
+function repeatedRow(row: EngineTensor, rows: number): EngineTensor {
+  return { type: row.type, dims: [rows, ...row.dims.slice(1)], data: toRowLayout(row.data, row.dims.slice(1), 'none', rows) };
 }
 
 /** Fresh buffers with the same values: a run may detach the ones it is given. */

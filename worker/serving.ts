@@ -83,6 +83,7 @@ export function startServing(deps: ServingDeps, manifest: ModelManifest, profile
       metrics.batchInferSeconds.observe(labels, e.inferMs / 1000);
       deps.onBatch(e);
     },
+    manifest.inputs.filter((i) => i.batchAxis === 'none').map((i) => i.name),
   );
   const batcher = createBatcher<Slice, SliceResult>({
     maxRows,

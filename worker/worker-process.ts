@@ -38,6 +38,7 @@ import type { BatchProfile } from './batch-profile.ts';
 import type { BatchEvent } from './batch-runner.ts';
 import { type ControlListener, createControlListener } from './control.ts';
 import type { InferenceEngine } from './engine/engine.ts';
+import { plannedEngine } from './engine/planned-engine.ts';
 import { type Heartbeat, startHeartbeat } from './heartbeat.ts';
 import { connectionState, type IntakeSupervisor } from './intake-supervisor.ts';
 import { createModelCache } from './model-cache.ts';
@@ -186,10 +187,12 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
   }
 
   private async phases(): Promise<void> {
-    const { config, engine, log } = this.deps;
+    const { config, log } = this.deps;
     this.setState('downloading');
     const { manifest, cached } = await this.download();
     if (this.closing) return;
+    // Row layout in, the model's own layout to ONNX Runtime (the model itself when they are one).
+    const engine = plannedEngine(this.deps.engine, manifest.inputs, manifest.outputs);
 
     this.setState('loading');
     // This thread waits on the engine's session from here: it compiles the serving side meanwhile.
@@ -221,7 +224,7 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
     if (this.closing) return;
     const serving = await this.servingCode();
     if (this.closing) return;
-    this.startServing(serving.startServing, manifest, this.profile);
+    this.startServing(serving.startServing, engine, manifest, this.profile);
     this.desired ??= this.startOptions.startAs === 'standby' ? 'standby' : 'activate';
     await this.steer();
   }
@@ -298,10 +301,11 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
   }
 
   /** The serving parts over the warmed engine (worker/serving.ts); the intake starts paused. */
-  private startServing(start: typeof startServing, manifest: ModelManifest, profile: BatchProfile): void {
+  private startServing(start: typeof startServing, engine: InferenceEngine, manifest: ModelManifest, profile: BatchProfile): void {
     this.serving = start(
       {
         ...this.deps,
+        engine,
         workerId: this.id,
         serving: () => this.state === 'active' && !this.closing,
         onBatch: (e) => {

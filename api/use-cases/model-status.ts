@@ -2,6 +2,7 @@
  * OIP model metadata and model readiness, for every transport that speaks the protocol (the
  * HTTP routes in api/routes/oip.ts, the gRPC service in api/grpc/).
  */
+import { modelShape } from '../../infra/contracts/batch-axes.ts';
 import type { ModelManifest, TensorSpec } from '../../infra/contracts/manifest.ts';
 import { NotFoundError } from '../../infra/kernel/errors.ts';
 import { resolveManifest } from './job-target.ts';
@@ -52,6 +53,7 @@ export async function modelReady(
   return { name: model, version };
 }
 
+/** In the model's own layout: a client sends and receives the shapes the model declares (batch-axes.ts). */
 function tensorMetadata(t: TensorSpec): TensorSpec {
-  return { name: t.name, datatype: t.datatype, shape: t.shape };
+  return { name: t.name, datatype: t.datatype, shape: modelShape(t.shape, t.batchAxis) };
 }

@@ -2,13 +2,23 @@
  * The model manifest (DESIGN §3), stored beside `model.onnx` as `manifest.json` under
  * `models/<name>/<version>/`. Input and output metadata are read from the model itself.
  */
+import type { BatchAxis } from './batch-axes.ts';
 import type { Datatype } from './oip.ts';
 
 export interface TensorSpec {
   name: string;
   datatype: Datatype;
-  /** OIP convention: -1 marks a dynamic dimension. The first axis is the batch axis, always -1. */
+  /**
+   * OIP convention: -1 marks a dynamic dimension. In warmpool's row layout: the first axis is
+   * the batch axis (the rows), always -1, wherever the model keeps it (`batchAxis`).
+   */
   shape: number[];
+  /**
+   * Where the model keeps the rows (batch-axes.ts): an axis ≥ 1, or `'none'` for a tensor with no
+   * batch axis. Absent: axis 0, the row layout itself (every model whose inputs and outputs all
+   * batch on their first axis; their manifests carry no such field).
+   */
+  batchAxis?: BatchAxis;
 }
 
 export interface BatchingHints {

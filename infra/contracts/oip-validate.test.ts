@@ -471,3 +471,51 @@ describe('validateInferRequest: binary tensor data', () => {
     expect(err.code).toBe('too_many_rows');
   });
 });
+
+describe('validateInferRequest: a model that keeps its rows elsewhere (batch-axes.ts)', () => {
+  // A VAD: input [N, 2], state [2, N, 1] (rows on axis 1), sr a scalar; stored in row layout.
+  const vad = manifest([
+    { name: 'input', datatype: 'FP32', shape: [-1, 2] },
+    { name: 'state', datatype: 'FP32', shape: [-1, 2, 1], batchAxis: 1 },
+    { name: 'sr', datatype: 'INT64', shape: [-1], batchAxis: 'none' },
+  ]);
+  const body = (stateShape: number[], srShape: number[] = []) => ({
+    inputs: [
+      { name: 'input', datatype: 'FP32', shape: [3, 2], data: [1, 2, 3, 4, 5, 6] },
+      { name: 'state', datatype: 'FP32', shape: stateShape, data: [0, 1, 2, 10, 11, 12] },
+      { name: 'sr', datatype: 'INT64', shape: srShape, data: [16000] },
+    ],
+  });
+
+  it('checks the model layout and hands on row layout: rows first, the scalar once a row', () => {
+    const r = validateInferRequest(body([2, 3, 1]), vad);
+    expect(r.rows).toBe(3);
+    const [input, state, sr] = r.inputs;
+    expect(input?.shape).toEqual([3, 2]);
+    expect(state?.shape).toEqual([3, 2, 1]);
+    expect(state?.data).toEqual([0, 10, 1, 11, 2, 12]);
+    expect(sr?.shape).toEqual([3]);
+    expect(sr?.data).toEqual([16000, 16000, 16000]);
+  });
+
+  it('names the batch axis when the rows disagree, and the model shape when an axis is wrong', () => {
+    expect(() =>
+      validateInferRequest(
+        { inputs: [body([2, 3, 1]).inputs[0], { ...body([2, 2, 1]).inputs[1], data: [0, 1, 2, 3] }, body([]).inputs[2]] },
+        vad,
+      ),
+    ).toThrow(/input "state": shape\[1\] is 2 but "input" has 3 \(its shape\[0\]\)/);
+    expect(() => validateInferRequest(body([3, 2, 1]), vad)).toThrow(/input "state": axis 0 must be 2 \(shape \[2, -1, 1\]\), got 3/);
+    expect(() => validateInferRequest(body([2, 3, 1], [1]), vad)).toThrow(/input "sr": expected rank 0 \(shape \[\]\), got rank 1/);
+  });
+
+  it('takes a model with no batch axis at all as one row of its exact shape', () => {
+    const fixed = manifest([{ name: 'x', datatype: 'FP32', shape: [-1, 2, 3], batchAxis: 'none' }]);
+    const r = validateInferRequest({ inputs: [{ name: 'x', datatype: 'FP32', shape: [2, 3], data: [1, 2, 3, 4, 5, 6] }] }, fixed);
+    expect(r.rows).toBe(1);
+    expect(r.inputs[0]?.shape).toEqual([1, 2, 3]);
+    expect(() =>
+      validateInferRequest({ inputs: [{ name: 'x', datatype: 'FP32', shape: [1, 2, 3], data: [1, 2, 3, 4, 5, 6] }] }, fixed),
+    ).toThrow(/expected rank 2 \(shape \[2, 3\]\)/);
+  });
+});

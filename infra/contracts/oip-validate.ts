@@ -13,6 +13,7 @@
  * runs the same checks again on every job it takes (worker/entry-inputs.ts).
  */
 import { InvalidInputError } from '../kernel/errors.ts';
+import { type BatchAxis, isMoved, type LayoutData, modelShape, rowShape, toRowLayout } from './batch-axes.ts';
 import { elementOf, itemBytes, type PackedArray, refusal, refusedElement } from './datatypes.ts';
 import type { ModelManifest, TensorSpec } from './manifest.ts';
 import type { Datatype, OipRequestedOutput, OipTensor } from './oip.ts';
@@ -80,23 +81,20 @@ export function validateInferRequest(
   }
   const specs = new Map(manifest.inputs.map((s) => [s.name, s]));
   const seen = new Set<string>();
-  const inputs: ValidatedInput[] = [];
-  let rows = 0;
   const strings = { counted: 0 };
-  for (let i = 0; i < body.inputs.length; i++) {
-    const tensor = validateInput(body.inputs[i], i, specs, seen, limits, binary, strings);
-    const tensorRows = tensor.shape[0] as number;
-    if (inputs.length > 0 && tensorRows !== rows) {
-      fail(
-        'shape_mismatch',
-        `input "${tensor.name}": shape[0] is ${tensorRows} but "${inputs[0]?.name}" has ${rows}; all inputs must have the same number of rows`,
-      );
-    }
-    rows = tensorRows;
-    inputs.push(tensor);
-  }
+  const checked = (body.inputs as unknown[]).map((raw, i) => validateInput(raw, i, specs, seen, limits, binary, strings));
   const missing = manifest.inputs.filter((s) => !seen.has(s.name)).map((s) => s.name);
   if (missing.length > 0) fail('missing_input', `missing input${missing.length > 1 ? 's' : ''} ${quoteList(missing)}`);
+  const { inputs, rows } = manifest.inputs.some((s) => isMoved(s.batchAxis))
+    ? inRowLayout(checked, specs, limits)
+    : {
+        inputs: checked,
+        rows: sameRows(
+          checked,
+          (t) => t.shape[0] as number,
+          () => 'shape[0]',
+        ),
+      };
   const result: ValidatedInferRequest = { inputs, rows };
   if (body.outputs !== undefined) result.outputs = validateOutputs(body.outputs, manifest.outputs);
   if (body.parameters !== undefined) result.parameters = validateParameters(body.parameters, '"parameters"');
@@ -108,6 +106,49 @@ export function validateInferRequest(
     result.id = body.id;
   }
   return result;
+}
+
+/** The rows every input brings (`rowsOf`), which must agree; the first input's name in the message. */
+function sameRows(inputs: readonly ValidatedInput[], rowsOf: (t: ValidatedInput) => number, where: (t: ValidatedInput) => string): number {
+  const [first] = inputs;
+  if (!first) return 1;
+  const rows = rowsOf(first);
+  for (const t of inputs) {
+    if (rowsOf(t) !== rows) {
+      fail(
+        'shape_mismatch',
+        `input "${t.name}": ${where(t)} is ${rowsOf(t)} but "${first.name}" has ${rows}${where(first) === where(t) ? '' : ` (its ${where(first)})`}; all inputs must have the same number of rows`,
+      );
+    }
+  }
+  return rows;
+}
+
+/**
+ * A request for a model that keeps its rows elsewhere than axis 0 (batch-axes.ts), checked in the
+ * model's own layout, into warmpool's row layout: each batched input's rows moved to the front,
+ * each input with no batch axis repeated once a row (its bounds checked again at that size, as
+ * the worker will see it). With no batched input at all the request is one row.
+ */
+function inRowLayout(
+  checked: readonly ValidatedInput[],
+  specs: ReadonlyMap<string, TensorSpec>,
+  limits: ValidateLimits,
+): { inputs: ValidatedInput[]; rows: number } {
+  const axisOf = (t: ValidatedInput) => (specs.get(t.name) as TensorSpec).batchAxis ?? 0;
+  const batched = checked.filter((t) => axisOf(t) !== 'none');
+  const rows = sameRows(
+    batched,
+    (t) => t.shape[axisOf(t) as number] as number,
+    (t) => `shape[${axisOf(t)}]`,
+  );
+  const inputs = checked.map((t) => {
+    const axis = axisOf(t);
+    const shape = rowShape(t.shape, axis, rows);
+    if (axis === 'none') checkShapeBounds(t.name, shape, limits);
+    return { ...t, shape, data: toRowLayout(t.data as LayoutData, t.shape, axis, rows) as ValidatedInput['data'] };
+  });
+  return { inputs, rows };
 }
 
 /**
@@ -143,8 +184,10 @@ function validateInput(
     const got = typeof raw.datatype === 'string' ? raw.datatype : JSON.stringify(raw.datatype ?? null);
     fail('datatype_mismatch', `input "${name}": expected datatype ${spec.datatype}, got ${got}`);
   }
-  const shape = validateShape(name, raw.shape, spec.shape);
-  checkShapeBounds(name, shape, limits);
+  const axis = spec.batchAxis ?? 0;
+  const shape = validateShape(name, raw.shape, modelShape(spec.shape, axis), axis);
+  // Bounded before any data is read: a batched input's rows first, one without a batch axis as one row.
+  checkShapeBounds(name, rowShape(shape, axis, 1), limits);
   if (spec.datatype === 'BYTES') {
     strings.counted += product(shape);
     checkBytesElements(strings.counted, limits, `the request's BYTES inputs (through "${name}")`);
@@ -246,16 +289,20 @@ export function shapeExtent(shape: readonly number[], cap = Number.MAX_SAFE_INTE
   return n;
 }
 
-function validateShape(name: string, raw: unknown, expected: number[]): number[] {
+/** `expected` in the model's layout; `batchAxis` is where it keeps the rows (none: every axis is the model's own). */
+function validateShape(name: string, raw: unknown, expected: number[], batchAxis: BatchAxis): number[] {
   if (!Array.isArray(raw)) fail('shape_mismatch', `input "${name}": "shape" must be an array of integers`);
   if (raw.length !== expected.length) {
     fail('shape_mismatch', `input "${name}": expected rank ${expected.length} (shape [${expected.join(', ')}]), got rank ${raw.length}`);
   }
-  const rows = raw[0];
-  if (!Number.isSafeInteger(rows) || (rows as number) < 1) {
-    fail('shape_mismatch', `input "${name}": shape[0] (rows) must be an integer >= 1, got ${JSON.stringify(rows ?? null)}`);
+  if (batchAxis !== 'none') {
+    const rows = raw[batchAxis];
+    if (!Number.isSafeInteger(rows) || (rows as number) < 1) {
+      fail('shape_mismatch', `input "${name}": shape[${batchAxis}] (rows) must be an integer >= 1, got ${JSON.stringify(rows ?? null)}`);
+    }
   }
-  for (let axis = 1; axis < raw.length; axis++) {
+  for (let axis = 0; axis < raw.length; axis++) {
+    if (axis === batchAxis) continue;
     const dim: unknown = raw[axis];
     const want = expected[axis] as number;
     if (!Number.isSafeInteger(dim) || (dim as number) < 0) {

@@ -188,3 +188,20 @@ describe('BYTES in the 4-byte-length layout', () => {
     expect(() => tensorData(spec, new Uint8Array(8))).toThrow(/does not hold the 1000000000 elements/);
   });
 });
+
+describe('rowsTensor for a model that keeps its rows elsewhere', () => {
+  it("shows a member's rows in the model's layout", () => {
+    // Row layout [3 rows, 2 layers, 1]: row r = [r, 10 + r]; the model's state is [2, N, 1].
+    const data = Float32Array.from([0, 10, 1, 11, 2, 12]);
+    const t = rowsTensor('stateN', 'FP32', [3, 2, 1], data, 1, 3, 1);
+    expect(t.shape).toEqual([2, 2, 1]);
+    expect(t.data).toEqual([1, 2, 11, 12]);
+    expect(Array.from(packedData(t) as Float32Array)).toEqual([1, 2, 11, 12]);
+  });
+
+  it('shows an output with no batch axis once', () => {
+    const t = rowsTensor('y', 'FP32', [1, 3], Float32Array.from([1, 2, 3]), 0, 1, 'none');
+    expect(t.shape).toEqual([3]);
+    expect(t.data).toEqual([1, 2, 3]);
+  });
+});

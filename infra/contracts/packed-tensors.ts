@@ -17,6 +17,7 @@
  * element is (its typed array, its value rule) is datatypes.ts's.
  */
 import { InvalidInputError } from '../kernel/errors.ts';
+import { type BatchAxis, isMoved, modelShape, toModelLayout } from './batch-axes.ts';
 import {
   DATATYPE_INFO,
   type Datatype,
@@ -34,6 +35,8 @@ export interface PackedSpec {
   datatype: Datatype;
   /** shape[0] is the rows. */
   shape: number[];
+  /** An output the model keeps its rows elsewhere for (batch-axes.ts): shown to callers in the model's layout. */
+  batchAxis?: BatchAxis;
   /** Where the tensor's bytes start in the shared buffer (a multiple of 8). */
   offset: number;
   length: number;
@@ -51,6 +54,7 @@ export interface TensorToPack {
   datatype: Datatype;
   shape: number[];
   data: TensorData;
+  batchAxis?: BatchAxis;
 }
 
 export interface PackedSet {
@@ -92,7 +96,8 @@ export function packTensors(tensors: readonly TensorToPack[]): PackedSet {
   let at = 0;
   tensors.forEach((t, i) => {
     const length = (encoded[i] as Uint8Array).byteLength;
-    specs.push({ name: t.name, datatype: t.datatype, shape: [...t.shape], offset: at, length });
+    const moved = isMoved(t.batchAxis) ? { batchAxis: t.batchAxis } : {};
+    specs.push({ name: t.name, datatype: t.datatype, shape: [...t.shape], offset: at, length, ...moved });
     at = align(at + length);
   });
   // Buffer.alloc (not allocUnsafe): never a slice of Node's pool, so its start is aligned, and the padding is zeros.
@@ -152,15 +157,19 @@ export function rowsTensor(
   data: TensorData,
   start?: number,
   end?: number,
+  batchAxis?: BatchAxis,
 ): OipTensor {
   const rows = shape[0] ?? 1;
   const from = start ?? 0;
   const to = end ?? rows;
   const rowSize = shape.length === 0 ? 1 : elementsOf(shape.slice(1));
-  const part = Array.isArray(data)
+  const rowsPart = Array.isArray(data)
     ? (data as readonly string[]).slice(from * rowSize, to * rowSize)
     : (data as PackedArray).subarray(from * rowSize, to * rowSize);
-  const outShape = shape.length === 0 ? [] : [to - from, ...shape.slice(1)];
+  const partShape = shape.length === 0 ? [] : [to - from, ...shape.slice(1)];
+  // In the model's own layout when it keeps the rows elsewhere (one copy of these rows).
+  const part = toModelLayout(rowsPart, partShape, batchAxis);
+  const outShape = modelShape(partShape, batchAxis);
   let json: OipTensor['data'] | undefined;
   const tensor = { name, datatype, shape: outShape } as OipTensor;
   Object.defineProperty(tensor, 'data', {

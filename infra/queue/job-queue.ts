@@ -183,7 +183,9 @@ export function createBullJobQueue(options: BullJobQueueOptions): BullJobQueue {
       const hit = await results.get(request.model, request.version, request.cacheDigest);
       if (!hit) return null;
       const bytes = aligned(hit.bytes);
-      const outputs = hit.specs.map((s) => rowsTensor(s.name, s.datatype, s.shape, tensorData(s, bytes)));
+      const outputs = hit.specs.map((s) =>
+        rowsTensor(s.name, s.datatype, s.shape, tensorData(s, bytes), undefined, undefined, s.batchAxis),
+      );
       const view = cachedView(jobId, request, outputs, hit.workerId);
       if (!(await index.recordFinished(view))) throw new Error(`job id ${jobId} is already taken`);
       return view;

@@ -82,5 +82,5 @@ async function memberOutputs(deps: MemberViewDeps, queue: string, entryId: strin
   const raw = await deps.redis.getBuffer(entryOutputsKey(deps.prefix, queue, entryId));
   if (raw === null) throw new Error(`the outputs of entry ${entryId} are gone`);
   const bytes = aligned(raw);
-  return specs.map((spec) => rowsTensor(spec.name, spec.datatype, spec.shape, tensorData(spec, bytes), start, end));
+  return specs.map((spec) => rowsTensor(spec.name, spec.datatype, spec.shape, tensorData(spec, bytes), start, end, spec.batchAxis));
 }

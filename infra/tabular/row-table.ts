@@ -289,7 +289,8 @@ function checkRow(row: SlowRow, plans: readonly InputPlan[]): SlowRow | string {
     return { name: p.spec.name, datatype: p.spec.datatype, shape: [1, ...t.dims], data: t.data };
   });
   // validateInferRequest reads the manifest's outputs only when the body names outputs; this one names none.
-  const manifest = { inputs: plans.map((p) => p.spec), outputs: [] } as unknown as ModelManifest;
+  // A row is already in row layout, wherever the model keeps its batch axis: checked as such.
+  const manifest = { inputs: plans.map(({ spec: { batchAxis: _, ...spec } }) => spec), outputs: [] } as unknown as ModelManifest;
   try {
     validateInferRequest({ inputs }, manifest);
   } catch (err) {
