@@ -59,6 +59,7 @@ export async function workerMain(args: string[], config: Config, env: NodeJS.Pro
       clock: systemClock,
       log,
       storeFor: bulkStores.storeFor,
+      newEngine: () => createThreadEngine(),
     },
     { model: values.model, ...(values.version ? { version: values.version } : {}) },
     { startAs },

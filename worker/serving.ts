@@ -26,6 +26,7 @@ import { type BatchEvent, createBatchRunner, type Slice, type SliceResult } from
 import { type Batcher, createBatcher } from './batcher.ts';
 import { loadChunkFormats } from './bulk-formats.ts';
 import { EngineRejectedError, type InferenceEngine } from './engine/engine.ts';
+import type { EnginePool } from './engine/engine-pool.ts';
 import { createIntake } from './intake.ts';
 import { IntakeSupervisor } from './intake-supervisor.ts';
 
@@ -43,6 +44,8 @@ export interface ServingDeps {
   onBatch: (e: BatchEvent) => void;
   /** A pass failed other than by ONNX Runtime refusing its data: the engine may be gone. */
   onEngineError: (err: unknown) => void;
+  /** Several sessions under `engine` (engine-pool.ts): passes run that many at once. */
+  sessions?: Pick<EnginePool, 'size' | 'mostBusy'>;
 }
 
 /** The parts the worker steers and drains, in the order they close. */
@@ -73,6 +76,8 @@ export function startServing(deps: ServingDeps, manifest: ModelManifest, profile
   // A model that fixes its batch (an export with a batch of 1) takes no other pass size, whatever BATCH_MAX_ROWS says.
   const wanted = config.worker.batchMaxRows > 0 ? config.worker.batchMaxRows : profile.chosenBatch;
   const maxRows = Math.min(wanted, manifest.batching.fixedBatch ?? wanted);
+  const sessions = deps.sessions?.size ?? 1;
+  metrics.sessions.set(labels, sessions);
   const run = createBatchRunner(
     deps.engine,
     manifest.inputs.map((i) => i.name),
@@ -81,6 +86,7 @@ export function startServing(deps: ServingDeps, manifest: ModelManifest, profile
       // Rows per forward pass: what the engine ran. Throughput counts rows served (onBatch).
       metrics.batchRows.observe(labels, e.uniqueRows);
       metrics.batchInferSeconds.observe(labels, e.inferMs / 1000);
+      if (deps.sessions) metrics.sessionsBusyMax.set(labels, deps.sessions.mostBusy);
       deps.onBatch(e);
     },
     manifest.inputs.filter((i) => i.batchAxis === 'none').map((i) => i.name),
@@ -89,10 +95,10 @@ export function startServing(deps: ServingDeps, manifest: ModelManifest, profile
     maxRows,
     maxWaitMs: config.worker.batchMaxWaitMs,
     rowsOf: (s) => s.rows,
-    // Two passes in flight: the inference thread runs one while this thread splits the last
-    // one's outputs and sends the next, so it never waits on this thread between passes
-    // (its runs are still one at a time, in order: ort-thread.ts).
-    maxInFlight: 2,
+    // One pass in flight more than sessions: each inference thread runs one while this thread
+    // splits the last one's outputs and sends the next, so it never waits on this thread between
+    // passes (a thread's runs are still one at a time, in order: ort-thread.ts).
+    maxInFlight: sessions + 1,
     run: async (slices, rows) => {
       try {
         return await run(slices, rows);
@@ -104,7 +110,7 @@ export function startServing(deps: ServingDeps, manifest: ModelManifest, profile
     },
     clock,
   });
-  const concurrency = config.worker.concurrency > 0 ? config.worker.concurrency : Math.max(4, maxRows * 2);
+  const concurrency = config.worker.concurrency > 0 ? config.worker.concurrency : Math.max(4, maxRows * 2 * sessions);
   // Built once: a replacement intake (IntakeSupervisor) shares them with the one it replaces.
   const results = createResultCache(redis, {
     prefix: config.queuePrefix,

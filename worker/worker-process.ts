@@ -38,6 +38,7 @@ import type { BatchProfile } from './batch-profile.ts';
 import type { BatchEvent } from './batch-runner.ts';
 import { type ControlListener, createControlListener } from './control.ts';
 import type { InferenceEngine } from './engine/engine.ts';
+import { createEnginePool, type EnginePool, sessionsFor } from './engine/engine-pool.ts';
 import { plannedEngine } from './engine/planned-engine.ts';
 import { type Heartbeat, startHeartbeat } from './heartbeat.ts';
 import { connectionState, type IntakeSupervisor } from './intake-supervisor.ts';
@@ -63,6 +64,8 @@ export interface WorkerDeps {
   log: Log;
   /** Object stores by bucket, for bulk chunks' parts; without it bulk chunk jobs fail and retry. */
   storeFor?: (bucket: string) => ObjectStore;
+  /** More engines like `engine`, for a worker that runs several passes at once (engine-pool.ts); without it, one. */
+  newEngine?: () => InferenceEngine;
 }
 
 export interface WorkerTarget {
@@ -84,6 +87,10 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
   private state: WorkerState = 'launching';
   private manifest?: ModelManifest;
   private profile?: BatchProfile;
+  /** More sessions opened beside the engine given (morePasses), closed with it. */
+  private moreEngines: InferenceEngine[] = [];
+  /** Several sessions at once, when opened: its counts are the worker's passes in flight. */
+  private pool?: EnginePool;
   private heartbeat?: Heartbeat;
   private intake?: IntakeSupervisor;
   /**
@@ -224,9 +231,35 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
     if (this.closing) return;
     const serving = await this.servingCode();
     if (this.closing) return;
-    this.startServing(serving.startServing, engine, manifest, this.profile);
+    const served = await this.morePasses(engine, manifest, cached.path, this.profile);
+    if (this.closing) return;
+    this.startServing(serving.startServing, served, manifest, this.profile);
     this.desired ??= this.startOptions.startAs === 'standby' ? 'standby' : 'activate';
     await this.steer();
+  }
+
+  /**
+   * The engine serving runs on: the warmed one, or a pool of it and more sessions of the same
+   * model at the thread count warm-up chose, when sessionsFor says the cores allow more passes
+   * at once (engine-pool.ts).
+   */
+  private async morePasses(
+    engine: InferenceEngine,
+    manifest: ModelManifest,
+    modelPath: string,
+    profile: BatchProfile,
+  ): Promise<InferenceEngine> {
+    const { config, newEngine } = this.deps;
+    const oneRowAPass = manifest.batching.fixedBatch === 1 || manifest.batching.maxBatch === 1;
+    const sessions = sessionsFor(config.worker.sessions, oneRowAPass, profile.threads, os.availableParallelism());
+    if (sessions <= 1 || !newEngine) return engine;
+    const more = Array.from({ length: sessions - 1 }, () => newEngine());
+    this.moreEngines.push(...more);
+    const options = { executionProviders: config.worker.executionProviders, intraOpThreads: profile.threads };
+    await Promise.all(more.map((e) => e.load(modelPath, options)));
+    this.pool = createEnginePool([this.deps.engine, ...more]);
+    this.deps.log.info({ sessions }, 'sessions opened: several passes at once');
+    return plannedEngine(this.pool, manifest.inputs, manifest.outputs);
   }
 
   /**
@@ -306,6 +339,7 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
       {
         ...this.deps,
         engine,
+        ...(this.pool ? { sessions: this.pool } : {}),
         workerId: this.id,
         serving: () => this.state === 'active' && !this.closing,
         onBatch: (e) => {
@@ -343,7 +377,7 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
   }
 
   private async drain(): Promise<void> {
-    const { redis, engine, log } = this.deps;
+    const { redis, log } = this.deps;
     if (this.state !== 'failed') this.setState('draining');
     const steps: Array<[string, () => Promise<unknown>]> = [
       ['control', async () => this.control?.close()],
@@ -352,7 +386,7 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
       ['completions', async () => this.serving?.completions.close()],
       ['open-jobs', async () => this.serving?.openJobs.close()],
       ['stored-bytes', async () => this.serving?.storedBytes?.close()],
-      ['engine', () => engine.close()],
+      ['engine', () => Promise.all([this.deps.engine, ...this.moreEngines].map((e) => e.close()))],
     ];
     for (const [name, step] of steps) {
       await step().catch((err: unknown) => log.warn({ err, step: name }, 'drain step failed'));
@@ -388,6 +422,7 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
       rowsPerS: Math.round(rowsPerS * 10) / 10,
       jobsInFlight: this.intake?.jobsHeld ?? 0,
       batchProfile: this.profile,
+      ...(this.pool ? { sessions: this.pool.size } : {}),
       ...(this.error ? { error: this.error } : {}),
     };
   }

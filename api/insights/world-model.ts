@@ -50,7 +50,8 @@ export function latestProfile(beats: readonly HeartbeatPayload[], model: string,
     .sort((a, b) => Number(b.version === version) - Number(a.version === version) || b.updatedAt - a.updatedAt);
   for (const beat of withProfile) {
     const points = batchPointsFrom(beat);
-    const rowsPerS = beat.batchProfile?.rowsPerS ?? 0;
+    // The profile times one session; a worker with several runs that many passes at once.
+    const rowsPerS = (beat.batchProfile?.rowsPerS ?? 0) * (beat.sessions ?? 1);
     if (points && rowsPerS > 0) return { ...points, rowsPerS };
   }
   return undefined;

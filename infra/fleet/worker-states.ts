@@ -26,6 +26,8 @@ export interface HeartbeatPayload {
     rowsPerS: number;
     entries: Array<{ batch: number; p50Ms: number; p95Ms: number; rowsPerS: number }>;
   };
+  /** Sessions the worker runs passes on at once (worker/engine/engine-pool.ts); absent: one. */
+  sessions?: number;
   memory: { rssBytes: number; heapUsedBytes: number };
   error?: string;
 }

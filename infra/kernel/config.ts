@@ -415,6 +415,7 @@ const worker = z
   .object({
     EXECUTION_PROVIDERS: z.string().default('cpu'),
     INTRA_OP_THREADS: int(0, 1024).default(0),
+    SESSIONS_PER_WORKER: int(0, 64).default(0),
     MODEL_CACHE_DIR: z.string().default(path.join(os.homedir(), '.cache', 'warmpool', 'models')),
     BATCH_MAX_ROWS: int(0).default(0),
     BATCH_MAX_WAIT_MS: z.coerce.number().min(0).max(10_000).default(5),
@@ -445,6 +446,8 @@ const worker = z
       executionProviders: providers.length > 0 ? providers : ['cpu'],
       /** 0 = let warm-up choose among the host's options. */
       intraOpThreads: e.INTRA_OP_THREADS,
+      /** 0 = one a core (at most 4) for a model that runs one row a pass and gains nothing from intra-op threads, else 1. */
+      sessions: e.SESSIONS_PER_WORKER,
       modelCacheDir: e.MODEL_CACHE_DIR,
       /** 0 = the manifest's maxBatch. */
       batchMaxRows: e.BATCH_MAX_ROWS,

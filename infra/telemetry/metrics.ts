@@ -105,6 +105,18 @@ export function createWorkerMetrics(registry: Registry, labels: WorkerMetricLabe
       buckets: SECONDS_BUCKETS,
       registers,
     }),
+    sessions: new Gauge({
+      name: 'warmpool_worker_sessions',
+      help: 'ONNX Runtime sessions of the model this worker runs passes on at once (SESSIONS_PER_WORKER)',
+      labelNames: ['model', 'version'] as const,
+      registers,
+    }),
+    sessionsBusyMax: new Gauge({
+      name: 'warmpool_worker_sessions_busy_max',
+      help: 'The most sessions that were in a forward pass at the same moment, since the worker started serving',
+      labelNames: ['model', 'version'] as const,
+      registers,
+    }),
     workerState,
     /** One-hot: the new state to 1, the previous one to 0. */
     setState(state: WorkerState): void {
