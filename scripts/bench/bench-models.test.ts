@@ -23,10 +23,25 @@ const spec = (datatype: TensorSpec['datatype'], shape: number[]): TensorSpec => 
 
 describe('the mode a model is benched in', () => {
   it('runs a fixed-batch export at its one size, and says so; any other at every bench size', () => {
+    const batching = (fixedBatch?: number) => ({ maxBatch: fixedBatch ?? 128, warmupBatches: [], ...(fixedBatch ? { fixedBatch } : {}) });
     expect(benchBatches(1)).toEqual([1]);
-    expect(benchMode(1)).toMatch(/fixed batch of 1: 1 row a forward pass, no micro-batching/);
+    expect(benchMode({ inputs: [spec('FP32', [-1, 4])], batching: batching(1) })).toMatch(
+      /fixed batch of 1: 1 row a forward pass, no micro-batching/,
+    );
     expect(benchBatches(undefined)).toEqual(BENCH_BATCHES);
-    expect(benchMode(undefined)).toMatch(/batched/);
+    expect(benchMode({ inputs: [spec('FP32', [-1, 4])], batching: batching() })).toMatch(/^batched: passes of up to 128/);
+  });
+
+  it('says when the model has no batch axis, or keeps it elsewhere', () => {
+    const none = { ...spec('FP32', [-1, 2, 3]), batchAxis: 'none' as const };
+    expect(benchMode({ inputs: [none], batching: { maxBatch: 1, warmupBatches: [], fixedBatch: 1 } })).toMatch(
+      /^unbatched: one request a forward pass, its shapes exact/,
+    );
+    const state = { ...spec('FP32', [-1, 2, 3]), name: 'state', batchAxis: 1 };
+    const sr = { ...spec('INT64', [-1]), name: 'sr', batchAxis: 'none' as const };
+    expect(benchMode({ inputs: [spec('FP32', [-1, 4]), state, sr], batching: { maxBatch: 16, warmupBatches: [] } })).toBe(
+      "batched on each input's own axis (state on axis 1, sr one value a pass): passes of up to 128 rows",
+    );
   });
 });
 

@@ -35,10 +35,16 @@ export function benchBatches(fixedBatch: number | undefined): readonly number[] 
 }
 
 /** How the bench serves the model, in words, for its report. */
-export function benchMode(fixedBatch: number | undefined): string {
-  return fixedBatch === undefined
-    ? `batched: passes of up to ${BENCH_MAX_BATCH} rows`
-    : `fixed batch of ${fixedBatch}: ${fixedBatch} row a forward pass, no micro-batching (the model takes no other first dimension)`;
+export function benchMode(manifest: Pick<ModelManifest, 'inputs' | 'batching'>): string {
+  const fixedBatch = manifest.batching.fixedBatch;
+  if (manifest.inputs.every((i) => i.batchAxis === 'none'))
+    return 'unbatched: one request a forward pass, its shapes exact (the model has no batch axis); several sessions where warm-up finds the cores for them';
+  if (fixedBatch !== undefined)
+    return `fixed batch of ${fixedBatch}: ${fixedBatch} row a forward pass, no micro-batching (the model takes no other first dimension)`;
+  const moved = manifest.inputs.filter((i) => i.batchAxis !== undefined && i.batchAxis !== 0);
+  if (moved.length === 0) return `batched: passes of up to ${BENCH_MAX_BATCH} rows`;
+  const axes = moved.map((i) => (i.batchAxis === 'none' ? `${i.name} one value a pass` : `${i.name} on axis ${i.batchAxis}`)).join(', ');
+  return `batched on each input's own axis (${axes}): passes of up to ${BENCH_MAX_BATCH} rows`;
 }
 
 /**
@@ -114,7 +120,12 @@ export function rowWidth(spec: Pick<TensorSpec, 'shape'>): number {
 export function benchInputs(manifest: Pick<ModelManifest, 'inputs'>, rows: number, seed: number): OipTensor[] {
   return manifest.inputs.map((spec) => {
     const width = rowWidth(spec);
-    const data = Array.from({ length: rows * width }, (_, k) => benchValue(spec.datatype, width, seed, k));
+    // An input with no batch axis carries one value a pass (batch-axes.ts): every row gets the first row's.
+    const value =
+      spec.batchAxis === 'none'
+        ? (k: number) => benchValue(spec.datatype, width, seed, k % width)
+        : (k: number) => benchValue(spec.datatype, width, seed, k);
+    const data = Array.from({ length: rows * width }, (_, k) => value(k));
     return { name: spec.name, datatype: spec.datatype, shape: [rows, ...spec.shape.slice(1)], data };
   });
 }

@@ -39,7 +39,10 @@ export function inputLayout(manifest: Inputs, format: NaiveFormat): NaiveInput[]
   return manifest.inputs.map((spec) => {
     const dims = spec.shape.slice(1);
     const scalars = format === 'csv' || (format === 'parquet' && single && rowWidth(spec) <= SCALAR_COLUMNS_MAX);
-    return scalars ? { name: spec.name, dims, columns: featureColumns(spec.name, rowWidth(spec)) } : { name: spec.name, dims };
+    const axis = spec.batchAxis === undefined ? {} : { batchAxis: spec.batchAxis };
+    return scalars
+      ? { name: spec.name, dims, columns: featureColumns(spec.name, rowWidth(spec)), ...axis }
+      : { name: spec.name, dims, ...axis };
   });
 }
 

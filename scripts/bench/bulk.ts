@@ -239,6 +239,7 @@ async function runNaive(s: BulkSession, format: NaiveFormat, prefix: string, lay
     format,
     inputs: layout,
     ...(s.manifest.batching.fixedBatch !== undefined ? { batchRows: s.manifest.batching.fixedBatch } : {}),
+    outputAxes: Object.fromEntries(s.manifest.outputs.flatMap((o) => (o.batchAxis === undefined ? [] : [[o.name, o.batchAxis]]))),
   };
   const jobFile = path.join(s.ctx.dir, `naive-${s.manifest.name}-${format}.json`);
   writeFileSync(jobFile, JSON.stringify(job));

@@ -23,6 +23,7 @@ import type { ModelManifest } from '../../infra/contracts/manifest.ts';
 import type { WorkerState } from '../../infra/contracts/worker-state.ts';
 import { loadConfig } from '../../infra/kernel/config.ts';
 import { closeRedis, createRedis } from '../../infra/redis/client.ts';
+import { toModelTensor } from '../../worker/engine/planned-engine.ts';
 import { representativeInputs } from '../../worker/representative-inputs.ts';
 import { MIN_SAMPLES } from '../../worker/warmup-bound.ts';
 import { buildDist, ROOT, staleReason } from '../build.mjs';
@@ -124,7 +125,10 @@ async function startOnce(ctx: BenchContext, manifest: ModelManifest, label: stri
  */
 export async function rawWarmStart(modelPath: string, manifest: ModelManifest, threads: number, iterations: number): Promise<number> {
   const batches = manifest.batching.warmupBatches.map((rows) =>
-    Object.entries(representativeInputs(manifest, rows)).map(([name, t]) => ({ name, type: t.type, dims: t.dims })),
+    Object.entries(representativeInputs(manifest, rows)).map(([name, t]) => {
+      const { dims } = toModelTensor(name, t, manifest.inputs.find((s) => s.name === name)?.batchAxis);
+      return { name, type: t.type, dims };
+    }),
   );
   const job = JSON.stringify({ modelPath, options: sessionOptions(threads), batches, iterations });
   const child = spawn(process.execPath, ['--input-type=module', '-e', RAW_START, job], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });

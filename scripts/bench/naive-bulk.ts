@@ -19,6 +19,7 @@ import { readFileSync } from 'node:fs';
 import { GetObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { parquetReadObjects } from 'hyparquet';
 import * as ort from 'onnxruntime-node';
+import { type BatchAxis, modelShape, toModelLayout, toRowLayout } from '../../infra/contracts/batch-axes.ts';
 
 export type NaiveFormat = 'jsonl' | 'csv' | 'parquet';
 
@@ -28,6 +29,8 @@ export interface NaiveInput {
   /** The row's dims (the model's shape without the batch axis). */
   dims: number[];
   columns?: string[];
+  /** Where the model keeps the rows (infra/contracts/batch-axes.ts); absent: axis 0. */
+  batchAxis?: BatchAxis;
 }
 
 export interface NaiveJob {
@@ -40,6 +43,8 @@ export interface NaiveJob {
   inputs: NaiveInput[];
   /** Rows per forward pass: NAIVE_BATCH_ROWS, or a fixed-batch model's one size (what its author would loop at). */
   batchRows?: number;
+  /** Outputs the model keeps its rows elsewhere for, by name (absent: axis 0 for all). */
+  outputAxes?: Record<string, BatchAxis>;
 }
 
 export interface NaiveResult {
@@ -67,7 +72,8 @@ export async function naiveBulk(client: S3Client, job: NaiveJob): Promise<NaiveR
     const records = await parse((await got.Body?.transformToByteArray()) ?? new Uint8Array(), job);
     const lines: string[] = [];
     const step = job.batchRows ?? NAIVE_BATCH_ROWS;
-    for (let i = 0; i < records.length; i += step) lines.push(...(await score(session, records.slice(i, i + step), job.inputs)));
+    for (let i = 0; i < records.length; i += step)
+      lines.push(...(await score(session, records.slice(i, i + step), job.inputs, job.outputAxes)));
     const out = `${job.output}${key.slice(job.input.length).replace(/\.[^./]+$/, '')}.jsonl`;
     await client.send(new PutObjectCommand({ Bucket: job.bucket, Key: out, Body: lines.length > 0 ? `${lines.join('\n')}\n` : '' }));
     rows += records.length;
@@ -115,7 +121,12 @@ async function parse(bytes: Uint8Array, job: NaiveJob): Promise<Row[]> {
 }
 
 /** One forward pass over `batch`; a JSONL line per row: `{"id", "<output>": [values…]}`. */
-async function score(session: ort.InferenceSession, batch: Row[], inputs: NaiveInput[]): Promise<string[]> {
+async function score(
+  session: ort.InferenceSession,
+  batch: Row[],
+  inputs: NaiveInput[],
+  outputAxes: Record<string, BatchAxis> = {},
+): Promise<string[]> {
   const feeds: Record<string, ort.Tensor> = {};
   inputs.forEach((input, k) => {
     const width = input.dims.reduce((a, d) => a * d, 1);
@@ -123,13 +134,16 @@ async function score(session: ort.InferenceSession, batch: Row[], inputs: NaiveI
     batch.forEach((row, r) => {
       data.set(row.values[k] ?? [], r * width);
     });
-    feeds[input.name] = new ort.Tensor('float32', data, [batch.length, ...input.dims]);
+    // The rows stacked on the model's own batch axis, as its author would (batch-axes.ts).
+    const rows = [batch.length, ...input.dims];
+    feeds[input.name] = new ort.Tensor('float32', toModelLayout(data, rows, input.batchAxis), modelShape(rows, input.batchAxis));
   });
   const results = await session.run(feeds);
   return batch.map((row, r) => {
     const line: Record<string, unknown> = { id: row.id };
     for (const name of session.outputNames) {
-      const data = results[name]?.data as Float32Array;
+      const out = results[name] as ort.Tensor;
+      const data = toRowLayout(out.data as Float32Array, out.dims, outputAxes[name], batch.length);
       const width = data.length / batch.length;
       line[name] = Array.from(data.subarray(r * width, (r + 1) * width));
     }

@@ -5,6 +5,7 @@
  */
 import * as ort from 'onnxruntime-node';
 import type { ModelManifest } from '../../infra/contracts/manifest.ts';
+import { toModelTensor } from '../../worker/engine/planned-engine.ts';
 import { representativeInputs } from '../../worker/representative-inputs.ts';
 import { maxBy } from './stats.ts';
 
@@ -40,7 +41,10 @@ export function sessionOptions(threads: number): ort.InferenceSession.SessionOpt
 /** ORT tensors for `rows` rows of the manifest's inputs (the warm-up's representative rows). */
 export function ortFeeds(manifest: Pick<ModelManifest, 'inputs'>, rows: number): Record<string, ort.Tensor> {
   const feeds: Record<string, ort.Tensor> = {};
-  for (const [name, t] of Object.entries(representativeInputs(manifest as ModelManifest, rows))) {
+  const axes = new Map(manifest.inputs.map((s) => [s.name, s.batchAxis]));
+  for (const [name, rowsTensor] of Object.entries(representativeInputs(manifest as ModelManifest, rows))) {
+    // In the model's own layout (a model that keeps its rows elsewhere: batch-axes.ts).
+    const t = toModelTensor(name, rowsTensor, axes.get(name));
     // EngineData is one of the typed arrays (or string[]) ort.Tensor accepts for that type.
     feeds[name] = new ort.Tensor(t.type, t.data as ort.Tensor.DataType, t.dims);
   }

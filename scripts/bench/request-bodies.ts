@@ -10,10 +10,12 @@
  * MB), never one JSON per request held up front (which took a real PaddleOCR classifier past
  * the 4 GB heap after six minutes).
  */
+
+import { isMoved, modelShape, toModelLayout } from '../../infra/contracts/batch-axes.ts';
 import { isNumericDatatype, itemBytes } from '../../infra/contracts/datatypes.ts';
 import type { ModelManifest } from '../../infra/contracts/manifest.ts';
 import { fromJsonData, wireBytes } from '../../infra/contracts/packed-tensors.ts';
-import { benchValue, rowWidth } from './bench-models.ts';
+import { benchInputs, benchValue, rowWidth } from './bench-models.ts';
 
 export const BODY_POOL_SIZE = 64;
 
@@ -25,6 +27,7 @@ const POOL_SEED = 900_000_000;
 
 /** Request bodies of `rows` rows each: `body(seed)` is distinct per seed, in memory bounded by the pool. */
 export function requestBodies(manifest: Pick<ModelManifest, 'inputs'>, rows: number, poolSize = BODY_POOL_SIZE): (seed: number) => string {
+  if (isPlanned(manifest)) return (seed) => JSON.stringify({ inputs: modelLayoutInputs(manifest, rows, seed) });
   const inputs = manifest.inputs.map((spec) => {
     const width = rowWidth(spec);
     const head = Math.min(HEAD_VALUES, width);
@@ -73,6 +76,7 @@ export function binaryRequestBodies(
   parts: (seed: number) => Buffer[];
   body: (seed: number) => Buffer;
 } {
+  if (isPlanned(manifest)) return plannedBinaryBodies(manifest, rows);
   const tensors = manifest.inputs.map((spec) => {
     const width = rowWidth(spec);
     const head = Math.min(HEAD_VALUES, width);
@@ -106,4 +110,31 @@ export function binaryRequestBodies(
     });
   };
   return { headerLength: header.byteLength, inputs, parts, body: (seed) => Buffer.concat([header, ...parts(seed)]) };
+}
+
+/** A model that keeps its rows elsewhere than axis 0 (batch-axes.ts): its bodies are made whole, in its own layout. */
+function isPlanned(manifest: Pick<ModelManifest, 'inputs'>): boolean {
+  return manifest.inputs.some((s) => isMoved(s.batchAxis));
+}
+
+/**
+ * `benchInputs`' rows in the model's own layout: a batched input's rows moved to its axis, one with
+ * no batch axis given once (its first row's values). Built per request: such models are the rare
+ * case, so the pooled tails above are not worth their bookkeeping here.
+ */
+function modelLayoutInputs(manifest: Pick<ModelManifest, 'inputs'>, rows: number, seed: number) {
+  return benchInputs(manifest, rows, seed).map((t, i) => {
+    const axis = manifest.inputs[i]?.batchAxis;
+    return { ...t, shape: modelShape(t.shape, axis), data: toModelLayout(t.data, t.shape, axis) };
+  });
+}
+
+function plannedBinaryBodies(manifest: Pick<ModelManifest, 'inputs'>, rows: number): ReturnType<typeof binaryRequestBodies> {
+  const bytesOf = (seed: number) =>
+    modelLayoutInputs(manifest, rows, seed).map((t) => Buffer.from(wireBytes(t.datatype, fromJsonData(t.datatype, t.data))));
+  const first = modelLayoutInputs(manifest, rows, 0);
+  const sizes = bytesOf(0).map((b) => b.byteLength);
+  const inputs = first.map(({ name, datatype, shape }) => ({ name, datatype, shape }));
+  const header = Buffer.from(JSON.stringify({ inputs: inputs.map((t, i) => ({ ...t, parameters: { binary_data_size: sizes[i] } })) }));
+  return { headerLength: header.byteLength, inputs, parts: bytesOf, body: (seed) => Buffer.concat([header, ...bytesOf(seed)]) };
 }

@@ -107,7 +107,7 @@ export async function benchModel(ctx: BenchContext, manifest: ModelManifest, mod
   const m = manifest.name;
   const rows: BenchRow[] = [];
   ctx.out(`[${m}]`);
-  ctx.out(`  mode: ${benchMode(manifest.batching.fixedBatch)}`);
+  ctx.out(`  mode: ${benchMode(manifest)}`);
   const threads = Array.from({ length: os.availableParallelism() }, (_, i) => i + 1);
   const raw = await rawOrtSweep(modelPath, manifest, {
     batches: benchBatches(manifest.batching.fixedBatch),
@@ -119,7 +119,7 @@ export async function benchModel(ctx: BenchContext, manifest: ModelManifest, mod
     name: `${m}.ort_best_vs_batch1`,
     value: raw.best.rowsPerS / raw.batch1.rowsPerS,
     unit: 'x',
-    detail: `ONNX Runtime alone: batch ${raw.best.batch} × ${raw.best.threads} thread(s) ${f0(raw.best.rowsPerS)} rows/s vs batch 1 × ${raw.batch1.threads} ${f0(raw.batch1.rowsPerS)}; served ${benchMode(manifest.batching.fixedBatch)}`,
+    detail: `ONNX Runtime alone: batch ${raw.best.batch} × ${raw.best.threads} thread(s) ${f0(raw.best.rowsPerS)} rows/s vs batch 1 × ${raw.batch1.threads} ${f0(raw.batch1.rowsPerS)}; served ${benchMode(manifest)}`,
   });
 
   let concurrency = Math.max(4, BENCH_MAX_BATCH * 2);

@@ -24,17 +24,18 @@ export function plannedEngine(engine: InferenceEngine, inputs: readonly TensorSp
       const modelFeeds: Record<string, EngineTensor> = {};
       for (const [name, t] of Object.entries(feeds)) {
         rows = t.dims[0] ?? 1;
-        modelFeeds[name] = toModel(name, t, inputAxes.get(name));
+        modelFeeds[name] = toModelTensor(name, t, inputAxes.get(name));
       }
       const answers = await engine.run(modelFeeds, outputNames);
       const out: Record<string, EngineTensor> = {};
-      for (const [name, t] of Object.entries(answers)) out[name] = toRows(t, outputAxes.get(name), rows);
+      for (const [name, t] of Object.entries(answers)) out[name] = toRowTensor(t, outputAxes.get(name), rows);
       return out;
     },
   };
 }
 
-function toModel(name: string, t: EngineTensor, axis: BatchAxis | undefined): EngineTensor {
+/** A row-layout tensor as the model takes it (the bench's raw runs share it). */
+export function toModelTensor(name: string, t: EngineTensor, axis: BatchAxis | undefined): EngineTensor {
   if (!isMoved(axis)) return t;
   if (axis === 'none' && !rowsAlike(t.data, t.dims[0] ?? 1)) {
     // The batch runner groups rows by these values; rows that differ here are warmpool's bug.
@@ -44,7 +45,7 @@ function toModel(name: string, t: EngineTensor, axis: BatchAxis | undefined): En
 }
 
 /** An output in the model's layout into row layout: `rows` rows (one value repeated when it has no batch axis). */
-function toRows(t: EngineTensor, axis: BatchAxis | undefined, rows: number): EngineTensor {
+export function toRowTensor(t: EngineTensor, axis: BatchAxis | undefined, rows: number): EngineTensor {
   if (!isMoved(axis)) return t;
   return { type: t.type, dims: rowShape(t.dims, axis, rows), data: toRowLayout(t.data, t.dims, axis, rows) as EngineData };
 }
