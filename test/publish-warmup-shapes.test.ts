@@ -11,7 +11,12 @@ import { IntegrityError, InvalidInputError } from '../infra/kernel/errors.ts';
 import { createModelRegistry } from '../infra/registry/model-registry.ts';
 import { createS3ObjectStore } from '../infra/registry/s3-object-store.ts';
 import { modelsCommand } from '../scripts/commands/models.ts';
-import { buildFixedBatchModel, buildZipMapClassifierModel } from '../scripts/fixtures/exported-models.ts';
+import {
+  buildFixedBatchModel,
+  buildFixedShapeModel,
+  buildVadLikeModel,
+  buildZipMapClassifierModel,
+} from '../scripts/fixtures/exported-models.ts';
 import { buildDynamicImageModel, buildMultiTypeModel } from '../scripts/fixtures/onnx-models.ts';
 import { testServices, uniqueId } from './support/services.ts';
 
@@ -175,6 +180,61 @@ describe('warmpool models: what a publish and a lookup say besides the result', 
     expect(one.lines[1]).toBe(
       'the model fixes its batch at 1: it runs 1 row a forward pass, and a request of several rows as several passes',
     );
+  });
+
+  it('a model with its rows on another axis is published saying its plan; --batch-axis and --no-batching say one', async () => {
+    const { registry } = newRegistry();
+    const vad = await models(registry, 'publish', await file(buildVadLikeModel()), '--name', 'vad', '--version', '1');
+    expect(vad.code).toBe(0);
+    expect(vad.lines[1]).toBe('batching plan: state on axis 1, sr none (one value a pass), stateN on axis 1; every other tensor on axis 0');
+    const shape = await models(registry, 'publish', await file(buildFixedShapeModel()), '--name', 'sums', '--version', '1');
+    expect(shape.lines[1]).toBe('no batch axis: one request a forward pass, its shapes exact');
+    const whole = await models(registry, 'publish', await file(image), '--name', 'cls', '--version', '1', '--no-batching');
+    expect(whole.code).toBe(0);
+    expect((await registry.getManifest('cls', '1')).batching).toMatchObject({ maxBatch: 1, fixedBatch: 1 });
+    const said = await models(
+      registry,
+      'publish',
+      await file(buildVadLikeModel()),
+      '--name',
+      'vad',
+      '--version',
+      '2',
+      '--batch-axis',
+      'sr:none,state:1',
+    );
+    expect(said.code).toBe(0);
+    // The same plan as read from the names: a republish of version 1 with it is not a conflict.
+    expect(
+      (await models(registry, 'publish', await file(buildVadLikeModel()), '--name', 'vad', '--version', '1', '--batch-axis', 'state:1'))
+        .code,
+    ).toBe(0);
+    const bad = await models(
+      registry,
+      'publish',
+      await file(buildVadLikeModel()),
+      '--name',
+      'vad',
+      '--version',
+      '3',
+      '--batch-axis',
+      'state=1',
+    );
+    expect(bad.code).toBe(2);
+    expect(bad.lines[0]).toMatch(/--batch-axis takes NAME:AXIS pairs separated by commas, AXIS a number or none \(got "state=1"\)/);
+    const fixedAxis = await models(
+      registry,
+      'publish',
+      await file(buildVadLikeModel()),
+      '--name',
+      'vad',
+      '--version',
+      '3',
+      '--batch-axis',
+      'state:0',
+    );
+    expect(fixedAxis.code).toBe(1);
+    expect(fixedAxis.lines[0]).toMatch(/axis 0 of input "state" is fixed at 2/);
   });
 
   it('a version that exists with other contents names the flag that replaces it', async () => {

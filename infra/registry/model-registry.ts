@@ -12,6 +12,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { Readable } from 'node:stream';
+import type { BatchAxis } from '../contracts/batch-axes.ts';
 import { MODEL_NAME_PATTERN, type ModelManifest, type TensorSpec, VERSION_PATTERN } from '../contracts/manifest.ts';
 import { normaliseWarmupShapes, warmupShapesProblem } from '../contracts/warmup-shapes.ts';
 import { type Clock, systemClock } from '../kernel/clock.ts';
@@ -38,6 +39,10 @@ export interface PublishInput {
    * Absent: every output, each a tensor.
    */
   outputs?: string[];
+  /** Where tensors keep their rows, by name, over what the model's names say (`--batch-axis state:1,sr:none`; onnx-metadata.ts). */
+  batchAxes?: Record<string, BatchAxis>;
+  /** Serve every tensor whole, one request a forward pass (`--no-batching`). */
+  noBatching?: boolean;
   /** Replace an existing version whose bytes or settings differ. */
   overwrite?: boolean;
 }
@@ -156,17 +161,24 @@ function buildManifest(input: PublishInput, clock: Clock): ModelManifest {
   if (!VERSION_PATTERN.test(input.version)) {
     throw new InvalidInputError('invalid_version', `version ${JSON.stringify(input.version)} must match ${VERSION_PATTERN}`);
   }
-  const meta = readOnnxMetadata(input.bytes, input.outputs ? { outputs: input.outputs } : {});
+  const meta = readOnnxMetadata(input.bytes, {
+    ...(input.outputs ? { outputs: input.outputs } : {}),
+    ...(input.batchAxes ? { batchAxes: input.batchAxes } : {}),
+    ...(input.noBatching ? { noBatching: true } : {}),
+  });
   const maxBatch = input.maxBatch ?? meta.fixedBatch ?? DEFAULT_MAX_BATCH;
   if (!Number.isInteger(maxBatch) || maxBatch < 1 || maxBatch > MAX_MAX_BATCH) {
     throw new InvalidInputError('invalid_max_batch', `maxBatch must be an integer from 1 to ${MAX_MAX_BATCH} (got ${maxBatch})`);
   }
   if (meta.fixedBatch !== undefined && maxBatch !== meta.fixedBatch) {
     const first = meta.inputs[0] as TensorSpec;
+    const why =
+      first.batchAxis === 'none'
+        ? 'the model has no batch axis (each request runs whole, one a forward pass)'
+        : `the model fixes its batch at ${meta.fixedBatch} (input "${first.name}" was exported with a first dimension of ${meta.fixedBatch})`;
     throw new InvalidInputError(
       'invalid_max_batch',
-      `the model fixes its batch at ${meta.fixedBatch} (input "${first.name}" was exported with a first dimension of ${meta.fixedBatch}), ` +
-        `so it runs ${meta.fixedBatch} row a forward pass and maxBatch cannot be ${maxBatch}; leave it out, or export the model with a dynamic batch axis to batch it`,
+      `${why}, so it runs ${meta.fixedBatch} row a forward pass and maxBatch cannot be ${maxBatch}; leave it out, or export the model with a dynamic batch axis to batch it`,
     );
   }
   const warmupBatches = [...new Set(input.warmupBatches ?? [])].sort((a, b) => a - b);
@@ -205,6 +217,8 @@ function describeConflict(existing: ModelManifest, next: ModelManifest): string 
     return `different bytes (sha256 ${existing.sha256.slice(0, 12)}…, not ${next.sha256.slice(0, 12)}…)`;
   }
   if (JSON.stringify(existing.batching) !== JSON.stringify(next.batching)) return 'different batching hints';
+  const axes = (m: ModelManifest) => JSON.stringify([...m.inputs, ...m.outputs].map((t) => t.batchAxis ?? 0));
+  if (axes(existing) !== axes(next)) return 'different batch axes';
   if (JSON.stringify(existing.outputs) !== JSON.stringify(next.outputs)) return 'different outputs served';
   if (JSON.stringify(sortedEntries(existing.labels)) !== JSON.stringify(sortedEntries(next.labels))) return 'different labels';
   return null;
@@ -260,6 +274,18 @@ function parseManifest(bytes: Uint8Array, key: string): ModelManifest {
   const fixed = m.batching?.fixedBatch;
   if (fixed !== undefined && fixed !== m.batching?.maxBatch) {
     throw new IntegrityError('invalid_manifest', `${key} fixes its batch at ${fixed} but allows batches of ${m.batching?.maxBatch}`);
+  }
+  // A batch axis outside the tensor, or an unbatched model batched, would fail inside every pass.
+  const badAxis = [...(m.inputs ?? []), ...(m.outputs ?? [])].find(
+    (t) =>
+      t.batchAxis !== undefined &&
+      t.batchAxis !== 'none' &&
+      !(Number.isInteger(t.batchAxis) && t.batchAxis >= 1 && t.batchAxis < t.shape.length),
+  );
+  if (badAxis)
+    throw new IntegrityError('invalid_manifest', `${key} gives "${badAxis.name}" the batch axis ${JSON.stringify(badAxis.batchAxis)}`);
+  if ((m.inputs ?? []).every((t) => t.batchAxis === 'none') && fixed !== 1) {
+    throw new IntegrityError('invalid_manifest', `${key} has no batched input but allows batches of ${m.batching?.maxBatch}`);
   }
   return { ...(m as ModelManifest), labels: m.labels ?? {} };
 }

@@ -1,5 +1,6 @@
 import { createRequire } from 'node:module';
 import { describe, expect, it } from 'vitest';
+import { buildFixedBatchModel, buildFixedShapeModel, buildVadLikeModel } from '../../scripts/fixtures/exported-models.ts';
 import {
   buildExternalDataModel,
   buildFp16Model,
@@ -8,7 +9,7 @@ import {
   buildMultiTypeModel,
 } from '../../scripts/fixtures/onnx-models.ts';
 import { InvalidInputError } from '../kernel/errors.ts';
-import { findExternalData, readOnnxMetadata } from './onnx-metadata.ts';
+import { findExternalData, type ReadOptions, readOnnxMetadata } from './onnx-metadata.ts';
 
 const require = createRequire(import.meta.url);
 const { onnx } = require('onnx-proto') as typeof import('onnx-proto');
@@ -43,9 +44,9 @@ function rawModel(inputs: RawIo[], outputs: RawIo[], initializers: string[] = []
   return onnx.ModelProto.encode(model).finish();
 }
 
-function refusal(bytes: Uint8Array): InvalidInputError {
+function refusal(bytes: Uint8Array, options?: ReadOptions): InvalidInputError {
   try {
-    readOnnxMetadata(bytes);
+    readOnnxMetadata(bytes, options);
   } catch (err) {
     expect(err).toBeInstanceOf(InvalidInputError);
     return err as InvalidInputError;
@@ -147,11 +148,16 @@ describe('readOnnxMetadata', () => {
     expect(readOnnxMetadata(rawModel([{ name: 'x', dims: ['b', 3] }], [{ name: 'y', dims: ['b', 3] }])).fixedBatch).toBeUndefined();
   });
 
-  it('refuses a fixed first axis it cannot serve, naming the tensor and why', () => {
-    const eight = refusal(rawModel([{ name: 'pixels', dims: [8, 3] }], [{ name: 'logits', dims: ['b', 10] }]));
-    expect(eight.code).toBe('invalid_model');
-    expect(eight.message).toMatch(/input "pixels" has a fixed first dimension \(8\).*a fixed batch of 1 only/);
-    const mixed = refusal(
+  it('serves fixed axes it can, and refuses those whose rows it could not tell apart, naming the tensor', () => {
+    // A fixed batch of 8 throughout: no batch axis at all, each request whole.
+    const eight = readOnnxMetadata(rawModel([{ name: 'pixels', dims: [8, 3] }], [{ name: 'logits', dims: [8, 10] }]));
+    expect(eight).toMatchObject({
+      fixedBatch: 1,
+      inputs: [{ shape: [-1, 8, 3], batchAxis: 'none' }],
+      outputs: [{ shape: [-1, 8, 10], batchAxis: 'none' }],
+    });
+    // A fixed input beside a batched one: one value a pass.
+    const mixed = readOnnxMetadata(
       rawModel(
         [
           { name: 'audio', dims: ['b', 512] },
@@ -160,15 +166,22 @@ describe('readOnnxMetadata', () => {
         [{ name: 'y', dims: ['b'] }],
       ),
     );
-    expect(mixed.message).toMatch(/input "state" has a fixed first dimension \(1\), while input "audio"'s is dynamic/);
+    expect(mixed.inputs.map((i) => [i.name, i.shape, i.batchAxis])).toEqual([
+      ['audio', [-1, 512], undefined],
+      ['state', [-1, 1, 128], 'none'],
+    ]);
+    expect(mixed.fixedBatch).toBeUndefined();
     const out = refusal(rawModel([{ name: 'x', dims: ['b', 3] }], [{ name: 'logits', dims: [8, 10] }]));
-    expect(out.message).toMatch(/output "logits" has a fixed first dimension \(8\).*cannot be batched/);
-    const outOfOne = refusal(rawModel([{ name: 'x', dims: [1, 3] }], [{ name: 'logits', dims: [2, 10] }]));
-    expect(outOfOne.message).toMatch(/output "logits" has a fixed first dimension \(2\)/);
+    expect(out.message).toMatch(/output "logits" \(shape \[8, 10\]\) has no batch axis while the inputs have one.*--no-batching/);
+    const noRows = refusal(rawModel([{ name: 'pixels', dims: [8, 3] }], [{ name: 'logits', dims: ['b', 10] }]));
+    expect(noRows).toMatchObject({ code: 'invalid_batch_axis' });
+    expect(noRows.message).toMatch(/output "logits" has a batch axis but no input has one/);
   });
 
-  it('refuses scalars, shapeless tensors, non-tensors, unsupported types and input-less models', () => {
-    expect(refusal(rawModel([{ name: 's', dims: [] }], [{ name: 'y', dims: ['b'] }])).message).toMatch(/"s" is a scalar/);
+  it('refuses a scalar with nothing batched beside it, shapeless tensors, non-tensors, unsupported types and input-less models', () => {
+    expect(refusal(rawModel([{ name: 's', dims: [] }], [{ name: 'y', dims: ['b'] }])).message).toMatch(
+      /output "y" has a batch axis but no input has one/,
+    );
     expect(refusal(rawModel([{ name: 'u' }], [{ name: 'y', dims: ['b'] }])).message).toMatch(/"u" has no shape/);
     expect(refusal(rawModel([{ name: 'seq', sequence: true, dims: ['b'] }], [{ name: 'y', dims: ['b'] }])).message).toMatch(
       /input "seq" is not a tensor \(sequenceType\)/,
@@ -258,5 +271,91 @@ describe('external data (issue 20)', () => {
 
   it('finds none in self-contained models', () => {
     for (const bytes of [buildMlpModel(), buildMultiTypeModel(), buildGatherModel()]) expect(findExternalData(bytes)).toEqual([]);
+  });
+});
+
+describe('the batching plan (issue 30)', () => {
+  const vad = () =>
+    rawModel(
+      [
+        { name: 'input', dims: ['batch', 512] },
+        { name: 'state', dims: [2, 'batch', 128] },
+        { name: 'sr', elem: 7, dims: [] },
+      ],
+      [
+        { name: 'output', dims: ['batch', 1] },
+        { name: 'stateN', dims: [2, 'batch', 128] },
+      ],
+    );
+
+  it("reads each tensor's batch axis from the dimension names", () => {
+    const meta = readOnnxMetadata(vad());
+    expect(meta.inputs).toEqual([
+      { name: 'input', datatype: 'FP32', shape: [-1, 512] },
+      { name: 'state', datatype: 'FP32', shape: [-1, 2, 128], batchAxis: 1 },
+      { name: 'sr', datatype: 'INT64', shape: [-1], batchAxis: 'none' },
+    ]);
+    expect(meta.outputs).toEqual([
+      { name: 'output', datatype: 'FP32', shape: [-1, 1] },
+      { name: 'stateN', datatype: 'FP32', shape: [-1, 2, 128], batchAxis: 1 },
+    ]);
+    expect(meta.fixedBatch).toBeUndefined();
+  });
+
+  it('reads the fixtures the serving tests publish', () => {
+    expect(readOnnxMetadata(buildVadLikeModel()).inputs.map((i) => [i.name, i.shape, i.batchAxis])).toEqual([
+      ['input', [-1, 4], undefined],
+      ['state', [-1, 2, 3], 1],
+      ['sr', [-1], 'none'],
+    ]);
+    expect(readOnnxMetadata(buildFixedShapeModel())).toMatchObject({
+      fixedBatch: 1,
+      inputs: [{ name: 'x', shape: [-1, 2, 3], batchAxis: 'none' }],
+      outputs: [{ name: 'y', shape: [-1, 3], batchAxis: 'none' }],
+    });
+  });
+
+  it('takes the axes said at publish over the names, and --no-batching for everything', () => {
+    const unnamed = rawModel(
+      [
+        { name: 'input', dims: ['n', 4] },
+        { name: 'state', dims: [2, 'm', 3] },
+      ],
+      [{ name: 'y', dims: ['n', 1] }],
+    );
+    expect(refusal(unnamed).message).toBe(
+      'input "state" (shape [2, m, 3]): it has dynamic dimensions but none named "n", the inputs\' batch dimension; say where its rows are with --batch-axis state:AXIS (an axis number, or none), or serve the model whole with --no-batching',
+    );
+    expect(readOnnxMetadata(unnamed, { batchAxes: { state: 1 } }).inputs[1]).toEqual({
+      name: 'state',
+      datatype: 'FP32',
+      shape: [-1, 2, 3],
+      batchAxis: 1,
+    });
+    const whole = readOnnxMetadata(vad(), { noBatching: true });
+    expect(whole.fixedBatch).toBe(1);
+    expect(whole.inputs.map((i) => [i.shape, i.batchAxis])).toEqual([
+      [[-1, -1, 512], 'none'],
+      [[-1, 2, -1, 128], 'none'],
+      [[-1], 'none'],
+    ]);
+  });
+
+  it('refuses an axis it cannot use, naming the tensor', () => {
+    expect(refusal(vad(), { batchAxes: { nope: 1 } })).toMatchObject({
+      code: 'invalid_batch_axis',
+      message: expect.stringMatching(/"nope", which is neither an input nor an output/),
+    });
+    expect(refusal(vad(), { batchAxes: { state: 0 } }).message).toMatch(/axis 0 of input "state" is fixed at 2/);
+    expect(refusal(vad(), { batchAxes: { state: 3 } }).message).toMatch(/input "state" has shape \[2, batch, 128\]; give 0 to 2, or none/);
+    expect(refusal(vad(), { batchAxes: { sr: 0 } }).message).toMatch(/it is a scalar: give none/);
+    expect(refusal(vad(), { batchAxes: { state: 1 }, noBatching: true }).message).toMatch(/not both/);
+  });
+
+  it('leaves the models of before the plan as they were: no batchAxis anywhere', () => {
+    for (const bytes of [rawModel([{ name: 'x', dims: ['b', 3] }], [{ name: 'y', dims: ['b', 2] }]), buildFixedBatchModel()]) {
+      const meta = readOnnxMetadata(bytes);
+      for (const spec of [...meta.inputs, ...meta.outputs]) expect('batchAxis' in spec).toBe(false);
+    }
   });
 });

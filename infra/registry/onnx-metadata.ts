@@ -2,12 +2,22 @@
  * Reads what a manifest records about a model (DESIGN §3) from the ONNX ModelProto itself:
  * input and output names, OIP datatypes and shapes, opset and producer.
  *
- * warmpool batches rows along the first axis, so every input and output must have a dynamic
- * first dimension — or, for a model exported with a fixed batch of 1, every input a first
- * dimension of 1 (and every output 1 or dynamic): such a model is served one row a forward pass
- * (`fixedBatch: 1`), its first axis recorded as the batch axis like any other's, so a request of
- * several rows runs as several passes. Anything else is refused at publish time with a message
- * naming the tensor, rather than failing later inside a worker.
+ * The batching plan (issue 30; infra/contracts/batch-axes.ts): where each tensor keeps its rows.
+ * - Every first dimension dynamic: axis 0 throughout, as every model before the plan (no
+ *   `batchAxis` in its specs).
+ * - A fixed batch of 1 (every input's first dimension 1, every output's 1 or dynamic): served one
+ *   row a forward pass (`fixedBatch: 1`), its first axis still the requests' batch axis.
+ * - Otherwise read from the symbolic dimension names: the name the inputs' first dimensions share
+ *   (or, when none is symbolic, one name on one axis of several inputs) is the batch symbol, and
+ *   each tensor's batch axis is the axis that carries it (a VAD's `state [2, batch, 128]`: axis
+ *   1); a tensor without it and with only fixed dimensions (a scalar `sr`) has none ('none'). A
+ *   model whose inputs have none at all runs one request a pass (`fixedBatch: 1`).
+ * - `batchAxes` (`--batch-axis state:1,sr:none`) says it for the tensors named, over what was read;
+ *   `noBatching` (`--no-batching`) serves every tensor whole, one request a pass (Triton's
+ *   `max_batch_size: 0`).
+ * The specs returned are in row layout (batch axis first, -1). What cannot be served is refused at
+ * publish time with a message naming the tensor and what to say, rather than failing later
+ * inside a worker.
  *
  * A model must also carry all its weights (issue 20). ONNX external data names a file that ONNX
  * Runtime opens relative to the model's own folder: in the workers' shared, content-addressed
@@ -17,6 +27,7 @@
  * other node attributes, subgraphs (If, Loop, Scan), functions and training graphs.
  */
 import { createRequire } from 'node:module';
+import type { BatchAxis } from '../contracts/batch-axes.ts';
 import { datatypeOfOnnxElem } from '../contracts/datatypes.ts';
 import type { TensorSpec } from '../contracts/manifest.ts';
 import { errorMessage, InvalidInputError } from '../kernel/errors.ts';
@@ -39,7 +50,7 @@ type Node = import('onnx-proto').onnx.INodeProto;
 type Dim = import('onnx-proto').onnx.TensorShapeProto.IDimension;
 
 export interface OnnxMetadata {
-  /** Every first dimension is the batch axis (-1), also for a fixed-batch export. */
+  /** In row layout: every first dimension is the batch axis (-1), wherever the model keeps it (`batchAxis`). */
   inputs: TensorSpec[];
   outputs: TensorSpec[];
   /** The model fixes its batch dimension at this size (1): every forward pass carries exactly that many rows. */
@@ -58,6 +69,10 @@ export interface ReadOptions {
    * of which must then be a tensor.
    */
   outputs?: readonly string[];
+  /** Batch axes said at publish (`--batch-axis state:1,sr:none`), by input or output name, over the ones read from the model. */
+  batchAxes?: Readonly<Record<string, BatchAxis>>;
+  /** Every tensor served whole, one request a forward pass (`--no-batching`). */
+  noBatching?: boolean;
 }
 
 export function readOnnxMetadata(bytes: Uint8Array, options: ReadOptions = {}): OnnxMetadata {
@@ -75,16 +90,12 @@ export function readOnnxMetadata(bytes: Uint8Array, options: ReadOptions = {}): 
   // Older exporters (IR < 4) list initializers among the graph inputs; they are weights, not inputs.
   const initializers = new Set((graph.initializer ?? []).map((t) => t.name ?? ''));
   const declared = {
-    inputs: (graph.input ?? []).filter((v) => !initializers.has(v.name ?? '')).map((v) => tensorSpec(v, 'input')),
+    inputs: (graph.input ?? []).filter((v) => !initializers.has(v.name ?? '')).map((v) => declaredTensor(v, 'input')),
     outputs: servedOutputs(graph.output ?? [], options.outputs),
   };
   if (declared.inputs.length === 0) throw new InvalidInputError('invalid_model', 'the ONNX model has no inputs');
   if (declared.outputs.length === 0) throw new InvalidInputError('invalid_model', 'the ONNX model has no outputs');
-  const fixedBatch = fixedBatchOf(declared);
-  // The first axis is the batch axis either way: a fixed-batch model's requests carry rows too.
-  const batchAxis = (spec: TensorSpec): TensorSpec => ({ ...spec, shape: [-1, ...spec.shape.slice(1)] });
-  const inputs = declared.inputs.map(batchAxis);
-  const outputs = declared.outputs.map(batchAxis);
+  const { inputs, outputs, fixedBatch } = batchingPlan(declared, options);
   const opset = defaultOpset(model.opsetImport ?? []);
   const producer = [model.producerName, model.producerVersion].filter(Boolean).join(' ');
   return {
@@ -102,7 +113,7 @@ export function readOnnxMetadata(bytes: Uint8Array, options: ReadOptions = {}): 
  * a scikit-learn classifier's ZipMap failed every request with "Non tensor type is temporarily
  * not supported").
  */
-function servedOutputs(all: ValueInfo[], wanted: readonly string[] | undefined): TensorSpec[] {
+function servedOutputs(all: ValueInfo[], wanted: readonly string[] | undefined): Declared[] {
   if (wanted !== undefined) {
     if (wanted.length === 0) throw new InvalidInputError('invalid_outputs', 'name at least one output to serve');
     const byName = new Map(all.map((v) => [v.name ?? '', v]));
@@ -112,7 +123,7 @@ function servedOutputs(all: ValueInfo[], wanted: readonly string[] | undefined):
       if (!v) throw new InvalidInputError('invalid_outputs', `the model has no output "${name}"; its outputs are ${quoted(all)}`);
       if (seen.has(name)) throw new InvalidInputError('invalid_outputs', `output "${name}" is named twice`);
       seen.add(name);
-      return tensorSpec(v, 'output');
+      return declaredTensor(v, 'output');
     });
   }
   const others = all.filter((v) => !v.type?.tensorType);
@@ -129,7 +140,7 @@ function servedOutputs(all: ValueInfo[], wanted: readonly string[] | undefined):
       `output "${first.name ?? ''}" is ${kind}, which ONNX Runtime for Node cannot return; ${fix}`,
     );
   }
-  return all.map((v) => tensorSpec(v, 'output'));
+  return all.map((v) => declaredTensor(v, 'output'));
 }
 
 function quoted(values: ValueInfo[]): string {
@@ -218,7 +229,15 @@ function notOnnx(why: string, cause?: unknown): InvalidInputError {
   return new InvalidInputError('invalid_model', `not an ONNX model: ${why}`, cause === undefined ? {} : { cause });
 }
 
-function tensorSpec(v: ValueInfo, role: 'input' | 'output'): TensorSpec {
+/** A tensor as the model declares it: its spec in the model's own shape, and each dimension's symbolic name. */
+interface Declared {
+  spec: TensorSpec;
+  role: 'input' | 'output';
+  /** The `dim_param` of each dimension, undefined where it has none. */
+  names: Array<string | undefined>;
+}
+
+function declaredTensor(v: ValueInfo, role: 'input' | 'output'): Declared {
   const name = v.name ?? '';
   const tensorType = v.type?.tensorType;
   if (!tensorType) {
@@ -234,38 +253,155 @@ function tensorSpec(v: ValueInfo, role: 'input' | 'output'): TensorSpec {
   if (!tensorType.shape) {
     throw new InvalidInputError('invalid_model', `${role} "${name}" has no shape; export the model with shape information`);
   }
-  const shape = (tensorType.shape.dim ?? []).map(dimSize);
-  if (shape.length === 0) {
-    throw new InvalidInputError('invalid_model', `${role} "${name}" is a scalar; it needs a first (batch) axis to be batched`);
+  const dims = tensorType.shape.dim ?? [];
+  return { spec: { name, datatype, shape: dims.map(dimSize) }, role, names: dims.map(dimName) };
+}
+
+type Plan = { inputs: TensorSpec[]; outputs: TensorSpec[]; fixedBatch?: number };
+
+/**
+ * The plan and the specs in row layout (see the header). Without a plan to say (every first
+ * dimension dynamic, or a fixed batch of 1 throughout) the specs are exactly what they were before
+ * the plan, with no `batchAxis`.
+ */
+function batchingPlan(declared: { inputs: Declared[]; outputs: Declared[] }, options: ReadOptions): Plan {
+  const all = [...declared.inputs, ...declared.outputs];
+  const said = options.batchAxes ?? {};
+  if (options.noBatching && Object.keys(said).length > 0) {
+    throw new InvalidInputError(
+      'invalid_batch_axis',
+      'give --batch-axis or --no-batching, not both: --no-batching serves every tensor whole',
+    );
   }
-  return { name, datatype, shape };
+  const first = (d: Declared) => d.spec.shape[0];
+  if (!options.noBatching && Object.keys(said).length === 0 && all.every((d) => d.spec.shape.length > 0)) {
+    if (all.every((d) => first(d) === -1)) return firstAxis(declared);
+    if (declared.inputs.every((d) => first(d) === 1) && declared.outputs.every((d) => first(d) === 1 || first(d) === -1))
+      return { ...firstAxis(declared), fixedBatch: 1 };
+  }
+  const axes = planAxes(all, declared.inputs, options);
+  const batched = declared.inputs.some((d) => axes.get(d.spec.name) !== 'none');
+  for (const d of declared.outputs) checkOutputAxis(d, axes.get(d.spec.name) ?? 0, batched);
+  const row = (d: Declared): TensorSpec => {
+    const axis = axes.get(d.spec.name) ?? 0;
+    const rest = axis === 'none' ? d.spec.shape : d.spec.shape.filter((_, i) => i !== axis);
+    return { ...d.spec, shape: [-1, ...rest], ...(axis === 0 ? {} : { batchAxis: axis }) };
+  };
+  return { inputs: declared.inputs.map(row), outputs: declared.outputs.map(row), ...(batched ? {} : { fixedBatch: 1 }) };
+}
+
+/** Every tensor on its first axis, as before the plan. */
+function firstAxis(declared: { inputs: Declared[]; outputs: Declared[] }): Plan {
+  const row = (d: Declared): TensorSpec => ({ ...d.spec, shape: [-1, ...d.spec.shape.slice(1)] });
+  return { inputs: declared.inputs.map(row), outputs: declared.outputs.map(row) };
+}
+
+/** Each tensor's axis: none for all (`noBatching`), else what was said, else what the names say. */
+function planAxes(all: readonly Declared[], inputs: readonly Declared[], options: ReadOptions): Map<string, BatchAxis> {
+  const axes = new Map<string, BatchAxis>();
+  if (options.noBatching) {
+    for (const d of all) axes.set(d.spec.name, 'none');
+    return axes;
+  }
+  for (const [name, axis] of Object.entries(options.batchAxes ?? {})) axes.set(name, checkedAxis(all, name, axis));
+  const read = readAxis(batchSymbol(inputs));
+  for (const d of all) {
+    if (axes.has(d.spec.name)) continue;
+    const axis = read(d);
+    if (typeof axis === 'string' && axis !== 'none') {
+      throw new InvalidInputError(
+        'invalid_model',
+        `${d.role} "${d.spec.name}" (shape [${shapeText(d)}]): ${axis}; say where its rows are with --batch-axis ${d.spec.name}:AXIS (an axis number, or none), or serve the model whole with --no-batching`,
+      );
+    }
+    axes.set(d.spec.name, axis);
+  }
+  return axes;
+}
+
+/** Outputs split by the pass's rows need an axis to split on; with no batched input there are no rows to split. */
+function checkOutputAxis(d: Declared, axis: BatchAxis, batched: boolean): void {
+  if (batched && axis === 'none')
+    throw new InvalidInputError(
+      'invalid_model',
+      `output "${d.spec.name}" (shape [${shapeText(d)}]) has no batch axis while the inputs have one, so the rows of a forward pass could not be told apart in it; give its axis with --batch-axis ${d.spec.name}:AXIS, or serve the model whole with --no-batching`,
+    );
+  if (!batched && axis !== 'none')
+    throw new InvalidInputError(
+      'invalid_batch_axis',
+      `output "${d.spec.name}" has a batch axis but no input has one, so each request runs whole; say --batch-axis ${d.spec.name}:none, or give the inputs' axes`,
+    );
 }
 
 /**
- * undefined when every first dimension is dynamic (batched as any size); 1 when every input's is
- * 1 and every output's 1 or dynamic (an export with a fixed batch of 1: one row a pass). Any
- * other mix is refused, naming the first tensor that breaks it.
+ * Where a tensor keeps its rows, by the batch symbol: the axis that carries it; 'none' for a
+ * tensor without it whose dimensions are all fixed; else why it cannot be read. With no symbol, a
+ * tensor whose one dynamic dimension is its first batches on it.
  */
-function fixedBatchOf({ inputs, outputs }: { inputs: TensorSpec[]; outputs: TensorSpec[] }): number | undefined {
-  const first = (t: TensorSpec) => t.shape[0] as number;
-  if ([...inputs, ...outputs].every((t) => first(t) === -1)) return undefined;
-  if (inputs.every((t) => first(t) === 1) && outputs.every((t) => first(t) === 1 || first(t) === -1)) return 1;
-  const refuse = (role: string, t: TensorSpec, why: string) =>
-    new InvalidInputError('invalid_model', `${role} "${t.name}" has a fixed first dimension (${first(t)}), ${why}`);
-  const onlyOne = 'and warmpool serves a fixed batch of 1 only (one row a forward pass); export it with a dynamic batch axis';
-  const odd = inputs.find((t) => first(t) !== -1 && first(t) !== 1);
-  if (odd) throw refuse('input', odd, onlyOne);
-  const dynamicIn = inputs.find((t) => first(t) === -1);
-  const fixedIn = inputs.find((t) => first(t) === 1);
-  if (dynamicIn && fixedIn) {
-    throw refuse(
-      'input',
-      fixedIn,
-      `while input "${dynamicIn.name}"'s is dynamic, so the model cannot be batched on its first axis; export it with one batch axis for every input`,
+function readAxis(symbol: string | undefined): (d: Declared) => BatchAxis | string {
+  return (d) => {
+    const fixed = d.spec.shape.every((n) => n >= 0);
+    if (fixed) return 'none';
+    if (symbol === undefined) {
+      const dynamic = d.spec.shape.flatMap((n, i) => (n < 0 ? [i] : []));
+      return dynamic.length === 1 && dynamic[0] === 0 ? 0 : 'its batch axis cannot be told from its dimension names';
+    }
+    const at = d.names.flatMap((n, i) => (n === symbol ? [i] : []));
+    if (at.length === 1) return at[0] as number;
+    if (at.length > 1) return `the batch dimension "${symbol}" is on ${at.length} of its axes`;
+    return `it has dynamic dimensions but none named "${symbol}", the inputs' batch dimension`;
+  };
+}
+
+/**
+ * The inputs' batch dimension name: the one their symbolic first dimensions share; when none is
+ * symbolic, the one name found on exactly one axis of the most inputs (at least two, no tie).
+ */
+function batchSymbol(inputs: readonly Declared[]): string | undefined {
+  const firsts = new Set(inputs.flatMap((d) => (d.names[0] === undefined ? [] : [d.names[0]])));
+  if (firsts.size > 0) return firsts.size === 1 ? [...firsts][0] : undefined;
+  const counts = new Map<string, number>();
+  for (const d of inputs) {
+    for (const n of new Set(d.names)) {
+      if (n !== undefined && d.names.filter((x) => x === n).length === 1) counts.set(n, (counts.get(n) ?? 0) + 1);
+    }
+  }
+  const ranked = [...counts].filter(([, c]) => c >= 2).sort((a, b) => b[1] - a[1]);
+  if (ranked.length === 0 || (ranked.length > 1 && ranked[0]?.[1] === ranked[1]?.[1])) return undefined;
+  return ranked[0]?.[0];
+}
+
+/** An axis said at publish, checked against the tensor it names. */
+function checkedAxis(all: readonly Declared[], name: string, axis: BatchAxis): BatchAxis {
+  const d = all.find((t) => t.spec.name === name);
+  if (!d) {
+    throw new InvalidInputError(
+      'invalid_batch_axis',
+      `--batch-axis names "${name}", which is neither an input nor an output of the model; its tensors are ${all.map((t) => `"${t.spec.name}"`).join(', ')}`,
     );
   }
-  const out = outputs.find((t) => first(t) !== -1 && (dynamicIn || first(t) !== 1)) as TensorSpec;
-  throw refuse('output', out, dynamicIn ? 'so the model cannot be batched; export it with a dynamic batch axis' : onlyOne);
+  if (axis === 'none') return axis;
+  const rank = d.spec.shape.length;
+  if (!Number.isInteger(axis) || axis < 0 || axis >= rank) {
+    const range = rank === 0 ? 'it is a scalar: give none' : `give 0 to ${rank - 1}, or none`;
+    throw new InvalidInputError(
+      'invalid_batch_axis',
+      `--batch-axis ${name}:${axis}: ${d.role} "${name}" has shape [${shapeText(d)}]; ${range}`,
+    );
+  }
+  const size = d.spec.shape[axis] as number;
+  if (size >= 0) {
+    throw new InvalidInputError(
+      'invalid_batch_axis',
+      `--batch-axis ${name}:${axis}: axis ${axis} of ${d.role} "${name}" is fixed at ${size} (shape [${shapeText(d)}]), so it cannot carry a batch`,
+    );
+  }
+  return axis;
+}
+
+/** `2, batch, 128`: the shape as the model declares it. */
+function shapeText(d: Declared): string {
+  return d.spec.shape.map((n, i) => (n >= 0 ? String(n) : (d.names[i] ?? '?'))).join(', ');
 }
 
 /** A fixed size, or -1 for a symbolic (`dim_param`) or unknown dimension. */
@@ -274,6 +410,12 @@ function dimSize(d: Dim): number {
   if (value !== 'dimValue' || d.dimValue === null || d.dimValue === undefined) return -1;
   const n = Number(d.dimValue);
   return Number.isSafeInteger(n) && n >= 0 ? n : -1;
+}
+
+/** A dimension's symbolic name (`dim_param`), or undefined. */
+function dimName(d: Dim): string | undefined {
+  const value = (d as { value?: string }).value;
+  return value === 'dimParam' && d.dimParam ? d.dimParam : undefined;
 }
 
 /** The default-domain ('' or 'ai.onnx') opset version, the one that says which operators mean what. */

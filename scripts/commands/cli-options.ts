@@ -117,10 +117,22 @@ export const MODELS_PUBLISH = command({
       value: 'NAME,NAME',
       help: 'serve only these outputs (the others are never computed): a model with a non-tensor output is served by its tensor ones',
     },
+    'batch-axis': {
+      type: 'string',
+      value: 'NAME:AXIS,…',
+      help: "where a tensor keeps its rows, where the model's dimension names do not say (AXIS a number, or none: one value a pass)",
+    },
+    'no-batching': { type: 'boolean', help: 'serve every tensor whole: one request a forward pass, its shapes exact' },
     overwrite: { type: 'boolean', help: 'replace the version if it exists' },
   },
-  notes: ['Exit codes: 0 published; 1 the registry refused (invalid model, version exists); 2 bad arguments or file.'],
-  examples: ['warmpool models publish model.onnx --name my-model --version 1 --max-batch 64'],
+  notes: [
+    'The batch axis of each input and output is read from the model; --batch-axis and --no-batching say it where it cannot be.',
+    'Exit codes: 0 published; 1 the registry refused (invalid model, version exists); 2 bad arguments or file.',
+  ],
+  examples: [
+    'warmpool models publish model.onnx --name my-model --version 1 --max-batch 64',
+    'warmpool models publish vad.onnx --name vad --version 1 --batch-axis state:1,sr:none',
+  ],
 });
 
 export const MODELS_LIST = command({

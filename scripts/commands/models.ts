@@ -15,7 +15,8 @@
  */
 import fs from 'node:fs/promises';
 import { parseArgs } from 'node:util';
-import type { TensorSpec } from '../../infra/contracts/manifest.ts';
+import type { BatchAxis } from '../../infra/contracts/batch-axes.ts';
+import type { ModelManifest, TensorSpec } from '../../infra/contracts/manifest.ts';
 import { inputsWithoutWarmupShape, warmupShapeFlag } from '../../infra/contracts/warmup-shapes.ts';
 import { errorMessage, InvalidInputError, NotFoundError } from '../../infra/kernel/errors.ts';
 import type { ModelRegistry } from '../../infra/registry/model-registry.ts';
@@ -99,16 +100,44 @@ async function publish(args: string[], deps: ModelsCommandDeps): Promise<number>
     ...(shapes.length > 0 ? { warmupShapes: parseWarmupShapes(shapes, bytes) } : {}),
     labels: parseLabels(values.label ?? []),
     ...(values.outputs !== undefined ? { outputs: parseNameList(values.outputs, '--outputs') } : {}),
+    ...(values['batch-axis'] !== undefined ? { batchAxes: parseBatchAxes(values['batch-axis']) } : {}),
+    ...(values['no-batching'] ? { noBatching: true } : {}),
     overwrite: values.overwrite ?? false,
   });
   deps.out(`published ${manifest.name} ${manifest.version} (sha256 ${manifest.sha256}, ${manifest.sizeBytes} bytes)`);
-  const fixed = manifest.batching.fixedBatch;
-  if (fixed !== undefined) {
-    deps.out(`the model fixes its batch at ${fixed}: it runs ${fixed} row a forward pass, and a request of several rows as several passes`);
-  }
+  const plan = planLine(manifest);
+  if (plan) deps.out(plan);
   const unsized = inputsWithoutWarmupShape(manifest.inputs, manifest.batching.warmupShapes);
   if (unsized.length > 0) (deps.err ?? deps.out)(unsizedHint(unsized));
   return 0;
+}
+
+/** What the manifest's batching plan means for requests, in one line; undefined for a model batched on its first axes. */
+function planLine(manifest: ModelManifest): string | undefined {
+  const tensors = [...manifest.inputs, ...manifest.outputs];
+  if (manifest.inputs.every((i) => i.batchAxis === 'none')) return 'no batch axis: one request a forward pass, its shapes exact';
+  const fixed = manifest.batching.fixedBatch;
+  if (fixed !== undefined) {
+    return `the model fixes its batch at ${fixed}: it runs ${fixed} row a forward pass, and a request of several rows as several passes`;
+  }
+  const moved = tensors.filter((t) => t.batchAxis !== undefined);
+  if (moved.length === 0) return undefined;
+  const said = moved.map((t) => (t.batchAxis === 'none' ? `${t.name} none (one value a pass)` : `${t.name} on axis ${t.batchAxis}`));
+  return `batching plan: ${said.join(', ')}; every other tensor on axis 0`;
+}
+
+/** `state:1,sr:none` → { state: 1, sr: 'none' }; a malformed pair is a usage error naming the flag. */
+function parseBatchAxes(value: string): Record<string, BatchAxis> {
+  const axes: Record<string, BatchAxis> = {};
+  for (const pair of value.split(',')) {
+    const m = /^\s*([^:\s]+)\s*:\s*(none|\d+)\s*$/.exec(pair);
+    if (!m)
+      throw new UsageError(`--batch-axis takes NAME:AXIS pairs separated by commas, AXIS a number or none (got ${JSON.stringify(pair)})`);
+    const [, name = '', axis = ''] = m;
+    if (Object.hasOwn(axes, name)) throw new UsageError(`--batch-axis names "${name}" twice`);
+    axes[name] = axis === 'none' ? 'none' : Number(axis);
+  }
+  return axes;
 }
 
 /** `a,b` → ['a', 'b']; an empty name is a usage error naming the flag. */
