@@ -184,55 +184,26 @@ describe('warmpool models: what a publish and a lookup say besides the result', 
 
   it('a model with its rows on another axis is published saying its plan; --batch-axis and --no-batching say one', async () => {
     const { registry } = newRegistry();
-    const vad = await models(registry, 'publish', await file(buildVadLikeModel()), '--name', 'vad', '--version', '1');
-    expect(vad.code).toBe(0);
-    expect(vad.lines[1]).toBe('batching plan: state on axis 1, sr none (one value a pass), stateN on axis 1; every other tensor on axis 0');
+    const vadFile = await file(buildVadLikeModel());
+    const vad = (version: string, ...flags: string[]) =>
+      models(registry, 'publish', vadFile, '--name', 'vad', '--version', version, ...flags);
+    const read = await vad('1');
+    expect(read.code).toBe(0);
+    expect(read.lines[1]).toBe(
+      'batching plan: state on axis 1, sr none (one value a pass), stateN on axis 1; every other tensor on axis 0',
+    );
     const shape = await models(registry, 'publish', await file(buildFixedShapeModel()), '--name', 'sums', '--version', '1');
     expect(shape.lines[1]).toBe('no batch axis: one request a forward pass, its shapes exact');
     const whole = await models(registry, 'publish', await file(image), '--name', 'cls', '--version', '1', '--no-batching');
     expect(whole.code).toBe(0);
     expect((await registry.getManifest('cls', '1')).batching).toMatchObject({ maxBatch: 1, fixedBatch: 1 });
-    const said = await models(
-      registry,
-      'publish',
-      await file(buildVadLikeModel()),
-      '--name',
-      'vad',
-      '--version',
-      '2',
-      '--batch-axis',
-      'sr:none,state:1',
-    );
-    expect(said.code).toBe(0);
+    expect((await vad('2', '--batch-axis', 'sr:none,state:1')).code).toBe(0);
     // The same plan as read from the names: a republish of version 1 with it is not a conflict.
-    expect(
-      (await models(registry, 'publish', await file(buildVadLikeModel()), '--name', 'vad', '--version', '1', '--batch-axis', 'state:1'))
-        .code,
-    ).toBe(0);
-    const bad = await models(
-      registry,
-      'publish',
-      await file(buildVadLikeModel()),
-      '--name',
-      'vad',
-      '--version',
-      '3',
-      '--batch-axis',
-      'state=1',
-    );
+    expect((await vad('1', '--batch-axis', 'state:1')).code).toBe(0);
+    const bad = await vad('3', '--batch-axis', 'state=1');
     expect(bad.code).toBe(2);
     expect(bad.lines[0]).toMatch(/--batch-axis takes NAME:AXIS pairs separated by commas, AXIS a number or none \(got "state=1"\)/);
-    const fixedAxis = await models(
-      registry,
-      'publish',
-      await file(buildVadLikeModel()),
-      '--name',
-      'vad',
-      '--version',
-      '3',
-      '--batch-axis',
-      'state:0',
-    );
+    const fixedAxis = await vad('3', '--batch-axis', 'state:0');
     expect(fixedAxis.code).toBe(1);
     expect(fixedAxis.lines[0]).toMatch(/axis 0 of input "state" is fixed at 2/);
   });
