@@ -134,6 +134,22 @@ describe('a model with its rows on axis 1 and a scalar input', () => {
     }
   });
 
+  it('answers a repeat from the result cache in the model layout too', async () => {
+    const inputs = vadRequest(2, 8_000, 77);
+    const submit = async () => {
+      const res = await stack.call('/v1/models/vad/jobs', { method: 'POST', body: JSON.stringify({ inputs }) });
+      expect(res.status).toBe(202);
+      return waitForJob(stack, ((await res.json()) as { id: string }).id);
+    };
+    const first = await submit();
+    expect(first.status).toBe('succeeded');
+    let repeat = await submit();
+    for (let tries = 0; tries < 20 && repeat.cached !== true; tries++) repeat = await submit();
+    expect(repeat).toMatchObject({ status: 'succeeded', cached: true });
+    expect(repeat.outputs).toEqual(first.outputs);
+    expectClose(repeat.outputs, await direct(sessions.vad as ort.InferenceSession, inputs));
+  });
+
   it('refuses a state with its rows on the wrong axis, naming the model shape', async () => {
     const inputs = vadRequest(2, 8_000, 3);
     (inputs[1] as Tensor).shape = [2, 2, 3];
