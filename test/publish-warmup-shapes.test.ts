@@ -192,14 +192,43 @@ describe('warmpool models: what a publish and a lookup say besides the result', 
     expect(read.lines[1]).toBe(
       'batching plan: state on axis 1, sr none (one value a pass), stateN on axis 1; every other tensor on axis 0',
     );
+    // show lists each tensor's axis in the model's own shape, after the manifest's JSON.
+    const shown = await models(registry, 'show', 'vad', '--version', '1');
+    expect(shown.lines.slice(-6)).toEqual([
+      "batch axes (each tensor's shape as the model takes it, -1 dynamic):",
+      '  input input [-1, 4]: batch axis 0',
+      '  input state [2, -1, 3]: batch axis 1',
+      '  input sr []: no batch axis',
+      '  output output [-1, 1]: batch axis 0',
+      '  output stateN [2, -1, 3]: batch axis 1',
+    ]);
+    expect(JSON.parse(shown.lines.slice(0, -6).join('\n')).inputs[1]).toEqual({
+      name: 'state',
+      datatype: 'FP32',
+      shape: [-1, 2, 3],
+      batchAxis: 1,
+    });
     const shape = await models(registry, 'publish', await file(buildFixedShapeModel()), '--name', 'sums', '--version', '1');
     expect(shape.lines[1]).toBe('no batch axis: one request a forward pass, its shapes exact');
+    expect((await models(registry, 'show', 'sums')).lines.slice(-2)).toEqual([
+      '  input x [2, 3]: no batch axis',
+      '  output y [3]: no batch axis',
+    ]);
     const whole = await models(registry, 'publish', await file(image), '--name', 'cls', '--version', '1', '--no-batching');
     expect(whole.code).toBe(0);
+    expect(whole.lines[1]).toBe('no batch axis: one request a forward pass, its shapes exact');
     expect((await registry.getManifest('cls', '1')).batching).toMatchObject({ maxBatch: 1, fixedBatch: 1 });
+    const both = await vad('3', '--batch-axis', 'state:1', '--no-batching');
+    expect(both.code).toBe(1);
+    expect(both.lines[0]).toMatch(/give --batch-axis or --no-batching, not both/);
+    expect((await vad('3', '--batch-axis', 'state:-1')).code).toBe(2);
     expect((await vad('2', '--batch-axis', 'sr:none,state:1')).code).toBe(0);
     // The same plan as read from the names: a republish of version 1 with it is not a conflict.
     expect((await vad('1', '--batch-axis', 'state:1')).code).toBe(0);
+    // Another plan for the same bytes is a conflict, named.
+    const other = await vad('1', '--batch-axis', 'input:none');
+    expect(other.code).toBe(1);
+    expect(other.lines[0]).toMatch(/already exists with different batch axes; publish a new version or overwrite this one$/);
     const bad = await vad('3', '--batch-axis', 'state=1');
     expect(bad.code).toBe(2);
     expect(bad.lines[0]).toMatch(/--batch-axis takes NAME:AXIS pairs separated by commas, AXIS a number or none \(got "state=1"\)/);

@@ -1,13 +1,23 @@
 import { createRequire } from 'node:module';
+import * as ort from 'onnxruntime-node';
 import { describe, expect, it } from 'vitest';
-import { buildFixedBatchModel, buildFixedShapeModel, buildVadLikeModel } from '../../scripts/fixtures/exported-models.ts';
 import {
+  buildFixedBatchModel,
+  buildFixedShapeModel,
+  buildOptionalInputModel,
+  buildVadLikeModel,
+  buildZipMapClassifierModel,
+} from '../../scripts/fixtures/exported-models.ts';
+import {
+  buildDynamicImageModel,
   buildExternalDataModel,
   buildFp16Model,
   buildGatherModel,
   buildMlpModel,
   buildMultiTypeModel,
 } from '../../scripts/fixtures/onnx-models.ts';
+import { modelShape } from '../contracts/batch-axes.ts';
+import type { TensorSpec } from '../contracts/manifest.ts';
 import { InvalidInputError } from '../kernel/errors.ts';
 import { findExternalData, type ReadOptions, readOnnxMetadata } from './onnx-metadata.ts';
 
@@ -173,15 +183,32 @@ describe('readOnnxMetadata', () => {
     expect(mixed.fixedBatch).toBeUndefined();
     const out = refusal(rawModel([{ name: 'x', dims: ['b', 3] }], [{ name: 'logits', dims: [8, 10] }]));
     expect(out.message).toMatch(/output "logits" \(shape \[8, 10\]\) has no batch axis while the inputs have one.*--no-batching/);
-    const noRows = refusal(rawModel([{ name: 'pixels', dims: [8, 3] }], [{ name: 'logits', dims: ['b', 10] }]));
-    expect(noRows).toMatchObject({ code: 'invalid_batch_axis' });
-    expect(noRows.message).toMatch(/output "logits" has a batch axis but no input has one/);
+    // No input batched: each request runs whole, so its outputs are served whole too, even one
+    // with a dynamic first dimension (a detector's boxes).
+    const noRows = rawModel([{ name: 'pixels', dims: [8, 3] }], [{ name: 'boxes', dims: ['b', 10] }]);
+    expect(readOnnxMetadata(noRows)).toMatchObject({
+      fixedBatch: 1,
+      inputs: [{ name: 'pixels', shape: [-1, 8, 3], batchAxis: 'none' }],
+      outputs: [{ name: 'boxes', shape: [-1, -1, 10], batchAxis: 'none' }],
+    });
+    // Saying such an output has a batch axis is refused rather than overridden.
+    expect(refusal(noRows, { batchAxes: { boxes: 0 } })).toMatchObject({
+      code: 'invalid_batch_axis',
+      message:
+        '--batch-axis boxes:0: no input has a batch axis, so each request runs whole and output "boxes" has none either; say --batch-axis boxes:none, or give the inputs\' axes',
+    });
   });
 
-  it('refuses a scalar with nothing batched beside it, shapeless tensors, non-tensors, unsupported types and input-less models', () => {
-    expect(refusal(rawModel([{ name: 's', dims: [] }], [{ name: 'y', dims: ['b'] }])).message).toMatch(
-      /output "y" has a batch axis but no input has one/,
-    );
+  it('serves a scalar with nothing batched beside it whole, one request a pass', () => {
+    expect(readOnnxMetadata(rawModel([{ name: 's', dims: [] }], [{ name: 'y', dims: ['b'] }]))).toEqual({
+      fixedBatch: 1,
+      inputs: [{ name: 's', datatype: 'FP32', shape: [-1], batchAxis: 'none' }],
+      outputs: [{ name: 'y', datatype: 'FP32', shape: [-1, -1], batchAxis: 'none' }],
+      opset: 9,
+    });
+  });
+
+  it('refuses shapeless tensors, non-tensors, unsupported types and input-less models', () => {
     expect(refusal(rawModel([{ name: 'u' }], [{ name: 'y', dims: ['b'] }])).message).toMatch(/"u" has no shape/);
     expect(refusal(rawModel([{ name: 'seq', sequence: true, dims: ['b'] }], [{ name: 'y', dims: ['b'] }])).message).toMatch(
       /input "seq" is not a tensor \(sequenceType\)/,
@@ -303,16 +330,62 @@ describe('the batching plan (issue 30)', () => {
   });
 
   it('reads the fixtures the serving tests publish', () => {
-    expect(readOnnxMetadata(buildVadLikeModel()).inputs.map((i) => [i.name, i.shape, i.batchAxis])).toEqual([
-      ['input', [-1, 4], undefined],
-      ['state', [-1, 2, 3], 1],
-      ['sr', [-1], 'none'],
-    ]);
-    expect(readOnnxMetadata(buildFixedShapeModel())).toMatchObject({
-      fixedBatch: 1,
-      inputs: [{ name: 'x', shape: [-1, 2, 3], batchAxis: 'none' }],
-      outputs: [{ name: 'y', shape: [-1, 3], batchAxis: 'none' }],
+    expect(readOnnxMetadata(buildVadLikeModel())).toEqual({
+      inputs: [
+        { name: 'input', datatype: 'FP32', shape: [-1, 4] },
+        { name: 'state', datatype: 'FP32', shape: [-1, 2, 3], batchAxis: 1 },
+        { name: 'sr', datatype: 'INT64', shape: [-1], batchAxis: 'none' },
+      ],
+      outputs: [
+        { name: 'output', datatype: 'FP32', shape: [-1, 1] },
+        { name: 'stateN', datatype: 'FP32', shape: [-1, 2, 3], batchAxis: 1 },
+      ],
+      opset: 17,
+      producer: 'warmpool-make-model 1',
     });
+    expect(readOnnxMetadata(buildFixedShapeModel())).toEqual({
+      fixedBatch: 1,
+      inputs: [{ name: 'x', datatype: 'FP32', shape: [-1, 2, 3], batchAxis: 'none' }],
+      outputs: [{ name: 'y', datatype: 'FP32', shape: [-1, 3], batchAxis: 'none' }],
+      opset: 17,
+      producer: 'warmpool-make-model 1',
+    });
+    // The row layout is the model's own shape with the rows moved: back again, it is what ONNX Runtime takes.
+    const [input, state, sr] = readOnnxMetadata(buildVadLikeModel()).inputs as [TensorSpec, TensorSpec, TensorSpec];
+    expect([input, state, sr].map((t) => modelShape(t.shape, t.batchAxis))).toEqual([[-1, 4], [2, -1, 3], []]);
+  });
+
+  it('the fixtures compute in ONNX Runtime what their doc comments say, each row on its own', async () => {
+    const vad = await ort.InferenceSession.create(Buffer.from(buildVadLikeModel()));
+    try {
+      // Two rows: input [2, 4], state [2, 2, 3] (rows on axis 1), sr a scalar.
+      const input = Float32Array.from([1, 2, 3, 4, 0.5, 0.5, 0.5, 0.5]);
+      const state = Float32Array.from({ length: 12 }, (_, i) => i);
+      const run = async (rate: bigint) =>
+        vad.run({
+          input: new ort.Tensor('float32', input, [2, 4]),
+          state: new ort.Tensor('float32', state, [2, 2, 3]),
+          sr: new ort.Tensor('int64', BigInt64Array.from([rate]), []),
+        });
+      const out = await run(16_000n);
+      expect(out.output?.dims).toEqual([2, 1]);
+      expect(Array.from(out.output?.data as Float32Array)).toEqual([10 * 16_000, 2 * 16_000]);
+      expect(out.stateN?.dims).toEqual([2, 2, 3]);
+      // stateN[l, r, :] = state[l, r, :] + the row's sum (10 for row 0, 2 for row 1).
+      expect(Array.from(out.stateN?.data as Float32Array)).toEqual([10, 11, 12, 5, 6, 7, 16, 17, 18, 11, 12, 13]);
+      // Another sr gives visibly other outputs.
+      expect(Array.from((await run(8_000n)).output?.data as Float32Array)).toEqual([10 * 8_000, 2 * 8_000]);
+    } finally {
+      await vad.release();
+    }
+    const sums = await ort.InferenceSession.create(Buffer.from(buildFixedShapeModel()));
+    try {
+      const out = await sums.run({ x: new ort.Tensor('float32', Float32Array.from([1, 2, 3, 10, 20, 30]), [2, 3]) });
+      expect(out.y?.dims).toEqual([3]);
+      expect(Array.from(out.y?.data as Float32Array)).toEqual([11, 22, 33]);
+    } finally {
+      await sums.release();
+    }
   });
 
   it('takes the axes said at publish over the names, and --no-batching for everything', () => {
@@ -324,7 +397,7 @@ describe('the batching plan (issue 30)', () => {
       [{ name: 'y', dims: ['n', 1] }],
     );
     expect(refusal(unnamed).message).toBe(
-      'input "state" (shape [2, m, 3]): it has dynamic dimensions but none named "n", the inputs\' batch dimension; say where its rows are with --batch-axis state:AXIS (an axis number, or none), or serve the model whole with --no-batching',
+      'input "state" (shape [2, m, 3]): it has dynamic dimensions but none named "n", the inputs\' batch dimension; say where its rows are with --batch-axis state:AXIS (or state:none if it has no batch axis), or serve the model whole with --no-batching',
     );
     expect(readOnnxMetadata(unnamed, { batchAxes: { state: 1 } }).inputs[1]).toEqual({
       name: 'state',
@@ -332,6 +405,28 @@ describe('the batching plan (issue 30)', () => {
       shape: [-1, 2, 3],
       batchAxis: 1,
     });
+    // Said as the names say it: the same plan. Said for an output: taken too.
+    expect(readOnnxMetadata(vad(), { batchAxes: { state: 1, sr: 'none' } })).toEqual(readOnnxMetadata(vad()));
+    expect(readOnnxMetadata(vad(), { batchAxes: { stateN: 1 } })).toEqual(readOnnxMetadata(vad()));
+    // `sr:none` for a tensor whose dynamic dimension is not the batch (beside a state on axis 1,
+    // so not every first dimension is dynamic: that model would be read as before the plan).
+    const rated = rawModel(
+      [
+        { name: 'input', dims: ['batch', 4] },
+        { name: 'state', dims: [2, 'batch', 3] },
+        { name: 'sr', elem: 7, dims: ['k'] },
+      ],
+      [{ name: 'output', dims: ['batch', 1] }],
+    );
+    // Its first dimension's name disagrees with the others', so no batch symbol is read.
+    expect(refusal(rated).message).toMatch(
+      /^input "state" \(shape \[2, batch, 3\]\): its batch axis cannot be told from its dimension names/,
+    );
+    expect(readOnnxMetadata(rated, { batchAxes: { sr: 'none' } }).inputs).toEqual([
+      { name: 'input', datatype: 'FP32', shape: [-1, 4] },
+      { name: 'state', datatype: 'FP32', shape: [-1, 2, 3], batchAxis: 1 },
+      { name: 'sr', datatype: 'INT64', shape: [-1, -1], batchAxis: 'none' },
+    ]);
     const whole = readOnnxMetadata(vad(), { noBatching: true });
     expect(whole.fixedBatch).toBe(1);
     expect(whole.inputs.map((i) => [i.shape, i.batchAxis])).toEqual([
@@ -349,13 +444,76 @@ describe('the batching plan (issue 30)', () => {
     expect(refusal(vad(), { batchAxes: { state: 0 } }).message).toMatch(/axis 0 of input "state" is fixed at 2/);
     expect(refusal(vad(), { batchAxes: { state: 3 } }).message).toMatch(/input "state" has shape \[2, batch, 128\]; give 0 to 2, or none/);
     expect(refusal(vad(), { batchAxes: { sr: 0 } }).message).toMatch(/it is a scalar: give none/);
-    expect(refusal(vad(), { batchAxes: { state: 1 }, noBatching: true }).message).toMatch(/not both/);
+    expect(refusal(vad(), { batchAxes: { state: 1 }, noBatching: true })).toMatchObject({
+      code: 'invalid_batch_axis',
+      message: expect.stringMatching(/not both/),
+    });
+  });
+
+  it('refuses tensors whose batch axis the names cannot tell, and an output shared by the rows, naming each', () => {
+    expect(refusal(vad(), { batchAxes: { nope: 1 } }).message).toBe(
+      '--batch-axis names "nope", which is neither an input nor an output of the model; its tensors are "input", "state", "sr", "output", "stateN"',
+    );
+    const twice = refusal(
+      rawModel(
+        [
+          { name: 'x', dims: ['batch', 4] },
+          { name: 'pairs', dims: ['batch', 'batch'] },
+          { name: 'sr', elem: 7, dims: [] },
+        ],
+        [{ name: 'y', dims: ['batch'] }],
+      ),
+    );
+    expect(twice).toMatchObject({ code: 'invalid_model' });
+    expect(twice.message).toBe(
+      'input "pairs" (shape [batch, batch]): the batch dimension "batch" is on 2 of its axes; say where its rows are with --batch-axis pairs:AXIS (or pairs:none if it has no batch axis), or serve the model whole with --no-batching',
+    );
+    const shared = refusal(vad(), { batchAxes: { stateN: 'none' } });
+    expect(shared).toMatchObject({ code: 'invalid_model' });
+    expect(shared.message).toMatch(
+      /^output "stateN" \(shape \[2, batch, 128\]\) has no batch axis while the inputs have one.*--no-batching$/,
+    );
+    // The batch symbol read from names shared by several inputs when no first dimension is symbolic.
+    const inner = readOnnxMetadata(
+      rawModel(
+        [
+          { name: 'a', dims: [2, 'n'] },
+          { name: 'b', dims: [3, 'n', 4] },
+        ],
+        [{ name: 'y', dims: [2, 'n'] }],
+      ),
+    );
+    expect([...inner.inputs, ...inner.outputs].map((t) => [t.name, t.shape, t.batchAxis])).toEqual([
+      ['a', [-1, 2], 1],
+      ['b', [-1, 3, 4], 1],
+      ['y', [-1, 2], 1],
+    ]);
   });
 
   it('leaves the models of before the plan as they were: no batchAxis anywhere', () => {
-    for (const bytes of [rawModel([{ name: 'x', dims: ['b', 3] }], [{ name: 'y', dims: ['b', 2] }]), buildFixedBatchModel()]) {
-      const meta = readOnnxMetadata(bytes);
+    const before: Array<[Uint8Array, ReadOptions?]> = [
+      [rawModel([{ name: 'x', dims: ['b', 3] }], [{ name: 'y', dims: ['b', 2] }])],
+      [buildMlpModel()],
+      [buildMultiTypeModel()],
+      [buildFp16Model()],
+      [buildGatherModel()],
+      [buildDynamicImageModel()],
+      [buildOptionalInputModel()],
+      [buildZipMapClassifierModel(), { outputs: ['label', 'probabilities'] }],
+    ];
+    for (const [bytes, options] of before) {
+      const meta = readOnnxMetadata(bytes, options);
+      expect(meta.fixedBatch).toBeUndefined();
       for (const spec of [...meta.inputs, ...meta.outputs]) expect('batchAxis' in spec).toBe(false);
     }
+    const fixed = readOnnxMetadata(buildFixedBatchModel());
+    expect(fixed).toEqual({
+      fixedBatch: 1,
+      inputs: [{ name: 'x', datatype: 'FP32', shape: [-1, 4, 3] }],
+      outputs: [{ name: 'y', datatype: 'FP32', shape: [-1, 4, 2] }],
+      opset: 17,
+      producer: 'warmpool-make-model 1',
+    });
+    for (const spec of [...fixed.inputs, ...fixed.outputs]) expect('batchAxis' in spec).toBe(false);
   });
 });

@@ -11,11 +11,15 @@
  *   (or, when none is symbolic, one name on one axis of several inputs) is the batch symbol, and
  *   each tensor's batch axis is the axis that carries it (a VAD's `state [2, batch, 128]`: axis
  *   1); a tensor without it and with only fixed dimensions (a scalar `sr`) has none ('none'). A
- *   model whose inputs have none at all runs one request a pass (`fixedBatch: 1`).
- * - `batchAxes` (`--batch-axis state:1,sr:none`) says it for the tensors named, over what was read;
- *   `noBatching` (`--no-batching`) serves every tensor whole, one request a pass (Triton's
- *   `max_batch_size: 0`).
- * The specs returned are in row layout (batch axis first, -1). What cannot be served is refused at
+ *   tensor with dynamic dimensions none of which is the symbol, or the symbol twice, is refused.
+ * - `batchAxes` (`--batch-axis state:1,sr:none`) says it for the tensors named, inputs or outputs,
+ *   over what was read; `noBatching` (`--no-batching`) serves every tensor whole, one request a
+ *   pass (Triton's `max_batch_size: 0`).
+ * - The inputs decide: when some input has a batch axis every output needs one (an output with
+ *   none would be one value shared by all the pass's rows: refused); when none has, each request
+ *   runs whole, one a pass (`fixedBatch: 1`), and every output is served whole too ('none').
+ * The specs returned are in row layout (batch-axes.ts's rowShape: the batch axis first, -1; a
+ * tensor with none gets -1 in front of its whole shape). What cannot be served is refused at
  * publish time with a message naming the tensor and what to say, rather than failing later
  * inside a worker.
  *
@@ -27,7 +31,7 @@
  * other node attributes, subgraphs (If, Loop, Scan), functions and training graphs.
  */
 import { createRequire } from 'node:module';
-import type { BatchAxis } from '../contracts/batch-axes.ts';
+import { type BatchAxis, rowShape } from '../contracts/batch-axes.ts';
 import { datatypeOfOnnxElem } from '../contracts/datatypes.ts';
 import type { TensorSpec } from '../contracts/manifest.ts';
 import { errorMessage, InvalidInputError } from '../kernel/errors.ts';
@@ -279,12 +283,11 @@ function batchingPlan(declared: { inputs: Declared[]; outputs: Declared[] }, opt
     if (declared.inputs.every((d) => first(d) === 1) && declared.outputs.every((d) => first(d) === 1 || first(d) === -1))
       return { ...firstAxis(declared), fixedBatch: 1 };
   }
-  const axes = planAxes(all, declared.inputs, options);
-  const batched = declared.inputs.some((d) => axes.get(d.spec.name) !== 'none');
-  for (const d of declared.outputs) checkOutputAxis(d, axes.get(d.spec.name) ?? 0, batched);
+  const { axes, batched } = planAxes(all, declared.inputs, options);
   const row = (d: Declared): TensorSpec => {
     const axis = axes.get(d.spec.name) ?? 0;
-    const rest = axis === 'none' ? d.spec.shape : d.spec.shape.filter((_, i) => i !== axis);
+    // The batch axis moved to the front (-1), or -1 put in front of a tensor that has none.
+    const [, ...rest] = rowShape(d.spec.shape, axis, -1);
     return { ...d.spec, shape: [-1, ...rest], ...(axis === 0 ? {} : { batchAxis: axis }) };
   };
   return { inputs: declared.inputs.map(row), outputs: declared.outputs.map(row), ...(batched ? {} : { fixedBatch: 1 }) };
@@ -296,27 +299,45 @@ function firstAxis(declared: { inputs: Declared[]; outputs: Declared[] }): Plan 
   return { inputs: declared.inputs.map(row), outputs: declared.outputs.map(row) };
 }
 
-/** Each tensor's axis: none for all (`noBatching`), else what was said, else what the names say. */
-function planAxes(all: readonly Declared[], inputs: readonly Declared[], options: ReadOptions): Map<string, BatchAxis> {
+/**
+ * Each tensor's axis: none for all (`noBatching`), else what was said, else what the names say.
+ * The inputs decide whether the model batches at all: with none batched, each request runs whole
+ * and the outputs read no axis either (what the model returns is the one row's).
+ */
+function planAxes(
+  all: readonly Declared[],
+  inputs: readonly Declared[],
+  options: ReadOptions,
+): { axes: Map<string, BatchAxis>; batched: boolean } {
   const axes = new Map<string, BatchAxis>();
   if (options.noBatching) {
     for (const d of all) axes.set(d.spec.name, 'none');
-    return axes;
+    return { axes, batched: false };
   }
-  for (const [name, axis] of Object.entries(options.batchAxes ?? {})) axes.set(name, checkedAxis(all, name, axis));
-  const read = readAxis(batchSymbol(inputs));
+  const said = new Map(Object.entries(options.batchAxes ?? {}).map(([name, axis]) => [name, checkedAxis(all, name, axis)]));
+  // Where the inputs' names disagree, those said to have no batch axis (`sr:none`) are left out.
+  const symbol = batchSymbol(inputs) ?? batchSymbol(inputs.filter((d) => said.get(d.spec.name) !== 'none'));
+  const read = readAxis(symbol);
+  const axisOf = (d: Declared) => said.get(d.spec.name) ?? readableAxis(d, read(d));
+  for (const d of inputs) axes.set(d.spec.name, axisOf(d));
+  const batched = inputs.some((d) => axes.get(d.spec.name) !== 'none');
   for (const d of all) {
-    if (axes.has(d.spec.name)) continue;
-    const axis = read(d);
-    if (typeof axis === 'string' && axis !== 'none') {
-      throw new InvalidInputError(
-        'invalid_model',
-        `${d.role} "${d.spec.name}" (shape [${shapeText(d)}]): ${axis}; say where its rows are with --batch-axis ${d.spec.name}:AXIS (an axis number, or none), or serve the model whole with --no-batching`,
-      );
-    }
+    if (d.role !== 'output') continue;
+    const axis = batched || said.has(d.spec.name) ? axisOf(d) : 'none';
+    checkOutputAxis(d, axis, batched);
     axes.set(d.spec.name, axis);
   }
-  return axes;
+  return { axes, batched };
+}
+
+/** The axis read, or the refusal naming the tensor and the flags that say it. */
+function readableAxis(d: Declared, axis: BatchAxis | string): BatchAxis {
+  if (typeof axis === 'number' || axis === 'none') return axis;
+  const name = d.spec.name;
+  throw new InvalidInputError(
+    'invalid_model',
+    `${d.role} "${name}" (shape [${shapeText(d)}]): ${axis}; say where its rows are with --batch-axis ${name}:AXIS (or ${name}:none if it has no batch axis), or serve the model whole with --no-batching`,
+  );
 }
 
 /** Outputs split by the pass's rows need an axis to split on; with no batched input there are no rows to split. */
@@ -329,7 +350,7 @@ function checkOutputAxis(d: Declared, axis: BatchAxis, batched: boolean): void {
   if (!batched && axis !== 'none')
     throw new InvalidInputError(
       'invalid_batch_axis',
-      `output "${d.spec.name}" has a batch axis but no input has one, so each request runs whole; say --batch-axis ${d.spec.name}:none, or give the inputs' axes`,
+      `--batch-axis ${d.spec.name}:${axis}: no input has a batch axis, so each request runs whole and output "${d.spec.name}" has none either; say --batch-axis ${d.spec.name}:none, or give the inputs' axes`,
     );
 }
 

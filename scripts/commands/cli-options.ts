@@ -120,7 +120,7 @@ export const MODELS_PUBLISH = command({
     'batch-axis': {
       type: 'string',
       value: 'NAME:AXIS,…',
-      help: "where a tensor keeps its rows, where the model's dimension names do not say (AXIS a number, or none: one value a pass)",
+      help: "where a tensor keeps its rows, where the model's dimension names do not say (AXIS an integer ≥ 0, or none: one value a pass), inputs or outputs",
     },
     'no-batching': { type: 'boolean', help: 'serve every tensor whole: one request a forward pass, its shapes exact' },
     overwrite: { type: 'boolean', help: 'replace the version if it exists' },

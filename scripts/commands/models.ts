@@ -2,7 +2,8 @@
  * `warmpool models …` (DESIGN §2):
  *
  *   models publish FILE.onnx --name M --version V [--max-batch N] [--warmup-batches 1,8,32]
- *                            [--warmup-shape [INPUT:]3,48,192 …] [--label k=v …] [--overwrite]
+ *                            [--warmup-shape [INPUT:]3,48,192 …] [--label k=v …] [--outputs NAME,…]
+ *                            [--batch-axis NAME:AXIS,… | --no-batching] [--overwrite]
  *   models list
  *   models show M [--version V]
  *
@@ -12,10 +13,15 @@
  * `--warmup-shape` gives an input's non-batch dimensions for the worker's warm-up (the manifest's
  * `batching.warmupShapes`): `x:3,48,192`, once per input, or `3,48,192` for a model's single input.
  * A model with dynamic dimensions (images of any size) is profiled at the size it will serve.
+ *
+ * `--batch-axis state:1,sr:none` says where a tensor keeps its rows where the model's dimension
+ * names do not (AXIS an integer ≥ 0, or none); `--no-batching` serves every tensor whole
+ * (onnx-metadata.ts reads the plan). Publish prints the plan in one line when there is one, and
+ * `show` lists each tensor's batch axis, in the model's own shape, after the manifest.
  */
 import fs from 'node:fs/promises';
 import { parseArgs } from 'node:util';
-import type { BatchAxis } from '../../infra/contracts/batch-axes.ts';
+import { type BatchAxis, modelShape } from '../../infra/contracts/batch-axes.ts';
 import type { ModelManifest, TensorSpec } from '../../infra/contracts/manifest.ts';
 import { inputsWithoutWarmupShape, warmupShapeFlag } from '../../infra/contracts/warmup-shapes.ts';
 import { errorMessage, InvalidInputError, NotFoundError } from '../../infra/kernel/errors.ts';
@@ -38,7 +44,8 @@ export interface ModelsCommandDeps {
 
 export const MODELS_USAGE = [
   'usage: warmpool models publish FILE.onnx --name M --version V [--max-batch N] [--warmup-batches 1,8,32]',
-  '                                [--warmup-shape [INPUT:]3,48,192 ...] [--label k=v ...] [--overwrite]',
+  '                                [--warmup-shape [INPUT:]3,48,192 ...] [--label k=v ...] [--outputs NAME,...]',
+  '                                [--batch-axis NAME:AXIS,... | --no-batching] [--overwrite]',
   '       warmpool models list',
   '       warmpool models show M [--version V]',
 ].join('\n');
@@ -182,7 +189,23 @@ async function show(args: string[], deps: ModelsCommandDeps): Promise<number> {
     throw await withNearestName(err, name, async () => (await deps.registry.list()).map((m) => m.name));
   });
   for (const line of JSON.stringify(manifest, null, 2).split('\n')) deps.out(line);
+  // After the JSON and on stderr, so `show … | jq` still reads a manifest.
+  for (const line of axisLines(manifest)) (deps.err ?? deps.out)(line);
   return 0;
+}
+
+/**
+ * Each tensor's batch axis and its shape as the model declares it (`input state [2, -1, 3]: batch
+ * axis 1`), for a manifest with a batching plan; none for one batched on every first axis.
+ */
+function axisLines(manifest: ModelManifest): string[] {
+  const tensors = [...manifest.inputs.map((t) => ({ role: 'input', t })), ...manifest.outputs.map((t) => ({ role: 'output', t }))];
+  if (tensors.every(({ t }) => t.batchAxis === undefined)) return [];
+  const axis = (t: TensorSpec) => (t.batchAxis === 'none' ? 'no batch axis' : `batch axis ${t.batchAxis ?? 0}`);
+  return [
+    "batch axes (each tensor's shape as the model takes it, -1 dynamic):",
+    ...tensors.map(({ role, t }) => `  ${role} ${t.name} [${modelShape(t.shape, t.batchAxis).join(', ')}]: ${axis(t)}`),
+  ];
 }
 
 type Options = NonNullable<Parameters<typeof parseArgs>[0]>['options'];
