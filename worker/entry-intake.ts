@@ -191,8 +191,8 @@ function packOutputs(outputs: Record<string, EngineTensor>, names: readonly stri
   return packTensors(
     names.map((name) => {
       const t = outputs[name] as EngineTensor;
-      const batchAxis = axes.get(name);
-      return { name, datatype: dtypeToDatatype(t.type), shape: t.dims, data: t.data, ...(batchAxis === undefined ? {} : { batchAxis }) };
+      // packTensors writes it only where the model keeps its rows elsewhere than axis 0.
+      return { name, datatype: dtypeToDatatype(t.type), shape: t.dims, data: t.data, batchAxis: axes.get(name) };
     }),
   );
 }
@@ -219,8 +219,7 @@ function packMemberRows(outputs: Record<string, EngineTensor>, packed: PackedSet
       const rows = t.dims[0] ?? 0;
       const rowSize = rows === 0 ? 0 : t.data.length / rows;
       const data = Array.isArray(t.data) ? t.data.slice(from * rowSize, to * rowSize) : t.data.subarray(from * rowSize, to * rowSize);
-      const moved = spec.batchAxis === undefined ? {} : { batchAxis: spec.batchAxis };
-      return { name: spec.name, datatype: spec.datatype, shape: [to - from, ...t.dims.slice(1)], data, ...moved };
+      return { name: spec.name, datatype: spec.datatype, shape: [to - from, ...t.dims.slice(1)], data, batchAxis: spec.batchAxis };
     }),
   );
 }
