@@ -22,9 +22,15 @@
  * view, written at submit instead of a queue name, so every reader (GET, SSE, sync waits,
  * cancel) sees a finished job and no worker ever hears of it.
  *
- * Connections: one ioredis client of its own, shared by its Queues and the index keys through
- * the process's queue cache (queue-cache.ts, which also opens the QueueEvents' blocking
- * connections). `close()` releases the cache's lease and closes the client, once.
+ * Connections: two ioredis clients of its own. One is BullMQ's, shared by its Queues through the
+ * process's queue cache (queue-cache.ts, which also opens the QueueEvents' blocking connections),
+ * and carries what must run beside BullMQ's scripts: the entry writer's pipeline ending in the
+ * job's insert, and tombstones. The other carries the commands that are only ours: the result
+ * cache, the job index and the entries' members. Why two: ioredis copies every script defined on
+ * a client onto each pipeline it makes, auto-pipelining (the API's) makes one per batch of
+ * commands, and BullMQ defines dozens of scripts — on one client, the result cache's lookup
+ * of every submit was the API's largest entry in the profile (issue 34). `close()` releases
+ * the cache's lease and closes both clients, once.
  */
 import { Redis, type RedisOptions } from 'ioredis';
 import type { QueuedRequest } from '../contracts/entry.ts';
@@ -117,14 +123,16 @@ export function createBullJobQueue(options: BullJobQueueOptions): BullJobQueue {
   const { prefix, retentionS } = options;
   const clock = options.clock ?? systemClock;
   const onError = options.onError ?? (() => undefined);
-  const client: RedisClient =
+  const connect = (): RedisClient =>
     typeof options.connection === 'string'
       ? createRedis(options.connection, options.redisOptions)
       : new Redis({ ...options.connection, maxRetriesPerRequest: null, ...options.redisOptions });
+  const client = connect();
+  const plain = connect();
   const queues = leaseQueues(client, prefix, onError);
-  const index = createJobIndex(client, { prefix, retentionS });
+  const index = createJobIndex(plain, { prefix, retentionS });
   const tombstones = createTombstones({ redis: client, prefix, retentionS, clock, index, queues, onError, openJobs: options.openJobs });
-  const results = createResultCache(client, { prefix });
+  const results = createResultCache(plain, { prefix });
   let closing: Promise<void> | undefined;
   /** depth()'s last read per queue, and the requests this process queued there since (counted on top). */
   const depths = new Map<string, { at: number; depth: number; added: number }>();
@@ -146,7 +154,7 @@ export function createBullJobQueue(options: BullJobQueueOptions): BullJobQueue {
     now: () => clock.now(),
     ...(options.onEntryWritten ? { onWritten: options.onEntryWritten } : {}),
   });
-  const snapshot = createSnapshotReader({ clock, index, tombstones, queue, members: { redis: client, prefix } });
+  const snapshot = createSnapshotReader({ clock, index, tombstones, queue, members: { redis: plain, prefix } });
   const follower = createJobFollower({ clock, index, snapshot, queues });
 
   return {
@@ -207,19 +215,19 @@ export function createBullJobQueue(options: BullJobQueueOptions): BullJobQueue {
     waiting: () => follower.waiting(),
 
     close() {
-      closing ??= writer.close().then(() => closeAllOf(queues, client));
+      closing ??= writer.close().then(() => closeAllOf(queues, [client, plain]));
       return closing;
     },
   };
 }
 
-/** The queues' lease, then the client: the client closes even if a queue failed to. */
-async function closeAllOf(queues: QueueLease, client: RedisClient): Promise<void> {
+/** The queues' lease, then the clients: they close even if a queue failed to. */
+async function closeAllOf(queues: QueueLease, clients: RedisClient[]): Promise<void> {
   const failure = await queues.release().then(
     () => undefined,
     (err: unknown) => err,
   );
-  await closeRedis(client).catch(() => undefined);
+  await Promise.all(clients.map((c) => closeRedis(c).catch(() => undefined)));
   if (failure !== undefined) {
     throw new AggregateError(failure instanceof AggregateError ? failure.errors : [failure], 'closing the job queue failed');
   }
