@@ -97,9 +97,10 @@ describe('IntakeSupervisor', () => {
     await until('the queue drained by a replacement intake', () => done === 20);
     const d = await supervisor.diagnostics();
     expect(d.replacements).toBeGreaterThanOrEqual(1);
-    // The first build got the shared client; the replacement a connection of its own.
-    expect(connections[0]).toBe(redis);
+    // Each build got a connection of its own, never the shared client (BullMQ's scripts stay off it).
+    expect(connections[0]).not.toBe(redis);
     expect(connections[1]).not.toBe(redis);
+    expect(connections[1]).not.toBe(connections[0]);
   }, 60_000);
 
   it('takes no job in standby, and takes them again once activated; a healthy idle intake is left alone', async () => {

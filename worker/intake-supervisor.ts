@@ -15,8 +15,9 @@
  *   took none for `stallMs`, and the intake is replaced by a fresh one on a connection of its
  *   own. Whatever the old one held returns to the queue when its locks expire, as after a crash.
  *
- * The first intake runs on the worker's shared Redis client; each replacement on its own
- * duplicate, closed with the supervisor.
+ * Every intake runs on a duplicate of the worker's Redis client, closed with the supervisor: BullMQ
+ * defines its scripts on the connection it is given, and the shared client stays free of them
+ * for the worker's own commands (intake.ts `entries`).
  */
 import { queueName } from '../infra/contracts/job.ts';
 import type { ModelManifest } from '../infra/contracts/manifest.ts';
@@ -81,7 +82,7 @@ export class IntakeSupervisor {
 
   constructor(private readonly deps: IntakeSupervisorDeps) {
     this.lastTakenAt = deps.clock.now();
-    this.intake = this.attach(deps.build(deps.redis, this.gate));
+    this.intake = this.attach(deps.build(this.ownConnection(), this.gate));
     this.watchdog = createIntakeWatchdog({
       clock: deps.clock,
       stallMs: deps.stallMs,
@@ -129,7 +130,7 @@ export class IntakeSupervisor {
     };
   }
 
-  /** Stops the watchdog, finishes the jobs held (BullMQ's close), then closes the replacements' connections. */
+  /** Stops the watchdog, finishes the jobs held (BullMQ's close), then closes the intakes' connections. */
   async close(): Promise<void> {
     this.watchdog.close();
     try {
@@ -137,6 +138,12 @@ export class IntakeSupervisor {
     } finally {
       await Promise.all(this.connections.map((c) => closeRedis(c)));
     }
+  }
+
+  private ownConnection(): RedisClient {
+    const connection = duplicateClient(this.deps.redis);
+    this.connections.push(connection);
+    return connection;
   }
 
   private setHeld(n: number): void {
@@ -184,9 +191,7 @@ export class IntakeSupervisor {
     this.setHeld(0);
     this.lastTakenAt = this.deps.clock.now();
     this.replacements++;
-    const connection = duplicateClient(this.deps.redis);
-    this.connections.push(connection);
-    this.intake = this.attach(this.deps.build(connection, this.gate));
+    this.intake = this.attach(this.deps.build(this.ownConnection(), this.gate));
     this.run(this.intake);
   }
 }

@@ -59,7 +59,14 @@ import { type EntryDeps, entryEnded, processEntry, type StoredBytesLedger } from
 export class SliceFailedError extends Error {}
 
 export interface IntakeOptions {
+  /** BullMQ's Worker's connection (its scripts are defined on it). */
   connection: RedisClient;
+  /**
+   * Where the entries' own reads and writes go (inputs, outputs, cleanup): a client without
+   * BullMQ's scripts, since ioredis copies every script of a client onto each pipeline it makes
+   * (issue 34: reading an entry was the worker's largest self-time entry). `connection` when absent.
+   */
+  entries?: RedisClient;
   prefix: string;
   manifest: ModelManifest;
   batcher: Batcher<Slice, SliceResult>;
@@ -180,7 +187,7 @@ type WaiterOutcome = 'slot' | 'back' | 'online';
 export function createIntake(options: IntakeOptions): IntakeWorker {
   const { manifest } = options;
   const queue = queueName(manifest.name, manifest.version);
-  const entries: EntryDeps = { ...options, redis: options.connection, queue };
+  const entries: EntryDeps = { ...options, redis: options.entries ?? options.connection, queue };
   const wakeups = createQueueWakeups(options.connection, options.prefix, queue);
   let chunksInHand = 0;
   /** The one chunk fetched past the bound, told when a slot frees (or to go back). */
@@ -249,7 +256,7 @@ export function createIntake(options: IntakeOptions): IntakeWorker {
     if (!job?.id || job.finishedOn === undefined) return;
     const typed = asQueueJob(job);
     if (typed?.name === 'entry') {
-      entryEnded({ redis: options.connection, prefix: options.prefix, queue, openJobs, storedBytes }, job.id, typed.data, onCleanupError);
+      entryEnded({ redis: options.entries ?? options.connection, prefix: options.prefix, queue, openJobs, storedBytes }, job.id, typed.data, onCleanupError);
     } else if (!typed && isLegacyJobData(job.data)) openJobs?.release(job.data.tenant, job.id);
   };
   worker.on('completed', ended);

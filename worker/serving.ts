@@ -146,6 +146,7 @@ export function startServing(deps: ServingDeps, manifest: ModelManifest, profile
       createIntake({
         gate,
         connection,
+        entries: redis,
         prefix: config.queuePrefix,
         manifest,
         batcher,
