@@ -35,6 +35,8 @@ export const SEEDS = {
   max: 2_000_000,
   latency: 3_000_000,
   search: 4_000_000,
+  /** serving_efficiency_binary's search (its rows apart from the JSON search's). */
+  searchBinary: 4_500_000,
   /** binary_vs_json's binary runs (its JSON side is the max-rate run above). */
   binaryWarmUp: 5_000_000,
   binary: 5_500_000,

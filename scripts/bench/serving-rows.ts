@@ -7,6 +7,7 @@
  *   e2e_latency_p50/p95/p99_ms  submit → succeeded, open loop at 80% of warmpool's maximum
  *   serving_efficiency          the highest open-loop rate whose p99 ≤ 100 ms (serving-search.ts)
  *                               ÷ raw ONNX Runtime's best rows/s at the worker's thread count
+ *   serving_efficiency_binary   the same with the requests as OIP binary tensor data
  *   binary_vs_json              the max rate with the requests as OIP binary tensor data ÷ as JSON
  *   grpc_vs_http                sync inferences/s over OIP gRPC ÷ over HTTP, binary tensors both
  */
@@ -17,7 +18,7 @@ import { rowWidth } from './bench-models.ts';
 import { type ApiMode, type MaxRate, measureMaxRate, measureOpenLoop, SEEDS, type StackUnderTest, warmUp } from './e2e.ts';
 import { closedLoopGrpc } from './grpc-load.ts';
 import { climbLadder, type LadderRung, ladderRows } from './latency-ladder.ts';
-import { closedLoopInfer, type SyncLoopResult } from './load.ts';
+import { closedLoopInfer, type SubmitTarget, type SyncLoopResult } from './load.ts';
 import { startMinimalStack } from './minimal-stack.ts';
 import { startCpuMeter } from './proc-cpu.ts';
 import { bestCellAt, type RawSweep } from './raw-ort.ts';
@@ -75,7 +76,11 @@ export async function benchServing(
     rows.push(...ladderRows(m, await climbLadder(stack, ladder, max.requestsPerS, ctx.out), minimalLadder));
     rows.push(...(await latencyRows(ctx, m, stack, max, sizes)));
     rows.push(await servingRow(ctx, m, stack, max, run.raw, sizes));
-    rows.push(await binaryVsJsonRow(ctx, manifest, stack, max, amount, sizes));
+    const binary = await binaryVsJsonRow(ctx, manifest, stack, max, amount, sizes);
+    rows.push(binary.row);
+    if (binary.target && binary.max) {
+      rows.push(await servingRow(ctx, m, { ...stack, target: binary.target }, binary.max, run.raw, sizes, 'binary'));
+    }
     rows.push(await grpcVsHttpRow(ctx, manifest, stack, amount, sizes));
   } catch (err) {
     rows.push(...failedRows(m, ['e2e_vs_minimal_stack', 'light_load_p99_ms', 'e2e_latency_p99_ms', 'serving_efficiency'], err));
@@ -182,7 +187,7 @@ async function binaryVsJsonRow(
   json: MaxRate,
   amount: number,
   sizes: BenchSizes,
-): Promise<BenchRow> {
+): Promise<{ row: BenchRow; target?: SubmitTarget; max?: MaxRate }> {
   const m = manifest.name;
   try {
     const target = submitTarget(stack.target.url, manifest, { authorization: stack.target.headers.authorization ?? '' }, 'binary');
@@ -191,7 +196,7 @@ async function binaryVsJsonRow(
       max: SEEDS.binary,
     });
     const bytes = (form: 'json' | 'binary') => Buffer.byteLength((form === 'json' ? stack.target : target).body(SEEDS.max));
-    return {
+    const row: BenchRow = {
       name: `${m}.binary_vs_json`,
       value: binary.requestsPerS / json.requestsPerS,
       unit: 'ratio',
@@ -200,8 +205,9 @@ async function binaryVsJsonRow(
         `POST /v1/models/${m}/jobs with binary tensor data vs JSON numbers (${f0(bytes('binary'))} vs ${f0(bytes('json'))} body bytes); ` +
         `API CPU ms per request ${f2(binary.cpuMsPerRequest.api ?? NaN)} vs ${f2(json.cpuMsPerRequest.api ?? NaN)}`,
     };
+    return { row, target, max: binary };
   } catch (err) {
-    return failedRows(m, ['binary_vs_json'], err)[0] as BenchRow;
+    return { row: failedRows(m, ['binary_vs_json'], err)[0] as BenchRow };
   }
 }
 
@@ -268,26 +274,28 @@ async function servingRow(
   max: MaxRate,
   raw: RawSweep | undefined,
   sizes: BenchSizes,
+  form: 'json' | 'binary' = 'json',
 ): Promise<BenchRow> {
   const { workerThreads } = stack;
   const cell = raw ? bestCellAt(raw, workerThreads || os.availableParallelism()) : undefined;
+  const name = form === 'json' ? `${m}.serving_efficiency` : `${m}.serving_efficiency_binary`;
   try {
     const search = await searchServingRate(stack, max.requestsPerS, {
       steps: sizes.searchSteps,
       durationS: sizes.searchDurationS,
       p99BoundMs: SERVING_P99_BOUND_MS,
-      seed: SEEDS.search,
+      seed: form === 'json' ? SEEDS.search : SEEDS.searchBinary,
     });
-    ctx.out(`  serving: ${f0(search.ratePerS)} requests/s with p99 ≤ ${SERVING_P99_BOUND_MS} ms (${describeTrials(search.trials)})`);
+    ctx.out(`  serving (${form}): ${f0(search.ratePerS)} requests/s with p99 ≤ ${SERVING_P99_BOUND_MS} ms (${describeTrials(search.trials)})`);
     return {
-      name: `${m}.serving_efficiency`,
+      name,
       value: search.ratePerS / (cell?.rowsPerS ?? NaN),
       unit: 'ratio',
       detail:
-        `${f0(search.ratePerS)} single-row requests/s open loop with p99 ≤ ${SERVING_P99_BOUND_MS} ms (runs: ${describeTrials(search.trials)}) ` +
+        `${f0(search.ratePerS)} single-row requests/s (${form === 'json' ? 'JSON' : 'binary tensor data'}) open loop with p99 ≤ ${SERVING_P99_BOUND_MS} ms (runs: ${describeTrials(search.trials)}) ` +
         `vs raw ORT ${f0(cell?.rowsPerS ?? NaN)} rows/s (batch ${cell?.batch} × ${cell?.threads} thread(s), the worker's ${workerThreads || 'n/a'})`,
     };
   } catch (err) {
-    return failedRows(m, ['serving_efficiency'], err)[0] as BenchRow;
+    return failedRows(m, [name.slice(m.length + 1)], err)[0] as BenchRow;
   }
 }
