@@ -256,7 +256,12 @@ export function createIntake(options: IntakeOptions): IntakeWorker {
     if (!job?.id || job.finishedOn === undefined) return;
     const typed = asQueueJob(job);
     if (typed?.name === 'entry') {
-      entryEnded({ redis: options.entries ?? options.connection, prefix: options.prefix, queue, openJobs, storedBytes }, job.id, typed.data, onCleanupError);
+      entryEnded(
+        { redis: options.entries ?? options.connection, prefix: options.prefix, queue, openJobs, storedBytes },
+        job.id,
+        typed.data,
+        onCleanupError,
+      );
     } else if (!typed && isLegacyJobData(job.data)) openJobs?.release(job.data.tenant, job.id);
   };
   worker.on('completed', ended);

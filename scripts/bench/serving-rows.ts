@@ -286,7 +286,9 @@ async function servingRow(
       p99BoundMs: SERVING_P99_BOUND_MS,
       seed: form === 'json' ? SEEDS.search : SEEDS.searchBinary,
     });
-    ctx.out(`  serving (${form}): ${f0(search.ratePerS)} requests/s with p99 ≤ ${SERVING_P99_BOUND_MS} ms (${describeTrials(search.trials)})`);
+    ctx.out(
+      `  serving (${form}): ${f0(search.ratePerS)} requests/s with p99 ≤ ${SERVING_P99_BOUND_MS} ms (${describeTrials(search.trials)})`,
+    );
     return {
       name,
       value: search.ratePerS / (cell?.rowsPerS ?? NaN),

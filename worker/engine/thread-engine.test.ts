@@ -132,12 +132,12 @@ describe('thread engine', () => {
       for (let pass = 0; pass < 3; pass++) {
         const data = new Float32Array(buffers.take(rows * 64 * 4), 0, rows * 64).fill(pass / 4);
         const out = await own.run({ features: { type: 'float32', dims: [rows, 64], data } });
-        answers.push((out.score?.data as Float32Array)[0] as number);
+        answers.push((out.score as EngineTensor).data[0] as number);
         expect(out.score?.dims).toEqual([rows, 1]);
       }
       expect(buffers.stats()).toMatchObject({ allocated: 1, reused: 2 });
       const expected = await runInProcess('mlp', { features: { type: 'float32', dims: [1, 64], data: new Float32Array(64).fill(0.5) } });
-      expect(answers[2]).toBeCloseTo((expected.score?.data as Float32Array)[0] as number, 6);
+      expect(answers[2]).toBeCloseTo((expected.score as EngineTensor).data[0] as number, 6);
       // A rejected pass gives its buffers back too.
       await own.load(modelPath('gather'), CPU);
       const bad = new BigInt64Array(buffers.take(70_000 * 8), 0, 2).fill(99n);
