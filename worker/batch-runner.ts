@@ -22,11 +22,7 @@
 
 import { findDuplicateRows } from './duplicate-rows.ts';
 import type { EngineTensor, InferenceEngine } from './engine/engine.ts';
-import { type Allocate, concatRows, gatherRows, sliceRows, splitRows } from './engine/tensor-codec.ts';
-import { transferBuffers } from './engine/transfer-buffers.ts';
-
-/** A pass's inputs are assembled in buffers the inference thread gives back (transfer-buffers.ts). */
-const passBuffer: Allocate = (bytes) => transferBuffers.take(bytes);
+import { concatRows, gatherRows, sliceRows, splitRows } from './engine/tensor-codec.ts';
 
 /** A job's rows (or a slice of a big job's rows) as engine tensors, by input name. */
 export interface Slice {
@@ -135,7 +131,7 @@ function concatInputs(slices: Slice[], inputNames: string[]): Record<string, Eng
   for (const name of inputNames) {
     const parts = slices.map((s) => s.inputs[name]);
     if (parts.some((p) => p === undefined)) throw new Error(`input "${name}" missing from a slice`);
-    feeds[name] = parts.length === 1 ? (parts[0] as EngineTensor) : concatRows(parts as EngineTensor[], passBuffer);
+    feeds[name] = parts.length === 1 ? (parts[0] as EngineTensor) : concatRows(parts as EngineTensor[]);
   }
   return feeds;
 }
@@ -156,7 +152,7 @@ function collapse(
   );
   if (unique.length === rows) return { feeds, rows, sourceOf: null };
   const distinct: Record<string, EngineTensor> = {};
-  for (const name of inputNames) distinct[name] = gatherRows(feeds[name] as EngineTensor, unique, passBuffer);
+  for (const name of inputNames) distinct[name] = gatherRows(feeds[name] as EngineTensor, unique);
   return { feeds: distinct, rows: unique.length, sourceOf };
 }
 

@@ -30,11 +30,10 @@ export interface ThreadEngineInfo extends EngineInfo {
   executionProviders: string[];
 }
 
-/** `returned`: a pass's input buffers, given back for the next pass to be assembled in (transfer-buffers.ts). */
 export type ThreadResponse =
   | { id: number; ok: true; info: ThreadEngineInfo }
-  | { id: number; ok: true; outputs: Record<string, EngineTensor>; returned?: ArrayBuffer[] }
-  | { id: number; ok: false; message: string; returned?: ArrayBuffer[] };
+  | { id: number; ok: true; outputs: Record<string, EngineTensor> }
+  | { id: number; ok: false; message: string };
 
 const SEVERITY: Record<OrtLogLevel, 0 | 1 | 2 | 3 | 4> = { verbose: 0, info: 1, warning: 2, error: 3, fatal: 4 };
 const DTYPES = new Set<string>([
@@ -88,44 +87,19 @@ async function handle(request: ThreadRequest): Promise<void> {
       const info = await load(request.modelPath, request.options);
       port?.postMessage({ id: request.id, ok: true, info } satisfies ThreadResponse);
     } else {
-      await runAndAnswer(request);
+      const { tensors, transfer } = forTransfer(await run(request.inputs, request.outputNames));
+      const response = { id: request.id, ok: true, outputs: tensors } satisfies ThreadResponse;
+      try {
+        port?.postMessage(response, transfer);
+      } catch {
+        // A buffer ORT allocated outside V8 may not be detachable: send a copy instead.
+        port?.postMessage(response);
+      }
     }
   } catch (err) {
     const message = errorMessage(err);
     port?.postMessage({ id: request.id, ok: false, message } satisfies ThreadResponse);
   }
-}
-
-/** A pass, answered with its outputs (or ORT's message) and its input buffers given back. */
-async function runAndAnswer(request: ThreadRequest & { op: 'run' }): Promise<void> {
-  let outputs: Record<string, EngineTensor>;
-  try {
-    outputs = await run(request.inputs, request.outputNames);
-  } catch (err) {
-    const returned = inputBuffers(request.inputs, new Set());
-    port?.postMessage({ id: request.id, ok: false, message: errorMessage(err), returned } satisfies ThreadResponse, returned);
-    return;
-  }
-  const { tensors, transfer } = forTransfer(outputs);
-  // An output ORT made over an input's bytes (an identity) keeps that buffer: it is no input's to give back.
-  const returned = inputBuffers(request.inputs, new Set(transfer));
-  const response = { id: request.id, ok: true, outputs: tensors, returned } satisfies ThreadResponse;
-  try {
-    port?.postMessage(response, [...transfer, ...returned]);
-  } catch {
-    // A buffer ORT allocated outside V8 may not be detachable: send a copy instead.
-    port?.postMessage(response);
-  }
-}
-
-function inputBuffers(inputs: Record<string, EngineTensor>, taken: ReadonlySet<ArrayBufferLike>): ArrayBuffer[] {
-  const out = new Set<ArrayBuffer>();
-  for (const t of Object.values(inputs)) {
-    if (Array.isArray(t.data)) continue;
-    const buf = t.data.buffer;
-    if (buf instanceof ArrayBuffer && !taken.has(buf)) out.add(buf);
-  }
-  return [...out];
 }
 
 /**

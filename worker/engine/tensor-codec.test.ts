@@ -10,12 +10,10 @@ import {
   encodeHalf,
   engineToOip,
   forTransfer,
-  gatherRows,
   oipToEngine,
   sliceRows,
   splitRows,
 } from './tensor-codec.ts';
-import { TransferBuffers } from './transfer-buffers.ts';
 
 /** Representative values for each datatype, including each type's extremes. */
 const SAMPLES: Record<Datatype, OipTensor['data']> = {
@@ -240,43 +238,5 @@ describe('forTransfer', () => {
     });
     expect(new Set(transfer).size).toBe(transfer.length);
     expect(tensors.b?.data).toEqual(shared);
-  });
-});
-
-describe('forTransfer with transfer buffers', () => {
-  it('passes a lent buffer whole and copies a view into a lent one', () => {
-    const pool = new TransferBuffers();
-    const lent = new Float32Array(pool.take(70_000 * 4), 0, 70_000);
-    const backing = new Float32Array(80_000).fill(3);
-    const view = backing.subarray(10_000, 80_000);
-    const { tensors, transfer } = forTransfer(
-      {
-        a: { type: 'float32', dims: [70_000], data: lent },
-        b: { type: 'float32', dims: [70_000], data: view },
-      },
-      pool,
-    );
-    expect(tensors.a?.data).toBe(lent);
-    const copy = tensors.b?.data as Float32Array;
-    expect(copy.length).toBe(70_000);
-    expect(copy[69_999]).toBe(3);
-    expect(pool.lent(copy.buffer)).toBe(true);
-    expect(transfer).toEqual([lent.buffer, copy.buffer]);
-    expect(backing.length).toBe(80_000); // the caller's buffer is never transferred
-  });
-});
-
-describe('concatRows and gatherRows into given buffers', () => {
-  it('writes the rows at the start of a longer buffer and exposes only them', () => {
-    const parts = [
-      { type: 'int32' as const, dims: [1, 2], data: new Int32Array([1, 2]) },
-      { type: 'int32' as const, dims: [1, 2], data: new Int32Array([3, 4]) },
-    ];
-    const joined = concatRows(parts, () => new ArrayBuffer(64));
-    expect(joined.data).toBeInstanceOf(Int32Array);
-    expect(Array.from(joined.data as Int32Array)).toEqual([1, 2, 3, 4]);
-    expect((joined.data as Int32Array).buffer.byteLength).toBe(64);
-    const picked = gatherRows(joined, [1, 1, 0], () => new ArrayBuffer(64));
-    expect(Array.from(picked.data as Int32Array)).toEqual([3, 4, 3, 4, 1, 2]);
   });
 });

@@ -120,18 +120,7 @@ export function checkTensor(t: EngineTensor): void {
  * batcher re-runs sub-batches from them when a forward pass fails) while the result may be
  * transferred to the inference thread.
  */
-/** Where a new tensor's bytes come from: a fresh buffer, or a pooled one (transfer-buffers.ts). */
-export type Allocate = (bytes: number) => ArrayBuffer;
-
-const fresh: Allocate = (bytes) => new ArrayBuffer(bytes);
-
-/** The typed array of `length` elements of `type` over a buffer from `alloc` (possibly longer). */
-function numericArray(type: Exclude<EngineDtype, 'string'>, length: number, alloc: Allocate): NumericData {
-  const Ctor = arrayOf(type);
-  return new Ctor(alloc(length * Ctor.BYTES_PER_ELEMENT), 0, length);
-}
-
-export function concatRows(parts: EngineTensor[], alloc: Allocate = fresh): EngineTensor {
+export function concatRows(parts: EngineTensor[]): EngineTensor {
   const first = parts[0];
   if (!first) throw new Error('concatRows: no parts');
   let rows = 0;
@@ -152,15 +141,14 @@ export function concatRows(parts: EngineTensor[], alloc: Allocate = fresh): Engi
       first.type,
       parts.map((p) => p.data as NumericData),
       elementCount(dims),
-      alloc,
     ),
   };
 }
 
-function concatNumeric(type: Exclude<EngineDtype, 'string'>, parts: NumericData[], length: number, alloc: Allocate): NumericData {
-  const out = numericArray(type, length, alloc);
+function concatNumeric(type: Exclude<EngineDtype, 'string'>, parts: NumericData[], length: number): NumericData {
+  const out = new (arrayOf(type))(length);
   // Byte copies: the same code for every element type, and no union-typed `set` overloads.
-  const bytes = new Uint8Array(out.buffer, 0, out.byteLength);
+  const bytes = new Uint8Array(out.buffer);
   let offset = 0;
   for (const p of parts) {
     bytes.set(new Uint8Array(p.buffer, p.byteOffset, p.byteLength), offset);
@@ -185,7 +173,7 @@ export function sliceRows(t: EngineTensor, start: number, end: number): EngineTe
  * A new tensor whose row k is row `indices[k]` of `t` (any order, repeats allowed): picks the
  * distinct rows of a batch, and copies each one's outputs back to its duplicates.
  */
-export function gatherRows(t: EngineTensor, indices: ArrayLike<number>, alloc: Allocate = fresh): EngineTensor {
+export function gatherRows(t: EngineTensor, indices: ArrayLike<number>): EngineTensor {
   checkTensor(t);
   const rows = t.dims[0];
   if (rows === undefined) throw new Error('gatherRows: a scalar has no rows');
@@ -205,11 +193,11 @@ export function gatherRows(t: EngineTensor, indices: ArrayLike<number>, alloc: A
     return { type: t.type, dims, data: out };
   }
   const data = t.data as NumericData;
-  const out = numericArray(t.type, elementCount(dims), alloc);
+  const out = new (arrayOf(t.type))(elementCount(dims));
   // Byte copies, as in concatNumeric.
   const rowBytes = rowSize * data.BYTES_PER_ELEMENT;
   const from = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
-  const to = new Uint8Array(out.buffer, 0, out.byteLength);
+  const to = new Uint8Array(out.buffer);
   for (let k = 0; k < indices.length; k++) {
     const r = check(indices[k] as number);
     to.set(from.subarray(r * rowBytes, (r + 1) * rowBytes), k * rowBytes);
@@ -231,34 +219,21 @@ export function splitRows(t: EngineTensor, rowCounts: number[]): EngineTensor[] 
 }
 
 /**
- * Makes every typed array transferable and lists the buffers to transfer through postMessage: a
- * whole, non-shared buffer as it is, and a view on a buffer `pool` lent (transfer-buffers.ts) as
- * it is; any other view is copied (into a buffer from `pool` when there is one), since
- * transferring its buffer would detach bytes the caller still uses elsewhere, e.g. Node's Buffer
- * pool or an entry's other rows.
+ * Makes every typed array own its whole, non-shared buffer (copying the ones that are views on
+ * a larger or shared buffer) and lists the buffers to transfer through postMessage. Transferring
+ * a view's buffer would detach bytes the caller still uses elsewhere, e.g. Node's Buffer pool.
  */
-export function forTransfer(
-  tensors: Record<string, EngineTensor>,
-  pool?: { take: Allocate; lent(buf: ArrayBufferLike): boolean },
-): { tensors: Record<string, EngineTensor>; transfer: ArrayBuffer[] } {
+export function forTransfer(tensors: Record<string, EngineTensor>): { tensors: Record<string, EngineTensor>; transfer: ArrayBuffer[] } {
   const out: Record<string, EngineTensor> = {};
   const transfer = new Set<ArrayBuffer>();
   for (const [name, t] of Object.entries(tensors)) {
     let data = t.data;
     if (!Array.isArray(data)) {
       const whole = data.buffer instanceof ArrayBuffer && data.byteOffset === 0 && data.byteLength === data.buffer.byteLength;
-      const ours = whole || (pool?.lent(data.buffer) === true && data.byteOffset === 0);
-      if (!ours || transfer.has(data.buffer as ArrayBuffer)) data = copied(data, pool ? (bytes) => pool.take(bytes) : fresh);
+      if (!whole || transfer.has(data.buffer as ArrayBuffer)) data = data.slice();
       transfer.add(data.buffer as ArrayBuffer);
     }
     out[name] = { type: t.type, dims: [...t.dims], data };
   }
   return { tensors: out, transfer: [...transfer] };
-}
-
-function copied(data: NumericData, alloc: Allocate): NumericData {
-  const Ctor = data.constructor as new (buffer: ArrayBuffer, offset: number, length: number) => NumericData;
-  const out = new Ctor(alloc(data.byteLength), 0, data.length);
-  new Uint8Array(out.buffer, 0, out.byteLength).set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
-  return out;
 }

@@ -12,7 +12,6 @@ import { buildFp16Model, buildGatherModel, buildMlpModel, buildMultiTypeModel, s
 import type { EngineTensor } from './engine.ts';
 import { encodeHalf } from './tensor-codec.ts';
 import { createThreadEngine, type ThreadEngine } from './thread-engine.ts';
-import { TransferBuffers } from './transfer-buffers.ts';
 
 const CPU = { executionProviders: ['cpu'], intraOpThreads: 0 };
 
@@ -120,32 +119,6 @@ describe('thread engine', () => {
     const out = await engine.run({ idx: { type: 'int64', dims: [2, 1], data: new BigInt64Array(backing.buffer, 8, 2) } });
     expect(Array.from(backing)).toEqual([5n, 1n, 2n, 5n]);
     expect(Array.from(out.row?.data as Float32Array)).toEqual([4, 5, 6, 7, 8, 9, 10, 11]);
-  });
-
-  it('gives a pass its input buffers back, so the next pass is assembled in the same memory', async () => {
-    const buffers = new TransferBuffers();
-    const own = createThreadEngine({ buffers });
-    try {
-      await own.load(modelPath('mlp'), CPU);
-      const rows = 300; // 300 × 64 floats = 76,800 bytes: pooled
-      const answers: number[] = [];
-      for (let pass = 0; pass < 3; pass++) {
-        const data = new Float32Array(buffers.take(rows * 64 * 4), 0, rows * 64).fill(pass / 4);
-        const out = await own.run({ features: { type: 'float32', dims: [rows, 64], data } });
-        answers.push((out.score as EngineTensor).data[0] as number);
-        expect(out.score?.dims).toEqual([rows, 1]);
-      }
-      expect(buffers.stats()).toMatchObject({ allocated: 1, reused: 2 });
-      const expected = await runInProcess('mlp', { features: { type: 'float32', dims: [1, 64], data: new Float32Array(64).fill(0.5) } });
-      expect(answers[2]).toBeCloseTo((expected.score as EngineTensor).data[0] as number, 6);
-      // A rejected pass gives its buffers back too.
-      await own.load(modelPath('gather'), CPU);
-      const bad = new BigInt64Array(buffers.take(70_000 * 8), 0, 2).fill(99n);
-      await expect(own.run({ idx: { type: 'int64', dims: [2, 1], data: bad } })).rejects.toThrow(/idx=99/);
-      expect(buffers.stats().idle).toBe(2);
-    } finally {
-      await own.close();
-    }
   });
 
   it("rejects a failing run with ONNX Runtime's message and serves the next run", async () => {

@@ -1,9 +1,7 @@
 /**
  * The real InferenceEngine: ONNX Runtime in a worker thread (ort-thread.ts), driven by
  * request/response messages with ids. Input buffers are transferred to the thread, not copied
- * (the caller's arrays are detached by `run`), and output buffers are transferred back. A pass's
- * input buffers come back with its answer and go to the process's transfer buffers
- * (transfer-buffers.ts), so the next pass is assembled in them instead of in new ones.
+ * (the caller's arrays are detached by `run`), and output buffers are transferred back.
  *
  * States: running → closed (close()) or running → dead (the thread crashed or exited). In both
  * end states every pending call rejects and every later call rejects at once with the reason.
@@ -18,7 +16,6 @@ import { coerceError } from '../../infra/kernel/errors.ts';
 import { type EngineLoadOptions, EngineRejectedError, type EngineTensor, type InferenceEngine } from './engine.ts';
 import type { OrtLogLevel, ThreadData, ThreadEngineInfo, ThreadRequest, ThreadResponse } from './ort-thread.ts';
 import { forTransfer } from './tensor-codec.ts';
-import { type TransferBuffers, transferBuffers } from './transfer-buffers.ts';
 
 export type { OrtLogLevel, ThreadEngineInfo };
 
@@ -29,8 +26,6 @@ export interface ThreadEngineOptions {
    * ORT's message, and should not also be printed to stderr.
    */
   logLevel?: OrtLogLevel;
-  /** Where inputs are copied to before a transfer, and where they go back after a pass; the process's pool by default. */
-  buffers?: TransferBuffers;
 }
 
 export interface ThreadEngine extends InferenceEngine {
@@ -49,7 +44,7 @@ const BOOTSTRAP = new URL('./thread-bootstrap.mjs', import.meta.url);
 const CLOSE_GRACE_MS = 120_000;
 
 export function createThreadEngine(options: ThreadEngineOptions = {}): ThreadEngine {
-  return new WorkerThreadEngine(options.logLevel ?? 'fatal', options.buffers ?? transferBuffers);
+  return new WorkerThreadEngine(options.logLevel ?? 'fatal');
 }
 
 class WorkerThreadEngine implements ThreadEngine {
@@ -62,10 +57,7 @@ class WorkerThreadEngine implements ThreadEngine {
   private exited = false;
   private readonly exit: Promise<void>;
 
-  constructor(
-    logLevel: OrtLogLevel,
-    private readonly buffers: TransferBuffers,
-  ) {
+  constructor(logLevel: OrtLogLevel) {
     this.worker = new Worker(BOOTSTRAP, { workerData: { logLevel } satisfies ThreadData });
     this.worker.unref();
     this.worker.on('message', (response: ThreadResponse) => this.settle(response));
@@ -93,7 +85,7 @@ class WorkerThreadEngine implements ThreadEngine {
   }
 
   async run(inputs: Record<string, EngineTensor>, outputNames?: string[]): Promise<Record<string, EngineTensor>> {
-    const { tensors, transfer } = forTransfer(inputs, this.buffers);
+    const { tensors, transfer } = forTransfer(inputs);
     const response = await this.call({ op: 'run', inputs: tensors, ...(outputNames ? { outputNames: [...outputNames] } : {}) }, transfer);
     if (!('outputs' in response)) throw new Error('inference thread answered run without outputs');
     return response.outputs;
@@ -137,7 +129,6 @@ class WorkerThreadEngine implements ThreadEngine {
   }
 
   private settle(response: ThreadResponse): void {
-    if ('returned' in response) for (const buf of response.returned ?? []) this.buffers.give(buf);
     const waiter = this.pending.get(response.id);
     if (!waiter) return;
     this.forget(response.id);
