@@ -187,7 +187,8 @@ type WaiterOutcome = 'slot' | 'back' | 'online';
 export function createIntake(options: IntakeOptions): IntakeWorker {
   const { manifest } = options;
   const queue = queueName(manifest.name, manifest.version);
-  const entries: EntryDeps = { ...options, redis: options.entries ?? options.connection, queue };
+  const entriesRedis = options.entries ?? options.connection;
+  const entries: EntryDeps = { ...options, redis: entriesRedis, queue };
   const wakeups = createQueueWakeups(options.connection, options.prefix, queue);
   let chunksInHand = 0;
   /** The one chunk fetched past the bound, told when a slot frees (or to go back). */
@@ -256,12 +257,7 @@ export function createIntake(options: IntakeOptions): IntakeWorker {
     if (!job?.id || job.finishedOn === undefined) return;
     const typed = asQueueJob(job);
     if (typed?.name === 'entry') {
-      entryEnded(
-        { redis: options.entries ?? options.connection, prefix: options.prefix, queue, openJobs, storedBytes },
-        job.id,
-        typed.data,
-        onCleanupError,
-      );
+      entryEnded({ redis: entriesRedis, prefix: options.prefix, queue, openJobs, storedBytes }, job.id, typed.data, onCleanupError);
     } else if (!typed && isLegacyJobData(job.data)) openJobs?.release(job.data.tenant, job.id);
   };
   worker.on('completed', ended);

@@ -278,7 +278,7 @@ async function servingRow(
 ): Promise<BenchRow> {
   const { workerThreads } = stack;
   const cell = raw ? bestCellAt(raw, workerThreads || os.availableParallelism()) : undefined;
-  const name = form === 'json' ? `${m}.serving_efficiency` : `${m}.serving_efficiency_binary`;
+  const measurement = form === 'json' ? 'serving_efficiency' : 'serving_efficiency_binary';
   try {
     const search = await searchServingRate(stack, max.requestsPerS, {
       steps: sizes.searchSteps,
@@ -290,7 +290,7 @@ async function servingRow(
       `  serving (${form}): ${f0(search.ratePerS)} requests/s with p99 ≤ ${SERVING_P99_BOUND_MS} ms (${describeTrials(search.trials)})`,
     );
     return {
-      name,
+      name: `${m}.${measurement}`,
       value: search.ratePerS / (cell?.rowsPerS ?? NaN),
       unit: 'ratio',
       detail:
@@ -298,6 +298,6 @@ async function servingRow(
         `vs raw ORT ${f0(cell?.rowsPerS ?? NaN)} rows/s (batch ${cell?.batch} × ${cell?.threads} thread(s), the worker's ${workerThreads || 'n/a'})`,
     };
   } catch (err) {
-    return failedRows(m, [name.slice(m.length + 1)], err)[0] as BenchRow;
+    return failedRows(m, [measurement], err)[0] as BenchRow;
   }
 }
