@@ -21,13 +21,15 @@ import { InvalidInputError } from '../infra/kernel/errors.ts';
 import type { Log } from '../infra/kernel/log.ts';
 import type { RedisClient } from '../infra/redis/client.ts';
 import type { ApiMetrics } from '../infra/telemetry/metrics.ts';
+import { edgeCatalogRoutes } from './routes/edge-catalog.ts';
 import { dashboardPageRoutes } from './dashboard/page.ts';
 import { dashboardRoutes, sessionRoutes } from './dashboard/routes.ts';
 import { type AuthEnv, bearerAuth } from './http/auth.ts';
 import { type AuthFailureLimit, authFailureGuard } from './http/auth-failures.ts';
 import { bodyLimit } from './http/body-limit.ts';
 import { compressResponses } from './http/content-encoding.ts';
-import { errorBody, errorHandler, notFoundHandler } from './http/errors.ts';
+import { errorBody } from './http/error-body.ts';
+import { errorHandler, notFoundHandler } from './http/errors.ts';
 import type { IdempotencyStore } from './http/idempotency.ts';
 import { answerLimits } from './http/infer-response.ts';
 import { metricsAuth } from './http/metrics-auth.ts';
@@ -191,6 +193,13 @@ export function createApp(deps: AppDeps): Hono<AuthEnv> {
   const events = { jobs: deps.jobs, clock: deps.clock, heartbeatMs: deps.sseHeartbeatMs ?? 15_000, slots, why, log: deps.log };
   app.route('/', jobEventRoutes({ ...events, maxJsonOutputElements: deps.maxJsonOutputElements }));
   app.route('/', oipRoutes({ ...useCaseDeps, answers }));
+  const edgeLimits = {
+    bodyLimitBytes: deps.bodyLimitBytes,
+    ...(deps.maxRows !== undefined ? { maxRows: deps.maxRows } : {}),
+    ...(deps.maxElements !== undefined ? { maxElements: deps.maxElements } : {}),
+    ...(deps.maxBytesElements !== undefined ? { maxBytesElements: deps.maxBytesElements } : {}),
+  };
+  app.route('/', edgeCatalogRoutes({ catalog: deps.catalog, deployments: deps.deployments, limits: edgeLimits }));
   if (deps.bulkRuns) {
     app.route('/', bulkRunRoutes({ bulkRuns: deps.bulkRuns, webhookAllowedPrivateHosts: useCaseDeps.webhookAllowedPrivateHosts }));
   }

@@ -26,7 +26,7 @@ import type { DecisionRecord } from '../../infra/scaler/index.ts';
 import { replayBounded, searchAtSloBounded } from '../../infra/simulator/index.ts';
 import { createArrivalHistory } from '../../infra/telemetry/arrival-history.ts';
 import type { AuthEnv } from '../http/auth.ts';
-import { errorBody } from '../http/errors.ts';
+import { errorBody } from '../http/error-body.ts';
 import type { RateLimiter } from '../http/rate-limiter.ts';
 import { createPoolSamples } from '../insights/samples.ts';
 import { deploymentSeries } from '../use-cases/deployment-series.ts';

@@ -17,7 +17,7 @@
 import type { Context } from 'hono';
 import type { Clock } from '../ports.ts';
 import { addressBucket, clientAddress } from './client-address.ts';
-import { errorBody } from './errors.ts';
+import { errorBody } from './error-body.ts';
 import type { RateLimiter } from './rate-limiter.ts';
 
 export interface AuthFailureLimit {

@@ -12,7 +12,7 @@
  */
 import { type ServerOptions, STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { errorBody } from './errors.ts';
+import { errorBody } from './error-body.ts';
 
 /** The part of Node's private per-socket state the default handler also looks at. */
 interface ServerSocket extends Duplex {

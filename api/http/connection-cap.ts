@@ -21,7 +21,7 @@
  */
 import type { Server } from 'node:http';
 import type { Socket } from 'node:net';
-import { errorBody } from './errors.ts';
+import { errorBody } from './error-body.ts';
 
 export interface HttpConnectionLimits {
   /** Connections held at once, all addresses together (HTTP_MAX_CONNECTIONS). */

@@ -3,10 +3,9 @@
  * unknown routes. Every error body is `{ error: { code, message } }` (DESIGN §5).
  */
 import type { Context } from 'hono';
-import type { ContentfulStatusCode } from 'hono/utils/http-status';
-import { InvalidInputError, NotFoundError, OverloadedError, UnauthorizedError } from '../../infra/kernel/errors.ts';
 import type { Log } from '../../infra/kernel/log.ts';
 import { isStorageFullError, isUnavailableError } from '../../infra/redis/client.ts';
+import { decisionResponse, errorBody } from './error-body.ts';
 
 /** Retry-After of a 503 `unavailable`: about what a Redis restart or failover takes. */
 export const UNAVAILABLE_RETRY_AFTER_S = 2;
@@ -20,32 +19,12 @@ export const STORAGE_FULL_RETRY_AFTER_S = 30;
 export const STORAGE_FULL_MESSAGE =
   'the job store (Redis) is full: no new work is taken until jobs already accepted have ended and freed room; retry later';
 
-export interface ErrorBody {
-  error: { code: string; message: string; [extra: string]: unknown };
-}
-
-export function errorBody(code: string, message: string, extra: Record<string, unknown> = {}): ErrorBody {
-  return { error: { code, message, ...extra } };
-}
 
 export function errorHandler(log: Log | undefined) {
   return (err: Error, c: Context): Response => {
     closeIfBodyUnread(c);
-    if (err instanceof InvalidInputError && err.retryAfterS !== undefined) {
-      c.header('Retry-After', String(err.retryAfterS));
-      return c.json(errorBody(err.code, err.message, { retry_after_s: err.retryAfterS }), err.status as ContentfulStatusCode);
-    }
-    if (err instanceof InvalidInputError || err instanceof NotFoundError) {
-      return c.json(errorBody(err.code, err.message), err.status as ContentfulStatusCode);
-    }
-    if (err instanceof OverloadedError) {
-      c.header('Retry-After', String(err.retryAfterS));
-      return c.json(errorBody(err.code, err.message, { retry_after_s: err.retryAfterS }), 503);
-    }
-    if (err instanceof UnauthorizedError) {
-      c.header('WWW-Authenticate', 'Bearer');
-      return c.json(errorBody(err.code, err.message), 401);
-    }
+    const answered = decisionResponse(err, c);
+    if (answered) return answered;
     if (isStorageFullError(err)) {
       // Redis is at its maxmemory (noeviction): it refuses writes, so no new work is taken. What
       // was accepted is kept, and workers go on ending jobs, which frees their inputs.

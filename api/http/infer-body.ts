@@ -11,7 +11,8 @@ import { INFERENCE_HEADER_LENGTH, splitBinaryBody } from '../../infra/contracts/
 import { InvalidInputError } from '../../infra/kernel/errors.ts';
 import { bodyLimitOf } from './body-limit.ts';
 import { readBody } from './content-encoding.ts';
-import { parseJsonText, readJson } from './read-json.ts';
+import { parseJsonText } from './json-text.ts';
+import { readJson } from './read-json.ts';
 
 export interface InferBody {
   /** The JSON body, or the binary body's JSON header. */

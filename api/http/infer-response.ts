@@ -23,7 +23,7 @@ import { packedData, wireBytes } from '../../infra/contracts/packed-tensors.ts';
 import { JSON_SLICE_ELEMENTS, jsonBytesBound, jsonParts, outputElements } from '../../infra/contracts/tensor-json.ts';
 import type { Clock } from '../ports.ts';
 import { acceptWeights } from './accept-weights.ts';
-import { errorBody } from './errors.ts';
+import { errorBody } from './error-body.ts';
 import { type RateLimitSettings, type RateRefusal, takeByteBudget } from './rate-limit.ts';
 
 export type BinaryWanted = ReturnType<typeof binaryOutputs>;

@@ -23,7 +23,7 @@
 import type { Context, MiddlewareHandler } from 'hono';
 import type { Clock } from '../ports.ts';
 import type { AuthEnv } from './auth.ts';
-import { errorBody } from './errors.ts';
+import { errorBody } from './error-body.ts';
 import type { RateLimiter } from './rate-limiter.ts';
 
 /**

@@ -7,7 +7,7 @@ import { type Context, Hono } from 'hono';
 import { binaryOutputs } from '../../infra/contracts/oip-binary.ts';
 import { InvalidInputError } from '../../infra/kernel/errors.ts';
 import type { AuthEnv } from '../http/auth.ts';
-import { errorBody } from '../http/errors.ts';
+import { errorBody } from '../http/error-body.ts';
 import { readInferBody } from '../http/infer-body.ts';
 import { type AnswerLimits, tensorResponse } from '../http/infer-response.ts';
 import { type InferSyncDeps, inferSync } from '../use-cases/infer-sync.ts';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { MAX_JSON_DEPTH, nestingDepth } from './read-json.ts';
+import { MAX_JSON_DEPTH, nestingDepth } from './json-text.ts';
 
 describe('nestingDepth', () => {
   it('counts the deepest nesting of arrays and objects', () => {
