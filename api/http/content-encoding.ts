@@ -32,12 +32,12 @@ import zlib from 'node:zlib';
 import type { Context, MiddlewareHandler } from 'hono';
 import { errorMessage, InvalidInputError } from '../../infra/kernel/errors.ts';
 import { acceptWeights } from './accept-weights.ts';
+import { type Coding, requestCoding, zlibHeader } from './request-coding.ts';
 import { type BodyByteBudget, refusalAnswer } from './rate-limit.ts';
 
 const gzip = promisify(zlib.gzip);
 const deflate = promisify(zlib.deflate);
 
-type Coding = 'gzip' | 'deflate';
 type Format = 'gzip' | 'zlib' | 'raw';
 
 /** The request body as bytes, decoded per its Content-Encoding and at most `limitBytes` once decoded. */
@@ -46,31 +46,6 @@ export async function readBody(c: Context, limitBytes: number): Promise<Buffer> 
   const sent = Buffer.from(await c.req.arrayBuffer());
   if (coding === undefined || sent.length === 0) return sent;
   return decode(c, sent, coding, limitBytes);
-}
-
-/** The one coding a request body carries (undefined for identity), or 415 for any other. */
-function requestCoding(header: string | undefined): { name: string; coding: Coding } | undefined {
-  if (header === undefined) return undefined;
-  const names = header
-    .split(',')
-    .map((name) => name.trim().toLowerCase())
-    .filter((name) => name !== '' && name !== 'identity');
-  const [name] = names;
-  if (name === undefined) return undefined;
-  if (names.length > 1) {
-    throw new InvalidInputError(
-      'unsupported_content_encoding',
-      `Content-Encoding "${header.trim()}" lists more than one coding; only one is supported: send the body as gzip, deflate or identity`,
-      { status: 415 },
-    );
-  }
-  if (name === 'gzip' || name === 'x-gzip') return { name, coding: 'gzip' };
-  if (name === 'deflate') return { name, coding: 'deflate' };
-  throw new InvalidInputError(
-    'unsupported_content_encoding',
-    `Content-Encoding "${name}" is not supported; send the body as gzip, deflate or identity`,
-    { status: 415 },
-  );
 }
 
 async function decode(c: Context, sent: Buffer, { name, coding }: { name: string; coding: Coding }, limitBytes: number): Promise<Buffer> {
@@ -146,12 +121,6 @@ function rateLimited(c: Context, refusal: Parameters<typeof refusalAnswer>[0]): 
   const { seconds, message } = refusalAnswer(refusal);
   c.header('Retry-After', String(seconds));
   return new InvalidInputError('rate_limited', message, { status: 429 });
-}
-
-/** A zlib stream's two header bytes (RFC 1950): method 8, window ≤ 32 KiB, check bits. */
-function zlibHeader(sent: Buffer): boolean {
-  const [cmf = 0, flg = 0] = sent;
-  return (cmf & 0x0f) === 8 && cmf >> 4 <= 7 && ((cmf << 8) | flg) % 31 === 0;
 }
 
 /** Statuses whose responses have no body to compress (204, 304) or a partial one (206). */
