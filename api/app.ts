@@ -21,7 +21,6 @@ import { InvalidInputError } from '../infra/kernel/errors.ts';
 import type { Log } from '../infra/kernel/log.ts';
 import type { RedisClient } from '../infra/redis/client.ts';
 import type { ApiMetrics } from '../infra/telemetry/metrics.ts';
-import { edgeCatalogRoutes } from './routes/edge-catalog.ts';
 import { dashboardPageRoutes } from './dashboard/page.ts';
 import { dashboardRoutes, sessionRoutes } from './dashboard/routes.ts';
 import { type AuthEnv, bearerAuth } from './http/auth.ts';
@@ -40,6 +39,7 @@ import type { Clock, DeploymentLookup, JobQueue, JobView, ModelCatalog } from '.
 import { bulkRunRoutes } from './routes/bulk-runs.ts';
 import { canaryRoutes } from './routes/canary.ts';
 import { deploymentRoutes } from './routes/deployments.ts';
+import { edgeCatalogRoutes } from './routes/edge-catalog.ts';
 import { type JobWatcher, jobEventRoutes, WAIT_CHECK_MS } from './routes/job-events.ts';
 import { jobRoutes } from './routes/jobs.ts';
 import { oipRoutes } from './routes/oip.ts';

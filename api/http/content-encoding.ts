@@ -32,8 +32,8 @@ import zlib from 'node:zlib';
 import type { Context, MiddlewareHandler } from 'hono';
 import { errorMessage, InvalidInputError } from '../../infra/kernel/errors.ts';
 import { acceptWeights } from './accept-weights.ts';
-import { type Coding, requestCoding, zlibHeader } from './request-coding.ts';
 import { type BodyByteBudget, refusalAnswer } from './rate-limit.ts';
+import { type Coding, requestCoding, zlibHeader } from './request-coding.ts';
 
 const gzip = promisify(zlib.gzip);
 const deflate = promisify(zlib.deflate);

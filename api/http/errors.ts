@@ -19,7 +19,6 @@ export const STORAGE_FULL_RETRY_AFTER_S = 30;
 export const STORAGE_FULL_MESSAGE =
   'the job store (Redis) is full: no new work is taken until jobs already accepted have ended and freed room; retry later';
 
-
 export function errorHandler(log: Log | undefined) {
   return (err: Error, c: Context): Response => {
     closeIfBodyUnread(c);

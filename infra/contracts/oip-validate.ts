@@ -71,7 +71,7 @@ type Json = Record<string, unknown>;
  */
 export function validateInferRequest(
   body: unknown,
-  manifest: ModelManifest,
+  manifest: Pick<ModelManifest, 'inputs' | 'outputs'>,
   limits: ValidateLimits = {},
   binary?: ReadonlyMap<string, Uint8Array>,
 ): ValidatedInferRequest {
