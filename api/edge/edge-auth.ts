@@ -29,8 +29,3 @@ export async function edgeKeyLookup(apiKeys: readonly ApiKey[]): Promise<KeyLook
     return found;
   };
 }
-
-/** The key in `Authorization: Bearer <key>`, as the region reads it; undefined otherwise. */
-export function bearerKeyOf(authorization: string | null): string | undefined {
-  return /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '')?.[1];
-}

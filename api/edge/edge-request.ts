@@ -6,7 +6,7 @@
  * region's codes and messages (the same modules make them: json-text.ts, request-coding.ts,
  * infra/contracts/oip-binary.ts and oip-validate.ts). The bytes forwarded are the bytes sent.
  */
-import { INFERENCE_HEADER_LENGTH, splitBinaryBody } from '../../infra/contracts/oip-binary.ts';
+import { splitBinaryBody } from '../../infra/contracts/oip-binary.ts';
 import { type ValidateLimits, validateInferRequest } from '../../infra/contracts/oip-validate.ts';
 import { InvalidInputError, NotFoundError } from '../../infra/kernel/errors.ts';
 import { parseJsonText } from '../http/json-text.ts';
@@ -79,8 +79,6 @@ export function parseInferBody(bytes: Uint8Array, headerLength: string | null): 
   const { header, tensors } = splitBinaryBody(bytes, headerLength, parseJsonText);
   return tensors.size > 0 ? { body: header, binary: tensors } : { body: header };
 }
-
-export const INFERENCE_HEADER = INFERENCE_HEADER_LENGTH;
 
 /** The versions a request may run on: the one it names, else the serving ones; 404 as the region answers. */
 export function candidateVersions(model: EdgeCatalogModel, version: string | undefined): EdgeCatalogVersion[] | 'unchecked' {

@@ -26,8 +26,9 @@ import type { ServerUnaryCall, sendUnaryData, UntypedServiceImplementation } fro
 import type { ApiKey } from '../../infra/kernel/config.ts';
 import { NotFoundError, UnauthorizedError } from '../../infra/kernel/errors.ts';
 import type { Log } from '../../infra/kernel/log.ts';
-import { bearerKey, keyLookup } from '../http/auth.ts';
+import { keyLookup } from '../http/auth.ts';
 import { type AuthFailureLimit, takeAuthFailure } from '../http/auth-failures.ts';
+import { bearerKey } from '../http/bearer-key.ts';
 import { type RateLimitSettings, takeRequestBudget } from '../http/rate-limit.ts';
 import type { Clock } from '../ports.ts';
 import { type InferSyncDeps, inferSync } from '../use-cases/infer-sync.ts';

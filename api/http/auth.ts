@@ -10,6 +10,7 @@ import type { Context, MiddlewareHandler } from 'hono';
 import type { ApiKey } from '../../infra/kernel/config.ts';
 import { UnauthorizedError } from '../../infra/kernel/errors.ts';
 import type { AuthFailureGuard } from './auth-failures.ts';
+import { bearerKey } from './bearer-key.ts';
 
 export interface AuthEnv {
   Variables: { tenant: string };
@@ -39,11 +40,6 @@ export function bearerToken(c: Context): string {
   const key = bearerKey(c.req.header('authorization'));
   if (key === undefined) throw new UnauthorizedError('unauthorized', 'missing bearer token: send Authorization: Bearer <key>');
   return key;
-}
-
-/** The key in an `authorization` value of the form `Bearer <key>` (HTTP header or gRPC metadata); undefined otherwise. */
-export function bearerKey(authorization: string | undefined): string | undefined {
-  return /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '')?.[1];
 }
 
 /** Key → tenant, compared in constant time against every configured key. */
