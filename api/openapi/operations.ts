@@ -274,6 +274,16 @@ export const OPERATIONS: readonly OperationSpec[] = [
     responses: { 200: { description: 'The pool', schema: S.PoolView }, ...authed },
     example: { status: 200 },
   },
+  {
+    operationId: 'edgeCatalog',
+    method: 'get',
+    path: '/v1/edge/catalog',
+    tag: 'Models and deployments',
+    summary: 'Every model, the specs of the versions in traffic and the submit bounds: what an edge gateway checks requests against',
+    auth: true,
+    responses: { 200: { description: 'The catalog', schema: S.EdgeCatalog }, ...authed },
+    example: { status: 200 },
+  },
   // ---- Deployments ----
   {
     operationId: 'listDeployments',

@@ -352,6 +352,34 @@ export const ModelList = z.object({
   ),
 });
 
+const EdgeCatalogTensor = MetadataTensor.extend({
+  batchAxis: z
+    .union([z.number().int().min(1), z.literal('none')])
+    .optional()
+    .describe('Where the model keeps the rows; absent: axis 0'),
+});
+
+export const EdgeCatalog = z
+  .object({
+    models: z.array(
+      z.object({
+        name: z.string(),
+        versions: z.array(z.string()).describe('Every version in the registry'),
+        serving: z
+          .array(z.object({ version: z.string(), inputs: z.array(EdgeCatalogTensor), outputs: z.array(EdgeCatalogTensor) }))
+          .describe('The versions an unversioned request may run on (the traffic split, else the latest), with their specs'),
+      }),
+    ),
+    limits: z.object({
+      bodyLimitBytes: z.number().int(),
+      maxRows: z.number().int().optional(),
+      maxElements: z.number().int().optional(),
+      maxBytesElements: z.number().int().optional(),
+    }),
+    ttlS: z.number().int().describe('How long an edge may answer from this document'),
+  })
+  .describe('What an edge gateway validates requests against before it forwards them');
+
 // ---- Deployments ------------------------------------------------------------------------------
 
 const VersionWeight = z.object({ version: z.string(), weight: z.number().int().min(0).max(100) });
@@ -766,6 +794,7 @@ export const NAMED_SCHEMAS = {
   JobResource,
   JobResourceBinaryHeader,
   ModelList,
+  EdgeCatalog,
   Fallback,
   Deployment,
   DeploymentChange,
