@@ -6,13 +6,13 @@
  */
 import { Hono } from 'hono';
 import type { AuthEnv } from '../http/auth.ts';
+import { parseIdempotencyKey } from '../http/idempotency-key-header.ts';
 import { readInferBody } from '../http/infer-body.ts';
 import { type AnswerLimits, tensorResponse, wantsBinaryJob } from '../http/infer-response.ts';
 import type { DeploymentLookup, JobQueue, JobView, ModelCatalog } from '../ports.ts';
 import { iso, toJobResource } from '../resources/job-resource.ts';
 import { cancelJob, type JobCanceler } from '../use-cases/cancel-job.ts';
 import { getJob } from '../use-cases/get-job.ts';
-import { parseIdempotencyKey } from '../use-cases/idempotency-key.ts';
 import { type SubmitJobDeps, type SubmittedJob, submitJob } from '../use-cases/submit-job.ts';
 import type { WaitReason } from '../use-cases/wait-reason.ts';
 
