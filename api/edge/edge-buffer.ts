@@ -12,8 +12,12 @@
  * ordered per tenant, while a queue is write-only until consumed; and workerd, where the tests
  * run, implements Durable Objects and their alarms but not a Queues consumer. The message limit
  * is Queues' (128 KiB), so the choice could be revisited without changing what clients see:
- * bodies above it are refused with 413 naming the limit, not staged in R2 (R2 would add a second
- * store whose writes must be ordered with the object's).
+ * while the region is down, bodies above it are answered 503 naming the limit (the gateway), not
+ * staged in R2 (R2 would add a second store whose writes must be ordered with the object's).
+ *
+ * A buffered job may be canceled (DELETE /v1/jobs/edge-…): while it waits it is taken out and is
+ * `canceled` for good; while its forward is in flight, the region's job is canceled the moment
+ * its id is known.
  */
 import { forwardedHeaders, type RegionClient } from './region-client.ts';
 import type { DurableObjectNamespace, DurableObjectState } from './workers-types.ts';
@@ -44,7 +48,8 @@ export interface BufferedMeta {
 }
 
 export type EdgeJobState =
-  | { state: 'buffered'; edgeId: string; model: string; acceptedAt: string; lastError?: string }
+  | { state: 'buffered'; edgeId: string; model: string; acceptedAt: string; seq: number; lastError?: string }
+  | { state: 'canceled'; edgeId: string; model: string; acceptedAt: string; canceledAt: string }
   | { state: 'forwarded'; edgeId: string; model: string; acceptedAt: string; regionalId: string }
   | { state: 'refused'; edgeId: string; model: string; acceptedAt: string; status: number; body: unknown };
 
@@ -58,6 +63,10 @@ interface BufferEnv {
 
 export class EdgeBufferCore {
   private retryMs = FIRST_RETRY_MS;
+  /** The submission whose forward is awaiting the region's answer. */
+  private inFlight: string | undefined;
+  /** Submissions canceled while their forward was in flight: the region's job is canceled once known. */
+  private readonly cancelOnArrival = new Set<string>();
 
   constructor(
     private readonly state: DurableObjectState,
@@ -68,9 +77,11 @@ export class EdgeBufferCore {
     const url = new URL(request.url);
     if (request.method === 'POST' && url.pathname === '/enqueue') return this.enqueue(request);
     const job = /^\/jobs\/(.+)$/.exec(url.pathname)?.[1];
-    if (request.method === 'GET' && job !== undefined) {
-      const found = await this.state.storage.get<EdgeJobState>(`job:${decodeURIComponent(job)}`);
-      return found ? Response.json(found) : Response.json({ state: 'unknown' }, { status: 404 });
+    if (job !== undefined && (request.method === 'GET' || request.method === 'DELETE')) {
+      const id = decodeURIComponent(job);
+      const found = await this.state.storage.get<EdgeJobState>(`job:${id}`);
+      if (!found) return Response.json({ state: 'unknown' }, { status: 404 });
+      return Response.json(request.method === 'DELETE' ? await this.cancel(found) : found);
     }
     return new Response('no such buffer operation', { status: 404 });
   }
@@ -84,7 +95,7 @@ export class EdgeBufferCore {
     const count = (await storage.get<number>('count')) ?? 0;
     if (count >= this.env.maxEntries) return Response.json({ full: true, count }, { status: 507 });
     const seq = ((await storage.get<number>('seq')) ?? 0) + 1;
-    const job: EdgeJobState = { state: 'buffered', edgeId: meta.edgeId, model: meta.model, acceptedAt: meta.acceptedAt };
+    const job: EdgeJobState = { state: 'buffered', edgeId: meta.edgeId, model: meta.model, acceptedAt: meta.acceptedAt, seq };
     await storage.put({
       seq,
       count: count + 1,
@@ -95,6 +106,27 @@ export class EdgeBufferCore {
     });
     if ((await storage.getAlarm()) === null) await storage.setAlarm(Date.now());
     return Response.json({ edgeId: meta.edgeId, replayed: false });
+  }
+
+  /** Cancels a job still held here; one in flight is canceled at the region once forwarded. */
+  private async cancel(job: EdgeJobState): Promise<EdgeJobState> {
+    if (job.state !== 'buffered') return job;
+    if (this.inFlight === job.edgeId) {
+      this.cancelOnArrival.add(job.edgeId);
+      return job;
+    }
+    const storage = this.state.storage;
+    const canceled: EdgeJobState = {
+      state: 'canceled',
+      edgeId: job.edgeId,
+      model: job.model,
+      acceptedAt: job.acceptedAt,
+      canceledAt: new Date().toISOString(),
+    };
+    const count = (await storage.get<number>('count')) ?? 1;
+    await storage.put({ [`job:${job.edgeId}`]: canceled, count: Math.max(0, count - 1) });
+    await storage.delete([seqKey(job.seq), bodyKey(job.seq)]);
+    return canceled;
   }
 
   /** Forwards what is held, in order, until it is empty or the region does not take one. */
@@ -112,8 +144,17 @@ export class EdgeBufferCore {
       const body = (await storage.get<Uint8Array>(bodyKey(seq))) ?? new Uint8Array(0);
       const headers = forwardedHeaders(new Headers(meta.headers));
       headers.set('idempotency-key', meta.idempotencyKey);
-      const answer = await this.env.region.send({ method: 'POST', path: meta.path, headers, body });
+      this.inFlight = meta.edgeId;
+      const answer = await this.env.region.send({ method: 'POST', path: meta.path, headers, body }).finally(() => {
+        this.inFlight = undefined;
+      });
       const settled = answer.kind === 'answered' ? await this.settle(meta, answer.response) : undefined;
+      if (settled === undefined && this.cancelOnArrival.delete(meta.edgeId)) {
+        // Canceled while in flight, and the region did not take it: canceled here, and on to the next.
+        const held = await storage.get<EdgeJobState>(`job:${meta.edgeId}`);
+        if (held) await this.cancel(held);
+        continue;
+      }
       if (settled === undefined) {
         const why = answer.kind === 'unreachable' ? answer.reason : `the region answered ${answer.response.status}`;
         await storage.put(`job:${meta.edgeId}`, {
@@ -121,6 +162,7 @@ export class EdgeBufferCore {
           edgeId: meta.edgeId,
           model: meta.model,
           acceptedAt: meta.acceptedAt,
+          seq,
           lastError: why,
         } satisfies EdgeJobState);
         if (answer.kind === 'answered' && answer.response.status === 500)
@@ -133,6 +175,11 @@ export class EdgeBufferCore {
       await storage.put({ [`job:${meta.edgeId}`]: settled, count: Math.max(0, count - 1) });
       await storage.delete([key, bodyKey(seq)]);
       this.retryMs = FIRST_RETRY_MS;
+      if (this.cancelOnArrival.delete(meta.edgeId) && settled.state === 'forwarded') {
+        // Best effort, as a client's DELETE: the job resource says whether it was in time.
+        const auth = new Headers({ authorization: headers.get('authorization') ?? '' });
+        await this.env.region.send({ method: 'DELETE', path: `/v1/jobs/${encodeURIComponent(settled.regionalId)}`, headers: auth });
+      }
     }
   }
 
@@ -186,6 +233,14 @@ export async function enqueueAtEdge(
 export async function bufferedJob(ns: DurableObjectNamespace, tenant: string, edgeId: string): Promise<EdgeJobState | undefined> {
   const stub = ns.get(ns.idFromName(tenant));
   const res = await stub.fetch(`https://edge-buffer/jobs/${encodeURIComponent(edgeId)}`);
+  if (res.status === 404) return undefined;
+  return (await res.json()) as EdgeJobState;
+}
+
+/** Cancels a buffered job (see the header); its state after, undefined when the tenant has no such job. */
+export async function cancelBufferedJob(ns: DurableObjectNamespace, tenant: string, edgeId: string): Promise<EdgeJobState | undefined> {
+  const stub = ns.get(ns.idFromName(tenant));
+  const res = await stub.fetch(`https://edge-buffer/jobs/${encodeURIComponent(edgeId)}`, { method: 'DELETE' });
   if (res.status === 404) return undefined;
   return (await res.json()) as EdgeJobState;
 }

@@ -35,4 +35,6 @@ export interface DurableObjectState {
 
 export interface ExecutionContext {
   waitUntil(promise: Promise<unknown>): void;
+  passThroughOnException(): void;
+  props: unknown;
 }
