@@ -65,6 +65,8 @@ const RUNNERS: Record<string, Runner> = {
   'bulk cancel': async (args, config) => (await import('./commands/bulk.ts')).bulkMain(['cancel', ...args], config()),
   's3 ls': async (args, config) => (await import('./commands/s3.ts')).s3Main('ls', args, config()),
   's3 cp': async (args, config) => (await import('./commands/s3.ts')).s3Main('cp', args, config()),
+  'edge build': async (args) => (await import('./commands/edge.ts')).edgeMain('build', args, process.env),
+  'edge serve': async (args) => (await import('./commands/edge.ts')).edgeMain('serve', args, process.env),
   bench: async (args) => (await import('./bench.ts')).benchMain(args),
 };
 

@@ -405,6 +405,38 @@ export const S3_CP = command({
   ],
 });
 
+const EDGE_OPTIONS = {
+  out: { type: 'string', value: 'DIR', help: 'where worker.js and workerd.capnp go (default .warmpool/edge)' },
+  region: {
+    type: 'string',
+    value: 'URL',
+    help: 'the regional API the gateway forwards to (default http://127.0.0.1:$PORT, PORT default 8080)',
+  },
+  port: { type: 'string', value: 'N', help: 'the port workerd listens on, on 127.0.0.1 (default 8787)' },
+} as const satisfies OptionTable;
+
+export const EDGE_BUILD = command({
+  path: 'edge build',
+  summary: 'bundle the edge gateway (api/edge/) for Cloudflare Workers, with a workerd config to run it locally',
+  usage: '[--out DIR] [--region URL] [--port N]',
+  maxPositionals: 0,
+  options: EDGE_OPTIONS,
+  notes: [
+    'Writes DIR/worker.js (one ES module, nothing from node:) and DIR/workerd.capnp. Deploy to Cloudflare with deploy/edge/wrangler.toml (docs/EDGE.md).',
+  ],
+  examples: ['warmpool edge build', 'warmpool edge build --out dist/edge --region https://api.eu-west-1.example.com'],
+});
+
+export const EDGE_SERVE = command({
+  path: 'edge serve',
+  summary: 'build the edge gateway and run it under the workerd from npm, in front of a regional API',
+  usage: '[--out DIR] [--region URL] [--port N]',
+  maxPositionals: 0,
+  options: EDGE_OPTIONS,
+  notes: ['API_KEYS (from the environment or .warmpool/dev.env) is passed to workerd as a secret binding; it is never written down.'],
+  examples: ['warmpool edge serve', 'warmpool edge serve --region http://127.0.0.1:8080 --port 8787'],
+});
+
 /** A command with subcommands: `warmpool models` lists them. */
 export interface CommandGroup {
   path: string;
@@ -419,6 +451,7 @@ export const GROUPS: readonly CommandGroup[] = [
     summary: 'bulk runs: every row under an S3 prefix, scored into parts',
     subcommands: [BULK_RUN, BULK_STATUS, BULK_CANCEL],
   },
+  { path: 'edge', summary: 'the edge gateway on Cloudflare Workers (api/edge/)', subcommands: [EDGE_BUILD, EDGE_SERVE] },
   { path: 's3', summary: 'files in and out of S3 (the embedded store of `warmpool dev`, or any S3)', subcommands: [S3_LS, S3_CP] },
 ];
 
@@ -443,6 +476,8 @@ export const COMMANDS: readonly (CommandSpec & Extras)[] = [
   BULK_CANCEL,
   S3_LS,
   S3_CP,
+  EDGE_BUILD,
+  EDGE_SERVE,
   BENCH,
 ];
 
