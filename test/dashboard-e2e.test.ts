@@ -118,6 +118,19 @@ describe.skipIf(!hasChromium)('dashboard against warmpool dev', () => {
         holdWhy: string;
       };
     };
+    // The worker is active (the test before), but the decision on the page may predate its warm-up
+    // profile: wait for a decision taken since, as an operator would see on the next tick.
+    const rateSource = () =>
+      page.evaluate(
+        (model) =>
+          (
+            window as unknown as {
+              __dashboard: { last: { pool: { deployments: Array<{ model: string; terms?: { perWorker?: { source?: string } } }> } } };
+            }
+          ).__dashboard.last.pool.deployments.find((d) => d.model === model)?.terms?.perWorker?.source ?? 'none',
+        DEMO,
+      );
+    await expect.poll(rateSource, { timeout: 30_000 }).toMatch(/^(warm-up|measured)$/);
     // The answer and the table as drawn from it, read at once (a poll may come between two reads).
     const { terms, rows, caption } = await page.evaluate((model) => {
       const s = (window as unknown as { __dashboard: { last: { pool: { deployments: Array<{ model: string; terms: unknown }> } } } })
