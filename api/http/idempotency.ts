@@ -47,8 +47,10 @@ export interface IdempotencyStore {
   /**
    * `scope` separates tenants; `fingerprint` identifies the request (a hash of what it asks).
    * The value given to commit must be JSON; a replay returns it parsed, typed as the caller says.
+   * `recover`, asked once when another claim is pending, finds that claim's work if it was done
+   * (its holder may have died before commit): its value is then replayed at once.
    */
-  claim<T>(scope: string, key: string, fingerprint: string): Promise<IdempotencyClaim<T>>;
+  claim<T>(scope: string, key: string, fingerprint: string, recover?: () => Promise<T | undefined>): Promise<IdempotencyClaim<T>>;
 }
 
 type IdempotencyRecord = { state: 'pending'; fingerprint: string; token: string } | { state: 'done'; fingerprint: string; value: unknown };
@@ -83,9 +85,10 @@ export function createIdempotencyStore(redis: IdempotencyRedis, options: Idempot
   }
 
   return {
-    async claim<T>(scope: string, key: string, fingerprint: string): Promise<IdempotencyClaim<T>> {
+    async claim<T>(scope: string, key: string, fingerprint: string, recover?: () => Promise<T | undefined>): Promise<IdempotencyClaim<T>> {
       const redisKey = idempotencyKey(options.prefix, scope, sha256(key));
       const started = clock.now();
+      let recovering = recover;
       for (;;) {
         const pending = JSON.stringify({ state: 'pending', fingerprint, token: randomBytes(9).toString('base64url') });
         if ((await redis.set(redisKey, pending, 'EX', pendingTtlS, 'NX')) === 'OK') return newClaim<T>(redisKey, pending);
@@ -100,6 +103,11 @@ export function createIdempotencyStore(redis: IdempotencyRedis, options: Idempot
             );
           }
           if (record.state === 'done') return { kind: 'replay', value: record.value as T };
+          if (recovering) {
+            const found = await recovering();
+            recovering = undefined;
+            if (found !== undefined) return { kind: 'replay', value: found };
+          }
         }
         if (clock.now() - started >= waitMs) {
           throw new InvalidInputError(

@@ -23,6 +23,18 @@ export function fingerprint(input: { model: string; version?: string; body: unkn
   return hash.digest('hex');
 }
 
+/**
+ * The id of the job a keyed submission makes: `job_` + 20 URL-safe characters of
+ * sha256(tenant, key, fingerprint), the form of newJobId's. Being a function of the request, a
+ * retry that finds no answer recorded (its first holder was killed between placing the job and
+ * committing the key) can look the job up instead of placing a second one. A different request
+ * under the same key (after its answer expired) gets a different id.
+ */
+export function keyedJobId(tenant: string, key: string, requestFingerprint: string): string {
+  const digest = createHash('sha256').update(`${tenant}\0${key}\0${requestFingerprint}`).digest('base64url');
+  return `job_${digest.slice(0, 20)}`;
+}
+
 function sortKeys(_key: string, value: unknown): unknown {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return value;
   const entries = Object.entries(value as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));

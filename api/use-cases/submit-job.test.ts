@@ -228,6 +228,67 @@ describe('result cache at submit', () => {
   });
 });
 
+describe('Idempotency-Key across a killed API', () => {
+  /** deps whose commit never happens: the API died after placing the job, its claim left pending. */
+  function killedAfterPlacing(): SubmitJobDeps {
+    const store = deps.idempotency;
+    return {
+      ...deps,
+      idempotency: {
+        async claim(scope, key, fp, recover) {
+          const claim = await store.claim(scope, key, fp, recover);
+          if (claim.kind === 'replay') return claim;
+          return { kind: 'new', release: claim.release, commit: async () => Promise.reject(new Error('killed before commit')) };
+        },
+      },
+    };
+  }
+
+  const queued = () => jobs.depth('scorer', '1');
+
+  it('a retry while the dead claim is pending finds the job it placed', async () => {
+    const placed = rejection(
+      submitJob(killedAfterPlacing(), {
+        tenant: 'tenant-a',
+        model: 'scorer',
+        kind: 'async',
+        body: body([5, 6, 7, 8], { cache: false }),
+        idempotencyKey: 'k-dead',
+      }),
+    );
+    expect(await placed).toMatchObject({ message: 'killed before commit' });
+    const retry = await submit({ body: body([5, 6, 7, 8], { cache: false }), idempotencyKey: 'k-dead' });
+    expect(retry.replayed).toBe(true);
+    expect(await queuedJob('scorer', '1', retry.id)).toBeDefined();
+    expect(await queued()).toBe(1);
+  });
+
+  it('a retry after the dead claim expired adopts the job instead of placing a second', async () => {
+    await rejection(
+      submitJob(killedAfterPlacing(), {
+        tenant: 'tenant-a',
+        model: 'scorer',
+        kind: 'async',
+        body: body([5, 6, 7, 9], { cache: false }),
+        idempotencyKey: 'k-expired',
+      }),
+    );
+    for await (const keys of scanKeys(redis, `${prefix}:idem:*`)) await deleteMany(redis, keys); // the 60 s pending TTL, passed
+    const retry = await submit({ body: body([5, 6, 7, 9], { cache: false }), idempotencyKey: 'k-expired' });
+    expect(await queuedJob('scorer', '1', retry.id)).toBeDefined();
+    expect(await queued()).toBe(1);
+    // Adopted and committed: the next retry is a plain replay of it.
+    expect(await submit({ body: body([5, 6, 7, 9], { cache: false }), idempotencyKey: 'k-expired' })).toMatchObject({
+      id: retry.id,
+      replayed: true,
+    });
+    // Another tenant's same key and body is its own job.
+    const other = await submit({ tenant: 'tenant-b', body: body([5, 6, 7, 9], { cache: false }), idempotencyKey: 'k-expired' });
+    expect(other.id).not.toBe(retry.id);
+    expect(await queued()).toBe(2);
+  });
+});
+
 describe('fallback under overload', () => {
   it('sends a degradable request over the bound to the fallback queue; a plain one gets 503', async () => {
     deploy('scorer', { backlogMax: 2, fallback: { model: 'lite' } });

@@ -33,7 +33,9 @@
  * With an Idempotency-Key the key is claimed only after validation (a rejected request holds
  * no key, like Stripe) and released if placing fails, so a retry can claim it again. Placing
  * runs under the claim, so a retry of an accepted request replays its job even while the
- * backlog is full, and a replayed cache hit is the same (succeeded) job.
+ * backlog is full, and a replayed cache hit is the same (succeeded) job. A keyed job's id is a
+ * function of the tenant, key and request (keyedJobId), so an API killed between placing and
+ * committing leaves a job its retry finds (placedBefore) rather than a second one.
  *
  * The parts live beside it: the body's options (job-options.ts), the version a job runs on
  * (job-target.ts), admission against the backlog (deployment-admission.ts), the tenant's
@@ -59,7 +61,7 @@ import type { Clock, JobQueue, JobView, ModelCatalog } from '../ports.ts';
 import { parseWebhookSpec } from '../webhooks/webhook-spec.ts';
 import { admit, admitStrictly } from './deployment-admission.ts';
 import type { FleetView } from './fleet-view.ts';
-import { fingerprint } from './idempotency-key.ts';
+import { fingerprint, keyedJobId } from './idempotency-key.ts';
 import { parseFlag, parsePriority, parseTimeoutMs, parseVersion } from './job-options.ts';
 import { resolveTarget, type SubmitDeployment, type Target } from './job-target.ts';
 import { JOB_REQUEST_FIELDS, rejectUnknownFields } from './known-fields.ts';
@@ -194,14 +196,18 @@ export async function submitJob(deps: SubmitJobDeps, input: SubmitJobInput): Pro
     request,
   };
   // The OIP id travels with the answer, never with the job: no worker reads it.
-  const submit = async () => withRequestId(await place(deps, submission), request.id);
-  if (input.idempotencyKey === undefined) return submit();
+  if (input.idempotencyKey === undefined) return withRequestId(await place(deps, submission, deps.newId()), request.id);
 
-  const claim = await deps.idempotency.claim<SubmittedJob>(input.tenant, input.idempotencyKey, fingerprint(input));
+  const requestFingerprint = fingerprint(input);
+  const id = keyedJobId(input.tenant, input.idempotencyKey, requestFingerprint);
+  const placed = () => placedBefore(deps, submission, id);
+  const claim = await deps.idempotency.claim<SubmittedJob>(input.tenant, input.idempotencyKey, requestFingerprint, placed);
   if (claim.kind === 'replay') return { ...claim.value, replayed: true };
   let job: SubmittedJob;
   try {
-    job = await submit();
+    // A claim that expired with its holder (killed after placing, before commit) left the job.
+    const found = await placed();
+    job = found ?? withRequestId(await place(deps, submission, id), request.id);
   } catch (err) {
     await claim.release().catch(() => undefined); // the key then expires on its own
     throw err;
@@ -211,12 +217,23 @@ export async function submitJob(deps: SubmitJobDeps, input: SubmitJobInput): Pro
 }
 
 /**
+ * The job an earlier claim of the same key placed, when it did (keyedJobId names it). Its
+ * answer was never recorded, so this is the answer: the same id, model and version.
+ */
+async function placedBefore(deps: SubmitJobDeps, s: Submission, id: string): Promise<SubmittedJob | undefined> {
+  const view = await deps.jobs.get(id);
+  if (!view || view.tenant !== s.tenant) return undefined;
+  const job: SubmittedJob = { id, model: view.model, version: view.version, createdAt: view.createdAt, rows: s.request.rows };
+  if (view.cached) job.cached = true;
+  return withRequestId(job, s.request.id);
+}
+
+/**
  * Steps 1–3 of the header: the cache, admission, the fallback; then the queue. The tenant's
  * open-job slot is asked for beside the cache lookup, so both take one round trip, not two: a
  * hit gives the slot back, and a refusal (429) only counts when the job is to be queued.
  */
-async function place(deps: SubmitJobDeps, s: Submission): Promise<SubmittedJob> {
-  const id = deps.newId();
+async function place(deps: SubmitJobDeps, s: Submission, id: string): Promise<SubmittedJob> {
   const data = jobData(deps, s, s.target.manifest, s.request);
   const slot = bothSlots(reserveOpenJob(deps, data.tenant, id), reserveStoredBytes(deps, data.tenant, id, packedSize(data.inputs)));
   try {
