@@ -7,24 +7,32 @@
  *     never reaches the region; wrong keys are throttled per address there;
  *   - an answer lost on the way back (the region made the job, the edge never heard) makes one
  *     job, not two: the edge buffers it and forwards it again with the same Idempotency-Key;
+ *   - a regional API (`warmpool api`, a child) SIGKILLed the moment it writes a job: the
+ *     client's retry through the edge, and the edge's own, make no second job;
  *   - with the region down, submissions are answered 202 for `edge-…` jobs that can be polled
- *     and streamed at the edge, and each runs exactly once when the region is back.
+ *     and streamed at the edge, and each runs exactly once when the region is back; a body
+ *     the edge cannot hold is a 413 naming its limit.
  */
+import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { gzipSync } from 'node:zlib';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RunningEdge, startEdge } from '../scripts/commands/edge.ts';
 import { freePort } from '../scripts/dev/free-port.ts';
+import { stopChild } from '../scripts/dev/stop-child.ts';
 import { buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
+import { BIN } from './support/cli-child.ts';
 import { type RegionProxy, startRegionProxy } from './support/region-proxy.ts';
 import { TEST_API_KEYS } from './support/services.ts';
 import { KEY_A, startStack, type TestStack } from './support/stack.ts';
 
 const F = 4;
 const MAX_ROWS = 16;
-const BODY_LIMIT = 64 * 1024;
+/** Above the edge buffer's 128 KiB, so a body the region takes may still be too large to hold. */
+const BODY_LIMIT = 256 * 1024;
 const AUTH_BURST = 3;
 
 let stack: TestStack;
@@ -253,6 +261,14 @@ describe('when the region cannot answer', () => {
     expect(again.headers.get('idempotent-replayed')).toBe('true');
     expect(((await again.json()) as { id: string }).id).toBe(ids[0]);
 
+    // Too large to hold at the edge (the region itself would take it): 413, nothing held.
+    const large = await viaEdge('/v1/models/scorer/jobs', { method: 'POST', body: ' '.repeat(130 * 1024) + inferBody(1, 30) });
+    expect(large.status).toBe(413);
+    expect(Number(large.headers.get('retry-after'))).toBeGreaterThan(0);
+    const refused = (await large.json()) as { error: { code: string; message: string } };
+    expect(refused.error.code).toBe('buffer_limit_exceeded');
+    expect(refused.error.message).toContain('128 KiB');
+
     const held = (await (await viaEdge(`/v1/jobs/${ids[0]}`)).json()) as { status: string; buffered: boolean; waiting: { code: string } };
     expect([held.status, held.buffered, held.waiting.code]).toEqual(['queued', true, 'region_unreachable']);
     // Another tenant cannot see it.
@@ -277,4 +293,87 @@ describe('when the region cannot answer', () => {
     for (const id of ids) expect((await untilDone(() => viaEdge(`/v1/jobs/${id}`))).status).toBe('succeeded');
     expect(jobsMade().length).toBe(made + 3);
   }, 90_000);
+});
+
+describe('the regional API killed mid-request', () => {
+  let api: ChildProcess | undefined;
+  let apiUrl: string;
+  let port: number;
+  /** The MONITOR connection ioredis opens beside `watcher`: both are closed. */
+  let watcher: Redis | undefined;
+  let monitor: Redis | undefined;
+
+  const startApi = async () => {
+    api = spawn(process.execPath, [BIN, 'api'], { env: { ...stack.env, PORT: String(port), HOST: '127.0.0.1' }, stdio: 'ignore' });
+    const deadline = Date.now() + 60_000;
+    for (;;) {
+      const ready = await fetch(`${apiUrl}/v2/health/ready`).then(
+        (r) => r.ok,
+        () => false,
+      );
+      if (ready) return;
+      if (Date.now() > deadline) throw new Error('warmpool api did not become ready');
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  };
+
+  beforeAll(async () => {
+    port = await freePort();
+    apiUrl = `http://127.0.0.1:${port}`;
+    await startApi();
+    proxy.target = apiUrl;
+  }, 90_000);
+
+  afterAll(async () => {
+    proxy.target = stack.api.url;
+    monitor?.disconnect();
+    watcher?.disconnect();
+    if (api) await stopChild(api);
+  });
+
+  const entries = () =>
+    stack.withQueue('scorer', '1', async (q) => {
+      const counts = await q.getJobCounts('waiting', 'prioritized', 'delayed', 'active', 'completed', 'failed');
+      return Object.values(counts).reduce((a, b) => a + b, 0);
+    });
+
+  it('SIGKILLed as it writes the job: the retries through the edge make one job', async () => {
+    const before = await entries();
+    // The kill lands just after Redis has the job (index and entry go in one pipeline), before
+    // or after the API commits the key: either way a retry must find that job.
+    watcher = new Redis(stack.config.redisUrl);
+    monitor = await watcher.monitor();
+    const jobKeys = `${stack.config.queuePrefix}:job:job_`;
+    const killed = new Promise<void>((resolve) => {
+      monitor?.on('monitor', (_time: string, args: string[]) => {
+        if (String(args[0]).toLowerCase() === 'set' && String(args[1]).startsWith(jobKeys) && api?.exitCode === null) {
+          api.kill('SIGKILL');
+          resolve();
+        }
+      });
+    });
+    const send = () =>
+      viaEdge('/v1/models/scorer/jobs', { method: 'POST', body: inferBody(2, 41), headers: { 'idempotency-key': 'kill-mid-request' } });
+    const first = await send();
+    await killed;
+    // The edge never got the answer: it holds the submission and will send it again itself.
+    expect(first.status).toBe(202);
+    const held = (await first.json()) as { id: string; buffered?: boolean };
+    expect(held.buffered).toBe(true);
+
+    const dead = api as ChildProcess;
+    if (dead.exitCode === null && dead.signalCode === null) await new Promise((resolve) => dead.once('exit', resolve));
+    await startApi();
+    // The client's own retry, with its key, once the region is back.
+    const retry = await send();
+    expect(retry.status).toBe(202);
+    const job = (await retry.json()) as { id: string };
+    expect(job.id).toMatch(/^job_/);
+    expect(retry.headers.get('idempotent-replayed')).toBe('true');
+
+    expect((await untilDone(() => viaEdge(`/v1/jobs/${job.id}`))).status).toBe('succeeded');
+    const forwarded = await untilDone(() => viaEdge(`/v1/jobs/${held.id}`));
+    expect(forwarded).toMatchObject({ id: job.id, status: 'succeeded' });
+    expect((await entries()) - before).toBe(1);
+  }, 120_000);
 });

@@ -12,8 +12,8 @@
  * ordered per tenant, while a queue is write-only until consumed; and workerd, where the tests
  * run, implements Durable Objects and their alarms but not a Queues consumer. The message limit
  * is Queues' (128 KiB), so the choice could be revisited without changing what clients see:
- * while the region is down, bodies above it are answered 503 naming the limit (the gateway), not
- * staged in R2 (R2 would add a second store whose writes must be ordered with the object's).
+ * while the region is down, bodies above it are answered 413 `buffer_limit_exceeded` naming the
+ * limit, with Retry-After (the gateway), not staged in R2 (R2 would add a second store whose writes must be ordered with the object's).
  *
  * A buffered job may be canceled (DELETE /v1/jobs/edge-…): while it waits it is taken out and is
  * `canceled` for good; while its forward is in flight, the region's job is canceled the moment

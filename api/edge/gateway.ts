@@ -24,7 +24,7 @@
 
 import type { Context } from 'hono';
 import { Hono } from 'hono';
-import { NotFoundError, OverloadedError, UnauthorizedError } from '../../infra/kernel/errors.ts';
+import { InvalidInputError, NotFoundError, OverloadedError, UnauthorizedError } from '../../infra/kernel/errors.ts';
 import { bearerKey } from '../http/bearer-key.ts';
 import { decisionResponse, errorBody } from '../http/error-body.ts';
 import { parseIdempotencyKey } from '../http/idempotency-key-header.ts';
@@ -126,10 +126,11 @@ export function createGateway(deps: GatewayDeps): Hono<GatewayEnv> {
     if (clientKey === undefined) c.header('Idempotency-Key', idempotencyKey);
     if (answer.kind === 'answered') return relay(answer.response, clientKey === undefined ? { 'Idempotency-Key': idempotencyKey } : {});
     if (sent.byteLength > BUFFER_MESSAGE_LIMIT_BYTES) {
-      throw new OverloadedError(
-        'region_unreachable',
-        `the region cannot be reached (${answer.reason}) and the edge buffers only bodies up to ${BUFFER_MESSAGE_LIMIT_BYTES} bytes (this one has ${sent.byteLength}); retry shortly`,
-        REGION_DOWN_RETRY_S,
+      // Not staged in R2 (edge-buffer.ts says why): the client keeps the body and sends it again.
+      throw new InvalidInputError(
+        'buffer_limit_exceeded',
+        `the region cannot be reached (${answer.reason}) and the edge holds submissions only up to ${BUFFER_MESSAGE_LIMIT_BYTES / 1024} KiB (${BUFFER_MESSAGE_LIMIT_BYTES} bytes); this one has ${sent.byteLength} bytes: send it again once the region is back`,
+        { status: 413, retryAfterS: REGION_DOWN_RETRY_S },
       );
     }
     const acceptedAt = new Date(deps.now()).toISOString();

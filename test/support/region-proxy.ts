@@ -22,6 +22,8 @@ export interface ProxiedRequest {
 
 export interface RegionProxy {
   url: string;
+  /** Where it forwards: the API it was started for, or another one set later. */
+  target: string;
   mode: ProxyMode;
   requests: ProxiedRequest[];
   /** Requests that reached the region, the edge's own catalog reads left out. */
@@ -30,9 +32,9 @@ export interface RegionProxy {
 }
 
 export async function startRegionProxy(target: string): Promise<RegionProxy> {
-  const upstream = new URL(target);
   const proxy: RegionProxy = {
     url: '',
+    target,
     mode: 'pass',
     requests: [],
     reached: () => proxy.requests.filter((r) => r.status !== undefined && r.path !== '/v1/edge/catalog'),
@@ -48,6 +50,7 @@ export async function startRegionProxy(target: string): Promise<RegionProxy> {
       req.socket.destroy();
       return;
     }
+    const upstream = new URL(proxy.target);
     const lose = proxy.mode === 'lose-answer';
     if (lose) proxy.mode = 'pass';
     const out = httpRequest(
