@@ -46,6 +46,8 @@ export const SEEDS = {
   grpc: 7_000_000,
   /** The light-load ladder (latency-ladder.ts), a rung apart. */
   ladder: 8_000_000,
+  /** The edge hop's sync infers (edge-hop.ts), both sides, a run apart. */
+  edge: 9_000_000,
 } as const;
 
 /** Untimed requests: JIT, first queue and stream reads, connections. The finished sets are emptied after. */

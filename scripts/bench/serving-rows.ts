@@ -10,12 +10,14 @@
  *   serving_efficiency_binary   the same with the requests as OIP binary tensor data
  *   binary_vs_json              the max rate with the requests as OIP binary tensor data ÷ as JSON
  *   grpc_vs_http                sync inferences/s over OIP gRPC ÷ over HTTP, binary tensors both
+ *   edge_added_p50/p99_ms, …    the edge gateway under workerd in front of the same API (edge-hop.ts)
  */
 import os from 'node:os';
 import type { ModelManifest } from '../../infra/contracts/manifest.ts';
 import { errorMessage } from '../../infra/kernel/errors.ts';
 import { rowWidth } from './bench-models.ts';
 import { type ApiMode, type MaxRate, measureMaxRate, measureOpenLoop, SEEDS, type StackUnderTest, warmUp } from './e2e.ts';
+import { benchEdgeHop } from './edge-hop.ts';
 import { closedLoopGrpc } from './grpc-load.ts';
 import { climbLadder, type LadderRung, ladderRows } from './latency-ladder.ts';
 import { closedLoopInfer, type SubmitTarget, type SyncLoopResult } from './load.ts';
@@ -82,6 +84,7 @@ export async function benchServing(
       rows.push(await servingRow(ctx, m, { ...stack, target: binary.target }, binary.max, run.raw, sizes, 'binary'));
     }
     rows.push(await grpcVsHttpRow(ctx, manifest, stack, amount, sizes));
+    rows.push(...(await benchEdgeHop(ctx, manifest, stack, { ...sizes.edge, requests: Math.min(sizes.edge.requests, amount) })));
   } catch (err) {
     rows.push(...failedRows(m, ['e2e_vs_minimal_stack', 'light_load_p99_ms', 'e2e_latency_p99_ms', 'serving_efficiency'], err));
   } finally {

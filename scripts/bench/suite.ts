@@ -14,6 +14,7 @@ import { errorMessage } from '../../infra/kernel/errors.ts';
 import { BENCH_MAX_BATCH, benchBatches, benchMode, rowWidth } from './bench-models.ts';
 import { CLUSTER_ROW, measureClusterScaling } from './cluster.ts';
 import { measureColdStart } from './cold-start.ts';
+import type { HopPlan } from './edge-hop.ts';
 import { cellAt, describeSweep, type RawSweep, rawOrtSweep } from './raw-ort.ts';
 import type { BenchRow } from './report.ts';
 import type { BenchContext } from './services.ts';
@@ -47,6 +48,8 @@ export interface BenchSizes {
   budgetS: number;
   /** Models, single-row jobs per model and jobs in flight per model, per cluster run. */
   cluster: { models: number; jobs: number; concurrency: number };
+  /** The edge → region hop's closed loops (edge-hop.ts). */
+  edge: HopPlan;
 }
 
 export function benchSizes(quick: boolean): BenchSizes {
@@ -65,6 +68,7 @@ export function benchSizes(quick: boolean): BenchSizes {
         maxValues: 10_000_000,
         budgetS: 8,
         cluster: { models: 3, jobs: 300, concurrency: 48 },
+        edge: { concurrencies: [1, 16], rounds: 4, requests: 200, warmUp: 300 },
       }
     : {
         jobs: 6000,
@@ -80,6 +84,7 @@ export function benchSizes(quick: boolean): BenchSizes {
         maxValues: 20_000_000,
         budgetS: 30,
         cluster: { models: 3, jobs: 1000, concurrency: 48 },
+        edge: { concurrencies: [1, 4, 16], rounds: 6, requests: 500, warmUp: 500 },
       };
 }
 
