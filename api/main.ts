@@ -1,13 +1,11 @@
 /**
  * `warmpool api`: the API process's one entry. Wires BullMQ, the registry, deployments and
- * metrics into `createApp`, serves it with @hono/node-server, and drains on SIGTERM. With
- * GRPC_PORT set it also serves the Open Inference Protocol over gRPC (api/grpc/), on the same
- * dependencies as the HTTP routes; grpc-js is loaded only then.
+ * metrics into `createApp`, serves it with @hono/node-server (under Bun, with Bun's own server:
+ * api/http-listener.ts), and drains on SIGTERM. With GRPC_PORT set it also serves the Open
+ * Inference Protocol over gRPC (api/grpc/), on the same dependencies as the HTTP routes;
+ * grpc-js is loaded only then.
  */
 
-import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { serve } from '@hono/node-server';
 import { Registry } from 'prom-client';
 import { createBulkRuns, createBulkWiring } from '../infra/bulk/index.ts';
 import { cacheDeployments } from '../infra/deployments/deployment-cache.ts';
@@ -28,10 +26,9 @@ import { createArrivalHistory } from '../infra/telemetry/arrival-history.ts';
 import { createApiMetrics, readMetricsSnapshots, renderClusterMetrics } from '../infra/telemetry/metrics.ts';
 import { type AppDeps, createApp, inferenceDeps } from './app.ts';
 import type { GrpcServiceDeps } from './grpc/service.ts';
-import { answerParseErrorsAsJson, slowClientLimits } from './http/client-errors.ts';
-import { capConnections } from './http/connection-cap.ts';
 import { createIdempotencyStore } from './http/idempotency.ts';
 import { createRateLimiter } from './http/rate-limiter.ts';
+import { listen } from './http-listener.ts';
 import { startMetricsServer } from './metrics-server.ts';
 import { createBulkNotifier } from './webhooks/bulk-notifier.ts';
 import { createDeliveryStore } from './webhooks/delivery-store.ts';
@@ -43,6 +40,8 @@ export interface ApiServer {
   /** The OIP gRPC service's `host:port` (a gRPC target, no scheme) on GRPC_PORT; absent when that is unset. */
   grpcUrl?: string;
   grpcPort?: number;
+  /** The server it runs on: @hono/node-server, or Bun's own under Bun (api/http-listener.ts). */
+  runtime: 'node' | 'bun';
   jobs: BullJobQueue;
   close(): Promise<void>;
 }
@@ -267,16 +266,8 @@ export async function startApiServer(config: Config, log: Logger, overrides: Api
     await close();
     throw err;
   });
-  const server = await new Promise<ReturnType<typeof serve>>((resolve) => {
-    const s = serve(
-      { fetch: app.fetch, hostname: config.api.host, port: config.api.port, serverOptions: slowClientLimits(config.api) },
-      () => resolve(s),
-    );
-    // Before the first connection can arrive: every socket is counted from its acceptance.
-    capConnections(s as Server, config.api.http);
-  });
-  answerParseErrorsAsJson(server);
-  const { port } = server.address() as AddressInfo;
+  const server = await listen({ host: config.api.host, port: config.api.port, fetch: app.fetch, limits: config.api });
+  const { port } = server;
   const host = config.api.host === '0.0.0.0' ? '127.0.0.1' : config.api.host;
   const metrics =
     config.api.metricsPort === undefined
@@ -287,19 +278,13 @@ export async function startApiServer(config: Config, log: Logger, overrides: Api
     url: `http://${host}:${port}`,
     ...(metrics ? { metricsUrl: metrics.url } : {}),
     ...(grpc ? { grpcUrl: grpc.url, grpcPort: grpc.port } : {}),
+    runtime: server.runtime,
     jobs,
     close() {
       closing ??= closeAll([
         ['metrics-http', async () => metrics?.close()],
         ['grpc', async () => grpc?.close()],
-        [
-          'http',
-          () => {
-            // Open event streams (SSE) would keep close() waiting for their clients: end them.
-            if ('closeAllConnections' in server) server.closeAllConnections();
-            return new Promise<void>((resolve) => server.close(() => resolve()));
-          },
-        ],
+        ['http', () => server.close()],
         ['runtime', close],
       ]);
       return closing;
@@ -311,7 +296,7 @@ export async function apiMain(config: Config): Promise<number> {
   const log = createLogger(config.logLevel, { role: 'api' });
   const server = await startApiServer(config, log);
   const extra = { ...(server.metricsUrl ? { metricsUrl: server.metricsUrl } : {}), ...(server.grpcUrl ? { grpcUrl: server.grpcUrl } : {}) };
-  log.info({ url: server.url, ...extra }, 'api listening');
+  log.info({ url: server.url, runtime: server.runtime, ...extra }, 'api listening');
   return new Promise<number>((resolve) => {
     onShutdownSignals(
       {

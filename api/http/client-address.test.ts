@@ -33,6 +33,14 @@ describe('clientAddress', () => {
     expect(await (await app.request('/', {}, { requestContext: { identity: { sourceIp: '192.0.2.5' } } })).text()).toBe('192.0.2.5');
     expect(await seen(0, undefined)).toBe('(none)');
   });
+
+  it("reads the peer from Bun's server, which Bun.serve passes as the bindings", async () => {
+    const app = new Hono();
+    app.get('/', (c) => c.text(clientAddress(c, 1) ?? '(none)'));
+    const server = { requestIP: (req: Request) => (new URL(req.url).pathname === '/' ? { address: '10.0.0.2' } : null) };
+    expect(await (await app.request('/', { headers: { 'x-forwarded-for': '198.51.100.1' } }, server)).text()).toBe('198.51.100.1');
+    expect(await (await app.request('/', {}, server)).text()).toBe('10.0.0.2');
+  });
 });
 
 describe('addressBucket', () => {

@@ -2,8 +2,8 @@
  * The address a request came from, for limits kept per source address (failed
  * authentication, api/http/auth-failures.ts).
  *
- * By default it is what the client cannot write: the socket's peer on the node server, the
- * source IP API Gateway saw on Lambda. Behind proxies every client shares the proxy's address;
+ * By default it is what the client cannot write: the socket's peer on the node server and on
+ * Bun's (api/bun-listener.ts), the source IP API Gateway saw on Lambda. Behind proxies every client shares the proxy's address;
  * TRUST_PROXY_HOPS = n believes the last n X-Forwarded-For entries, each appended by one proxy
  * with the address it saw: the client's is the entry n places left of the socket's peer. A
  * client may put anything at the front of the header; it cannot change what the trusted proxies
@@ -12,15 +12,17 @@
 import { isIPv4, isIPv6 } from 'node:net';
 import type { Context } from 'hono';
 
-/** What the node server (@hono/node-server) and the Lambda adapter put in `c.env`. */
+/** What the node server (@hono/node-server), Bun's server and the Lambda adapter put in `c.env`. */
 interface Bindings {
   incoming?: { socket?: { remoteAddress?: string } };
+  /** Bun.serve passes the server itself, as hono's Bun adapter reads it (hono/bun getConnInfo). */
+  requestIP?: (request: Request) => { address: string } | null;
   requestContext?: { identity?: { sourceIp?: string }; http?: { sourceIp?: string } };
 }
 
 /** The client's address, or undefined when the runtime does not say (hono's `app.request`). */
 export function clientAddress(c: Context, trustedHops = 0): string | undefined {
-  const peer = peerAddress(c.env as Bindings | undefined);
+  const peer = peerAddress(c.env as Bindings | undefined, c.req.raw);
   if (trustedHops <= 0 || peer === undefined) return peer;
   const forwarded = (c.req.header('x-forwarded-for') ?? '')
     .split(',')
@@ -30,7 +32,8 @@ export function clientAddress(c: Context, trustedHops = 0): string | undefined {
   return chain[Math.max(0, chain.length - 1 - trustedHops)];
 }
 
-function peerAddress(env: Bindings | undefined): string | undefined {
+function peerAddress(env: Bindings | undefined, request: Request): string | undefined {
+  if (typeof env?.requestIP === 'function') return env.requestIP(request)?.address;
   return env?.incoming?.socket?.remoteAddress ?? env?.requestContext?.identity?.sourceIp ?? env?.requestContext?.http?.sourceIp;
 }
 
