@@ -1,8 +1,9 @@
 /**
  * `npm run bench:edge-hop [-- --quick] [--model demo|cnn]`: the edge → region hop rows alone
- * (edge-hop.ts), for a figure in under a minute where `warmpool bench` takes many: the bench's
- * own Redis and S3, one built-in model published, the warmpool stack (a `warmpool api` child and
- * one worker), and workerd in front of it. The same rows `warmpool bench` prints per model.
+ * (edge-hop.ts), ~20 s quick and ~90 s full on 2 cores where `warmpool bench` takes many
+ * minutes: the bench's own Redis and S3, one built-in model published, the warmpool stack (a
+ * `warmpool api` child and one worker), and workerd in front of it. The same rows `warmpool
+ * bench` prints per model.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
