@@ -118,11 +118,15 @@ export async function buildEdge(options: WorkerdConfigOptions): Promise<{ bundle
   return { bundle, config };
 }
 
-/** The workerd binary npm installed (the `workerd` package's default export is its path). */
+/**
+ * The workerd binary npm installed (the `workerd` package's default export is its path). It is
+ * CommonJS: through tsx the path is `default`, under plain Node (the compiled CLI in dist/)
+ * `default` is the whole `module.exports` and the path is its own `default`.
+ */
 export async function workerdBinary(): Promise<string> {
   const name = 'workerd'; // untyped package: imported by name, its one export read as a string
-  const mod = (await import(name)) as { default: string };
-  return mod.default;
+  const mod = (await import(name)) as { default: string | { default: string } };
+  return typeof mod.default === 'string' ? mod.default : mod.default.default;
 }
 
 export interface RunningEdge {
