@@ -13,7 +13,6 @@
  *     and streamed at the edge, and each runs exactly once when the region is back; a body
  *     the edge cannot hold is a 413 naming its limit.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -22,9 +21,8 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RunningEdge, startEdge } from '../scripts/commands/edge.ts';
 import { freePort } from '../scripts/dev/free-port.ts';
-import { stopChild } from '../scripts/dev/stop-child.ts';
 import { buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
-import { BIN } from './support/cli-child.ts';
+import { type ApiChild, startApiChild } from './support/api-child.ts';
 import { type RegionProxy, startRegionProxy } from './support/region-proxy.ts';
 import { TEST_API_KEYS } from './support/services.ts';
 import { KEY_A, startStack, type TestStack } from './support/stack.ts';
@@ -296,39 +294,24 @@ describe('when the region cannot answer', () => {
 });
 
 describe('the regional API killed mid-request', () => {
-  let api: ChildProcess | undefined;
-  let apiUrl: string;
-  let port: number;
+  let api: ApiChild | undefined;
   /** The MONITOR connection ioredis opens beside `watcher`: both are closed. */
   let watcher: Redis | undefined;
   let monitor: Redis | undefined;
 
+  /** A `warmpool api` child on the stack's services; the proxy (and so the edge) goes to it. */
   const startApi = async () => {
-    api = spawn(process.execPath, [BIN, 'api'], { env: { ...stack.env, PORT: String(port), HOST: '127.0.0.1' }, stdio: 'ignore' });
-    const deadline = Date.now() + 60_000;
-    for (;;) {
-      const ready = await fetch(`${apiUrl}/v2/health/ready`).then(
-        (r) => r.ok,
-        () => false,
-      );
-      if (ready) return;
-      if (Date.now() > deadline) throw new Error('warmpool api did not become ready');
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    api = await startApiChild({ env: stack.env, label: 'killed-api' });
+    proxy.target = api.url;
   };
 
-  beforeAll(async () => {
-    port = await freePort();
-    apiUrl = `http://127.0.0.1:${port}`;
-    await startApi();
-    proxy.target = apiUrl;
-  }, 90_000);
+  beforeAll(startApi, 90_000);
 
   afterAll(async () => {
     proxy.target = stack.api.url;
     monitor?.disconnect();
     watcher?.disconnect();
-    if (api) await stopChild(api);
+    await api?.close();
   });
 
   const entries = () =>
@@ -346,8 +329,9 @@ describe('the regional API killed mid-request', () => {
     const jobKeys = `${stack.config.queuePrefix}:job:job_`;
     const killed = new Promise<void>((resolve) => {
       monitor?.on('monitor', (_time: string, args: string[]) => {
-        if (String(args[0]).toLowerCase() === 'set' && String(args[1]).startsWith(jobKeys) && api?.exitCode === null) {
-          api.kill('SIGKILL');
+        const child = api?.child;
+        if (String(args[0]).toLowerCase() === 'set' && String(args[1]).startsWith(jobKeys) && child?.exitCode === null) {
+          child.kill('SIGKILL');
           resolve();
         }
       });
@@ -361,8 +345,7 @@ describe('the regional API killed mid-request', () => {
     const held = (await first.json()) as { id: string; buffered?: boolean };
     expect(held.buffered).toBe(true);
 
-    const dead = api as ChildProcess;
-    if (dead.exitCode === null && dead.signalCode === null) await new Promise((resolve) => dead.once('exit', resolve));
+    await api?.close(); // waits for the killed child's exit
     await startApi();
     // The client's own retry, with its key, once the region is back.
     const retry = await send();
