@@ -318,3 +318,20 @@ describe('fallback', () => {
     expect(await put({ fallback: { model: 'lite' } })).toMatchObject({ fallback: { model: 'lite' } });
   });
 });
+
+describe('a deployment’s shared pool', () => {
+  it('is validated by the pool name rule', async () => {
+    const err = await rejection(Promise.resolve().then(() => validateDeployment({ ...base, version: '1', pool: 'GPU' })));
+    expect(err).toMatchObject({ code: 'invalid_deployment', status: 400 });
+    expect(err.message).toMatch(/invalid pool name "GPU"/);
+    expect(validateDeployment({ ...base, version: '1', pool: 'gpu-a' }).pool).toBe('gpu-a');
+    expect(validateDeployment({ ...base, version: '1' })).not.toHaveProperty('pool');
+  });
+
+  it('is kept by a change that does not name it, and cleared by null', () => {
+    const current = { ...validateDeployment({ ...base, version: '1', pool: 'gpu-a' }) };
+    expect(applyChange('scorer', current, { max: 3 }).pool).toBe('gpu-a');
+    expect(applyChange('scorer', current, { pool: 'cpu' }).pool).toBe('cpu');
+    expect(applyChange('scorer', current, { pool: null })).not.toHaveProperty('pool');
+  });
+});

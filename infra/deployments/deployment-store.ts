@@ -12,7 +12,7 @@
  * Each write is a new revision (1, 2, 3… per model, never reused, even across a remove). Writes
  * are compare-and-set in one Lua script: the script checks that neither the current record nor
  * the latest revision moved since the writer read them, then sets the record and pushes it onto
- * the history. A writer that lost a race re-reads and tries again, unless it pinned the revision
+ * the history (revision-commit.ts, shared with the shared pools' store). A writer that lost a race re-reads and tries again, unless it pinned the revision
  * it expected (`ifRevision`): then it gets 409 `revision_conflict`. No WATCH/MULTI: WATCH is
  * per connection, and the connection here is shared by concurrent requests.
  *
@@ -24,12 +24,21 @@
  * version, the fallback's own deployment (or the registry's latest) picks one per job. It may be
  * another version of the same model, but never one this deployment serves: that queue is the
  * one that is full.
+ *
+ * A deployment may name a shared `pool` (infra/contracts/shared-pool.ts): its model is then
+ * served by that pool's workers, which the scaler sizes per pool. Absent (every record written
+ * before pools existed): a pool of its own, sized by this record's min/max/standby. While it is
+ * in a shared pool those bounds are kept, unused, and apply again when it leaves. A deployment
+ * joins only a pool that exists: the commit script checks it (422 `pool_not_found`), so a pool
+ * deleted meanwhile (pool-store.ts refuses while any deployment names it) is never joined.
  */
 
 import { MODEL_NAME_PATTERN, VERSION_PATTERN } from '../contracts/manifest.ts';
+import { poolNameProblem } from '../contracts/shared-pool.ts';
 import { InvalidInputError, NotFoundError } from '../kernel/errors.ts';
 import type { RedisClient } from '../redis/client.ts';
-import { deploymentHistoryKey, deploymentsKey } from '../redis/keys.ts';
+import { deploymentHistoryKey, deploymentsKey, sharedPoolsKey } from '../redis/keys.ts';
+import { REVISION_COMMIT_SCRIPT } from './revision-commit.ts';
 
 export interface VersionWeight {
   version: string;
@@ -59,6 +68,8 @@ export interface DeploymentConfig {
   backlogMax?: number;
   /** Where degradable requests go while the backlog is over `backlogMax`. */
   fallback?: Fallback;
+  /** The shared pool whose workers serve this model; absent: a pool of its own (min/max/standby above). */
+  pool?: string;
 }
 
 export interface Deployment extends DeploymentConfig {
@@ -88,6 +99,8 @@ export interface DeploymentChange {
   policy?: Record<string, unknown> | null;
   backlogMax?: number | null;
   fallback?: Fallback | null;
+  /** Join this shared pool; null leaves it for a pool of the deployment's own. */
+  pool?: string | null;
 }
 
 export interface WriteOptions {
@@ -147,6 +160,11 @@ export function validateDeployment(input: DeploymentInput): DeploymentConfig & {
   }
   if (input.policy !== undefined) config.policy = validatePolicy(input.policy);
   if (input.fallback !== undefined) config.fallback = validateFallback(input.model, input.fallback, versions);
+  if (input.pool !== undefined) {
+    const problem = poolNameProblem(input.pool);
+    if (problem) throw invalid(problem);
+    config.pool = input.pool;
+  }
   return config;
 }
 
@@ -233,6 +251,8 @@ export function applyChange(
   if (backlogMax !== undefined) input.backlogMax = backlogMax;
   const fallback = change.fallback === undefined ? current?.fallback : (change.fallback ?? undefined);
   if (fallback !== undefined) input.fallback = fallback;
+  const pool = change.pool === undefined ? current?.pool : (change.pool ?? undefined);
+  if (pool !== undefined) input.pool = pool;
   return input;
 }
 
@@ -242,6 +262,7 @@ export function configOf(d: DeploymentConfig): DeploymentConfig {
   if (d.policy !== undefined) config.policy = d.policy;
   if (d.backlogMax !== undefined) config.backlogMax = d.backlogMax;
   if (d.fallback !== undefined) config.fallback = d.fallback;
+  if (d.pool !== undefined) config.pool = d.pool;
   return config;
 }
 
@@ -253,27 +274,13 @@ function revisionConflict(model: string, expected: number, actual: number): Inva
   );
 }
 
-/**
- * Compare-and-set (see the header). KEYS: the hash, the model's history list. ARGV: model,
- * record JSON, expected current revision (-1 = absent), expected latest revision, history cap.
- */
-const COMMIT_SCRIPT = `
-local function revisionOf(raw)
-  if not raw then return 0 end
-  local ok, decoded = pcall(cjson.decode, raw)
-  if ok and type(decoded) == 'table' and type(decoded.revision) == 'number' then return decoded.revision end
-  return 0
-end
-local current = redis.call('HGET', KEYS[1], ARGV[1])
-local currentRevision = -1
-if current then currentRevision = revisionOf(current) end
-local latest = math.max(revisionOf(current), revisionOf(redis.call('LINDEX', KEYS[2], 0)))
-if currentRevision ~= tonumber(ARGV[3]) or latest ~= tonumber(ARGV[4]) then return 'stale' end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-redis.call('LPUSH', KEYS[2], ARGV[2])
-redis.call('LTRIM', KEYS[2], 0, tonumber(ARGV[5]) - 1)
-return 'ok'
-`;
+function poolNotFound(model: string, pool: string): InvalidInputError {
+  return new InvalidInputError(
+    'pool_not_found',
+    `deployment ${model} names pool ${pool}, which does not exist: create it first (warmpool pool set ${pool} --max N, or PUT /v1/pools/${pool})`,
+    { status: 422 },
+  );
+}
 
 export interface DeploymentStoreOptions {
   now?: () => number;
@@ -289,6 +296,7 @@ export function createDeploymentStore(
   const { now = Date.now, historyLimit = DEFAULT_HISTORY_LIMIT } = typeof options === 'function' ? { now: options } : options;
   const key = deploymentsKey(prefix);
   const historyKey = (model: string) => deploymentHistoryKey(prefix, model);
+  const poolsKey = sharedPoolsKey(prefix);
 
   const get = async (model: string) => {
     const raw = await redis.hget(key, model);
@@ -312,8 +320,22 @@ export function createDeploymentStore(
       const record = toRecord(model, await next(current), latest + 1, new Date(now()).toISOString());
       const json = JSON.stringify(record);
       const expectedCurrent = current ? currentRevision : -1;
-      const outcome = await redis.eval(COMMIT_SCRIPT, 2, key, historyKey(model), model, json, expectedCurrent, latest, historyLimit);
+      const pool = record.pool ?? '';
+      const outcome = await redis.eval(
+        REVISION_COMMIT_SCRIPT,
+        3,
+        key,
+        historyKey(model),
+        poolsKey,
+        model,
+        json,
+        expectedCurrent,
+        latest,
+        historyLimit,
+        pool,
+      );
       if (outcome === 'ok') return record;
+      if (outcome === 'missing') throw poolNotFound(model, pool);
       // Lost a race: the next pass re-reads (and answers 409 when the caller pinned a revision).
       if (attempt >= MAX_WRITE_ATTEMPTS) throw new Error(`deployment ${model}: ${attempt} writes in a row lost a race`);
     }

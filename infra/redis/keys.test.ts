@@ -24,6 +24,8 @@ describe('key names', () => {
     [keys.canaryAggKey(P, Q, 1_700_000_000_000), 'wp:canary:agg:{infer.m.1}:1700000000000'],
     [keys.deploymentsKey(P), 'wp:{deployments}'],
     [keys.deploymentHistoryKey(P, 'm'), 'wp:{deployments}:history:m'],
+    [keys.sharedPoolsKey(P), 'wp:{deployments}:pools'],
+    [keys.sharedPoolHistoryKey(P, 'gpu-a'), 'wp:{deployments}:pool-history:gpu-a'],
     [keys.webhookDeliveryKey(P, 'msg_j1_succeeded'), 'wp:{webhooks}:delivery:msg_j1_succeeded'],
     [keys.webhookDueKey(P), 'wp:{webhooks}:due'],
     [keys.webhookIndexKey(P, 'tenant-a', 'pending'), 'wp:{webhooks}:index:tenant-a:pending'],
@@ -99,7 +101,7 @@ describe('slots', () => {
       keys.canaryCursorKey(P, Q),
       keys.canaryAggKey(P, Q, 0),
     ],
-    deployments: [keys.deploymentsKey(P), keys.deploymentHistoryKey(P, 'm')],
+    deployments: [keys.deploymentsKey(P), keys.deploymentHistoryKey(P, 'm'), keys.sharedPoolsKey(P), keys.sharedPoolHistoryKey(P, 'p')],
     webhooks: [
       keys.webhookDeliveryKey(P, 'd1'),
       keys.webhookDueKey(P),

@@ -23,6 +23,10 @@
  *   --- {deployments}: a deployment write is one compare-and-set script over both ---
  *   deployments         wp:{deployments}                         {deployments}    infra/deployments             none
  *   deployment history  wp:{deployments}:history:<model>         {deployments}    infra/deployments             none (capped)
+ *   shared pools        wp:{deployments}:pools                   {deployments}    infra/deployments pool-store  none
+ *   shared pool history wp:{deployments}:pool-history:<pool>     {deployments}    infra/deployments pool-store  none (capped)
+ *                       (beside the deployments: a deployment joins only a pool that exists, and a pool
+ *                       goes only when no deployment names it, each checked in the script that writes)
  *   --- {webhooks}: the delivery scripts; a cursor lives beside the deliveries it vouches for ---
  *   delivery            wp:{webhooks}:delivery:<id>              {webhooks}       api/webhooks delivery-store   retention, once finished
  *   tenant due set      wp:{webhooks}:due:<tenant>               {webhooks}       api/webhooks delivery-store   none
@@ -140,6 +144,16 @@ export function deploymentsKey(prefix: string): string {
 /** List, newest first: every revision of a model's deployment. */
 export function deploymentHistoryKey(prefix: string, model: string): string {
   return `${deploymentsKey(prefix)}:history:${model}`;
+}
+
+/** Hash: shared pool name → its current record (infra/contracts/shared-pool.ts). */
+export function sharedPoolsKey(prefix: string): string {
+  return `${deploymentsKey(prefix)}:pools`;
+}
+
+/** List, newest first: every revision of a shared pool. */
+export function sharedPoolHistoryKey(prefix: string, pool: string): string {
+  return `${deploymentsKey(prefix)}:pool-history:${pool}`;
 }
 
 /** Hash: one webhook delivery and its attempts. */
