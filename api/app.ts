@@ -44,11 +44,13 @@ import { type JobWatcher, jobEventRoutes, WAIT_CHECK_MS } from './routes/job-eve
 import { jobRoutes } from './routes/jobs.ts';
 import { oipRoutes } from './routes/oip.ts';
 import { poolRoutes } from './routes/pool.ts';
+import { sharedPoolRoutes } from './routes/shared-pools.ts';
 import { webhookRoutes } from './routes/webhooks.ts';
 import type { JobCanceler } from './use-cases/cancel-job.ts';
 import type { DeploymentAdmin } from './use-cases/deployments.ts';
 import { type FleetView, redisFleetView } from './use-cases/fleet-view.ts';
 import type { InferSyncDeps } from './use-cases/infer-sync.ts';
+import type { PoolUseCaseDeps } from './use-cases/shared-pools.ts';
 import { newJobId, type SubmitJobDeps } from './use-cases/submit-job.ts';
 import { type WaitReason, type WaitReasonDeps, waitReason } from './use-cases/wait-reason.ts';
 
@@ -79,7 +81,9 @@ export interface AppDeps {
   simulation?: Config['api']['simulation'];
   /** Concurrent job event streams per tenant and in all (config's `api.sse`); API_LIMIT_DEFAULTS when absent. */
   sse?: Config['api']['sse'];
-  /** Tenants allowed to change deployments (ADMIN_TENANTS); none when absent. */
+  /** Shared pools (`/v1/pools`, infra/deployments/pool-store.ts); api/main.ts always wires them, absent = no such routes. */
+  pools?: PoolUseCaseDeps['pools'];
+  /** Tenants allowed to change deployments and shared pools (ADMIN_TENANTS); none when absent. */
   adminTenants?: readonly string[];
   /** The canary guard's policy, so the status route judges as the guard does. */
   canary?: { policy?: Partial<CanaryPolicy>; tickMs?: number };
@@ -204,8 +208,13 @@ export function createApp(deps: AppDeps): Hono<AuthEnv> {
     app.route('/', bulkRunRoutes({ bulkRuns: deps.bulkRuns, webhookAllowedPrivateHosts: useCaseDeps.webhookAllowedPrivateHosts }));
   }
   // Reading deployments is for every tenant; changing one changes every tenant's jobs.
-  app.use('/v1/deployments/*', adminOnly(deps.adminTenants ?? []));
+  app.use('/v1/deployments/*', adminOnly(deps.adminTenants ?? [], 'deployments'));
   app.route('/', deploymentRoutes({ deployments: deps.deployments, catalog: deps.catalog }));
+  if (deps.pools) {
+    // A shared pool's workers serve every tenant's jobs for the models that joined it.
+    app.use('/v1/pools/*', adminOnly(deps.adminTenants ?? [], 'shared pools'));
+    app.route('/', sharedPoolRoutes({ pools: deps.pools, deployments: deps.deployments }));
+  }
   if (deps.webhooks) {
     app.route('/', webhookRoutes({ ...deps.webhooks, clock: deps.clock }));
     app.route('/', canaryRoutes({ ...deps.webhooks, ...deps.canary, clock: deps.clock }));
@@ -255,10 +264,10 @@ export function inferenceDeps(deps: AppDeps): InferSyncDeps & { jobs: AppJobQueu
   };
 }
 
-function adminOnly(admins: readonly string[]): MiddlewareHandler<AuthEnv> {
+function adminOnly(admins: readonly string[], what: string): MiddlewareHandler<AuthEnv> {
   return async (c, next) => {
     if (c.req.method !== 'GET' && c.req.method !== 'HEAD' && !admins.includes(c.get('tenant'))) {
-      throw new InvalidInputError('forbidden', `tenant ${c.get('tenant')} may not change deployments: it is not in ADMIN_TENANTS`, {
+      throw new InvalidInputError('forbidden', `tenant ${c.get('tenant')} may not change ${what}: it is not in ADMIN_TENANTS`, {
         status: 403,
       });
     }

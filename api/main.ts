@@ -10,6 +10,7 @@ import { Registry } from 'prom-client';
 import { createBulkRuns, createBulkWiring } from '../infra/bulk/index.ts';
 import { cacheDeployments } from '../infra/deployments/deployment-cache.ts';
 import { createDeploymentStore } from '../infra/deployments/deployment-store.ts';
+import { createSharedPoolStore } from '../infra/deployments/pool-store.ts';
 import { type Clock, systemClock } from '../infra/kernel/clock.ts';
 import type { Config } from '../infra/kernel/config.ts';
 import { closeAll, onShutdownSignals } from '../infra/kernel/lifecycle.ts';
@@ -159,6 +160,7 @@ export function createApiRuntime(config: Config, log: Logger, overrides: ApiOver
     jobs,
     catalog,
     deployments,
+    pools: createSharedPoolStore(redis, config.queuePrefix),
     apiKeys: config.api.apiKeys,
     metrics: {
       registry: metricsRegistry,

@@ -37,6 +37,7 @@ import {
   webhookOrFallback,
 } from './operation-spec.ts';
 import * as S from './schemas.ts';
+import { SHARED_POOL_OPERATIONS } from './shared-pool-operations.ts';
 
 export { DEMO_MODEL, demoRow, type OperationExample, type OperationSpec, type ResponseSpec } from './operation-spec.ts';
 
@@ -326,9 +327,9 @@ export const OPERATIONS: readonly OperationSpec[] = [
       413: tooLarge(),
       ...jsonBody,
       422: {
-        description: 'A version (or the fallback) named is not in the registry',
+        description: 'A version (or the fallback) named is not in the registry, or the shared pool named does not exist',
         schema: S.ErrorBody,
-        codes: ['model_not_found', 'version_not_found'],
+        codes: ['model_not_found', 'version_not_found', 'pool_not_found'],
       },
       ...authed,
     },
@@ -356,6 +357,11 @@ export const OPERATIONS: readonly OperationSpec[] = [
       },
       413: tooLarge(),
       ...jsonBody,
+      422: {
+        description: 'The revision restored names a shared pool that has since been deleted',
+        schema: S.ErrorBody,
+        codes: ['pool_not_found'],
+      },
       ...authed,
     },
     example: { params: { model: DEMO_MODEL }, body: {}, status: 200 },
@@ -389,6 +395,7 @@ export const OPERATIONS: readonly OperationSpec[] = [
     responses: { 200: { description: 'Newest first', schema: S.DeploymentHistory }, 404: notDeployed(), ...authed },
     example: { params: { model: DEMO_MODEL }, status: 200 },
   },
+  ...SHARED_POOL_OPERATIONS,
   // ---- Webhooks ----
   {
     operationId: 'getWebhookSecret',

@@ -14,6 +14,7 @@ import { BULK_FORMATS, BULK_RUN_STATUSES, BULK_WEBHOOK_EVENTS } from '../../infr
 import { PRIORITIES } from '../../infra/contracts/job.ts';
 import { MODEL_NAME_PATTERN, VERSION_PATTERN } from '../../infra/contracts/manifest.ts';
 import { DATATYPES } from '../../infra/contracts/oip.ts';
+import { POOL_NAME_PATTERN, POOL_NAME_RULE } from '../../infra/contracts/shared-pool.ts';
 import { WEBHOOK_EVENTS } from '../../infra/contracts/webhook.ts';
 import { WORKER_STATES } from '../../infra/contracts/worker-state.ts';
 import { WAIT_CODES } from '../use-cases/wait-reason.ts';
@@ -402,6 +403,10 @@ export const Deployment = z
     policy: z.record(z.string(), z.unknown()).optional(),
     backlogMax: z.number().int().positive().optional(),
     fallback: Fallback.optional(),
+    pool: z
+      .string()
+      .optional()
+      .describe('The shared pool whose workers serve the model; absent: a pool of its own, sized by min/max/standby'),
     revision: z.number().int().positive(),
     updatedAt: isoTime,
     restoredFrom: z.number().int().optional().describe('Set by a rollback: the revision restored'),
@@ -549,6 +554,11 @@ export const DeploymentChange = z
     policy: z.record(z.string(), z.unknown()).nullable().optional().describe('null clears'),
     backlogMax: z.number().int().positive().nullable().optional().describe('null clears'),
     fallback: Fallback.nullable().optional().describe('null clears'),
+    pool: z
+      .string()
+      .nullable()
+      .optional()
+      .describe('Join this shared pool (it must exist, else 422 `pool_not_found`); null: back to a pool of its own'),
     ifRevision: nonNegativeInt.optional().describe('Apply only on top of this revision (0 = not deployed yet), else 409'),
   })
   .describe('A partial change: absent fields keep their values');
@@ -598,6 +608,38 @@ export const CanaryStatus = z.object({
 });
 
 export const DeploymentList = z.object({ deployments: z.array(Deployment) });
+
+// ---- Shared pools -----------------------------------------------------------------------------
+
+export const PoolName = z.string().regex(POOL_NAME_PATTERN).describe(`Shared pool name: ${POOL_NAME_RULE}; \`none\` is reserved`);
+
+export const SharedPool = z
+  .object({
+    name: z.string(),
+    max: z.number().int().positive().describe('The most workers the pool runs'),
+    min: nonNegativeInt.describe('Workers kept running even when idle (≤ max)'),
+    standby: nonNegativeInt.describe('Warmed workers holding no model, ready to become any member’s (≤ max)'),
+    memoryMb: z.number().int().positive().describe('Per worker: the budget for resident models, MB'),
+    revision: z.number().int().positive(),
+    createdAt: isoTime,
+    updatedAt: isoTime,
+    deployments: z.array(z.string()).describe('The models whose deployments joined the pool'),
+  })
+  .describe('A shared pool: workers not bound to a model, each holding several');
+
+/** Mirrors the route's own zod body (api/routes/shared-pools.ts); the rules beyond shape live in infra/contracts/shared-pool.ts. */
+export const SharedPoolChange = z
+  .strictObject({
+    max: nonNegativeInt.optional().describe('1–10000; required for a new pool'),
+    min: nonNegativeInt.optional().describe('0..max; a new pool: 1 (at most max)'),
+    standby: nonNegativeInt.optional().describe('0..max; a new pool: 0'),
+    memoryMb: nonNegativeInt.optional().describe('64–1048576; a new pool: 1024'),
+    ifRevision: nonNegativeInt.optional().describe('Apply only on top of this revision (0 = does not exist yet), else 409'),
+  })
+  .describe('A partial change: absent fields keep their values');
+
+export const SharedPoolList = z.object({ pools: z.array(SharedPool) });
+export const SharedPoolDeleted = z.object({ name: z.string(), deleted: z.literal(true) });
 export const DeploymentHistory = z.object({ model: z.string(), revisions: z.array(Deployment).describe('Newest first') });
 
 // ---- Webhooks ---------------------------------------------------------------------------------
@@ -803,6 +845,10 @@ export const NAMED_SCHEMAS = {
   RollbackRequest,
   DeploymentList,
   DeploymentHistory,
+  SharedPool,
+  SharedPoolChange,
+  SharedPoolList,
+  SharedPoolDeleted,
   WebhookSecret,
   DeliveryState,
   Delivery,

@@ -6,13 +6,14 @@
  * PUT merges: fields left out keep their current values (a first deployment gets min 1,
  * max max(min, 1), standby 0 and the registry's latest version); `null` clears `policy` or
  * `backlogMax` or `fallback` (`{model, version?}`: where degradable requests go while the
- * backlog is over `backlogMax`). `ifRevision` makes it conditional (409 `revision_conflict`).
+ * backlog is over `backlogMax`) or `pool` (a shared pool that exists: 422 `pool_not_found`
+ * otherwise; null goes back to a pool of the deployment's own). `ifRevision` makes it
+ * conditional (409 `revision_conflict`).
  */
 import { Hono } from 'hono';
 import { z } from 'zod';
-import { InvalidInputError } from '../../infra/kernel/errors.ts';
 import type { AuthEnv } from '../http/auth.ts';
-import { readJson } from '../http/read-json.ts';
+import { parseBody, readJson } from '../http/read-json.ts';
 import {
   type DeploymentUseCaseDeps,
   deploymentHistory,
@@ -33,6 +34,7 @@ const putBody = z.strictObject({
   policy: z.record(z.string(), z.unknown()).nullable().optional(),
   backlogMax: z.number().int().positive().nullable().optional(),
   fallback: z.strictObject({ model: z.string(), version: z.string().optional() }).nullable().optional(),
+  pool: z.string().nullable().optional(),
   ifRevision: count.optional(),
 });
 
@@ -48,7 +50,7 @@ export function deploymentRoutes(deps: DeploymentRoutesDeps): Hono<AuthEnv> {
   app.get('/v1/deployments/:model', async (c) => c.json(await getDeployment(deps, c.req.param('model'))));
 
   app.put('/v1/deployments/:model', async (c) => {
-    const { ifRevision, ...change } = parse(putBody, await readJson(c));
+    const { ifRevision, ...change } = parseBody(putBody, await readJson(c));
     return c.json(await putDeployment(deps, { model: c.req.param('model'), change, ifRevision }));
   });
 
@@ -56,7 +58,7 @@ export function deploymentRoutes(deps: DeploymentRoutesDeps): Hono<AuthEnv> {
     // The body is optional: an empty POST rolls back unconditionally. (hono caches the body
     // text, so readJson reads the same bytes again.)
     const empty = (await c.req.text()).trim() === '';
-    const { ifRevision } = empty ? {} : parse(rollbackBody, await readJson(c));
+    const { ifRevision } = empty ? {} : parseBody(rollbackBody, await readJson(c));
     return c.json(await rollbackDeployment(deps, c.req.param('model'), ifRevision));
   });
 
@@ -66,11 +68,4 @@ export function deploymentRoutes(deps: DeploymentRoutesDeps): Hono<AuthEnv> {
   });
 
   return app;
-}
-
-function parse<T>(schema: z.ZodType<T>, body: unknown): T {
-  const result = schema.safeParse(body);
-  if (result.success) return result.data;
-  const message = result.error.issues.map((i) => `${i.path.length > 0 ? i.path.join('.') : 'body'}: ${i.message}`).join('; ');
-  throw new InvalidInputError('invalid_body', message, { cause: result.error });
 }
