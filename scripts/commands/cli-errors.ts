@@ -81,7 +81,7 @@ export function unexpectedFailure(err: unknown, command: string, debug: boolean)
 }
 
 /**
- * A model_not_found or deployment_not_found for `name` with the name it most likely meant, when
+ * A model_not_found, deployment_not_found or pool_not_found for `name` with the name it most likely meant, when
  * one of `names` (what is published, or deployed) is close — the API's did-you-mean
  * (infra/kernel/closest-name.ts): `no model named demo-scorr in the registry; did you mean
  * "demo-scorer"?`. Any other error, one with nothing close, or one whose names cannot be listed
@@ -103,13 +103,14 @@ export async function withNearestName(err: unknown, name: string, names: () => P
     : new InvalidInputError(refusal.code, message, { status: refusal.status, cause: err });
 }
 
-const NAMED_NOT_FOUND = ['model_not_found', 'deployment_not_found'];
+const NAMED_NOT_FOUND = ['model_not_found', 'deployment_not_found', 'pool_not_found'];
 
 /** What to run to see what exists, for a NotFoundError's code. */
 export function notFoundHint(code: string): string[] {
   if (code === 'model_not_found' || code === 'version_not_found')
     return ['`warmpool models list` shows what is published; `warmpool models publish` adds a model'];
   if (code === 'deployment_not_found') return ['`warmpool deployments` lists what is deployed; `warmpool deploy M` deploys a model'];
+  if (code === 'pool_not_found') return ['`warmpool pool list` lists the shared pools; `warmpool pool set NAME --max N` creates one'];
   return [];
 }
 

@@ -155,7 +155,7 @@ export const MODELS_SHOW = command({
 export const DEPLOY = command({
   path: 'deploy',
   summary: 'deploy a model (or change its deployment): which versions serve, and how many workers',
-  usage: 'M [--version V | --split V1=90,V2=10] [--min N] [--max N] [--standby N] [--backlog-max N|off] [--policy FILE]',
+  usage: 'M [--version V | --split V1=90,V2=10] [--min N] [--max N] [--standby N] [--backlog-max N|off] [--policy FILE] [--pool NAME|none]',
   maxPositionals: 1,
   redis: 'always',
   options: {
@@ -170,9 +170,22 @@ export const DEPLOY = command({
       help: 'refuse new jobs beyond N queued (503 backlog_full, with Retry-After); off: no cap',
     },
     policy: { type: 'string', value: 'FILE', help: "the scaler policy's settings for this model, as JSON" },
+    pool: {
+      type: 'string',
+      value: 'NAME|none',
+      help: "serve it from this shared pool (`warmpool pool set`); none: back to a pool of the deployment's own (the default)",
+    },
   },
-  notes: ['Flags not given keep their current value. Every version named must be published. Exit codes: 0 deployed; 2 refused.'],
-  examples: ['warmpool deploy my-model --version 1 --min 1 --max 4', 'warmpool deploy my-model --split 1=90,2=10'],
+  notes: [
+    'Flags not given keep their current value. Every version named must be published, and a --pool must exist. ' +
+      "In a shared pool the pool's max/min/standby size the workers; the deployment's own are kept for when it leaves. " +
+      'Exit codes: 0 deployed; 2 refused.',
+  ],
+  examples: [
+    'warmpool deploy my-model --version 1 --min 1 --max 4',
+    'warmpool deploy my-model --split 1=90,2=10',
+    'warmpool deploy my-model --version 1 --pool long-tail',
+  ],
 });
 
 export const ROLLBACK = command({
@@ -191,6 +204,61 @@ export const DEPLOYMENTS = command({
   maxPositionals: 0,
   redis: 'always',
   options: {},
+});
+
+const POOL_NAME_NOTE =
+  "A pool name is 1–32 lower-case letters, digits and '-', starting with a letter and not ending with '-'; 'none' is reserved.";
+
+export const POOL_SET = command({
+  path: 'pool set',
+  summary: 'create or change a shared pool: workers not bound to a model, each holding several',
+  usage: 'NAME --max N [--min M] [--standby K] [--memory-mb MB]',
+  maxPositionals: 1,
+  redis: 'always',
+  options: {
+    max: { type: 'string', value: 'N', help: 'most workers the pool runs (required for a new pool)' },
+    min: { type: 'string', value: 'M', help: 'workers kept running even when idle (a new pool: 1, at most max)' },
+    standby: { type: 'string', value: 'K', help: 'warmed workers holding no model, ready to become any member (a new pool: 0)' },
+    'memory-mb': { type: 'string', value: 'MB', help: 'per worker, the budget for resident models (at least 64; a new pool: 1024)' },
+  },
+  notes: [
+    'Flags not given keep their current value. Deployments join with `warmpool deploy M --pool NAME`.',
+    POOL_NAME_NOTE,
+    'Exit codes: 0 set; 2 refused.',
+  ],
+  examples: ['warmpool pool set long-tail --max 3 --standby 1 --memory-mb 2048', 'warmpool pool set long-tail --standby 0'],
+});
+
+export const POOL_LIST = command({
+  path: 'pool list',
+  summary: 'list shared pools: bounds, memory, the deployments that joined',
+  usage: '[--json]',
+  maxPositionals: 0,
+  redis: 'always',
+  options: { json: { type: 'boolean', help: 'the pools as JSON (the API resource)' } },
+});
+
+export const POOL_SHOW = command({
+  path: 'pool show',
+  summary: 'a shared pool and the deployments that joined it',
+  usage: 'NAME [--json]',
+  maxPositionals: 1,
+  redis: 'always',
+  options: { json: { type: 'boolean', help: 'the pool as JSON (the API resource)' } },
+  notes: ['Exit codes: 0 shown; 1 no such pool; 2 a usage error.'],
+});
+
+export const POOL_DELETE = command({
+  path: 'pool delete',
+  summary: 'delete a shared pool that no deployment names',
+  usage: 'NAME',
+  maxPositionals: 1,
+  redis: 'always',
+  options: {},
+  notes: [
+    'Refused while deployments name the pool (it says which): move each out first with `warmpool deploy M --pool none`.',
+    'Exit codes: 0 deleted; 1 no such pool; 2 refused.',
+  ],
 });
 
 export const MIGRATE_KEYS = command({
@@ -447,6 +515,11 @@ export interface CommandGroup {
 export const GROUPS: readonly CommandGroup[] = [
   { path: 'models', summary: 'the model registry', subcommands: [MODELS_PUBLISH, MODELS_LIST, MODELS_SHOW] },
   {
+    path: 'pool',
+    summary: 'shared pools: workers not bound to a model, that many deployments join',
+    subcommands: [POOL_SET, POOL_LIST, POOL_SHOW, POOL_DELETE],
+  },
+  {
     path: 'bulk',
     summary: 'bulk runs: every row under an S3 prefix, scored into parts',
     subcommands: [BULK_RUN, BULK_STATUS, BULK_CANCEL],
@@ -468,6 +541,10 @@ export const COMMANDS: readonly (CommandSpec & Extras)[] = [
   DEPLOY,
   ROLLBACK,
   DEPLOYMENTS,
+  POOL_SET,
+  POOL_LIST,
+  POOL_SHOW,
+  POOL_DELETE,
   MIGRATE_KEYS,
   SIMULATE,
   SIMULATE_CALIBRATE,

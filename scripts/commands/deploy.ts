@@ -1,10 +1,12 @@
 /**
  * `warmpool deploy M [--version V | --split V1=90,V2=10] [--min N] [--max N] [--standby N]
- * [--backlog-max N|off] [--policy FILE]`, `warmpool rollback M` and `warmpool deployments`.
+ * [--backlog-max N|off] [--policy FILE] [--pool NAME|none]`, `warmpool rollback M` and
+ * `warmpool deployments`.
  *
  * `deploy` changes only what it is told: flags left out keep the deployment's current values; a
  * first deployment gets min 1, max max(min, 1), standby 0 and the registry's latest version.
- * Every version named must exist in the registry. The record lands in Redis, where the pool
+ * Every version named must exist in the registry, and a `--pool` must exist (`warmpool pool
+ * set`); `--pool none` goes back to a pool of the deployment's own. The record lands in Redis, where the pool
  * (and later the scaler) picks it up. The rules are the API's own (api/use-cases/deployments.ts).
  */
 import { readFileSync } from 'node:fs';
@@ -15,6 +17,7 @@ import {
   type DeploymentChange,
   type VersionWeight,
 } from '../../infra/deployments/deployment-store.ts';
+import { createSharedPoolStore, type SharedPoolStore } from '../../infra/deployments/pool-store.ts';
 import type { Config } from '../../infra/kernel/config.ts';
 import { errorMessage, InvalidInputError, NotFoundError } from '../../infra/kernel/errors.ts';
 import { closeRedis, createRedis } from '../../infra/redis/client.ts';
@@ -30,15 +33,15 @@ export interface CliIo {
   err(text: string): void;
 }
 
-const processIo: CliIo = {
+export const processIo: CliIo = {
   out: (text) => process.stdout.write(text),
   err: (text) => process.stderr.write(text),
 };
 
-type Stores = { deployments: ReturnType<typeof createDeploymentStore>; registry: ModelRegistry };
+type Stores = { deployments: ReturnType<typeof createDeploymentStore>; registry: ModelRegistry; pools: SharedPoolStore };
 
 export function deployMain(command: 'deploy' | 'deployments', args: string[], config: Config, io: CliIo = processIo): Promise<number> {
-  return withStores(config, io, command, async ({ deployments, registry }) => {
+  return withStores(config, io, command, async ({ deployments, registry, pools }) => {
     if (command === 'deployments') {
       parseCommand(DEPLOYMENTS, args);
       const all = await deployments.list();
@@ -48,6 +51,9 @@ export function deployMain(command: 'deploy' | 'deployments', args: string[], co
     }
     const { model, change } = parseDeployArgs(args);
     const d = await putDeployment({ deployments, catalog: registry }, { model, change }).catch(async (err: unknown) => {
+      if (change.pool && err instanceof InvalidInputError && err.code === 'pool_not_found') {
+        throw await withNearestName(err, change.pool, async () => (await pools.list()).map((p) => p.name));
+      }
       throw await withNearestName(err, model, async () => (await registry.list()).map((m) => m.name));
     });
     io.out(`deployed ${d.model}@${d.version}${splitText(d)} (revision ${d.revision}; ${boundsText(d)})\n`);
@@ -77,6 +83,7 @@ async function withStores(config: Config, io: CliIo, command: string, run: (stor
     return await run({
       deployments: createDeploymentStore(redis, config.queuePrefix),
       registry: createModelRegistry({ store, prefix: config.s3.prefix }),
+      pools: createSharedPoolStore(redis, config.queuePrefix),
     });
   } catch (err) {
     if (err instanceof UsageError) {
@@ -108,6 +115,7 @@ function parseDeployArgs(args: string[]): { model: string; change: DeploymentCha
   const backlog = values['backlog-max'];
   if (backlog !== undefined) change.backlogMax = backlog === 'off' ? null : toInt('--backlog-max', backlog);
   if (values.policy !== undefined) change.policy = readPolicy(values.policy);
+  if (values.pool !== undefined) change.pool = values.pool === 'none' ? null : values.pool;
   return { model, change };
 }
 
@@ -156,7 +164,8 @@ function badArgument(message: string): InvalidInputError {
 function describe(d: Deployment): string {
   const versions = d.versions.length === 1 ? d.version : d.versions.map((v) => `${v.version}=${v.weight}`).join(',');
   const backlog = d.backlogMax === undefined ? '' : ` backlog-max=${d.backlogMax}`;
-  return `${d.model}\t${versions}\tmin=${d.min} max=${d.max} standby=${d.standby}${backlog}\trevision ${d.revision}\t${d.updatedAt}`;
+  const pool = d.pool === undefined ? '' : ` pool=${d.pool}`;
+  return `${d.model}\t${versions}\tmin=${d.min} max=${d.max} standby=${d.standby}${backlog}${pool}\trevision ${d.revision}\t${d.updatedAt}`;
 }
 
 function splitText(d: Deployment): string {
@@ -165,5 +174,7 @@ function splitText(d: Deployment): string {
 
 function boundsText(d: Deployment): string {
   const backlog = d.backlogMax === undefined ? '' : `, backlog-max ${d.backlogMax}`;
+  // In a shared pool the pool's bounds size the workers; the deployment's own wait for it to leave.
+  if (d.pool !== undefined) return `shared pool ${d.pool}${backlog}`;
   return `min ${d.min}, max ${d.max}, standby ${d.standby}${backlog}`;
 }
