@@ -179,6 +179,19 @@ describe('(b) examples and responses against the real API', () => {
     expect(status.current?.canaries).toHaveLength(1);
   });
 
+  it('a shared pool a deployment joined: listed as a member, not deleted while it is one', async () => {
+    const put = await send(op('putPool'), { params: { name: 'in-use' }, body: { max: 2 }, status: 200 });
+    await expectDocumented(op('putPool'), put, 200);
+    const joined = await send(op('putDeployment'), { params: { model: QUEUED_MODEL }, body: { pool: 'in-use' }, status: 200 });
+    expect(await expectDocumented(op('putDeployment'), joined, 200)).toMatchObject({ pool: 'in-use' });
+    const read = await send(op('getPool'), { params: { name: 'in-use' }, status: 200 });
+    expect(await expectDocumented(op('getPool'), read, 200)).toMatchObject({ deployments: [QUEUED_MODEL] });
+    await expectError(op('deletePool'), await send(op('deletePool'), { params: { name: 'in-use' }, status: 409 }), 409, 'pool_in_use');
+    const left = await send(op('putDeployment'), { params: { model: QUEUED_MODEL }, body: { pool: null }, status: 200 });
+    await expectDocumented(op('putDeployment'), left, 200);
+    await expectDocumented(op('deletePool'), await send(op('deletePool'), { params: { name: 'in-use' }, status: 200 }), 200);
+  });
+
   it('bulk runs: start, resume, read, cancel', async () => {
     const s3 = createS3ObjectStore(stack.config.s3);
     const root = `${testBulkPrefix(stack.config.s3.prefix, 'tenant-a')}openapi-bulk/`;
@@ -329,6 +342,16 @@ describe('(b) examples and responses against the real API', () => {
     ['put: negative min', 'putDeployment', { params: { model: DEMO_MODEL }, body: { min: -1 }, status: 400 }, 'invalid_body'],
     ['put: unknown version', 'putDeployment', { params: { model: DEMO_MODEL }, body: { version: '9' }, status: 422 }, 'version_not_found'],
     ['put: stale revision', 'putDeployment', { params: { model: DEMO_MODEL }, body: { ifRevision: 0 }, status: 409 }, 'revision_conflict'],
+    [
+      'put: a shared pool that does not exist',
+      'putDeployment',
+      { params: { model: DEMO_MODEL }, body: { pool: 'nope' }, status: 422 },
+      'pool_not_found',
+    ],
+    ['pool: unknown', 'getPool', { params: { name: 'nope' }, status: 404 }, 'pool_not_found'],
+    ['pool: not a pool name', 'getPool', { params: { name: 'Nope' }, status: 400 }, 'invalid_pool'],
+    ['pool: a new one without max', 'putPool', { params: { name: 'fresh' }, body: { standby: 1 }, status: 400 }, 'invalid_pool'],
+    ['pool: delete unknown', 'deletePool', { params: { name: 'nope' }, status: 404 }, 'pool_not_found'],
     ['rollback: not deployed', 'rollbackDeployment', { params: { model: IDLE_MODEL }, status: 404 }, 'deployment_not_found'],
     ['canary: never deployed', 'canaryStatus', { params: { model: IDLE_MODEL }, status: 404 }, 'deployment_not_found'],
     ['history: not deployed', 'deploymentHistory', { params: { model: IDLE_MODEL }, status: 404 }, 'deployment_not_found'],
