@@ -10,10 +10,11 @@
  * share a slot.)
  *
  * Each write is a new revision (1, 2, 3… per model, never reused, even across a remove). Writes
- * are compare-and-set in one Lua script: the script checks that neither the current record nor
- * the latest revision moved since the writer read them, then sets the record and pushes it onto
- * the history (revision-commit.ts, shared with the shared pools' store). A writer that lost a race re-reads and tries again, unless it pinned the revision
- * it expected (`ifRevision`): then it gets 409 `revision_conflict`. No WATCH/MULTI: WATCH is
+ * are compare-and-set in one Lua script (revision-commit.ts, shared with pool-store.ts): the
+ * script checks that neither the current record nor the latest revision moved since the writer
+ * read them, then sets the record and pushes it onto the history. A writer that lost a race
+ * re-reads and tries again, unless it pinned the revision it expected (`ifRevision`): then it
+ * gets 409 `revision_conflict`. No WATCH/MULTI: WATCH is
  * per connection, and the connection here is shared by concurrent requests.
  *
  * Rollback restores the config of the revision before the current one, as a new revision; a
