@@ -33,7 +33,8 @@ export function sharedPoolRoutes(deps: PoolUseCaseDeps): Hono<AuthEnv> {
 
   app.put('/v1/pools/:name', async (c) => {
     const { ifRevision, ...change } = parseBody(putBody, await readJson(c));
-    return c.json(await putPool(deps, { name: c.req.param('name'), change, ifRevision }));
+    const { pool } = await putPool(deps, { name: c.req.param('name'), change, ifRevision });
+    return c.json(pool);
   });
 
   app.delete('/v1/pools/:name', async (c) => c.json(await deletePool(deps, c.req.param('name'))));

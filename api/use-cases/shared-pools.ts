@@ -39,15 +39,26 @@ export async function getPool(deps: PoolUseCaseDeps, name: string): Promise<Pool
   return { ...pool, deployments: members.get(name) ?? [] };
 }
 
-/** Creates or changes a pool: what the change leaves out keeps its value (a new pool: max given, the rest defaults). */
-export async function putPool(deps: PoolUseCaseDeps, input: PutPoolInput): Promise<PoolView> {
+/**
+ * Creates or changes a pool: what the change leaves out keeps its value (a new pool: max given,
+ * the rest defaults). `created`: there was no pool of that name when the write landed.
+ */
+export async function putPool(deps: PoolUseCaseDeps, input: PutPoolInput): Promise<{ pool: PoolView; created: boolean }> {
   const { name, change } = input;
   assertPoolName(name);
+  let created = false;
   const [pool, members] = await Promise.all([
-    deps.pools.update(name, (current) => applyPoolChange(name, current, change), { ifRevision: input.ifRevision }),
+    deps.pools.update(
+      name,
+      (current) => {
+        created = current === null; // the last attempt's read is the one that landed
+        return applyPoolChange(name, current, change);
+      },
+      { ifRevision: input.ifRevision },
+    ),
     membersByPool(deps),
   ]);
-  return { ...pool, deployments: members.get(name) ?? [] };
+  return { pool: { ...pool, deployments: members.get(name) ?? [] }, created };
 }
 
 /** Deletes a pool: 404 when there is none, 409 `pool_in_use` (naming them) while deployments name it. */

@@ -66,11 +66,9 @@ async function run(sub: Sub, args: string[], deps: Deps, io: CliIo): Promise<num
   const name = positionals[0];
   if (!name) throw usageError(spec, `name one pool, e.g. warmpool pool ${sub} long-tail${sub === 'set' ? ' --max 3' : ''}`);
   if (sub === 'set') {
-    const pool = await putPool(deps, { name, change: parseChange(values as Record<string, string | undefined>) });
-    // The first revision since the pool was (re)created is the only one written at its createdAt.
-    const existed = pool.createdAt !== pool.updatedAt;
-    io.out(`${existed ? 'set' : 'created'} pool ${pool.name} (revision ${pool.revision}; ${boundsText(pool)})\n`);
-    if (!existed) io.err(`deployments join it with \`warmpool deploy M --pool ${pool.name}\`\n`);
+    const { pool, created } = await putPool(deps, { name, change: parseChange(values as Record<string, string | undefined>) });
+    io.out(`${created ? 'created' : 'set'} pool ${pool.name} (revision ${pool.revision}; ${boundsText(pool)})\n`);
+    if (created) io.err(`deployments join it with \`warmpool deploy M --pool ${pool.name}\`\n`);
     return 0;
   }
   const known = async () => (await deps.pools.list()).map((p) => p.name);
