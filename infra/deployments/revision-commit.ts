@@ -29,5 +29,3 @@ redis.call('LPUSH', KEYS[2], ARGV[2])
 redis.call('LTRIM', KEYS[2], 0, tonumber(ARGV[5]) - 1)
 return 'ok'
 `;
-
-export type CommitOutcome = 'ok' | 'stale' | 'missing';
