@@ -33,7 +33,7 @@ async function fixture(group: Omit<GroupSpec, 'name'> = { max: 10 }): Promise<Fi
   const provider = createAsgProvider({
     client,
     control: (id, command) => fake.control(id, command),
-    heartbeats: async (t) => fake.heartbeats(t.model, t.version),
+    heartbeats: async (t) => ('pool' in t ? [] : fake.heartbeats(t.model, t.version)),
     onError: (err) => errors.push(err),
   });
   return {

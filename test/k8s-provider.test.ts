@@ -110,7 +110,9 @@ describe('kubernetes provider', () => {
     expect(seen).toEqual(['launching', 'downloading', 'loading', 'warming', 'standby']);
     expect(worker?.handle).toBe(`${NS}/${worker?.id}`);
     const list = f.fake.requests.find((r) => r.path === `/api/v1/namespaces/${NS}/pods`);
-    expect(list?.query.labelSelector).toBe(`app=warmpool-worker,warmpool.dev/model=${f.target.model},warmpool.dev/version=v1`);
+    expect(list?.query.labelSelector).toBe(
+      `app=warmpool-worker,warmpool.dev/model=${'model' in f.target ? f.target.model : ''},warmpool.dev/version=v1`,
+    );
     // The neighbour's pod exists in the namespace but is not this target's.
     expect(f.fake.podList(NS)).toHaveLength(2);
   });

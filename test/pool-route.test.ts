@@ -51,7 +51,7 @@ afterAll(async () => {
 function staticProvider(workers: Record<string, PoolWorker[]>): PoolProvider {
   return {
     name: 'static',
-    list: async (target) => workers[target.version] ?? [],
+    list: async (target) => ('version' in target ? (workers[target.version] ?? []) : []),
     launch: async () => {},
     setState: async () => {},
     drain: async () => {},

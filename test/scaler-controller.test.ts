@@ -19,6 +19,7 @@ import type {
   PoolTarget,
   PoolWorker,
 } from '../infra/contracts/pool.ts';
+import { poolTargetKey } from '../infra/contracts/pool.ts';
 import type { WorkerState } from '../infra/contracts/worker-state.ts';
 import { createDeploymentStore, type DeploymentInput } from '../infra/deployments/deployment-store.ts';
 import type { HeartbeatPayload } from '../infra/fleet/worker-states.ts';
@@ -58,6 +59,11 @@ afterAll(async () => {
  * An in-memory pool: launch adds `launching` workers; every call is recorded in order. `lagging`:
  * commands do not change what `list` shows (as with real workers until their next heartbeat).
  */
+/** A deployment target's version (these tests use no shared pool). */
+function versionOf(target: PoolTarget): string {
+  return 'version' in target ? target.version : target.pool;
+}
+
 function memoryProvider(options: { lagging?: boolean } = {}) {
   const workers = new Map<string, PoolWorker & { target: PoolTarget }>();
   const calls: string[] = [];
@@ -69,22 +75,22 @@ function memoryProvider(options: { lagging?: boolean } = {}) {
       workers.set(id, { id, state, handle: id, target: { model: MODEL, version } });
     },
     async list(target) {
-      calls.push(`list ${target.version}`);
+      calls.push(`list ${versionOf(target)}`);
       return [...workers.values()]
-        .filter((w) => w.target.model === target.model && w.target.version === target.version)
+        .filter((w) => poolTargetKey(w.target) === poolTargetKey(target))
         .map(({ id, state, handle }) => ({ id, state, handle }));
     },
     async launch(target, count, { startAs }) {
-      calls.push(`launch ${target.version} ${count} ${startAs}`);
-      for (let i = 0; i < count; i++) provider.add(target.version, `new-${next++}`, 'launching');
+      calls.push(`launch ${versionOf(target)} ${count} ${startAs}`);
+      for (let i = 0; i < count; i++) provider.add(versionOf(target), `new-${next++}`, 'launching');
     },
     async setState(target, workerId, state) {
-      calls.push(`setState ${target.version} ${workerId} ${state}`);
+      calls.push(`setState ${versionOf(target)} ${workerId} ${state}`);
       const w = workers.get(workerId);
       if (w && !options.lagging) w.state = state;
     },
     async drain(target, workerId) {
-      calls.push(`drain ${target.version} ${workerId}`);
+      calls.push(`drain ${versionOf(target)} ${workerId}`);
       const w = workers.get(workerId);
       if (w && !options.lagging) w.state = 'draining';
     },

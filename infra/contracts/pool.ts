@@ -326,9 +326,43 @@ export interface PoolWorker {
   handle: string;
 }
 
-export interface PoolTarget {
+/** A deployment's own pool: the workers of one model version. */
+export interface ModelPoolTarget {
   model: string;
   version: string;
+}
+
+/** A named shared pool (issue 31): workers bound to no model, each holding several. */
+export interface SharedPoolTarget {
+  pool: string;
+  /** Each worker's budget for its models' resident memory (the pool's `memoryMb`); absent: the worker's default. Not part of the identity. */
+  memoryMb?: number;
+}
+
+/** What a provider's call is about: one model version's workers, or one shared pool's. */
+export type PoolTarget = ModelPoolTarget | SharedPoolTarget;
+
+export function isSharedPoolTarget(target: PoolTarget): target is SharedPoolTarget {
+  return 'pool' in target;
+}
+
+/** `model@version`, or `pool:<name>`: a map key and a log field for a target. */
+export function poolTargetKey(target: PoolTarget): string {
+  return isSharedPoolTarget(target) ? `pool:${target.pool}` : `${target.model}@${target.version}`;
+}
+
+/** The provider-side name of a target's group of workers, before each provider's own spelling rules. */
+export function poolTargetName(target: PoolTarget): string {
+  return isSharedPoolTarget(target) ? `warmpool-pool-${target.pool}` : `warmpool-${target.model}-${target.version}`;
+}
+
+/**
+ * Whether a heartbeat belongs to the target: a shared pool's worker names its pool (and no model);
+ * a deployment's worker its model and version, and no pool.
+ */
+export function beatBelongsTo(beat: { model: string; version: string; pool?: string | undefined }, target: PoolTarget): boolean {
+  if (isSharedPoolTarget(target)) return beat.pool === target.pool;
+  return beat.pool === undefined && beat.model === target.model && beat.version === target.version;
 }
 
 /**

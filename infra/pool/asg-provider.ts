@@ -46,7 +46,7 @@ import {
   TerminateInstanceInAutoScalingGroupCommand,
   type WarmPoolState,
 } from '@aws-sdk/client-auto-scaling';
-import type { PoolProvider, PoolTarget, PoolWorker } from '../contracts/pool.ts';
+import { beatBelongsTo, type PoolProvider, type PoolTarget, type PoolWorker, poolTargetName } from '../contracts/pool.ts';
 import type { WorkerState } from '../contracts/worker-state.ts';
 import { commandFor } from '../fleet/worker-control.ts';
 // Types only: the Kubernetes client library stays unloaded on machines that run this provider.
@@ -58,7 +58,7 @@ export interface AsgProviderOptions {
   control: WorkerControl;
   /** Required here: EC2 has no readiness signal that could stand in for the worker's own state. */
   heartbeats: HeartbeatSource;
-  /** Default `warmpool-<model>-<version>`. */
+  /** Default `warmpool-<model>-<version>` (a shared pool: `warmpool-pool-<name>`). */
   groupName?: (target: PoolTarget) => string;
   /** The instance a heartbeat comes from; default: its host name's first label when it is an instance id. */
   instanceOf?: (beat: WorkerBeat) => string | undefined;
@@ -116,7 +116,7 @@ export function createAsgProvider(options: AsgProviderOptions): AsgPoolProvider 
     const beats = new Map<string, WorkerBeat>();
     for (const beat of await options.heartbeats(target)) {
       const id = instanceOf(beat);
-      if (!id || !ids.has(id) || beat.model !== target.model || beat.version !== target.version) continue;
+      if (!id || !ids.has(id) || !beatBelongsTo(beat, target)) continue;
       if ((beats.get(id)?.updatedAt ?? -1) < beat.updatedAt) beats.set(id, beat);
     }
     return { group, beats };
@@ -280,9 +280,9 @@ export function instanceState(instance: Instance, beat: WorkerBeat | undefined, 
   return retiring && !DONE.includes(beat.state) ? 'draining' : beat.state;
 }
 
-/** `warmpool-<model>-<version>`: group names allow the characters model names and versions use. */
+/** `warmpool-<model>-<version>` or `warmpool-pool-<name>`: group names allow the characters model, version and pool names use. */
 export function defaultGroupName(target: PoolTarget): string {
-  return `warmpool-${target.model}-${target.version}`;
+  return poolTargetName(target);
 }
 
 /** `i-0abc….ec2.internal` (EC2 resource-based host name) → `i-0abc…`. */

@@ -40,7 +40,7 @@ import {
   type V1Pod,
   type V1Scale,
 } from '@kubernetes/client-node';
-import type { PoolProvider, PoolTarget, PoolWorker } from '../contracts/pool.ts';
+import { beatBelongsTo, type PoolProvider, type PoolTarget, type PoolWorker, poolTargetKey, poolTargetName } from '../contracts/pool.ts';
 import type { WorkerState } from '../contracts/worker-state.ts';
 import { type ControlCommand, commandFor } from '../fleet/worker-control.ts';
 import type { HeartbeatPayload } from '../fleet/worker-states.ts';
@@ -58,7 +58,7 @@ export const RETIRE_COST = '-2147483648';
  */
 export type WorkerControl = (workerId: string, command: ControlCommand) => Promise<void>;
 /** The heartbeat fields a provider joins on. */
-export type WorkerBeat = Pick<HeartbeatPayload, 'id' | 'host' | 'state' | 'updatedAt' | 'model' | 'version'>;
+export type WorkerBeat = Pick<HeartbeatPayload, 'id' | 'host' | 'state' | 'updatedAt' | 'model' | 'version'> & { pool?: string };
 export type HeartbeatSource = (target: PoolTarget) => Promise<WorkerBeat[]>;
 
 export interface KubernetesProviderOptions {
@@ -67,7 +67,7 @@ export interface KubernetesProviderOptions {
   control: WorkerControl;
   /** Live heartbeats of the target's workers. Without it, readiness stands in: Ready = active. */
   heartbeats?: HeartbeatSource;
-  /** Default `warmpool-<model>-<version>`, made a valid object name. */
+  /** Default `warmpool-<model>-<version>` (a shared pool: `warmpool-pool-<name>`), made a valid object name. */
   deploymentName?: (target: PoolTarget) => string;
   /** A drain `list` could not finish (it retries next time); `drain` itself throws instead. */
   onError?: (err: unknown) => void;
@@ -125,7 +125,7 @@ export function createKubernetesProvider(options: KubernetesProviderOptions): Po
     const hosts = new Set(items.map(podName));
     const beats = new Map<string, WorkerBeat>();
     for (const beat of (await options.heartbeats?.(target)) ?? []) {
-      if (!hosts.has(beat.host) || beat.model !== target.model || beat.version !== target.version) continue;
+      if (!hosts.has(beat.host) || !beatBelongsTo(beat, target)) continue;
       // A restarted container leaves its old worker's last beat until the TTL: the newest wins.
       if ((beats.get(beat.host)?.updatedAt ?? -1) < beat.updatedAt) beats.set(beat.host, beat);
     }
@@ -250,9 +250,9 @@ export function createKubernetesProvider(options: KubernetesProviderOptions): Po
   };
 }
 
-/** `warmpool-<model>-<version>` as a DNS-1123 label (lower case, [a-z0-9-], ≤ 63 characters). */
+/** `warmpool-<model>-<version>` or `warmpool-pool-<name>` as a DNS-1123 label (lower case, [a-z0-9-], ≤ 63 characters). */
 export function defaultDeploymentName(target: PoolTarget): string {
-  const raw = `warmpool-${target.model}-${target.version}`.toLowerCase();
+  const raw = poolTargetName(target).toLowerCase();
   return raw
     .replace(/[^a-z0-9-]+/g, '-')
     .slice(0, 63)
@@ -302,7 +302,7 @@ function podName(pod: V1Pod): string {
 }
 
 function targetKey(target: PoolTarget): string {
-  return `${target.model}@${target.version}`;
+  return poolTargetKey(target);
 }
 
 function isConflict(err: unknown): boolean {

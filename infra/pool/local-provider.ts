@@ -1,6 +1,8 @@
 /**
  * The local PoolProvider (infra/contracts/pool.ts): worker processes forked on this machine,
- * `<command> --model M --version V [--standby]`, steered through the control channel
+ * `<command> --model M --version V [--standby]` for a deployment's pool and `<command> --pool NAME
+ * [--memory-mb MB]` for a shared pool's (a pool worker boots to standby holding no model; the
+ * pool controller tells it what to hold: infra/fleet/pool-holdings.ts), steered through the control channel
  * (infra/fleet/worker-control.ts). It starts, steers and drains what the controller says and decides
  * nothing itself: a crashed child simply disappears from `list`, and the controller launches a
  * replacement if it still wants one.
@@ -16,7 +18,14 @@
  * Only `close()` escalates, to SIGKILL after `drainTimeoutMs`.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import type { PoolProvider, PoolTarget, PoolWorker } from '../contracts/pool.ts';
+import {
+  beatBelongsTo,
+  isSharedPoolTarget,
+  type PoolProvider,
+  type PoolTarget,
+  type PoolWorker,
+  poolTargetKey,
+} from '../contracts/pool.ts';
 import type { WorkerState } from '../contracts/worker-state.ts';
 import { type ControlCommand, commandFor, sendControl } from '../fleet/worker-control.ts';
 import { listHeartbeats } from '../fleet/worker-states.ts';
@@ -75,14 +84,14 @@ export function createLocalProvider(options: LocalProviderOptions): PoolProvider
 
   const spawnWorker = (target: PoolTarget, startAs: 'active' | 'standby'): void => {
     const [cmd, ...args] = options.command;
-    const flags = ['--model', target.model, '--version', target.version, ...(startAs === 'standby' ? ['--standby'] : [])];
+    const flags = workerFlags(target, startAs);
     const proc = spawn(cmd as string, [...args, ...flags], {
       env: workerEnvironment(options.env),
       stdio: ['ignore', options.stdio ?? 'inherit', options.stdio ?? 'inherit'],
     });
     if (proc.pid === undefined) {
       // spawn failed (e.g. no such command); the 'error' event carries why.
-      proc.once('error', (err) => log.error({ err, target }, 'worker failed to spawn'));
+      proc.once('error', (err) => log.error({ err, target: poolTargetKey(target) }, 'worker failed to spawn'));
       return;
     }
     const child: Child = {
@@ -94,12 +103,12 @@ export function createLocalProvider(options: LocalProviderOptions): PoolProvider
       gone: new AbortController(),
     };
     children.add(child);
-    log.info({ ...target, pid: proc.pid, startAs }, 'worker launched');
+    log.info({ target: poolTargetKey(target), pid: proc.pid, startAs }, 'worker launched');
     void child.exited.then(() => {
       children.delete(child);
       child.gone.abort();
       const { exitCode: code, signalCode: signal } = proc;
-      if (!child.draining || code !== 0) log.info({ ...target, pid: child.pid, code, signal }, 'worker exited');
+      if (!child.draining || code !== 0) log.info({ target: poolTargetKey(target), pid: child.pid, code, signal }, 'worker exited');
     });
   };
 
@@ -108,7 +117,7 @@ export function createLocalProvider(options: LocalProviderOptions): PoolProvider
     const beats = await listHeartbeats(redis, prefix);
     const mine = [...children].filter((c) => sameTarget(c.target, target));
     for (const child of mine) {
-      const beat = beats.find((b) => b.pid === child.pid && b.model === target.model);
+      const beat = beats.find((b) => b.pid === child.pid && beatBelongsTo(b, target));
       if (!beat) continue;
       child.workerId = beat.id;
       child.lastState = beat.state;
@@ -193,7 +202,18 @@ function idOf(child: Child): string {
 }
 
 function sameTarget(a: PoolTarget, b: PoolTarget): boolean {
-  return a.model === b.model && a.version === b.version;
+  return poolTargetKey(a) === poolTargetKey(b);
+}
+
+/**
+ * The worker's flags: a deployment's worker is told its model, version and how to start; a shared
+ * pool's worker its pool (and memory budget) only: it boots to standby holding nothing, whatever
+ * `startAs` says, and becomes active when told to hold a model.
+ */
+export function workerFlags(target: PoolTarget, startAs: 'active' | 'standby'): string[] {
+  if (isSharedPoolTarget(target))
+    return ['--pool', target.pool, ...(target.memoryMb !== undefined ? ['--memory-mb', String(target.memoryMb)] : [])];
+  return ['--model', target.model, '--version', target.version, ...(startAs === 'standby' ? ['--standby'] : [])];
 }
 
 /** `env` without the API's secrets (API_SECRET_VARIABLES): a worker authenticates nobody. */

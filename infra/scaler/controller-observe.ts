@@ -18,7 +18,7 @@
  * (cold-start-estimate.ts, shared with the simulator).
  */
 
-import type { Backlog, PoolProvider, PoolTarget, WorkerCounts } from '../contracts/pool.ts';
+import type { Backlog, ModelPoolTarget, PoolProvider, WorkerCounts } from '../contracts/pool.ts';
 import type { WorkerState } from '../contracts/worker-state.ts';
 import type { HeartbeatPayload } from '../fleet/worker-states.ts';
 import { queuedJobs } from '../queue/index.ts';
@@ -49,7 +49,7 @@ export function isStarting(state: WorkerState): boolean {
 
 /** Workers of a target: the provider's list when there is a provider, else the heartbeats alone. */
 export async function observeWorkers(
-  target: PoolTarget,
+  target: ModelPoolTarget,
   beats: readonly HeartbeatPayload[],
   provider: Pick<PoolProvider, 'list'> | undefined,
 ): Promise<ObservedWorker[]> {

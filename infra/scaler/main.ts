@@ -17,7 +17,7 @@
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Registry } from 'prom-client';
-import type { PoolProvider, PoolTarget, Tuner } from '../contracts/pool.ts';
+import { beatBelongsTo, type PoolProvider, type PoolTarget, type Tuner } from '../contracts/pool.ts';
 import { createDeploymentStore } from '../deployments/deployment-store.ts';
 import { type ControlCommand, sendControl } from '../fleet/worker-control.ts';
 import { listHeartbeats } from '../fleet/worker-states.ts';
@@ -133,8 +133,7 @@ export async function createPoolProvider(
 ): Promise<PoolProvider> {
   // What the cloud providers share with the workers: the control channel and the heartbeats.
   const control = (workerId: string, command: ControlCommand) => sendControl(redis, config.queuePrefix, workerId, command);
-  const heartbeats = async (t: PoolTarget) =>
-    (await listHeartbeats(redis, config.queuePrefix)).filter((b) => b.model === t.model && b.version === t.version);
+  const heartbeats = async (t: PoolTarget) => (await listHeartbeats(redis, config.queuePrefix)).filter((b) => beatBelongsTo(b, t));
   const onError = (err: unknown) => log.warn({ err }, 'pool provider: a drain will be retried');
   switch (name) {
     case 'local':
