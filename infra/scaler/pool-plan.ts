@@ -197,7 +197,6 @@ export function planPool(input: PoolPlanInput): PoolPlan {
   reasons.push(
     `aggregate ${agg.meanWorkers.toFixed(2)} workers of mean load over ${needs.length} models; pooled burst standby ${pool.terms?.burstStandby ?? 0} vs ${perModelStandbySum} summed per model`,
   );
-  const placed = place(needs, input.workers, input.now, s, reasons);
   const current = counts.active + counts.standby + counts.starting;
   const want = t.active + t.standby;
   const target = Math.min(Math.max(0, Math.floor(s.max)), holdTotal(input, want, memory, reasons));
@@ -206,14 +205,22 @@ export function planPool(input: PoolPlanInput): PoolPlan {
   const drain =
     current > target && pool.drain > 0 ? pickDrains(input.workers, needs, input.now, Math.min(pool.drain, current - target)) : [];
   if (drain.length > 0) reasons.push(`drain ${drain.join(', ')}: pool ${current} above ${target}`);
+  // Placement on the workers that stay: a drained worker's models are placed again from what is left.
+  const placed = place(
+    needs,
+    input.workers.filter((w) => !drain.includes(w.id)),
+    input.now,
+    s,
+    reasons,
+  );
   return {
     workers: target,
     active: t.active,
     standby: t.standby,
     launch,
     drain,
-    placement: placed.placement.filter((p) => !drain.includes(p.workerId)),
-    loads: placed.loads.filter((l) => !drain.includes(l.workerId)),
+    placement: placed.placement,
+    loads: placed.loads,
     evictions: placed.evictions,
     reasons,
     terms: {
@@ -558,7 +565,7 @@ function pickDrains(workers: PoolWorkerView[], needs: ModelNeed[], now: number, 
   const busy = (w: PoolWorkerView) => w.models.reduce((t, h) => t + h.inFlight, 0);
   return workers
     .filter((w) => w.state === 'warm')
-    .sort((a, b) => value(a) - value(b) || busy(a) - busy(b))
+    .sort((a, b) => Number(a.models.length > 0) - Number(b.models.length > 0) || value(a) - value(b) || busy(a) - busy(b))
     .slice(0, count)
     .map((w) => w.id);
 }
