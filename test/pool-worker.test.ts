@@ -1,0 +1,184 @@
+/**
+ * A shared pool's worker (`warmpool worker --pool NAME`, issue 31) as a real process, on the real
+ * Redis, S3 server and ONNX Runtime, driven through its holdings (infra/fleet/pool-holdings.ts):
+ * - told to hold several models, it serves jobs of each, every output equal to ONNX Runtime's
+ *   answer for that model (models of one shape with distinct weights: the wrong session would show);
+ * - a model it held before (its profile kept beside the cached model) warms in one batch;
+ * - told to drop a model with jobs in flight, it finishes them first and takes no more.
+ * No assertion here is about time.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import * as ort from 'onnxruntime-node';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { askLoad, sendHoldings } from '../infra/fleet/pool-holdings.ts';
+import { POOL_WORKER_ENV } from '../infra/fleet/pool-worker-env.ts';
+import { type HeartbeatPayload, listHeartbeats, type PoolModelView } from '../infra/fleet/worker-states.ts';
+import { closeRedis, createRedis, type RedisClient } from '../infra/redis/client.ts';
+import { stopChild } from '../scripts/dev/stop-child.ts';
+import { buildDistinctMlpModels, buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
+import { startStack, type TestStack, waitForJob } from './support/stack.ts';
+import { until } from './support/until.ts';
+
+const BIN = fileURLToPath(new URL('../bin/warmpool.mjs', import.meta.url));
+const F = 16;
+const MB = 1024 * 1024;
+let stack: TestStack;
+let redis: RedisClient;
+const children: ChildProcess[] = [];
+const sessions = new Map<string, ort.InferenceSession>();
+
+/** Models of one shape, distinct weights (`pw-0` … `pw-3`). */
+const SERVED = buildDistinctMlpModels(4, { features: F, hidden: 32 });
+/** Ten larger models, for the memory budget (`mem-0` … `mem-9`): about 13 MB of weights each. */
+const LARGE = buildDistinctMlpModels(10, { features: 256, hidden: 1024, layers: 4, firstSeed: 2000 });
+const SLOW = buildMlpModel({ features: 256, hidden: 2048, layers: 4, seed: 5 });
+
+beforeAll(async () => {
+  stack = await startStack({ HEARTBEAT_INTERVAL_MS: '200', HEARTBEAT_TTL_MS: '2000', WARMUP_ITERATIONS: '2', COALESCE_MAX_REQUESTS: '2' });
+  redis = createRedis(stack.config.redisUrl);
+  const publish = async (name: string, bytes: Uint8Array, warmupBatches: number[]) => {
+    await stack.registry.publish({ name, version: '1', bytes, maxBatch: 8, warmupBatches });
+    await stack.deployments.put({ model: name, version: '1', min: 0, max: 1, standby: 0 });
+  };
+  for (const [i, bytes] of SERVED.entries()) {
+    await publish(`pw-${i}`, bytes, [1, 2, 4, 8]);
+    sessions.set(`pw-${i}`, await ort.InferenceSession.create(bytes));
+  }
+  for (const [i, bytes] of LARGE.entries()) await publish(`mem-${i}`, bytes, [1, 8]);
+  await publish('pw-slow', SLOW, [1, 8]);
+}, 120_000);
+
+afterAll(async () => {
+  await Promise.all(children.map((c) => stopChild(c)));
+  for (const s of sessions.values()) await s.release();
+  await stack?.close();
+  if (redis) await closeRedis(redis);
+});
+
+function startPoolWorker(memoryMb: number): ChildProcess {
+  const child = spawn(process.execPath, [BIN, 'worker', '--pool', 'p1', '--memory-mb', String(memoryMb)], {
+    env: { ...stack.env, ...POOL_WORKER_ENV, INTRA_OP_THREADS: '1' },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  children.push(child);
+  return child;
+}
+
+async function beatOf(child: ChildProcess): Promise<HeartbeatPayload | undefined> {
+  return (await listHeartbeats(redis, stack.config.queuePrefix)).find((b) => b.pid === child.pid);
+}
+
+/** The worker's heartbeat once `ok` holds for it (fails fast if it reports `failed`). */
+function waitForBeat(child: ChildProcess, what: string, ok: (b: HeartbeatPayload) => boolean, timeoutMs = 120_000) {
+  return until(
+    `pool worker ${child.pid}: ${what}`,
+    async () => {
+      const beat = await beatOf(child);
+      if (beat?.state === 'failed') throw new Error(`pool worker failed: ${beat.error}`);
+      const broken = beat?.models?.find((m) => m.state === 'failed');
+      if (broken) throw new Error(`model ${broken.model} failed to load: ${broken.error}`);
+      return beat && ok(beat) ? beat : undefined;
+    },
+    timeoutMs,
+  );
+}
+
+const modelIn = (b: HeartbeatPayload, model: string): PoolModelView | undefined => b.models?.find((m) => m.model === model);
+const active = (b: HeartbeatPayload) => (b.models ?? []).filter((m) => m.state === 'active');
+const refs = (names: string[]) => names.map((model) => ({ model, version: '1' }));
+
+/** The process's resident set from /proc, bytes. */
+function procRss(pid: number): number {
+  const kb = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
+  if (!kb) throw new Error(`no VmRSS for ${pid}`);
+  return Number(kb) * 1024;
+}
+
+/** ONNX Runtime's own answer for submitMany's job `i` (one row of F values). */
+async function expectedScore(model: string, i: number): Promise<number> {
+  const session = sessions.get(model);
+  if (!session) throw new Error(`no reference session for ${model}`);
+  const row = Float32Array.from({ length: F }, (_, k) => Math.sin(i + k));
+  const out = await session.run({ features: new ort.Tensor('float32', row, [1, F]) });
+  return (out.score as ort.Tensor).data[0] as number;
+}
+
+let servingWorker: ChildProcess;
+
+it('holds several models at once and serves each with its own weights', async () => {
+  servingWorker = startPoolWorker(1024);
+  const standby = await waitForBeat(servingWorker, 'standby', (b) => b.state === 'standby');
+  expect(standby).toMatchObject({ pool: 'p1', model: '', version: '', models: [] });
+
+  const names = SERVED.map((_, i) => `pw-${i}`);
+  await sendHoldings(redis, stack.config.queuePrefix, standby.id, refs(names));
+  const beat = await waitForBeat(servingWorker, 'four models active', (b) => active(b).length === 4);
+  expect(beat.state).toBe('active');
+  for (const m of active(beat)) {
+    expect(m.residentBytes).toBeGreaterThan(0);
+    expect(m.warmup?.reused).toBe(false);
+    // A cold warm-up measures every size the manifest names.
+    expect(m.warmup?.batchesMeasured).toBe(4);
+    console.info(`[figures] ${m.model} cold: loadMs=${m.loadMs} residentBytes=${m.residentBytes} cacheHit=${m.cacheHit}`);
+  }
+
+  const ids = await Promise.all(names.map((model) => stack.submitMany(model, 12, { features: F })));
+  for (const [n, model] of names.entries()) {
+    const jobs = await Promise.all((ids[n] as string[]).map((id) => waitForJob(stack, id, 120_000)));
+    for (const [i, job] of jobs.entries()) {
+      expect(job.status).toBe('succeeded');
+      const [out] = job.outputs as Array<{ name: string; data: number[] }>;
+      expect(out?.name).toBe('score');
+      expect(out?.data[0]).toBeCloseTo(await expectedScore(model, i), 5);
+    }
+  }
+}, 240_000);
+
+it('warms a model it held before in one batch, from the profile kept beside the cached model', async () => {
+  const { id } = (await beatOf(servingWorker)) as HeartbeatPayload;
+  const prefix = stack.config.queuePrefix;
+  await sendHoldings(redis, prefix, id, refs(['pw-1', 'pw-2', 'pw-3']));
+  await waitForBeat(servingWorker, 'pw-0 gone', (b) => modelIn(b, 'pw-0') === undefined);
+
+  await askLoad(redis, prefix, id, { model: 'pw-0', version: '1' });
+  const beat = await waitForBeat(servingWorker, 'pw-0 back', (b) => modelIn(b, 'pw-0')?.state === 'active');
+  const back = modelIn(beat, 'pw-0') as PoolModelView;
+  expect(back.cacheHit).toBe(true);
+  expect(back.warmup).toEqual({ reused: true, runs: 1, batchesMeasured: 0 });
+  console.info(`[figures] pw-0 seen before: loadMs=${back.loadMs} residentBytes=${back.residentBytes}`);
+  const [job] = await stack.submitMany('pw-0', 1, { features: F });
+  const done = await waitForJob(stack, job as string, 60_000);
+  expect((done.outputs as Array<{ data: number[] }>)[0]?.data[0]).toBeCloseTo(await expectedScore('pw-0', 0), 5);
+}, 120_000);
+
+it('told to drop a model with jobs in flight, finishes them first and takes no more', async () => {
+  const { id } = (await beatOf(servingWorker)) as HeartbeatPayload;
+  const prefix = stack.config.queuePrefix;
+  await askLoad(redis, prefix, id, { model: 'pw-slow', version: '1' });
+  await waitForBeat(servingWorker, 'pw-slow active', (b) => modelIn(b, 'pw-slow')?.state === 'active');
+  const ids = await stack.submitMany('pw-slow', 200, { features: 256, rows: 4 });
+  const held = await stack.withQueue('pw-slow', '1', (queue) =>
+    until('pw-slow mid-stream', async () => {
+      const [running, completed] = await Promise.all([queue.getActive(), queue.getCompletedCount()]);
+      return running.length > 0 && completed > 0 ? running.map((j) => j.id as string) : undefined;
+    }),
+  );
+
+  await sendHoldings(redis, prefix, id, refs(['pw-1', 'pw-2', 'pw-3']));
+  await waitForBeat(servingWorker, 'pw-slow gone', (b) => modelIn(b, 'pw-slow') === undefined);
+  await stack.withQueue('pw-slow', '1', async (queue) => {
+    // Every entry it held when told finished; none failed; the rest wait for a worker that holds it.
+    const states = await Promise.all(held.map((jobId) => queue.getJobState(jobId)));
+    expect(states.every((s) => s === 'completed')).toBe(true);
+    const c = await queue.getJobCounts('active', 'failed', 'waiting', 'prioritized');
+    expect(c.active).toBe(0);
+    expect(c.failed).toBe(0);
+    expect((c.waiting ?? 0) + (c.prioritized ?? 0)).toBeGreaterThan(0);
+  });
+  // The other models still serve.
+  const [job] = await stack.submitMany('pw-3', 1, { features: F });
+  expect((await waitForJob(stack, job as string, 60_000)).status).toBe('succeeded');
+  expect(ids.length).toBe(200);
+}, 240_000);
