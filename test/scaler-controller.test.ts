@@ -22,6 +22,7 @@ import type {
 import { poolTargetKey } from '../infra/contracts/pool.ts';
 import type { WorkerState } from '../infra/contracts/worker-state.ts';
 import { createDeploymentStore, type DeploymentInput } from '../infra/deployments/deployment-store.ts';
+import { createSharedPoolStore } from '../infra/deployments/pool-store.ts';
 import type { HeartbeatPayload } from '../infra/fleet/worker-states.ts';
 import { ManualClock } from '../infra/kernel/clock.ts';
 import { SCALER_DEFAULTS } from '../infra/kernel/config.ts';
@@ -514,4 +515,32 @@ it("passes the policy the rows served and, where the workers count them against 
   await clock.advance(1000);
   await c.tick();
   expect(scripted.inputs[2]?.observed).toEqual({ arrivedRows: 0, servedRows: 4, sinceMs: 1000 });
+});
+
+describe('shared pools', () => {
+  it('leaves a deployment in a shared pool, and the pool workers, to the pool controller, under its lock', async () => {
+    const f = await fixture();
+    await createSharedPoolStore(redis, f.prefix).put({ name: 'tail', max: 3, min: 0, standby: 1, memoryMb: 512 });
+    await f.deploy({ pool: 'tail' });
+    // A pool worker names its pool and no model: never an orphan of model ''.
+    await writeBeat(f.prefix, { id: 'pool-w1', state: 'standby', model: '', version: '', pool: 'tail' } as Partial<HeartbeatPayload> &
+      Pick<HeartbeatPayload, 'id' | 'state'>);
+    const provider = memoryProvider();
+    const scripted = scriptedPolicy({ active: 1, standby: 1, launch: 2, drain: 0 });
+    const ticks: Array<{ models: string[]; beats: string[]; leader: boolean }> = [];
+    const c = f.controller({
+      provider,
+      decide: scripted.policy,
+      pools: {
+        async tick(ctx) {
+          ticks.push({ models: ctx.deployments.map((d) => d.model), beats: ctx.beats.map((b) => b.id), leader: await ctx.stillLeader() });
+        },
+      },
+    });
+    await c.tick();
+    expect(scripted.inputs).toEqual([]);
+    expect(mutations(provider.calls)).toEqual([]);
+    expect(await createDecisionLog(redis, f.prefix).recent(MODEL, 10)).toEqual([]);
+    expect(ticks).toEqual([{ models: [MODEL], beats: ['pool-w1'], leader: true }]);
+  });
 });

@@ -60,6 +60,11 @@ describe('key names', () => {
     [keys.scalerColdStartKey(P, false, 'm'), 'wp:scaler:cold-start:m'],
     [keys.scalerColdStartPendingKey(P, false, 'm'), 'wp:scaler:cold-start:m:pending'],
     [keys.decisionStreamKey(P, 'm'), 'wp:scaler:decisions:m'],
+    [keys.scalerPoolMemoryKey(P, false, 'tail'), 'wp:scaler:pool-memory:tail'],
+    [keys.scalerPoolMemoryKey(P, true, 'tail'), 'wp:scaler-shadow:pool-memory:tail'],
+    [keys.poolDecisionStreamKey(P, 'tail'), 'wp:scaler:pool-decisions:tail'],
+    [keys.poolClaimKey(P, 'tail', 'm', '1'), 'wp:pool-claim:tail:m@1'],
+    [keys.poolDemandChannel(P, 'tail'), 'wp:pool-demand:tail'],
     [keys.canaryEventsKey(P, 'm'), 'wp:canary:events:m'],
     [keys.canaryBreachKey(P, 'm', '1'), 'wp:canary:breach:m:1'],
   ])('%s', (key, expected) => {

@@ -62,6 +62,10 @@
  *   scaler state        wp:scaler:<leader|memory:<m>|worker-rate:<m>|cold-start:<m>[:pending]> - infra/scaler controller   lock TTL; 1 day; 30 days
  *                       (wp:scaler-shadow:… for a shadow scaler, so it never holds the live one's lock)
  *   scaler decisions    wp:scaler:decisions:<model>              -                infra/scaler decision-log     none (capped)
+ *   pool scaler state   wp:scaler:pool-memory:<pool>             -                infra/scaler pool-controller  1 day
+ *   pool decisions      wp:scaler:pool-decisions:<pool>          -                infra/scaler pool-controller  none (capped)
+ *   pool placement claim wp:pool-claim:<pool>:<model>@<version>  -                infra/scaler pool-controller  a few ticks (SET NX PX)
+ *   pool demand bell    wp:pool-demand:<pool>  (pub/sub)         -                infra/fleet pool-demand       -
  *   canary events       wp:canary:events:<model>                 -                infra/canary event-log        none (capped)
  *   canary breach       wp:canary:breach:<model>:<version>       -                infra/canary assessment       2 × max gap
  *
@@ -366,6 +370,28 @@ export function scalerColdStartPendingKey(prefix: string, shadow: boolean, model
 /** Stream: a model's scaler decisions (a shadow scaler's too, flagged `shadow: true`). */
 export function decisionStreamKey(prefix: string, model: string): string {
   return `${prefix}:scaler:decisions:${model}`;
+}
+
+// ---- shared pools: the pool controller's state, its placement claims, the demand doorbell ----
+
+/** The shared-pool planner's memory of a pool between ticks (infra/scaler/pool-controller.ts). */
+export function scalerPoolMemoryKey(prefix: string, shadow: boolean, pool: string): string {
+  return `${scalerNamespace(prefix, shadow)}:pool-memory:${pool}`;
+}
+
+/** Stream: a shared pool's decisions (a shadow scaler's too, flagged `shadow: true`). */
+export function poolDecisionStreamKey(prefix: string, pool: string): string {
+  return `${prefix}:scaler:pool-decisions:${pool}`;
+}
+
+/** The single-flight claim on placing one model version in a pool (SET NX PX; the value names the worker chosen). */
+export function poolClaimKey(prefix: string, pool: string, model: string, version: string): string {
+  return `${prefix}:pool-claim:${pool}:${model}@${version}`;
+}
+
+/** Pub/sub: a shared pool's demand doorbell (infra/fleet/pool-demand.ts). */
+export function poolDemandChannel(prefix: string, pool: string): string {
+  return `${prefix}:pool-demand:${pool}`;
 }
 
 /** List, newest first: a model's canary rollbacks. */

@@ -13,7 +13,9 @@
  *      with the policy memory kept in Redis (a restarted or new leader continues the
  *      stabilisation window), plan worker actions (controller-plan.ts), apply them unless in
  *      shadow mode, record (decision-log.ts), set metrics;
- *   3. publish the metrics snapshot (leader only).
+ *   3. the shared pools (pool-controller.ts), when wired: every deployment with a `pool` is
+ *      theirs, never this controller's (it neither scales them nor retires their workers);
+ *   4. publish the metrics snapshot (leader only).
  *
  * Versions: the policy sees the versions with traffic as one pool — their workers, and the
  * backlog of their queues; versions without traffic only drain what they hold (controller-plan.ts).
@@ -52,7 +54,7 @@ import {
 } from '../contracts/pool.ts';
 import { readCapacityRequest } from '../deployments/capacity-request.ts';
 import type { Deployment, DeploymentStore } from '../deployments/deployment-store.ts';
-import { type HeartbeatPayload, listHeartbeats } from '../fleet/worker-states.ts';
+import { type HeartbeatPayload, isPoolWorker, listHeartbeats } from '../fleet/worker-states.ts';
 import type { Clock } from '../kernel/clock.ts';
 import { errorMessage } from '../kernel/errors.ts';
 import { once } from '../kernel/lifecycle.ts';
@@ -120,6 +122,17 @@ export interface ScalerControllerDeps {
    * the deployment's own policy (`decide`) decides every tick.
    */
   tuning?: { tuner: Tuner; retuneIntervalMs: number; cpuBudgetMs: number };
+  /** The shared pools' controller (pool-controller.ts), ticked after the deployments, under the same lock. */
+  pools?: { tick(ctx: PoolTickContext): Promise<void> };
+}
+
+/** What a tick hands the shared pools' controller. */
+export interface PoolTickContext {
+  now: number;
+  beats: readonly HeartbeatPayload[];
+  deployments: readonly Deployment[];
+  /** Re-checks the leader lock right before acting. */
+  stillLeader(): Promise<boolean>;
 }
 
 export interface ScalerController {
@@ -338,7 +351,8 @@ export function createScalerController(deps: ScalerControllerDeps): ScalerContro
   async function retireUndeployed(deployed: Set<string>, beats: HeartbeatPayload[]): Promise<void> {
     if (!provider) return;
     const orphans = new Map<string, { model: string; version: string }>();
-    for (const b of beats) if (!deployed.has(b.model)) orphans.set(`${b.model}@${b.version}`, { model: b.model, version: b.version });
+    for (const b of beats)
+      if (!isPoolWorker(b) && !deployed.has(b.model)) orphans.set(`${b.model}@${b.version}`, { model: b.model, version: b.version });
     for (const target of orphans.values()) {
       const workers = usableWorkers(await observeWorkers(target, beats, provider));
       const queued = queuedJobs(await deps.queueStats.backlog({ model: target.model, versions: [target.version] }));
@@ -355,8 +369,11 @@ export function createScalerController(deps: ScalerControllerDeps): ScalerContro
     const now = deps.clock.now();
     const beats = await listHeartbeats(deps.redis, deps.prefix);
     const deployments = await deps.deployments.list();
+    // A deployment in a shared pool is the pool controller's; its own pool's workers (from before
+    // it joined) retire below like an undeployed model's, once its queue is empty.
+    const own = deployments.filter((d) => d.pool === undefined);
     if (metrics) resetGauges(metrics);
-    for (const d of deployments) {
+    for (const d of own) {
       try {
         await scaleDeployment(d, beats, now);
       } catch (err) {
@@ -364,7 +381,12 @@ export function createScalerController(deps: ScalerControllerDeps): ScalerContro
         deps.log.warn({ model: d.model, err: errorMessage(err) }, 'scaler: tick failed for a deployment');
       }
     }
-    await retireUndeployed(new Set(deployments.map((d) => d.model)), beats);
+    await retireUndeployed(new Set(own.map((d) => d.model)), beats);
+    try {
+      await deps.pools?.tick({ now, beats, deployments, stillLeader: () => lock.acquire() });
+    } catch (err) {
+      deps.log.warn({ err: errorMessage(err) }, 'scaler: the shared pools tick failed');
+    }
     if (deps.metrics && !shadow) await publishMetricsSnapshot(deps.redis, metricsKey(deps.prefix, 'scaler'), deps.metrics, 3 * tickMs);
   }
 

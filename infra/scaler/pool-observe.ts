@@ -1,0 +1,138 @@
+/**
+ * What the pool controller sees of a shared pool, as the planner (pool-plan.ts) takes it: pure
+ * functions from heartbeats, the provider's list and the placement claims to PoolWorkerViews, and
+ * from the members' deployments to the model versions the pool serves.
+ *
+ * A model version is one planner "model", keyed `model@version` (modelKey): a deployment in a
+ * shared pool that splits traffic over versions has each weighted version placed on its own, its
+ * forecast the model's scaled by the version's share of the weight (scaleForecast).
+ *
+ * What a heartbeat's `models` says a worker holds: downloading, loading and warming are a load in
+ * progress (`loading`), `active` is resident and serving; `draining`, `evicted`, `no-room` and
+ * `failed` are not held. A claim (pool-controller.ts: a placement asked for and not yet in a
+ * heartbeat) is shown as a load in progress on the worker it named, so the tick never places the
+ * same model a second time while the first load is on its way.
+ *
+ * Measurements carried between ticks (PoolMeasurements): per model version, its last measured
+ * load time, resident memory and warm-up rows/s, so a model evicted a day ago is still planned
+ * with what it cost when it was last loaded.
+ */
+
+import type { Forecast, PoolWorker } from '../contracts/pool.ts';
+import type { Deployment } from '../deployments/deployment-store.ts';
+import type { HeartbeatPayload } from '../fleet/worker-states.ts';
+import { isStarting } from './controller-observe.ts';
+import type { HeldModel, PoolWorkerView } from './pool-plan.ts';
+
+/** A heartbeat as the pool controller reads it: a pool worker's names its pool and lists its models. */
+export type PoolBeat = HeartbeatPayload;
+
+/** A member model version of the pool. */
+export interface MemberRef {
+  /** `model@version`: the planner's model name. */
+  key: string;
+  model: string;
+  version: string;
+  /** This version's share of its deployment's traffic weight (1 for a single version). */
+  share: number;
+}
+
+export interface Measured {
+  loadMs?: number;
+  memoryMb?: number;
+  rowsPerSec?: number;
+}
+
+export type PoolMeasurements = Record<string, Measured>;
+
+const LOADING = new Set(['downloading', 'loading', 'warming']);
+const MB = 1024 * 1024;
+
+export function modelKey(model: string, version: string): string {
+  return `${model}@${version}`;
+}
+
+/** The weighted versions of the deployments that name `pool`, each with its share of its deployment's weight. */
+export function memberRefs(pool: string, deployments: readonly Deployment[]): MemberRef[] {
+  const refs: MemberRef[] = [];
+  for (const d of deployments) {
+    if (d.pool !== pool) continue;
+    const weighted = d.versions.filter((v) => v.weight > 0);
+    const versions = weighted.length > 0 ? weighted : [{ version: d.version, weight: 1 }];
+    const total = versions.reduce((t, v) => t + v.weight, 0);
+    for (const v of versions) refs.push({ key: modelKey(d.model, v.version), model: d.model, version: v.version, share: v.weight / total });
+  }
+  return refs;
+}
+
+/** A forecast for `share` of the traffic: every rate scaled, the rest kept. */
+export function scaleForecast(f: Forecast, share: number): Forecast {
+  if (share === 1) return f;
+  const scaled: Forecast = { ...f, ratePerSec: f.ratePerSec * share, burstRatePerSec: f.burstRatePerSec * share };
+  if (f.upperRatePerSec !== undefined) scaled.upperRatePerSec = f.upperRatePerSec * share;
+  if (f.burstsBySpan) scaled.burstsBySpan = f.burstsBySpan.map((b) => ({ spanS: b.spanS, ratePerSec: b.ratePerSec * share }));
+  return scaled;
+}
+
+/** The models a heartbeat says its worker holds (see the header). */
+export function heldModels(beat: PoolBeat, now: number): HeldModel[] {
+  const held: HeldModel[] = [];
+  for (const m of beat.models ?? []) {
+    const loading = LOADING.has(m.state);
+    if (!loading && m.state !== 'active') continue;
+    held.push({
+      model: modelKey(m.model, m.version),
+      lastUsedAt: m.lastUsedAt > 0 ? m.lastUsedAt : now,
+      inFlight: m.jobsInFlight,
+      loading,
+    });
+  }
+  return held;
+}
+
+/**
+ * The pool's workers: the provider's list when there is one (workers still without a heartbeat
+ * are `starting`), else the heartbeats alone (shadow mode). Stopped and failed workers are gone.
+ * `claims`: worker id → model keys placed on it and not yet in its heartbeat.
+ */
+export function poolWorkerViews(
+  beats: readonly PoolBeat[],
+  listed: readonly PoolWorker[] | undefined,
+  claims: ReadonlyMap<string, readonly string[]>,
+  now: number,
+): PoolWorkerView[] {
+  const byId = new Map(beats.map((b) => [b.id, b]));
+  const workers = listed ?? beats.map((b) => ({ id: b.id, state: b.state, handle: b.id }));
+  const views: PoolWorkerView[] = [];
+  for (const w of workers) {
+    if (w.state === 'stopped' || w.state === 'failed') continue;
+    const beat = byId.get(w.id);
+    const state = isStarting(w.state) ? 'starting' : w.state === 'draining' ? 'draining' : 'warm';
+    const models = beat ? heldModels(beat, now) : [];
+    for (const key of claims.get(w.id) ?? []) {
+      if (!models.some((h) => h.model === key)) models.push({ model: key, lastUsedAt: now, inFlight: 0, loading: true });
+    }
+    views.push({ id: w.id, state, models });
+  }
+  return views;
+}
+
+/** The measurements so far, with what these heartbeats add (the newest load, resident size and warm-up rate of each model version). */
+export function measure(previous: PoolMeasurements, beats: readonly PoolBeat[]): PoolMeasurements {
+  const out: PoolMeasurements = { ...previous };
+  const rates = new Map<string, number>();
+  for (const b of beats) {
+    for (const m of b.models ?? []) {
+      if (m.state !== 'active') continue;
+      const key = modelKey(m.model, m.version);
+      const seen: Measured = { ...out[key] };
+      if (m.loadMs !== undefined && m.loadMs > 0) seen.loadMs = m.loadMs;
+      if (m.residentBytes > 0) seen.memoryMb = m.residentBytes / MB;
+      if (m.profile && m.profile.rowsPerS > 0) rates.set(key, Math.max(rates.get(key) ?? 0, m.profile.rowsPerS));
+      out[key] = seen;
+    }
+  }
+  // This tick's best warm-up rate of each model replaces the last: a slower host's profile is news too.
+  for (const [key, rate] of rates) out[key] = { ...out[key], rowsPerSec: rate };
+  return out;
+}
