@@ -16,6 +16,7 @@ import type { Registry } from 'prom-client';
 import type { CanaryPolicy } from '../infra/canary/index.ts';
 import type { BulkRuns } from '../infra/contracts/bulk.ts';
 import type { Backlog } from '../infra/contracts/pool.ts';
+import { createDemandBell } from '../infra/fleet/pool-demand.ts';
 import { API_LIMIT_DEFAULTS, type ApiKey, type Config, type ScalerTuning } from '../infra/kernel/config.ts';
 import { InvalidInputError } from '../infra/kernel/errors.ts';
 import type { Log } from '../infra/kernel/log.ts';
@@ -127,6 +128,11 @@ export interface AppDeps {
    * none (no worker known) without either.
    */
   fleet?: FleetView;
+  /**
+   * The shared pools' demand doorbell, rung when a job is queued for a pool member (submit-job.ts
+   * step 4). Default: one over `webhooks.redis`; none (placement waits for the scaler's tick) without it.
+   */
+  poolDemand?: SubmitJobDeps['poolDemand'];
   /** `/v2/health/ready`; ready when absent. */
   ready?: () => Promise<boolean>;
   newId?: () => string;
@@ -239,6 +245,8 @@ export function createApp(deps: AppDeps): Hono<AuthEnv> {
 export function inferenceDeps(deps: AppDeps): InferSyncDeps & { jobs: AppJobQueue } {
   const jobMetrics = deps.metrics.api?.jobsSubmitted;
   const fleet = deps.fleet ?? (deps.webhooks ? redisFleetView(deps.webhooks.redis, deps.webhooks.prefix, deps.clock) : undefined);
+  const poolDemand =
+    deps.poolDemand ?? (deps.webhooks ? createDemandBell(deps.webhooks.redis, deps.webhooks.prefix, deps.clock) : undefined);
   return {
     jobs: deps.jobs,
     catalog: deps.catalog,
@@ -253,6 +261,7 @@ export function inferenceDeps(deps: AppDeps): InferSyncDeps & { jobs: AppJobQueu
     ...(deps.openJobs ? { openJobs: deps.openJobs } : {}),
     ...(deps.storedBytes ? { storedBytes: deps.storedBytes } : {}),
     ...(fleet ? { fleet } : {}),
+    ...(poolDemand ? { poolDemand } : {}),
     syncTimeoutMs: deps.syncTimeoutMs,
     onSubmitted: (e) => {
       jobMetrics?.inc({ model: e.model, version: e.version, kind: e.kind });

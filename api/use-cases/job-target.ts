@@ -10,8 +10,12 @@ import { NotFoundError } from '../../infra/kernel/errors.ts';
 import type { DeploymentLookup, ModelCatalog } from '../ports.ts';
 import { chooseVersion } from './traffic-split.ts';
 
-/** The deployment as submit reads it: the port's fields plus the fallback (and `min`, which a sync timeout names). */
-export type SubmitDeployment = NonNullable<Awaited<ReturnType<DeploymentLookup['get']>>> & { fallback?: Fallback; min?: number };
+/** The deployment as submit reads it: the port's fields plus the fallback, its shared pool (and `min`, which a sync timeout names). */
+export type SubmitDeployment = NonNullable<Awaited<ReturnType<DeploymentLookup['get']>>> & {
+  fallback?: Fallback;
+  min?: number;
+  pool?: string;
+};
 
 /** What resolving a version reads: the registry, the deployments, and the traffic split's draw. */
 export interface TargetDeps {

@@ -6,6 +6,11 @@
  *
  *   a deployment lists the version (any weight, any `min`)   → served: the scaler keeps or
  *                                                              starts its workers (min 0 too)
+ *     … and names a shared pool                              → served, whatever the pool holds: a
+ *                                                              pool has max ≥ 1, so it has a worker
+ *                                                              or can launch one, and the job's
+ *                                                              ring places the model (submit-job.ts
+ *                                                              step 4, infra/fleet/pool-demand.ts)
  *   no deployment lists it, a live worker of it heartbeats    → served: a hand-started
  *                                                              `warmpool worker --model M --version V`
  *   neither                                                   → 409 model_not_deployed, naming the fix

@@ -9,6 +9,7 @@ import type { ModelManifest } from '../../infra/contracts/manifest.ts';
 import type { OipTensor } from '../../infra/contracts/oip.ts';
 import { packTensors } from '../../infra/contracts/packed-tensors.ts';
 import type { WorkerState } from '../../infra/contracts/worker-state.ts';
+import { createDemandBell } from '../../infra/fleet/pool-demand.ts';
 import { systemClock } from '../../infra/kernel/clock.ts';
 import { InvalidInputError, NotFoundError, OverloadedError } from '../../infra/kernel/errors.ts';
 import { type BullJobQueue, createBullJobQueue } from '../../infra/queue/index.ts';
@@ -435,6 +436,30 @@ describe('what serves a job (serving-check.ts)', () => {
     const job = await submit({ version: '2', body: body([2, 0, 0, 0], { cache: false }) });
     expect(job).toMatchObject({ model: 'scorer', version: '2' });
     expect(await queuedJob('scorer', '2', job.id)).toBeDefined();
+  });
+
+  it('queues a job for a shared pool member that no worker holds, then rings its pool once a second', async () => {
+    deploy('scorer', { pool: 'tail', min: 0 });
+    deps.fleet = redisFleetView(redis, prefix, systemClock); // no worker at all
+    const rings: string[] = [];
+    let now = 1_000_000;
+    const publish = async (_channel: string, message: string) => {
+      rings.push(message);
+    };
+    deps.poolDemand = createDemandBell({ publish }, prefix, { now: () => now });
+    const first = await submit({ body: body([3, 0, 0, 0], { cache: false }) });
+    expect(await queuedJob('scorer', '1', first.id)).toBeDefined();
+    await submit({ body: body([4, 0, 0, 0], { cache: false }) });
+    now += 1_000;
+    await submit({ body: body([5, 0, 0, 0], { cache: false }) });
+    expect(rings.map((r) => JSON.parse(r))).toEqual([
+      { pool: 'tail', model: 'scorer', version: '1', at: 1_000_000 },
+      { pool: 'tail', model: 'scorer', version: '1', at: 1_001_000 },
+    ]);
+    // A model of its own pool rings nothing.
+    deploy('scorer');
+    await submit({ body: body([6, 0, 0, 0], { cache: false }) });
+    expect(rings).toHaveLength(2);
   });
 });
 

@@ -30,6 +30,11 @@
  *    its own `backlogMax` holds strictly (503, no further degradation). A fallback that is not
  *    in the registry, or that nothing serves (serving-check.ts), counts as no fallback.
  *
+ * 4. A shared pool. When the deployment the job was placed for (the primary's, or the fallback's)
+ *    names a shared pool, its demand doorbell rings right after the job is queued
+ *    (infra/fleet/pool-demand.ts): the pool controller places a model no worker holds at once,
+ *    once. The ring is a hint: it never fails or delays the job (the scaler's tick sees the queue).
+ *
  * With an Idempotency-Key the key is claimed only after validation (a rejected request holds
  * no key, like Stripe) and released if placing fails, so a retry can claim it again. Placing
  * runs under the claim, so a retry of an accepted request replays its job even while the
@@ -51,6 +56,7 @@ import { type ValidatedInferRequest, type ValidateLimits, validateInferRequest }
 import { fromJsonData, packedSize, type TensorData, type TensorToPack } from '../../infra/contracts/packed-tensors.ts';
 import type { WebhookSpec } from '../../infra/contracts/webhook.ts';
 import type { Fallback } from '../../infra/deployments/deployment-store.ts';
+import type { DemandBell } from '../../infra/fleet/pool-demand.ts';
 import { InvalidInputError } from '../../infra/kernel/errors.ts';
 import { randomId } from '../../infra/kernel/random-id.ts';
 import type { OpenJobs } from '../../infra/redis/open-jobs.ts';
@@ -108,6 +114,8 @@ export interface SubmitJobDeps {
    * take jobs.
    */
   fleet?: FleetView;
+  /** Rung after a job is queued for a model in a shared pool (step 4); absent: the pool's next tick places it. */
+  poolDemand?: Pick<DemandBell, 'ring'>;
 }
 
 export interface SubmitJobInput {
@@ -244,7 +252,8 @@ async function place(deps: SubmitJobDeps, s: Submission, id: string): Promise<Su
     }
     const route = await admit(deps, s.target.deployment, s.degradable);
     if (route === 'fallback') return await placeOnFallback(deps, s, id, data, slot);
-    return await enqueue(deps, id, data, route === 'low' ? 'low' : s.priority, s.request.rows, s.kind, slot);
+    const priority = route === 'low' ? 'low' : s.priority;
+    return await enqueue(deps, id, data, priority, s.request.rows, s.kind, slot, s.target.deployment?.pool);
   } catch (err) {
     slot.giveBack(); // else it ages out
     throw err;
@@ -269,7 +278,7 @@ async function placeOnFallback(
     return { ...hit, fallbackFor };
   }
   await admitStrictly(deps, target.deployment, primary.model);
-  return { ...(await enqueue(deps, id, data, s.priority, request.rows, s.kind, slot)), fallbackFor };
+  return { ...(await enqueue(deps, id, data, s.priority, request.rows, s.kind, slot, target.deployment?.pool)), fallbackFor };
 }
 
 async function enqueue(
@@ -280,10 +289,12 @@ async function enqueue(
   rows: number,
   kind: SubmitKind,
   slot: OpenJobSlot,
+  pool: string | undefined,
 ): Promise<SubmittedJob> {
   await slot.taken;
   await deps.jobs.enqueue(data, { priority, jobId: id });
   deps.onSubmitted?.({ model: data.model, version: data.version, kind, rows });
+  if (pool !== undefined) deps.poolDemand?.ring(pool, data.model, data.version);
   return submitted(id, data, rows);
 }
 

@@ -41,7 +41,7 @@ export interface DemandBellOptions {
 export const DEMAND_RING_INTERVAL_MS = 1_000;
 
 export function createDemandBell(
-  redis: Pick<RedisClient, 'publish'>,
+  redis: { publish(channel: string, message: string): Promise<unknown> },
   prefix: string,
   clock: Pick<Clock, 'now'>,
   options: DemandBellOptions = {},

@@ -149,7 +149,7 @@ export function createScalerController(deps: ScalerControllerDeps): ScalerContro
   const provider = shadow ? undefined : deps.provider;
   const { tickMs, settings } = deps;
   const windowMs = deps.historyWindowMs ?? DEFAULT_HISTORY_WINDOW_MS;
-  const identity = deps.identity ?? `${os.hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
+  const identity = deps.identity ?? scalerIdentity();
   const lock = createLeaderLock(deps.redis, scalerLeaderKey(deps.prefix, shadow), identity, deps.lockTtlMs ?? Math.max(5_000, 3 * tickMs));
   const decisions = createDecisionLog(deps.redis, deps.prefix);
   /** Per deployment, where the last tick left the arrival and completion counts. */
@@ -409,6 +409,11 @@ export function createScalerController(deps: ScalerControllerDeps): ScalerContro
       await lock.release();
     }),
   };
+}
+
+/** A controller's name in the lock and its records: host-pid-random. */
+export function scalerIdentity(): string {
+  return `${os.hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
 }
 
 /**

@@ -11,6 +11,10 @@
  * (infra/pool/asg-provider.ts; the AWS SDK's default credential chain, AWS_REGION).
  * `--shadow` needs no provider at all: it decides and records, and touches no worker.
  *
+ * Shared pools (pool-controller.ts) are scaled by the same process, in the same tick and under the
+ * same lock; `startScaler` also subscribes to their demand doorbell, so a first request for a model
+ * no pool worker holds is placed at once (the Lambda ticks only: its placements wait for a tick).
+ *
  * Settings come from the config's `scaler` section (infra/kernel/config.ts, its variables and
  * defaults), under the explicit options of `ScalerOptions`.
  */
@@ -19,6 +23,7 @@ import { parseArgs } from 'node:util';
 import { Registry } from 'prom-client';
 import { beatBelongsTo, type PoolProvider, type PoolTarget, type Tuner } from '../contracts/pool.ts';
 import { createDeploymentStore } from '../deployments/deployment-store.ts';
+import { createSharedPoolStore } from '../deployments/pool-store.ts';
 import { type ControlCommand, sendControl } from '../fleet/worker-control.ts';
 import { listHeartbeats } from '../fleet/worker-states.ts';
 import { systemClock } from '../kernel/clock.ts';
@@ -28,11 +33,13 @@ import { closeAll, once, onShutdownSignals, supervisorDrainLimitMs } from '../ke
 import { createLogger, type Logger } from '../kernel/log.ts';
 import { createLocalProvider, loadAsgProvider, loadKubernetesProvider } from '../pool/index.ts';
 import { createQueueStats } from '../queue/index.ts';
-import { closeRedis, createRedis } from '../redis/client.ts';
+import { closeRedis, createRedis, duplicateClient, type RedisClient } from '../redis/client.ts';
 import { createArrivalHistory } from '../telemetry/arrival-history.ts';
-import { createScalerController, type ScalerController } from './controller.ts';
+import { createScalerController, DEFAULT_HISTORY_WINDOW_MS, type ScalerController, scalerIdentity } from './controller.ts';
 import { forecastArrivals } from './forecast.ts';
 import { decide } from './policy.ts';
+import { createPoolController, type PoolController, redisHoldings } from './pool-controller.ts';
+import { planPool } from './pool-plan.ts';
 import { scalerSettingsFrom } from './settings.ts';
 
 const WORKER_BIN = fileURLToPath(new URL('../../bin/warmpool.mjs', import.meta.url));
@@ -52,6 +59,10 @@ export interface ScalerOptions extends Partial<Config['scaler']> {
 
 export interface RunningScaler {
   controller: ScalerController;
+  /** The shared pools' controller, ticked by `controller`. */
+  pools: PoolController;
+  /** The connection both use (the caller's when it gave one). */
+  redis: RedisClient;
   /** Stops ticking, releases the leader lock, closes its connections (not the provider); idempotent. */
   close(): Promise<void>;
 }
@@ -69,6 +80,23 @@ export function scalerSettingsOf(config: Config, options: ScalerOptions = {}): C
 export function startScaler(config: Config, log: Logger, provider: PoolProvider | undefined, options: ScalerOptions = {}): RunningScaler {
   const scaler = createScaler(config, log, provider, options);
   scaler.controller.start();
+  if (!(options.shadow ?? false)) {
+    // A subscribed connection does nothing else: its own, closed with the scaler.
+    const subscriber = duplicateClient(scaler.redis);
+    scaler.pools
+      .listen(subscriber)
+      .catch((err) => log.warn({ err }, "scaler: cannot hear the shared pools' demand; placements wait for a tick"));
+    const close = scaler.close;
+    return {
+      ...scaler,
+      close: once(() =>
+        closeAll([
+          ['scaler', close],
+          ['demand-subscriber', () => closeRedis(subscriber)],
+        ]),
+      ),
+    };
+  }
   return scaler;
 }
 
@@ -90,11 +118,35 @@ export function createScaler(
   if (s.selfTuning && !options.createTuner)
     log.warn("SCALER_SELF_TUNING is set, but this process has no tuner: each deployment's own policy decides");
   const tuner = s.selfTuning ? options.createTuner?.() : undefined;
-  const controller = createScalerController({
+  const shadow = options.shadow ?? false;
+  const deployments = createDeploymentStore(redis, config.queuePrefix);
+  const history = createArrivalHistory(redis, config.queuePrefix, systemClock);
+  const identity = options.identity ?? scalerIdentity();
+  let controller: ScalerController | undefined;
+  const pools = createPoolController({
     redis,
     prefix: config.queuePrefix,
-    deployments: createDeploymentStore(redis, config.queuePrefix),
-    history: createArrivalHistory(redis, config.queuePrefix, systemClock),
+    pools: createSharedPoolStore(redis, config.queuePrefix),
+    deployments,
+    history,
+    queueStats,
+    ...(provider ? { provider, holdings: redisHoldings(redis, config.queuePrefix, systemClock) } : {}),
+    forecast: forecastArrivals,
+    plan: planPool,
+    clock: systemClock,
+    log: log.child({ component: 'pool-controller' }),
+    settings: scalerSettingsFrom(s),
+    shadow,
+    tickMs: s.tickMs,
+    historyWindowMs: options.historyWindowMs ?? DEFAULT_HISTORY_WINDOW_MS,
+    identity,
+    isLeader: () => controller?.isLeader() ?? false,
+  });
+  controller = createScalerController({
+    redis,
+    prefix: config.queuePrefix,
+    deployments,
+    history,
     // The workers count late rows against SLO_QUEUE_WAIT_MS, whatever this process's flags say.
     lateSloMs: config.scaler.sloQueueWaitMs,
     queueStats,
@@ -104,18 +156,23 @@ export function createScaler(
     clock: systemClock,
     log,
     settings: scalerSettingsFrom(s),
-    shadow: options.shadow ?? false,
+    shadow,
     tickMs: s.tickMs,
     ...(options.historyWindowMs ? { historyWindowMs: options.historyWindowMs } : {}),
-    ...(options.identity ? { identity: options.identity } : {}),
+    identity,
+    pools,
     ...(tuner ? { tuning: { tuner, retuneIntervalMs: s.retuneIntervalMs, cpuBudgetMs: s.tuningCpuMs } } : {}),
     metrics: new Registry(),
   });
+  const running = controller;
   return {
-    controller,
+    controller: running,
+    pools,
+    redis,
     close: once(() =>
       closeAll([
-        ['scaler', () => controller.close()],
+        ['scaler', () => running.close()],
+        ['pool-controller', () => pools.close()],
         ['tuner', () => tuner?.close()],
         ['queue-stats', () => queueStats.close()],
         ['redis', () => (shared ? undefined : closeRedis(redis))],
