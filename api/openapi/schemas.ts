@@ -538,6 +538,54 @@ export const PoolView = z.object({
       decisions: z.array(z.record(z.string(), z.unknown())).describe("The scaler's last 20 decisions, each with all its inputs"),
     }),
   ),
+  sharedPools: z
+    .array(
+      z.object({
+        name: z.string(),
+        max: nonNegativeInt,
+        min: nonNegativeInt,
+        standby: nonNegativeInt,
+        memoryMb: z.number().positive(),
+        members: z.array(z.string()).describe('The models whose deployments joined the pool'),
+        workers: z.array(
+          z.object({
+            id: z.string().describe('The worker id for admin tenants; for other tenants a stable alias (`w-…`)'),
+            state: PoolWorker.shape.state,
+            pid: z.number().int().optional().describe('Admin tenants (ADMIN_TENANTS) only'),
+            host: z.string().optional().describe('Admin tenants (ADMIN_TENANTS) only'),
+            since: z.number(),
+            memoryBudgetBytes: z.number().nonnegative().optional(),
+            models: z
+              .array(z.object({ model: z.string(), version: z.string(), state: z.string() }).passthrough())
+              .describe('What the worker holds, or was asked to and does not (evicted, no-room, failed), each with its state'),
+          }),
+        ),
+        resident: nonNegativeInt.describe('Models resident over all the workers, copies counted'),
+        latest: z
+          .object({
+            at: z.number(),
+            shadow: z.boolean(),
+            trigger: z.enum(['tick', 'demand']),
+            workers: nonNegativeInt,
+            active: nonNegativeInt,
+            standby: nonNegativeInt,
+            launch: nonNegativeInt,
+            drain: z.array(z.string()),
+            loads: z.array(z.object({ workerId: z.string(), model: z.string(), reason: z.string() })),
+            evictions: z.array(z.object({ workerId: z.string(), model: z.string(), reason: z.string() })),
+            reasons: z.array(z.string()),
+            terms: z
+              .record(z.string(), z.unknown())
+              .describe(
+                'The planner terms: pooled burst standby against the sum of per-model standbys, what set the worker count, per model copies and keep times',
+              ),
+          })
+          .nullable()
+          .describe('The pool controller’s latest decision; null until it has decided'),
+        decisions: z.array(z.record(z.string(), z.unknown())).describe('The pool controller’s last 20 decisions, each with its inputs'),
+      }),
+    )
+    .describe('The named shared pools (issue 31), each with its workers, what they hold and the latest decision'),
 });
 
 /** Mirrors the route's own zod body (api/routes/deployments.ts); the rules beyond shape live in infra/deployments/deployment-store.ts. */

@@ -10,6 +10,10 @@
  * start was learnt and the per-worker rate measured. Auth is applied by app.ts to `/v1/*`;
  * deployments are not per tenant.
  *
+ * Shared pools (issue 31) are listed beside the deployments, under `sharedPools`
+ * (use-cases/shared-pool-view.ts): each pool's workers and the models each holds, and the pool
+ * controller's latest decision with its loads, evictions and terms.
+ *
  * Where workers run is for ADMIN_TENANTS only (issue 20): every tenant sees the same counts,
  * states, queues and decisions (the dashboard draws them), but to the others a worker is an
  * opaque alias, without its pid or host, and the decisions name workers by the same aliases,
@@ -21,13 +25,15 @@ import { Hono } from 'hono';
 import type { Backlog } from '../../infra/contracts/pool.ts';
 import type { WorkerState } from '../../infra/contracts/worker-state.ts';
 import { createDeploymentStore, type Deployment, type DeploymentStore } from '../../infra/deployments/deployment-store.ts';
+import { createSharedPoolStore, type SharedPoolStore } from '../../infra/deployments/pool-store.ts';
 import { type HeartbeatPayload, listHeartbeats } from '../../infra/fleet/worker-states.ts';
 import { systemClock } from '../../infra/kernel/clock.ts';
 import type { RedisClient } from '../../infra/redis/client.ts';
-import { createDecisionLog, type DecisionRecord, type ScalerAction } from '../../infra/scaler/index.ts';
+import { createDecisionLog, createPoolDecisionLog, type DecisionRecord, type ScalerAction } from '../../infra/scaler/index.ts';
 import type { AuthEnv } from '../http/auth.ts';
 import type { Clock } from '../ports.ts';
 import { type PoolTerms, poolTerms, redisScalerMeasurements, type ScalerMeasurements } from '../use-cases/pool-terms.ts';
+import { type SharedPoolView, sharedPoolViews, withoutWhereSharedWorkersRun } from '../use-cases/shared-pool-view.ts';
 
 export const POOL_DECISIONS_SHOWN = 20;
 
@@ -36,6 +42,8 @@ export interface PoolRoutesDeps {
   prefix: string;
   /** Default: the deployment store on `redis`. */
   deployments?: Pick<DeploymentStore, 'list'>;
+  /** Default: the shared pool store on `redis`. */
+  pools?: Pick<SharedPoolStore, 'list' | 'members'>;
   /** A deployment's queues summed over the versions named (infra/queue/queue-stats.ts `backlog`). */
   backlog: (target: { model: string; versions: readonly string[] }) => Promise<Backlog>;
   /** Tenants that see workers' pids and hosts (ADMIN_TENANTS); none when absent. */
@@ -74,6 +82,7 @@ export interface PoolDeploymentView {
 export interface PoolView {
   at: number;
   deployments: PoolDeploymentView[];
+  sharedPools: SharedPoolView[];
 }
 
 export function poolRoutes(deps: PoolRoutesDeps): Hono<AuthEnv> {
@@ -83,6 +92,10 @@ export function poolRoutes(deps: PoolRoutesDeps): Hono<AuthEnv> {
   const clock = deps.clock ?? systemClock;
   const admins = deps.adminTenants ?? [];
   const measurements = deps.measurements ?? redisScalerMeasurements(deps.redis, deps.prefix);
+  const shared = {
+    pools: deps.pools ?? createSharedPoolStore(deps.redis, deps.prefix),
+    decisions: createPoolDecisionLog(deps.redis, deps.prefix),
+  };
 
   const viewOf = async (d: Deployment, beats: HeartbeatPayload[]): Promise<PoolDeploymentView> => {
     const [queue, recent] = await Promise.all([
@@ -116,8 +129,8 @@ export function poolRoutes(deps: PoolRoutesDeps): Hono<AuthEnv> {
 
   app.get('/v1/pool', async (c) => {
     const [all, beats] = await Promise.all([deployments.list(), listHeartbeats(deps.redis, deps.prefix)]);
-    const views = await Promise.all(all.map((d) => viewOf(d, beats)));
-    const view: PoolView = { at: clock.now(), deployments: views };
+    const [views, sharedPools] = await Promise.all([Promise.all(all.map((d) => viewOf(d, beats))), sharedPoolViews(shared, beats)]);
+    const view: PoolView = { at: clock.now(), deployments: views, sharedPools };
     return c.json(admins.includes(c.get('tenant')) ? view : withoutWhereWorkersRun(view));
   });
 
@@ -128,6 +141,7 @@ export function poolRoutes(deps: PoolRoutesDeps): Hono<AuthEnv> {
 export function withoutWhereWorkersRun(view: PoolView): PoolView {
   return {
     ...view,
+    sharedPools: withoutWhereSharedWorkersRun(view.sharedPools, workerAlias),
     deployments: view.deployments.map((d) => ({
       ...d,
       workers: d.workers.map(({ pid: _pid, host: _host, ...w }) => ({ ...w, id: workerAlias(w.id) })),

@@ -8,6 +8,7 @@ export { RETUNES_PER_WINDOW, retuneSpacingMs, STALE_RETUNES } from './controller
 export { createDecisionLog, DECISION_HEARTBEAT_MS, type DecisionRecord, type ScalerAction } from './decision-log.ts';
 export { forecastArrivals } from './forecast.ts';
 export { decide } from './policy.ts';
+export { createPoolDecisionLog, type PoolAction, type PoolDecisionLog, type PoolDecisionRecord } from './pool-decisions.ts';
 export {
   emptyPoolPlanMemory,
   type HeldModel,
