@@ -209,6 +209,43 @@ describe('placement at once', () => {
   });
 });
 
+describe('placement at once and the tick, together', () => {
+  it("a ring after the tick placed a cold model, before the worker's heartbeat shows it, loads nothing more", async () => {
+    const f = await fixture();
+    await f.deployments.put({ model: 'm', version: '1', min: 0, max: 1, standby: 0, pool: POOL });
+    await writePoolBeat(f.prefix, 'w1');
+    await writePoolBeat(f.prefix, 'w2');
+    f.backlogs.set('m@1', { ...noBacklog, waiting: 1 });
+    const c = f.make();
+    await c.tick(await f.tickContext());
+    const placedBy = f.holdings.calls.filter((x) => x.startsWith('set') && x.includes('m@1'));
+    expect(placedBy).toHaveLength(1);
+    expect(await c.place({ pool: POOL, model: 'm', version: '1' })).toBe('claimed');
+    // A second tick, the heartbeats still stale: the model stays where the first tick put it.
+    f.holdings.calls.length = 0;
+    await c.tick(await f.tickContext());
+    expect(f.holdings.calls.filter((x) => x.includes('m@1'))).toEqual(placedBy);
+    expect(asks(f.holdings.calls)).toEqual([]);
+  });
+
+  it('records a placement at once in the pool decision log, and drains the workers of a pool that is gone', async () => {
+    const f = await fixture();
+    await f.deployments.put({ model: 'm', version: '1', min: 0, max: 1, standby: 0, pool: POOL });
+    await writePoolBeat(f.prefix, 'w1');
+    const c = f.make();
+    expect(await c.place({ pool: POOL, model: 'm', version: '1' })).toBe('placed');
+    const [record] = await createPoolDecisionLog(redis, f.prefix).recent(POOL, 1);
+    expect(record).toMatchObject({ trigger: 'demand', applied: [{ action: 'load-now', workerId: 'w1', model: 'm@1' }] });
+    expect(record?.plan.loads).toEqual([{ workerId: 'w1', model: 'm@1', reason: 'first request, no worker held it: standby' }]);
+
+    const gone = { ...JSON.parse((await redis.get(workerKey(f.prefix, 'w1'))) as string), id: 'w-gone', pool: 'deleted-pool' };
+    await redis.set(workerKey(f.prefix, 'w-gone'), JSON.stringify(gone), 'PX', 60_000);
+    await c.tick(await f.tickContext());
+    expect(f.provider.calls).toContain('drain w-gone');
+    expect(f.provider.calls).not.toContain('drain w1');
+  });
+});
+
 describe('tick', () => {
   it('places a queued model, keeps a claimed load where it was asked, records the decision with its inputs', async () => {
     const f = await fixture({ standby: 1 });
@@ -235,7 +272,7 @@ describe('tick', () => {
     expect(record?.models.find((m) => m.model === 'a@1')?.backlog.waiting).toBe(2);
     expect(record?.plan.loads.map((l) => l.model)).toEqual(['a@1']);
     expect(record?.applied.filter((a) => a.action === 'hold')).toHaveLength(2);
-    expect(record?.plan.terms.perModel.map((p) => p.model).sort()).toEqual(['a@1', 'b@1']);
+    expect(record?.plan.terms?.perModel.map((p) => p.model).sort()).toEqual(['a@1', 'b@1']);
   });
 
   it('grows a pool below its minimum through the provider, with the pool as the target', async () => {

@@ -53,7 +53,7 @@ export interface SharedPoolView {
   workers: SharedPoolWorkerView[];
   /** Models resident over all workers (copies counted). */
   resident: number;
-  /** The latest decision (live before shadow), null until the pool controller has decided. */
+  /** The latest tick's decision (live before shadow), null until the pool controller has planned the pool. */
   latest: SharedPoolLatest | null;
   decisions: PoolDecisionRecord[];
 }
@@ -73,7 +73,9 @@ async function viewOf(deps: SharedPoolViewDeps, pool: SharedPool, beats: readonl
     deps.decisions.recent(pool.name, SHARED_POOL_DECISIONS_SHOWN),
     deps.pools.members(pool.name),
   ]);
-  const latest = recent.find((r) => !r.shadow) ?? recent[0];
+  // A placement at once (trigger `demand`) has no terms: the latest is the newest planned one.
+  const planned = recent.filter((r): r is PoolDecisionRecord & { plan: { terms: PoolPlanTerms } } => r.plan.terms !== undefined);
+  const latest = planned.find((r) => !r.shadow) ?? planned[0];
   const workers = beats.filter((b) => b.pool === pool.name).map(workerView);
   return {
     name: pool.name,
@@ -89,7 +91,7 @@ async function viewOf(deps: SharedPoolViewDeps, pool: SharedPool, beats: readonl
   };
 }
 
-function latestOf(r: PoolDecisionRecord): SharedPoolLatest {
+function latestOf(r: PoolDecisionRecord & { plan: { terms: PoolPlanTerms } }): SharedPoolLatest {
   const { workers, active, standby, launch, drain, loads, evictions, reasons, terms } = r.plan;
   return { at: r.at, shadow: r.shadow, trigger: r.trigger, workers, active, standby, launch, drain, loads, evictions, reasons, terms };
 }

@@ -36,19 +36,30 @@ import type { SharedPool } from '../contracts/shared-pool.ts';
 import type { DeploymentStore } from '../deployments/deployment-store.ts';
 import type { SharedPoolStore } from '../deployments/pool-store.ts';
 import { type DemandRing, listenForDemand } from '../fleet/pool-demand.ts';
-import { askLoad, type ModelRef, sendHoldings } from '../fleet/pool-holdings.ts';
 import { listHeartbeats } from '../fleet/worker-states.ts';
 import type { Clock } from '../kernel/clock.ts';
 import { errorMessage } from '../kernel/errors.ts';
 import { once } from '../kernel/lifecycle.ts';
 import type { Log } from '../kernel/log.ts';
 import type { QueueStats } from '../queue/index.ts';
-import { getMany, type RedisClient } from '../redis/client.ts';
-import { poolClaimKey, scalerPoolMemoryKey } from '../redis/keys.ts';
+import type { RedisClient } from '../redis/client.ts';
+import { scalerPoolMemoryKey } from '../redis/keys.ts';
 import { sinceFirstArrival, type PoolTickContext as TickContext } from './controller.ts';
 import { createColdStartMeter } from './controller-observe.ts';
-import { createPoolDecisionLog, type PoolAction, type PoolDecisionLog, type PoolDecisionRecord } from './pool-decisions.ts';
-import { type MemberRef, measure, memberRefs, modelKey, type PoolMeasurements, poolWorkerViews, scaleForecast } from './pool-observe.ts';
+import { createPendingLoads, mergeLoads } from './pending-loads.ts';
+import { actionsOf, type PoolHoldings, refsOf } from './pool-actions.ts';
+import { createPlacementClaims } from './pool-claims.ts';
+import { createPoolDecisionLog, demandRecord, forecastSummary, type PoolAction, type PoolDecisionLog } from './pool-decisions.ts';
+import {
+  type MemberRef,
+  measure,
+  memberRefs,
+  modelKey,
+  type PoolMeasurements,
+  poolPlanSettings,
+  poolWorkerViews,
+  scaleForecast,
+} from './pool-observe.ts';
 import { chooseLanding, type Landing } from './pool-placement.ts';
 import {
   emptyPoolPlanMemory,
@@ -57,28 +68,11 @@ import {
   type PoolPlanInput,
   type PoolPlanMemory,
   type PoolPlanSettings,
+  type PoolWorkerView,
 } from './pool-plan.ts';
 import type { ScalerSettings } from './settings.ts';
 
-/** What the controller needs of the holdings channel (infra/fleet/pool-holdings.ts sendHoldings / askLoad). */
-export interface PoolHoldings {
-  /** The worker's whole desired set. */
-  set(workerId: string, models: readonly ModelRef[]): Promise<void>;
-  /** Adds one model and asks the worker to load it first, evicting to make room. */
-  askLoad(workerId: string, ref: ModelRef): Promise<void>;
-}
-
-/** The holdings channel over Redis (infra/fleet/pool-holdings.ts). */
-export function redisHoldings(redis: Pick<RedisClient, 'eval'>, prefix: string, clock: Pick<Clock, 'now'>): PoolHoldings {
-  return {
-    set: async (workerId, models) => {
-      await sendHoldings(redis, prefix, workerId, models, { now: clock.now() });
-    },
-    askLoad: async (workerId, ref) => {
-      await askLoad(redis, prefix, workerId, ref, { now: clock.now() });
-    },
-  };
-}
+export { type PoolHoldings, redisHoldings } from './pool-actions.ts';
 
 /** Until measured: a model's load onto a warm worker, and its share of a worker's memory budget. */
 export const DEFAULT_MODEL_LOAD_MS = 5_000;
@@ -140,7 +134,17 @@ export function createPoolController(deps: PoolControllerDeps): PoolController {
   const claimTtlMs = deps.claimTtlMs ?? Math.max(15_000, 3 * deps.tickMs);
   const decisions = deps.decisions ?? createPoolDecisionLog(deps.redis, deps.prefix);
   const coldStarts = createColdStartMeter(deps.redis, deps.prefix, shadow);
+  const claims = createPlacementClaims(deps.redis, deps.prefix, deps.identity, claimTtlMs);
   const inFlight = new Set<Promise<unknown>>();
+  // Loads asked and not yet in a heartbeat (pending-loads.ts), so neither path places one twice.
+  const pending = createPendingLoads(claimTtlMs);
+  // A placement and a tick never interleave in this process: each sees what the other asked.
+  let serial: Promise<unknown> = Promise.resolve();
+  const exclusive = <T>(fn: () => Promise<T>): Promise<T> => {
+    const run = serial.then(fn, fn);
+    serial = run.catch(() => undefined);
+    return run;
+  };
   let stopListening: (() => Promise<void>) | undefined;
   let closed = false;
 
@@ -158,36 +162,7 @@ export function createPoolController(deps: PoolControllerDeps): PoolController {
     }
   }
 
-  /** Open claims: worker id → model keys placed on it and not yet in a heartbeat. */
-  async function readClaims(pool: string, refs: readonly MemberRef[]): Promise<Map<string, string[]>> {
-    const out = new Map<string, string[]>();
-    if (refs.length === 0) return out;
-    const values = await getMany(
-      deps.redis,
-      refs.map((r) => poolClaimKey(deps.prefix, pool, r.model, r.version)),
-    );
-    refs.forEach((r, i) => {
-      const workerId = claimWorker(values[i]);
-      if (workerId) out.set(workerId, [...(out.get(workerId) ?? []), r.key]);
-    });
-    return out;
-  }
-
-  function planSettings(pool: SharedPool, coldStartMs: number | undefined): PoolPlanSettings {
-    const s = deps.settings;
-    return {
-      min: pool.min,
-      max: pool.max,
-      standby: pool.standby,
-      memoryMb: pool.memoryMb,
-      sloQueueWaitMs: s.sloQueueWaitMs,
-      coldStartMs: coldStartMs ?? s.coldStartMs,
-      scaleDownStabilizationMs: s.scaleDownStabilizationMs,
-      targetUtilization: s.targetUtilization,
-      ...(s.minLifetimeColdStarts !== undefined ? { minLifetimeColdStarts: s.minLifetimeColdStarts } : {}),
-      ...(s.sloTarget !== undefined ? { sloTarget: s.sloTarget } : {}),
-    };
-  }
+  const planSettings = (pool: SharedPool, coldStartMs: number | undefined) => poolPlanSettings(pool, deps.settings, coldStartMs);
 
   async function modelInputs(refs: readonly MemberRef[], measured: PoolMeasurements, settings: PoolPlanSettings, now: number) {
     const horizonS = Math.ceil((settings.coldStartMs + deps.tickMs) / 1000);
@@ -229,13 +204,15 @@ export function createPoolController(deps: PoolControllerDeps): PoolController {
     );
     const settings = planSettings(pool, (await coldStarts.estimate(coldKey)).ms);
     const models = await modelInputs(refs, measured, settings, now);
-    const workers = poolWorkerViews(beats, listed, await readClaims(pool.name, refs), now);
+    const asked = mergeLoads(await claims.open(pool.name, refs), pending.active(now));
+    const workers = poolWorkerViews(beats, listed, asked, now);
     const plan = deps.plan({ now, settings, models, workers, memory: state.plan });
     const stored: StoredPoolState = { plan: plan.memory, measured };
     await deps.redis.set(memoryKey(pool.name), JSON.stringify(stored), 'PX', Math.max(86_400_000, 2 * settings.scaleDownStabilizationMs));
 
     const planned = actionsOf(plan, refs, workers);
     const applied = provider && holdings && (await ctx.stillLeader()) ? await apply(target, planned, refs) : [];
+    if (applied.length > 0) await noteLoads(pool.name, plan, workers, applied, refs, now);
     const { memory: _memory, ...rest } = plan;
     await decisions.record({
       at: now,
@@ -244,7 +221,7 @@ export function createPoolController(deps: PoolControllerDeps): PoolController {
       leader: deps.identity,
       trigger: 'tick',
       settings,
-      models: models.map(({ forecast, ...m }) => ({ ...m, forecast: summary(forecast) })),
+      models: models.map(({ forecast, ...m }) => ({ ...m, forecast: forecastSummary(forecast) })),
       workers,
       plan: rest,
       applied,
@@ -254,13 +231,12 @@ export function createPoolController(deps: PoolControllerDeps): PoolController {
   async function apply(target: SharedPoolTarget, actions: PoolAction[], refs: readonly MemberRef[]): Promise<PoolAction[]> {
     const p = provider as PoolProvider;
     const h = holdings as PoolHoldings;
-    const byKey = new Map(refs.map((r) => [r.key, r]));
     const done: PoolAction[] = [];
     for (const a of actions) {
       try {
         if (a.action === 'launch') await p.launch(target, a.count, { startAs: 'standby' });
         else if (a.action === 'drain') await p.drain(target, a.workerId);
-        else if (a.action === 'hold') await h.set(a.workerId, refsOf(a.models, byKey));
+        else if (a.action === 'hold') await h.set(a.workerId, refsOf(a.models, refs));
         done.push(a);
       } catch (err) {
         const error = errorMessage(err);
@@ -273,21 +249,49 @@ export function createPoolController(deps: PoolControllerDeps): PoolController {
     return done;
   }
 
+  /**
+   * Remembers the loads a tick's holdings asked for (pending-loads.ts), and claims each load of a
+   * model no worker held, so a ring before the heartbeat shows it finds the claim and loads nothing.
+   */
+  async function noteLoads(
+    pool: string,
+    plan: PoolPlan,
+    workers: PoolWorkerView[],
+    applied: PoolAction[],
+    refs: readonly MemberRef[],
+    now: number,
+  ) {
+    const told = new Set(
+      applied.filter((a) => a.action === 'hold' && a.error === undefined).map((a) => (a as { workerId: string }).workerId),
+    );
+    const byKey = new Map(refs.map((r) => [r.key, r]));
+    for (const load of plan.loads) {
+      if (!told.has(load.workerId)) continue;
+      pending.remember(load.workerId, load.model, now);
+      const ref = byKey.get(load.model);
+      const cold = !workers.some((w) => w.models.some((h) => h.model === load.model));
+      if (ref && cold) await claims.take(pool, ref, load.workerId, now);
+    }
+  }
+
   async function place(ring: Pick<DemandRing, 'pool' | 'model' | 'version'>): Promise<PlaceOutcome> {
     if (closed || shadow || !deps.isLeader()) return 'follower';
     const d = await deps.deployments.get(ring.model);
     if (!d || d.pool !== ring.pool || !d.versions.some((v) => v.version === ring.version)) return 'not-member';
-    const key = poolClaimKey(deps.prefix, ring.pool, ring.model, ring.version);
-    const now = deps.clock.now();
     // First the claim, then the look: the steady case (a held model rung once a second) costs one SET.
-    if ((await deps.redis.set(key, JSON.stringify({ workerId: '', by: deps.identity, at: now }), 'PX', claimTtlMs, 'NX')) !== 'OK')
-      return 'claimed';
+    if (!(await claims.take(ring.pool, ring, '', deps.clock.now()))) return 'claimed';
+    return exclusive(() => placeClaimed(ring));
+  }
+
+  /** The rest of a placement, under its claim and never beside a tick (see `exclusive`). */
+  async function placeClaimed(ring: Pick<DemandRing, 'pool' | 'model' | 'version'>): Promise<PlaceOutcome> {
+    const now = deps.clock.now();
     const pool = await deps.pools.get(ring.pool);
     if (!pool) return 'not-member';
     const target = targetOf(pool);
     const beats = (await listHeartbeats(deps.redis, deps.prefix)).filter((b) => b.pool === pool.name);
     const listed = await (provider as PoolProvider).list(target);
-    const views = poolWorkerViews(beats, listed, new Map(), now);
+    const views = poolWorkerViews(beats, listed, pending.active(now), now);
     const state = await loadState(pool.name);
     const measured = measure(state.measured, beats);
     const fallbackMb = pool.memoryMb / DEFAULT_MODELS_PER_BUDGET;
@@ -298,15 +302,16 @@ export function createPoolController(deps: PoolControllerDeps): PoolController {
     if (landing.kind === 'held') {
       outcome = 'held';
     } else if (landing.kind === 'load') {
-      await deps.redis.set(key, JSON.stringify({ workerId: landing.workerId, by: deps.identity, at: now }), 'PX', claimTtlMs, 'XX');
+      await claims.name(ring.pool, ring, landing.workerId, now);
       const action: PoolAction = { action: 'load-now', workerId: landing.workerId, model: mk, why: landing.why };
       try {
         await (holdings as PoolHoldings).askLoad(landing.workerId, { model: ring.model, version: ring.version });
+        pending.remember(landing.workerId, mk, now);
         applied = [action];
       } catch (err) {
         applied = [{ ...action, error: errorMessage(err) }];
         // Let the next ring (or the tick) try again rather than wait out the claim.
-        await deps.redis.del(key);
+        await claims.release(ring.pool, ring);
       }
       outcome = 'placed';
     } else if (views.some((w) => w.state === 'starting')) {
@@ -323,8 +328,34 @@ export function createPoolController(deps: PoolControllerDeps): PoolController {
     } else {
       outcome = 'no-room';
     }
-    if (applied.length > 0) deps.log.info({ pool: pool.name, model: mk, actions: applied }, 'pool scaler placed a first request');
+    if (applied.length > 0) {
+      deps.log.info({ pool: pool.name, model: mk, actions: applied }, 'pool scaler placed a first request');
+      const base = {
+        at: now,
+        pool: pool.name,
+        shadow,
+        leader: deps.identity,
+        settings: planSettings(pool, undefined),
+        workers: views,
+        applied,
+      };
+      await decisions.record(demandRecord(base, mk, landing.kind === 'load' ? landing : undefined, outcome === 'launched'));
+    }
     return outcome;
+  }
+
+  /** Workers of a pool that no longer exists (deleted once no deployment named it) drain. */
+  async function retireOrphans(pools: ReadonlySet<string>, ctx: PoolTickContext): Promise<void> {
+    if (!provider) return;
+    const orphans = ctx.beats.filter((b) => b.pool !== undefined && !pools.has(b.pool) && b.state !== 'draining' && b.state !== 'stopped');
+    if (orphans.length === 0 || !(await ctx.stillLeader())) return;
+    for (const b of orphans) {
+      try {
+        await provider.drain({ pool: b.pool as string }, b.id);
+      } catch (err) {
+        deps.log.warn({ pool: b.pool, workerId: b.id, err: errorMessage(err) }, 'pool scaler: could not drain a worker of a deleted pool');
+      }
+    }
   }
 
   /** Runs a placement, tracked so close() waits for it; errors are logged (the tick places the model anyway). */
@@ -338,14 +369,18 @@ export function createPoolController(deps: PoolControllerDeps): PoolController {
   return {
     async tick(ctx) {
       if (closed) return;
-      for (const pool of await deps.pools.list()) {
-        try {
-          await scalePool(pool, ctx);
-        } catch (err) {
-          // One pool's trouble must not starve the others; the next tick redoes it all.
-          deps.log.warn({ pool: pool.name, err: errorMessage(err) }, 'pool scaler: tick failed for a pool');
+      await exclusive(async () => {
+        const pools = await deps.pools.list();
+        for (const pool of pools) {
+          try {
+            await scalePool(pool, ctx);
+          } catch (err) {
+            // One pool's trouble must not starve the others; the next tick redoes it all.
+            deps.log.warn({ pool: pool.name, err: errorMessage(err) }, 'pool scaler: tick failed for a pool');
+          }
         }
-      }
+        await retireOrphans(new Set(pools.map((p) => p.name)), ctx);
+      });
     },
     place,
     async listen(subscriber) {
@@ -358,39 +393,4 @@ export function createPoolController(deps: PoolControllerDeps): PoolController {
       await Promise.allSettled([...inFlight]);
     }),
   };
-}
-
-/** The plan as actions, in the order to apply: launches, then holdings, then drains. */
-export function actionsOf(plan: PoolPlan, refs: readonly MemberRef[], workers: ReadonlyArray<{ id: string; state: string }>): PoolAction[] {
-  const known = new Set(refs.map((r) => r.key));
-  const warm = new Set(workers.filter((w) => w.state === 'warm').map((w) => w.id));
-  const actions: PoolAction[] = [];
-  if (plan.launch > 0) actions.push({ action: 'launch', count: plan.launch });
-  for (const p of plan.placement) {
-    if (!warm.has(p.workerId)) continue;
-    actions.push({ action: 'hold', workerId: p.workerId, models: p.models.filter((m) => known.has(m)) });
-  }
-  for (const id of plan.drain) actions.push({ action: 'drain', workerId: id });
-  return actions;
-}
-
-function refsOf(keys: readonly string[], byKey: ReadonlyMap<string, MemberRef>): ModelRef[] {
-  return keys.flatMap((k) => {
-    const r = byKey.get(k);
-    return r ? [{ model: r.model, version: r.version }] : [];
-  });
-}
-
-function claimWorker(raw: string | null | undefined): string | undefined {
-  if (!raw) return undefined;
-  try {
-    const v = JSON.parse(raw) as { workerId?: unknown };
-    return typeof v.workerId === 'string' && v.workerId !== '' ? v.workerId : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-function summary(f: Forecast): PoolDecisionRecord['models'][number]['forecast'] {
-  return { ratePerSec: f.ratePerSec, ...(f.upperRatePerSec !== undefined ? { upperRatePerSec: f.upperRatePerSec } : {}), method: f.method };
 }

@@ -10,10 +10,11 @@
  * otherwise once per DECISION_HEARTBEAT_MS; "changes" leaves out the time and the raw forecasts.
  */
 
+import type { Forecast } from '../contracts/pool.ts';
 import type { RedisClient } from '../redis/client.ts';
 import { poolDecisionStreamKey } from '../redis/keys.ts';
 import { DECISION_HEARTBEAT_MS, DECISION_LOG_MAX_LEN } from './decision-log.ts';
-import type { PoolModelInput, PoolPlan, PoolPlanSettings, PoolWorkerView } from './pool-plan.ts';
+import type { PoolModelInput, PoolPlan, PoolPlanSettings, PoolPlanTerms, PoolWorkerView } from './pool-plan.ts';
 
 /** One thing done (or, in shadow mode, that would have been) to a shared pool. */
 export type PoolAction =
@@ -33,7 +34,8 @@ export interface PoolDecisionRecord {
   /** Per member model version, what the planner was given (forecast summarised). */
   models: Array<Omit<PoolModelInput, 'forecast'> & { forecast: { ratePerSec: number; upperRatePerSec?: number; method: string } }>;
   workers: PoolWorkerView[];
-  plan: Omit<PoolPlan, 'memory'>;
+  /** A demand record's has no terms (it placed one model; the planner did not run). */
+  plan: Omit<PoolPlan, 'memory' | 'terms'> & { terms?: PoolPlanTerms };
   applied: PoolAction[];
 }
 
@@ -85,6 +87,38 @@ export function createPoolDecisionLog(
       return records;
     },
   };
+}
+
+/** What a placement at once did, as a record: the pool as it stood, the one load (or launch) and why. */
+export function demandRecord(
+  base: Pick<PoolDecisionRecord, 'at' | 'pool' | 'shadow' | 'leader' | 'settings' | 'workers' | 'applied'>,
+  model: string,
+  load: { workerId: string; why: string } | undefined,
+  launched: boolean,
+): PoolDecisionRecord {
+  const warm = base.workers.filter((w) => w.state === 'warm');
+  return {
+    ...base,
+    trigger: 'demand',
+    models: [],
+    plan: {
+      workers: base.workers.length + (launched ? 1 : 0),
+      // As the pool stood when the placement was asked, before the load lands.
+      active: warm.filter((w) => w.models.length > 0).length,
+      standby: warm.filter((w) => w.models.length === 0).length,
+      launch: launched ? 1 : 0,
+      drain: [],
+      placement: [],
+      loads: load ? [{ workerId: load.workerId, model, reason: `first request, no worker held it: ${load.why}` }] : [],
+      evictions: [],
+      reasons: [launched ? `${model}: first request and no warm worker: launch one` : `${model}: first request placed at once`],
+    },
+  };
+}
+
+/** A forecast as a record keeps it: the rates that sized the pool, and how they were forecast. */
+export function forecastSummary(f: Forecast): PoolDecisionRecord['models'][number]['forecast'] {
+  return { ratePerSec: f.ratePerSec, ...(f.upperRatePerSec !== undefined ? { upperRatePerSec: f.upperRatePerSec } : {}), method: f.method };
 }
 
 /** What makes two records the same decision: the counts, the placement, the actions and why; not the time or the raw inputs. */

@@ -19,10 +19,12 @@
  */
 
 import type { Forecast, PoolWorker } from '../contracts/pool.ts';
+import type { SharedPoolConfig } from '../contracts/shared-pool.ts';
 import type { Deployment } from '../deployments/deployment-store.ts';
 import type { HeartbeatPayload } from '../fleet/worker-states.ts';
 import { isStarting } from './controller-observe.ts';
-import type { HeldModel, PoolWorkerView } from './pool-plan.ts';
+import type { HeldModel, PoolPlanSettings, PoolWorkerView } from './pool-plan.ts';
+import type { ScalerSettings } from './settings.ts';
 
 /** A heartbeat as the pool controller reads it: a pool worker's names its pool and lists its models. */
 export type PoolBeat = HeartbeatPayload;
@@ -50,6 +52,22 @@ const MB = 1024 * 1024;
 
 export function modelKey(model: string, version: string): string {
   return `${model}@${version}`;
+}
+
+/** The planner's settings: the pool's bounds and memory, the scaler's policy settings, the pool's measured cold start (else the setting). */
+export function poolPlanSettings(pool: SharedPoolConfig, s: ScalerSettings, coldStartMs: number | undefined): PoolPlanSettings {
+  return {
+    min: pool.min,
+    max: pool.max,
+    standby: pool.standby,
+    memoryMb: pool.memoryMb,
+    sloQueueWaitMs: s.sloQueueWaitMs,
+    coldStartMs: coldStartMs ?? s.coldStartMs,
+    scaleDownStabilizationMs: s.scaleDownStabilizationMs,
+    targetUtilization: s.targetUtilization,
+    ...(s.minLifetimeColdStarts !== undefined ? { minLifetimeColdStarts: s.minLifetimeColdStarts } : {}),
+    ...(s.sloTarget !== undefined ? { sloTarget: s.sloTarget } : {}),
+  };
 }
 
 /** The weighted versions of the deployments that name `pool`, each with its share of its deployment's weight. */
