@@ -9,7 +9,7 @@
  *
  * 1. Per model: decide() (policy.ts), unchanged, with the model's own forecast, backlog and rate
  *    and the model's *load time* as its lead: in a shared pool a model gains a copy by a load
- *    onto a warm worker, not by a cold start. Its `active` is the copies the model needs (distinct
+ *    onto a warm worker, not by a cold start (a cold start plus the load when no standby waits). Its `active` is the copies the model needs (distinct
  *    workers holding it); rules 2–5 (SLO sizing, backlog, stabilisation, the hold) apply per
  *    model as they do per deployment, so a copy added for a peak is kept down-slow and dropped
  *    when demand falls.
@@ -28,10 +28,13 @@
  *    its share of a worker, r_m = memoryMb_m / the worker's budget (per unit of time); evicting it
  *    costs a reload of L_m (its measured load time) of a worker when it is next called. Keeping it
  *    while it has been idle less than K_m = L_m / r_m and dropping it after is the break-even rule
- *    (never more than twice the cost of the best rule with foresight, whatever the arrivals), so
- *    the pool holds workers for the memory of the models idle less than K_m (or with demand), and
+ *    (never more than twice the cost of the best rule with foresight, whatever the arrivals); and
+ *    for arrivals at a forecast rate λ_m the expected reload cost per unit time of not holding it
+ *    is λ_m·L_m against r_m for holding it, so a model is worth a copy when λ_m·K_m ≥ 1 (a
+ *    request expected within its keep time), or when jobs wait for it, or it needs more than one.
+ *    The pool holds workers for the memory of the models worth a copy or idle less than K_m, and
  *    evicts the rest only when a load needs the room: memory nobody needs costs nothing. K_m is
- *    read from two measurements, so it carries to any model size, load time and budget.
+ *    two measurements over a setting, so it carries to any model size, load time and budget.
  * 4. Placement, from what is held now (no move without a reason): a model short of copies — a
  *    cold one (none holds it) with demand first — loads onto the least-loaded warm worker with
  *    room, else a standby, else the least-loaded worker whose least-recently-used evictable
@@ -176,7 +179,7 @@ export function planPool(input: PoolPlanInput): PoolPlan {
   const memory: PoolPlanMemory = { pool: input.memory.pool, models: { ...input.memory.models } };
   const needs = input.models.map((m) => modelNeed(m, input, memory));
   const counts = countWorkers(input.workers);
-  const agg = aggregate(input.models);
+  const agg = withReloads(aggregate(input.models), needs, reasons);
   const pool = decide({
     now: input.now,
     forecast: agg.forecast,
@@ -200,8 +203,6 @@ export function planPool(input: PoolPlanInput): PoolPlan {
   const current = counts.active + counts.standby + counts.starting;
   const want = t.active + t.standby;
   const target = Math.min(Math.max(0, Math.floor(s.max)), holdTotal(input, want, memory, reasons));
-  const launch = Math.max(0, want - current);
-  if (launch > 0) reasons.push(`launch ${launch}: pool ${current} below ${t.active} active + ${t.standby} standby`);
   const drain =
     current > target && pool.drain > 0 ? pickDrains(input.workers, needs, input.now, Math.min(pool.drain, current - target)) : [];
   if (drain.length > 0) reasons.push(`drain ${drain.join(', ')}: pool ${current} above ${target}`);
@@ -213,6 +214,13 @@ export function planPool(input: PoolPlanInput): PoolPlan {
     s,
     reasons,
   );
+  // Copies no warm worker has room for land on workers launched for them: the aggregate can have
+  // the compute while no single worker has it to spare.
+  const launch = Math.max(0, Math.min(Math.floor(s.max), want + placed.unplaced) - current);
+  if (launch > 0)
+    reasons.push(
+      `launch ${launch}: pool ${current} below ${t.active} active + ${t.standby} standby + ${placed.unplaced} copies without room`,
+    );
   return {
     workers: target,
     active: t.active,
@@ -285,7 +293,8 @@ function modelNeed(m: PoolModelInput, input: PoolPlanInput, memory: PoolPlanMemo
     workers: { active: ready, standby: 0, starting: holders.length - ready, draining: 0 },
     perWorkerRatePerSec: m.perWorkerRatePerSec,
     batchServiceMs: m.batchServiceMs ?? 0,
-    settings: policySettings(input.settings, m.loadMs, 0),
+    // A copy is a load onto a warm worker when one has room to spare; with none, a launch first.
+    settings: policySettings(input.settings, m.loadMs + (spareWorker(input.workers) ? 0 : nonNegative(input.settings.coldStartMs)), 0),
     memory: input.memory.models[m.model] ?? emptyPolicyMemory(),
     ...(m.observed ? { observed: m.observed } : {}),
   });
@@ -298,6 +307,11 @@ function modelNeed(m: PoolModelInput, input: PoolPlanInput, memory: PoolPlanMemo
   const demand = jobs > 0 || decision.active > 1 || nonNegative(m.forecast.ratePerSec) * (keep / 1000) >= 1;
   const copies = demand ? Math.max(1, decision.active) : 0;
   return { input: m, decision, copies, share: nonNegative(m.forecast.ratePerSec) / rate, keepMs: keep, demand };
+}
+
+/** Whether a warm worker holds no model (a standby a copy can land on at a load's notice). */
+function spareWorker(workers: PoolWorkerView[]): boolean {
+  return workers.some((w) => w.state === 'warm' && w.models.length === 0);
 }
 
 /** Rule 3's break-even idle time: a reload's worker time over the memory share holding costs. */
@@ -380,6 +394,31 @@ function aggregate(models: PoolModelInput[]): Aggregate {
   // The rate-weighted harmonic mean: Σ rate over Σ rate / per-worker rate (1 row/s/worker with no demand).
   const perWorkerRatePerSec = meanWorkers > 0 ? mean / meanWorkers : harmonic(models);
   return { forecast, backlog, perWorkerRatePerSec, batchServiceMs, meanWorkers, observed };
+}
+
+/**
+ * Rule 3's other side, as compute: a model not worth a copy is loaded again on (about) each of its
+ * requests, and a load occupies the worker that runs it for L_m, so those models add λ_m·L_m
+ * workers of load work to the aggregate. Without it the pool is sized for serving alone and its
+ * loads queue behind each other on a worker sized for none.
+ */
+function withReloads(agg: Aggregate, needs: ModelNeed[], reasons: string[]): Aggregate {
+  const reloadWorkers = needs.reduce(
+    (t, n) => (n.demand ? t : t + nonNegative(n.input.forecast.ratePerSec) * (nonNegative(n.input.loadMs) / 1000)),
+    0,
+  );
+  if (reloadWorkers <= 0 || agg.perWorkerRatePerSec <= 0) return agg;
+  const rows = reloadWorkers * agg.perWorkerRatePerSec;
+  reasons.push(`reloads of the models not kept add ${reloadWorkers.toFixed(2)} workers of load work`);
+  const f = agg.forecast;
+  const forecast: Forecast = {
+    ...f,
+    ratePerSec: f.ratePerSec + rows,
+    upperRatePerSec: (f.upperRatePerSec ?? f.ratePerSec) + rows,
+    burstRatePerSec: f.burstRatePerSec + rows,
+    burstsBySpan: (f.burstsBySpan ?? []).map((b) => ({ ...b, ratePerSec: b.ratePerSec + rows })),
+  };
+  return { ...agg, forecast, meanWorkers: agg.meanWorkers + reloadWorkers };
 }
 
 function harmonic(models: PoolModelInput[]): number {
@@ -468,6 +507,7 @@ function place(needs: ModelNeed[], workers: PoolWorkerView[], now: number, s: Po
   const loads: PlacementAction[] = [];
   const evictions: PlacementAction[] = [];
   const holders = (model: string) => slots.filter((x) => x.models.some((h) => h.model === model));
+  let unplaced = 0;
   const short = needs
     .filter((n) => n.demand && holders(n.input.model).length < n.copies)
     .sort((a, b) => holders(a.input.model).length - holders(b.input.model).length || b.share - a.share);
@@ -478,6 +518,7 @@ function place(needs: ModelNeed[], workers: PoolWorkerView[], now: number, s: Po
       const slot = landing(slots, n, { byModel, now, s });
       if (!slot) {
         reasons.push(`${model}: no worker has room for a copy; it waits for a launch`);
+        unplaced += n.copies - k;
         break;
       }
       for (const victim of slot.evict) {
@@ -507,7 +548,7 @@ function place(needs: ModelNeed[], workers: PoolWorkerView[], now: number, s: Po
     evictions.push({ workerId: spare.worker.id, model: n.input.model, reason: `demand fell: ${have.length} copies, ${n.copies} needed` });
   }
   const placement = slots.map((x) => ({ workerId: x.worker.id, models: x.models.map((h) => h.model) }));
-  return { placement, loads, evictions };
+  return { placement, loads, evictions, unplaced };
 }
 
 /** Where a copy of `n` goes: the least-loaded worker with room, a standby, or the least-loaded one LRU eviction makes room on. */
@@ -520,6 +561,9 @@ function landing(slots: Slot[], n: ModelNeed, at: { byModel: Map<string, ModelNe
   if (withRoom) return { slot: withRoom, evict: [] as HeldModel[] };
   const standby = free.find((x) => x.models.length === 0);
   if (standby) return { slot: standby, evict: [] as HeldModel[] };
+  // No spare compute anywhere: a load onto the least-loaded worker with room is seconds, a launch a cold start.
+  const anyRoom = free.filter((x) => fits(x.models)).sort((a, b) => a.load - b.load)[0];
+  if (anyRoom) return { slot: anyRoom, evict: [] as HeldModel[] };
   // Global LRU: the worker whose victims were last used longest ago (stale ones before any other) gives the room.
   let best: { slot: Slot; evict: HeldModel[]; score: number } | undefined;
   for (const x of free) {
