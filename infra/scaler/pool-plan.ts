@@ -43,16 +43,19 @@
  *    a model used in the last K_m is never evicted while an older one can go. Copies beyond what
  *    rule 1 holds are dropped one a tick, from the busiest holder, when not in flight.
  * 5. Workers: active = the most of the compute (rule 2), the memory (rule 3) and the most copies
- *    one model needs; standby = the pooled burst standby (rule 2), at least the setting; max caps
+ *    one model needs, the total held at the most wanted over the minimum lifetime, lengthened to
+ *    the measured hold of relaunch-hold.ts where the pool's own gaps say a drained worker comes
+ *    back within it; standby = the pooled burst standby (rule 2), at least the setting; max caps
  *    active first, then standby; min raises active. Launch what the pool lacks; drain what it
  *    holds beyond the target only where decide() on the aggregate drains too (its windows hold
  *    scale-in), standby workers first, then those holding the fewest recently used models.
  */
 
-import type { Backlog, Forecast, PolicyDecision, PolicyMemory, PolicySettings } from '../contracts/pool.ts';
+import type { Backlog, Forecast, PolicyDecision, PolicyMemory, PolicySettings, RelaunchHoldState } from '../contracts/pool.ts';
 import { emptyPolicyMemory } from '../contracts/pool.ts';
 import { SCALER_DEFAULTS } from '../kernel/config.ts';
 import { decide } from './policy.ts';
+import { measuredHoldMs, noteWant } from './relaunch-hold.ts';
 
 export interface PoolPlanSettings {
   min: number;
@@ -110,6 +113,8 @@ export interface PoolPlanMemory {
   models: Record<string, PolicyMemory>;
   /** The pool's total want (active + standby) by tick, for rule 5's hold (absent: none yet). */
   recentTotal?: Array<{ at: number; workers: number }>;
+  /** The measured gaps of the total want (relaunch-hold.ts), which lengthen that hold. */
+  totalHold?: RelaunchHoldState;
 }
 
 export interface PoolPlanInput {
@@ -202,9 +207,11 @@ export function planPool(input: PoolPlanInput): PoolPlan {
   );
   const current = counts.active + counts.standby + counts.starting;
   const want = t.active + t.standby;
-  const target = Math.min(Math.max(0, Math.floor(s.max)), holdTotal(input, want, memory, reasons));
+  const target = Math.min(Math.max(0, Math.floor(s.max)), holdTotal(input, want, current, memory, reasons));
   const drain =
-    current > target && pool.drain > 0 ? pickDrains(input.workers, needs, input.now, Math.min(pool.drain, current - target)) : [];
+    current > target && pool.drain > 0
+      ? pickDrains(input.workers, needs, input.now, Math.min(pool.drain, current - target), s.sloQueueWaitMs)
+      : [];
   if (drain.length > 0) reasons.push(`drain ${drain.join(', ')}: pool ${current} above ${target}`);
   // Placement on the workers that stay: a drained worker's models are placed again from what is left.
   const placed = place(
@@ -214,13 +221,8 @@ export function planPool(input: PoolPlanInput): PoolPlan {
     s,
     reasons,
   );
-  // Copies no warm worker has room for land on workers launched for them: the aggregate can have
-  // the compute while no single worker has it to spare.
-  const launch = Math.max(0, Math.min(Math.floor(s.max), want + placed.unplaced) - current);
-  if (launch > 0)
-    reasons.push(
-      `launch ${launch}: pool ${current} below ${t.active} active + ${t.standby} standby + ${placed.unplaced} copies without room`,
-    );
+  const launch = Math.max(0, want - current);
+  if (launch > 0) reasons.push(`launch ${launch}: pool ${current} below ${t.active} active + ${t.standby} standby`);
   return {
     workers: target,
     active: t.active,
@@ -257,14 +259,18 @@ export function planPool(input: PoolPlanInput): PoolPlan {
  * minute does not drain a worker the next minute wants back. Entries from the future (the clock
  * went back) are dropped and the window restarts.
  */
-function holdTotal(input: PoolPlanInput, want: number, memory: PoolPlanMemory, reasons: string[]): number {
+function holdTotal(input: PoolPlanInput, want: number, current: number, memory: PoolPlanMemory, reasons: string[]): number {
   const s = input.settings;
   const lifetime = (s.minLifetimeColdStarts ?? SCALER_DEFAULTS.minLifetimeColdStarts) * nonNegative(s.coldStartMs);
-  const windowMs = Math.max(nonNegative(s.scaleDownStabilizationMs), lifetime);
+  const floorMs = Math.max(nonNegative(s.scaleDownStabilizationMs), lifetime);
+  // The measured hold (relaunch-hold.ts): longer where the pool's own gaps say a drained worker comes back within it.
+  memory.totalHold = noteWant(input.memory.totalHold, { now: input.now, want, held: current, coldStartMs: s.coldStartMs });
+  const measured = measuredHoldMs(memory.totalHold, s.coldStartMs, floorMs);
+  const windowMs = Math.max(floorMs, measured.holdMs);
   const kept = (input.memory.recentTotal ?? []).filter((e) => e.at <= input.now && e.at > input.now - windowMs && e.workers > want);
   memory.recentTotal = [...kept, { at: input.now, workers: want }];
   const held = kept.reduce((m, e) => Math.max(m, e.workers), want);
-  if (held > want) reasons.push(`holding ${held} workers, the most wanted in the last ${secs(windowMs)}`);
+  if (held > want) reasons.push(`holding ${held} workers, the most wanted in the last ${secs(windowMs)} (${measured.why})`);
   return held;
 }
 
@@ -602,16 +608,36 @@ function countRoom(models: HeldModel[], s: PoolPlanSettings): number {
   return s.modelsPerWorker !== undefined && s.modelsPerWorker > 0 ? s.modelsPerWorker - models.length : Infinity;
 }
 
-/** Standby workers first, then those with the fewest models used within their keep time, idle ones before busy ones. */
-function pickDrains(workers: PoolWorkerView[], needs: ModelNeed[], now: number, count: number): string[] {
-  const keep = new Map(needs.map((n) => [n.input.model, n.keepMs]));
-  const value = (w: PoolWorkerView) => w.models.filter((h) => h.loading || now - h.lastUsedAt < (keep.get(h.model) ?? 0)).length;
+/**
+ * Standby workers first, then those with the fewest models worth keeping (a copy's worth, or
+ * used within their keep time), idle ones before busy ones. A drain costs the reloads of its
+ * worthwhile models, which land on the workers that stay: a worker is drained only while those
+ * reloads fit in the SLO on the workers left (Σ L_m ≤ S × workers left), else its drain would
+ * queue the reloads, and every job of those models behind them, past the SLO (measured: draining
+ * a worker holding thirty models did on NASA split into fifty).
+ */
+function pickDrains(workers: PoolWorkerView[], needs: ModelNeed[], now: number, count: number, sloMs: number): string[] {
+  const byModel = new Map(needs.map((n) => [n.input.model, n]));
+  const worth = (h: HeldModel) => {
+    const n = byModel.get(h.model);
+    return h.loading || n?.demand === true || now - h.lastUsedAt < (n?.keepMs ?? 0);
+  };
+  const reloadMs = (w: PoolWorkerView) =>
+    w.models.filter(worth).reduce((t, h) => t + nonNegative(byModel.get(h.model)?.input.loadMs ?? 0), 0);
+  const value = (w: PoolWorkerView) => w.models.filter(worth).length;
   const busy = (w: PoolWorkerView) => w.models.reduce((t, h) => t + h.inFlight, 0);
-  return workers
-    .filter((w) => w.state === 'warm')
-    .sort((a, b) => Number(a.models.length > 0) - Number(b.models.length > 0) || value(a) - value(b) || busy(a) - busy(b))
-    .slice(0, count)
-    .map((w) => w.id);
+  const warm = workers.filter((w) => w.state === 'warm');
+  const out: string[] = [];
+  const ordered = [...warm].sort(
+    (a, b) => Number(a.models.length > 0) - Number(b.models.length > 0) || value(a) - value(b) || busy(a) - busy(b),
+  );
+  for (const w of ordered) {
+    if (out.length >= count) break;
+    const left = warm.length - out.length - 1;
+    if (reloadMs(w) > sloMs * left) continue;
+    out.push(w.id);
+  }
+  return out;
 }
 
 function ceilCount(x: number): number {
