@@ -9,7 +9,7 @@
  *
  * 1. Per model: decide() (policy.ts), unchanged, with the model's own forecast, backlog and rate
  *    and the model's *load time* as its lead: in a shared pool a model gains a copy by a load
- *    onto a warm worker, not by a cold start. Its `active` is the copies the model needs (distinct
+ *    onto a warm worker, not by a cold start (a cold start plus the load when no standby waits). Its `active` is the copies the model needs (distinct
  *    workers holding it); rules 2–5 (SLO sizing, backlog, stabilisation, the hold) apply per
  *    model as they do per deployment, so a copy added for a peak is kept down-slow and dropped
  *    when demand falls.
@@ -28,10 +28,13 @@
  *    its share of a worker, r_m = memoryMb_m / the worker's budget (per unit of time); evicting it
  *    costs a reload of L_m (its measured load time) of a worker when it is next called. Keeping it
  *    while it has been idle less than K_m = L_m / r_m and dropping it after is the break-even rule
- *    (never more than twice the cost of the best rule with foresight, whatever the arrivals), so
- *    the pool holds workers for the memory of the models idle less than K_m (or with demand), and
+ *    (never more than twice the cost of the best rule with foresight, whatever the arrivals); and
+ *    for arrivals at a forecast rate λ_m the expected reload cost per unit time of not holding it
+ *    is λ_m·L_m against r_m for holding it, so a model is worth a copy when λ_m·K_m ≥ 1 (a
+ *    request expected within its keep time), or when jobs wait for it, or it needs more than one.
+ *    The pool holds workers for the memory of the models worth a copy or idle less than K_m, and
  *    evicts the rest only when a load needs the room: memory nobody needs costs nothing. K_m is
- *    read from two measurements, so it carries to any model size, load time and budget.
+ *    two measurements over a setting, so it carries to any model size, load time and budget.
  * 4. Placement, from what is held now (no move without a reason): a model short of copies — a
  *    cold one (none holds it) with demand first — loads onto the least-loaded warm worker with
  *    room, else a standby, else the least-loaded worker whose least-recently-used evictable
@@ -40,16 +43,19 @@
  *    a model used in the last K_m is never evicted while an older one can go. Copies beyond what
  *    rule 1 holds are dropped one a tick, from the busiest holder, when not in flight.
  * 5. Workers: active = the most of the compute (rule 2), the memory (rule 3) and the most copies
- *    one model needs; standby = the pooled burst standby (rule 2), at least the setting; max caps
+ *    one model needs, the total held at the most wanted over the minimum lifetime, lengthened to
+ *    the measured hold of relaunch-hold.ts where the pool's own gaps say a drained worker comes
+ *    back within it; standby = the pooled burst standby (rule 2), at least the setting; max caps
  *    active first, then standby; min raises active. Launch what the pool lacks; drain what it
  *    holds beyond the target only where decide() on the aggregate drains too (its windows hold
  *    scale-in), standby workers first, then those holding the fewest recently used models.
  */
 
-import type { Backlog, Forecast, PolicyDecision, PolicyMemory, PolicySettings } from '../contracts/pool.ts';
+import type { Backlog, Forecast, PolicyDecision, PolicyMemory, PolicySettings, RelaunchHoldState } from '../contracts/pool.ts';
 import { emptyPolicyMemory } from '../contracts/pool.ts';
 import { SCALER_DEFAULTS } from '../kernel/config.ts';
 import { decide } from './policy.ts';
+import { measuredHoldMs, noteWant } from './relaunch-hold.ts';
 
 export interface PoolPlanSettings {
   min: number;
@@ -107,6 +113,8 @@ export interface PoolPlanMemory {
   models: Record<string, PolicyMemory>;
   /** The pool's total want (active + standby) by tick, for rule 5's hold (absent: none yet). */
   recentTotal?: Array<{ at: number; workers: number }>;
+  /** The measured gaps of the total want (relaunch-hold.ts), which lengthen that hold. */
+  totalHold?: RelaunchHoldState;
 }
 
 export interface PoolPlanInput {
@@ -176,7 +184,7 @@ export function planPool(input: PoolPlanInput): PoolPlan {
   const memory: PoolPlanMemory = { pool: input.memory.pool, models: { ...input.memory.models } };
   const needs = input.models.map((m) => modelNeed(m, input, memory));
   const counts = countWorkers(input.workers);
-  const agg = aggregate(input.models);
+  const agg = withReloads(aggregate(input.models), needs, reasons);
   const pool = decide({
     now: input.now,
     forecast: agg.forecast,
@@ -199,11 +207,11 @@ export function planPool(input: PoolPlanInput): PoolPlan {
   );
   const current = counts.active + counts.standby + counts.starting;
   const want = t.active + t.standby;
-  const target = Math.min(Math.max(0, Math.floor(s.max)), holdTotal(input, want, memory, reasons));
-  const launch = Math.max(0, want - current);
-  if (launch > 0) reasons.push(`launch ${launch}: pool ${current} below ${t.active} active + ${t.standby} standby`);
+  const target = Math.min(Math.max(0, Math.floor(s.max)), holdTotal(input, want, current, memory, reasons));
   const drain =
-    current > target && pool.drain > 0 ? pickDrains(input.workers, needs, input.now, Math.min(pool.drain, current - target)) : [];
+    current > target && pool.drain > 0
+      ? pickDrains(input.workers, needs, input.now, Math.min(pool.drain, current - target), s.sloQueueWaitMs)
+      : [];
   if (drain.length > 0) reasons.push(`drain ${drain.join(', ')}: pool ${current} above ${target}`);
   // Placement on the workers that stay: a drained worker's models are placed again from what is left.
   const placed = place(
@@ -213,6 +221,8 @@ export function planPool(input: PoolPlanInput): PoolPlan {
     s,
     reasons,
   );
+  const launch = Math.max(0, want - current);
+  if (launch > 0) reasons.push(`launch ${launch}: pool ${current} below ${t.active} active + ${t.standby} standby`);
   return {
     workers: target,
     active: t.active,
@@ -249,14 +259,18 @@ export function planPool(input: PoolPlanInput): PoolPlan {
  * minute does not drain a worker the next minute wants back. Entries from the future (the clock
  * went back) are dropped and the window restarts.
  */
-function holdTotal(input: PoolPlanInput, want: number, memory: PoolPlanMemory, reasons: string[]): number {
+function holdTotal(input: PoolPlanInput, want: number, current: number, memory: PoolPlanMemory, reasons: string[]): number {
   const s = input.settings;
   const lifetime = (s.minLifetimeColdStarts ?? SCALER_DEFAULTS.minLifetimeColdStarts) * nonNegative(s.coldStartMs);
-  const windowMs = Math.max(nonNegative(s.scaleDownStabilizationMs), lifetime);
+  const floorMs = Math.max(nonNegative(s.scaleDownStabilizationMs), lifetime);
+  // The measured hold (relaunch-hold.ts): longer where the pool's own gaps say a drained worker comes back within it.
+  memory.totalHold = noteWant(input.memory.totalHold, { now: input.now, want, held: current, coldStartMs: s.coldStartMs });
+  const measured = measuredHoldMs(memory.totalHold, s.coldStartMs, floorMs);
+  const windowMs = Math.max(floorMs, measured.holdMs);
   const kept = (input.memory.recentTotal ?? []).filter((e) => e.at <= input.now && e.at > input.now - windowMs && e.workers > want);
   memory.recentTotal = [...kept, { at: input.now, workers: want }];
   const held = kept.reduce((m, e) => Math.max(m, e.workers), want);
-  if (held > want) reasons.push(`holding ${held} workers, the most wanted in the last ${secs(windowMs)}`);
+  if (held > want) reasons.push(`holding ${held} workers, the most wanted in the last ${secs(windowMs)} (${measured.why})`);
   return held;
 }
 
@@ -285,7 +299,8 @@ function modelNeed(m: PoolModelInput, input: PoolPlanInput, memory: PoolPlanMemo
     workers: { active: ready, standby: 0, starting: holders.length - ready, draining: 0 },
     perWorkerRatePerSec: m.perWorkerRatePerSec,
     batchServiceMs: m.batchServiceMs ?? 0,
-    settings: policySettings(input.settings, m.loadMs, 0),
+    // A copy is a load onto a warm worker when one has room to spare; with none, a launch first.
+    settings: policySettings(input.settings, m.loadMs + (spareWorker(input.workers) ? 0 : nonNegative(input.settings.coldStartMs)), 0),
     memory: input.memory.models[m.model] ?? emptyPolicyMemory(),
     ...(m.observed ? { observed: m.observed } : {}),
   });
@@ -298,6 +313,11 @@ function modelNeed(m: PoolModelInput, input: PoolPlanInput, memory: PoolPlanMemo
   const demand = jobs > 0 || decision.active > 1 || nonNegative(m.forecast.ratePerSec) * (keep / 1000) >= 1;
   const copies = demand ? Math.max(1, decision.active) : 0;
   return { input: m, decision, copies, share: nonNegative(m.forecast.ratePerSec) / rate, keepMs: keep, demand };
+}
+
+/** Whether a warm worker holds no model (a standby a copy can land on at a load's notice). */
+function spareWorker(workers: PoolWorkerView[]): boolean {
+  return workers.some((w) => w.state === 'warm' && w.models.length === 0);
 }
 
 /** Rule 3's break-even idle time: a reload's worker time over the memory share holding costs. */
@@ -380,6 +400,31 @@ function aggregate(models: PoolModelInput[]): Aggregate {
   // The rate-weighted harmonic mean: Σ rate over Σ rate / per-worker rate (1 row/s/worker with no demand).
   const perWorkerRatePerSec = meanWorkers > 0 ? mean / meanWorkers : harmonic(models);
   return { forecast, backlog, perWorkerRatePerSec, batchServiceMs, meanWorkers, observed };
+}
+
+/**
+ * Rule 3's other side, as compute: a model not worth a copy is loaded again on (about) each of its
+ * requests, and a load occupies the worker that runs it for L_m, so those models add λ_m·L_m
+ * workers of load work to the aggregate. Without it the pool is sized for serving alone and its
+ * loads queue behind each other on a worker sized for none.
+ */
+function withReloads(agg: Aggregate, needs: ModelNeed[], reasons: string[]): Aggregate {
+  const reloadWorkers = needs.reduce(
+    (t, n) => (n.demand ? t : t + nonNegative(n.input.forecast.ratePerSec) * (nonNegative(n.input.loadMs) / 1000)),
+    0,
+  );
+  if (reloadWorkers <= 0 || agg.perWorkerRatePerSec <= 0) return agg;
+  const rows = reloadWorkers * agg.perWorkerRatePerSec;
+  reasons.push(`reloads of the models not kept add ${reloadWorkers.toFixed(2)} workers of load work`);
+  const f = agg.forecast;
+  const forecast: Forecast = {
+    ...f,
+    ratePerSec: f.ratePerSec + rows,
+    upperRatePerSec: (f.upperRatePerSec ?? f.ratePerSec) + rows,
+    burstRatePerSec: f.burstRatePerSec + rows,
+    burstsBySpan: (f.burstsBySpan ?? []).map((b) => ({ ...b, ratePerSec: b.ratePerSec + rows })),
+  };
+  return { ...agg, forecast, meanWorkers: agg.meanWorkers + reloadWorkers };
 }
 
 function harmonic(models: PoolModelInput[]): number {
@@ -468,6 +513,7 @@ function place(needs: ModelNeed[], workers: PoolWorkerView[], now: number, s: Po
   const loads: PlacementAction[] = [];
   const evictions: PlacementAction[] = [];
   const holders = (model: string) => slots.filter((x) => x.models.some((h) => h.model === model));
+  let unplaced = 0;
   const short = needs
     .filter((n) => n.demand && holders(n.input.model).length < n.copies)
     .sort((a, b) => holders(a.input.model).length - holders(b.input.model).length || b.share - a.share);
@@ -478,6 +524,7 @@ function place(needs: ModelNeed[], workers: PoolWorkerView[], now: number, s: Po
       const slot = landing(slots, n, { byModel, now, s });
       if (!slot) {
         reasons.push(`${model}: no worker has room for a copy; it waits for a launch`);
+        unplaced += n.copies - k;
         break;
       }
       for (const victim of slot.evict) {
@@ -507,7 +554,7 @@ function place(needs: ModelNeed[], workers: PoolWorkerView[], now: number, s: Po
     evictions.push({ workerId: spare.worker.id, model: n.input.model, reason: `demand fell: ${have.length} copies, ${n.copies} needed` });
   }
   const placement = slots.map((x) => ({ workerId: x.worker.id, models: x.models.map((h) => h.model) }));
-  return { placement, loads, evictions };
+  return { placement, loads, evictions, unplaced };
 }
 
 /** Where a copy of `n` goes: the least-loaded worker with room, a standby, or the least-loaded one LRU eviction makes room on. */
@@ -520,6 +567,9 @@ function landing(slots: Slot[], n: ModelNeed, at: { byModel: Map<string, ModelNe
   if (withRoom) return { slot: withRoom, evict: [] as HeldModel[] };
   const standby = free.find((x) => x.models.length === 0);
   if (standby) return { slot: standby, evict: [] as HeldModel[] };
+  // No spare compute anywhere: a load onto the least-loaded worker with room is seconds, a launch a cold start.
+  const anyRoom = free.filter((x) => fits(x.models)).sort((a, b) => a.load - b.load)[0];
+  if (anyRoom) return { slot: anyRoom, evict: [] as HeldModel[] };
   // Global LRU: the worker whose victims were last used longest ago (stale ones before any other) gives the room.
   let best: { slot: Slot; evict: HeldModel[]; score: number } | undefined;
   for (const x of free) {
@@ -558,16 +608,36 @@ function countRoom(models: HeldModel[], s: PoolPlanSettings): number {
   return s.modelsPerWorker !== undefined && s.modelsPerWorker > 0 ? s.modelsPerWorker - models.length : Infinity;
 }
 
-/** Standby workers first, then those with the fewest models used within their keep time, idle ones before busy ones. */
-function pickDrains(workers: PoolWorkerView[], needs: ModelNeed[], now: number, count: number): string[] {
-  const keep = new Map(needs.map((n) => [n.input.model, n.keepMs]));
-  const value = (w: PoolWorkerView) => w.models.filter((h) => h.loading || now - h.lastUsedAt < (keep.get(h.model) ?? 0)).length;
+/**
+ * Standby workers first, then those with the fewest models worth keeping (a copy's worth, or
+ * used within their keep time), idle ones before busy ones. A drain costs the reloads of its
+ * worthwhile models, which land on the workers that stay: a worker is drained only while those
+ * reloads fit in the SLO on the workers left (Σ L_m ≤ S × workers left), else its drain would
+ * queue the reloads, and every job of those models behind them, past the SLO (measured: draining
+ * a worker holding thirty models did on NASA split into fifty).
+ */
+function pickDrains(workers: PoolWorkerView[], needs: ModelNeed[], now: number, count: number, sloMs: number): string[] {
+  const byModel = new Map(needs.map((n) => [n.input.model, n]));
+  const worth = (h: HeldModel) => {
+    const n = byModel.get(h.model);
+    return h.loading || n?.demand === true || now - h.lastUsedAt < (n?.keepMs ?? 0);
+  };
+  const reloadMs = (w: PoolWorkerView) =>
+    w.models.filter(worth).reduce((t, h) => t + nonNegative(byModel.get(h.model)?.input.loadMs ?? 0), 0);
+  const value = (w: PoolWorkerView) => w.models.filter(worth).length;
   const busy = (w: PoolWorkerView) => w.models.reduce((t, h) => t + h.inFlight, 0);
-  return workers
-    .filter((w) => w.state === 'warm')
-    .sort((a, b) => Number(a.models.length > 0) - Number(b.models.length > 0) || value(a) - value(b) || busy(a) - busy(b))
-    .slice(0, count)
-    .map((w) => w.id);
+  const warm = workers.filter((w) => w.state === 'warm');
+  const out: string[] = [];
+  const ordered = [...warm].sort(
+    (a, b) => Number(a.models.length > 0) - Number(b.models.length > 0) || value(a) - value(b) || busy(a) - busy(b),
+  );
+  for (const w of ordered) {
+    if (out.length >= count) break;
+    const left = warm.length - out.length - 1;
+    if (reloadMs(w) > sloMs * left) continue;
+    out.push(w.id);
+  }
+  return out;
 }
 
 function ceilCount(x: number): number {

@@ -11,7 +11,10 @@
  *   the served rate of the last minute at the full-batch rate × targetUtilization, the larger
  *   winning, down only to the most wanted over 300 s), and never below what holds the memory of
  *   the models called within the keep-alive (a platform that promises it must hold them). No
- *   standby, no forecast; a model nobody holds is loaded on demand by the world's router.
+ *   standby, no forecast; a model nobody holds is loaded on demand by the world's router, and a
+ *   model whose waiting jobs pass `backlogPerWorker` per worker holding it gets one more copy, on
+ *   the worker with room holding the fewest models (what a multi-model endpoint does when an
+ *   instance holding the model is busy).
  * - oracle: the same planner with perfect foresight: each model's forecast is its true future —
  *   the mean rate over the horizon, its busiest minute as the upper quantile and the burst —
  *   times 1 + headroom. A lower bound on what forecasting could buy the planner, not a proof of
@@ -181,6 +184,7 @@ export function keepAlivePolicy(ctx: PoolContext, o: KeepAliveOptions): PoolScal
           actions.push({ action: 'evict', workerId: w.id, model: h.model });
         }
       }
+      actions.push(...keepAliveCopies(obs, ctx, o.backlogPerWorker));
       const queued = obs.models.reduce((t, q) => t + q.waiting, 0);
       served.push({ at: obs.now, jobs: obs.models.reduce((t, q) => t + q.served, 0) });
       while ((served[0]?.at ?? obs.now) <= obs.now - REACTIVE_WINDOW_MS) served.shift();
@@ -203,6 +207,25 @@ export function keepAlivePolicy(ctx: PoolContext, o: KeepAliveOptions): PoolScal
       return actions;
     },
   };
+}
+
+/** One more copy for each model whose queue passes `backlogPerWorker` per holder, where some worker has room. */
+function keepAliveCopies(obs: PoolObservation, ctx: PoolContext, backlogPerWorker: number): PoolAction[] {
+  const actions: PoolAction[] = [];
+  const used = new Map(obs.workers.map((w) => [w.id, w.models.reduce((t, h) => t + (ctx.models[h.model] as ModelSpec).memoryMb, 0)]));
+  obs.models.forEach((q, k) => {
+    const holders = obs.workers.filter((w) => w.state === 'warm' && w.models.some((h) => h.model === k));
+    if (holders.length === 0 || q.waiting <= backlogPerWorker * holders.length) return;
+    const mb = (ctx.models[k] as ModelSpec).memoryMb;
+    const cap = ctx.plan.modelsPerWorker ?? Infinity;
+    const room = obs.workers
+      .filter((w) => w.state === 'warm' && !holders.includes(w) && (used.get(w.id) ?? 0) + mb <= ctx.plan.memoryMb && w.models.length < cap)
+      .sort((a, b) => a.models.length - b.models.length)[0];
+    if (!room) return;
+    used.set(room.id, (used.get(room.id) ?? 0) + mb);
+    actions.push({ action: 'load', workerId: room.id, model: k });
+  });
+  return actions;
 }
 
 /** Workers for the memory of every model called within the keep-alive (and the per-worker cap). */
