@@ -4,6 +4,7 @@
  * - told to hold several models, it serves jobs of each, every output equal to ONNX Runtime's
  *   answer for that model (models of one shape with distinct weights: the wrong session would show);
  * - a model it held before (its profile kept beside the cached model) warms in one batch;
+ * - a budget that fits about 5 of 10 models evicts instead of growing (RSS read from /proc);
  * - told to drop a model with jobs in flight, it finishes them first and takes no more.
  * No assertion here is about time.
  */
@@ -13,7 +14,7 @@ import { fileURLToPath } from 'node:url';
 import * as ort from 'onnxruntime-node';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { askLoad, sendHoldings } from '../infra/fleet/pool-holdings.ts';
-import { POOL_WORKER_ENV } from '../infra/fleet/pool-worker-env.ts';
+import { poolWorkerEnv } from '../infra/fleet/pool-worker-env.ts';
 import { type HeartbeatPayload, listHeartbeats, type PoolModelView } from '../infra/fleet/worker-states.ts';
 import { closeRedis, createRedis, type RedisClient } from '../infra/redis/client.ts';
 import { stopChild } from '../scripts/dev/stop-child.ts';
@@ -31,8 +32,8 @@ const sessions = new Map<string, ort.InferenceSession>();
 
 /** Models of one shape, distinct weights (`pw-0` … `pw-3`). */
 const SERVED = buildDistinctMlpModels(4, { features: F, hidden: 32 });
-/** Ten larger models, for the memory budget (`mem-0` … `mem-9`): about 13 MB of weights each. */
-const LARGE = buildDistinctMlpModels(10, { features: 256, hidden: 1024, layers: 4, firstSeed: 2000 });
+/** Ten larger models, for the memory budget (`mem-0` … `mem-9`): about 29 MB of weights each. */
+const LARGE = buildDistinctMlpModels(10, { features: 256, hidden: 1536, layers: 4, firstSeed: 2000 });
 const SLOW = buildMlpModel({ features: 256, hidden: 2048, layers: 4, seed: 5 });
 
 beforeAll(async () => {
@@ -59,7 +60,7 @@ afterAll(async () => {
 
 function startPoolWorker(memoryMb: number): ChildProcess {
   const child = spawn(process.execPath, [BIN, 'worker', '--pool', 'p1', '--memory-mb', String(memoryMb)], {
-    env: { ...stack.env, ...POOL_WORKER_ENV, INTRA_OP_THREADS: '1' },
+    env: { ...poolWorkerEnv(stack.env), INTRA_OP_THREADS: '1' },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
   children.push(child);
@@ -182,3 +183,57 @@ it('told to drop a model with jobs in flight, finishes them first and takes no m
   expect((await waitForJob(stack, job as string, 60_000)).status).toBe('succeeded');
   expect(ids.length).toBe(200);
 }, 240_000);
+
+it('within a budget that fits about 5 of 10 models, evicts instead of growing', async () => {
+  // One model's measured footprint first, on a worker with room to spare (this also fills the disk cache).
+  const probe = startPoolWorker(4096);
+  const probeBeat = await waitForBeat(probe, 'standby', (b) => b.state === 'standby');
+  await sendHoldings(redis, stack.config.queuePrefix, probeBeat.id, refs(['mem-0']));
+  const measured = modelIn(await waitForBeat(probe, 'mem-0 active', (b) => modelIn(b, 'mem-0')?.state === 'active'), 'mem-0');
+  const perModel = measured?.residentBytes ?? 0;
+  expect(perModel).toBeGreaterThanOrEqual(LARGE[0]?.byteLength ?? 0);
+  await stopChild(probe);
+
+  const budgetBytes = Math.round(5.5 * perModel);
+  const worker = startPoolWorker(budgetBytes / MB);
+  const standby = await waitForBeat(worker, 'standby', (b) => b.state === 'standby');
+  const standbyRss = procRss(worker.pid as number);
+  const names = LARGE.map((_, i) => `mem-${i}`);
+  // The first model also pays the process's first use of serving (code compiled, heaps grown): the baseline is one model held.
+  await askLoad(redis, stack.config.queuePrefix, standby.id, { model: 'mem-0', version: '1' });
+  await waitForBeat(worker, 'mem-0 active', (b) => modelIn(b, 'mem-0')?.state === 'active');
+  const baseline = procRss(worker.pid as number);
+  // One at a time, as placement asks (askLoad also brings back one it evicted), three times round:
+  // each load has to make room for itself once the budget is full.
+  const rounds: number[] = [];
+  const loads: string[] = [];
+  for (let round = 0; round < 3; round++) {
+    for (const name of names) {
+      await askLoad(redis, stack.config.queuePrefix, standby.id, { model: name, version: '1' });
+      const loaded = modelIn(await waitForBeat(worker, `${name} active`, (b) => modelIn(b, name)?.state === 'active'), name);
+      loads.push(`${round}:${loaded?.cacheHit ? 'cached' : 'cold'}${loaded?.warmup?.reused ? '+profile' : ''}=${loaded?.loadMs}`);
+    }
+    rounds.push(procRss(worker.pid as number) - baseline);
+  }
+  console.info(`[figures] growth by round ${rounds.join(' ')}; loads ${loads.join(' ')}`);
+  const beat = await waitForBeat(worker, 'evictions settled', (b) => !(b.models ?? []).some((m) => m.state === 'draining'));
+  const resident = active(beat);
+  console.info(`[figures] measured ${resident.map((m) => `${m.model}=${m.residentBytes}`).join(' ')} file=${LARGE[0]?.byteLength}`);
+  const residentBytes = resident.reduce((sum, m) => sum + m.residentBytes, 0);
+  const rss = procRss(worker.pid as number);
+  console.info(
+    `[figures] budget=${budgetBytes} perModel=${perModel} resident=${resident.length} residentBytes=${residentBytes} ` +
+      `standbyRss=${standbyRss} baselineRss=${baseline} rss=${rss} growth=${rss - baseline} heap=${beat.memory.heapUsedBytes} standbyHeap=${standby.memory.heapUsedBytes}`,
+  );
+  expect(resident.length).toBeGreaterThanOrEqual(4);
+  expect(resident.length).toBeLessThanOrEqual(6);
+  expect(residentBytes).toBeLessThanOrEqual(budgetBytes);
+  expect((beat.models ?? []).filter((m) => m.state === 'evicted').length).toBe(10 - resident.length);
+  // The newest are the ones it kept: least recently used went first.
+  expect(resident.map((m) => m.model).sort()).toEqual(names.slice(10 - resident.length).sort());
+  // Measured from outside, over the one-model baseline: holding all ten would add 9 × perModel. It
+  // adds what the budget allows and some allocator slack, and a third round adds nothing to the second.
+  expect(rss - baseline).toBeLessThan(budgetBytes + 2 * perModel);
+  expect(rss - baseline).toBeLessThan(9 * perModel);
+  expect((rounds[2] as number) - (rounds[1] as number)).toBeLessThan(perModel);
+}, 300_000);
