@@ -106,6 +106,17 @@ async function expectedScore(model: string, i: number): Promise<number> {
   return (out.score as ort.Tensor).data[0] as number;
 }
 
+/** One job of submitMany's row `i` (F values), through the API; its id. */
+async function submitRow(model: string, i: number): Promise<string> {
+  const data = Array.from({ length: F }, (_, k) => Math.sin(i + k));
+  const res = await stack.call(`/v1/models/${model}/jobs`, {
+    method: 'POST',
+    body: JSON.stringify({ inputs: [{ name: 'features', shape: [1, F], datatype: 'FP32', data }] }),
+  });
+  expect(res.status).toBe(202);
+  return ((await res.json()) as { id: string }).id;
+}
+
 let servingWorker: ChildProcess;
 
 it('holds several models at once and serves each with its own weights', async () => {
@@ -143,15 +154,31 @@ it('warms a model it held before in one batch, from the profile kept beside the 
   await sendHoldings(redis, prefix, id, refs(['pw-1', 'pw-2', 'pw-3']));
   await waitForBeat(servingWorker, 'pw-0 gone', (b) => modelIn(b, 'pw-0') === undefined);
 
+  // Queued while no worker holds its model: a miss, served once the model is back (row 100: no
+  // earlier job had its inputs, so the API's result cache cannot answer it).
+  const job = await submitRow('pw-0', 100);
   await askLoad(redis, prefix, id, { model: 'pw-0', version: '1' });
   const beat = await waitForBeat(servingWorker, 'pw-0 back', (b) => modelIn(b, 'pw-0')?.state === 'active');
   const back = modelIn(beat, 'pw-0') as PoolModelView;
   expect(back.cacheHit).toBe(true);
   expect(back.warmup).toEqual({ reused: true, runs: 1, batchesMeasured: 0 });
   console.info(`[figures] pw-0 seen before: loadMs=${back.loadMs} residentBytes=${back.residentBytes}`);
-  const [job] = await stack.submitMany('pw-0', 1, { features: F });
   const done = await waitForJob(stack, job as string, 60_000);
-  expect((done.outputs as Array<{ data: number[] }>)[0]?.data[0]).toBeCloseTo(await expectedScore('pw-0', 0), 5);
+  expect((done.outputs as Array<{ data: number[] }>)[0]?.data[0]).toBeCloseTo(await expectedScore('pw-0', 100), 5);
+
+  // The pool's metrics, through the API's /metrics: five loads, one of them from the cache with its
+  // profile; 48 hits from the first test and this one miss; four models resident on this worker.
+  const series = (text: string, name: string, labels: string) =>
+    [...text.matchAll(new RegExp(`^${name}\\{[^}]*${labels}[^}]*\\} ([\\d.]+)$`, 'gm'))].reduce((sum, m) => sum + Number(m[1]), 0);
+  const metrics = await until('the pool metrics', async () => {
+    const text = await (await stack.call('/metrics')).text();
+    return series(text, 'warmpool_pool_jobs_total', 'resident="miss"') === 1 ? text : undefined;
+  });
+  expect(series(metrics, 'warmpool_pool_jobs_total', 'resident="hit"')).toBe(48);
+  expect(series(metrics, 'warmpool_pool_model_loads_total', 'outcome="loaded"')).toBe(5);
+  expect(series(metrics, 'warmpool_pool_model_load_seconds_count', 'profile="reused"')).toBe(1);
+  expect(series(metrics, 'warmpool_pool_model_evictions_total', 'reason="unwanted"')).toBe(1);
+  expect(series(metrics, 'warmpool_pool_models_resident', `worker="${id}"`)).toBe(4);
 }, 120_000);
 
 it('told to drop a model with jobs in flight, finishes them first and takes no more', async () => {
