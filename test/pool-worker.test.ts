@@ -5,7 +5,8 @@
  *   answer for that model (models of one shape with distinct weights: the wrong session would show);
  * - a model it held before (its profile kept beside the cached model) warms in one batch;
  * - a budget that fits about 5 of 10 models evicts instead of growing (RSS read from /proc);
- * - told to drop a model with jobs in flight, it finishes them first and takes no more.
+ * - told to drop a model with jobs in flight, it finishes them first and takes no more;
+ * - SIGTERM drains every model and exits 0, the jobs it held finished.
  * No assertion here is about time.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -210,6 +211,28 @@ it('told to drop a model with jobs in flight, finishes them first and takes no m
   expect((await waitForJob(stack, job as string, 60_000)).status).toBe('succeeded');
   expect(ids.length).toBe(200);
 }, 240_000);
+
+it('drains on SIGTERM: every model stops fetching, the jobs held finish, and it exits 0', async () => {
+  const { id } = (await beatOf(servingWorker)) as HeartbeatPayload;
+  // pw-slow's queue still holds what the last test left: it starts on those at once.
+  await askLoad(redis, stack.config.queuePrefix, id, { model: 'pw-slow', version: '1' });
+  await waitForBeat(servingWorker, 'pw-slow active', (b) => modelIn(b, 'pw-slow')?.state === 'active');
+  const held = await stack.withQueue('pw-slow', '1', (queue) =>
+    until('pw-slow held', async () => {
+      const running = await queue.getActive();
+      return running.length > 0 ? running.map((j) => j.id as string) : undefined;
+    }),
+  );
+  const exited = new Promise<number | null>((resolve) => servingWorker.once('exit', (code) => resolve(code)));
+  servingWorker.kill('SIGTERM');
+  expect(await exited).toBe(0);
+  await stack.withQueue('pw-slow', '1', async (queue) => {
+    const states = await Promise.all(held.map((jobId) => queue.getJobState(jobId)));
+    expect(states.every((s) => s === 'completed')).toBe(true);
+    const c = await queue.getJobCounts('active', 'failed');
+    expect(c).toEqual({ active: 0, failed: 0 });
+  });
+}, 120_000);
 
 it('within a budget that fits about 5 of 10 models, evicts instead of growing', async () => {
   // One model's measured footprint first, on a worker with room to spare (this also fills the disk cache).

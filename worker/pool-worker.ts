@@ -433,8 +433,15 @@ export class PoolWorker extends TypedEmitter<PoolWorkerEvents> {
     const steps: Array<[string, () => Promise<unknown>]> = [
       ['control', async () => this.control?.close()],
       ['holdings', async () => this.holdings?.close()],
-      ['models', () => Promise.all([...this.models.values(), ...this.leaving].map((m) => m.drain()))],
-      ['load loop', async () => this.loadLoop],
+      ['models', () => this.drainAll()],
+      // A load that had passed its closing check may have added a model since: drained too.
+      [
+        'load loop',
+        async () => {
+          await this.loadLoop;
+          await this.drainAll();
+        },
+      ],
       ['inference thread', () => this.deps.host.close()],
     ];
     for (const [name, step] of steps) {
@@ -443,6 +450,10 @@ export class PoolWorker extends TypedEmitter<PoolWorkerEvents> {
     this.setState('stopped');
     await this.heartbeat?.close().catch(() => undefined);
     await closeRedis(redis);
+  }
+
+  private drainAll(): Promise<unknown> {
+    return Promise.all([...this.models.values(), ...this.leaving].map((m) => m.drain()));
   }
 
   private setState(next: WorkerState): void {
