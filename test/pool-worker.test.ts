@@ -4,7 +4,9 @@
  * - told to hold several models, it serves jobs of each, every output equal to ONNX Runtime's
  *   answer for that model (models of one shape with distinct weights: the wrong session would show);
  * - a model it held before (its profile kept beside the cached model) warms in one batch;
- * - told to drop a model with jobs in flight, it finishes them first and takes no more.
+ * - a budget that fits about 5 of 10 models evicts instead of growing (RSS read from /proc);
+ * - told to drop a model with jobs in flight, it finishes them first and takes no more;
+ * - SIGTERM drains every model and exits 0, the jobs it held finished.
  * No assertion here is about time.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -13,7 +15,7 @@ import { fileURLToPath } from 'node:url';
 import * as ort from 'onnxruntime-node';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { askLoad, sendHoldings } from '../infra/fleet/pool-holdings.ts';
-import { POOL_WORKER_ENV } from '../infra/fleet/pool-worker-env.ts';
+import { poolWorkerEnv } from '../infra/fleet/pool-worker-env.ts';
 import { type HeartbeatPayload, listHeartbeats, type PoolModelView } from '../infra/fleet/worker-states.ts';
 import { closeRedis, createRedis, type RedisClient } from '../infra/redis/client.ts';
 import { stopChild } from '../scripts/dev/stop-child.ts';
@@ -31,8 +33,8 @@ const sessions = new Map<string, ort.InferenceSession>();
 
 /** Models of one shape, distinct weights (`pw-0` … `pw-3`). */
 const SERVED = buildDistinctMlpModels(4, { features: F, hidden: 32 });
-/** Ten larger models, for the memory budget (`mem-0` … `mem-9`): about 13 MB of weights each. */
-const LARGE = buildDistinctMlpModels(10, { features: 256, hidden: 1024, layers: 4, firstSeed: 2000 });
+/** Ten larger models, for the memory budget (`mem-0` … `mem-9`): about 29 MB of weights each. */
+const LARGE = buildDistinctMlpModels(10, { features: 256, hidden: 1536, layers: 4, firstSeed: 2000 });
 const SLOW = buildMlpModel({ features: 256, hidden: 2048, layers: 4, seed: 5 });
 
 beforeAll(async () => {
@@ -59,7 +61,7 @@ afterAll(async () => {
 
 function startPoolWorker(memoryMb: number): ChildProcess {
   const child = spawn(process.execPath, [BIN, 'worker', '--pool', 'p1', '--memory-mb', String(memoryMb)], {
-    env: { ...stack.env, ...POOL_WORKER_ENV, INTRA_OP_THREADS: '1' },
+    env: { ...poolWorkerEnv(stack.env), INTRA_OP_THREADS: '1' },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
   children.push(child);
@@ -105,6 +107,17 @@ async function expectedScore(model: string, i: number): Promise<number> {
   return (out.score as ort.Tensor).data[0] as number;
 }
 
+/** One job of submitMany's row `i` (F values), through the API; its id. */
+async function submitRow(model: string, i: number): Promise<string> {
+  const data = Array.from({ length: F }, (_, k) => Math.sin(i + k));
+  const res = await stack.call(`/v1/models/${model}/jobs`, {
+    method: 'POST',
+    body: JSON.stringify({ inputs: [{ name: 'features', shape: [1, F], datatype: 'FP32', data }] }),
+  });
+  expect(res.status).toBe(202);
+  return ((await res.json()) as { id: string }).id;
+}
+
 let servingWorker: ChildProcess;
 
 it('holds several models at once and serves each with its own weights', async () => {
@@ -142,15 +155,31 @@ it('warms a model it held before in one batch, from the profile kept beside the 
   await sendHoldings(redis, prefix, id, refs(['pw-1', 'pw-2', 'pw-3']));
   await waitForBeat(servingWorker, 'pw-0 gone', (b) => modelIn(b, 'pw-0') === undefined);
 
+  // Queued while no worker holds its model: a miss, served once the model is back (row 100: no
+  // earlier job had its inputs, so the API's result cache cannot answer it).
+  const job = await submitRow('pw-0', 100);
   await askLoad(redis, prefix, id, { model: 'pw-0', version: '1' });
   const beat = await waitForBeat(servingWorker, 'pw-0 back', (b) => modelIn(b, 'pw-0')?.state === 'active');
   const back = modelIn(beat, 'pw-0') as PoolModelView;
   expect(back.cacheHit).toBe(true);
   expect(back.warmup).toEqual({ reused: true, runs: 1, batchesMeasured: 0 });
   console.info(`[figures] pw-0 seen before: loadMs=${back.loadMs} residentBytes=${back.residentBytes}`);
-  const [job] = await stack.submitMany('pw-0', 1, { features: F });
   const done = await waitForJob(stack, job as string, 60_000);
-  expect((done.outputs as Array<{ data: number[] }>)[0]?.data[0]).toBeCloseTo(await expectedScore('pw-0', 0), 5);
+  expect((done.outputs as Array<{ data: number[] }>)[0]?.data[0]).toBeCloseTo(await expectedScore('pw-0', 100), 5);
+
+  // The pool's metrics, through the API's /metrics: five loads, one of them from the cache with its
+  // profile; 48 hits from the first test and this one miss; four models resident on this worker.
+  const series = (text: string, name: string, labels: string) =>
+    [...text.matchAll(new RegExp(`^${name}\\{[^}]*${labels}[^}]*\\} ([\\d.]+)$`, 'gm'))].reduce((sum, m) => sum + Number(m[1]), 0);
+  const metrics = await until('the pool metrics', async () => {
+    const text = await (await stack.call('/metrics')).text();
+    return series(text, 'warmpool_pool_jobs_total', 'resident="miss"') === 1 ? text : undefined;
+  });
+  expect(series(metrics, 'warmpool_pool_jobs_total', 'resident="hit"')).toBe(48);
+  expect(series(metrics, 'warmpool_pool_model_loads_total', 'outcome="loaded"')).toBe(5);
+  expect(series(metrics, 'warmpool_pool_model_load_seconds_count', 'profile="reused"')).toBe(1);
+  expect(series(metrics, 'warmpool_pool_model_evictions_total', 'reason="unwanted"')).toBe(1);
+  expect(series(metrics, 'warmpool_pool_models_resident', `worker="${id}"`)).toBe(4);
 }, 120_000);
 
 it('told to drop a model with jobs in flight, finishes them first and takes no more', async () => {
@@ -182,3 +211,79 @@ it('told to drop a model with jobs in flight, finishes them first and takes no m
   expect((await waitForJob(stack, job as string, 60_000)).status).toBe('succeeded');
   expect(ids.length).toBe(200);
 }, 240_000);
+
+it('drains on SIGTERM: every model stops fetching, the jobs held finish, and it exits 0', async () => {
+  const { id } = (await beatOf(servingWorker)) as HeartbeatPayload;
+  // pw-slow's queue still holds what the last test left: it starts on those at once.
+  await askLoad(redis, stack.config.queuePrefix, id, { model: 'pw-slow', version: '1' });
+  await waitForBeat(servingWorker, 'pw-slow active', (b) => modelIn(b, 'pw-slow')?.state === 'active');
+  const held = await stack.withQueue('pw-slow', '1', (queue) =>
+    until('pw-slow held', async () => {
+      const running = await queue.getActive();
+      return running.length > 0 ? running.map((j) => j.id as string) : undefined;
+    }),
+  );
+  const exited = new Promise<number | null>((resolve) => servingWorker.once('exit', (code) => resolve(code)));
+  servingWorker.kill('SIGTERM');
+  expect(await exited).toBe(0);
+  await stack.withQueue('pw-slow', '1', async (queue) => {
+    const states = await Promise.all(held.map((jobId) => queue.getJobState(jobId)));
+    expect(states.every((s) => s === 'completed')).toBe(true);
+    const c = await queue.getJobCounts('active', 'failed');
+    expect(c).toEqual({ active: 0, failed: 0 });
+  });
+}, 120_000);
+
+it('within a budget that fits about 5 of 10 models, evicts instead of growing', async () => {
+  // One model's measured footprint first, on a worker with room to spare (this also fills the disk cache).
+  const probe = startPoolWorker(4096);
+  const probeBeat = await waitForBeat(probe, 'standby', (b) => b.state === 'standby');
+  await sendHoldings(redis, stack.config.queuePrefix, probeBeat.id, refs(['mem-0']));
+  const measured = modelIn(await waitForBeat(probe, 'mem-0 active', (b) => modelIn(b, 'mem-0')?.state === 'active'), 'mem-0');
+  const perModel = measured?.residentBytes ?? 0;
+  expect(perModel).toBeGreaterThanOrEqual(LARGE[0]?.byteLength ?? 0);
+  await stopChild(probe);
+
+  const budgetBytes = Math.round(5.5 * perModel);
+  const worker = startPoolWorker(budgetBytes / MB);
+  const standby = await waitForBeat(worker, 'standby', (b) => b.state === 'standby');
+  const standbyRss = procRss(worker.pid as number);
+  const names = LARGE.map((_, i) => `mem-${i}`);
+  // The first model also pays the process's first use of serving (code compiled, heaps grown): the baseline is one model held.
+  await askLoad(redis, stack.config.queuePrefix, standby.id, { model: 'mem-0', version: '1' });
+  await waitForBeat(worker, 'mem-0 active', (b) => modelIn(b, 'mem-0')?.state === 'active');
+  const baseline = procRss(worker.pid as number);
+  // One at a time, as placement asks (askLoad also brings back one it evicted), three times round:
+  // each load has to make room for itself once the budget is full.
+  const rounds: number[] = [];
+  const loads: string[] = [];
+  for (let round = 0; round < 3; round++) {
+    for (const name of names) {
+      await askLoad(redis, stack.config.queuePrefix, standby.id, { model: name, version: '1' });
+      const loaded = modelIn(await waitForBeat(worker, `${name} active`, (b) => modelIn(b, name)?.state === 'active'), name);
+      loads.push(`${round}:${loaded?.cacheHit ? 'cached' : 'cold'}${loaded?.warmup?.reused ? '+profile' : ''}=${loaded?.loadMs}`);
+    }
+    rounds.push(procRss(worker.pid as number) - baseline);
+  }
+  console.info(`[figures] growth by round ${rounds.join(' ')}; loads ${loads.join(' ')}`);
+  const beat = await waitForBeat(worker, 'evictions settled', (b) => !(b.models ?? []).some((m) => m.state === 'draining'));
+  const resident = active(beat);
+  console.info(`[figures] measured ${resident.map((m) => `${m.model}=${m.residentBytes}`).join(' ')} file=${LARGE[0]?.byteLength}`);
+  const residentBytes = resident.reduce((sum, m) => sum + m.residentBytes, 0);
+  const rss = procRss(worker.pid as number);
+  console.info(
+    `[figures] budget=${budgetBytes} perModel=${perModel} resident=${resident.length} residentBytes=${residentBytes} ` +
+      `standbyRss=${standbyRss} baselineRss=${baseline} rss=${rss} growth=${rss - baseline} heap=${beat.memory.heapUsedBytes} standbyHeap=${standby.memory.heapUsedBytes}`,
+  );
+  expect(resident.length).toBeGreaterThanOrEqual(4);
+  expect(resident.length).toBeLessThanOrEqual(6);
+  expect(residentBytes).toBeLessThanOrEqual(budgetBytes);
+  expect((beat.models ?? []).filter((m) => m.state === 'evicted').length).toBe(10 - resident.length);
+  // The newest are the ones it kept: least recently used went first.
+  expect(resident.map((m) => m.model).sort()).toEqual(names.slice(10 - resident.length).sort());
+  // Measured from outside, over the one-model baseline: holding all ten would add 9 × perModel. It
+  // adds what the budget allows and some allocator slack, and a third round adds nothing to the second.
+  expect(rss - baseline).toBeLessThan(budgetBytes + 2 * perModel);
+  expect(rss - baseline).toBeLessThan(9 * perModel);
+  expect((rounds[2] as number) - (rounds[1] as number)).toBeLessThan(perModel);
+}, 300_000);

@@ -16,7 +16,7 @@
  */
 import os from 'node:os';
 import { parseArgs } from 'node:util';
-import { missingPoolWorkerEnv, POOL_WORKER_ENV } from '../infra/fleet/pool-worker-env.ts';
+import { missingPoolWorkerEnv } from '../infra/fleet/pool-worker-env.ts';
 import { systemClock } from '../infra/kernel/clock.ts';
 import type { Config } from '../infra/kernel/config.ts';
 import { onShutdownSignals } from '../infra/kernel/lifecycle.ts';
@@ -167,10 +167,12 @@ async function poolWorkerMain(pool: string, memoryMb: string | undefined, config
     throw err;
   });
   const log = createLogger(config.logLevel, { role: 'worker', pool });
-  const missing = process.platform === 'linux' ? missingPoolWorkerEnv(process.env) : [];
+  const missing = missingPoolWorkerEnv(process.env, typeof collectGarbage() === 'function', process.platform);
   if (missing.length > 0) {
-    const want = missing.map((name) => `${name}=${POOL_WORKER_ENV[name]}`).join(' ');
-    log.warn({ missing }, `started without ${want}: memory of evicted models may stay in the process (infra/fleet/pool-worker-env.ts)`);
+    log.warn(
+      { missing },
+      'started without what a pool worker runs with: evicted models may leave memory behind (infra/fleet/pool-worker-env.ts)',
+    );
   }
   const store = lazyObjectStore(async () => (await import('../infra/registry/s3-object-store.ts')).createS3ObjectStore(config.s3));
   const bulkStores = lazyBulkStores(config.s3);
@@ -183,6 +185,7 @@ async function poolWorkerMain(pool: string, memoryMb: string | undefined, config
       clock: systemClock,
       log,
       storeFor: bulkStores.storeFor,
+      ...(collectGarbage() ? { collect: collectGarbage() } : {}),
     },
     { pool, memoryBudgetBytes: Math.floor(budgetMb * MB) },
   );
@@ -190,6 +193,12 @@ async function poolWorkerMain(pool: string, memoryMb: string | undefined, config
 }
 
 const MB = 1024 * 1024;
+
+/** V8's full collection where the process runs with --expose-gc, else undefined. */
+function collectGarbage(): (() => void) | undefined {
+  const gc = (globalThis as { gc?: () => void }).gc;
+  return typeof gc === 'function' ? () => gc() : undefined;
+}
 
 function closeStores(store: { close(): void }, bulkStores: { close(): void }): void {
   store.close();

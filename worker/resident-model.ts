@@ -52,6 +52,8 @@ export interface ResidentModelDeps {
   storeFor?: (bucket: string) => ObjectStore;
   /** The process's resident set now, in bytes; default process.memoryUsage.rss. */
   rss?: () => number;
+  /** A full garbage collection, run before each RSS reading so the delta counts live memory; none: skipped. */
+  collect?: () => void;
   onBatch(e: BatchEvent): void;
   /** A pass failed other than by ONNX Runtime refusing its data: the inference thread may be gone. */
   onEngineError(err: unknown): void;
@@ -66,7 +68,10 @@ export interface LoadReport {
   downloadMs: number;
   /** From the start of the download to the intake fetching. */
   loadMs: number;
+  /** max(rssDeltaBytes, file size): what the budget counts. */
   residentBytes: number;
+  /** The RSS delta itself, as read. */
+  rssDeltaBytes: number;
   /** Forward passes warm-up ran: 1 when it reused the profile kept beside the cached model. */
   warmupRuns: number;
   /** Batch sizes warm-up measured (0 when it reused a kept profile). */
@@ -135,7 +140,11 @@ export class ResidentModel {
 
   private async loadOnce(): Promise<LoadReport> {
     const { config, cache, clock, log } = this.deps;
-    const rss = this.deps.rss ?? (() => process.memoryUsage.rss());
+    const read = this.deps.rss ?? (() => process.memoryUsage.rss());
+    const rss = () => {
+      this.deps.collect?.();
+      return read();
+    };
     const started = clock.now();
     try {
       const cached = await cache.ensure(this.manifest);
@@ -157,7 +166,8 @@ export class ResidentModel {
       this.profile = profile;
       this.serving = this.startServing(plannedEngine(this.deps.session, this.manifest.inputs, this.manifest.outputs), profile);
       await this.serving.intake.activate();
-      const residentBytes = Math.max(rss() - before, this.manifest.sizeBytes);
+      const rssDeltaBytes = rss() - before;
+      const residentBytes = Math.max(rssDeltaBytes, this.manifest.sizeBytes);
       this.check();
       const now = clock.now();
       this.readyAt = now;
@@ -169,6 +179,7 @@ export class ResidentModel {
         downloadMs: cached.downloadMs,
         loadMs: Math.max(0, now - started),
         residentBytes,
+        rssDeltaBytes,
         warmupRuns,
         batchesMeasured,
         reused: profile.reused ?? false,

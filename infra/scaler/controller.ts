@@ -347,7 +347,7 @@ export function createScalerController(deps: ScalerControllerDeps): ScalerContro
     return done;
   }
 
-  /** Workers of models no longer deployed drain once their queue is empty. */
+  /** Workers of models no longer deployed drain once their queue is empty (a shared pool's worker is no model's). */
   async function retireUndeployed(deployed: Set<string>, beats: HeartbeatPayload[]): Promise<void> {
     if (!provider) return;
     const orphans = new Map<string, { model: string; version: string }>();
