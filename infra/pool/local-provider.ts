@@ -27,7 +27,7 @@ import {
   poolTargetKey,
 } from '../contracts/pool.ts';
 import type { WorkerState } from '../contracts/worker-state.ts';
-import { POOL_WORKER_ENV } from '../fleet/pool-worker-env.ts';
+import { poolWorkerEnv } from '../fleet/pool-worker-env.ts';
 import { type ControlCommand, commandFor, sendControl } from '../fleet/worker-control.ts';
 import { listHeartbeats } from '../fleet/worker-states.ts';
 import type { Clock } from '../kernel/clock.ts';
@@ -87,8 +87,8 @@ export function createLocalProvider(options: LocalProviderOptions): PoolProvider
     const [cmd, ...args] = options.command;
     const flags = workerFlags(target, startAs);
     const proc = spawn(cmd as string, [...args, ...flags], {
-      // A pool worker loads and releases sessions all its life: POOL_WORKER_ENV keeps its RSS honest.
-      env: { ...workerEnvironment(options.env), ...(isSharedPoolTarget(target) ? POOL_WORKER_ENV : {}) },
+      // A pool worker loads and releases sessions all its life: poolWorkerEnv keeps its RSS honest.
+      env: isSharedPoolTarget(target) ? poolWorkerEnv(workerEnvironment(options.env)) : workerEnvironment(options.env),
       stdio: ['ignore', options.stdio ?? 'inherit', options.stdio ?? 'inherit'],
     });
     if (proc.pid === undefined) {
