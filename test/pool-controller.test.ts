@@ -17,7 +17,7 @@ import { closeRedis, createRedis, duplicateClient, type RedisClient } from '../i
 import { workerKey } from '../infra/redis/keys.ts';
 import { createPoolController, type PoolController, type PoolControllerDeps, type PoolHoldings } from '../infra/scaler/pool-controller.ts';
 import { createPoolDecisionLog } from '../infra/scaler/pool-decisions.ts';
-import { planPool } from '../infra/scaler/pool-plan.ts';
+import { type PoolPlanInput, planPool } from '../infra/scaler/pool-plan.ts';
 import { scalerSettingsFrom } from '../infra/scaler/settings.ts';
 import { redisPrefixes, testServices } from './support/services.ts';
 import { until } from './support/until.ts';
@@ -273,6 +273,44 @@ describe('tick', () => {
     expect(record?.plan.loads.map((l) => l.model)).toEqual(['a@1']);
     expect(record?.applied.filter((a) => a.action === 'hold')).toHaveLength(2);
     expect(record?.plan.terms?.perModel.map((p) => p.model).sort()).toEqual(['a@1', 'b@1']);
+  });
+
+  it("gives the planner each member's rows arrived and served since the last tick, a version its share", async () => {
+    const f = await fixture();
+    await f.deployments.put({
+      model: 'a',
+      versions: [
+        { version: '1', weight: 75 },
+        { version: '2', weight: 25 },
+      ],
+      min: 0,
+      max: 1,
+      standby: 0,
+      pool: POOL,
+    });
+    let arrived = 100;
+    let served = 40;
+    // One minute, the one containing `to`, counted so far (all within T0's minute here).
+    const minute = (count: () => number) => async (_m: string, _from: number, to: number) => ({
+      startMs: Math.floor(to / 60_000) * 60_000,
+      perMinute: [count()],
+    });
+    const inputs: PoolPlanInput[] = [];
+    const plan = (input: PoolPlanInput) => {
+      inputs.push(input);
+      return planPool(input);
+    };
+    const c = f.make({ plan, history: { series: minute(() => arrived), completions: minute(() => served) } });
+    await c.tick(await f.tickContext());
+    arrived += 20;
+    served += 8;
+    f.clock.advance(1000);
+    await c.tick(await f.tickContext());
+    expect(inputs[0]?.models.map((m) => m.observed)).toEqual([undefined, undefined]);
+    expect(Object.fromEntries((inputs[1]?.models ?? []).map((m) => [m.model, m.observed]))).toEqual({
+      'a@1': { arrivedRows: 15, servedRows: 6, sinceMs: 1000 },
+      'a@2': { arrivedRows: 5, servedRows: 2, sinceMs: 1000 },
+    });
   });
 
   it('grows a pool below its minimum through the provider, with the pool as the target', async () => {

@@ -80,7 +80,7 @@ import { allocate, inApplyOrder, isSettled, planVersion, retireTargets, usableWo
 import { createLiveTuning } from './controller-tuning.ts';
 import { createDecisionLog, type ScalerAction } from './decision-log.ts';
 import { overridesOf, type ScalerSettings } from './settings.ts';
-import { type CountMark, countSince } from './tick-counts.ts';
+import { createTickCounts } from './tick-counts.ts';
 
 /** Daily analogues for a week back plus the recent window, and the first weekly one (forecast.ts). */
 export const DEFAULT_HISTORY_WINDOW_MS = 8 * 24 * 3600_000;
@@ -153,7 +153,7 @@ export function createScalerController(deps: ScalerControllerDeps): ScalerContro
   const lock = createLeaderLock(deps.redis, scalerLeaderKey(deps.prefix, shadow), identity, deps.lockTtlMs ?? Math.max(5_000, 3 * tickMs));
   const decisions = createDecisionLog(deps.redis, deps.prefix);
   /** Per deployment, where the last tick left the arrival and completion counts. */
-  const marks = new Map<string, { arrived: CountMark; served?: CountMark; late?: CountMark }>();
+  const observeTick = createTickCounts(deps.history);
   const throughput = createThroughputMeter(deps.redis, deps.prefix, shadow);
   const coldStarts = createColdStartMeter(deps.redis, deps.prefix, shadow);
   const metrics = deps.metrics ? createScalerMetrics(deps.metrics) : undefined;
@@ -296,27 +296,6 @@ export function createScalerController(deps: ScalerControllerDeps): ScalerContro
       planned.push(...planVersion(retireTargets(view, queued, settled), view.workers));
     }
     return inApplyOrder(planned);
-  }
-
-  /**
-   * Rows arrived and served since this deployment's last tick, and of those served the late ones
-   * where the workers count them against this deployment's SLO; absent on its first (tick-counts.ts).
-   */
-  async function observeTick(model: string, arrivals: ArrivalSeries, now: number, countsLate: boolean): Promise<PolicyInput['observed']> {
-    const prev = marks.get(model);
-    const arrived = countSince(prev?.arrived, arrivals, now);
-    const from = prev?.served?.minuteMs ?? now;
-    const served = deps.history.completions ? countSince(prev?.served, await deps.history.completions(model, from, now), now) : undefined;
-    const lateFrom = prev?.late?.minuteMs ?? now;
-    const late = countsLate && deps.history.late ? countSince(prev?.late, await deps.history.late(model, lateFrom, now), now) : undefined;
-    marks.set(model, { arrived: arrived.mark, ...(served ? { served: served.mark } : {}), ...(late ? { late: late.mark } : {}) });
-    if (!prev || arrived.rows === undefined || served?.rows === undefined) return undefined;
-    return {
-      arrivedRows: arrived.rows,
-      servedRows: served.rows,
-      ...(late?.rows !== undefined ? { lateRows: late.rows } : {}),
-      sinceMs: now - prev.arrived.at,
-    };
   }
 
   /** Applies actions one by one; a failed one is recorded with its error and the rest still run. */

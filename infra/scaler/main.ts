@@ -129,6 +129,7 @@ export function createScaler(
     pools: createSharedPoolStore(redis, config.queuePrefix),
     deployments,
     history,
+    lateSloMs: config.scaler.sloQueueWaitMs,
     queueStats,
     ...(provider ? { provider, holdings: redisHoldings(redis, config.queuePrefix, systemClock) } : {}),
     forecast: forecastArrivals,

@@ -59,6 +59,7 @@ import {
   poolPlanSettings,
   poolWorkerViews,
   scaleForecast,
+  scaleObserved,
 } from './pool-observe.ts';
 import { chooseLanding, type Landing } from './pool-placement.ts';
 import {
@@ -71,6 +72,7 @@ import {
   type PoolWorkerView,
 } from './pool-plan.ts';
 import type { ScalerSettings } from './settings.ts';
+import { type CountedHistory, createTickCounts } from './tick-counts.ts';
 
 export { type PoolHoldings, redisHoldings } from './pool-actions.ts';
 
@@ -83,7 +85,10 @@ export interface PoolControllerDeps {
   prefix: string;
   pools: Pick<SharedPoolStore, 'list' | 'get'>;
   deployments: Pick<DeploymentStore, 'get'>;
-  history: { series(model: string, fromMs: number, toMs: number): Promise<ArrivalSeries> };
+  /** Arrivals per minute; with completions (and late rows), the planner sees each tick's arrived, served and late rows per model. */
+  history: CountedHistory & { series(model: string, fromMs: number, toMs: number): Promise<ArrivalSeries> };
+  /** The SLO the workers count late rows against (SLO_QUEUE_WAIT_MS). */
+  lateSloMs?: number;
   queueStats: Pick<QueueStats, 'backlog'>;
   /** Both required unless `shadow`; never called in shadow mode. */
   provider?: PoolProvider;
@@ -162,21 +167,27 @@ export function createPoolController(deps: PoolControllerDeps): PoolController {
     }
   }
 
+  // Counted per model (the history is): a version's share of them goes to its planner model.
+  const observeTick = createTickCounts(deps.history);
   const planSettings = (pool: SharedPool, coldStartMs: number | undefined) => poolPlanSettings(pool, deps.settings, coldStartMs);
 
   async function modelInputs(refs: readonly MemberRef[], measured: PoolMeasurements, settings: PoolPlanSettings, now: number) {
     const horizonS = Math.ceil((settings.coldStartMs + deps.tickMs) / 1000);
-    const forecasts = new Map<string, Forecast>();
+    const countsLate = deps.lateSloMs !== undefined && settings.sloQueueWaitMs === deps.lateSloMs;
+    const perModel = new Map<string, { forecast: Forecast; observed: PoolModelInput['observed'] }>();
     const inputs: PoolModelInput[] = [];
     for (const r of refs) {
-      let forecast = forecasts.get(r.model);
-      if (!forecast) {
-        const series = sinceFirstArrival(await deps.history.series(r.model, now - deps.historyWindowMs, now));
-        forecast = deps.forecast({ series, now, horizonS });
-        forecasts.set(r.model, forecast);
+      let seen = perModel.get(r.model);
+      if (!seen) {
+        const raw = await deps.history.series(r.model, now - deps.historyWindowMs, now);
+        const forecast = deps.forecast({ series: sinceFirstArrival(raw), now, horizonS });
+        seen = { forecast, observed: await observeTick(r.model, raw, now, countsLate) };
+        perModel.set(r.model, seen);
       }
+      const { forecast, observed } = seen;
       const m = measured[r.key] ?? {};
       inputs.push({
+        ...(observed ? { observed: scaleObserved(observed, r.share) } : {}),
         model: r.key,
         forecast: scaleForecast(forecast, r.share),
         backlog: await deps.queueStats.backlog({ model: r.model, versions: [r.version] }),

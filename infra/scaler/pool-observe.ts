@@ -23,7 +23,7 @@ import type { SharedPoolConfig } from '../contracts/shared-pool.ts';
 import type { Deployment } from '../deployments/deployment-store.ts';
 import type { HeartbeatPayload } from '../fleet/worker-states.ts';
 import { isStarting } from './controller-observe.ts';
-import type { HeldModel, PoolPlanSettings, PoolWorkerView } from './pool-plan.ts';
+import type { HeldModel, PoolModelInput, PoolPlanSettings, PoolWorkerView } from './pool-plan.ts';
 import type { ScalerSettings } from './settings.ts';
 
 /** A heartbeat as the pool controller reads it: a pool worker's names its pool and lists its models. */
@@ -90,6 +90,17 @@ export function scaleForecast(f: Forecast, share: number): Forecast {
   if (f.upperRatePerSec !== undefined) scaled.upperRatePerSec = f.upperRatePerSec * share;
   if (f.burstsBySpan) scaled.burstsBySpan = f.burstsBySpan.map((b) => ({ spanS: b.spanS, ratePerSec: b.ratePerSec * share }));
   return scaled;
+}
+
+/** A model's counted rows, for one version's share of its traffic. */
+export function scaleObserved(o: NonNullable<PoolModelInput['observed']>, share: number): NonNullable<PoolModelInput['observed']> {
+  if (share === 1) return o;
+  return {
+    arrivedRows: o.arrivedRows * share,
+    servedRows: o.servedRows * share,
+    ...(o.lateRows !== undefined ? { lateRows: o.lateRows * share } : {}),
+    sinceMs: o.sinceMs,
+  };
 }
 
 /** The models a heartbeat says its worker holds (see the header). */

@@ -7,7 +7,7 @@
  * Pure; the controller keeps the marks in memory (a restart loses one tick's count, no more).
  */
 
-import type { ArrivalSeries } from '../contracts/pool.ts';
+import type { ArrivalSeries, PolicyInput } from '../contracts/pool.ts';
 
 const MINUTE_MS = 60_000;
 
@@ -31,4 +31,37 @@ export function countSince(prev: CountMark | undefined, series: ArrivalSeries, n
   let rows = 0;
   for (let i = (prev.minuteMs - series.startMs) / MINUTE_MS; i <= last; i++) rows += series.perMinute[i] ?? 0;
   return { rows: Math.max(0, rows - prev.count), mark };
+}
+
+/** The per-minute series the counts are read from (infra/telemetry/arrival-history.ts). */
+export interface CountedHistory {
+  /** Finished rows per minute: with arrivals, what arrived and was served each tick. */
+  completions?(model: string, fromMs: number, toMs: number): Promise<ArrivalSeries>;
+  /** Finished rows that had waited past the workers' SLO, per minute. */
+  late?(model: string, fromMs: number, toMs: number): Promise<ArrivalSeries>;
+}
+
+/**
+ * Per model, rows arrived and served since its last tick, and of those served the late ones when
+ * `countsLate` (the workers count them against this model's SLO); absent on its first tick.
+ * The marks live in the returned closure (a controller's memory).
+ */
+export function createTickCounts(history: CountedHistory) {
+  const marks = new Map<string, { arrived: CountMark; served?: CountMark; late?: CountMark }>();
+  return async (model: string, arrivals: ArrivalSeries, now: number, countsLate: boolean): Promise<PolicyInput['observed']> => {
+    const prev = marks.get(model);
+    const arrived = countSince(prev?.arrived, arrivals, now);
+    const from = prev?.served?.minuteMs ?? now;
+    const served = history.completions ? countSince(prev?.served, await history.completions(model, from, now), now) : undefined;
+    const lateFrom = prev?.late?.minuteMs ?? now;
+    const late = countsLate && history.late ? countSince(prev?.late, await history.late(model, lateFrom, now), now) : undefined;
+    marks.set(model, { arrived: arrived.mark, ...(served ? { served: served.mark } : {}), ...(late ? { late: late.mark } : {}) });
+    if (!prev || arrived.rows === undefined || served?.rows === undefined) return undefined;
+    return {
+      arrivedRows: arrived.rows,
+      servedRows: served.rows,
+      ...(late?.rows !== undefined ? { lateRows: late.rows } : {}),
+      sinceMs: now - prev.arrived.at,
+    };
+  };
 }
