@@ -4,6 +4,7 @@
  * requests for a model no worker holds cause one placement however many rings and controllers
  * race, and a tick plans the pool from its members and applies the plan.
  */
+import { Registry } from 'prom-client';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { Backlog, PoolProvider, PoolWorker } from '../infra/contracts/pool.ts';
 import { createDeploymentStore } from '../infra/deployments/deployment-store.ts';
@@ -311,6 +312,24 @@ describe('tick', () => {
       'a@1': { arrivedRows: 15, servedRows: 6, sinceMs: 1000 },
       'a@2': { arrivedRows: 5, servedRows: 2, sinceMs: 1000 },
     });
+  });
+
+  it("counts the pool's workers, plan, pooled vs per-model standby and placements on the scaler's registry", async () => {
+    const f = await fixture({ standby: 1 });
+    await f.deployments.put({ model: 'a', version: '1', min: 0, max: 1, standby: 0, pool: POOL });
+    await f.deployments.put({ model: 'b', version: '1', min: 0, max: 1, standby: 0, pool: POOL });
+    await writePoolBeat(f.prefix, 'w1');
+    f.backlogs.set('a@1', { ...noBacklog, waiting: 1 });
+    const registry = new Registry();
+    const c = f.make({ metrics: registry });
+    await c.tick(await f.tickContext());
+    expect(await c.place({ pool: POOL, model: 'b', version: '1' })).toBe('placed');
+    const text = await registry.metrics();
+    expect(text).toContain('warmpool_shared_pool_workers{pool="tail",state="warm"} 1');
+    expect(text).toContain('warmpool_shared_pool_placements_total{pool="tail",trigger="tick"} 1');
+    expect(text).toContain('warmpool_shared_pool_placements_total{pool="tail",trigger="demand"} 1');
+    expect(text).toMatch(/warmpool_shared_pool_standby\{pool="tail",sizing="per-model-sum"\} \d/);
+    expect(text).toMatch(/warmpool_shared_pool_desired\{pool="tail",kind="standby"\} 1/);
   });
 
   it('grows a pool below its minimum through the provider, with the pool as the target', async () => {

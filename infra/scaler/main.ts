@@ -122,6 +122,8 @@ export function createScaler(
   const deployments = createDeploymentStore(redis, config.queuePrefix);
   const history = createArrivalHistory(redis, config.queuePrefix, systemClock);
   const identity = options.identity ?? scalerIdentity();
+  // One registry for both controllers: the leader publishes it as the scaler's snapshot.
+  const registry = new Registry();
   let controller: ScalerController | undefined;
   const pools = createPoolController({
     redis,
@@ -142,6 +144,7 @@ export function createScaler(
     historyWindowMs: options.historyWindowMs ?? DEFAULT_HISTORY_WINDOW_MS,
     identity,
     isLeader: () => controller?.isLeader() ?? false,
+    metrics: registry,
   });
   controller = createScalerController({
     redis,
@@ -163,7 +166,7 @@ export function createScaler(
     identity,
     pools,
     ...(tuner ? { tuning: { tuner, retuneIntervalMs: s.retuneIntervalMs, cpuBudgetMs: s.tuningCpuMs } } : {}),
-    metrics: new Registry(),
+    metrics: registry,
   });
   const running = controller;
   return {

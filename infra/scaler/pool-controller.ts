@@ -31,6 +31,7 @@
  * the caller's.
  */
 
+import type { Registry } from 'prom-client';
 import type { ArrivalSeries, Forecast, PoolProvider, SharedPoolTarget } from '../contracts/pool.ts';
 import type { SharedPool } from '../contracts/shared-pool.ts';
 import type { DeploymentStore } from '../deployments/deployment-store.ts';
@@ -50,6 +51,7 @@ import { createPendingLoads, mergeLoads } from './pending-loads.ts';
 import { actionsOf, type PoolHoldings, refsOf } from './pool-actions.ts';
 import { createPlacementClaims } from './pool-claims.ts';
 import { createPoolDecisionLog, demandRecord, forecastSummary, type PoolAction, type PoolDecisionLog } from './pool-decisions.ts';
+import { createPoolMetrics, observePool, resetPoolGauges } from './pool-metrics.ts';
 import {
   type MemberRef,
   measure,
@@ -106,6 +108,8 @@ export interface PoolControllerDeps {
   isLeader: () => boolean;
   /** How long a placement claim holds; default 3 ticks, at least 15 s. */
   claimTtlMs?: number;
+  /** The scaler's registry (the leader publishes it): pool-metrics.ts. */
+  metrics?: Registry;
   /** Defaults to a log over `redis`. */
   decisions?: PoolDecisionLog;
 }
@@ -139,6 +143,7 @@ export function createPoolController(deps: PoolControllerDeps): PoolController {
   const claimTtlMs = deps.claimTtlMs ?? Math.max(15_000, 3 * deps.tickMs);
   const decisions = deps.decisions ?? createPoolDecisionLog(deps.redis, deps.prefix);
   const coldStarts = createColdStartMeter(deps.redis, deps.prefix, shadow);
+  const metrics = deps.metrics ? createPoolMetrics(deps.metrics) : undefined;
   const claims = createPlacementClaims(deps.redis, deps.prefix, deps.identity, claimTtlMs);
   const inFlight = new Set<Promise<unknown>>();
   // Loads asked and not yet in a heartbeat (pending-loads.ts), so neither path places one twice.
@@ -224,6 +229,7 @@ export function createPoolController(deps: PoolControllerDeps): PoolController {
     const planned = actionsOf(plan, refs, workers);
     const applied = provider && holdings && (await ctx.stillLeader()) ? await apply(target, planned, refs) : [];
     if (applied.length > 0) await noteLoads(pool.name, plan, workers, applied, refs, now);
+    if (metrics) observePool(metrics, pool.name, workers, plan, applied.length > 0);
     const { memory: _memory, ...rest } = plan;
     await decisions.record({
       at: now,
@@ -318,6 +324,7 @@ export function createPoolController(deps: PoolControllerDeps): PoolController {
       try {
         await (holdings as PoolHoldings).askLoad(landing.workerId, { model: ring.model, version: ring.version });
         pending.remember(landing.workerId, mk, now);
+        metrics?.placements.inc({ pool: pool.name, trigger: 'demand' });
         applied = [action];
       } catch (err) {
         applied = [{ ...action, error: errorMessage(err) }];
@@ -382,6 +389,7 @@ export function createPoolController(deps: PoolControllerDeps): PoolController {
       if (closed) return;
       await exclusive(async () => {
         const pools = await deps.pools.list();
+        if (metrics) resetPoolGauges(metrics);
         for (const pool of pools) {
           try {
             await scalePool(pool, ctx);
