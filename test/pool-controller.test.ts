@@ -332,6 +332,34 @@ describe('tick', () => {
     expect(text).toMatch(/warmpool_shared_pool_desired\{pool="tail",kind="standby"\} 1/);
   });
 
+  it("places a killed worker's models with jobs waiting on the workers left, and launches its replacement", async () => {
+    const f = await fixture({ max: 3, min: 2 });
+    const models = ['a', 'b', 'c'];
+    for (const m of models) await f.deployments.put({ model: m, version: '1', min: 0, max: 1, standby: 0, pool: POOL });
+    const held = (m: string): PoolModelView => ({
+      model: m,
+      version: '1',
+      state: 'active',
+      residentBytes: 50 * 1024 * 1024,
+      lastUsedAt: T0,
+      jobsInFlight: 1,
+    });
+    await writePoolBeat(f.prefix, 'w-doomed', models.map(held));
+    await writePoolBeat(f.prefix, 'w-left');
+    for (const m of models) f.backlogs.set(`${m}@1`, { ...noBacklog, waiting: 2 });
+    const c = f.make();
+    await c.tick(await f.tickContext());
+    expect(f.holdings.calls.find((x) => x.startsWith('set w-doomed'))).toBe('set w-doomed a@1,b@1,c@1');
+    // SIGKILL: its heartbeat is gone; the provider no longer lists it.
+    await redis.del(workerKey(f.prefix, 'w-doomed'));
+    f.holdings.calls.length = 0;
+    f.clock.advance(1000);
+    await c.tick(await f.tickContext());
+    const left = f.holdings.calls.find((x) => x.startsWith('set w-left'));
+    expect(left?.split(' ')[2]?.split(',').sort()).toEqual(['a@1', 'b@1', 'c@1']);
+    expect(f.provider.calls.some((x) => x.startsWith('launch tail'))).toBe(true);
+  });
+
   it('grows a pool below its minimum through the provider, with the pool as the target', async () => {
     const f = await fixture({ min: 2 });
     await f.deployments.put({ model: 'a', version: '1', min: 0, max: 1, standby: 0, pool: POOL });
