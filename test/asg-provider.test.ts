@@ -33,7 +33,7 @@ async function fixture(group: Omit<GroupSpec, 'name'> = { max: 10 }): Promise<Fi
   const provider = createAsgProvider({
     client,
     control: (id, command) => fake.control(id, command),
-    heartbeats: async (t) => ('pool' in t ? [] : fake.heartbeats(t.model, t.version)),
+    heartbeats: async (t) => ('pool' in t ? fake.heartbeats('', '', t.pool) : fake.heartbeats(t.model, t.version)),
     onError: (err) => errors.push(err),
   });
   return {
@@ -190,6 +190,26 @@ describe('aws auto scaling group provider', () => {
     const pool = await f.provider.warmPool(f.target);
     expect(pool).toMatchObject({ minSize: 2, poolState: 'Running' });
     expect(pool?.instances.map((i) => i.lifecycleState)).toEqual(['Warmed:Running', 'Warmed:Running']);
+  });
+
+  it('a shared pool: raises warmpool-pool-<name> and lists its instances by the heartbeats that name the pool', async () => {
+    const f = await setup();
+    const pool = { pool: 'tail' };
+    f.fake.addGroup({ name: defaultGroupName(pool), max: 10 });
+    await f.provider.launch(pool, 2, { startAs: 'standby' });
+    expect(writes(f)).toEqual([
+      {
+        action: 'SetDesiredCapacity',
+        params: expect.objectContaining({ AutoScalingGroupName: 'warmpool-pool-tail', DesiredCapacity: '2' }),
+      },
+    ]);
+    let listed: PoolWorker[] = [];
+    for (let i = 0; i < 30 && states(listed).join() !== 'standby,standby'; i++) {
+      f.fake.tick();
+      listed = await f.provider.list(pool);
+    }
+    expect(states(listed)).toEqual(['standby', 'standby']);
+    expect(await f.provider.list(f.target)).toEqual([]);
   });
 
   it('instanceFromHost reads EC2 resource-based host names only', () => {

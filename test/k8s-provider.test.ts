@@ -213,6 +213,27 @@ describe('kubernetes provider', () => {
     await tickUntil(f, (ws) => ws[0]?.state === 'active');
   });
 
+  it('a shared pool: scales warmpool-pool-<name> and lists its pods by the heartbeats that name the pool', async () => {
+    const f = await setup();
+    const pool = { pool: 'tail', memoryMb: 512 };
+    const name = defaultDeploymentName(pool);
+    expect(name).toBe('warmpool-pool-tail');
+    f.fake.addDeployment({ namespace: NS, name, labels: { app: 'warmpool-worker', 'warmpool.dev/pool': 'tail' } });
+    await f.provider.launch(pool, 1, { startAs: 'standby' });
+    expect(f.fake.replicas(NS, name)).toBe(1);
+    let listed: PoolWorker[] = [];
+    for (let i = 0; i < 30 && listed[0]?.state !== 'standby'; i++) {
+      f.fake.tick();
+      listed = await f.provider.list(pool);
+    }
+    expect(states(listed)).toEqual(['standby']);
+    // The model's own target never lists the pool's pod, nor the pool a model's.
+    await f.provider.launch(f.target, 1, { startAs: 'active' });
+    await tickUntil(f, (ws) => states(ws).join() === 'active');
+    expect((await f.provider.list(f.target)).map((w) => w.id)).not.toContain(listed[0]?.id);
+    expect((await f.provider.list(pool)).map((w) => w.id)).toEqual([listed[0]?.id]);
+  });
+
   it('names a missing Deployment and refuses calls after close', async () => {
     const f = await setup();
     const missing = { model: 'nope', version: 'v9' };

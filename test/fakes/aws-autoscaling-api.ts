@@ -155,16 +155,17 @@ export class FakeAutoScaling {
     };
   }
 
-  /** What the workers' heartbeats in Redis would say. */
-  heartbeats(model: string, version: string): HeartbeatPayload[] {
+  /** What the workers' heartbeats in Redis would say (a shared pool's workers name their pool and no model). */
+  heartbeats(model: string, version: string, pool?: string): HeartbeatPayload[] {
     return [...this.groups.values()].flatMap((g) =>
       g.instances.flatMap((i) =>
         i.worker
           ? [
               {
                 id: i.worker.id,
-                model,
-                version,
+                model: pool === undefined ? model : '',
+                version: pool === undefined ? version : '',
+                ...(pool === undefined ? {} : { pool, models: [] }),
                 state: i.worker.state,
                 pid: 4242,
                 host: `${i.id}.ec2.internal`,

@@ -163,10 +163,13 @@ export class FakeKubernetes {
     for (const pod of this.pods.values()) {
       const w = pod.worker;
       if (!w) continue;
+      // A shared pool's pod template names its pool; its worker then names no model (worker-states.ts).
+      const pool = pod.labels['warmpool.dev/pool'];
       beats.push({
         id: w.id,
-        model: pod.labels['warmpool.dev/model'] ?? '',
-        version: pod.labels['warmpool.dev/version'] ?? '',
+        model: pool === undefined ? (pod.labels['warmpool.dev/model'] ?? '') : '',
+        version: pool === undefined ? (pod.labels['warmpool.dev/version'] ?? '') : '',
+        ...(pool === undefined ? {} : { pool, models: [] }),
         state: w.state,
         pid: 1,
         host: pod.name,
