@@ -17,14 +17,13 @@
  *      tick, the key's TTL outlives a few missed ticks);
  *   4. record the decision with its inputs in the pool's decision log (pool-decisions.ts).
  *
- * Placement at once (`place`, on a ring of the demand doorbell, infra/fleet/pool-demand.ts): a
- * job for a model version no worker holds was just queued. Single-flight across rings, API
- * processes and controllers by a claim per (pool, model version), `SET NX PX` (poolClaimKey):
- * whoever wins it checks the heartbeats, and if nobody holds or loads the model picks a worker
- * (pool-placement.ts) and asks it to load the model now; the claim's value names that worker, so
- * the next ticks (this leader's or another's) see the load as on its way until the heartbeat
- * shows it. A ring that loses the claim does nothing. With no warm worker it launches one when
- * the pool may grow, and the tick places the model once the worker is warm.
+ * Placement at once (`place`, pool-place-now.ts, on a ring of the demand doorbell,
+ * infra/fleet/pool-demand.ts): a job for a model version no worker holds was just queued. It is
+ * single-flight across rings, API processes and controllers by a claim per (pool, model
+ * version), `SET NX PX` (pool-claims.ts), whose value names the worker the model went to. A
+ * tick's own load of a model no worker held takes the same claim, and every load asked is shown
+ * as on its way (pending-loads.ts) until the worker's heartbeat lists it, so neither path places
+ * a model twice; in one process a placement and a tick never interleave (`exclusive`).
  *
  * Lifecycle: `listen(subscriber)` subscribes to the doorbell (not in shadow mode); close() stops
  * it and waits for placements in flight; idempotent. Redis, the provider and the queue stats are
@@ -37,7 +36,6 @@ import type { SharedPool } from '../contracts/shared-pool.ts';
 import type { DeploymentStore } from '../deployments/deployment-store.ts';
 import type { SharedPoolStore } from '../deployments/pool-store.ts';
 import { type DemandRing, listenForDemand } from '../fleet/pool-demand.ts';
-import { listHeartbeats } from '../fleet/worker-states.ts';
 import type { Clock } from '../kernel/clock.ts';
 import { errorMessage } from '../kernel/errors.ts';
 import { once } from '../kernel/lifecycle.ts';
@@ -50,20 +48,19 @@ import { createColdStartMeter } from './controller-observe.ts';
 import { createPendingLoads, mergeLoads } from './pending-loads.ts';
 import { actionsOf, type PoolHoldings, refsOf } from './pool-actions.ts';
 import { createPlacementClaims } from './pool-claims.ts';
-import { createPoolDecisionLog, demandRecord, forecastSummary, type PoolAction, type PoolDecisionLog } from './pool-decisions.ts';
+import { createPoolDecisionLog, forecastSummary, type PoolAction, type PoolDecisionLog } from './pool-decisions.ts';
 import { createPoolMetrics, observePool, resetPoolGauges } from './pool-metrics.ts';
 import {
   type MemberRef,
   measure,
   memberRefs,
-  modelKey,
   type PoolMeasurements,
   poolPlanSettings,
   poolWorkerViews,
   scaleForecast,
   scaleObserved,
 } from './pool-observe.ts';
-import { chooseLanding, type Landing } from './pool-placement.ts';
+import { createPlaceNow, type PlaceOutcome, type PlaceRing } from './pool-place-now.ts';
 import {
   emptyPoolPlanMemory,
   type PoolModelInput,
@@ -117,12 +114,12 @@ export interface PoolControllerDeps {
 /** What a tick of the deployment controller hands over. */
 export type PoolTickContext = TickContext;
 
-export type PlaceOutcome = 'follower' | 'not-member' | 'claimed' | 'held' | 'placed' | 'launched' | 'no-room';
+export type { PlaceOutcome } from './pool-place-now.ts';
 
 export interface PoolController {
   tick(ctx: PoolTickContext): Promise<void>;
   /** Places a model version a job was just queued for, at once and once (see the header). */
-  place(ring: Pick<DemandRing, 'pool' | 'model' | 'version'>): Promise<PlaceOutcome>;
+  place(ring: PlaceRing): Promise<PlaceOutcome>;
   /** Subscribes to the demand doorbell on `subscriber` (its own connection). */
   listen(subscriber: RedisClient): Promise<void>;
   close(): Promise<void>;
@@ -171,6 +168,28 @@ export function createPoolController(deps: PoolControllerDeps): PoolController {
       return { plan: emptyPoolPlanMemory(), measured: {} };
     }
   }
+
+  const place = (ring: PlaceRing): Promise<PlaceOutcome> => (provider && holdings ? placeNow(ring) : Promise.resolve('follower'));
+  const placeNow = createPlaceNow({
+    redis: deps.redis,
+    prefix: deps.prefix,
+    pools: deps.pools,
+    deployments: deps.deployments,
+    clock: deps.clock,
+    log: deps.log,
+    identity: deps.identity,
+    provider: provider as PoolProvider,
+    holdings: holdings as PoolHoldings,
+    claims,
+    pending,
+    decisions,
+    metrics,
+    acting: () => !closed && !shadow && deps.isLeader(),
+    exclusive,
+    measured: async (pool, beats) => measure((await loadState(pool)).measured, beats),
+    settings: (pool) => planSettings(pool, undefined),
+    defaultMemoryMb: (memoryMb) => memoryMb / DEFAULT_MODELS_PER_BUDGET,
+  });
 
   // Counted per model (the history is): a version's share of them goes to its planner model.
   const observeTick = createTickCounts(deps.history);
@@ -289,77 +308,6 @@ export function createPoolController(deps: PoolControllerDeps): PoolController {
       const cold = !workers.some((w) => w.models.some((h) => h.model === load.model));
       if (ref && cold) await claims.take(pool, ref, load.workerId, now);
     }
-  }
-
-  async function place(ring: Pick<DemandRing, 'pool' | 'model' | 'version'>): Promise<PlaceOutcome> {
-    if (closed || shadow || !deps.isLeader()) return 'follower';
-    const d = await deps.deployments.get(ring.model);
-    if (!d || d.pool !== ring.pool || !d.versions.some((v) => v.version === ring.version)) return 'not-member';
-    // First the claim, then the look: the steady case (a held model rung once a second) costs one SET.
-    if (!(await claims.take(ring.pool, ring, '', deps.clock.now()))) return 'claimed';
-    return exclusive(() => placeClaimed(ring));
-  }
-
-  /** The rest of a placement, under its claim and never beside a tick (see `exclusive`). */
-  async function placeClaimed(ring: Pick<DemandRing, 'pool' | 'model' | 'version'>): Promise<PlaceOutcome> {
-    const now = deps.clock.now();
-    const pool = await deps.pools.get(ring.pool);
-    if (!pool) return 'not-member';
-    const target = targetOf(pool);
-    const beats = (await listHeartbeats(deps.redis, deps.prefix)).filter((b) => b.pool === pool.name);
-    const listed = await (provider as PoolProvider).list(target);
-    const views = poolWorkerViews(beats, listed, pending.active(now), now);
-    const state = await loadState(pool.name);
-    const measured = measure(state.measured, beats);
-    const fallbackMb = pool.memoryMb / DEFAULT_MODELS_PER_BUDGET;
-    const mk = modelKey(ring.model, ring.version);
-    const landing: Landing = chooseLanding(views, mk, (m) => measured[m]?.memoryMb ?? fallbackMb, pool.memoryMb);
-    let applied: PoolAction[] = [];
-    let outcome: PlaceOutcome;
-    if (landing.kind === 'held') {
-      outcome = 'held';
-    } else if (landing.kind === 'load') {
-      await claims.name(ring.pool, ring, landing.workerId, now);
-      const action: PoolAction = { action: 'load-now', workerId: landing.workerId, model: mk, why: landing.why };
-      try {
-        await (holdings as PoolHoldings).askLoad(landing.workerId, { model: ring.model, version: ring.version });
-        pending.remember(landing.workerId, mk, now);
-        metrics?.placements.inc({ pool: pool.name, trigger: 'demand' });
-        applied = [action];
-      } catch (err) {
-        applied = [{ ...action, error: errorMessage(err) }];
-        // Let the next ring (or the tick) try again rather than wait out the claim.
-        await claims.release(ring.pool, ring);
-      }
-      outcome = 'placed';
-    } else if (views.some((w) => w.state === 'starting')) {
-      outcome = 'no-room'; // a worker is on its way; the tick places the model on it
-    } else if (views.filter((w) => w.state !== 'draining').length < pool.max) {
-      const action: PoolAction = { action: 'launch', count: 1 };
-      try {
-        await (provider as PoolProvider).launch(target, 1, { startAs: 'standby' });
-        applied = [action];
-      } catch (err) {
-        applied = [{ ...action, error: errorMessage(err) }];
-      }
-      outcome = 'launched';
-    } else {
-      outcome = 'no-room';
-    }
-    if (applied.length > 0) {
-      deps.log.info({ pool: pool.name, model: mk, actions: applied }, 'pool scaler placed a first request');
-      const base = {
-        at: now,
-        pool: pool.name,
-        shadow,
-        leader: deps.identity,
-        settings: planSettings(pool, undefined),
-        workers: views,
-        applied,
-      };
-      await decisions.record(demandRecord(base, mk, landing.kind === 'load' ? landing : undefined, outcome === 'launched'));
-    }
-    return outcome;
   }
 
   /** Workers of a pool that no longer exists (deleted once no deployment named it) drain. */
