@@ -554,4 +554,15 @@ describe('shared pools', () => {
     expect(await createDecisionLog(redis, f.prefix).recent(MODEL, 10)).toEqual([]);
     expect(ticks).toEqual([{ models: [MODEL], beats: ['pool-w1'], leader: true }]);
   });
+
+  it("drains a deployment's own workers once it joined a shared pool and its queue is empty", async () => {
+    const f = await fixture();
+    await createSharedPoolStore(redis, f.prefix).put({ name: 'tail', max: 3, min: 0, standby: 0, memoryMb: 512 });
+    await f.deploy({ pool: 'tail' });
+    await writeBeat(f.prefix, { id: 'own-w1', state: 'active' });
+    const provider = memoryProvider();
+    provider.add('1', 'own-w1', 'active');
+    await f.controller({ provider, pools: { tick: async () => {} } }).tick();
+    expect(mutations(provider.calls)).toEqual(['drain 1 own-w1']);
+  });
 });
