@@ -51,6 +51,7 @@ import { overBudget, type Resident, roomFor } from './eviction.ts';
 import { type Heartbeat, startHeartbeat } from './heartbeat.ts';
 import { HoldingsBook } from './holdings-book.ts';
 import { createHoldingsListener, type HoldingsListener } from './holdings-listener.ts';
+import { connectionState } from './intake-supervisor.ts';
 import { createModelCache, type ModelCache } from './model-cache.ts';
 import { LoadInterruptedError, type LoadReport, ResidentModel } from './resident-model.ts';
 import { startServing } from './serving.ts';
@@ -383,6 +384,16 @@ export class PoolWorker extends TypedEmitter<PoolWorkerEvents> {
     );
     if (this.state !== 'standby' && this.state !== 'active') return;
     this.setState(serving.length > 0 ? 'active' : 'standby');
+  }
+
+  /** What an operator needs to tell a stuck pool worker from an idle one (`kill -USR2 <pid>` logs it). */
+  async diagnostics(): Promise<Record<string, unknown>> {
+    return {
+      state: this.state,
+      rev: this.book.rev,
+      redis: connectionState(this.deps.redis),
+      models: await Promise.all([...this.models.values(), ...this.leaving].map((m) => m.diagnostics())),
+    };
   }
 
   /** Drains: every model's intake stops and its held jobs finish, then the thread ends. Idempotent. */
