@@ -365,6 +365,17 @@ describe('apply', () => {
   });
 });
 
+it("leaves a shared pool's workers alone: their heartbeats name no deployment's model", async () => {
+  const f = await fixture();
+  const provider = memoryProvider();
+  // A provider that lists the pool worker whatever it is asked for (as one listing by host would).
+  const listsAll: PoolProvider = { ...provider, list: async () => [{ id: 'pool-1', state: 'active', handle: 'pool-1' }] };
+  await writeBeat(f.prefix, { id: 'pool-1', state: 'active', model: '', version: '', pool: 'shared' });
+  const c = f.controller({ provider: listsAll });
+  await c.tick();
+  expect(mutations(provider.calls)).toEqual([]);
+});
+
 describe('measurements', () => {
   it('measures cold starts from heartbeats and feeds them to the policy and the histogram', async () => {
     const f = await fixture();

@@ -1,5 +1,7 @@
 /**
- * `warmpool worker --model M [--version V] [--standby]`: the worker process's one entry. Reads
+ * `warmpool worker --model M [--version V] [--standby]` and `warmpool worker --pool NAME
+ * [--memory-mb MB]`: the worker process's one entry, for a deployment's worker and a shared
+ * pool's (poolWorkerMain below). Reads
  * config, wires Redis, the registry, the ONNX Runtime thread engine and the lifecycle; SIGTERM
  * and the control channel's `drain` drain alike (exit 0).
  *
@@ -12,25 +14,40 @@
  * on another core while this one loads the worker; the AWS SDK and the bulk subsystem load at
  * their first use (infra/registry/lazy-object-store.ts), after `downloading`.
  */
+import os from 'node:os';
 import { parseArgs } from 'node:util';
+import { missingPoolWorkerEnv } from '../infra/fleet/pool-worker-env.ts';
 import { systemClock } from '../infra/kernel/clock.ts';
 import type { Config } from '../infra/kernel/config.ts';
 import { onShutdownSignals } from '../infra/kernel/lifecycle.ts';
-import { createLogger } from '../infra/kernel/log.ts';
+import { createLogger, type Log } from '../infra/kernel/log.ts';
 import { createRedis } from '../infra/redis/client.ts';
 import { lazyObjectStore } from '../infra/registry/lazy-object-store.ts';
 import { createModelRegistry } from '../infra/registry/model-registry.ts';
 import type { ObjectStore } from '../infra/registry/object-store.ts';
 import type { createStoreFactory } from '../infra/registry/store-factory.ts';
-import { createThreadEngine } from './engine/thread-engine.ts';
-import { type HealthServer, startHealthServer } from './health-server.ts';
+import { createThreadEngine, createThreadHost } from './engine/thread-engine.ts';
+import { type HealthServer, type HealthSource, startHealthServer } from './health-server.ts';
 
 export async function workerMain(args: string[], config: Config, env: NodeJS.ProcessEnv = process.env): Promise<number> {
   const { values } = parseArgs({
     args,
-    options: { model: { type: 'string' }, version: { type: 'string' }, standby: { type: 'boolean' } },
+    options: {
+      model: { type: 'string' },
+      version: { type: 'string' },
+      standby: { type: 'boolean' },
+      pool: { type: 'string' },
+      'memory-mb': { type: 'string' },
+    },
     strict: true,
   });
+  if (values.pool !== undefined) {
+    if (values.model !== undefined || values.standby) {
+      process.stderr.write('warmpool worker: --pool takes no --model or --standby (a pool worker holds what its pool places on it)\n');
+      return 2;
+    }
+    return poolWorkerMain(values.pool, values['memory-mb'], config);
+  }
   if (!values.model) {
     process.stderr.write('warmpool worker: --model is required (e.g. warmpool worker --model demo-scorer)\n');
     return 2;
@@ -64,6 +81,24 @@ export async function workerMain(args: string[], config: Config, env: NodeJS.Pro
     { model: values.model, ...(values.version ? { version: values.version } : {}) },
     { startAs },
   );
+  return runWorker(worker, { config, log, close: () => closeStores(store, bulkStores) });
+}
+
+/** What runWorker drives: the single-model worker (worker-process.ts) and a shared pool's (pool-worker.ts). */
+interface RunnableWorker extends HealthSource {
+  readonly drainRequested: Promise<void>;
+  readonly engineLost: Promise<never>;
+  start(): Promise<void>;
+  close(): Promise<void>;
+  diagnostics?(): Promise<Record<string, unknown>>;
+}
+
+/**
+ * Runs a started worker until it drains: SIGTERM/SIGINT, the control channel's `drain` and the
+ * health server's /drain drain alike (exit 0); a failed start exits 1, as does a lost engine.
+ */
+async function runWorker(worker: RunnableWorker, o: { config: Config; log: Log; close: () => void }): Promise<number> {
+  const { config, log } = o;
   let health: HealthServer | undefined;
   let resolveDone: (code: number) => void = () => {};
   const done = new Promise<number>((resolve) => {
@@ -86,9 +121,8 @@ export async function workerMain(args: string[], config: Config, env: NodeJS.Pro
   );
   void worker.drainRequested.then(() => drain('control: drain'));
   // `kill -USR2 <pid>`: where the worker and its Redis connections stand, logged at warn.
-  process.on('SIGUSR2', () => {
-    void worker.diagnostics().then((d) => log.warn(d, 'diagnostics'));
-  });
+  const diagnostics = worker.diagnostics?.bind(worker);
+  if (diagnostics) process.on('SIGUSR2', () => void diagnostics().then((d) => log.warn(d, 'diagnostics')));
   try {
     // Before start(): probes see `launching`/`warming` as not ready rather than refused.
     if (config.worker.healthPort > 0) {
@@ -99,8 +133,7 @@ export async function workerMain(args: string[], config: Config, env: NodeJS.Pro
     log.error({ err }, 'worker failed to start');
     await worker.close();
     await health?.close();
-    store.close();
-    bulkStores.close();
+    o.close();
     return 1;
   }
   const code = await Promise.race([
@@ -112,9 +145,64 @@ export async function workerMain(args: string[], config: Config, env: NodeJS.Pro
     }),
   ]);
   await health?.close();
+  o.close();
+  return code;
+}
+
+/**
+ * `warmpool worker --pool NAME [--memory-mb MB]`: a shared pool's worker (pool-worker.ts). It
+ * boots to standby with its inference thread up and no model, then holds what its holdings say
+ * (infra/fleet/pool-holdings.ts). MB: what its models' measured resident memory may add up to;
+ * default half the host's memory.
+ */
+async function poolWorkerMain(pool: string, memoryMb: string | undefined, config: Config): Promise<number> {
+  const budgetMb = memoryMb === undefined ? Math.floor(os.totalmem() / 2 / MB) : Number(memoryMb);
+  if (!Number.isFinite(budgetMb) || budgetMb <= 0) {
+    process.stderr.write(`warmpool worker: --memory-mb must be a positive number of megabytes (got '${memoryMb}')\n`);
+    return 2;
+  }
+  const host = createThreadHost();
+  const { PoolWorker } = await import('./pool-worker.ts').catch(async (err: unknown) => {
+    await host.close();
+    throw err;
+  });
+  const log = createLogger(config.logLevel, { role: 'worker', pool });
+  const missing = missingPoolWorkerEnv(process.env, typeof collectGarbage() === 'function', process.platform);
+  if (missing.length > 0) {
+    log.warn(
+      { missing },
+      'started without what a pool worker runs with: evicted models may leave memory behind (infra/fleet/pool-worker-env.ts)',
+    );
+  }
+  const store = lazyObjectStore(async () => (await import('../infra/registry/s3-object-store.ts')).createS3ObjectStore(config.s3));
+  const bulkStores = lazyBulkStores(config.s3);
+  const worker = new PoolWorker(
+    {
+      config,
+      redis: createRedis(config.redisUrl, {}, (err) => log.warn({ err: err.message }, 'redis connection error')),
+      registry: createModelRegistry({ store, prefix: config.s3.prefix }),
+      host,
+      clock: systemClock,
+      log,
+      storeFor: bulkStores.storeFor,
+      ...(collectGarbage() ? { collect: collectGarbage() } : {}),
+    },
+    { pool, memoryBudgetBytes: Math.floor(budgetMb * MB) },
+  );
+  return runWorker(worker, { config, log, close: () => closeStores(store, bulkStores) });
+}
+
+const MB = 1024 * 1024;
+
+/** V8's full collection where the process runs with --expose-gc, else undefined. */
+function collectGarbage(): (() => void) | undefined {
+  const gc = (globalThis as { gc?: () => void }).gc;
+  return typeof gc === 'function' ? () => gc() : undefined;
+}
+
+function closeStores(store: { close(): void }, bulkStores: { close(): void }): void {
   store.close();
   bulkStores.close();
-  return code;
 }
 
 /**

@@ -46,6 +46,8 @@ export interface ServingDeps {
   onEngineError: (err: unknown) => void;
   /** Several sessions under `engine` (engine-pool.ts): passes run that many at once. */
   sessions?: Pick<EnginePool, 'size' | 'mostBusy'>;
+  /** After each job ends here, beside the metrics (a pool worker's last-used time and hit ratio). */
+  onJobDone?: (e: { outcome: 'succeeded' | 'failed' | 'retry'; queueMs: number; rows: number }) => void;
 }
 
 /** The parts the worker steers and drains, in the order they close. */
@@ -180,6 +182,7 @@ export function startServing(deps: ServingDeps, manifest: ModelManifest, profile
             // Those that waited past the SLO: what the scaler's SLO control counts (slo-control.ts).
             if (e.queueMs > config.scaler.sloQueueWaitMs) completions.recordLate(manifest.name, e.rows);
           }
+          deps.onJobDone?.(e);
         },
       }),
   });

@@ -44,9 +44,9 @@ import { type Heartbeat, startHeartbeat } from './heartbeat.ts';
 import { connectionState, type IntakeSupervisor } from './intake-supervisor.ts';
 import { createModelCache } from './model-cache.ts';
 import type { Serving, startServing } from './serving.ts';
+import { servingCloseSteps } from './serving-close.ts';
 import { withStartBackoff } from './start-backoff.ts';
-import { firstThreads, runWarmup } from './warmup.ts';
-import { WARMUP_MAX_RSE } from './warmup-bound.ts';
+import { loadFirst, summariseProfile, warmUp, warmupPlan } from './warmup-plan.ts';
 
 export interface WorkerEvents extends Record<string, unknown[]> {
   'worker:state': [state: WorkerState, previous: WorkerState];
@@ -204,30 +204,16 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
     this.setState('loading');
     // This thread waits on the engine's session from here: it compiles the serving side meanwhile.
     void this.servingCode();
-    const cpus = os.availableParallelism();
-    const threadCandidates = config.worker.intraOpThreads > 0 ? [config.worker.intraOpThreads] : [...new Set([1, cpus])];
-    const warmup = {
-      engine,
-      modelPath: cached.path,
-      manifest,
-      executionProviders: config.worker.executionProviders,
-      threadCandidates,
-      batchSizes: manifest.batching.warmupBatches.length > 0 ? manifest.batching.warmupBatches : undefined,
-      iterations: config.worker.warmupIterations,
-      latencyBudgetMs: config.worker.warmupLatencyBudgetMs,
-      ...(config.worker.warmupBudgetMs > 0 ? { bound: { budgetMs: config.worker.warmupBudgetMs, maxRse: WARMUP_MAX_RSE } } : {}),
-    };
+    const warmup = warmupPlan(config.worker, engine, manifest, cached.path);
     // A warm-cache restart loads the thread count its kept profile chose, a cold one the first
-    // count warm-up measures: either way worker/warmup.ts starts on this session instead of
-    // creating another (a session create is seconds on a large model).
-    const intraOpThreads = await firstThreads(warmup);
-    const info = await engine.load(cached.path, { executionProviders: config.worker.executionProviders, intraOpThreads });
+    // count warm-up measures (warmup-plan.ts loadFirst).
+    const { intraOpThreads, info } = await loadFirst(warmup);
     this.emit('model:loaded', { sha256: manifest.sha256, cacheHit: cached.hit, downloadMs: cached.downloadMs, loadMs: info.loadMs });
     if (this.closing) return;
 
     this.setState('warming');
-    this.profile = await runWarmup({ ...warmup, loadedThreads: intraOpThreads });
-    log.info({ profile: summarise(this.profile) }, 'warm-up done');
+    this.profile = await warmUp(warmup, intraOpThreads);
+    log.info({ profile: summariseProfile(this.profile) }, 'warm-up done');
     if (this.closing) return;
     const serving = await this.servingCode();
     if (this.closing) return;
@@ -381,11 +367,7 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
     if (this.state !== 'failed') this.setState('draining');
     const steps: Array<[string, () => Promise<unknown>]> = [
       ['control', async () => this.control?.close()],
-      ['intake', async () => this.intake?.close()],
-      ['batcher', async () => this.serving?.batcher.close()],
-      ['completions', async () => this.serving?.completions.close()],
-      ['open-jobs', async () => this.serving?.openJobs.close()],
-      ['stored-bytes', async () => this.serving?.storedBytes?.close()],
+      ...servingCloseSteps(this.serving),
       ['engine', () => Promise.all([this.deps.engine, ...this.moreEngines].map((e) => e.close()))],
     ];
     for (const [name, step] of steps) {
@@ -430,10 +412,4 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
   private readonly startedAt: number;
   /** When the worker entered its current state: cold-start timing and the pool view use it. */
   private stateSince: number;
-}
-
-function summarise(p: BatchProfile) {
-  // The sizes measured per thread count: a bounded warm-up leaves out those it could not pay for.
-  const measured = p.candidates.map((c) => `${c.threads}: ${c.entries.map((e) => e.batch).join('/')}`);
-  return { threads: p.threads, chosenBatch: p.chosenBatch, rowsPerS: Math.round(p.rowsPerS), measured, reused: p.reused ?? false };
 }

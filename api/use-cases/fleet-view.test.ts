@@ -30,6 +30,16 @@ describe('createFleetView', () => {
     expect(await fleet.workers('m', '3')).toEqual([]);
   });
 
+  it("does not take a shared pool's worker for a deployment's, even while it holds that model", async () => {
+    const pooled: HeartbeatPayload = {
+      ...beat('p', '', '', 'active'),
+      pool: 'shared',
+      models: [{ model: 'm', version: '1', state: 'active', residentBytes: 1, lastUsedAt: 0, jobsInFlight: 0 }],
+    };
+    const fleet = createFleetView(async () => [pooled, beat('a', 'm', '1', 'active')], { clock: new ManualClock(0) });
+    expect((await fleet.workers('m', '1')).map((w) => w.id)).toEqual(['a']);
+  });
+
   it('reads once per ttl for every caller, again after it, and again at once after a failed read', async () => {
     const clock = new ManualClock(1000);
     let reads = 0;

@@ -5,6 +5,10 @@
  *                    └──────────┴─────────┴──→ failed (any phase before serving)
  *
  * Only `active` workers take jobs. `standby` holds a warmed session and takes none.
+ *
+ * A shared pool's worker (worker/pool-worker.ts) boots to `standby` holding no model (launching →
+ * standby) and is `active` while it serves at least one; each model it holds has a state of its
+ * own in the heartbeat's `models` (infra/fleet/worker-states.ts).
  */
 export const WORKER_STATES = [
   'launching',
@@ -20,7 +24,7 @@ export const WORKER_STATES = [
 export type WorkerState = (typeof WORKER_STATES)[number];
 
 const NEXT: Record<WorkerState, readonly WorkerState[]> = {
-  launching: ['downloading', 'draining', 'failed'],
+  launching: ['downloading', 'standby', 'draining', 'failed'],
   downloading: ['loading', 'draining', 'failed'],
   loading: ['warming', 'draining', 'failed'],
   warming: ['standby', 'active', 'draining', 'failed'],

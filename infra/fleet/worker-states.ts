@@ -4,9 +4,48 @@ import type { WorkerState } from '../contracts/worker-state.ts';
 import { getMany, type RedisClient, scanKeys } from '../redis/client.ts';
 import { workerKey } from '../redis/keys.ts';
 
-/** What a worker publishes with each heartbeat (DESIGN §6), read by the pool view and tools. */
+/**
+ * A model's state in a shared pool's worker (worker/resident-model.ts): the load phases, serving,
+ * leaving; and, for a model the holdings list that is not resident, why: `evicted` (made room for
+ * another; stays out until asked again: infra/fleet/pool-holdings.ts), `no-room` (would not fit
+ * the memory budget and nothing could be evicted; tried again each heartbeat), `failed` (its load
+ * failed: `error` says why; tried again after a pause).
+ */
+export type PoolModelState = 'downloading' | 'loading' | 'warming' | 'active' | 'draining' | 'evicted' | 'no-room' | 'failed';
+
+/** One entry of a pool worker's `models`. */
+export interface PoolModelView {
+  model: string;
+  version: string;
+  state: PoolModelState;
+  /** Measured: the RSS its load and warm-up added (never below the file's size); 0 when not resident. */
+  residentBytes: number;
+  /** Epoch ms of its last job's end here (or of becoming resident); 0 when not resident. */
+  lastUsedAt: number;
+  jobsInFlight: number;
+  /** From the start of its download to its intake fetching. */
+  loadMs?: number;
+  /** Its weights were already in the disk cache. */
+  cacheHit?: boolean;
+  /** Warm-up: `reused` a profile kept beside the cached model (then `runs` is 1), the passes it ran, the sizes it measured. */
+  warmup?: { reused: boolean; runs: number; batchesMeasured: number };
+  profile?: { threads: number; chosenBatch: number; rowsPerS: number };
+  error?: string;
+}
+
+/**
+ * What a worker publishes with each heartbeat (DESIGN §6), read by the pool view and tools.
+ *
+ * A shared pool's worker (`warmpool worker --pool NAME`) sets `pool`, and `models` lists what it
+ * holds and what it was asked to hold but does not. Its `model` and `version` are then both `''`,
+ * which no deployment's model can be (MODEL_NAME_PATTERN), so a reader that matches workers to a
+ * deployment by model never takes it for one of a deployment's own; `state` is `standby` while it
+ * serves no model and `active` while it serves at least one, `jobsInFlight` and `rowsPerS` are
+ * totals over its models, and it has no `batchProfile` (each model's is in `models[].profile`).
+ */
 export interface HeartbeatPayload {
   id: string;
+  /** A deployment's worker: its model and version. A pool worker: `''` (see above). */
   model: string;
   version: string;
   state: WorkerState;
@@ -30,6 +69,17 @@ export interface HeartbeatPayload {
   sessions?: number;
   memory: { rssBytes: number; heapUsedBytes: number };
   error?: string;
+  /** A shared pool's worker: its pool's name. */
+  pool?: string;
+  /** A pool worker's models (see PoolModelView). */
+  models?: PoolModelView[];
+  /** A pool worker's budget for its models' resident memory (--memory-mb), bytes. */
+  memoryBudgetBytes?: number;
+}
+
+/** True for a shared pool's worker: its heartbeat names no deployment's model. */
+export function isPoolWorker(beat: Pick<HeartbeatPayload, 'pool'>): boolean {
+  return typeof beat.pool === 'string';
 }
 
 /** Live workers' heartbeats (expired ones are gone with their TTL). SCAN, never KEYS. */

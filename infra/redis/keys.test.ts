@@ -45,6 +45,8 @@ describe('key names', () => {
     [keys.workerKey(P, 'w1'), 'wp:workers:w1'],
     [keys.controlChannel(P, 'w1'), 'wp:control:w1'],
     [keys.controlStateKey(P, 'w1'), 'wp:control-state:w1'],
+    [keys.holdingsKey(P, 'w1'), 'wp:pool-holdings:w1'],
+    [keys.holdingsChannel(P, 'w1'), 'wp:pool-holdings-bell:w1'],
     [keys.metricsKey(P, 'scaler'), 'wp:metrics:scaler'],
     [keys.arrivalHistoryKey(P, 'arrivals', 'm', '20240101'), 'wp:arrivals:m:20240101'],
     [keys.arrivalHistoryKey(P, 'completions', 'm', '20240101'), 'wp:completions:m:20240101'],

@@ -53,6 +53,8 @@
  *   heartbeat           wp:workers:<workerId>                    -                worker (heartbeat)            HEARTBEAT_TTL_MS
  *   control state       wp:control-state:<workerId>              -                infra/fleet worker-control    30 s
  *   control channel     wp:control:<workerId>  (pub/sub)         -                infra/fleet worker-control    -
+ *   pool holdings       wp:pool-holdings:<workerId>              -                infra/fleet pool-holdings     30 s (re-sent each tick)
+ *   holdings doorbell   wp:pool-holdings-bell:<workerId> (pub/sub) -              infra/fleet pool-holdings     -
  *   metrics snapshot    wp:metrics:<owner>                       -                infra/telemetry metrics       a few publish periods
  *   arrival history     wp:arrivals:<model>:<yyyymmdd> (and completions) -        infra/telemetry arrival-history 35 days after the day
  *   dashboard samples   wp:dashboard:<due|counters|samples>:<model> -             api/insights samples          due, counters: PX; samples capped
@@ -279,6 +281,18 @@ export function controlChannel(prefix: string, workerId: string): string {
 /** The last control command sent to a worker: the truth the doorbell points at. */
 export function controlStateKey(prefix: string, workerId: string): string {
   return `${prefix}:control-state:${workerId}`;
+}
+
+// ---- a shared pool's worker: which models it should hold (infra/fleet/pool-holdings.ts) ----
+
+/** The models a pool worker should hold (JSON): the truth its doorbell points at. */
+export function holdingsKey(prefix: string, workerId: string): string {
+  return `${prefix}:pool-holdings:${workerId}`;
+}
+
+/** The pub/sub channel that rings a pool worker's holdings doorbell. */
+export function holdingsChannel(prefix: string, workerId: string): string {
+  return `${prefix}:pool-holdings-bell:${workerId}`;
 }
 
 /** A process's published metrics snapshot (a worker's id, `scaler`, `dispatcher-<id>`). */

@@ -52,7 +52,7 @@ import {
 } from '../contracts/pool.ts';
 import { readCapacityRequest } from '../deployments/capacity-request.ts';
 import type { Deployment, DeploymentStore } from '../deployments/deployment-store.ts';
-import { type HeartbeatPayload, listHeartbeats } from '../fleet/worker-states.ts';
+import { type HeartbeatPayload, isPoolWorker, listHeartbeats } from '../fleet/worker-states.ts';
 import type { Clock } from '../kernel/clock.ts';
 import { errorMessage } from '../kernel/errors.ts';
 import { once } from '../kernel/lifecycle.ts';
@@ -334,11 +334,12 @@ export function createScalerController(deps: ScalerControllerDeps): ScalerContro
     return done;
   }
 
-  /** Workers of models no longer deployed drain once their queue is empty. */
+  /** Workers of models no longer deployed drain once their queue is empty (a shared pool's worker is no model's). */
   async function retireUndeployed(deployed: Set<string>, beats: HeartbeatPayload[]): Promise<void> {
     if (!provider) return;
     const orphans = new Map<string, { model: string; version: string }>();
-    for (const b of beats) if (!deployed.has(b.model)) orphans.set(`${b.model}@${b.version}`, { model: b.model, version: b.version });
+    for (const b of beats)
+      if (!isPoolWorker(b) && !deployed.has(b.model)) orphans.set(`${b.model}@${b.version}`, { model: b.model, version: b.version });
     for (const target of orphans.values()) {
       const workers = usableWorkers(await observeWorkers(target, beats, provider));
       const queued = queuedJobs(await deps.queueStats.backlog({ model: target.model, versions: [target.version] }));

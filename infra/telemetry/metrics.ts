@@ -129,6 +129,80 @@ export function createWorkerMetrics(registry: Registry, labels: WorkerMetricLabe
 
 export type WorkerMetrics = ReturnType<typeof createWorkerMetrics>;
 
+/** Load time buckets, seconds: a warm-cache load of a small model is tens of ms, a cold one of a large model minutes. */
+const LOAD_SECONDS_BUCKETS = [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300];
+
+/**
+ * A shared pool's worker's own metrics (worker/pool-worker.ts), beside each resident model's
+ * createWorkerMetrics. Hit ratio = `warmpool_pool_jobs_total{resident="hit"}` / all: a miss is a
+ * job that was queued before its model became resident on the worker that ran it (it waited for a
+ * load). Gauges carry the worker's id so the cluster's sum keeps one series per worker.
+ */
+export function createPoolWorkerMetrics(registry: Registry, labels: { pool: string; worker: string }) {
+  const registers = [registry];
+  const loads = new Counter({
+    name: 'warmpool_pool_model_loads_total',
+    help: 'Model loads on shared pool workers, by outcome (loaded, failed) and whether the weights were in the disk cache',
+    labelNames: ['pool', 'outcome', 'cache'] as const,
+    registers,
+  });
+  const loadSeconds = new Histogram({
+    name: 'warmpool_pool_model_load_seconds',
+    help: 'From a model load starting (download if needed) to its intake fetching, in seconds',
+    labelNames: ['pool', 'cache', 'profile'] as const,
+    buckets: LOAD_SECONDS_BUCKETS,
+    registers,
+  });
+  const evictions = new Counter({
+    name: 'warmpool_pool_model_evictions_total',
+    help: 'Models a shared pool worker let go: to make room within its memory budget (budget) or no longer wanted (unwanted)',
+    labelNames: ['pool', 'reason'] as const,
+    registers,
+  });
+  const noRoom = new Counter({
+    name: 'warmpool_pool_model_no_room_total',
+    help: 'Loads not started because the model did not fit the memory budget and nothing could be evicted',
+    labelNames: ['pool'] as const,
+    registers,
+  });
+  const jobs = new Counter({
+    name: 'warmpool_pool_jobs_total',
+    help: 'Jobs shared pool workers finished, by whether their model was resident when they were queued (hit) or not (miss)',
+    labelNames: ['pool', 'resident'] as const,
+    registers,
+  });
+  const resident = new Gauge({
+    name: 'warmpool_pool_models_resident',
+    help: 'Models resident (serving) on a shared pool worker',
+    labelNames: ['pool', 'worker'] as const,
+    registers,
+  });
+  const residentBytes = new Gauge({
+    name: 'warmpool_pool_resident_bytes',
+    help: "Measured resident memory of a shared pool worker's models, bytes",
+    labelNames: ['pool', 'worker'] as const,
+    registers,
+  });
+  const { pool } = labels;
+  return {
+    loaded(e: { cacheHit: boolean; reused: boolean; loadMs: number }): void {
+      const cache = e.cacheHit ? 'hit' : 'miss';
+      loads.inc({ pool, outcome: 'loaded', cache });
+      loadSeconds.observe({ pool, cache, profile: e.reused ? 'reused' : 'measured' }, e.loadMs / 1000);
+    },
+    loadFailed: () => loads.inc({ pool, outcome: 'failed', cache: 'unknown' }),
+    evicted: (reason: 'budget' | 'unwanted') => evictions.inc({ pool, reason }),
+    noRoom: () => noRoom.inc({ pool }),
+    jobDone: (hit: boolean) => jobs.inc({ pool, resident: hit ? 'hit' : 'miss' }),
+    setResident(models: number, bytes: number): void {
+      resident.set(labels, models);
+      residentBytes.set(labels, bytes);
+    },
+  };
+}
+
+export type PoolWorkerMetrics = ReturnType<typeof createPoolWorkerMetrics>;
+
 /** The narrow slice of ioredis these functions use. */
 export interface MetricsRedis {
   set(key: string, value: string, px: 'PX', ttlMs: number): Promise<unknown>;

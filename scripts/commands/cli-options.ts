@@ -58,20 +58,33 @@ export const API = command({
 
 export const WORKER = command({
   path: 'worker',
-  summary: 'one worker for a model version',
-  usage: '--model M [--version V] [--standby]',
+  summary: 'one worker for a model version, or a shared pool worker that holds several',
+  usage: '--model M [--version V] [--standby] | --pool NAME [--memory-mb MB]',
   maxPositionals: 0,
   redis: 'dev-env',
   options: {
-    model: { type: 'string', value: 'M', help: 'the model to serve (required)' },
+    model: { type: 'string', value: 'M', help: 'the model to serve (required unless --pool)' },
     version: { type: 'string', value: 'V', help: 'the version to serve (default: the latest in the registry)' },
     standby: {
       type: 'boolean',
       help: 'warm up, then wait in standby until the control channel activates it (also WARMPOOL_START_AS=standby)',
     },
+    pool: {
+      type: 'string',
+      value: 'NAME',
+      help: "a worker of shared pool NAME: starts with no model and holds the models its pool's holdings name",
+    },
+    'memory-mb': {
+      type: 'string',
+      value: 'MB',
+      help: "with --pool: what its models' measured resident memory may add up to (default: half the host's memory)",
+    },
   },
-  notes: ['SIGTERM, or `drain` on the control channel, drains the jobs in hand and exits 0.'],
-  examples: ['warmpool worker --model demo-scorer --version 1'],
+  notes: [
+    'SIGTERM, or `drain` on the control channel, drains the jobs in hand and exits 0.',
+    'A pool worker evicts the least recently used models to make room within --memory-mb, never one with jobs in flight.',
+  ],
+  examples: ['warmpool worker --model demo-scorer --version 1', 'warmpool worker --pool shared --memory-mb 2048'],
 });
 
 export const DISPATCHER = command({

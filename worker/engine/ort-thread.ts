@@ -7,6 +7,11 @@
  * each with one ThreadResponse carrying the same id. Requests are handled one at a time in
  * arrival order, so a reload never swaps the session under a run. A failure is an answer
  * (ok: false, ORT's message), never an exception that would kill the thread.
+ *
+ * A thread may hold several sessions (a shared pool's worker holds several models: thread-engine.ts
+ * `openSession`), each named by the `session` number its requests carry; a request without one
+ * is session 0, the only one a single-model worker uses. `release` frees one session and leaves
+ * the thread and the others serving; `ready` answers once this module (and ONNX Runtime) loaded.
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import * as ort from 'onnxruntime-node';
@@ -21,8 +26,10 @@ export interface ThreadData {
 }
 
 export type ThreadRequest =
-  | { id: number; op: 'load'; modelPath: string; options: EngineLoadOptions }
-  | { id: number; op: 'run'; inputs: Record<string, EngineTensor>; outputNames?: string[] }
+  | { id: number; op: 'load'; session?: number; modelPath: string; options: EngineLoadOptions }
+  | { id: number; op: 'run'; session?: number; inputs: Record<string, EngineTensor>; outputNames?: string[] }
+  | { id: number; op: 'release'; session: number }
+  | { id: number; op: 'ready' }
   | { id: number; op: 'close' };
 
 /** What `load` reports: EngineInfo plus the providers the session actually got. */
@@ -33,6 +40,7 @@ export interface ThreadEngineInfo extends EngineInfo {
 export type ThreadResponse =
   | { id: number; ok: true; info: ThreadEngineInfo }
   | { id: number; ok: true; outputs: Record<string, EngineTensor> }
+  | { id: number; ok: true; done: true }
   | { id: number; ok: false; message: string };
 
 const SEVERITY: Record<OrtLogLevel, 0 | 1 | 2 | 3 | 4> = { verbose: 0, info: 1, warning: 2, error: 3, fatal: 4 };
@@ -60,7 +68,7 @@ const severity = SEVERITY[logLevel];
 // sessions and runs below also carry the severity, so it holds either way.
 ort.env.logLevel = logLevel;
 
-let session: ort.InferenceSession | undefined;
+const sessions = new Map<number, ort.InferenceSession>();
 let queue: Promise<void> = Promise.resolve();
 /** Set as soon as 'close' arrives: requests still queued are skipped, nobody awaits them now. */
 let closing = false;
@@ -75,7 +83,7 @@ port.on('message', (request: ThreadRequest) => {
  * inside `run` aborts the whole process (a native exception escapes as the isolate stops).
  */
 async function shutdown(): Promise<never> {
-  await session?.release().catch(() => undefined);
+  await Promise.all([...sessions.values()].map((s) => s.release().catch(() => undefined)));
   process.exit(0);
 }
 
@@ -84,10 +92,13 @@ async function handle(request: ThreadRequest): Promise<void> {
   if (closing) return;
   try {
     if (request.op === 'load') {
-      const info = await load(request.modelPath, request.options);
+      const info = await load(request.session ?? 0, request.modelPath, request.options);
       port?.postMessage({ id: request.id, ok: true, info } satisfies ThreadResponse);
+    } else if (request.op === 'release' || request.op === 'ready') {
+      await (request.op === 'release' ? release(request.session) : prime());
+      port?.postMessage({ id: request.id, ok: true, done: true } satisfies ThreadResponse);
     } else {
-      const { tensors, transfer } = forTransfer(await run(request.inputs, request.outputNames));
+      const { tensors, transfer } = forTransfer(await run(request.session ?? 0, request.inputs, request.outputNames));
       const response = { id: request.id, ok: true, outputs: tensors } satisfies ThreadResponse;
       try {
         port?.postMessage(response, transfer);
@@ -106,11 +117,11 @@ async function handle(request: ThreadRequest): Promise<void> {
  * Creates the new session before releasing the old one, so a failed reload leaves the engine
  * serving what it had.
  */
-async function load(modelPath: string, options: EngineLoadOptions): Promise<ThreadEngineInfo> {
+async function load(key: number, modelPath: string, options: EngineLoadOptions): Promise<ThreadEngineInfo> {
   const started = performance.now();
   const { created, providers } = await createWithFallback(modelPath, options);
-  const previous = session;
-  session = created;
+  const previous = sessions.get(key);
+  sessions.set(key, created);
   await previous?.release();
   return {
     inputNames: [...created.inputNames],
@@ -155,7 +166,36 @@ async function createWithFallback(
   }
 }
 
-async function run(inputs: Record<string, EngineTensor>, outputNames?: string[]): Promise<Record<string, EngineTensor>> {
+/** A 124-byte model, `y = Relu(x)` FP32 [batch, 1] (built with scripts/fixtures/onnx-graph.ts), for prime(). */
+const PRIMER =
+  'CAgSE3dhcm1wb29sLW1ha2UtbW9kZWwaATE6WgoUCgF4EgF5GgZyZWx1XzAiBFJlbHUSDndhcm1wb29sLXJlYWR5WhgKAXgSEwoRCAESDQoHEgViYXRjaAoCCAFiGAoBeRITChEIARINCgcSBWJhdGNoCgIIAUIECgAQEQ==';
+let primed = false;
+
+/**
+ * `ready`: creates, runs and releases one tiny session, once, so ONNX Runtime's process-wide state
+ * (its environment, logger, kernel registry: about 28 MB of RSS on the first session of a process)
+ * is up before a pool worker reports standby, and is not counted against the first model it loads.
+ */
+async function prime(): Promise<void> {
+  if (primed) return;
+  const created = await ort.InferenceSession.create(Buffer.from(PRIMER, 'base64'), { logSeverityLevel: severity, intraOpNumThreads: 1 });
+  try {
+    await created.run({ x: new ort.Tensor('float32', Float32Array.from([1]), [1, 1]) }, { logSeverityLevel: severity });
+  } finally {
+    await created.release();
+  }
+  primed = true;
+}
+
+/** Frees one session's native memory (weights, arena); the thread serves the others. */
+async function release(key: number): Promise<void> {
+  const session = sessions.get(key);
+  sessions.delete(key);
+  await session?.release();
+}
+
+async function run(key: number, inputs: Record<string, EngineTensor>, outputNames?: string[]): Promise<Record<string, EngineTensor>> {
+  const session = sessions.get(key);
   if (!session) throw new Error('no model loaded: call load() first');
   const feeds: Record<string, ort.Tensor> = {};
   for (const [name, t] of Object.entries(inputs)) feeds[name] = new ort.Tensor(t.type, t.data, t.dims);

@@ -10,6 +10,11 @@
  * close() asks the thread to end itself after the forward pass it is in, rather than calling
  * Worker.terminate() at once: terminating a thread while ORT is inside `run` aborts the whole
  * process. terminate() is kept for a thread that does not end within CLOSE_GRACE_MS.
+ *
+ * One thread can also host several sessions (createThreadHost, for a shared pool's worker that
+ * holds several models): each `openSession()` is an InferenceEngine of its own, whose close()
+ * releases that session's memory and leaves the thread running. Their passes share the thread, so
+ * they run one at a time in arrival order; the thread dying loses every session on it.
  */
 import { Worker } from 'node:worker_threads';
 import { coerceError } from '../../infra/kernel/errors.ts';
@@ -32,6 +37,18 @@ export interface ThreadEngine extends InferenceEngine {
   load(modelPath: string, options: EngineLoadOptions): Promise<ThreadEngineInfo>;
 }
 
+/** An inference thread holding any number of sessions. */
+export interface ThreadHost {
+  /** A new session on this thread (nothing loaded until its load()); its close() releases only it. */
+  openSession(): ThreadEngine;
+  /** Resolves once the thread has ONNX Runtime loaded and answers; rejects if it died. */
+  ready(): Promise<void>;
+  /** Rejects when the thread dies or is closed: every session on it is gone. */
+  readonly lost: Promise<never>;
+  /** Ends the thread (after the pass it is in) and every session on it. Idempotent. */
+  close(): Promise<void>;
+}
+
 interface Pending {
   resolve: (response: ThreadResponse & { ok: true }) => void;
   reject: (err: Error) => void;
@@ -47,6 +64,18 @@ export function createThreadEngine(options: ThreadEngineOptions = {}): ThreadEng
   return new WorkerThreadEngine(options.logLevel ?? 'fatal');
 }
 
+export function createThreadHost(options: ThreadEngineOptions = {}): ThreadHost {
+  const thread = new WorkerThreadEngine(options.logLevel ?? 'fatal');
+  // Session 0 is the thread's own (createThreadEngine's); a host's sessions start at 1.
+  let next = 1;
+  return {
+    openSession: () => thread.session(next++),
+    ready: () => thread.ready(),
+    lost: thread.lost,
+    close: () => thread.close(),
+  };
+}
+
 class WorkerThreadEngine implements ThreadEngine {
   private readonly worker: Worker;
   private readonly pending = new Map<number, Pending>();
@@ -56,8 +85,13 @@ class WorkerThreadEngine implements ThreadEngine {
   private closing?: Promise<void>;
   private exited = false;
   private readonly exit: Promise<void>;
+  private markLost: (err: Error) => void = () => {};
+  readonly lost = new Promise<never>((_, reject) => {
+    this.markLost = reject;
+  });
 
   constructor(logLevel: OrtLogLevel) {
+    this.lost.catch(() => undefined);
     this.worker = new Worker(BOOTSTRAP, { workerData: { logLevel } satisfies ThreadData });
     this.worker.unref();
     this.worker.on('message', (response: ThreadResponse) => this.settle(response));
@@ -74,9 +108,10 @@ class WorkerThreadEngine implements ThreadEngine {
     );
   }
 
-  async load(modelPath: string, options: EngineLoadOptions): Promise<ThreadEngineInfo> {
+  async load(modelPath: string, options: EngineLoadOptions, session?: number): Promise<ThreadEngineInfo> {
     const response = await this.call({
       op: 'load',
+      ...(session === undefined ? {} : { session }),
       modelPath,
       options: { executionProviders: [...options.executionProviders], intraOpThreads: options.intraOpThreads },
     });
@@ -84,11 +119,34 @@ class WorkerThreadEngine implements ThreadEngine {
     return response.info;
   }
 
-  async run(inputs: Record<string, EngineTensor>, outputNames?: string[]): Promise<Record<string, EngineTensor>> {
+  async run(inputs: Record<string, EngineTensor>, outputNames?: string[], session?: number): Promise<Record<string, EngineTensor>> {
     const { tensors, transfer } = forTransfer(inputs);
-    const response = await this.call({ op: 'run', inputs: tensors, ...(outputNames ? { outputNames: [...outputNames] } : {}) }, transfer);
+    const request = { op: 'run' as const, ...(session === undefined ? {} : { session }), inputs: tensors };
+    const response = await this.call({ ...request, ...(outputNames ? { outputNames: [...outputNames] } : {}) }, transfer);
     if (!('outputs' in response)) throw new Error('inference thread answered run without outputs');
     return response.outputs;
+  }
+
+  async ready(): Promise<void> {
+    await this.call({ op: 'ready' });
+  }
+
+  /** A view of session `key` on this thread: close() releases it (a no-op once the thread is gone). */
+  session(key: number): ThreadEngine {
+    let released: Promise<void> | undefined;
+    return {
+      load: (modelPath, options) => this.load(modelPath, options, key),
+      run: (inputs, outputNames) => this.run(inputs, outputNames, key),
+      close: () => {
+        released ??= this.ended
+          ? Promise.resolve()
+          : this.call({ op: 'release', session: key }).then(
+              () => undefined,
+              () => undefined,
+            );
+        return released;
+      },
+    };
   }
 
   /** Idempotent. Rejects calls still pending: a draining caller waits for its runs first. */
@@ -143,6 +201,7 @@ class WorkerThreadEngine implements ThreadEngine {
 
   private end(reason: Error): void {
     this.ended ??= reason;
+    this.markLost(this.ended);
     for (const [id, waiter] of [...this.pending]) {
       this.forget(id);
       waiter.reject(this.ended);
