@@ -8,5 +8,19 @@ export { RETUNES_PER_WINDOW, retuneSpacingMs, STALE_RETUNES } from './controller
 export { createDecisionLog, DECISION_HEARTBEAT_MS, type DecisionRecord, type ScalerAction } from './decision-log.ts';
 export { forecastArrivals } from './forecast.ts';
 export { decide } from './policy.ts';
+export {
+  emptyPoolPlanMemory,
+  type HeldModel,
+  keepMs,
+  type PlacementAction,
+  type PoolModelInput,
+  type PoolPlan,
+  type PoolPlanInput,
+  type PoolPlanMemory,
+  type PoolPlanSettings,
+  type PoolPlanTerms,
+  type PoolWorkerView,
+  planPool,
+} from './pool-plan.ts';
 export { overridesOf, type ScalerSettings, scalerSettingsFrom } from './settings.ts';
 export { emptyTickDispersion, noteTick, type TickDispersionState, tickDispersion } from './tick-dispersion.ts';

@@ -150,16 +150,33 @@ export async function baselineAtSlo(
   replay: Replay,
 ): Promise<AtSlo> {
   const knob = knobFor(name, trace, s);
+  const found = await searchSetting(knob, (v) => replay(knob.apply(s, v), name), target);
+  return found.missedAll ? notMet(name, knob, found.ok, found.runs, s) : met(knob, found.ok, found.missed, found.runs);
+}
+
+/** A knob's range and steps, for searchSetting (the settings it applies to are the caller's). */
+export type SettingKnob = Omit<Knob, 'apply'>;
+
+/**
+ * The search in the header over one knob, whatever it sizes (the many-model policies use it too,
+ * many-model-compare.ts): `ok` the cheapest setting replayed that met `target`, or with
+ * `missedAll` the most generous one tried, which missed.
+ */
+export async function searchSetting<F extends Figures>(
+  knob: SettingKnob,
+  replay: (value: number) => Promise<F>,
+  target: number,
+): Promise<{ ok: { value: number; figures: F }; missed: number | null; runs: number; missedAll: boolean }> {
   let runs = 0;
   const at = async (v: number) => {
     runs++;
-    return { value: v, figures: await replay(knob.apply(s, v), name) };
+    return { value: v, figures: await replay(v) };
   };
   const meets = (f: Figures) => f.sloAttainment >= target;
   let ok = await at(knob.generous);
   let missed: number | null = null;
   for (let wider = knob.widen(ok.value); !meets(ok.figures); wider = knob.widen(ok.value)) {
-    if (wider === undefined || runs >= MAX_RUNS) return notMet(name, knob, ok, runs, s);
+    if (wider === undefined || runs >= MAX_RUNS) return { ok, missed: ok.value, runs, missedAll: true };
     missed = ok.value;
     ok = await at(wider);
   }
@@ -168,7 +185,7 @@ export async function baselineAtSlo(
     while (meets(cheap.figures)) {
       ok = cheap;
       const next = knob.cheaper(cheap.value);
-      if (next === undefined || runs >= MAX_RUNS) return met(knob, ok, null, runs);
+      if (next === undefined || runs >= MAX_RUNS) return { ok, missed: null, runs, missedAll: false };
       cheap = await at(next);
     }
     missed = cheap.value;
@@ -178,7 +195,7 @@ export async function baselineAtSlo(
     if (meets(tried.figures)) ok = tried;
     else missed = mid;
   }
-  return met(knob, ok, missed, runs);
+  return { ok, missed, runs, missedAll: false };
 }
 
 function met(knob: Knob, ok: { value: number; figures: Figures }, missedAt: number | null, runs: number): AtSlo {

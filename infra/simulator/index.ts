@@ -17,6 +17,18 @@ export { type Calibration, calibrate, figures, type MeasuredJob } from './calibr
 export { coldStartModel, PHASES, type Phase, parsePhases } from './cold-start.ts';
 export { compare, defaultSettings, POLICY_NAMES, type PolicyReport, type SimulationSettings } from './compare.ts';
 export {
+  comparePool,
+  POOL_POLICY_NAMES,
+  POOL_REPLAYS,
+  type PoolComparison,
+  type PoolSettings,
+  type PoolWorldInput,
+} from './many-model-compare.ts';
+export { type GeneratedWorld, generateManyModelWorld } from './many-model-generator.ts';
+export { type PoolWorldInfo, poolChecks, poolTable, writePoolReport } from './many-model-report.ts';
+export { type ManyModelTrace, readManyModelTraceFile, splitIntoModels } from './many-model-trace.ts';
+export type { ModelSpec } from './many-model-world.ts';
+export {
   type MatrixOptions,
   type MatrixResult,
   type MatrixTrace,

@@ -341,6 +341,38 @@ export const SIMULATE = command({
       help: 'with --matrix or --bank: CPU seconds per replay or baseline search (default 600)',
     },
     out: { type: 'string', value: 'DIR', help: 'where the report goes (default ./simulation, ./simulation-matrix with --matrix)' },
+    'shared-pool': {
+      type: 'boolean',
+      help: 'many models on one shared pool: shared (the planner), per-model, keep-alive and oracle, each at the SLO target',
+    },
+    'model-col': { type: 'string', value: 'NAME', help: "with --shared-pool: the column naming each row's model" },
+    'split-models': {
+      type: 'string',
+      value: 'N',
+      help: "with --shared-pool: split a single-model trace's arrivals among N models by Zipf (--seed)",
+    },
+    'generate-models': {
+      type: 'string',
+      value: 'N',
+      help: 'with --shared-pool: a generated world of N models (Zipf, diurnal phases, bursts; --seed, --rate)',
+    },
+    rate: { type: 'string', value: 'R', help: "with --generate-models: the pool's mean requests/s over all models (default 20)" },
+    'model-load-s': {
+      type: 'string',
+      value: 'S',
+      help: "with --shared-pool: a model's load onto a warm worker (default 3; generated models ×0.5–2)",
+    },
+    'models-per-worker': {
+      type: 'string',
+      value: 'K',
+      help: 'with --shared-pool: at most K models resident per worker (default: memory alone)',
+    },
+    'memory-mb': { type: 'string', value: 'MB', help: "with --shared-pool: a worker's memory budget for models (default 8192)" },
+    'model-memory-mb': {
+      type: 'string',
+      value: 'MB',
+      help: "with --shared-pool: a loaded model's resident memory (default 256; generated models ×0.5–2)",
+    },
   },
   notes: [
     'Writes report.json, report.md and charts to --out; with --sweep, sweep.json, sweep.md and pareto.svg.',
@@ -353,6 +385,9 @@ export const SIMULATE = command({
     'warmpool simulate --trace t.csv --walk-forward --sweep standby=0,1,2',
     'warmpool simulate --matrix --traces ../shared/traces --quick',
     'warmpool simulate --bank 200 --seed 7',
+    'warmpool simulate --shared-pool --generate-models 100 --rate 20 --seed 1',
+    'warmpool simulate --shared-pool --trace ../shared/traces/nasa_http_1995_per_minute.csv --count-col requests --split-models 50',
+    'warmpool simulate --shared-pool --trace per-model.csv --time-col ts --model-col model',
   ],
 });
 

@@ -8,6 +8,8 @@
  * `warmpool simulate --matrix --traces DIR|--trace FILE [--quick] [--cell-budget-s N] [--train-fraction X] …`
  * (simulate-matrix.ts): every trace through a grid of worlds, the default policy, walk-forward.
  * `warmpool simulate calibrate …` (simulate-calibrate.ts): the simulator against a real worker.
+ * `warmpool simulate --shared-pool (--trace F --model-col M | --trace F --split-models N | --generate-models N) …`
+ * (simulate-shared.ts): many models on one shared pool, four policies at the SLO target.
  *
  * Replays a trace through predictive, reactive, static-peak and oracle (infra/simulator), then
  * searches each baseline's cheapest setting meeting --slo-target (default 0.99; at-slo.ts, on
@@ -86,6 +88,7 @@ export async function simulateMain(args: string[], out: SimulateOut = processOut
     const sloTarget = num(values, 'slo-target', { min: 0, max: 1 }) ?? DEFAULT_SLO_TARGET;
     const threads = num(values, 'threads', { min: 1, integer: true });
     const trainFraction = num(values, 'train-fraction', { min: 0, max: 1, exclusive: true }) ?? DEFAULT_TRAIN_FRACTION;
+    if (values['shared-pool']) return await sharedPool(values, sloTarget, out);
     if (values.matrix) return await matrix(values, { sloTarget, threads, trainFraction }, out);
     if (values.bank !== undefined) return await bank(values, { sloTarget, threads, trainFraction }, out);
     if (!values.trace) throw new InvalidInputError('invalid_flag', '--trace FILE.csv is required');
@@ -153,11 +156,35 @@ function splitSweep(args: string[]): { flags: string[]; sweep: string[] | undefi
 type Values = { [K in Exclude<keyof typeof OPTIONS, 'sweep'>]?: string | boolean };
 
 const MATRIX_ONLY = ['traces'] as const;
+const SHARED_ONLY = [
+  'model-col',
+  'split-models',
+  'generate-models',
+  'rate',
+  'model-load-s',
+  'models-per-worker',
+  'memory-mb',
+  'model-memory-mb',
+] as const;
+const NOT_SHARED = ['matrix', 'bank', 'walk-forward', 'self-tuning', 'threads', 'batch-profile', 'cold-start-phases'] as const;
 const MATRIX_OR_BANK = ['quick', 'cell-budget-s'] as const;
 
 /** Flags that belong to one mode are refused in the others, rather than silently ignored. */
 function checkModes(v: Values, sweep: string[] | undefined): void {
   const bank = v.bank !== undefined;
+  if (!v['shared-pool']) {
+    const stray = SHARED_ONLY.find((f) => v[f] !== undefined);
+    if (stray) throw new InvalidInputError('invalid_flag', `--${stray} applies to --shared-pool only`);
+  } else {
+    const clash = NOT_SHARED.find((f) => v[f] !== undefined);
+    if (clash || sweep !== undefined) throw new InvalidInputError('invalid_flag', `--shared-pool does not take --${clash ?? 'sweep'}`);
+    if (v['split-models'] !== undefined && v['model-col'] !== undefined)
+      throw new InvalidInputError('invalid_flag', '--split-models splits a single-model trace: drop --model-col (or --split-models)');
+    if (v['generate-models'] !== undefined && (v.trace !== undefined || v['model-col'] !== undefined || v['split-models'] !== undefined))
+      throw new InvalidInputError('invalid_flag', '--generate-models makes its own world: drop --trace, --model-col and --split-models');
+    if (v.rate !== undefined && v['generate-models'] === undefined)
+      throw new InvalidInputError('invalid_flag', '--rate applies to --generate-models only');
+  }
   if (!v.matrix) {
     const stray = MATRIX_ONLY.find((f) => v[f] !== undefined);
     if (stray) throw new InvalidInputError('invalid_flag', `--${stray} applies to --matrix only`);
@@ -205,6 +232,36 @@ async function matrix(
     },
     out,
   );
+}
+
+async function sharedPool(v: Values, sloTarget: number, out: SimulateOut): Promise<number> {
+  const trace = str(v, 'trace');
+  if (trace) checkSorted(trace, str(v, 'time-col'));
+  const { sharedPoolMain } = await import('./simulate-shared.ts');
+  const given = givenFrom(v);
+  return sharedPoolMain(
+    {
+      ...(trace ? { trace } : {}),
+      ...optional('timeColumn', str(v, 'time-col')),
+      ...optional('countColumn', str(v, 'count-col')),
+      ...optional('modelColumn', str(v, 'model-col')),
+      ...optional('splitModels', num(v, 'split-models', { min: 1, max: 10_000, integer: true })),
+      ...optional('generateModels', num(v, 'generate-models', { min: 1, max: 10_000, integer: true })),
+      ...optional('rate', num(v, 'rate', { min: 0, exclusive: true })),
+      ...optional('modelLoadS', num(v, 'model-load-s', { min: 0 })),
+      ...optional('modelsPerWorker', num(v, 'models-per-worker', { min: 1, integer: true })),
+      ...optional('memoryMb', num(v, 'memory-mb', { min: 0, exclusive: true })),
+      ...optional('modelMemoryMb', num(v, 'model-memory-mb', { min: 0, exclusive: true })),
+      given,
+      sloTarget,
+      dir: str(v, 'out') ?? 'simulation-shared',
+    },
+    out,
+  );
+}
+
+function optional<K extends string, T>(key: K, value: T | undefined): Partial<Record<K, T>> {
+  return value === undefined ? {} : ({ [key]: value } as Record<K, T>);
 }
 
 async function bank(
