@@ -6,7 +6,8 @@
  * - a model it held before (its profile kept beside the cached model) warms in one batch;
  * - a budget that fits about 5 of 10 models evicts instead of growing (RSS read from /proc);
  * - told to drop a model with jobs in flight, it finishes them first and takes no more;
- * - SIGTERM drains every model and exits 0, the jobs it held finished.
+ * - SIGTERM drains every model and exits 0, the jobs it held finished; after a SIGKILL no
+ *   accepted job is lost (BullMQ's stall recovery hands them to the next worker that holds them).
  * No assertion here is about time.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -38,7 +39,15 @@ const LARGE = buildDistinctMlpModels(10, { features: 256, hidden: 1536, layers: 
 const SLOW = buildMlpModel({ features: 256, hidden: 2048, layers: 4, seed: 5 });
 
 beforeAll(async () => {
-  stack = await startStack({ HEARTBEAT_INTERVAL_MS: '200', HEARTBEAT_TTL_MS: '2000', WARMUP_ITERATIONS: '2', COALESCE_MAX_REQUESTS: '2' });
+  stack = await startStack({
+    HEARTBEAT_INTERVAL_MS: '200',
+    HEARTBEAT_TTL_MS: '2000',
+    WARMUP_ITERATIONS: '2',
+    COALESCE_MAX_REQUESTS: '2',
+    // A SIGKILLed worker's jobs go back to the queue within seconds (BullMQ's stall recovery).
+    LOCK_DURATION_MS: '2000',
+    STALLED_INTERVAL_MS: '1000',
+  });
   redis = createRedis(stack.config.redisUrl);
   const publish = async (name: string, bytes: Uint8Array, warmupBatches: number[]) => {
     await stack.registry.publish({ name, version: '1', bytes, maxBatch: 8, warmupBatches });
@@ -107,12 +116,12 @@ async function expectedScore(model: string, i: number): Promise<number> {
   return (out.score as ort.Tensor).data[0] as number;
 }
 
-/** One job of submitMany's row `i` (F values), through the API; its id. */
-async function submitRow(model: string, i: number): Promise<string> {
-  const data = Array.from({ length: F }, (_, k) => Math.sin(i + k));
+/** One job of submitMany's row `i` (`rows` rows of `features` values), through the API; its id. */
+async function submitRow(model: string, i: number, features = F, rows = 1): Promise<string> {
+  const data = Array.from({ length: rows * features }, (_, k) => Math.sin(i + k));
   const res = await stack.call(`/v1/models/${model}/jobs`, {
     method: 'POST',
-    body: JSON.stringify({ inputs: [{ name: 'features', shape: [1, F], datatype: 'FP32', data }] }),
+    body: JSON.stringify({ inputs: [{ name: 'features', shape: [rows, features], datatype: 'FP32', data }] }),
   });
   expect(res.status).toBe(202);
   return ((await res.json()) as { id: string }).id;
@@ -233,6 +242,39 @@ it('drains on SIGTERM: every model stops fetching, the jobs held finish, and it 
     expect(c).toEqual({ active: 0, failed: 0 });
   });
 }, 120_000);
+
+it('SIGKILLed holding several models mid-traffic, loses no job: another pool worker finishes them', async () => {
+  const prefix = stack.config.queuePrefix;
+  const names = ['pw-1', 'pw-2', 'pw-3', 'pw-slow'];
+  const first = startPoolWorker(1024);
+  const { id } = await waitForBeat(first, 'standby', (b) => b.state === 'standby');
+  await sendHoldings(redis, prefix, id, refs(names));
+  await waitForBeat(first, 'four models active', (b) => active(b).length === 4);
+  // Rows no earlier job had (the API's result cache answers none of them).
+  const rows = Array.from({ length: 20 }, (_, i) => 300 + i);
+  const quick = await Promise.all(
+    ['pw-1', 'pw-2', 'pw-3'].flatMap((model) => rows.map(async (i) => ({ model, i, id: await submitRow(model, i) }))),
+  );
+  const slow = await Promise.all(rows.map((i) => submitRow('pw-slow', 1000 + i, 256, 4)));
+  await stack.withQueue('pw-slow', '1', (queue) =>
+    until('pw-slow held', async () => ((await queue.getActive()).length > 0 ? true : undefined)),
+  );
+  const killed = new Promise((resolve) => first.once('exit', resolve));
+  first.kill('SIGKILL');
+  await killed;
+
+  const second = startPoolWorker(1024);
+  const next = await waitForBeat(second, 'standby', (b) => b.state === 'standby');
+  await sendHoldings(redis, prefix, next.id, refs(names));
+  for (const job of quick) {
+    const done = await waitForJob(stack, job.id, 120_000);
+    expect(done.status).toBe('succeeded');
+    expect((done.outputs as Array<{ data: number[] }>)[0]?.data[0]).toBeCloseTo(await expectedScore(job.model, job.i), 5);
+  }
+  const slowDone = await Promise.all(slow.map((jobId) => waitForJob(stack, jobId, 120_000)));
+  expect(slowDone.map((j) => j.status)).toEqual(slow.map(() => 'succeeded'));
+  await stopChild(second);
+}, 240_000);
 
 it('within a budget that fits about 5 of 10 models, evicts instead of growing', async () => {
   // One model's measured footprint first, on a worker with room to spare (this also fills the disk cache).

@@ -49,7 +49,9 @@ import { type ControlListener, createControlListener } from './control.ts';
 import type { ThreadHost } from './engine/thread-engine.ts';
 import { overBudget, type Resident, roomFor } from './eviction.ts';
 import { type Heartbeat, startHeartbeat } from './heartbeat.ts';
+import { HoldingsBook } from './holdings-book.ts';
 import { createHoldingsListener, type HoldingsListener } from './holdings-listener.ts';
+import { connectionState } from './intake-supervisor.ts';
 import { createModelCache, type ModelCache } from './model-cache.ts';
 import { LoadInterruptedError, type LoadReport, ResidentModel } from './resident-model.ts';
 import { startServing } from './serving.ts';
@@ -112,11 +114,8 @@ export class PoolWorker extends TypedEmitter<PoolWorkerEvents> {
   private readonly models = new Map<string, ResidentModel>();
   /** Models draining out: their memory counts until their sessions are released. */
   private readonly leaving = new Set<ResidentModel>();
-  private desired?: HoldingsMessage;
-  /** Evicted for room while listed, with the holdings rev then: out until unlisted or asked again. */
-  private readonly evicted = new Map<string, { ref: Ref; rev: number }>();
-  private readonly noRoom = new Map<string, { ref: Ref; reason: string }>();
-  private readonly failures = new Map<string, { ref: Ref; at: number; error: string }>();
+  /** The holdings and what became of the listed models that are not resident. */
+  private readonly book: HoldingsBook;
   /** Measured resident bytes by sha256: a model loaded before here is expected to need as much again. */
   private readonly measured = new Map<string, number>();
   private loadLoop?: Promise<void>;
@@ -148,6 +147,7 @@ export class PoolWorker extends TypedEmitter<PoolWorkerEvents> {
     this.startedAt = deps.clock.now();
     this.stateSince = this.startedAt;
     this.lastBeatAt = this.startedAt;
+    this.book = new HoldingsBook(deps.clock, settings.retryAfterMs ?? DEFAULT_RETRY_AFTER_MS);
     this.cache = createModelCache({ dir: deps.config.worker.modelCacheDir, registry: deps.registry, log: deps.log });
     this.metrics = createPoolWorkerMetrics(this.metricsRegistry, { pool: settings.pool, worker: this.id });
     this.engineLost.catch(() => undefined);
@@ -229,28 +229,17 @@ export class PoolWorker extends TypedEmitter<PoolWorkerEvents> {
   }
 
   private onHoldings(message: HoldingsMessage): void {
-    if (this.desired && message.rev < this.desired.rev) return;
-    const ask = message.loadNow;
-    if (ask && message.rev !== this.desired?.rev) {
-      const key = refKey(ask);
-      const evicted = this.evicted.get(key);
-      if (evicted && evicted.rev < message.rev) this.evicted.delete(key);
-      this.failures.delete(key);
-    }
-    if (message.rev !== this.desired?.rev) this.deps.log.info({ rev: message.rev, models: message.models.length }, 'holdings');
-    this.desired = message;
+    const previous = this.book.rev;
+    if (!this.book.accept(message)) return;
+    if (message.rev !== previous) this.deps.log.info({ rev: message.rev, models: message.models.length }, 'holdings');
     this.converge();
   }
 
   /** Drains what is no longer listed now, and starts the load loop unless it runs (then it goes round again). */
   private converge(): void {
-    const desired = this.desired;
-    if (!this.ready || this.closing || !desired) return;
-    const wanted = new Set(desired.models.map(refKey));
+    if (!this.ready || this.closing || !this.book.desired) return;
+    const wanted = this.book.wanted();
     for (const [key, model] of this.models) if (!wanted.has(key)) void this.letGo(model, 'unwanted');
-    for (const forgotten of [this.evicted, this.noRoom, this.failures]) {
-      for (const key of forgotten.keys()) if (!wanted.has(key)) forgotten.delete(key);
-    }
     if (this.loadLoop) {
       this.convergeAgain = true;
       return;
@@ -266,31 +255,12 @@ export class PoolWorker extends TypedEmitter<PoolWorkerEvents> {
 
   private async loadPending(): Promise<void> {
     const tried = new Set<string>();
-    for (let next = this.nextLoad(tried); next && !this.closing; next = this.nextLoad(tried)) {
-      tried.add(refKey(next));
-      await this.loadOne(next).catch((err: unknown) => this.deps.log.warn({ err, model: refKey(next as Ref) }, 'model load step failed'));
+    const resident = (key: string) => this.models.has(key);
+    for (let next = this.book.nextLoad(resident, tried); next && !this.closing; next = this.book.nextLoad(resident, tried)) {
+      const key = refKey(next);
+      tried.add(key);
+      await this.loadOne(next).catch((err: unknown) => this.deps.log.warn({ err, model: key }, 'model load step failed'));
     }
-  }
-
-  /** The next listed model to load: an askLoad's first, then in listed order; none evicted, tried this round, or failed lately. */
-  private nextLoad(tried: ReadonlySet<string>): Ref | undefined {
-    const desired = this.desired;
-    if (!desired) return undefined;
-    const wanted = new Set(desired.models.map(refKey));
-    const now = this.deps.clock.now();
-    const retryAfterMs = this.settings.retryAfterMs ?? DEFAULT_RETRY_AFTER_MS;
-    const order = desired.loadNow ? [desired.loadNow, ...desired.models] : desired.models;
-    return order.find((ref) => {
-      const key = refKey(ref);
-      const failed = this.failures.get(key);
-      return (
-        wanted.has(key) &&
-        !this.models.has(key) &&
-        !tried.has(key) &&
-        !this.evicted.has(key) &&
-        !(failed && now - failed.at >= 0 && now - failed.at < retryAfterMs)
-      );
-    });
   }
 
   private async loadOne(ref: Ref): Promise<void> {
@@ -312,7 +282,7 @@ export class PoolWorker extends TypedEmitter<PoolWorkerEvents> {
       recentMs: this.settings.recentMs ?? DEFAULT_RECENT_MS,
     });
     if (!plan.fits) {
-      if (!this.noRoom.has(key)) {
+      if (this.book.hadNoRoom(ref, plan.reason)) {
         this.metrics.noRoom();
         log.warn(
           { model: key, needBytes, reason: plan.reason, shortBytes: plan.shortBytes },
@@ -320,12 +290,11 @@ export class PoolWorker extends TypedEmitter<PoolWorkerEvents> {
         );
         this.emit('model:no-room', { ...ref, needBytes, reason: plan.reason });
       }
-      this.noRoom.set(key, { ref, reason: plan.reason });
       return;
     }
-    this.noRoom.delete(key);
+    this.book.cleared(key, 'no-room');
     await Promise.all(plan.evict.map((victim) => this.evictForRoom(victim)));
-    if (this.closing || !this.isWanted(key)) return;
+    if (this.closing || !this.book.isWanted(key)) return;
 
     const model = new ResidentModel(
       {
@@ -353,7 +322,7 @@ export class PoolWorker extends TypedEmitter<PoolWorkerEvents> {
       if (!(err instanceof LoadInterruptedError)) this.failed(ref, err);
       return;
     }
-    this.failures.delete(key);
+    this.book.cleared(key, 'failure');
     this.measured.set(manifest.sha256, report.residentBytes);
     this.metrics.loaded(report);
     this.emit('model:loaded', { ...ref, ...report });
@@ -366,14 +335,10 @@ export class PoolWorker extends TypedEmitter<PoolWorkerEvents> {
 
   private failed(ref: Ref, err: unknown): void {
     const error = errorMessage(err);
-    this.failures.set(refKey(ref), { ref, at: this.deps.clock.now(), error });
+    this.book.loadFailed(ref, error);
     this.metrics.loadFailed();
     this.deps.log.warn({ model: refKey(ref), err: error }, 'model load failed; trying again later');
     this.emit('model:failed', { ...ref, error });
-  }
-
-  private isWanted(key: string): boolean {
-    return this.desired?.models.some((r) => refKey(r) === key) ?? false;
   }
 
   /** What the budget counts: serving and loading models, and those draining out until they are gone. */
@@ -391,7 +356,7 @@ export class PoolWorker extends TypedEmitter<PoolWorkerEvents> {
   private evictForRoom(key: string): Promise<void> {
     const model = this.models.get(key);
     if (!model) return Promise.resolve();
-    this.evicted.set(key, { ref: model.ref, rev: this.desired?.rev ?? 0 });
+    this.book.evictedForRoom(model.ref);
     return this.letGo(model, 'budget');
   }
 
@@ -419,6 +384,16 @@ export class PoolWorker extends TypedEmitter<PoolWorkerEvents> {
     );
     if (this.state !== 'standby' && this.state !== 'active') return;
     this.setState(serving.length > 0 ? 'active' : 'standby');
+  }
+
+  /** What an operator needs to tell a stuck pool worker from an idle one (`kill -USR2 <pid>` logs it). */
+  async diagnostics(): Promise<Record<string, unknown>> {
+    return {
+      state: this.state,
+      rev: this.book.rev,
+      redis: connectionState(this.deps.redis),
+      models: await Promise.all([...this.models.values(), ...this.leaving].map((m) => m.diagnostics())),
+    };
   }
 
   /** Drains: every model's intake stops and its held jobs finish, then the thread ends. Idempotent. */
@@ -473,20 +448,7 @@ export class PoolWorker extends TypedEmitter<PoolWorkerEvents> {
     this.rowsSinceBeat = 0;
     this.lastBeatAt = now;
     const held = [...this.models.values(), ...this.leaving];
-    const absent = (ref: Ref, state: PoolModelView['state'], error?: string): PoolModelView => ({
-      ...ref,
-      state,
-      residentBytes: 0,
-      lastUsedAt: 0,
-      jobsInFlight: 0,
-      ...(error ? { error } : {}),
-    });
-    const models: PoolModelView[] = [
-      ...held.map((m) => m.view()),
-      ...[...this.evicted.values()].map((e) => absent(e.ref, 'evicted')),
-      ...[...this.noRoom.values()].map((e) => absent(e.ref, 'no-room', e.reason)),
-      ...[...this.failures.values()].map((e) => absent(e.ref, 'failed', e.error)),
-    ];
+    const models: PoolModelView[] = [...held.map((m) => m.view()), ...this.book.absentViews()];
     return {
       id: this.id,
       model: '',

@@ -265,6 +265,11 @@ export class ResidentModel {
     );
   }
 
+  /** Where its intake stands (`kill -USR2`: worker/main.ts logs it). */
+  async diagnostics(): Promise<Record<string, unknown>> {
+    return { model: this.key, state: this.phase, intake: (await this.serving?.intake.diagnostics()) ?? null };
+  }
+
   /** The serving parts' metrics snapshot (worker/serving.ts), written under `key`. */
   publishMetrics(key: string, ttlMs: number): Promise<void> {
     return this.serving?.publishMetrics(key, ttlMs) ?? Promise.resolve();

@@ -28,8 +28,8 @@ import { simulate } from './world.ts';
 
 export const POOL_POLICY_NAMES = ['shared', 'per-model', 'keep-alive', 'oracle'] as const;
 export type PoolPolicyName = (typeof POOL_POLICY_NAMES)[number];
-/** Replays comparePool makes at most: shared once, per-model up to 6 settings (each all its models), two searches of 12. */
-export const POOL_REPLAYS = 1 + 6 + 12 + 12;
+/** Replays comparePool makes at most: shared once, per-model up to 6 settings (each all its models), keep-alive and the oracle as they are and a search of 12 each. */
+export const POOL_REPLAYS = 1 + 6 + 2 * (1 + 12);
 
 export interface PoolSettings {
   sim: SimulationSettings;
