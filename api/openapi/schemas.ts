@@ -582,7 +582,7 @@ export const PoolView = z.object({
           })
           .nullable()
           .describe('The pool controller’s latest decision; null until it has decided'),
-        decisions: z.array(z.record(z.string(), z.unknown())).describe('The pool controller’s last 20 decisions, each with its inputs'),
+        decisions: z.array(z.record(z.string(), z.unknown())).describe('The pool controller’s last 10 decisions, each with its inputs'),
       }),
     )
     .describe('The named shared pools (issue 31), each with its workers, what they hold and the latest decision'),

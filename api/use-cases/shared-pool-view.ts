@@ -13,7 +13,8 @@ import type { SharedPool } from '../../infra/contracts/shared-pool.ts';
 import type { HeartbeatPayload, PoolModelView } from '../../infra/fleet/worker-states.ts';
 import type { PoolAction, PoolDecisionLog, PoolDecisionRecord, PoolPlanTerms } from '../../infra/scaler/index.ts';
 
-export const SHARED_POOL_DECISIONS_SHOWN = 20;
+/** Fewer than a deployment's 20: a pool's record carries every member and every worker's holdings. */
+export const SHARED_POOL_DECISIONS_SHOWN = 10;
 
 export interface SharedPoolWorkerView {
   id: string;

@@ -1,6 +1,7 @@
 /**
  * A shared pool's decision log: one Redis stream per pool, `<prefix>:scaler:pool-decisions:<pool>`
- * (capped near DECISION_LOG_MAX_LEN), each entry one `record` field holding a PoolDecisionRecord
+ * (capped near POOL_DECISION_LOG_MAX_LEN: a pool's record lists every member and every worker's
+ * holdings, so it is far larger than a deployment's and fewer are kept), each entry one `record` field holding a PoolDecisionRecord
  * as JSON: the planner's inputs (settings, each member's forecast, backlog, rate, load time and
  * memory; the workers and what each holds), the plan (workers, standby, placement, loads and
  * evictions with reasons, terms) and what was done — so `GET /v1/pool` and the dashboard can
@@ -13,8 +14,10 @@
 import type { Forecast } from '../contracts/pool.ts';
 import type { RedisClient } from '../redis/client.ts';
 import { poolDecisionStreamKey } from '../redis/keys.ts';
-import { DECISION_HEARTBEAT_MS, DECISION_LOG_MAX_LEN } from './decision-log.ts';
+import { DECISION_HEARTBEAT_MS } from './decision-log.ts';
 import type { PoolModelInput, PoolPlan, PoolPlanSettings, PoolPlanTerms, PoolWorkerView } from './pool-plan.ts';
+
+export const POOL_DECISION_LOG_MAX_LEN = 200;
 
 /** One thing done (or, in shadow mode, that would have been) to a shared pool. */
 export type PoolAction =
@@ -63,7 +66,7 @@ export function createPoolDecisionLog(
         poolDecisionStreamKey(prefix, entry.pool),
         'MAXLEN',
         '~',
-        DECISION_LOG_MAX_LEN,
+        POOL_DECISION_LOG_MAX_LEN,
         '*',
         'record',
         JSON.stringify(entry),
