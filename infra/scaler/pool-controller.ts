@@ -59,6 +59,7 @@ import {
   poolWorkerViews,
   scaleForecast,
   scaleObserved,
+  standInRate,
 } from './pool-observe.ts';
 import { createPlaceNow, type PlaceOutcome, type PlaceRing } from './pool-place-now.ts';
 import {
@@ -197,6 +198,7 @@ export function createPoolController(deps: PoolControllerDeps): PoolController {
 
   async function modelInputs(refs: readonly MemberRef[], measured: PoolMeasurements, settings: PoolPlanSettings, now: number) {
     const horizonS = Math.ceil((settings.coldStartMs + deps.tickMs) / 1000);
+    const unmeasuredRate = standInRate(measured);
     const countsLate = deps.lateSloMs !== undefined && settings.sloQueueWaitMs === deps.lateSloMs;
     const perModel = new Map<string, { forecast: Forecast; observed: PoolModelInput['observed'] }>();
     const inputs: PoolModelInput[] = [];
@@ -215,7 +217,7 @@ export function createPoolController(deps: PoolControllerDeps): PoolController {
         model: r.key,
         forecast: scaleForecast(forecast, r.share),
         backlog: await deps.queueStats.backlog({ model: r.model, versions: [r.version] }),
-        perWorkerRatePerSec: m.rowsPerSec ?? 0,
+        perWorkerRatePerSec: m.rowsPerSec ?? unmeasuredRate,
         loadMs: m.loadMs ?? DEFAULT_MODEL_LOAD_MS,
         memoryMb: m.memoryMb ?? settings.memoryMb / DEFAULT_MODELS_PER_BUDGET,
       });

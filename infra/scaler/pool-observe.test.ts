@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Deployment } from '../deployments/deployment-store.ts';
 import type { HeartbeatPayload, PoolModelView } from '../fleet/worker-states.ts';
-import { measure, memberRefs, poolWorkerViews, scaleForecast } from './pool-observe.ts';
+import { measure, memberRefs, poolWorkerViews, scaleForecast, standInRate } from './pool-observe.ts';
 
 const NOW = 1_700_000_000_000;
 
@@ -116,5 +116,14 @@ describe('poolWorkerViews', () => {
       beat('w2', 'active', [held('a', 'active', { profile: { threads: 1, chosenBatch: 8, rowsPerS: 300 } }), held('b', 'loading')]),
     ]);
     expect(second).toEqual({ 'a@1': { loadMs: 800, memoryMb: 64, rowsPerSec: 300 } });
+  });
+});
+
+describe('standInRate', () => {
+  it("is the median of the pool's measured rates, 0 before any", () => {
+    expect(standInRate({})).toBe(0);
+    expect(standInRate({ a: { loadMs: 5 } })).toBe(0);
+    expect(standInRate({ a: { rowsPerSec: 100 }, b: { rowsPerSec: 300 }, c: { rowsPerSec: 200 } })).toBe(200);
+    expect(standInRate({ a: { rowsPerSec: 100 }, b: { rowsPerSec: 300 } })).toBe(200);
   });
 });

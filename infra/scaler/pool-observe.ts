@@ -15,7 +15,10 @@
  *
  * Measurements carried between ticks (PoolMeasurements): per model version, its last measured
  * load time, resident memory and warm-up rows/s, so a model evicted a day ago is still planned
- * with what it cost when it was last loaded.
+ * with what it cost when it was last loaded. A model never loaded has no rate yet: it is planned
+ * with the median of the pool's measured ones (standInRate), which in a pool of similar models is
+ * far closer than the planner's "unknown" (a row a second, which would size a first burst's
+ * copies as if each worker could barely serve it).
  */
 
 import type { Forecast, PoolWorker } from '../contracts/pool.ts';
@@ -164,4 +167,15 @@ export function measure(previous: PoolMeasurements, beats: readonly PoolBeat[]):
   // This tick's best warm-up rate of each model replaces the last: a slower host's profile is news too.
   for (const [key, rate] of rates) out[key] = { ...out[key], rowsPerSec: rate };
   return out;
+}
+
+/** The median measured rows/s of the pool's models, for one not measured yet; 0 (unknown) when none is. */
+export function standInRate(measured: PoolMeasurements): number {
+  const rates = Object.values(measured)
+    .map((m) => m.rowsPerSec ?? 0)
+    .filter((r) => r > 0)
+    .sort((a, b) => a - b);
+  if (rates.length === 0) return 0;
+  const mid = Math.floor(rates.length / 2);
+  return rates.length % 2 === 1 ? (rates[mid] as number) : ((rates[mid - 1] as number) + (rates[mid] as number)) / 2;
 }
