@@ -5,7 +5,7 @@
  * asked of another). And the narrow port to the workers' holdings channel the actions go through.
  */
 
-import { askLoad, type ModelRef, sendHoldings } from '../fleet/pool-holdings.ts';
+import { askLoad, DEFAULT_HOLDINGS_TTL_MS, type ModelRef, sendHoldings } from '../fleet/pool-holdings.ts';
 import type { Clock } from '../kernel/clock.ts';
 import type { RedisClient } from '../redis/client.ts';
 import type { PoolAction } from './pool-decisions.ts';
@@ -20,13 +20,31 @@ export interface PoolHoldings {
   askLoad(workerId: string, ref: ModelRef): Promise<void>;
 }
 
-/** The holdings channel over Redis (infra/fleet/pool-holdings.ts). */
-export function redisHoldings(redis: Pick<RedisClient, 'eval'>, prefix: string, clock: Pick<Clock, 'now'>): PoolHoldings {
+/**
+ * The holdings channel over Redis (infra/fleet/pool-holdings.ts). The controller sends every warm
+ * worker its whole set every tick; a set equal to the last one sent to that worker is written again
+ * only once `refreshMs` (a third of the key's TTL) has passed, so a steady pool does not ring every
+ * worker's doorbell every tick. An askLoad changes the key, so the next set is written whatever it is.
+ */
+export function redisHoldings(
+  redis: Pick<RedisClient, 'eval'>,
+  prefix: string,
+  clock: Pick<Clock, 'now'>,
+  refreshMs = DEFAULT_HOLDINGS_TTL_MS / 3,
+): PoolHoldings {
+  const last = new Map<string, { models: string; at: number }>();
   return {
     set: async (workerId, models) => {
-      await sendHoldings(redis, prefix, workerId, models, { now: clock.now() });
+      const now = clock.now();
+      const key = models.map((m) => `${m.model}@${m.version}`).join(',');
+      const sent = last.get(workerId);
+      if (sent && sent.models === key && now >= sent.at && now - sent.at < refreshMs) return;
+      await sendHoldings(redis, prefix, workerId, models, { now });
+      last.set(workerId, { models: key, at: now });
+      if (last.size > 10_000) last.clear(); // workers come and go: forgetting costs one write each
     },
     askLoad: async (workerId, ref) => {
+      last.delete(workerId);
       await askLoad(redis, prefix, workerId, ref, { now: clock.now() });
     },
   };
