@@ -360,6 +360,15 @@ describe('tick', () => {
     expect(f.provider.calls.some((x) => x.startsWith('launch tail'))).toBe(true);
   });
 
+  it('asks a worker to load a model it evicted before, which its holdings alone would not bring back', async () => {
+    const f = await fixture();
+    await f.deployments.put({ model: 'm', version: '1', min: 0, max: 1, standby: 0, pool: POOL });
+    await writePoolBeat(f.prefix, 'w1', [{ model: 'm', version: '1', state: 'evicted', residentBytes: 0, lastUsedAt: 0, jobsInFlight: 0 }]);
+    f.backlogs.set('m@1', { ...noBacklog, waiting: 1 });
+    await f.make().tick(await f.tickContext());
+    expect(f.holdings.calls).toEqual(['set w1 m@1', 'ask w1 m@1']);
+  });
+
   it('grows a pool below its minimum through the provider, with the pool as the target', async () => {
     const f = await fixture({ min: 2 });
     await f.deployments.put({ model: 'a', version: '1', min: 0, max: 1, standby: 0, pool: POOL });

@@ -51,6 +51,7 @@ import { createPlacementClaims } from './pool-claims.ts';
 import { createPoolDecisionLog, forecastSummary, type PoolAction, type PoolDecisionLog } from './pool-decisions.ts';
 import { createPoolMetrics, observePool, resetPoolGauges } from './pool-metrics.ts';
 import {
+  evictedHere,
   type MemberRef,
   measure,
   memberRefs,
@@ -249,7 +250,7 @@ export function createPoolController(deps: PoolControllerDeps): PoolController {
 
     const planned = actionsOf(plan, refs, workers);
     const applied = provider && holdings && (await ctx.stillLeader()) ? await apply(target, planned, refs) : [];
-    if (applied.length > 0) await noteLoads(pool.name, plan, workers, applied, refs, now);
+    if (applied.length > 0) applied.push(...(await noteLoads(pool.name, plan, workers, evictedHere(beats), applied, refs, now)));
     if (metrics) observePool(metrics, pool.name, workers, plan, applied.length > 0);
     const { memory: _memory, ...rest } = plan;
     await decisions.record({
@@ -295,21 +296,35 @@ export function createPoolController(deps: PoolControllerDeps): PoolController {
     pool: string,
     plan: PoolPlan,
     workers: PoolWorkerView[],
+    evicted: ReadonlySet<string>,
     applied: PoolAction[],
     refs: readonly MemberRef[],
     now: number,
-  ) {
+  ): Promise<PoolAction[]> {
     const told = new Set(
       applied.filter((a) => a.action === 'hold' && a.error === undefined).map((a) => (a as { workerId: string }).workerId),
     );
     const byKey = new Map(refs.map((r) => [r.key, r]));
+    const more: PoolAction[] = [];
     for (const load of plan.loads) {
       if (!told.has(load.workerId)) continue;
       pending.remember(load.workerId, load.model, now);
       const ref = byKey.get(load.model);
+      if (!ref) continue;
       const cold = !workers.some((w) => w.models.some((h) => h.model === load.model));
-      if (ref && cold) await claims.take(pool, ref, load.workerId, now);
+      if (cold) await claims.take(pool, ref, load.workerId, now);
+      // A model this worker evicted stays out while still listed (pool-holdings.ts): only an ask brings it back.
+      if (evicted.has(`${load.workerId}\u0000${load.model}`)) {
+        const action: PoolAction = { action: 'load-now', workerId: load.workerId, model: load.model, why: 'evicted there before' };
+        try {
+          await (holdings as PoolHoldings).askLoad(load.workerId, ref);
+          more.push(action);
+        } catch (err) {
+          more.push({ ...action, error: errorMessage(err) });
+        }
+      }
     }
+    return more;
   }
 
   /** Workers of a pool that no longer exists (deleted once no deployment named it) drain. */

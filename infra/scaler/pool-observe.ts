@@ -106,6 +106,13 @@ export function scaleObserved(o: NonNullable<PoolModelInput['observed']>, share:
   };
 }
 
+/** `workerId\u0000model@version` of every model a worker evicted and was not asked for since (its heartbeat's `evicted`). */
+export function evictedHere(beats: readonly PoolBeat[]): Set<string> {
+  const out = new Set<string>();
+  for (const b of beats) for (const m of b.models ?? []) if (m.state === 'evicted') out.add(`${b.id}\u0000${modelKey(m.model, m.version)}`);
+  return out;
+}
+
 /** The models a heartbeat says its worker holds (see the header). */
 export function heldModels(beat: PoolBeat, now: number): HeldModel[] {
   const held: HeldModel[] = [];
