@@ -6,7 +6,8 @@
  * never a failing exit). What the rows mean and the latest table: docs/BENCHMARKS.md.
  * --input-shape gives a --model's dynamic non-batch dimensions (input-shapes.ts).
  * --no-cluster skips the Redis Cluster row (1 vs 3 masters), for a redis-server without cluster
- * support or a shorter run.
+ * support or a shorter run. The shared pool's rows (pool-load-run.ts) run once, on models of their
+ * own, whatever --model says.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -19,6 +20,7 @@ import { type Closer, closeAll } from '../../infra/kernel/lifecycle.ts';
 import { type BenchModel, builtInModels, publishBenchModel, userModel } from './bench-models.ts';
 import { measureBulkRows } from './bulk.ts';
 import type { ApiMode } from './e2e.ts';
+import { benchPoolLoad } from './pool-load-run.ts';
 import { type BenchModelInfo, type BenchReport, type BenchRow, formatTable, judgedRows, toJson } from './report.ts';
 import { startBenchContext } from './services.ts';
 import { benchServing } from './serving-rows.ts';
@@ -70,6 +72,8 @@ export async function benchMain(args: string[]): Promise<number> {
       rows.push(...(await benchServing(ctx, manifest, run, sizes, api)));
     }
     if (!values['no-cluster']) rows.push(...(await benchCluster(ctx, sizes)));
+    // Once, on models of its own: a shared pool's worker is not bound to the models above.
+    rows.push(...(await benchPoolLoad(ctx, sizes.pool)));
     out('');
     out(formatTable(rows));
     if (values.json) {

@@ -15,6 +15,7 @@ import { BENCH_MAX_BATCH, benchBatches, benchMode, rowWidth } from './bench-mode
 import { CLUSTER_ROW, measureClusterScaling } from './cluster.ts';
 import { measureColdStart } from './cold-start.ts';
 import type { HopPlan } from './edge-hop.ts';
+import type { PoolLoadPlan } from './pool-load.ts';
 import { cellAt, describeSweep, type RawSweep, rawOrtSweep } from './raw-ort.ts';
 import type { BenchRow } from './report.ts';
 import type { BenchContext } from './services.ts';
@@ -50,6 +51,8 @@ export interface BenchSizes {
   cluster: { models: number; jobs: number; concurrency: number };
   /** The edge → region hop's closed loops (edge-hop.ts). */
   edge: HopPlan;
+  /** The shared pool's loads and Zipf traffic (pool-load.ts). */
+  pool: PoolLoadPlan;
 }
 
 export function benchSizes(quick: boolean): BenchSizes {
@@ -69,6 +72,7 @@ export function benchSizes(quick: boolean): BenchSizes {
         budgetS: 8,
         cluster: { models: 3, jobs: 300, concurrency: 48 },
         edge: { concurrencies: [1, 16], rounds: 4, requests: 200, warmUp: 300 },
+        pool: { loads: 8, models: 12, fits: 4, ratePerS: 10, durationS: 20, checked: 40, seed: 31 },
       }
     : {
         jobs: 6000,
@@ -85,6 +89,7 @@ export function benchSizes(quick: boolean): BenchSizes {
         budgetS: 30,
         cluster: { models: 3, jobs: 1000, concurrency: 48 },
         edge: { concurrencies: [1, 4, 16], rounds: 6, requests: 500, warmUp: 500 },
+        pool: { loads: 20, models: 24, fits: 6, ratePerS: 20, durationS: 60, checked: 120, seed: 31 },
       };
 }
 

@@ -1,0 +1,350 @@
+/**
+ * The shared pool's rows (pool-load.ts) measured on real processes: a `warmpool worker --pool`
+ * child (started with poolWorkerEnv) told what to hold through its holdings channel
+ * (infra/fleet/pool-holdings.ts), the bench's Redis, S3 and ONNX Runtime. Models of one shape
+ * with distinct weights (scripts/fixtures/onnx-models.ts), so a job served by the wrong session
+ * would show in the outputs.
+ *
+ * Loads: one worker with room for every model; each round asks it to load a model it never saw,
+ * waits for it `active`, lets it go (holdings: none) until the worker is standby again, then the
+ * same model once more, now from its disk cache and kept profile. Every load lands on a standby.
+ *
+ * Zipf: an API child and one worker whose --memory-mb fits `fits` of `models` models; jobs in
+ * Poisson arrivals, models drawn by Zipf, routed by MissRouter (the bench's own router: an askLoad
+ * for a model the heartbeat shows not held; the pool controller is not on main yet). Each second a
+ * model with jobs waiting that the worker does not hold is asked for too, as the controller does
+ * for a backlog, so no job is left behind an eviction. The ratio is read from the API's /metrics.
+ */
+import { performance } from 'node:perf_hooks';
+import * as ort from 'onnxruntime-node';
+import { queueName } from '../../infra/contracts/job.ts';
+import { createDeploymentStore } from '../../infra/deployments/deployment-store.ts';
+import { askLoad, sendHoldings } from '../../infra/fleet/pool-holdings.ts';
+import { poolWorkerEnv } from '../../infra/fleet/pool-worker-env.ts';
+import { type HeartbeatPayload, listHeartbeats, type PoolModelView } from '../../infra/fleet/worker-states.ts';
+import { systemClock } from '../../infra/kernel/clock.ts';
+import { errorMessage } from '../../infra/kernel/errors.ts';
+import { seededRandom } from '../../infra/kernel/seeded-random.ts';
+import { openQueueProbes } from '../../infra/queue/index.ts';
+import { closeRedis, createRedis, type RedisClient } from '../../infra/redis/client.ts';
+import { workerKey } from '../../infra/redis/keys.ts';
+import { freePort } from '../dev/free-port.ts';
+import { buildDistinctMlpModels } from '../fixtures/onnx-models.ts';
+import {
+  HIT_ROW,
+  hitRow,
+  LOAD_ROW_NAMES,
+  type LoadSample,
+  loadRows,
+  lruHitRatio,
+  MissRouter,
+  type PoolLoadPlan,
+  poolJobCounts,
+  type ZipfFigures,
+  zipfTraffic,
+} from './pool-load.ts';
+import type { BenchRow } from './report.ts';
+import { BENCH_KEY, type BenchContext, type ChildRole, scopedEnv, spawnRole, waitForHttp } from './services.ts';
+import { failedRows } from './suite.ts';
+
+/** ~8.6 MB of weights each: large enough that the budget, not the serving parts' noise, decides what fits. */
+const SHAPE = { features: 64, hidden: 1024, layers: 3 };
+const F = SHAPE.features;
+const MB = 1024 * 1024;
+/** Every heartbeat is a Redis write per model: fast enough to see loads, cheap at these counts. */
+const BEAT = { HEARTBEAT_INTERVAL_MS: '100', HEARTBEAT_TTL_MS: '1000', INTRA_OP_THREADS: '1' };
+const POLL_MS = 10;
+const METRICS_TOKEN = 'bench-metrics-token-0123456789';
+const VERSION = '1';
+const ROUTER_NOTE = 'router: the bench askLoads a model the heartbeat shows not held (the pool controller is not on main)';
+
+/** Both measurements; a failed one gives its rows as n/a and the other still runs. */
+export async function benchPoolLoad(ctx: BenchContext, plan: PoolLoadPlan): Promise<BenchRow[]> {
+  ctx.out('[shared pool: loads onto a standby, hit ratio under Zipf]');
+  const rows: BenchRow[] = [];
+  try {
+    const samples = await measureLoads(ctx, plan);
+    rows.push(...loadRows(samples, POLL_MS));
+  } catch (err) {
+    rows.push(...failedRows(undefined, LOAD_ROW_NAMES, err));
+  }
+  try {
+    rows.push(hitRow(await measureZipf(ctx, plan)));
+  } catch (err) {
+    rows.push(...failedRows(undefined, [HIT_ROW], err));
+  }
+  return rows;
+}
+
+async function publishModels(ctx: BenchContext, prefix: string, count: number, firstSeed: number) {
+  const all = buildDistinctMlpModels(count, { ...SHAPE, firstSeed });
+  const out: { name: string; bytes: Uint8Array; sizeBytes: number }[] = [];
+  for (const [i, bytes] of all.entries()) {
+    const name = `${prefix}-${i}`;
+    const manifest = await ctx.registry.publish({ name, version: VERSION, bytes, maxBatch: 8, warmupBatches: [1, 2, 4, 8] });
+    out.push({ name, bytes, sizeBytes: manifest.sizeBytes });
+  }
+  return out;
+}
+
+interface PoolWorkerUnderTest {
+  role: ChildRole;
+  id: string;
+  beat(): Promise<HeartbeatPayload | undefined>;
+}
+
+async function startPoolWorker(redis: RedisClient, env: NodeJS.ProcessEnv, prefix: string, memoryMb: number): Promise<PoolWorkerUnderTest> {
+  const role = spawnRole(['worker', '--pool', 'bench', '--memory-mb', String(memoryMb)], poolWorkerEnv(env));
+  const first = await until('the pool worker standby', async () => {
+    const beat = (await listHeartbeats(redis, prefix)).find((b) => b.pid === role.child.pid);
+    if (beat?.state === 'failed') throw new Error(`pool worker failed: ${beat.error}`);
+    return beat?.state === 'standby' ? beat : undefined;
+  }).catch(async (err: unknown) => {
+    await role.stop();
+    throw err;
+  });
+  const key = workerKey(prefix, first.id);
+  return {
+    role,
+    id: first.id,
+    beat: async () => {
+      const raw = await redis.get(key);
+      return raw ? (JSON.parse(raw) as HeartbeatPayload) : undefined;
+    },
+  };
+}
+
+async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 120_000, everyMs = POLL_MS): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await systemClock.sleep(everyMs);
+  }
+}
+
+async function measureLoads(ctx: BenchContext, plan: PoolLoadPlan): Promise<LoadSample[]> {
+  const models = await publishModels(ctx, 'pool-load', plan.loads, 3100);
+  const { env, config } = scopedEnv(ctx, 'pool-load', BEAT);
+  const prefix = config.queuePrefix;
+  const redis = createRedis(config.redisUrl);
+  let worker: PoolWorkerUnderTest | undefined;
+  try {
+    worker = await startPoolWorker(redis, env, prefix, 4096);
+    const w = worker;
+    const loadOnce = async (model: string, kind: LoadSample['kind']): Promise<LoadSample> => {
+      const started = performance.now();
+      await askLoad(redis, prefix, w.id, { model, version: VERSION });
+      const view = await until(`${model} active`, async () => {
+        const beat = await w.beat();
+        const m = beat?.models?.find((x) => x.model === model);
+        if (m?.state === 'failed') throw new Error(`${model} failed to load: ${m.error}`);
+        return m?.state === 'active' ? m : undefined;
+      });
+      const outsideMs = performance.now() - started;
+      await sendHoldings(redis, prefix, w.id, []);
+      await until('the worker standby again', async () => {
+        const beat = await w.beat();
+        return beat?.state === 'standby' && (beat.models ?? []).length === 0 ? true : undefined;
+      });
+      return sample(kind, view, outsideMs);
+    };
+    const samples: LoadSample[] = [];
+    for (const { name } of models) {
+      samples.push(await loadOnce(name, 'cold'), await loadOnce(name, 'seen'));
+      const [cold, seen] = samples.slice(-2) as [LoadSample, LoadSample];
+      ctx.out(
+        `  ${name}: never seen ${Math.round(cold.workerMs)} ms (outside ${Math.round(cold.outsideMs)}), seen ${Math.round(seen.workerMs)} ms (outside ${Math.round(seen.outsideMs)})`,
+      );
+    }
+    return samples;
+  } finally {
+    await worker?.role.stop();
+    await closeRedis(redis);
+  }
+}
+
+function sample(kind: LoadSample['kind'], view: PoolModelView, outsideMs: number): LoadSample {
+  return {
+    kind,
+    workerMs: view.loadMs ?? Number.NaN,
+    outsideMs,
+    cacheHit: view.cacheHit ?? false,
+    reused: view.warmup?.reused ?? false,
+  };
+}
+
+interface Submitted {
+  id: string;
+  model: number;
+  row: number;
+}
+
+async function measureZipf(ctx: BenchContext, plan: PoolLoadPlan): Promise<ZipfFigures> {
+  const models = await publishModels(ctx, 'pool-zipf', plan.models, 4100);
+  const sizeBytes = Math.max(...models.map((m) => m.sizeBytes));
+  // Measured resident memory is 1.00–1.01× the file under poolWorkerEnv (pool-worker.ts): fits, not fits + 1.
+  const memoryMb = Math.ceil((plan.fits * sizeBytes * 1.2) / MB);
+  const { env, config } = scopedEnv(ctx, 'pool-zipf', { ...BEAT, PORT: String(await freePort()), METRICS_TOKEN });
+  const prefix = config.queuePrefix;
+  const url = `http://127.0.0.1:${config.api.port}`;
+  const redis = createRedis(config.redisUrl);
+  const probes = openQueueProbes(redis, prefix);
+  // Deployed (the API takes no job for an undeployed model); no scaler runs here to act on them.
+  const deployments = createDeploymentStore(redis, prefix);
+  for (const m of models) await deployments.put({ model: m.name, version: VERSION, min: 0, max: 1, standby: 0 });
+  const stops: Array<() => Promise<unknown>> = [];
+  try {
+    const api = spawnRole(['api'], env);
+    stops.push(() => api.stop());
+    await waitForHttp(`${url}/v2/health/ready`);
+    const worker = await startPoolWorker(redis, env, prefix, memoryMb);
+    stops.push(() => worker.role.stop());
+    const ask = (model: string) =>
+      void askLoad(redis, prefix, worker.id, { model, version: VERSION }, { ttlMs: 3_600_000 }).catch((err: unknown) =>
+        ctx.out(`  askLoad ${model} failed: ${errorMessage(err)}`),
+      );
+    const router = new MissRouter(ask, () => Date.now());
+    const held = { max: 0, sum: 0, reads: 0 };
+    const watching = watch(async () => {
+      const beat = await worker.beat();
+      router.observe(beat?.models ?? []);
+      held.max = Math.max(held.max, router.resident);
+      held.sum += router.resident;
+      held.reads++;
+    }, 50);
+    const backlog = watch(async () => {
+      for (const m of models) {
+        const counts = await probes.queue(queueName(m.name, VERSION)).counts('waiting', 'prioritized');
+        if (counts.waiting + counts.prioritized > 0) router.route(m.name);
+      }
+    }, 1000);
+    stops.push(
+      () => watching.stop(),
+      () => backlog.stop(),
+    );
+
+    const traffic = zipfTraffic(plan);
+    const submitted: Promise<Submitted | undefined>[] = [];
+    const refused: string[] = [];
+    let benchHits = 0;
+    const t0 = performance.now();
+    for (const [row, job] of traffic.entries()) {
+      const wait = t0 + job.atMs - performance.now();
+      if (wait > 0) await systemClock.sleep(wait);
+      const name = (models[job.model] as (typeof models)[number]).name;
+      if (router.route(name)) benchHits++;
+      submitted.push(
+        submit(url, name, row).then(
+          (id) => ({ id, model: job.model, row }),
+          (err: unknown) => void refused.push(errorMessage(err)),
+        ),
+      );
+    }
+    const jobs = (await Promise.all(submitted)).filter((j): j is Submitted => j !== undefined);
+    if (refused.length > 0) throw new Error(`${refused.length} of ${traffic.length} submits failed, first: ${refused[0]}`);
+    const metricsText = () => fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } }).then((r) => r.text());
+    const finalText = await until(
+      'every job counted in warmpool_pool_jobs_total',
+      async () => {
+        const text = await metricsText();
+        const c = poolJobCounts(text);
+        return c.hit + c.miss >= jobs.length ? text : undefined;
+      },
+      180_000,
+      500,
+    );
+    const { checked, wrong } = await checkOutputs(url, jobs, models, plan);
+    return {
+      jobs: jobs.length,
+      metric: poolJobCounts(finalText),
+      benchHits,
+      lru: lruHitRatio(
+        traffic.map((t) => t.model),
+        plan.fits,
+      ),
+      plan,
+      memoryMb,
+      heldMax: held.max,
+      heldMean: held.reads > 0 ? held.sum / held.reads : Number.NaN,
+      loads: sumSeries(finalText, 'warmpool_pool_model_loads_total', 'outcome="loaded"'),
+      checked,
+      wrong,
+      router: ROUTER_NOTE,
+    };
+  } finally {
+    for (const stop of stops.reverse()) await stop().catch(() => undefined);
+    await probes.close();
+    await closeRedis(redis);
+  }
+}
+
+/** `fn` every `everyMs` until stopped; a failing round is skipped, not fatal. */
+function watch(fn: () => Promise<void>, everyMs: number): { stop(): Promise<void> } {
+  let running = true;
+  const loop = (async () => {
+    while (running) {
+      await fn().catch(() => undefined);
+      await systemClock.sleep(everyMs);
+    }
+  })();
+  return {
+    stop: async () => {
+      running = false;
+      await loop;
+    },
+  };
+}
+
+/** Job `row`'s one row: a fixed function of its index, distinct per job (the API's result cache never answers). */
+function rowData(row: number): number[] {
+  return Array.from({ length: F }, (_, k) => Math.sin(row + k));
+}
+
+async function submit(url: string, model: string, row: number): Promise<string> {
+  const res = await fetch(`${url}/v1/models/${model}/jobs`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${BENCH_KEY}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ inputs: [{ name: 'features', shape: [1, F], datatype: 'FP32', data: rowData(row) }] }),
+  });
+  if (res.status !== 202) throw new Error(`submit to ${model} refused: HTTP ${res.status} ${await res.text()}`);
+  return ((await res.json()) as { id: string }).id;
+}
+
+/** A seeded sample of the jobs (and the first of every model), each output against ONNX Runtime's for its model. */
+async function checkOutputs(url: string, jobs: readonly Submitted[], models: readonly { bytes: Uint8Array }[], plan: PoolLoadPlan) {
+  const rand = seededRandom(plan.seed + 1);
+  const pick = new Set<Submitted>();
+  for (let m = 0; m < models.length; m++) {
+    const first = jobs.find((j) => j.model === m);
+    if (first) pick.add(first);
+  }
+  while (pick.size < Math.min(plan.checked, jobs.length)) pick.add(jobs[Math.floor(rand() * jobs.length)] as Submitted);
+  let wrong = 0;
+  // One model's session at a time, released after its jobs: the bench process holds no pool of its own.
+  for (let m = 0; m < models.length; m++) {
+    const mine = [...pick].filter((j) => j.model === m);
+    if (mine.length === 0) continue;
+    const session = await ort.InferenceSession.create((models[m] as { bytes: Uint8Array }).bytes);
+    try {
+      for (const job of mine) {
+        const res = await fetch(`${url}/v1/jobs/${encodeURIComponent(job.id)}`, { headers: { authorization: `Bearer ${BENCH_KEY}` } });
+        const body = (await res.json()) as { status: string; outputs?: Array<{ data: number[] }> };
+        const out = await session.run({ features: new ort.Tensor('float32', Float32Array.from(rowData(job.row)), [1, F]) });
+        const expected = (out.score as ort.Tensor).data[0] as number;
+        const got = body.outputs?.[0]?.data[0];
+        if (body.status !== 'succeeded' || got === undefined || Math.abs(got - expected) > 1e-5) wrong++;
+      }
+    } finally {
+      await session.release();
+    }
+  }
+  return { checked: pick.size, wrong };
+}
+
+function sumSeries(text: string, name: string, labels: string): number {
+  let sum = 0;
+  for (const m of text.matchAll(new RegExp(`^${name}\\{([^}]*)\\} ([\\d.e+]+)$`, 'gm'))) if (m[1]?.includes(labels)) sum += Number(m[2]);
+  return sum;
+}
