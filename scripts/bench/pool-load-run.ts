@@ -184,8 +184,9 @@ interface Submitted {
 async function measureZipf(ctx: BenchContext, plan: PoolLoadPlan): Promise<ZipfFigures> {
   const models = await publishModels(ctx, 'pool-zipf', plan.models, 4100);
   const sizeBytes = Math.max(...models.map((m) => m.sizeBytes));
-  // Measured resident memory is 1.00–1.01× the file under poolWorkerEnv (pool-worker.ts): fits, not fits + 1.
-  const memoryMb = Math.ceil((plan.fits * sizeBytes * 1.2) / MB);
+  // Measured resident memory is 1.00–1.01× the file under poolWorkerEnv (pool-worker.ts): half a
+  // model's slack fits `fits` and never fits + 1.
+  const memoryMb = Math.floor(((plan.fits + 0.5) * sizeBytes) / MB);
   const { env, config } = scopedEnv(ctx, 'pool-zipf', { ...BEAT, PORT: String(await freePort()), METRICS_TOKEN });
   const prefix = config.queuePrefix;
   const url = `http://127.0.0.1:${config.api.port}`;
@@ -256,9 +257,14 @@ async function measureZipf(ctx: BenchContext, plan: PoolLoadPlan): Promise<ZipfF
       500,
     );
     const { checked, wrong } = await checkOutputs(url, jobs, models, plan);
+    const metric = poolJobCounts(finalText);
+    ctx.out(
+      `  Zipf: ${jobs.length} jobs over ${plan.models} models, ${metric.hit} hit / ${metric.miss} miss (the bench saw ${benchHits} hits), ` +
+        `held ≤ ${held.max} under --memory-mb ${memoryMb}, ${wrong} of ${checked} checked outputs wrong`,
+    );
     return {
       jobs: jobs.length,
-      metric: poolJobCounts(finalText),
+      metric,
       benchHits,
       lru: lruHitRatio(
         traffic.map((t) => t.model),

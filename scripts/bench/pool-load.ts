@@ -232,7 +232,7 @@ export function hitRow(f: ZipfFigures): BenchRow {
       `the bench's own count (model active in the last heartbeat when routed) ${r2(f.benchHits / f.jobs)}; ` +
       `an LRU of ${f.plan.fits} with instant loads over the same sequence ${r2(f.lru)}; ` +
       `Zipf s=1 (seed ${f.plan.seed}) over ${f.plan.models} models, Poisson ${f.plan.ratePerS} jobs/s for ${f.plan.durationS} s, ` +
-      `one pool worker, --memory-mb ${f.memoryMb} (sized for ${f.plan.fits}): held ≤ ${f.heldMax} (mean ${f.heldMean.toFixed(1)}), ` +
+      `one pool worker from empty, --memory-mb ${f.memoryMb} (sized for ${f.plan.fits}): held ≤ ${f.heldMax} (mean ${f.heldMean.toFixed(1)}), ` +
       `${f.loads} loads; ${f.router}; ${outputs}`,
   };
 }
