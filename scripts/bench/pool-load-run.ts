@@ -76,15 +76,22 @@ export async function benchPoolLoad(ctx: BenchContext, plan: PoolLoadPlan): Prom
   return rows;
 }
 
-async function publishModels(ctx: BenchContext, prefix: string, count: number, firstSeed: number) {
+async function publishModels(ctx: BenchContext, prefix: string, count: number, firstSeed: number): Promise<ZipfModel[]> {
   const all = buildDistinctMlpModels(count, { ...SHAPE, firstSeed });
-  const out: { name: string; bytes: Uint8Array; sizeBytes: number }[] = [];
+  const out: ZipfModel[] = [];
   for (const [i, bytes] of all.entries()) {
     const name = `${prefix}-${i}`;
     const manifest = await ctx.registry.publish({ name, version: VERSION, bytes, maxBatch: 8, warmupBatches: [1, 2, 4, 8] });
     out.push({ name, bytes, sizeBytes: manifest.sizeBytes });
   }
   return out;
+}
+
+/** A published model: its name (version VERSION), bytes and size. */
+interface ZipfModel {
+  name: string;
+  bytes: Uint8Array;
+  sizeBytes: number;
 }
 
 interface PoolWorkerUnderTest {
@@ -191,7 +198,6 @@ async function measureZipf(ctx: BenchContext, plan: PoolLoadPlan): Promise<ZipfF
   const prefix = config.queuePrefix;
   const url = `http://127.0.0.1:${config.api.port}`;
   const redis = createRedis(config.redisUrl);
-  const probes = openQueueProbes(redis, prefix);
   // Deployed (the API takes no job for an undeployed model); no scaler runs here to act on them.
   const deployments = createDeploymentStore(redis, prefix);
   for (const m of models) await deployments.put({ model: m.name, version: VERSION, min: 0, max: 1, standby: 0 });
@@ -202,62 +208,14 @@ async function measureZipf(ctx: BenchContext, plan: PoolLoadPlan): Promise<ZipfF
     await waitForHttp(`${url}/v2/health/ready`);
     const worker = await startPoolWorker(redis, env, prefix, memoryMb);
     stops.push(() => worker.role.stop());
-    const ask = (model: string) =>
-      void askLoad(redis, prefix, worker.id, { model, version: VERSION }, { ttlMs: 3_600_000 }).catch((err: unknown) =>
-        ctx.out(`  askLoad ${model} failed: ${errorMessage(err)}`),
-      );
-    const router = new MissRouter(ask, () => Date.now());
-    const held = { max: 0, sum: 0, reads: 0 };
-    const watching = watch(async () => {
-      const beat = await worker.beat();
-      router.observe(beat?.models ?? []);
-      held.max = Math.max(held.max, router.resident);
-      held.sum += router.resident;
-      held.reads++;
-    }, 50);
-    const backlog = watch(async () => {
-      for (const m of models) {
-        const counts = await probes.queue(queueName(m.name, VERSION)).counts('waiting', 'prioritized');
-        if (counts.waiting + counts.prioritized > 0) router.route(m.name);
-      }
-    }, 1000);
-    stops.push(
-      () => watching.stop(),
-      () => backlog.stop(),
-    );
-
+    const routing = startRouting(ctx, redis, prefix, worker, models);
+    stops.push(() => routing.stop());
     const traffic = zipfTraffic(plan);
-    const submitted: Promise<Submitted | undefined>[] = [];
-    const refused: string[] = [];
-    let benchHits = 0;
-    const t0 = performance.now();
-    for (const [row, job] of traffic.entries()) {
-      const wait = t0 + job.atMs - performance.now();
-      if (wait > 0) await systemClock.sleep(wait);
-      const name = (models[job.model] as (typeof models)[number]).name;
-      if (router.route(name)) benchHits++;
-      submitted.push(
-        submit(url, name, row).then(
-          (id) => ({ id, model: job.model, row }),
-          (err: unknown) => void refused.push(errorMessage(err)),
-        ),
-      );
-    }
-    const jobs = (await Promise.all(submitted)).filter((j): j is Submitted => j !== undefined);
-    if (refused.length > 0) throw new Error(`${refused.length} of ${traffic.length} submits failed, first: ${refused[0]}`);
-    const metricsText = () => fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } }).then((r) => r.text());
-    const finalText = await until(
-      'every job counted in warmpool_pool_jobs_total',
-      async () => {
-        const text = await metricsText();
-        const c = poolJobCounts(text);
-        return c.hit + c.miss >= jobs.length ? text : undefined;
-      },
-      180_000,
-      500,
-    );
+    const { jobs, benchHits } = await sendTraffic(url, models, routing.router, traffic);
+    const text = await countedMetrics(url, jobs.length);
     const { checked, wrong } = await checkOutputs(url, jobs, models, plan);
-    const metric = poolJobCounts(finalText);
+    const metric = poolJobCounts(text);
+    const { held } = routing;
     ctx.out(
       `  Zipf: ${jobs.length} jobs over ${plan.models} models, ${metric.hit} hit / ${metric.miss} miss (the bench saw ${benchHits} hits), ` +
         `held ≤ ${held.max} under --memory-mb ${memoryMb}, ${wrong} of ${checked} checked outputs wrong`,
@@ -274,16 +232,90 @@ async function measureZipf(ctx: BenchContext, plan: PoolLoadPlan): Promise<ZipfF
       memoryMb,
       heldMax: held.max,
       heldMean: held.reads > 0 ? held.sum / held.reads : Number.NaN,
-      loads: sumSeries(finalText, 'warmpool_pool_model_loads_total', 'outcome="loaded"'),
+      loads: sumSeries(text, 'warmpool_pool_model_loads_total', 'outcome="loaded"'),
       checked,
       wrong,
       router: ROUTER_NOTE,
     };
   } finally {
     for (const stop of stops.reverse()) await stop().catch(() => undefined);
-    await probes.close();
     await closeRedis(redis);
   }
+}
+
+/**
+ * The bench's router, fed by the worker's heartbeat every 50 ms (and counting the models it
+ * shows active), and each second by the queues: a model with jobs waiting that the worker does
+ * not hold is routed as a miss, so it is asked for.
+ */
+function startRouting(ctx: BenchContext, redis: RedisClient, prefix: string, worker: PoolWorkerUnderTest, models: readonly ZipfModel[]) {
+  const probes = openQueueProbes(redis, prefix);
+  // A TTL past the run: an expired set would make the next askLoad's set of one drain the rest.
+  const ask = (model: string) =>
+    void askLoad(redis, prefix, worker.id, { model, version: VERSION }, { ttlMs: 3_600_000 }).catch((err: unknown) =>
+      ctx.out(`  askLoad ${model} failed: ${errorMessage(err)}`),
+    );
+  const router = new MissRouter(ask, () => Date.now());
+  const held = { max: 0, sum: 0, reads: 0 };
+  const beats = watch(async () => {
+    const beat = await worker.beat();
+    router.observe(beat?.models ?? []);
+    held.max = Math.max(held.max, router.resident);
+    held.sum += router.resident;
+    held.reads++;
+  }, 50);
+  const backlog = watch(async () => {
+    for (const m of models) {
+      const counts = await probes.queue(queueName(m.name, VERSION)).counts('waiting', 'prioritized');
+      if (counts.waiting + counts.prioritized > 0) router.route(m.name);
+    }
+  }, 1000);
+  return {
+    router,
+    held,
+    stop: async () => {
+      await Promise.all([beats.stop(), backlog.stop()]);
+      await probes.close();
+    },
+  };
+}
+
+/** Each job of `traffic` at its time, routed, then submitted; throws if any submit was refused. */
+async function sendTraffic(url: string, models: readonly ZipfModel[], router: MissRouter, traffic: ReturnType<typeof zipfTraffic>) {
+  const submitted: Promise<Submitted | undefined>[] = [];
+  const refused: string[] = [];
+  let benchHits = 0;
+  const t0 = performance.now();
+  for (const [row, job] of traffic.entries()) {
+    const wait = t0 + job.atMs - performance.now();
+    if (wait > 0) await systemClock.sleep(wait);
+    const name = (models[job.model] as ZipfModel).name;
+    if (router.route(name)) benchHits++;
+    submitted.push(
+      submit(url, name, row).then(
+        (id) => ({ id, model: job.model, row }),
+        (err: unknown) => void refused.push(errorMessage(err)),
+      ),
+    );
+  }
+  const jobs = (await Promise.all(submitted)).filter((j): j is Submitted => j !== undefined);
+  if (refused.length > 0) throw new Error(`${refused.length} of ${traffic.length} submits failed, first: ${refused[0]}`);
+  return { jobs, benchHits };
+}
+
+/** The API's /metrics once `warmpool_pool_jobs_total` counts `jobs` jobs (they all finished). */
+function countedMetrics(url: string, jobs: number): Promise<string> {
+  const read = () => fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } }).then((r) => r.text());
+  return until(
+    'every job counted in warmpool_pool_jobs_total',
+    async () => {
+      const text = await read();
+      const c = poolJobCounts(text);
+      return c.hit + c.miss >= jobs ? text : undefined;
+    },
+    180_000,
+    500,
+  );
 }
 
 /** `fn` every `everyMs` until stopped; a failing round is skipped, not fatal. */
@@ -319,7 +351,7 @@ async function submit(url: string, model: string, row: number): Promise<string> 
 }
 
 /** A seeded sample of the jobs (and the first of every model), each output against ONNX Runtime's for its model. */
-async function checkOutputs(url: string, jobs: readonly Submitted[], models: readonly { bytes: Uint8Array }[], plan: PoolLoadPlan) {
+async function checkOutputs(url: string, jobs: readonly Submitted[], models: readonly ZipfModel[], plan: PoolLoadPlan) {
   const rand = seededRandom(plan.seed + 1);
   const pick = new Set<Submitted>();
   for (let m = 0; m < models.length; m++) {
@@ -332,7 +364,7 @@ async function checkOutputs(url: string, jobs: readonly Submitted[], models: rea
   for (let m = 0; m < models.length; m++) {
     const mine = [...pick].filter((j) => j.model === m);
     if (mine.length === 0) continue;
-    const session = await ort.InferenceSession.create((models[m] as { bytes: Uint8Array }).bytes);
+    const session = await ort.InferenceSession.create((models[m] as ZipfModel).bytes);
     try {
       for (const job of mine) {
         const res = await fetch(`${url}/v1/jobs/${encodeURIComponent(job.id)}`, { headers: { authorization: `Bearer ${BENCH_KEY}` } });
