@@ -10,24 +10,35 @@
  * same model once more, now from its disk cache and kept profile. Every load lands on a standby.
  *
  * Zipf: an API child and one worker whose --memory-mb fits `fits` of `models` models; jobs in
- * Poisson arrivals, models drawn by Zipf, routed by MissRouter (the bench's own router: an askLoad
- * for a model the heartbeat shows not held; the pool controller is not on main yet). Each second a
- * model with jobs waiting that the worker does not hold is asked for too, as the controller does
- * for a backlog, so no job is left behind an eviction. The ratio is read from the API's /metrics.
+ * Poisson arrivals, models drawn by Zipf. Misses are placed by either
+ * - `controller` (the default): the real one. A shared pool of exactly one worker (`max 1, min 1,
+ *   standby 0`) that every model's deployment joins; the scaler with its pool controller runs in
+ *   this process (as test/pool-zipf-live.test.ts wires it), its local provider forking the worker;
+ *   the API rings the pool's demand on each submit. The bench only watches the heartbeat.
+ * - `bench`: MissRouter, the bench's own: an askLoad for a model the heartbeat shows not held,
+ *   and each second for a model with jobs waiting that the worker does not hold (as the controller
+ *   does for a backlog), so no job is left behind an eviction.
+ * The ratio is read from the API's /metrics.
  */
 import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
 import * as ort from 'onnxruntime-node';
 import { queueName } from '../../infra/contracts/job.ts';
 import { createDeploymentStore } from '../../infra/deployments/deployment-store.ts';
+import { createSharedPoolStore } from '../../infra/deployments/pool-store.ts';
 import { askLoad, sendHoldings } from '../../infra/fleet/pool-holdings.ts';
 import { poolWorkerEnv } from '../../infra/fleet/pool-worker-env.ts';
 import { type HeartbeatPayload, listHeartbeats, type PoolModelView } from '../../infra/fleet/worker-states.ts';
 import { systemClock } from '../../infra/kernel/clock.ts';
+import type { Config } from '../../infra/kernel/config.ts';
 import { errorMessage } from '../../infra/kernel/errors.ts';
+import { createLogger } from '../../infra/kernel/log.ts';
 import { seededRandom } from '../../infra/kernel/seeded-random.ts';
+import { createLocalProvider } from '../../infra/pool/index.ts';
 import { openQueueProbes } from '../../infra/queue/index.ts';
 import { closeRedis, createRedis, type RedisClient } from '../../infra/redis/client.ts';
 import { workerKey } from '../../infra/redis/keys.ts';
+import { startScaler } from '../../infra/scaler/main.ts';
 import { freePort } from '../dev/free-port.ts';
 import { buildDistinctMlpModels } from '../fixtures/onnx-models.ts';
 import {
@@ -56,10 +67,20 @@ const BEAT = { HEARTBEAT_INTERVAL_MS: '100', HEARTBEAT_TTL_MS: '1000', INTRA_OP_
 const POLL_MS = 10;
 const METRICS_TOKEN = 'bench-metrics-token-0123456789';
 const VERSION = '1';
-const ROUTER_NOTE = 'router: the bench askLoads a model the heartbeat shows not held (the pool controller is not on main)';
+const BIN = fileURLToPath(new URL('../../bin/warmpool.mjs', import.meta.url));
+const POOL = 'bench-zipf';
+
+/** Who places a model no worker holds (see the header). */
+export type Placement = 'controller' | 'bench';
+
+const PLACEMENT_NOTE: Record<Placement, string> = {
+  controller:
+    'placed by the pool controller (the scaler in the bench process, local provider, a pool of max 1 worker, the API ringing demand on submit)',
+  bench: "placed by the bench's plain router (an askLoad for a model the heartbeat shows not held), not the pool controller",
+};
 
 /** Both measurements; a failed one gives its rows as n/a and the other still runs. */
-export async function benchPoolLoad(ctx: BenchContext, plan: PoolLoadPlan): Promise<BenchRow[]> {
+export async function benchPoolLoad(ctx: BenchContext, plan: PoolLoadPlan, placement: Placement = 'controller'): Promise<BenchRow[]> {
   ctx.out('[shared pool: loads onto a standby, hit ratio under Zipf]');
   const rows: BenchRow[] = [];
   try {
@@ -69,7 +90,7 @@ export async function benchPoolLoad(ctx: BenchContext, plan: PoolLoadPlan): Prom
     rows.push(...failedRows(undefined, LOAD_ROW_NAMES, err));
   }
   try {
-    rows.push(hitRow(await measureZipf(ctx, plan)));
+    rows.push(hitRow(await measureZipf(ctx, plan, placement)));
   } catch (err) {
     rows.push(...failedRows(undefined, [HIT_ROW], err));
   }
@@ -188,27 +209,35 @@ interface Submitted {
   row: number;
 }
 
-async function measureZipf(ctx: BenchContext, plan: PoolLoadPlan): Promise<ZipfFigures> {
+async function measureZipf(ctx: BenchContext, plan: PoolLoadPlan, placement: Placement): Promise<ZipfFigures> {
   const models = await publishModels(ctx, 'pool-zipf', plan.models, 4100);
   const sizeBytes = Math.max(...models.map((m) => m.sizeBytes));
   // Measured resident memory is 1.00–1.01× the file under poolWorkerEnv (pool-worker.ts): half a
   // model's slack fits `fits` and never fits + 1.
   const memoryMb = Math.floor(((plan.fits + 0.5) * sizeBytes) / MB);
-  const { env, config } = scopedEnv(ctx, 'pool-zipf', { ...BEAT, PORT: String(await freePort()), METRICS_TOKEN });
+  const { env, config } = scopedEnv(ctx, 'pool-zipf', { ...BEAT, PORT: String(await freePort()), METRICS_TOKEN, SCALER_TICK_MS: '500' });
   const prefix = config.queuePrefix;
   const url = `http://127.0.0.1:${config.api.port}`;
   const redis = createRedis(config.redisUrl);
-  // Deployed (the API takes no job for an undeployed model); no scaler runs here to act on them.
-  const deployments = createDeploymentStore(redis, prefix);
-  for (const m of models) await deployments.put({ model: m.name, version: VERSION, min: 0, max: 1, standby: 0 });
+  const controlled = placement === 'controller';
   const stops: Array<() => Promise<unknown>> = [];
   try {
+    if (controlled) await createSharedPoolStore(redis, prefix).put({ name: POOL, max: 1, min: 1, standby: 0, memoryMb });
+    // Deployed (the API takes no job for an undeployed model), into the pool when the controller places.
+    const deployments = createDeploymentStore(redis, prefix);
+    for (const m of models) {
+      await deployments.put({ model: m.name, version: VERSION, min: 0, max: 1, standby: 0, ...(controlled ? { pool: POOL } : {}) });
+    }
     const api = spawnRole(['api'], env);
     stops.push(() => api.stop());
     await waitForHttp(`${url}/v2/health/ready`);
-    const worker = await startPoolWorker(redis, env, prefix, memoryMb);
-    stops.push(() => worker.role.stop());
-    const routing = startRouting(ctx, redis, prefix, worker, models);
+    const worker = controlled
+      ? await startControlledPool(env, config, redis, stops)
+      : await startPoolWorker(redis, env, prefix, memoryMb).then((w) => {
+          stops.push(() => w.role.stop());
+          return w;
+        });
+    const routing = startRouting(ctx, redis, prefix, worker, models, !controlled);
     stops.push(() => routing.stop());
     const traffic = zipfTraffic(plan);
     const { jobs, benchHits } = await sendTraffic(url, models, routing.router, traffic);
@@ -235,7 +264,7 @@ async function measureZipf(ctx: BenchContext, plan: PoolLoadPlan): Promise<ZipfF
       loads: sumSeries(text, 'warmpool_pool_model_loads_total', 'outcome="loaded"'),
       checked,
       wrong,
-      router: ROUTER_NOTE,
+      router: PLACEMENT_NOTE[placement],
     };
   } finally {
     for (const stop of stops.reverse()) await stop().catch(() => undefined);
@@ -244,18 +273,66 @@ async function measureZipf(ctx: BenchContext, plan: PoolLoadPlan): Promise<ZipfF
 }
 
 /**
- * The bench's router, fed by the worker's heartbeat every 50 ms (and counting the models it
- * shows active), and each second by the queues: a model with jobs waiting that the worker does
- * not hold is routed as a miss, so it is asked for.
+ * The scaler with its pool controller in this process and its local provider forking the pool's
+ * one worker (test/pool-zipf-live.test.ts wires it the same way); resolves once that worker is
+ * standby. Its stoppers go on `stops`.
  */
-function startRouting(ctx: BenchContext, redis: RedisClient, prefix: string, worker: PoolWorkerUnderTest, models: readonly ZipfModel[]) {
+async function startControlledPool(
+  env: NodeJS.ProcessEnv,
+  config: Config,
+  redis: RedisClient,
+  stops: Array<() => Promise<unknown>>,
+): Promise<Pick<PoolWorkerUnderTest, 'id' | 'beat'>> {
+  const prefix = config.queuePrefix;
+  const log = createLogger('silent');
+  const provider = createLocalProvider({
+    command: [process.execPath, BIN, 'worker'],
+    env,
+    redis,
+    prefix,
+    clock: systemClock,
+    log,
+    stdio: 'ignore',
+  });
+  stops.push(() => provider.close());
+  const scaler = startScaler(config, log, provider);
+  stops.push(() => scaler.close());
+  const first = await until("the pool controller's standby worker", async () => {
+    const beat = (await listHeartbeats(redis, prefix)).find((b) => b.pool === POOL);
+    if (beat?.state === 'failed') throw new Error(`pool worker failed: ${beat.error}`);
+    return beat?.state === 'standby' ? beat : undefined;
+  });
+  const key = workerKey(prefix, first.id);
+  return {
+    id: first.id,
+    beat: async () => {
+      const raw = await redis.get(key);
+      return raw ? (JSON.parse(raw) as HeartbeatPayload) : undefined;
+    },
+  };
+}
+
+/**
+ * The bench's view of the worker, fed by its heartbeat every 50 ms (counting the models it shows
+ * active). When the bench places (`asks`), also its router: a miss asks for a load, and each
+ * second a model with jobs waiting that the worker does not hold is routed as one.
+ */
+function startRouting(
+  ctx: BenchContext,
+  redis: RedisClient,
+  prefix: string,
+  worker: Pick<PoolWorkerUnderTest, 'id' | 'beat'>,
+  models: readonly ZipfModel[],
+  asks: boolean,
+) {
   const probes = openQueueProbes(redis, prefix);
   // A TTL past the run: an expired set would make the next askLoad's set of one drain the rest.
   const ask = (model: string) =>
     void askLoad(redis, prefix, worker.id, { model, version: VERSION }, { ttlMs: 3_600_000 }).catch((err: unknown) =>
       ctx.out(`  askLoad ${model} failed: ${errorMessage(err)}`),
     );
-  const router = new MissRouter(ask, () => Date.now());
+  // Under the controller the router only reads: its route() is the bench's own hit count.
+  const router = new MissRouter(asks ? ask : () => undefined, () => Date.now());
   const held = { max: 0, sum: 0, reads: 0 };
   const beats = watch(async () => {
     const beat = await worker.beat();
@@ -265,6 +342,7 @@ function startRouting(ctx: BenchContext, redis: RedisClient, prefix: string, wor
     held.reads++;
   }, 50);
   const backlog = watch(async () => {
+    if (!asks) return;
     for (const m of models) {
       const counts = await probes.queue(queueName(m.name, VERSION)).counts('waiting', 'prioritized');
       if (counts.waiting + counts.prioritized > 0) router.route(m.name);

@@ -51,7 +51,7 @@ export interface BenchSizes {
   cluster: { models: number; jobs: number; concurrency: number };
   /** The edge → region hop's closed loops (edge-hop.ts). */
   edge: HopPlan;
-  /** The shared pool's loads and Zipf traffic (pool-load.ts). */
+  /** The shared pool's loads and Zipf traffic (pool-load.ts); `fits` 8 of these models is the least a pool allows (64 MB). */
   pool: PoolLoadPlan;
 }
 
@@ -72,7 +72,7 @@ export function benchSizes(quick: boolean): BenchSizes {
         budgetS: 8,
         cluster: { models: 3, jobs: 300, concurrency: 48 },
         edge: { concurrencies: [1, 16], rounds: 4, requests: 200, warmUp: 300 },
-        pool: { loads: 8, models: 12, fits: 4, ratePerS: 10, durationS: 20, checked: 40, seed: 31 },
+        pool: { loads: 8, models: 24, fits: 8, ratePerS: 10, durationS: 20, checked: 40, seed: 31 },
       }
     : {
         jobs: 6000,
@@ -89,7 +89,7 @@ export function benchSizes(quick: boolean): BenchSizes {
         budgetS: 30,
         cluster: { models: 3, jobs: 1000, concurrency: 48 },
         edge: { concurrencies: [1, 4, 16], rounds: 6, requests: 500, warmUp: 500 },
-        pool: { loads: 20, models: 24, fits: 6, ratePerS: 20, durationS: 60, checked: 120, seed: 31 },
+        pool: { loads: 20, models: 32, fits: 8, ratePerS: 20, durationS: 60, checked: 120, seed: 31 },
       };
 }
 
