@@ -151,7 +151,7 @@ export interface ModelStateView {
 const LOADING = new Set(['downloading', 'loading', 'warming']);
 
 /**
- * The bench's plain router (used while the pool controller is not on main): from the worker's
+ * The bench's plain router (`--placement bench`; the default is the pool controller): from the worker's
  * latest heartbeat, a job whose model is `active` there is the bench's own hit; for any other,
  * `ask` (an askLoad) is called once, unless the model is loading or was asked for and the worker
  * has not yet shown it (for `askTtlMs` at most: an ask lost with a restart is made again).
