@@ -8,85 +8,48 @@
  * about time: every wait is "eventually".
  */
 
-import { fileURLToPath } from 'node:url';
-import * as ort from 'onnxruntime-node';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import type { PoolProvider } from '../infra/contracts/pool.ts';
-import { createSharedPoolStore } from '../infra/deployments/pool-store.ts';
 import { type HoldingsMessage, parseHoldings } from '../infra/fleet/pool-holdings.ts';
-import { listHeartbeats } from '../infra/fleet/worker-states.ts';
-import { systemClock } from '../infra/kernel/clock.ts';
-import { createLogger } from '../infra/kernel/log.ts';
-import { createLocalProvider } from '../infra/pool/local-provider.ts';
 import { closeRedis, createRedis, type RedisClient } from '../infra/redis/client.ts';
 import { holdingsChannel } from '../infra/redis/keys.ts';
-import { type RunningScaler, startScaler } from '../infra/scaler/main.ts';
 import { createPoolDecisionLog } from '../infra/scaler/pool-decisions.ts';
 import { buildDistinctMlpModels } from '../scripts/fixtures/onnx-models.ts';
 import { startTestApi, type TestApi } from './support/api-app.ts';
-import { KEY_A, startStack, type TestStack, waitForJob } from './support/stack.ts';
+import { type PoolStack, startPoolStack } from './support/pool-stack.ts';
+import { KEY_A, type TestStack, waitForJob } from './support/stack.ts';
 import { until } from './support/until.ts';
 
-const BIN = fileURLToPath(new URL('../bin/warmpool.mjs', import.meta.url));
 const F = 16;
 const POOL = 'tail';
-const MODELS = buildDistinctMlpModels(2, { features: F, hidden: 32, firstSeed: 3100 });
-let stack: TestStack;
+let pool: PoolStack;
 let otherApi: TestApi;
-let provider: PoolProvider;
-let scaler: RunningScaler;
-let redis: RedisClient;
 let subscriber: RedisClient;
-const sessions = new Map<string, ort.InferenceSession>();
 /** Every holdings write any worker was sent, in order. */
 const writes: Array<{ workerId: string; message: HoldingsMessage }> = [];
 
 beforeAll(async () => {
-  stack = await startStack({
-    SCALER_TICK_MS: '300',
-    HEARTBEAT_INTERVAL_MS: '300',
-    HEARTBEAT_TTL_MS: '3000',
-    WARMUP_ITERATIONS: '1',
-    INTRA_OP_THREADS: '1',
+  const models = buildDistinctMlpModels(2, { features: F, hidden: 32, firstSeed: 3100 });
+  pool = await startPoolStack({
+    pool: POOL,
+    // At most one worker: every copy of a model is then a second load, which this test would count.
+    config: { max: 1, min: 1, standby: 0, memoryMb: 512 },
+    models: models.map((bytes, i) => ({ name: `tail-${i}`, bytes })),
+    env: { SCALER_TICK_MS: '300', HEARTBEAT_INTERVAL_MS: '300', HEARTBEAT_TTL_MS: '3000', WARMUP_ITERATIONS: '1', INTRA_OP_THREADS: '1' },
   });
-  redis = createRedis(stack.config.redisUrl);
-  const prefix = stack.config.queuePrefix;
-  subscriber = createRedis(stack.config.redisUrl);
-  const bell = holdingsChannel(prefix, '');
+  subscriber = createRedis(pool.stack.config.redisUrl);
+  const bell = holdingsChannel(pool.stack.config.queuePrefix, '');
   subscriber.on('pmessage', (_pattern: string, channel: string, body: string) => {
     const message = parseHoldings(body);
     if (message) writes.push({ workerId: channel.slice(bell.length), message });
   });
   await subscriber.psubscribe(`${bell}*`);
-  // At most one worker: every copy of a model is then a second load, which this test would count.
-  await createSharedPoolStore(redis, prefix).put({ name: POOL, max: 1, min: 1, standby: 0, memoryMb: 512 });
-  for (const [i, bytes] of MODELS.entries()) {
-    const name = `tail-${i}`;
-    await stack.registry.publish({ name, version: '1', bytes, maxBatch: 8, warmupBatches: [1, 8] });
-    await stack.deployments.put({ model: name, version: '1', min: 0, max: 1, standby: 0, pool: POOL });
-    sessions.set(name, await ort.InferenceSession.create(bytes));
-  }
-  provider = createLocalProvider({
-    command: [process.execPath, BIN, 'worker'],
-    env: stack.env,
-    redis,
-    prefix,
-    clock: systemClock,
-    log: createLogger('silent'),
-    stdio: 'ignore',
-  });
-  scaler = startScaler(stack.config, createLogger('silent'), provider);
-  otherApi = await startTestApi(stack.config);
+  otherApi = await startTestApi(pool.stack.config);
 }, 120_000);
 
 afterAll(async () => {
-  await scaler?.close();
-  await provider?.close();
   await otherApi?.close();
   if (subscriber) await closeRedis(subscriber);
-  if (redis) await closeRedis(redis);
-  for (const s of sessions.values()) await s.release();
-  await stack?.close();
+  await pool?.close();
 });
 
 const row = (i: number) => Array.from({ length: F }, (_, k) => Math.sin(i + k));
@@ -101,13 +64,6 @@ async function submit(call: TestStack['call'], model: string, i: number): Promis
   return ((await res.json()) as { id: string }).id;
 }
 
-async function expected(model: string, i: number): Promise<number> {
-  const out = await (sessions.get(model) as ort.InferenceSession).run({
-    features: new ort.Tensor('float32', Float32Array.from(row(i)), [1, F]),
-  });
-  return (out.score as ort.Tensor).data[0] as number;
-}
-
 /** How many times a worker was told to hold `model` when its previous holdings did not list it: the placements. */
 function placements(model: string): number {
   const last = new Map<string, boolean>();
@@ -120,7 +76,7 @@ function placements(model: string): number {
   return count;
 }
 
-const poolBeats = async () => (await listHeartbeats(redis, stack.config.queuePrefix)).filter((b) => b.pool === POOL);
+const poolBeats = () => pool.beats();
 
 it('50 concurrent first requests over two APIs are all queued, cause one placement, and are answered by that model', async () => {
   const standby = await until(
@@ -130,13 +86,13 @@ it('50 concurrent first requests over two APIs are all queued, cause one placeme
   );
   expect(placements('tail-0')).toBe(0);
 
-  const calls = [stack.call.bind(stack), otherApi.call.bind(otherApi)];
+  const calls = [pool.stack.call.bind(pool.stack), otherApi.call.bind(otherApi)];
   const ids = await Promise.all(Array.from({ length: 50 }, (_, i) => submit(calls[i % 2] as TestStack['call'], 'tail-0', i)));
-  const jobs = await Promise.all(ids.map((id) => waitForJob(stack, id, 120_000)));
+  const jobs = await Promise.all(ids.map((id) => waitForJob(pool.stack, id, 120_000)));
   for (const [i, job] of jobs.entries()) {
     expect(job.status).toBe('succeeded');
     const score = (job.outputs as Array<{ name: string; data: number[] }>).find((o) => o.name === 'score')?.data[0];
-    expect(score).toBeCloseTo(await expected('tail-0', i), 5);
+    expect(score).toBeCloseTo(await pool.expectedScore('tail-0', row(i)), 5);
   }
   expect(placements('tail-0')).toBe(1);
   const holders = (await poolBeats()).filter((b) => b.models?.some((m) => m.model === 'tail-0' && m.state === 'active'));
@@ -145,6 +101,6 @@ it('50 concurrent first requests over two APIs are all queued, cause one placeme
 
   // The model no worker asked for stays unplaced, and the decisions explain the pool.
   expect(placements('tail-1')).toBe(0);
-  const [latest] = await createPoolDecisionLog(redis, stack.config.queuePrefix).recent(POOL, 1);
+  const [latest] = await createPoolDecisionLog(pool.redis, pool.stack.config.queuePrefix).recent(POOL, 1);
   expect(latest?.models.map((m) => m.model).sort()).toEqual(['tail-0@1', 'tail-1@1']);
 }, 240_000);

@@ -12,24 +12,14 @@
  * asserted: no test here depends on time.
  */
 
-import { fileURLToPath } from 'node:url';
-import * as ort from 'onnxruntime-node';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import type { PoolProvider } from '../infra/contracts/pool.ts';
-import { createSharedPoolStore } from '../infra/deployments/pool-store.ts';
-import { listHeartbeats } from '../infra/fleet/worker-states.ts';
-import { systemClock } from '../infra/kernel/clock.ts';
-import { createLogger } from '../infra/kernel/log.ts';
 import { seededRandom } from '../infra/kernel/seeded-random.ts';
-import { createLocalProvider } from '../infra/pool/local-provider.ts';
-import { closeRedis, createRedis, type RedisClient } from '../infra/redis/client.ts';
-import { type RunningScaler, startScaler } from '../infra/scaler/main.ts';
 import { buildDistinctMlpModels } from '../scripts/fixtures/onnx-models.ts';
-import { KEY_A, startStack, type TestStack, waitForJob } from './support/stack.ts';
+import { type PoolStack, startPoolStack } from './support/pool-stack.ts';
+import { KEY_A, waitForJob } from './support/stack.ts';
 import { sized } from './support/test-scale.ts';
 import { until } from './support/until.ts';
 
-const BIN = fileURLToPath(new URL('../bin/warmpool.mjs', import.meta.url));
 const F = 8;
 const POOL = 'zipf';
 const MODEL_COUNT = 40;
@@ -37,50 +27,21 @@ const MAX_WORKERS = 3;
 const TRAFFIC_MS = sized(12_000, 60_000);
 /** Submissions per second, open loop: paced by due time. */
 const RATE = 20;
-const MODELS = buildDistinctMlpModels(MODEL_COUNT, { features: F, hidden: 16, firstSeed: 4100 });
-const names = MODELS.map((_, i) => `zipf-${i}`);
-
-let stack: TestStack;
-let provider: PoolProvider;
-let scaler: RunningScaler;
-let redis: RedisClient;
-const sessions = new Map<string, ort.InferenceSession>();
+const names = Array.from({ length: MODEL_COUNT }, (_, i) => `zipf-${i}`);
+let pool: PoolStack;
 
 beforeAll(async () => {
-  stack = await startStack({
-    SCALER_TICK_MS: '500',
-    HEARTBEAT_INTERVAL_MS: '300',
-    HEARTBEAT_TTL_MS: '3000',
-    WARMUP_ITERATIONS: '1',
-    INTRA_OP_THREADS: '1',
+  const models = buildDistinctMlpModels(MODEL_COUNT, { features: F, hidden: 16, firstSeed: 4100 });
+  pool = await startPoolStack({
+    pool: POOL,
+    config: { max: MAX_WORKERS, min: 1, standby: 1, memoryMb: 256 },
+    models: models.map((bytes, i) => ({ name: names[i] as string, bytes })),
+    env: { SCALER_TICK_MS: '500', HEARTBEAT_INTERVAL_MS: '300', HEARTBEAT_TTL_MS: '3000', WARMUP_ITERATIONS: '1', INTRA_OP_THREADS: '1' },
   });
-  redis = createRedis(stack.config.redisUrl);
-  const prefix = stack.config.queuePrefix;
-  await createSharedPoolStore(redis, prefix).put({ name: POOL, max: MAX_WORKERS, min: 1, standby: 1, memoryMb: 256 });
-  for (const [i, bytes] of MODELS.entries()) {
-    const name = names[i] as string;
-    await stack.registry.publish({ name, version: '1', bytes, maxBatch: 8, warmupBatches: [1, 8] });
-    await stack.deployments.put({ model: name, version: '1', min: 0, max: 1, standby: 0, pool: POOL });
-    sessions.set(name, await ort.InferenceSession.create(bytes));
-  }
-  provider = createLocalProvider({
-    command: [process.execPath, BIN, 'worker'],
-    env: stack.env,
-    redis,
-    prefix,
-    clock: systemClock,
-    log: createLogger('silent'),
-    stdio: 'ignore',
-  });
-  scaler = startScaler(stack.config, createLogger('silent'), provider);
 }, 180_000);
 
 afterAll(async () => {
-  await scaler?.close();
-  await provider?.close();
-  if (redis) await closeRedis(redis);
-  for (const s of sessions.values()) await s.release();
-  await stack?.close();
+  await pool?.close();
 });
 
 const row = (i: number) => Array.from({ length: F }, (_, k) => Math.cos(i * 0.37 + k));
@@ -101,7 +62,7 @@ function zipfDraws(count: number, seed: number): number[] {
 }
 
 async function submit(model: string, i: number): Promise<string> {
-  const res = await stack.call(`/v1/models/${model}/jobs`, {
+  const res = await pool.stack.call(`/v1/models/${model}/jobs`, {
     method: 'POST',
     key: KEY_A,
     body: JSON.stringify({ inputs: [{ name: 'features', shape: [1, F], datatype: 'FP32', data: row(i) }], cache: false }),
@@ -110,19 +71,10 @@ async function submit(model: string, i: number): Promise<string> {
   return ((await res.json()) as { id: string }).id;
 }
 
-async function expected(model: string, i: number): Promise<number> {
-  const out = await (sessions.get(model) as ort.InferenceSession).run({
-    features: new ort.Tensor('float32', Float32Array.from(row(i)), [1, F]),
-  });
-  return (out.score as ort.Tensor).data[0] as number;
-}
-
-const poolBeats = async () => (await listHeartbeats(redis, stack.config.queuePrefix)).filter((b) => b.pool === POOL);
-
 it(
   'Zipf traffic over 40 models on at most 3 workers: every answer is its own model’s, workers hold many models each',
   async () => {
-    await until('a standby pool worker', async () => (await poolBeats()).find((b) => b.state === 'standby'), 120_000);
+    await until('a standby pool worker', async () => (await pool.beats()).find((b) => b.state === 'standby'), 120_000);
 
     // Every model gets at least one job: the tail's first jobs come late in the run, when the
     // pool holds the head, as a rarely called model's would.
@@ -135,8 +87,8 @@ it(
     let sampling = true;
     const sampler = (async () => {
       while (sampling) {
-        const beats = await poolBeats();
-        const listed = await provider.list({ pool: POOL });
+        const beats = await pool.beats();
+        const listed = await pool.provider.list({ pool: POOL });
         maxWorkers = Math.max(maxWorkers, beats.length, listed.length);
         for (const b of beats) mostHeld = Math.max(mostHeld, (b.models ?? []).filter((m) => m.state === 'active').length);
         await new Promise((r) => setTimeout(r, 200));
@@ -155,7 +107,7 @@ it(
     }
     await Promise.all(inFlight);
 
-    const jobs = await Promise.all(submitted.map(async (s) => ({ ...s, job: await waitForJob(stack, s.id, 180_000) })));
+    const jobs = await Promise.all(submitted.map(async (s) => ({ ...s, job: await waitForJob(pool.stack, s.id, 180_000) })));
     sampling = false;
     await sampler;
 
@@ -163,7 +115,7 @@ it(
     for (const { model, i, job } of jobs) {
       expect(job.status, `${model} job ${i}`).toBe('succeeded');
       const score = (job.outputs as Array<{ name: string; data: number[] }>).find((o) => o.name === 'score')?.data[0];
-      expect(score, `${model} job ${i}`).toBeCloseTo(await expected(model, i), 5);
+      expect(score, `${model} job ${i}`).toBeCloseTo(await pool.expectedScore(model, row(i)), 5);
       const took = Date.parse(String(job.finishedAt)) - Date.parse(String(job.createdAt));
       if (!firstMs.has(model)) firstMs.set(model, took);
     }
@@ -175,7 +127,7 @@ it(
 
     const firsts = [...firstMs.values()].sort((a, b) => a - b);
     const at = (q: number) => firsts[Math.min(firsts.length - 1, Math.floor(q * firsts.length))];
-    const beats = await poolBeats();
+    const beats = await pool.beats();
     process.stdout.write(
       `[figures] jobs=${jobs.length} models=${MODEL_COUNT} maxWorkers=${maxWorkers} mostHeldAtOnce=${mostHeld} ` +
         `heldNow=${beats.map((b) => (b.models ?? []).length).join('/')} firstJobMs p50=${at(0.5)} p90=${at(0.9)} max=${firsts.at(-1)}\n`,
