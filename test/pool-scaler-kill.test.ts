@@ -1,10 +1,11 @@
 /**
  * A shared pool loses a worker mid-traffic, on real processes as `warmpool dev` wires them (the
  * scaler's pool controller, the local provider's `warmpool worker --pool` processes, the API, real
- * Redis/S3 and ONNX Runtime): the worker holding the most models is SIGKILLed while jobs for all of
- * them keep coming. Nothing accepted is lost (BullMQ hands the killed worker's jobs back), every
- * answer equals ONNX Runtime's for its model, the killed worker's models are placed on the workers
- * left, and the pool never runs more workers than its max. Every wait is "eventually".
+ * Redis/S3 and ONNX Runtime): the worker holding the most models (at least 15 of the 30) is
+ * SIGKILLed while jobs for all of them keep coming. Nothing accepted is lost (BullMQ hands the
+ * killed worker's jobs back), every answer equals ONNX Runtime's for its model, the killed
+ * worker's models are placed on the workers left, and the pool never runs more workers than its
+ * max. Every wait is "eventually".
  */
 
 import { afterAll, beforeAll, expect, it } from 'vitest';
@@ -17,7 +18,8 @@ import { until } from './support/until.ts';
 const F = 16;
 const POOL = 'kill';
 const MAX = 2;
-const NAMES = Array.from({ length: 8 }, (_, i) => `kill-${i}`);
+/** Enough models that the worker killed holds at least 15 (issue 31's figure): 30 over 2 workers. */
+const NAMES = Array.from({ length: 30 }, (_, i) => `kill-${i}`);
 let pool: PoolStack;
 let mostWorkers = 0;
 
@@ -102,7 +104,7 @@ it('a worker SIGKILLed mid-traffic loses no job, and its models are placed on th
   );
   const victim = [...placed].sort((a, b) => activeModels(b).length - activeModels(a).length)[0] as HeartbeatPayload;
   const itsModels = activeModels(victim);
-  expect(itsModels.length).toBeGreaterThan(1);
+  expect(itsModels.length).toBeGreaterThanOrEqual(15);
 
   // More jobs, then the kill while they are in flight.
   const during = await traffic(6);
