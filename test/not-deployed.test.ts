@@ -14,6 +14,7 @@ import { loadSync } from '@grpc/proto-loader';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
 import { KEY_A, startStack, type TestStack, waitForJob } from './support/stack.ts';
+import { until } from './support/until.ts';
 
 const PROTO = fileURLToPath(new URL('../api/grpc/grpc_predict_v2.proto', import.meta.url));
 const F = 4;
@@ -111,7 +112,13 @@ describe('a worker started by hand for a model no deployment names', () => {
   }, 120_000);
 
   it('serves it: the job is accepted and runs', async () => {
-    const res = await post('/v1/models/by-hand/jobs', body(4, { cache: false }));
+    // The API reads the workers' heartbeats at most once a second (fleet-view.ts): a read taken
+    // just before this worker's first beat answers 409 until it is a second old. Nothing is
+    // queued by a 409, so asking again is what a client would do.
+    const res = await until('the API to see the hand-started worker', async () => {
+      const r = await post('/v1/models/by-hand/jobs', body(4, { cache: false }));
+      return r.status === 409 ? undefined : r;
+    });
     expect(res.status).toBe(202);
     const { id } = (await res.json()) as { id: string };
     expect(await waitForJob(stack, id)).toMatchObject({ status: 'succeeded' });

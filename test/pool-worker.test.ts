@@ -223,7 +223,9 @@ it('told to drop a model with jobs in flight, finishes them first and takes no m
 
 it('drains on SIGTERM: every model stops fetching, the jobs held finish, and it exits 0', async () => {
   const { id } = (await beatOf(servingWorker)) as HeartbeatPayload;
-  // pw-slow's queue still holds what the last test left: it starts on those at once.
+  // Slow jobs of its own, so some are held when the SIGTERM comes however fast the worker is
+  // (what the last test left in pw-slow's queue may all be done before anyone looks).
+  await Promise.all(Array.from({ length: 20 }, (_, i) => submitRow('pw-slow', 2000 + i, 256, 4)));
   await askLoad(redis, stack.config.queuePrefix, id, { model: 'pw-slow', version: '1' });
   await waitForBeat(servingWorker, 'pw-slow active', (b) => modelIn(b, 'pw-slow')?.state === 'active');
   const held = await stack.withQueue('pw-slow', '1', (queue) =>
