@@ -117,27 +117,34 @@ function knobFor(name: AtSloBaseline, trace: Trace, s: SimulationSettings): Knob
     };
   }
   if (name === 'reactive') {
-    const b0 = reactiveBacklogPerWorker(s);
-    return {
-      setting: 'backlogPerWorker',
-      asIs: b0,
-      cheap: b0 * 4,
-      generous: b0 / 4,
-      widen: (v) => (v <= b0 / 256 ? undefined : v / 4),
-      cheaper: (v) => (v >= b0 * 256 ? undefined : v * 4),
-      between: (a, b) => (Math.max(a, b) / Math.min(a, b) <= RESOLUTION.ratio ? undefined : Math.sqrt(a * b)),
-      apply: (x, v) => ({ ...x, reactiveBacklogPerWorker: v }),
-    };
+    return { ...backlogPerWorkerKnob(reactiveBacklogPerWorker(s)), apply: (x, v) => ({ ...x, reactiveBacklogPerWorker: v }) };
   }
+  return { ...headroomKnob(1 / s.oracleUtilization - 1), apply: (x, v) => ({ ...x, oracleUtilization: 1 / (1 + v) }) };
+}
+
+/** A queue-length scaler's target (waiting jobs per replica) from `asIs`: ×4 steps, 2 % resolution. */
+export function backlogPerWorkerKnob(asIs: number): SettingKnob {
+  return {
+    setting: 'backlogPerWorker',
+    asIs,
+    cheap: asIs * 4,
+    generous: asIs / 4,
+    widen: (v) => (v <= asIs / 256 ? undefined : v / 4),
+    cheaper: (v) => (v >= asIs * 256 ? undefined : v * 4),
+    between: (a, b) => (Math.max(a, b) / Math.min(a, b) <= RESOLUTION.ratio ? undefined : Math.sqrt(a * b)),
+  };
+}
+
+/** An oracle's headroom over the true rate, from `asIs`: −0.5 to 15, 0.02 resolution. */
+export function headroomKnob(asIs: number): SettingKnob {
   return {
     setting: 'headroom',
-    asIs: 1 / s.oracleUtilization - 1,
+    asIs,
     cheap: 0,
     generous: 1,
     widen: (v) => (v >= 15 ? undefined : 2 * v + 1),
     cheaper: (v) => (v <= -0.5 ? undefined : v - 0.25),
     between: (a, b) => (Math.abs(a - b) <= RESOLUTION.headroom ? undefined : (a + b) / 2),
-    apply: (x, v) => ({ ...x, oracleUtilization: 1 / (1 + v) }),
   };
 }
 

@@ -15,7 +15,7 @@
  */
 import type { Forecast, PolicySettings } from '../contracts/pool.ts';
 import type { PoolPlan, PoolPlanSettings } from '../scaler/index.ts';
-import { searchSetting } from './at-slo.ts';
+import { backlogPerWorkerKnob, headroomKnob, type SettingKnob, searchSetting } from './at-slo.ts';
 import { type SimulationSettings, serviceModel } from './compare.ts';
 import { keepAlivePolicy, oraclePoolPolicy, type PoolContext, sharedPolicy } from './many-model-policies.ts';
 import type { ManyModelTrace } from './many-model-trace.ts';
@@ -101,8 +101,14 @@ export async function comparePool(
     oracle: counted(() => r.oracle(1 / s.sim.oracleUtilization - 1)),
   };
   const perModel = perModelAtSlo(r, target, asIs.perModel, counter);
-  const keepAlive = await searched('backlogPerWorker', keepAliveKnob(b0), (v) => counted(() => r.keepAlive(v)), target, counter);
-  const oracle = await searched('headroom', ORACLE_KNOB, (v) => counted(() => r.oracle(v)), target, counter);
+  const keepAlive = await searched('backlogPerWorker', backlogPerWorkerKnob(b0), (v) => counted(() => r.keepAlive(v)), target, counter);
+  const oracle = await searched(
+    'headroom',
+    headroomKnob(1 / s.sim.oracleUtilization - 1),
+    (v) => counted(() => r.oracle(v)),
+    target,
+    counter,
+  );
   const atSlo = {
     shared: { met: shared.sloAttainment >= target, setting: 'as-is', value: null, runs: 1, report: shared } as PoolAtSlo,
     'per-model': perModel,
@@ -152,7 +158,7 @@ function perModelAtSlo(r: Replays, target: number, minOne: PoolPolicyReport, cou
 
 async function searched(
   setting: 'backlogPerWorker' | 'headroom',
-  knob: Parameters<typeof searchSetting>[0],
+  knob: SettingKnob,
   replay: (v: number) => PoolPolicyReport,
   target: number,
   counter: ReplayCounter,
@@ -171,30 +177,6 @@ async function searched(
     };
   return { met: true, setting, value, runs: found.runs, report: found.ok.figures };
 }
-
-const RATIO = 1.02;
-
-function keepAliveKnob(b0: number): Parameters<typeof searchSetting>[0] {
-  return {
-    setting: 'backlogPerWorker',
-    asIs: b0,
-    cheap: b0 * 4,
-    generous: b0 / 4,
-    widen: (v) => (v <= b0 / 256 ? undefined : v / 4),
-    cheaper: (v) => (v >= b0 * 256 ? undefined : v * 4),
-    between: (a, b) => (Math.max(a, b) / Math.min(a, b) <= RATIO ? undefined : Math.sqrt(a * b)),
-  };
-}
-
-const ORACLE_KNOB: Parameters<typeof searchSetting>[0] = {
-  setting: 'headroom',
-  asIs: 1 / 0.9 - 1,
-  cheap: 0,
-  generous: 1,
-  widen: (v) => (v >= 15 ? undefined : 2 * v + 1),
-  cheaper: (v) => (v <= -0.5 ? undefined : v - 0.25),
-  between: (a, b) => (Math.abs(a - b) <= 0.02 ? undefined : (a + b) / 2),
-};
 
 interface Replays {
   workerRate: number;
