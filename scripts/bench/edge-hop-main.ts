@@ -5,15 +5,10 @@
  * `warmpool api` child and one worker), and workerd in front of it. The same rows `warmpool
  * bench` prints per model.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { type Closer, closeAll } from '../../infra/kernel/lifecycle.ts';
 import { builtInModels, publishBenchModel } from './bench-models.ts';
 import { benchEdgeHop } from './edge-hop.ts';
-import { formatTable } from './report.ts';
-import { startBenchContext } from './services.ts';
+import { runStandalone } from './standalone.ts';
 import { benchSizes } from './suite.ts';
 import { startWarmpoolStack } from './warmpool-stack.ts';
 
@@ -27,25 +22,17 @@ async function main(): Promise<number> {
     process.stderr.write(`bench:edge-hop: --model is one of ${builtInModels().map((m) => m.name)} (got '${values.model}')\n`);
     return 2;
   }
-  const out = (line: string) => process.stdout.write(`${line}\n`);
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'warmpool-edge-hop-'));
-  const closers: Closer[] = [];
-  const started = Date.now();
-  try {
-    const ctx = await startBenchContext(dir, values.quick, out, closers);
-    out(`bench:edge-hop${values.quick ? ' --quick' : ''}: ${os.availableParallelism()} cpus, node ${process.version}, model ${model.name}`);
-    const manifest = await publishBenchModel(ctx.registry, model);
-    const stack = await startWarmpoolStack(ctx, manifest, 'child');
-    closers.push(['warmpool stack', () => stack.stop()]);
-    const rows = await benchEdgeHop(ctx, manifest, stack, benchSizes(values.quick).edge);
-    out('');
-    out(formatTable(rows));
-    out(`took ${Math.round((Date.now() - started) / 1000)} s`);
-    return rows.every((r) => Number.isFinite(r.value)) ? 0 : 1;
-  } finally {
-    await closeAll([...closers].reverse()).catch(() => undefined);
-    rmSync(dir, { recursive: true, force: true });
-  }
+  return runStandalone({
+    name: 'bench:edge-hop',
+    quick: values.quick,
+    describe: `model ${model.name}`,
+    rows: async (ctx, closers) => {
+      const manifest = await publishBenchModel(ctx.registry, model);
+      const stack = await startWarmpoolStack(ctx, manifest, 'child');
+      closers.push(['warmpool stack', () => stack.stop()]);
+      return benchEdgeHop(ctx, manifest, stack, benchSizes(values.quick).edge);
+    },
+  });
 }
 
 process.exitCode = await main();
