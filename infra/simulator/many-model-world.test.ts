@@ -61,4 +61,27 @@ describe('simulatePool', () => {
     expect(run.workerSeconds.active).toBe(120);
     expect(run.workerSeconds.standby).toBe(120);
   });
+
+  it('takes loads and batches in turn, a load for a model with jobs waiting before loads made ahead of demand', () => {
+    // Worker 0 holds m0; on its first tick the scaler asks for five 8-s loads ahead of demand (m1..m5).
+    // Meanwhile m0's jobs keep arriving and one job comes for m6, which nobody holds. Loads first
+    // and in order would hold m0's jobs up to 40 s and m6's job behind all five.
+    const models = Array.from({ length: 7 }, (_, k) => ({ name: `m${k}`, loadMs: 8_000, memoryMb: 1_000 }));
+    const counts = [[12], [0], [0], [0], [0], [0], [1]];
+    let asked = false;
+    const ahead: PoolScaler = {
+      name: 'ahead',
+      initial: () => [[0]],
+      tick: (obs) => {
+        if (asked) return [];
+        asked = true;
+        const id = obs.workers[0]?.id ?? '';
+        return [1, 2, 3, 4, 5].map((model) => ({ action: 'load' as const, workerId: id, model }));
+      },
+    };
+    const run = simulatePool(ahead, world(counts, { models, memoryMb: 10_000, sloMs: 20_000 }));
+    expect(run.modelLoads).toBe(6);
+    expect(run.sloAttainment).toBe(1);
+  });
 });
+

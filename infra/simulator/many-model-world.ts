@@ -6,8 +6,10 @@
  * Worker states: starting → warm (a standby: node and the runtime up, no model) ; warm ⇄ warm
  * holding models (a load takes the model's `loadMs` of the worker: creating a session and its
  * warm-up batches run on the engine thread that serves, so a load waits for the batch in hand and
- * the worker serves nothing while it loads) ; any → draining → gone (a draining worker finishes
- * its batch).
+ * the worker serves nothing while it loads; the thread takes its tasks in turn, so with loads and
+ * batches both waiting the engine alternates between them, and a load for a model whose jobs wait
+ * goes before loads made ahead of demand, as the live worker takes an askLoad's model first) ;
+ * any → draining → gone (a draining worker finishes its batch).
  *
  * Routing: a job for model m is served only by a warm worker holding m, loaded. A job for a model
  * nobody holds (none loaded, none loading) waits and triggers a single load at once, as the live
@@ -330,9 +332,11 @@ class ManyModelWorld {
     if (!w.busy) this.nextLoad(w);
   }
 
-  /** Starts the oldest pending load on an idle engine; false when none is pending. */
+  /** Starts a pending load on an idle engine — the oldest whose model has jobs waiting, else the oldest; false when none is pending. */
   private nextLoad(w: Worker): boolean {
-    const m = w.pendingLoads.shift();
+    w.pendingLoads = w.pendingLoads.filter((k) => w.held.get(k)?.loading === true);
+    const i = w.pendingLoads.findIndex((k) => (this.queues[k] as Fifo).size > 0);
+    const [m] = w.pendingLoads.splice(Math.max(0, i), 1);
     if (m === undefined) return false;
     const h = w.held.get(m);
     if (!h) return this.nextLoad(w);
@@ -359,7 +363,8 @@ class ManyModelWorld {
       h.lastUsedAt = this.now;
       this.loadsDone.push({ model: m, ms: this.now - h.loadStartedAt });
     }
-    if (!this.nextLoad(w)) this.dispatchWorker(w);
+    // Tasks in turn: after a load, a waiting batch; after a batch (done()), a waiting load.
+    if (!this.dispatchWorker(w)) this.nextLoad(w);
   }
 
   private evict(w: Worker, m: number): void {
@@ -380,8 +385,9 @@ class ManyModelWorld {
     }
   }
 
-  private dispatchWorker(w: Worker): void {
-    if (w.busy || w.state !== 'warm') return;
+  /** Starts the batch of the held, loaded model whose oldest waiting job is oldest; false when none waits. */
+  private dispatchWorker(w: Worker): boolean {
+    if (w.busy || w.state !== 'warm') return false;
     let best = -1;
     let oldest = Infinity;
     for (const [k, h] of w.held) {
@@ -392,7 +398,9 @@ class ManyModelWorld {
         best = k;
       }
     }
-    if (best >= 0) this.startBatch(w, best);
+    if (best < 0) return false;
+    this.startBatch(w, best);
+    return true;
   }
 
   private startBatch(w: Worker, m: number): void {
