@@ -87,6 +87,8 @@ export interface PoolModelInput {
   /** Resident memory of one loaded session (measured), MB. */
   memoryMb: number;
   batchServiceMs?: number;
+  /** A batch of one row, measured (the batch profile's smallest): with batchServiceMs it splits a batch's time into a part per batch and a part per row. */
+  batchOneMs?: number;
   /** Rows counted since the last tick, as PolicyInput.observed. */
   observed?: { arrivedRows: number; servedRows: number; lateRows?: number; sinceMs: number };
 }
@@ -105,6 +107,8 @@ export interface PoolWorkerView {
   id: string;
   state: 'starting' | 'warm' | 'draining';
   models: HeldModel[];
+  /** Measured: the share of the recent window its engine was busy (batches and loads); absent: not measured. */
+  busyFraction?: number;
 }
 
 /** What the planner remembers between ticks: decide()'s memory for the pool and per model (plain JSON). */
@@ -184,7 +188,7 @@ export function planPool(input: PoolPlanInput): PoolPlan {
   const memory: PoolPlanMemory = { pool: input.memory.pool, models: { ...input.memory.models } };
   const needs = input.models.map((m) => modelNeed(m, input, memory));
   const counts = countWorkers(input.workers);
-  const agg = withReloads(aggregate(input.models), needs, reasons);
+  const agg = withBatchOverhead(withReloads(aggregate(input.models), needs, reasons), needs, s, reasons);
   const pool = decide({
     now: input.now,
     forecast: agg.forecast,
@@ -427,6 +431,49 @@ function withReloads(agg: Aggregate, needs: ModelNeed[], reasons: string[]): Agg
   return { ...agg, forecast, meanWorkers: agg.meanWorkers + reloadWorkers };
 }
 
+/**
+ * Rule 2's other correction: the aggregate counts each row at the full-batch rate, but in a shared
+ * pool a model's jobs come to one of its copies a few at a time, and every batch pays its fixed
+ * part f_m (the batch of one, less one row's share of the slope up to the full batch) whatever its
+ * size. A job may wait half the SLO for its model's turn, so a copy's queue is taken at most once
+ * per half SLO and at least once per job: a copy of model m costs f_m × min(λ_m / c_m, 2 / S) of
+ * its worker, which is all the time a busy multi-model worker loses to small batches (what a full
+ * batch's rate already counts, λ_m × f_m / full batch, taken off). From the measured profile and
+ * the SLO, nothing else: a model with no fixed part, or batches that fill, adds nothing.
+ */
+function withBatchOverhead(agg: Aggregate, needs: ModelNeed[], s: PoolPlanSettings, reasons: string[]): Aggregate {
+  const halfSloS = nonNegative(s.sloQueueWaitMs) / 2000;
+  if (halfSloS <= 0 || agg.perWorkerRatePerSec <= 0) return agg;
+  let workers = 0;
+  for (const n of needs) {
+    const m = n.input;
+    const full = nonNegative(m.batchServiceMs ?? 0);
+    const one = nonNegative(m.batchOneMs ?? 0);
+    const rate = positive(m.perWorkerRatePerSec);
+    if (full <= 0 || one <= 0 || rate === undefined) continue;
+    const fullBatch = (rate * full) / 1000;
+    if (fullBatch <= 1) continue;
+    const perRowMs = Math.max(0, (full - one) / (fullBatch - 1));
+    const fixedS = Math.max(0, one - perRowMs) / 1000;
+    const lambda = nonNegative(m.forecast.ratePerSec);
+    const copies = Math.max(1, n.copies);
+    const visits = copies * Math.min(lambda / copies, 1 / halfSloS);
+    workers += Math.max(0, fixedS * (visits - lambda / fullBatch));
+  }
+  if (workers <= 0) return agg;
+  reasons.push(`batches of a few rows per model add ${workers.toFixed(2)} workers of per-batch time`);
+  const rows = workers * agg.perWorkerRatePerSec;
+  const f = agg.forecast;
+  const forecast: Forecast = {
+    ...f,
+    ratePerSec: f.ratePerSec + rows,
+    upperRatePerSec: (f.upperRatePerSec ?? f.ratePerSec) + rows,
+    burstRatePerSec: f.burstRatePerSec + rows,
+    burstsBySpan: (f.burstsBySpan ?? []).map((b) => ({ ...b, ratePerSec: b.ratePerSec + rows })),
+  };
+  return { ...agg, forecast, meanWorkers: agg.meanWorkers + workers };
+}
+
 function harmonic(models: PoolModelInput[]): number {
   const rates = models.map((m) => positive(m.perWorkerRatePerSec)).filter((r): r is number => r !== undefined);
   return rates.length === 0 ? 0 : rates.length / rates.reduce((t, r) => t + 1 / r, 0);
@@ -509,7 +556,9 @@ function place(needs: ModelNeed[], workers: PoolWorkerView[], now: number, s: Po
     const n = byModel.get(model);
     return n ? n.share / Math.max(1, n.copies) : 0;
   };
-  for (const slot of slots) slot.load = slot.models.reduce((t, h) => t + shareOf(h.model), 0);
+  // A worker's load: its measured busy share where measured (batches at the sizes it really gets, and
+  // its loads), else the forecast shares of what it holds at the full-batch rate.
+  for (const slot of slots) slot.load = slot.worker.busyFraction ?? slot.models.reduce((t, h) => t + shareOf(h.model), 0);
   const loads: PlacementAction[] = [];
   const evictions: PlacementAction[] = [];
   const holders = (model: string) => slots.filter((x) => x.models.some((h) => h.model === model));
@@ -542,19 +591,75 @@ function place(needs: ModelNeed[], workers: PoolWorkerView[], now: number, s: Po
       loads.push({ workerId: slot.slot.worker.id, model, reason: why });
     }
   }
+  const moved = relieve(slots, byModel, { now, s, shareOf, loads, reasons });
   for (const n of needs) {
     const have = holders(n.input.model);
-    if (have.length <= Math.max(1, n.copies)) continue;
+    if (have.length <= Math.max(1, n.copies) || moved.has(n.input.model)) continue;
     // Beyond one copy, only what rule 1 holds; the last copy goes only by LRU when room is needed.
+    const ready = (x: Slot) => x.models.some((h) => h.model === n.input.model && !h.loading);
     const spare = have
       .filter((x) => x.models.some((h) => h.model === n.input.model && h.inFlight === 0 && !h.loading))
       .sort((a, b) => b.load - a.load)[0];
-    if (!spare) continue;
+    // Dropped only while enough other copies are ready: a copy still loading serves nobody yet.
+    if (!spare || have.filter((x) => x !== spare && ready(x)).length < Math.max(1, n.copies)) continue;
     spare.models = spare.models.filter((h) => h.model !== n.input.model);
     evictions.push({ workerId: spare.worker.id, model: n.input.model, reason: `demand fell: ${have.length} copies, ${n.copies} needed` });
   }
   const placement = slots.map((x) => ({ workerId: x.worker.id, models: x.models.map((h) => h.model) }));
   return { placement, loads, evictions, unplaced };
+}
+
+/**
+ * Rule 4's measured side: a worker whose jobs wait while another has engine time to spare hands
+ * one model over (a copy there now; the copy here is dropped as surplus once the new one is ready).
+ * Hot: a model it holds has a job waiting longer than half the SLO, the wait a job can have spent
+ * before its batch and still be served in time. The move is made only where it lowers the busier
+ * of the two (the receiver's busy share plus the model's estimated share here stays below this
+ * worker's), so loads of two workers never trade a model back and forth. Needs measured busy shares
+ * (PoolWorkerView.busyFraction): without them a worker's load is the forecast, which is what missed.
+ */
+function relieve(
+  slots: Slot[],
+  byModel: Map<string, ModelNeed>,
+  at: { now: number; s: PoolPlanSettings; shareOf: (model: string) => number; loads: PlacementAction[]; reasons: string[] },
+): Set<string> {
+  const moved = new Set<string>();
+  const halfSlo = nonNegative(at.s.sloQueueWaitMs) / 2;
+  const waitOf = (model: string) => byModel.get(model)?.input.backlog.oldestAgeMs ?? 0;
+  const measured = slots.filter((x) => x.worker.busyFraction !== undefined);
+  const hot = measured
+    .filter((x) => x.models.some((h) => !h.loading && waitOf(h.model) > halfSlo))
+    .sort((a, b) => b.load - a.load);
+  for (const src of hot) {
+    const shares = src.models.reduce((t, h) => t + at.shareOf(h.model), 0);
+    const candidates = src.models
+      .filter((h) => !h.loading && !moved.has(h.model) && waitOf(h.model) > halfSlo)
+      .map((h) => ({ h, busy: shares > 0 ? (src.load * at.shareOf(h.model)) / shares : src.load / src.models.length }))
+      .sort((a, b) => waitOf(b.h.model) - waitOf(a.h.model));
+    for (const c of candidates) {
+      const n = byModel.get(c.h.model);
+      if (!n) continue;
+      const mb = nonNegative(n.input.memoryMb);
+      const dst = measured
+        .filter((x) => x !== src && !x.models.some((h) => h.model === c.h.model))
+        .filter((x) => room(x.models, byModel, at.s) >= mb && countRoom(x.models, at.s) >= 1)
+        .filter((x) => x.load + c.busy < src.load)
+        .sort((a, b) => a.load - b.load)[0];
+      if (!dst) continue;
+      dst.models.push({ model: c.h.model, lastUsedAt: at.now, inFlight: 0, loading: true });
+      dst.load += c.busy;
+      src.load -= c.busy;
+      moved.add(c.h.model);
+      at.loads.push({
+        workerId: dst.worker.id,
+        model: c.h.model,
+        reason: `relieve ${src.worker.id}: busy ${pct(src.load + c.busy)}, a job waited ${secs(waitOf(c.h.model))}; ${dst.worker.id} busy ${pct(dst.load - c.busy)}`,
+      });
+      at.reasons.push(`${c.h.model}: a copy onto ${dst.worker.id} to relieve ${src.worker.id}`);
+      break;
+    }
+  }
+  return moved;
 }
 
 /** Where a copy of `n` goes: the least-loaded worker with room, a standby, or the least-loaded one LRU eviction makes room on. */
@@ -653,3 +758,4 @@ function nonNegative(x: number): number {
 }
 
 const secs = (ms: number) => `${(ms / 1000).toFixed(1)}s`;
+const pct = (x: number) => `${Math.round(x * 100)} %`;

@@ -217,6 +217,7 @@ function replays(world: PoolWorldInput, s: PoolSettings): Replays {
     assumedLoadMs: s.assumedLoadMs,
     workerRate: service.workerRate,
     batchMs: service.serviceMs(sim.maxBatch),
+    batchOneMs: service.serviceMs(1),
     tickMs: sim.tickMs,
     plan,
     forecasts,

@@ -48,6 +48,8 @@ export interface PoolContext {
   assumedLoadMs: number;
   workerRate: number;
   batchMs: number;
+  /** A batch of one row (the profile's smallest). */
+  batchOneMs?: number;
   tickMs: number;
   plan: PoolPlanSettings;
   /** Forecasts by model and minute, shared by replays of the same world. */
@@ -110,10 +112,12 @@ function plannerPolicy(name: string, ctx: PoolContext, forecastOf: ForecastOf): 
   const loadMs = new Map<number, number>();
   const coldStarts: number[] = [];
   const index = new Map(ctx.models.map((m, k) => [m.name, k]));
+  const busy = busyMeter(ctx);
   return {
     name,
     initial: () => initialPool(ctx),
     tick(obs) {
+      busy.note(obs);
       for (const l of obs.loads) loadMs.set(l.model, l.ms);
       coldStarts.push(...obs.coldStartsMs);
       if (coldStarts.length > 100) coldStarts.splice(0, coldStarts.length - 100);
@@ -135,6 +139,7 @@ function plannerPolicy(name: string, ctx: PoolContext, forecastOf: ForecastOf): 
           loadMs: loadMs.get(k) ?? ctx.assumedLoadMs,
           memoryMb: spec.memoryMb,
           batchServiceMs: ctx.batchMs,
+          ...(ctx.batchOneMs !== undefined ? { batchOneMs: ctx.batchOneMs } : {}),
           observed: { arrivedRows: q.arrived, servedRows: q.served, lateRows: q.late, sinceMs: ctx.tickMs },
         });
       });
@@ -142,7 +147,7 @@ function plannerPolicy(name: string, ctx: PoolContext, forecastOf: ForecastOf): 
         now: obs.now,
         settings: { ...ctx.plan, coldStartMs },
         models,
-        workers: workerViews(obs, ctx),
+        workers: workerViews(obs, ctx, busy.fraction),
         memory,
       });
       memory = plan.memory;
@@ -289,10 +294,38 @@ function heldModels(obs: PoolObservation): Set<number> {
   return held;
 }
 
-function workerViews(obs: PoolObservation, ctx: PoolContext): PoolWorkerView[] {
+/**
+ * Each worker's engine-busy share over the last SLO's worth of ticks (at least one), as the live
+ * controller reads it from heartbeats: the time scale on which a busy worker makes a job late.
+ */
+function busyMeter(ctx: PoolContext) {
+  const span = Math.max(1, Math.round(ctx.plan.sloQueueWaitMs / ctx.tickMs));
+  const windows = new Map<string, number[]>();
+  return {
+    note(obs: PoolObservation): void {
+      const seen = new Set<string>();
+      for (const w of obs.workers) {
+        if (w.state !== 'warm') continue;
+        seen.add(w.id);
+        const win = windows.get(w.id) ?? [];
+        win.push(Math.min(1, w.busyMs / ctx.tickMs));
+        if (win.length > span) win.shift();
+        windows.set(w.id, win);
+      }
+      for (const id of [...windows.keys()]) if (!seen.has(id)) windows.delete(id);
+    },
+    fraction(id: string): number | undefined {
+      const win = windows.get(id);
+      return win && win.length > 0 ? win.reduce((a, b) => a + b, 0) / win.length : undefined;
+    },
+  };
+}
+
+function workerViews(obs: PoolObservation, ctx: PoolContext, busyFraction: (id: string) => number | undefined): PoolWorkerView[] {
   return obs.workers.map((w) => ({
     id: w.id,
     state: w.state,
+    ...optional('busyFraction', busyFraction(w.id)),
     models: w.models.map((h) => ({
       model: (ctx.models[h.model] as ModelSpec).name,
       lastUsedAt: h.lastUsedAt,
@@ -304,6 +337,10 @@ function workerViews(obs: PoolObservation, ctx: PoolContext): PoolWorkerView[] {
 
 function backlogOf(q: PoolObservation['models'][number]): Backlog {
   return { waiting: q.waiting, prioritized: 0, delayed: 0, active: q.inService, oldestAgeMs: q.oldestAgeMs };
+}
+
+function optional<K extends string>(key: K, value: number | undefined): Partial<Record<K, number>> {
+  return value === undefined ? {} : ({ [key]: value } as Record<K, number>);
 }
 
 const ceil = (x: number) => (x > 0 ? Math.ceil(x - 1e-9) : 0);

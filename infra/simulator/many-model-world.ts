@@ -73,6 +73,8 @@ export interface WorkerView {
   state: 'starting' | 'warm' | 'draining';
   models: HeldView[];
   busy: boolean;
+  /** Engine-busy ms (batches and loads) within the last tick. */
+  busyMs: number;
 }
 
 export interface ModelQueueView {
@@ -128,6 +130,10 @@ interface Worker {
   launchedAt: number;
   held: Map<number, Held>;
   busy: boolean;
+  /** When the task in hand (a batch or a load) began. */
+  busyFrom: number;
+  /** Engine-busy ms within the current tick, of tasks already ended. */
+  busyAcc: number;
   /** Loads waiting for the engine (a batch or another load in hand), oldest first. */
   pendingLoads: number[];
   billed: 'starting' | 'standby' | 'active' | undefined;
@@ -185,6 +191,8 @@ class ManyModelWorld {
   private pendingModels = new Int32Array(0);
   private pos = 0;
   private loadsDone: Array<{ model: number; ms: number }> = [];
+  /** When the current tick's window began (the last observation). */
+  private tickStart = 0;
   private coldStartsMs: number[] = [];
   private modelLoads = 0;
   private evictions = 0;
@@ -201,6 +209,7 @@ class ManyModelWorld {
     this.tickCounts = Array.from({ length: n }, () => blankCounts());
     this.busyMs = new Array<number>(n).fill(0);
     this.now = o.startMs + o.fromMinute * MINUTE_MS;
+    this.tickStart = this.now;
     this.endMs = o.startMs + o.toMinute * MINUTE_MS;
     this.rec = createRecorder(scaler.name, o.sloMs, o.toMinute - o.fromMinute);
   }
@@ -342,6 +351,7 @@ class ManyModelWorld {
     if (!h) return this.nextLoad(w);
     h.loadStartedAt = this.now;
     w.busy = true;
+    w.busyFrom = this.now;
     this.events.push(this.now + (this.o.models[m] as ModelSpec).loadMs, { kind: 'loaded', worker: w, model: m });
     return true;
   }
@@ -352,7 +362,7 @@ class ManyModelWorld {
   }
 
   private loaded(w: Worker, m: number): void {
-    w.busy = false;
+    this.idle(w);
     if (w.state === 'draining') {
       this.setState(w, 'gone');
       return;
@@ -365,6 +375,12 @@ class ManyModelWorld {
     }
     // Tasks in turn: after a load, a waiting batch; after a batch (done()), a waiting load.
     if (!this.dispatchWorker(w)) this.nextLoad(w);
+  }
+
+  /** The task in hand ended: its time within this tick is the worker's busy time. */
+  private idle(w: Worker): void {
+    w.busy = false;
+    w.busyAcc += this.now - Math.max(w.busyFrom, this.tickStart);
   }
 
   private evict(w: Worker, m: number): void {
@@ -418,13 +434,14 @@ class ManyModelWorld {
     h.inFlight = n;
     h.lastUsedAt = this.now;
     w.busy = true;
+    w.busyFrom = this.now;
     this.busyMs[m] = (this.busyMs[m] ?? 0) + ms;
     this.rebill(w);
     this.events.push(this.now + ms, { kind: 'done', worker: w });
   }
 
   private done(w: Worker): void {
-    w.busy = false;
+    this.idle(w);
     for (const h of w.held.values()) h.inFlight = 0;
     if (w.state === 'draining') {
       this.setState(w, 'gone');
@@ -446,6 +463,8 @@ class ManyModelWorld {
 
   private tick(): void {
     const actions = this.scaler.tick(this.observe());
+    this.tickStart = this.now;
+    for (const w of this.workers) w.busyAcc = 0;
     if (actions.length > 0) this.rec.scaleEvent();
     for (const a of actions) this.apply(a);
     this.loadsDone = [];
@@ -485,6 +504,8 @@ class ManyModelWorld {
       launchedAt: this.now,
       held: new Map(),
       busy: false,
+      busyFrom: this.now,
+      busyAcc: 0,
       pendingLoads: [],
       billed: undefined,
       since: this.now,
@@ -544,6 +565,7 @@ class ManyModelWorld {
       id: String(w.id),
       state: w.state === 'starting' ? 'starting' : w.state === 'draining' ? 'draining' : 'warm',
       busy: w.busy,
+      busyMs: w.busyAcc + (w.busy ? this.now - Math.max(w.busyFrom, this.tickStart) : 0),
       models: [...w.held.entries()].map(([model, h]) => ({ model, lastUsedAt: h.lastUsedAt, inFlight: h.inFlight, loading: h.loading })),
     }));
     return { now: this.now, models, workers, loads: this.loadsDone, coldStartsMs: this.coldStartsMs, busyMs: [...this.busyMs] };
