@@ -178,7 +178,7 @@ describe('planPool', () => {
     expect(back.workers).toBeLessThan(first.workers);
   });
 
-  it("hands a model of a busy worker whose jobs wait past half the SLO to one with engine time to spare, then drops the old copy once the new one is ready", () => {
+  it('hands a model of a busy worker whose jobs wait past half the SLO to one with engine time to spare, then drops the old copy once the new one is ready', () => {
     const late = { waiting: 5, prioritized: 0, delayed: 0, active: 0, oldestAgeMs: 20_000 };
     const models = [model('m1', 0.5, { backlog: late }), model('m2', 0.5), model('m3', 0.1)];
     const busy = { ...warm('a', [held('m1', T0), held('m2', T0)]), busyFraction: 0.95 };
@@ -193,7 +193,9 @@ describe('planPool', () => {
       { ...busy, busyFraction: 0.7 },
       { ...warm('b', [held('m3', T0), held('m1', T0)]), busyFraction: 0.4 },
     ];
-    const next = planPool(input([model('m1', 0.5), model('m2', 0.5), model('m3', 0.1)], both, { now: T0 + 5_000, memory: plan.memory, settings }));
+    const next = planPool(
+      input([model('m1', 0.5), model('m2', 0.5), model('m3', 0.1)], both, { now: T0 + 5_000, memory: plan.memory, settings }),
+    );
     expect(next.evictions).toEqual([{ workerId: 'a', model: 'm1', reason: expect.stringMatching(/demand fell/) }]);
   });
 
@@ -205,10 +207,14 @@ describe('planPool', () => {
     expect(unmeasured.loads).toEqual([]);
     // m1 is most of a's work: on b it would make b busier than a is now.
     const close = planPool(
-      input(models, [
-        { ...warm('a', [held('m1', T0), held('m2', T0)]), busyFraction: 0.8 },
-        { ...warm('b', [held('m3', T0)]), busyFraction: 0.5 },
-      ], { settings }),
+      input(
+        models,
+        [
+          { ...warm('a', [held('m1', T0), held('m2', T0)]), busyFraction: 0.8 },
+          { ...warm('b', [held('m3', T0)]), busyFraction: 0.5 },
+        ],
+        { settings },
+      ),
     );
     expect(close.loads).toEqual([]);
   });
@@ -216,9 +222,19 @@ describe('planPool', () => {
   it("counts the per-batch time of batches of a few rows, from the profile's batch of one and the SLO", () => {
     // 40 models on 2-rows/s workers (32 rows in 16 s): 0.2 rows/s each fills no batch in half an SLO.
     const base = { perWorkerRatePerSec: 2, batchServiceMs: 16_000 };
-    const held40 = Array.from({ length: 8 }, (_, w) => warm(`w${w}`, [0, 1, 2, 3, 4].map((i) => held(`m${5 * w + i}`, T0))));
+    const held40 = Array.from({ length: 8 }, (_, w) =>
+      warm(
+        `w${w}`,
+        [0, 1, 2, 3, 4].map((i) => held(`m${5 * w + i}`, T0)),
+      ),
+    );
     const plan = (batchOneMs: number) =>
-      planPool(input(Array.from({ length: 40 }, (_, k) => model(`m${k}`, 0.2, { ...base, batchOneMs })), held40));
+      planPool(
+        input(
+          Array.from({ length: 40 }, (_, k) => model(`m${k}`, 0.2, { ...base, batchOneMs })),
+          held40,
+        ),
+      );
     const fixed = plan(2_050); // 1.6 s a batch + 0.45 s a row
     const none = plan(500); // 0.5 s a row and nothing a batch: the full-batch rate is right
     expect(none.reasons.some((r) => /per-batch time/.test(r))).toBe(false);

@@ -627,9 +627,7 @@ function relieve(
   const halfSlo = nonNegative(at.s.sloQueueWaitMs) / 2;
   const waitOf = (model: string) => byModel.get(model)?.input.backlog.oldestAgeMs ?? 0;
   const measured = slots.filter((x) => x.worker.busyFraction !== undefined);
-  const hot = measured
-    .filter((x) => x.models.some((h) => !h.loading && waitOf(h.model) > halfSlo))
-    .sort((a, b) => b.load - a.load);
+  const hot = measured.filter((x) => x.models.some((h) => !h.loading && waitOf(h.model) > halfSlo)).sort((a, b) => b.load - a.load);
   for (const src of hot) {
     const shares = src.models.reduce((t, h) => t + at.shareOf(h.model), 0);
     const candidates = src.models

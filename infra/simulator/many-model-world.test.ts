@@ -84,4 +84,3 @@ describe('simulatePool', () => {
     expect(run.sloAttainment).toBe(1);
   });
 });
-
