@@ -87,6 +87,8 @@ export interface PoolModelInput {
   /** Resident memory of one loaded session (measured), MB. */
   memoryMb: number;
   batchServiceMs?: number;
+  /** A batch of one row, measured (the batch profile's smallest): with batchServiceMs it splits a batch's time into a part per batch and a part per row. */
+  batchOneMs?: number;
   /** Rows counted since the last tick, as PolicyInput.observed. */
   observed?: { arrivedRows: number; servedRows: number; lateRows?: number; sinceMs: number };
 }
@@ -105,6 +107,8 @@ export interface PoolWorkerView {
   id: string;
   state: 'starting' | 'warm' | 'draining';
   models: HeldModel[];
+  /** Measured: the share of the recent window its engine was busy (batches and loads); absent: not measured. */
+  busyFraction?: number;
 }
 
 /** What the planner remembers between ticks: decide()'s memory for the pool and per model (plain JSON). */
