@@ -29,7 +29,11 @@ export interface PoolModelView {
   cacheHit?: boolean;
   /** Warm-up: `reused` a profile kept beside the cached model (then `runs` is 1), the passes it ran, the sizes it measured. */
   warmup?: { reused: boolean; runs: number; batchesMeasured: number };
-  profile?: { threads: number; chosenBatch: number; rowsPerS: number };
+  /**
+   * Its warm-up's profile at the chosen thread count: the batch it chose and that batch's rows/s;
+   * `batchOneMs`, the median ms of a batch of one row (absent when warm-up did not measure one).
+   */
+  profile?: { threads: number; chosenBatch: number; rowsPerS: number; batchOneMs?: number };
   error?: string;
 }
 
