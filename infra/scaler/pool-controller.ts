@@ -10,7 +10,8 @@
  *      open, and per member model version what the deployment controller measures for a model —
  *      the arrival history and its forecast over the pool's lead (a worker cold start plus a
  *      tick), the backlog of its queue — plus what the pool's workers measured of it (load time,
- *      resident memory, warm-up rows/s; remembered between ticks);
+ *      resident memory, warm-up rows/s; remembered between ticks) and each worker's busy share
+ *      of its last heartbeat interval;
  *   2. plan: planPool with the planner's memory kept in Redis (a new leader continues it);
  *   3. apply unless in shadow mode, after checking the lock again: launch and drain through the
  *      provider, and each warm worker's holdings (infra/fleet/pool-holdings.ts: re-sent every

@@ -22,7 +22,12 @@ function held(model: string, state: PoolModelView['state'], extra: Partial<PoolM
   return { model, version: '1', state, residentBytes: 0, lastUsedAt: NOW - 1000, jobsInFlight: 0, ...extra };
 }
 
-function beat(id: string, state: HeartbeatPayload['state'], models: PoolModelView[]): HeartbeatPayload {
+function beat(
+  id: string,
+  state: HeartbeatPayload['state'],
+  models: PoolModelView[],
+  extra: Partial<HeartbeatPayload> = {},
+): HeartbeatPayload {
   return {
     id,
     model: '',
@@ -37,6 +42,7 @@ function beat(id: string, state: HeartbeatPayload['state'], models: PoolModelVie
     memory: { rssBytes: 1, heapUsedBytes: 1 },
     pool: 'tail',
     models,
+    ...extra,
   } as HeartbeatPayload;
 }
 
@@ -81,7 +87,9 @@ describe('memberRefs', () => {
 describe('poolWorkerViews', () => {
   it('reads what each worker holds from its heartbeat, shows claims as loads on their way, and drops dead workers', () => {
     const beats = [
-      beat('w1', 'active', [held('a', 'active', { jobsInFlight: 2 }), held('b', 'loading'), held('c', 'evicted'), held('d', 'no-room')]),
+      beat('w1', 'active', [held('a', 'active', { jobsInFlight: 2 }), held('b', 'loading'), held('c', 'evicted'), held('d', 'no-room')], {
+        busyFraction: 0.4,
+      }),
       beat('w2', 'standby', []),
     ];
     const listed = [
@@ -95,6 +103,7 @@ describe('poolWorkerViews', () => {
       {
         id: 'w1',
         state: 'warm',
+        busyFraction: 0.4,
         models: [
           { model: 'a@1', lastUsedAt: NOW - 1000, inFlight: 2, loading: false },
           { model: 'b@1', lastUsedAt: NOW - 1000, inFlight: 0, loading: true },
@@ -103,6 +112,13 @@ describe('poolWorkerViews', () => {
       { id: 'w2', state: 'warm', models: [{ model: 'e@1', lastUsedAt: NOW, inFlight: 0, loading: true }] },
       { id: 'pending-9', state: 'starting', models: [] },
     ]);
+    // No busy share where the heartbeat has none, or there is no heartbeat yet: not measured, not idle.
+    expect(views.slice(1).some((v) => 'busyFraction' in v)).toBe(false);
+  });
+
+  it('passes a busy share of 0 on: measured idle', () => {
+    const [view] = poolWorkerViews([beat('w1', 'standby', [], { busyFraction: 0 })], undefined, new Map(), NOW);
+    expect(view?.busyFraction).toBe(0);
   });
 
   it('remembers load time, resident memory and warm-up rate, the newest rate replacing the last', () => {

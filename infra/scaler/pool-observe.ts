@@ -7,6 +7,10 @@
  * shared pool that splits traffic over versions has each weighted version placed on its own, its
  * forecast the model's scaled by the version's share of the weight (scaleForecast).
  *
+ * A worker's view carries its heartbeat's `busyFraction` (the share of its last heartbeat interval
+ * its inference thread had work, worker/busy-meter.ts) as is; absent when the heartbeat has none
+ * (no heartbeat yet, or a worker from before it was measured).
+ *
  * What a heartbeat's `models` says a worker holds: downloading, loading and warming are a load in
  * progress (`loading`), `active` is resident and serving; `draining`, `evicted`, `no-room` and
  * `failed` are not held. A claim (pool-controller.ts: a placement asked for and not yet in a
@@ -151,7 +155,7 @@ export function poolWorkerViews(
     for (const key of claims.get(w.id) ?? []) {
       if (!models.some((h) => h.model === key)) models.push({ model: key, lastUsedAt: now, inFlight: 0, loading: true });
     }
-    views.push({ id: w.id, state, models });
+    views.push({ id: w.id, state, models, ...(beat?.busyFraction !== undefined ? { busyFraction: beat.busyFraction } : {}) });
   }
   return views;
 }
