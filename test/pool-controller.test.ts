@@ -77,7 +77,12 @@ function beatProvider(prefix: string): PoolProvider & { calls: string[] } {
   };
 }
 
-async function writePoolBeat(prefix: string, id: string, models: PoolModelView[] = []): Promise<void> {
+async function writePoolBeat(
+  prefix: string,
+  id: string,
+  models: PoolModelView[] = [],
+  extra: Partial<HeartbeatPayload> = {},
+): Promise<void> {
   const beat: HeartbeatPayload = {
     id,
     model: '',
@@ -92,6 +97,7 @@ async function writePoolBeat(prefix: string, id: string, models: PoolModelView[]
     memory: { rssBytes: 1, heapUsedBytes: 1 },
     pool: POOL,
     models,
+    ...extra,
   };
   await redis.set(workerKey(prefix, id), JSON.stringify(beat), 'PX', 60_000);
 }
@@ -312,6 +318,44 @@ describe('tick', () => {
       'a@1': { arrivedRows: 15, servedRows: 6, sinceMs: 1000 },
       'a@2': { arrivedRows: 5, servedRows: 2, sinceMs: 1000 },
     });
+  });
+
+  it("plans with each worker's busy share and each measured model's batch times, kept after the model is gone", async () => {
+    const f = await fixture();
+    for (const m of ['a', 'b']) await f.deployments.put({ model: m, version: '1', min: 0, max: 1, standby: 0, pool: POOL });
+    const a = (state: PoolModelView['state']): PoolModelView => ({
+      model: 'a',
+      version: '1',
+      state,
+      residentBytes: state === 'active' ? 50 * 1024 * 1024 : 0,
+      lastUsedAt: T0,
+      jobsInFlight: 0,
+      ...(state === 'active' ? { profile: { threads: 1, chosenBatch: 16, rowsPerS: 800, batchOneMs: 2.5 } } : {}),
+    });
+    await writePoolBeat(f.prefix, 'w1', [a('active')], { busyFraction: 0.6 });
+    await writePoolBeat(f.prefix, 'w2');
+    const inputs: PoolPlanInput[] = [];
+    const c = f.make({
+      plan: (input) => {
+        inputs.push(input);
+        return planPool(input);
+      },
+    });
+    await c.tick(await f.tickContext());
+    const workers = new Map((inputs[0]?.workers ?? []).map((w) => [w.id, w]));
+    expect(workers.get('w1')?.busyFraction).toBe(0.6);
+    expect(workers.get('w2')).not.toHaveProperty('busyFraction');
+    const models = new Map((inputs[0]?.models ?? []).map((m) => [m.model, m]));
+    expect(models.get('a@1')).toMatchObject({ perWorkerRatePerSec: 800, batchServiceMs: 20, batchOneMs: 2.5 });
+    // Never measured: planned at the pool's stand-in rate, with no batch times of its own.
+    expect(models.get('b@1')).not.toHaveProperty('batchServiceMs');
+    expect(models.get('b@1')).not.toHaveProperty('batchOneMs');
+
+    await writePoolBeat(f.prefix, 'w1', [a('evicted')], { busyFraction: 0 });
+    f.clock.advance(1000);
+    await c.tick(await f.tickContext());
+    expect(inputs[1]?.workers.find((w) => w.id === 'w1')?.busyFraction).toBe(0);
+    expect(inputs[1]?.models.find((m) => m.model === 'a@1')).toMatchObject({ batchServiceMs: 20, batchOneMs: 2.5 });
   });
 
   it("counts the pool's workers, plan, pooled vs per-model standby and placements on the scaler's registry", async () => {

@@ -141,9 +141,12 @@ it('holds several models at once and serves each with its own weights', async ()
   for (const m of active(beat)) {
     expect(m.residentBytes).toBeGreaterThan(0);
     expect(m.warmup?.reused).toBe(false);
-    // A cold warm-up measures every size the manifest names.
+    // A cold warm-up measures every size the manifest names, a batch of one among them.
     expect(m.warmup?.batchesMeasured).toBe(4);
-    console.info(`[figures] ${m.model} cold: loadMs=${m.loadMs} residentBytes=${m.residentBytes} cacheHit=${m.cacheHit}`);
+    expect(m.profile?.batchOneMs).toBeGreaterThan(0);
+    console.info(
+      `[figures] ${m.model} cold: loadMs=${m.loadMs} residentBytes=${m.residentBytes} cacheHit=${m.cacheHit} batchOneMs=${m.profile?.batchOneMs}`,
+    );
   }
 
   const ids = await Promise.all(names.map((model) => stack.submitMany(model, 12, { features: F })));
@@ -196,7 +199,11 @@ it('told to drop a model with jobs in flight, finishes them first and takes no m
   const prefix = stack.config.queuePrefix;
   await askLoad(redis, prefix, id, { model: 'pw-slow', version: '1' });
   await waitForBeat(servingWorker, 'pw-slow active', (b) => modelIn(b, 'pw-slow')?.state === 'active');
+  const submitted = Date.now();
   const ids = await stack.submitMany('pw-slow', 200, { features: 256, rows: 4 });
+  // Watched while the rest goes on: a beat from while it serves them shows its inference thread busy.
+  const busy = waitForBeat(servingWorker, 'busy serving pw-slow', (b) => b.updatedAt > submitted && (b.busyFraction ?? 0) > 0);
+  busy.catch(() => undefined); // awaited at the end; a failure before then is not unhandled
   const held = await stack.withQueue('pw-slow', '1', (queue) =>
     until('pw-slow mid-stream', async () => {
       const [running, completed] = await Promise.all([queue.getActive(), queue.getCompletedCount()]);
@@ -219,6 +226,9 @@ it('told to drop a model with jobs in flight, finishes them first and takes no m
   const [job] = await stack.submitMany('pw-3', 1, { features: F });
   expect((await waitForJob(stack, job as string, 60_000)).status).toBe('succeeded');
   expect(ids.length).toBe(200);
+  const serving = await busy;
+  console.info(`[figures] serving pw-slow: busyFraction=${serving.busyFraction} rowsPerS=${serving.rowsPerS}`);
+  expect(serving.busyFraction).toBeLessThanOrEqual(1);
 }, 240_000);
 
 it('drains on SIGTERM: every model stops fetching, the jobs held finish, and it exits 0', async () => {

@@ -38,6 +38,11 @@ export interface BatchProfile {
   inputShapes?: InputShapes;
 }
 
+/** The median ms of a batch of one row at the chosen thread count; undefined when warm-up did not measure batch 1. */
+export function batchOneMs(p: Pick<BatchProfile, 'entries'>): number | undefined {
+  return p.entries.find((e) => e.batch === 1)?.p50Ms;
+}
+
 /** Non-batch dimensions by input name: the shape an input runs with, the batch axis aside. */
 export type InputShapes = Record<string, number[]>;
 

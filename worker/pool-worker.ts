@@ -25,6 +25,9 @@
  *   be made the model is reported `no-room` and tried again at the next heartbeat; the budget is
  *   never exceeded on purpose.
  *
+ * Its heartbeat's `busyFraction` is how much of each interval the inference thread had work: every
+ * session opened on it is timed by one busy meter (worker/busy-meter.ts), batches and loads alike.
+ *
  * The control channel's `drain` drains it as SIGTERM does; `activate`/`standby` are a single-model
  * worker's and are ignored here (what a pool worker serves is its holdings).
  */
@@ -45,6 +48,7 @@ import type { ModelRegistry } from '../infra/registry/model-registry.ts';
 import type { ObjectStore } from '../infra/registry/object-store.ts';
 import { createPoolWorkerMetrics, type PoolWorkerMetrics, publishMetricsSnapshot } from '../infra/telemetry/metrics.ts';
 import type { BatchEvent } from './batch-runner.ts';
+import { type BusyMeter, createBusyMeter } from './busy-meter.ts';
 import { type ControlListener, createControlListener } from './control.ts';
 import type { ThreadHost } from './engine/thread-engine.ts';
 import { overBudget, type Resident, roomFor } from './eviction.ts';
@@ -125,6 +129,8 @@ export class PoolWorker extends TypedEmitter<PoolWorkerEvents> {
   private control?: ControlListener;
   private holdings?: HoldingsListener;
   private rowsSinceBeat = 0;
+  /** Times every call on the inference thread, for the heartbeat's busyFraction. */
+  private readonly busy: BusyMeter;
   private lastBeatAt: number;
   private error?: string;
   private closing?: Promise<void>;
@@ -147,6 +153,7 @@ export class PoolWorker extends TypedEmitter<PoolWorkerEvents> {
     this.startedAt = deps.clock.now();
     this.stateSince = this.startedAt;
     this.lastBeatAt = this.startedAt;
+    this.busy = createBusyMeter(deps.clock);
     this.book = new HoldingsBook(deps.clock, settings.retryAfterMs ?? DEFAULT_RETRY_AFTER_MS);
     this.cache = createModelCache({ dir: deps.config.worker.modelCacheDir, registry: deps.registry, log: deps.log });
     this.metrics = createPoolWorkerMetrics(this.metricsRegistry, { pool: settings.pool, worker: this.id });
@@ -300,7 +307,7 @@ export class PoolWorker extends TypedEmitter<PoolWorkerEvents> {
       {
         ...this.deps,
         cache: this.cache,
-        session: this.deps.host.openSession(),
+        session: this.busy.timed(this.deps.host.openSession()),
         startServing,
         workerId: this.id,
         onBatch: (e) => {
@@ -461,6 +468,7 @@ export class PoolWorker extends TypedEmitter<PoolWorkerEvents> {
       jobsInFlight: held.reduce((sum, m) => sum + m.jobsInFlight, 0),
       models,
       memoryBudgetBytes: this.settings.memoryBudgetBytes,
+      busyFraction: Math.round(this.busy.take() * 1000) / 1000,
       ...(this.error ? { error: this.error } : {}),
     };
   }

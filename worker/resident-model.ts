@@ -30,7 +30,7 @@ import { errorMessage } from '../infra/kernel/errors.ts';
 import type { Log } from '../infra/kernel/log.ts';
 import type { RedisClient } from '../infra/redis/client.ts';
 import type { ObjectStore } from '../infra/registry/object-store.ts';
-import type { BatchProfile } from './batch-profile.ts';
+import { type BatchProfile, batchOneMs } from './batch-profile.ts';
 import type { BatchEvent } from './batch-runner.ts';
 import type { InferenceEngine } from './engine/engine.ts';
 import { plannedEngine } from './engine/planned-engine.ts';
@@ -228,9 +228,7 @@ export class ResidentModel {
             warmup: { reused: r.reused, runs: r.warmupRuns, batchesMeasured: r.batchesMeasured },
           }
         : {}),
-      ...(this.profile
-        ? { profile: { threads: this.profile.threads, chosenBatch: this.profile.chosenBatch, rowsPerS: Math.round(this.profile.rowsPerS) } }
-        : {}),
+      ...(this.profile ? { profile: profileView(this.profile) } : {}),
       ...(this.error ? { error: this.error } : {}),
     };
   }
@@ -274,6 +272,18 @@ export class ResidentModel {
   publishMetrics(key: string, ttlMs: number): Promise<void> {
     return this.serving?.publishMetrics(key, ttlMs) ?? Promise.resolve();
   }
+}
+
+/** A profile as the heartbeat shows it (PoolModelView.profile): what the pool's planner reads of it. */
+function profileView(p: BatchProfile): NonNullable<PoolModelView['profile']> {
+  const one = batchOneMs(p);
+  return {
+    threads: p.threads,
+    chosenBatch: p.chosenBatch,
+    rowsPerS: Math.round(p.rowsPerS),
+    // To the microsecond: a small model's batch of one is well under a millisecond.
+    ...(one !== undefined ? { batchOneMs: Math.round(one * 1000) / 1000 } : {}),
+  };
 }
 
 /** `engine`, counting its forward passes (warm-up's, here). */

@@ -29,7 +29,11 @@ export interface PoolModelView {
   cacheHit?: boolean;
   /** Warm-up: `reused` a profile kept beside the cached model (then `runs` is 1), the passes it ran, the sizes it measured. */
   warmup?: { reused: boolean; runs: number; batchesMeasured: number };
-  profile?: { threads: number; chosenBatch: number; rowsPerS: number };
+  /**
+   * Its warm-up's profile at the chosen thread count: the batch it chose and that batch's rows/s;
+   * `batchOneMs`, the median ms of a batch of one row (absent when warm-up did not measure one).
+   */
+  profile?: { threads: number; chosenBatch: number; rowsPerS: number; batchOneMs?: number };
   error?: string;
 }
 
@@ -42,6 +46,8 @@ export interface PoolModelView {
  * deployment by model never takes it for one of a deployment's own; `state` is `standby` while it
  * serves no model and `active` while it serves at least one, `jobsInFlight` and `rowsPerS` are
  * totals over its models, and it has no `batchProfile` (each model's is in `models[].profile`).
+ * It also reports `busyFraction`: how much of the last heartbeat interval its inference thread had
+ * work (worker/busy-meter.ts), which the pool's planner reads as how loaded the worker is.
  */
 export interface HeartbeatPayload {
   id: string;
@@ -75,6 +81,11 @@ export interface HeartbeatPayload {
   models?: PoolModelView[];
   /** A pool worker's budget for its models' resident memory (--memory-mb), bytes. */
   memoryBudgetBytes?: number;
+  /**
+   * A pool worker: the share of the last heartbeat interval, in [0, 1], its inference thread had
+   * at least one call out (a model's batches, and its loads: session creation and warm-up).
+   */
+  busyFraction?: number;
 }
 
 /** True for a shared pool's worker: its heartbeat names no deployment's model. */

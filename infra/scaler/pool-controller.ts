@@ -10,7 +10,8 @@
  *      open, and per member model version what the deployment controller measures for a model —
  *      the arrival history and its forecast over the pool's lead (a worker cold start plus a
  *      tick), the backlog of its queue — plus what the pool's workers measured of it (load time,
- *      resident memory, warm-up rows/s; remembered between ticks);
+ *      resident memory, warm-up rows/s and batch times; remembered between ticks) and each
+ *      worker's busy share of its last heartbeat interval;
  *   2. plan: planPool with the planner's memory kept in Redis (a new leader continues it);
  *   3. apply unless in shadow mode, after checking the lock again: launch and drain through the
  *      provider, and each warm worker's holdings (infra/fleet/pool-holdings.ts: re-sent every
@@ -51,6 +52,7 @@ import { createPlacementClaims } from './pool-claims.ts';
 import { createPoolDecisionLog, forecastSummary, type PoolAction, type PoolDecisionLog } from './pool-decisions.ts';
 import { createPoolMetrics, observePool, resetPoolGauges } from './pool-metrics.ts';
 import {
+  batchTimes,
   evictedHere,
   type MemberRef,
   measure,
@@ -219,6 +221,7 @@ export function createPoolController(deps: PoolControllerDeps): PoolController {
         forecast: scaleForecast(forecast, r.share),
         backlog: await deps.queueStats.backlog({ model: r.model, versions: [r.version] }),
         perWorkerRatePerSec: m.rowsPerSec ?? unmeasuredRate,
+        ...batchTimes(m),
         loadMs: m.loadMs ?? DEFAULT_MODEL_LOAD_MS,
         memoryMb: m.memoryMb ?? settings.memoryMb / DEFAULT_MODELS_PER_BUDGET,
       });

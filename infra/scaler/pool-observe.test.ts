@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Deployment } from '../deployments/deployment-store.ts';
 import type { HeartbeatPayload, PoolModelView } from '../fleet/worker-states.ts';
-import { measure, memberRefs, poolWorkerViews, scaleForecast, standInRate } from './pool-observe.ts';
+import { batchTimes, measure, memberRefs, poolWorkerViews, scaleForecast, standInRate } from './pool-observe.ts';
 
 const NOW = 1_700_000_000_000;
 
@@ -22,7 +22,12 @@ function held(model: string, state: PoolModelView['state'], extra: Partial<PoolM
   return { model, version: '1', state, residentBytes: 0, lastUsedAt: NOW - 1000, jobsInFlight: 0, ...extra };
 }
 
-function beat(id: string, state: HeartbeatPayload['state'], models: PoolModelView[]): HeartbeatPayload {
+function beat(
+  id: string,
+  state: HeartbeatPayload['state'],
+  models: PoolModelView[],
+  extra: Partial<HeartbeatPayload> = {},
+): HeartbeatPayload {
   return {
     id,
     model: '',
@@ -37,6 +42,7 @@ function beat(id: string, state: HeartbeatPayload['state'], models: PoolModelVie
     memory: { rssBytes: 1, heapUsedBytes: 1 },
     pool: 'tail',
     models,
+    ...extra,
   } as HeartbeatPayload;
 }
 
@@ -81,7 +87,9 @@ describe('memberRefs', () => {
 describe('poolWorkerViews', () => {
   it('reads what each worker holds from its heartbeat, shows claims as loads on their way, and drops dead workers', () => {
     const beats = [
-      beat('w1', 'active', [held('a', 'active', { jobsInFlight: 2 }), held('b', 'loading'), held('c', 'evicted'), held('d', 'no-room')]),
+      beat('w1', 'active', [held('a', 'active', { jobsInFlight: 2 }), held('b', 'loading'), held('c', 'evicted'), held('d', 'no-room')], {
+        busyFraction: 0.4,
+      }),
       beat('w2', 'standby', []),
     ];
     const listed = [
@@ -95,6 +103,7 @@ describe('poolWorkerViews', () => {
       {
         id: 'w1',
         state: 'warm',
+        busyFraction: 0.4,
         models: [
           { model: 'a@1', lastUsedAt: NOW - 1000, inFlight: 2, loading: false },
           { model: 'b@1', lastUsedAt: NOW - 1000, inFlight: 0, loading: true },
@@ -103,6 +112,13 @@ describe('poolWorkerViews', () => {
       { id: 'w2', state: 'warm', models: [{ model: 'e@1', lastUsedAt: NOW, inFlight: 0, loading: true }] },
       { id: 'pending-9', state: 'starting', models: [] },
     ]);
+    // No busy share where the heartbeat has none, or there is no heartbeat yet: not measured, not idle.
+    expect(views.slice(1).some((v) => 'busyFraction' in v)).toBe(false);
+  });
+
+  it('passes a busy share of 0 on: measured idle', () => {
+    const [view] = poolWorkerViews([beat('w1', 'standby', [], { busyFraction: 0 })], undefined, new Map(), NOW);
+    expect(view?.busyFraction).toBe(0);
   });
 
   it('remembers load time, resident memory and warm-up rate, the newest rate replacing the last', () => {
@@ -111,11 +127,40 @@ describe('poolWorkerViews', () => {
         held('a', 'active', { loadMs: 800, residentBytes: 64 * 1024 * 1024, profile: { threads: 1, chosenBatch: 8, rowsPerS: 400 } }),
       ]),
     ]);
-    expect(first).toEqual({ 'a@1': { loadMs: 800, memoryMb: 64, rowsPerSec: 400 } });
+    expect(first).toEqual({ 'a@1': { loadMs: 800, memoryMb: 64, rowsPerSec: 400, batchServiceMs: 20 } });
     const second = measure(first, [
       beat('w2', 'active', [held('a', 'active', { profile: { threads: 1, chosenBatch: 8, rowsPerS: 300 } }), held('b', 'loading')]),
     ]);
-    expect(second).toEqual({ 'a@1': { loadMs: 800, memoryMb: 64, rowsPerSec: 300 } });
+    expect(second).toEqual({ 'a@1': { loadMs: 800, memoryMb: 64, rowsPerSec: 300, batchServiceMs: (8 / 300) * 1000 } });
+  });
+
+  it("keeps a profile's batch of one with its rate: the best profile of the tick, replaced whole by the next", () => {
+    const profile = (rowsPerS: number, batchOneMs?: number) => ({
+      threads: 1,
+      chosenBatch: 16,
+      rowsPerS,
+      ...(batchOneMs !== undefined ? { batchOneMs } : {}),
+    });
+    const first = measure({}, [
+      beat('w1', 'active', [held('a', 'active', { profile: profile(800, 2.5) })]),
+      beat('w2', 'active', [held('a', 'active', { profile: profile(400, 4) })]),
+    ]);
+    expect(first['a@1']).toEqual({ rowsPerSec: 800, batchServiceMs: 20, batchOneMs: 2.5 });
+    // The next profile measured no batch of one: the last one's would not match its rate.
+    const second = measure(first, [beat('w3', 'active', [held('a', 'active', { profile: profile(1600) })])]);
+    expect(second['a@1']).toEqual({ rowsPerSec: 1600, batchServiceMs: 10 });
+    // A heartbeat without a profile changes nothing.
+    expect(measure(first, [beat('w1', 'active', [held('a', 'active')])])).toEqual(first);
+  });
+});
+
+describe('batchTimes', () => {
+  it('gives the planner batch times only from a measured profile, and a batch of one only beside a full batch', () => {
+    expect(batchTimes({})).toEqual({});
+    expect(batchTimes({ loadMs: 900, memoryMb: 10 })).toEqual({});
+    expect(batchTimes({ batchOneMs: 2 })).toEqual({});
+    expect(batchTimes({ rowsPerSec: 800, batchServiceMs: 20 })).toEqual({ batchServiceMs: 20 });
+    expect(batchTimes({ rowsPerSec: 800, batchServiceMs: 20, batchOneMs: 2.5 })).toEqual({ batchServiceMs: 20, batchOneMs: 2.5 });
   });
 });
 

@@ -7,6 +7,10 @@
  * shared pool that splits traffic over versions has each weighted version placed on its own, its
  * forecast the model's scaled by the version's share of the weight (scaleForecast).
  *
+ * A worker's view carries its heartbeat's `busyFraction` (the share of its last heartbeat interval
+ * its inference thread had work, worker/busy-meter.ts) as is; absent when the heartbeat has none
+ * (no heartbeat yet, or a worker from before it was measured).
+ *
  * What a heartbeat's `models` says a worker holds: downloading, loading and warming are a load in
  * progress (`loading`), `active` is resident and serving; `draining`, `evicted`, `no-room` and
  * `failed` are not held. A claim (pool-controller.ts: a placement asked for and not yet in a
@@ -14,17 +18,18 @@
  * same model a second time while the first load is on its way.
  *
  * Measurements carried between ticks (PoolMeasurements): per model version, its last measured
- * load time, resident memory and warm-up rows/s, so a model evicted a day ago is still planned
- * with what it cost when it was last loaded. A model never loaded has no rate yet: it is planned
- * with the median of the pool's measured ones (standInRate), which in a pool of similar models is
- * far closer than the planner's "unknown" (a row a second, which would size a first burst's
- * copies as if each worker could barely serve it).
+ * load time, resident memory and warm-up profile (rows/s at its chosen batch, that batch's time,
+ * a batch of one's time), so a model evicted a day ago is still planned with what it cost when it
+ * was last loaded. A model never loaded has no rate yet: it is planned with the median of the
+ * pool's measured ones (standInRate), which in a pool of similar models is far closer than the
+ * planner's "unknown" (a row a second, which would size a first burst's copies as if each worker
+ * could barely serve it), and without batch times (batchTimes).
  */
 
 import type { Forecast, PoolWorker } from '../contracts/pool.ts';
 import type { SharedPoolConfig } from '../contracts/shared-pool.ts';
 import type { Deployment } from '../deployments/deployment-store.ts';
-import type { HeartbeatPayload } from '../fleet/worker-states.ts';
+import type { HeartbeatPayload, PoolModelView } from '../fleet/worker-states.ts';
 import { isStarting } from './controller-observe.ts';
 import type { HeldModel, PoolModelInput, PoolPlanSettings, PoolWorkerView } from './pool-plan.ts';
 import type { ScalerSettings } from './settings.ts';
@@ -42,10 +47,16 @@ export interface MemberRef {
   share: number;
 }
 
+/** A model version's measurements; the last three are of one warm-up profile, the newest tick's best (measure). */
 export interface Measured {
   loadMs?: number;
   memoryMb?: number;
+  /** Rows/s at the profile's chosen batch. */
   rowsPerSec?: number;
+  /** The chosen batch's time: chosen batch / rows/s. */
+  batchServiceMs?: number;
+  /** A batch of one row's median time, where the profile measured one. */
+  batchOneMs?: number;
 }
 
 export type PoolMeasurements = Record<string, Measured>;
@@ -151,15 +162,15 @@ export function poolWorkerViews(
     for (const key of claims.get(w.id) ?? []) {
       if (!models.some((h) => h.model === key)) models.push({ model: key, lastUsedAt: now, inFlight: 0, loading: true });
     }
-    views.push({ id: w.id, state, models });
+    views.push({ id: w.id, state, models, ...(beat?.busyFraction !== undefined ? { busyFraction: beat.busyFraction } : {}) });
   }
   return views;
 }
 
-/** The measurements so far, with what these heartbeats add (the newest load, resident size and warm-up rate of each model version). */
+/** The measurements so far, with what these heartbeats add (the newest load, resident size and warm-up profile of each model version). */
 export function measure(previous: PoolMeasurements, beats: readonly PoolBeat[]): PoolMeasurements {
   const out: PoolMeasurements = { ...previous };
-  const rates = new Map<string, number>();
+  const profiles = new Map<string, Profile>();
   for (const b of beats) {
     for (const m of b.models ?? []) {
       if (m.state !== 'active') continue;
@@ -167,13 +178,33 @@ export function measure(previous: PoolMeasurements, beats: readonly PoolBeat[]):
       const seen: Measured = { ...out[key] };
       if (m.loadMs !== undefined && m.loadMs > 0) seen.loadMs = m.loadMs;
       if (m.residentBytes > 0) seen.memoryMb = m.residentBytes / MB;
-      if (m.profile && m.profile.rowsPerS > 0) rates.set(key, Math.max(rates.get(key) ?? 0, m.profile.rowsPerS));
+      if (m.profile && m.profile.rowsPerS > (profiles.get(key)?.rowsPerS ?? 0)) profiles.set(key, m.profile);
       out[key] = seen;
     }
   }
-  // This tick's best warm-up rate of each model replaces the last: a slower host's profile is news too.
-  for (const [key, rate] of rates) out[key] = { ...out[key], rowsPerSec: rate };
+  // This tick's best warm-up profile of each model replaces the last: a slower host's profile is
+  // news too. Whole: a batch of one kept from another profile would not match this one's rate.
+  for (const [key, p] of profiles) {
+    const { rowsPerSec: _r, batchServiceMs: _s, batchOneMs: _o, ...rest } = out[key] ?? {};
+    out[key] = {
+      ...rest,
+      rowsPerSec: p.rowsPerS,
+      batchServiceMs: (Math.max(1, p.chosenBatch) / p.rowsPerS) * 1000,
+      ...(p.batchOneMs !== undefined && p.batchOneMs > 0 ? { batchOneMs: p.batchOneMs } : {}),
+    };
+  }
   return out;
+}
+
+type Profile = NonNullable<PoolModelView['profile']>;
+
+/**
+ * A model's batch times as the planner takes them (PoolModelInput): none before its profile is
+ * measured (it is planned at a stand-in rate then), and a batch of one only beside a full batch.
+ */
+export function batchTimes(m: Measured): Pick<PoolModelInput, 'batchServiceMs' | 'batchOneMs'> {
+  if (m.rowsPerSec === undefined || m.batchServiceMs === undefined) return {};
+  return { batchServiceMs: m.batchServiceMs, ...(m.batchOneMs !== undefined ? { batchOneMs: m.batchOneMs } : {}) };
 }
 
 /** The median measured rows/s of the pool's models, for one not measured yet; 0 (unknown) when none is. */
