@@ -36,7 +36,11 @@ afterAll(async () => {
   await closeRedis(redis);
 });
 
-async function writePoolBeat(id: string, models: NonNullable<HeartbeatPayload['models']>): Promise<void> {
+async function writePoolBeat(
+  id: string,
+  models: NonNullable<HeartbeatPayload['models']>,
+  poolCounts?: HeartbeatPayload['poolCounts'],
+): Promise<void> {
   const beat: HeartbeatPayload = {
     id,
     model: '',
@@ -52,6 +56,7 @@ async function writePoolBeat(id: string, models: NonNullable<HeartbeatPayload['m
     pool: 'tail',
     models,
     memoryBudgetBytes: 512 * 1024 * 1024,
+    ...(poolCounts ? { poolCounts } : {}),
   };
   await redis.set(workerKey(prefix, id), JSON.stringify(beat), 'PX', 60_000);
 }
@@ -62,10 +67,12 @@ it('shows each shared pool, what its workers hold, and the latest decision with 
   await pools.put({ name: 'tail', max: 3, min: 1, standby: 1, memoryMb: 512 });
   await deployments.put({ model: 'held', version: '1', min: 0, max: 1, standby: 0, pool: 'tail' });
   await deployments.put({ model: 'cold', version: '1', min: 0, max: 1, standby: 0, pool: 'tail' });
-  await writePoolBeat('w-held', [
-    { model: 'held', version: '1', state: 'active', residentBytes: 32 * 1024 * 1024, lastUsedAt: T0 - 1000, jobsInFlight: 0, loadMs: 700 },
-  ]);
-  await writePoolBeat('w-standby', []);
+  await writePoolBeat(
+    'w-held',
+    [{ model: 'held', version: '1', state: 'active', residentBytes: 32 * 1024 * 1024, lastUsedAt: T0 - 1000, jobsInFlight: 0, loadMs: 700 }],
+    { loads: 3, evictions: 2, jobsHit: 27, jobsMiss: 3 },
+  );
+  await writePoolBeat('w-standby', [], { loads: 1, evictions: 1, jobsHit: 9, jobsMiss: 1 });
   const backlog = (t: { model: string }): Backlog => ({
     waiting: t.model === 'cold' ? 3 : 0,
     prioritized: 0,
@@ -124,6 +131,9 @@ it('shows each shared pool, what its workers hold, and the latest decision with 
     ['w-held', 'pool-host', ['held:active']],
     ['w-standby', 'pool-host', []],
   ]);
+  // Loads, evictions and the hit ratio: the workers' own counts, summed.
+  expect(pool?.counts).toEqual({ loads: 4, evictions: 3, jobsHit: 36, jobsMiss: 4, hitRatio: 0.9 });
+  expect(byId[0]?.counts).toEqual({ loads: 3, evictions: 2, jobsHit: 27, jobsMiss: 3 });
   expect(pool?.latest?.trigger).toBe('tick');
   expect(pool?.latest?.loads.map((l) => [l.model, l.reason])).toContainEqual(['cold@1', 'cold: no worker holds it']);
   expect(pool?.latest?.terms).toHaveProperty('pooledBurstStandby');

@@ -159,6 +159,10 @@ it('holds several models at once and serves each with its own weights', async ()
       expect(out?.data[0]).toBeCloseTo(await expectedScore(model, i), 5);
     }
   }
+  // Its counts since it began (GET /v1/pool sums them): four loads, nothing let go, and every job
+  // a hit, since each was queued after its model was resident.
+  const counted = await waitForBeat(servingWorker, '48 jobs counted', (b) => (b.poolCounts?.jobsHit ?? 0) >= 48);
+  expect(counted.poolCounts).toEqual({ loads: 4, evictions: 0, jobsHit: 48, jobsMiss: 0 });
 }, 240_000);
 
 it('warms a model it held before in one batch, from the profile kept beside the cached model', async () => {

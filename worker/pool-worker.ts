@@ -469,6 +469,7 @@ export class PoolWorker extends TypedEmitter<PoolWorkerEvents> {
       models,
       memoryBudgetBytes: this.settings.memoryBudgetBytes,
       busyFraction: Math.round(this.busy.take() * 1000) / 1000,
+      poolCounts: this.metrics.totals(),
       ...(this.error ? { error: this.error } : {}),
     };
   }

@@ -415,6 +415,14 @@ export const Deployment = z
 
 // ---- Pool (the scaler's view) -----------------------------------------------------------------
 
+/** A shared pool worker's totals since it began (HeartbeatPayload.poolCounts). */
+const PoolCounts = z.object({
+  loads: nonNegativeInt,
+  evictions: nonNegativeInt,
+  jobsHit: nonNegativeInt,
+  jobsMiss: nonNegativeInt,
+});
+
 const PoolWorker = z.object({
   id: z.string().describe('The worker id for admin tenants; for other tenants a stable alias (`w-…`)'),
   version: z.string(),
@@ -558,9 +566,18 @@ export const PoolView = z.object({
             models: z
               .array(z.object({ model: z.string(), version: z.string(), state: z.string() }).passthrough())
               .describe('What the worker holds, or was asked to and does not (evicted, no-room, failed), each with its state'),
+            counts: PoolCounts.optional().describe('Its loads, models let go and jobs finished since it began'),
           }),
         ),
         resident: nonNegativeInt.describe('Models resident over all the workers, copies counted'),
+        counts: PoolCounts.extend({
+          hitRatio: z
+            .number()
+            .min(0)
+            .max(1)
+            .nullable()
+            .describe('Share of jobs whose model was resident when they were queued; null before any job'),
+        }).describe("The workers' counts summed: what the workers up now did since each began"),
         latest: z
           .object({
             at: z.number(),

@@ -10,7 +10,7 @@
  * action's error is `failed`.
  */
 import type { SharedPool } from '../../infra/contracts/shared-pool.ts';
-import type { HeartbeatPayload, PoolModelView } from '../../infra/fleet/worker-states.ts';
+import type { HeartbeatPayload, PoolModelView, PoolWorkerCounts } from '../../infra/fleet/worker-states.ts';
 import type { PoolAction, PoolDecisionLog, PoolDecisionRecord, PoolPlanTerms } from '../../infra/scaler/index.ts';
 
 /** Fewer than a deployment's 20: a pool's record carries every member and every worker's holdings. */
@@ -26,6 +26,14 @@ export interface SharedPoolWorkerView {
   since: number;
   memoryBudgetBytes?: number;
   models: PoolModelView[];
+  /** Its loads, models let go and jobs finished since it began (absent from a worker that does not report them). */
+  counts?: PoolWorkerCounts;
+}
+
+/** The pool's workers' counts summed: what the workers up now did since each began. */
+export interface SharedPoolCounts extends PoolWorkerCounts {
+  /** jobsHit / (jobsHit + jobsMiss): the share of jobs whose model was resident when they were queued; null before any job. */
+  hitRatio: number | null;
 }
 
 export interface SharedPoolLatest {
@@ -54,6 +62,7 @@ export interface SharedPoolView {
   workers: SharedPoolWorkerView[];
   /** Models resident over all workers (copies counted). */
   resident: number;
+  counts: SharedPoolCounts;
   /** The latest tick's decision (live before shadow), null until the pool controller has planned the pool. */
   latest: SharedPoolLatest | null;
   decisions: PoolDecisionRecord[];
@@ -87,9 +96,22 @@ async function viewOf(deps: SharedPoolViewDeps, pool: SharedPool, beats: readonl
     members,
     workers,
     resident: workers.reduce((t, w) => t + w.models.filter((m) => m.state === 'active').length, 0),
+    counts: countsOf(workers),
     latest: latest ? latestOf(latest) : null,
     decisions: recent,
   };
+}
+
+function countsOf(workers: SharedPoolWorkerView[]): SharedPoolCounts {
+  const sum: PoolWorkerCounts = { loads: 0, evictions: 0, jobsHit: 0, jobsMiss: 0 };
+  for (const w of workers) {
+    sum.loads += w.counts?.loads ?? 0;
+    sum.evictions += w.counts?.evictions ?? 0;
+    sum.jobsHit += w.counts?.jobsHit ?? 0;
+    sum.jobsMiss += w.counts?.jobsMiss ?? 0;
+  }
+  const jobs = sum.jobsHit + sum.jobsMiss;
+  return { ...sum, hitRatio: jobs > 0 ? sum.jobsHit / jobs : null };
 }
 
 function latestOf(r: PoolDecisionRecord & { plan: { terms: PoolPlanTerms } }): SharedPoolLatest {
@@ -106,6 +128,7 @@ function workerView(b: HeartbeatPayload): SharedPoolWorkerView {
     since: typeof b.stateSince === 'number' ? b.stateSince : b.startedAt,
     ...(b.memoryBudgetBytes !== undefined ? { memoryBudgetBytes: b.memoryBudgetBytes } : {}),
     models: b.models ?? [],
+    ...(b.poolCounts ? { counts: b.poolCounts } : {}),
   };
 }
 

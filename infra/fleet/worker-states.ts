@@ -13,6 +13,14 @@ import { workerKey } from '../redis/keys.ts';
  */
 export type PoolModelState = 'downloading' | 'loading' | 'warming' | 'active' | 'draining' | 'evicted' | 'no-room' | 'failed';
 
+/** A shared pool worker's totals since it began (its heartbeat's `poolCounts`). */
+export interface PoolWorkerCounts {
+  loads: number;
+  evictions: number;
+  jobsHit: number;
+  jobsMiss: number;
+}
+
 /** One entry of a pool worker's `models`. */
 export interface PoolModelView {
   model: string;
@@ -86,6 +94,8 @@ export interface HeartbeatPayload {
    * at least one call out (a model's batches, and its loads: session creation and warm-up).
    */
   busyFraction?: number;
+  /** A pool worker's loads, models let go and jobs finished (hit: its model was resident when queued) since it began. */
+  poolCounts?: PoolWorkerCounts;
 }
 
 /** True for a shared pool's worker: its heartbeat names no deployment's model. */

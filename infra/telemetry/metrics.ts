@@ -11,6 +11,7 @@
  */
 import { AggregatorRegistry, Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import { WORKER_STATES, type WorkerState } from '../contracts/worker-state.ts';
+import type { PoolWorkerCounts } from '../fleet/worker-states.ts';
 import { getMany, scanKeys } from '../redis/client.ts';
 import { metricsKey } from '../redis/keys.ts';
 
@@ -184,16 +185,28 @@ export function createPoolWorkerMetrics(registry: Registry, labels: { pool: stri
     registers,
   });
   const { pool } = labels;
+  // The same counts as totals since this worker began, for its heartbeat (GET /v1/pool, the dashboard).
+  const totals: PoolWorkerCounts = { loads: 0, evictions: 0, jobsHit: 0, jobsMiss: 0 };
   return {
     loaded(e: { cacheHit: boolean; reused: boolean; loadMs: number }): void {
       const cache = e.cacheHit ? 'hit' : 'miss';
+      totals.loads++;
       loads.inc({ pool, outcome: 'loaded', cache });
       loadSeconds.observe({ pool, cache, profile: e.reused ? 'reused' : 'measured' }, e.loadMs / 1000);
     },
     loadFailed: () => loads.inc({ pool, outcome: 'failed', cache: 'unknown' }),
-    evicted: (reason: 'budget' | 'unwanted') => evictions.inc({ pool, reason }),
+    evicted(reason: 'budget' | 'unwanted'): void {
+      totals.evictions++;
+      evictions.inc({ pool, reason });
+    },
     noRoom: () => noRoom.inc({ pool }),
-    jobDone: (hit: boolean) => jobs.inc({ pool, resident: hit ? 'hit' : 'miss' }),
+    jobDone(hit: boolean): void {
+      if (hit) totals.jobsHit++;
+      else totals.jobsMiss++;
+      jobs.inc({ pool, resident: hit ? 'hit' : 'miss' });
+    },
+    /** Loads done, models let go and jobs finished (hit or miss) since this worker began. */
+    totals: (): PoolWorkerCounts => ({ ...totals }),
     setResident(models: number, bytes: number): void {
       resident.set(labels, models);
       residentBytes.set(labels, bytes);
