@@ -202,6 +202,7 @@ async function poll() {
     const view = pool.deployments.find((d) => d.model === model);
     if (view) renderPool(view);
     else $('shadow').textContent = `${model} is no longer deployed.`;
+    renderSharedPools(pool.sharedPools ?? []);
     renderCharts(series);
     state.polls++;
     state.updatedAt = Date.now();
@@ -262,6 +263,84 @@ function renderPool(view) {
   renderTerms(view.terms);
   renderTuning(view.terms?.tuning ?? null);
   renderDecisions(view.decisions);
+}
+
+// ---- shared pools (GET /v1/pool `sharedPools`): workers, what each holds, loads, evictions, hit ratio ----
+
+const mb = (bytes) => `${Math.round(bytes / 2 ** 20)} MB`;
+
+/** One card per named pool; the section stays hidden while there is none. */
+function renderSharedPools(pools) {
+  $('shared-pools').hidden = pools.length === 0;
+  $('shared-pools-list').replaceChildren(...pools.map(sharedPoolCard));
+}
+
+function sharedPoolCard(p) {
+  const c = p.counts;
+  const t = p.latest?.terms;
+  const figures = [
+    ['workers', p.workers.length],
+    ['members', p.members.length],
+    ['resident', p.resident],
+    ['loads', c ? c.loads : '—'],
+    ['evictions', c ? c.evictions : '—'],
+    ['hit ratio', c && c.hitRatio !== null ? c.hitRatio.toFixed(3) : '—'],
+    ['planned', p.latest ? `${p.latest.active} active + ${p.latest.standby} standby${t ? ` (set by ${t.activeSetBy})` : ''}` : '—'],
+    ['burst standby', t ? `${t.pooledBurstStandby} pooled vs ${t.perModelStandbySum} summed per model` : '—'],
+  ];
+  const workers = p.workers.map((w) =>
+    el(
+      'tr',
+      { 'data-worker': w.id, 'data-state': w.state },
+      el('td', {}, w.id),
+      el('td', { class: `state-${w.state}` }, w.state),
+      el(
+        'td',
+        { class: 'holds' },
+        ...(w.models.length === 0
+          ? ['nothing: a standby']
+          : w.models.map((m) =>
+              el('span', { class: `held held-${m.state}`, 'data-model': m.model }, `${m.model}@${m.version} ${m.state}`),
+            )),
+      ),
+      el(
+        'td',
+        {},
+        w.memoryBudgetBytes ? `${mb(w.models.reduce((n, m) => n + (m.residentBytes ?? 0), 0))} of ${mb(w.memoryBudgetBytes)}` : '—',
+      ),
+      el('td', {}, w.counts ? `${w.counts.loads} / ${w.counts.evictions}` : '—'),
+      el('td', {}, time(w.since)),
+    ),
+  );
+  const actions = p.latest ? [...p.latest.loads.map((a) => ['load', a]), ...p.latest.evictions.map((a) => ['evict', a])] : [];
+  return el(
+    'div',
+    { class: 'shared-pool', 'data-pool': p.name },
+    el('h3', {}, p.name, el('small', {}, ` max ${p.max} · min ${p.min} · standby ${p.standby} · ${p.memoryMb} MB a worker`)),
+    el('div', { class: 'figures' }, ...figures.map(([k, v]) => el('span', { 'data-figure': k }, `${k} `, el('b', {}, v)))),
+    el(
+      'table',
+      { class: 'pool-workers' },
+      el('thead', {}, el('tr', {}, ...['worker', 'state', 'holds', 'resident', 'loads / evictions', 'since'].map((h) => el('th', {}, h)))),
+      el('tbody', {}, ...workers),
+    ),
+    el(
+      'p',
+      { class: 'muted' },
+      p.latest
+        ? `Latest plan at ${time(p.latest.at)}${p.latest.shadow ? ' (shadow)' : ''}: ${p.latest.reasons.join('; ')}`
+        : 'No plan recorded for this pool yet.',
+    ),
+    ...(actions.length > 0
+      ? [
+          el(
+            'ul',
+            { class: 'pool-actions' },
+            ...actions.map(([kind, a]) => el('li', { 'data-action': kind }, `${kind} ${a.model} on ${a.workerId}: ${a.reason}`)),
+          ),
+        ]
+      : []),
+  );
 }
 
 // ---- the self-tuning choice (GET /v1/pool `terms.tuning`): each candidate replayed over the window ----
