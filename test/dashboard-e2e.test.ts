@@ -7,7 +7,8 @@
  * from the page changes the deployment and then the workers, a read-only tenant is told why it
  * cannot change anything, and the simulator view runs. Switching to another deployment clears
  * every panel of the first at once, and answers for the first that arrive late (held back by
- * the browser's request routing) never repaint the panels.
+ * the browser's request routing) never repaint the panels. A deployment that joins a shared pool
+ * shows in the shared pools panel with the pool's worker, what it holds, its loads and hit ratio.
  *
  * Skipped, saying so, only where /usr/bin/chromium is missing (scripts/test.mjs installs it).
  */
@@ -369,6 +370,30 @@ describe.skipIf(!hasChromium)('dashboard against warmpool dev', () => {
       await viewer.close();
     }
   });
+
+  it('shows a shared pool: its worker, what it holds, its loads and hit ratio', async () => {
+    // SECOND (deployed for the switch above) joins a pool of one worker; its first job places it there.
+    expect((await api('/v1/pools/dash', { method: 'PUT', body: JSON.stringify({ max: 1, min: 1, memoryMb: 256 }) })).status).toBe(200);
+    expect((await api(`/v1/deployments/${SECOND}`, { method: 'PUT', body: JSON.stringify({ pool: 'dash' }) })).status).toBe(200);
+    const card = '#shared-pools [data-pool=dash]';
+    await page.waitForSelector(card, { timeout: 30_000 });
+    const submitted = await api(`/v1/models/${SECOND}/jobs`, {
+      method: 'POST',
+      body: JSON.stringify({ inputs: [{ name: 'features', shape: [1, 4], datatype: 'FP32', data: [0.1, 0.2, 0.3, 0.4] }] }),
+    });
+    expect(submitted.status).toBe(202);
+    const figure = (name: string) => page.textContent(`${card} [data-figure="${name}"] b`);
+    // The worker's own counts, summed by GET /v1/pool: a load, and a job finished on it.
+    await expect.poll(() => figure('hit ratio'), { timeout: 120_000, interval: 500 }).toMatch(/^\d\.\d{3}$/);
+    expect(Number(await figure('loads'))).toBeGreaterThanOrEqual(1);
+    expect(await page.$$eval(`${card} .held`, (xs) => xs.map((x) => x.textContent))).toContain(`${SECOND}@1 active`);
+    expect(await page.$$eval(`${card} .pool-workers tbody tr`, (rows) => rows.length)).toBe(1);
+    expect(await page.textContent(card)).toContain('Latest plan at');
+    // Out again, so the pool can go: nothing else in this suite uses it.
+    expect((await api(`/v1/deployments/${SECOND}`, { method: 'PUT', body: JSON.stringify({ pool: null }) })).status).toBe(200);
+    expect((await api('/v1/pools/dash', { method: 'DELETE' })).status).toBe(200);
+    await expect.poll(() => page.isVisible('#shared-pools'), { timeout: 30_000 }).toBe(false);
+  }, 180_000);
 
   it('when the API stops answering, the panels keep what it last said, dimmed, and the status says since when', async () => {
     // Signed in already (the key stays in the tab); the demo deployment has workers to keep.
