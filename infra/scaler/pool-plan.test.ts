@@ -178,8 +178,8 @@ describe('planPool', () => {
     expect(back.workers).toBeLessThan(first.workers);
   });
 
-  it('hands a model of a busy worker whose jobs wait past half the SLO to one with engine time to spare, then drops the old copy once the new one is ready', () => {
-    const late = { waiting: 5, prioritized: 0, delayed: 0, active: 0, oldestAgeMs: 20_000 };
+  it('hands a model of a busy worker whose jobs wait past the SLO to one with engine time to spare, then drops the old copy once the new one is ready', () => {
+    const late = { waiting: 5, prioritized: 0, delayed: 0, active: 0, oldestAgeMs: 40_000 };
     const models = [model('m1', 0.5, { backlog: late }), model('m2', 0.5), model('m3', 0.1)];
     const busy = { ...warm('a', [held('m1', T0), held('m2', T0)]), busyFraction: 0.95 };
     const idle = { ...warm('b', [held('m3', T0)]), busyFraction: 0.1 };
@@ -200,7 +200,7 @@ describe('planPool', () => {
   });
 
   it('moves nothing without measured busy shares, or where the move would not lower the busier worker', () => {
-    const late = { waiting: 5, prioritized: 0, delayed: 0, active: 0, oldestAgeMs: 20_000 };
+    const late = { waiting: 5, prioritized: 0, delayed: 0, active: 0, oldestAgeMs: 40_000 };
     const models = [model('m1', 0.5, { backlog: late }), model('m2', 0.1), model('m3', 0.1)];
     const settings = { ...SETTINGS, min: 2 };
     const unmeasured = planPool(input(models, [warm('a', [held('m1', T0), held('m2', T0)]), warm('b', [held('m3', T0)])], { settings }));
@@ -220,7 +220,7 @@ describe('planPool', () => {
   });
 
   it("counts the per-batch time of batches of a few rows, from the profile's batch of one and the SLO", () => {
-    // 40 models on 2-rows/s workers (32 rows in 16 s): 0.2 rows/s each fills no batch in half an SLO.
+    // 40 models on 2-rows/s workers (32 rows in 16 s): 0.2 rows/s each fills no batch in an SLO.
     const base = { perWorkerRatePerSec: 2, batchServiceMs: 16_000 };
     const held40 = Array.from({ length: 8 }, (_, w) =>
       warm(
@@ -239,8 +239,8 @@ describe('planPool', () => {
     const none = plan(500); // 0.5 s a row and nothing a batch: the full-batch rate is right
     expect(none.reasons.some((r) => /per-batch time/.test(r))).toBe(false);
     expect(fixed.reasons.some((r) => /per-batch time/.test(r))).toBe(true);
-    // Each model: 0.2 rows/s at most one batch per 15 s: 40 × 1.6 s × (1/15 − 0.2/32) = 3.9 workers more.
-    expect(fixed.terms.meanWorkers - none.terms.meanWorkers).toBeCloseTo(40 * 1.6 * (1 / 15 - 0.2 / 32), 1);
+    // Each model: 0.2 rows/s, at most one batch per SLO (30 s): 40 × 1.6 s × (1/30 − 0.2/32) = 1.73 workers more.
+    expect(fixed.terms.meanWorkers - none.terms.meanWorkers).toBeCloseTo(40 * 1.6 * (1 / 30 - 0.2 / 32), 1);
     expect(fixed.terms.computeActive).toBeGreaterThan(none.terms.computeActive);
   });
 

@@ -435,15 +435,17 @@ function withReloads(agg: Aggregate, needs: ModelNeed[], reasons: string[]): Agg
  * Rule 2's other correction: the aggregate counts each row at the full-batch rate, but in a shared
  * pool a model's jobs come to one of its copies a few at a time, and every batch pays its fixed
  * part f_m (the batch of one, less one row's share of the slope up to the full batch) whatever its
- * size. A job may wait half the SLO for its model's turn, so a copy's queue is taken at most once
- * per half SLO and at least once per job: a copy of model m costs f_m × min(λ_m / c_m, 2 / S) of
- * its worker, which is all the time a busy multi-model worker loses to small batches (what a full
- * batch's rate already counts, λ_m × f_m / full batch, taken off). From the measured profile and
- * the SLO, nothing else: a model with no fixed part, or batches that fill, adds nothing.
+ * size. A copy whose queue is taken once per SLO keeps its jobs' waits within the SLO, so it is
+ * taken at most once per SLO and at least once per job: a copy of model m costs
+ * f_m × min(λ_m / c_m, 1 / S) of its worker, which is the time a busy multi-model worker loses to
+ * small batches (what a full batch's rate already counts, λ_m × f_m / full batch, taken off); the
+ * variance of the cycles around that is the closed-loop SLO control's to cover, from the late
+ * rows. From the measured profile and the SLO, nothing else: a model with no fixed part, or
+ * batches that fill, adds nothing.
  */
 function withBatchOverhead(agg: Aggregate, needs: ModelNeed[], s: PoolPlanSettings, reasons: string[]): Aggregate {
-  const halfSloS = nonNegative(s.sloQueueWaitMs) / 2000;
-  if (halfSloS <= 0 || agg.perWorkerRatePerSec <= 0) return agg;
+  const sloS = nonNegative(s.sloQueueWaitMs) / 1000;
+  if (sloS <= 0 || agg.perWorkerRatePerSec <= 0) return agg;
   let workers = 0;
   for (const n of needs) {
     const m = n.input;
@@ -457,7 +459,7 @@ function withBatchOverhead(agg: Aggregate, needs: ModelNeed[], s: PoolPlanSettin
     const fixedS = Math.max(0, one - perRowMs) / 1000;
     const lambda = nonNegative(m.forecast.ratePerSec);
     const copies = Math.max(1, n.copies);
-    const visits = copies * Math.min(lambda / copies, 1 / halfSloS);
+    const visits = copies * Math.min(lambda / copies, 1 / sloS);
     workers += Math.max(0, fixedS * (visits - lambda / fullBatch));
   }
   if (workers <= 0) return agg;
@@ -612,10 +614,10 @@ function place(needs: ModelNeed[], workers: PoolWorkerView[], now: number, s: Po
 /**
  * Rule 4's measured side: a worker whose jobs wait while another has engine time to spare hands
  * one model over (a copy there now; the copy here is dropped as surplus once the new one is ready).
- * Hot: a model it holds has a job waiting longer than half the SLO, the wait a job can have spent
- * before its batch and still be served in time. The move is made only where it lowers the busier
- * of the two (the receiver's busy share plus the model's estimated share here stays below this
- * worker's), so loads of two workers never trade a model back and forth. Needs measured busy shares
+ * Hot: a model it holds has a job waiting past the SLO, a miss this worker's turns are making. The
+ * move is made only where it lowers the busier of the two (the receiver's busy share plus the
+ * model's estimated share here stays below this worker's), so two workers never trade a model
+ * back and forth. Needs measured busy shares
  * (PoolWorkerView.busyFraction): without them a worker's load is the forecast, which is what missed.
  */
 function relieve(
@@ -624,14 +626,14 @@ function relieve(
   at: { now: number; s: PoolPlanSettings; shareOf: (model: string) => number; loads: PlacementAction[]; reasons: string[] },
 ): Set<string> {
   const moved = new Set<string>();
-  const halfSlo = nonNegative(at.s.sloQueueWaitMs) / 2;
+  const slo = nonNegative(at.s.sloQueueWaitMs);
   const waitOf = (model: string) => byModel.get(model)?.input.backlog.oldestAgeMs ?? 0;
   const measured = slots.filter((x) => x.worker.busyFraction !== undefined);
-  const hot = measured.filter((x) => x.models.some((h) => !h.loading && waitOf(h.model) > halfSlo)).sort((a, b) => b.load - a.load);
+  const hot = measured.filter((x) => x.models.some((h) => !h.loading && waitOf(h.model) > slo)).sort((a, b) => b.load - a.load);
   for (const src of hot) {
     const shares = src.models.reduce((t, h) => t + at.shareOf(h.model), 0);
     const candidates = src.models
-      .filter((h) => !h.loading && !moved.has(h.model) && waitOf(h.model) > halfSlo)
+      .filter((h) => !h.loading && !moved.has(h.model) && waitOf(h.model) > slo)
       .map((h) => ({ h, busy: shares > 0 ? (src.load * at.shareOf(h.model)) / shares : src.load / src.models.length }))
       .sort((a, b) => waitOf(b.h.model) - waitOf(a.h.model));
     for (const c of candidates) {
