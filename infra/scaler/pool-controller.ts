@@ -11,7 +11,7 @@
  *      the arrival history and its forecast over the pool's lead (a worker cold start plus a
  *      tick), the backlog of its queue — plus what the pool's workers measured of it (load time,
  *      resident memory, warm-up rows/s and batch times; remembered between ticks) and each
- *      worker's busy share of its last heartbeat interval;
+ *      worker's busy share, its heartbeats' over the last SLO (busy-window.ts);
  *   2. plan: planPool with the planner's memory kept in Redis (a new leader continues it);
  *   3. apply unless in shadow mode, after checking the lock again: launch and drain through the
  *      provider, and each warm worker's holdings (infra/fleet/pool-holdings.ts: re-sent every
@@ -48,6 +48,7 @@ import { sinceFirstArrival, type PoolTickContext as TickContext } from './contro
 import { createColdStartMeter } from './controller-observe.ts';
 import { createPendingLoads, mergeLoads } from './pending-loads.ts';
 import { actionsOf, type PoolHoldings, refsOf } from './pool-actions.ts';
+import { type BusyWindow, createBusyWindow } from './busy-window.ts';
 import { createPlacementClaims } from './pool-claims.ts';
 import { createPoolDecisionLog, forecastSummary, type PoolAction, type PoolDecisionLog } from './pool-decisions.ts';
 import { createPoolMetrics, observePool, resetPoolGauges } from './pool-metrics.ts';
@@ -197,6 +198,8 @@ export function createPoolController(deps: PoolControllerDeps): PoolController {
 
   // Counted per model (the history is): a version's share of them goes to its planner model.
   const observeTick = createTickCounts(deps.history);
+  // Per pool, each worker's busy share over the SLO (busy-window.ts): one heartbeat's interval is noise.
+  const busyWindows = new Map<string, BusyWindow>();
   const planSettings = (pool: SharedPool, coldStartMs: number | undefined) => poolPlanSettings(pool, deps.settings, coldStartMs);
 
   async function modelInputs(refs: readonly MemberRef[], measured: PoolMeasurements, settings: PoolPlanSettings, now: number) {
@@ -246,7 +249,14 @@ export function createPoolController(deps: PoolControllerDeps): PoolController {
     const settings = planSettings(pool, (await coldStarts.estimate(coldKey)).ms);
     const models = await modelInputs(refs, measured, settings, now);
     const asked = mergeLoads(await claims.open(pool.name, refs), pending.active(now));
-    const workers = poolWorkerViews(beats, listed, asked, now);
+    const busy = busyWindows.get(pool.name) ?? createBusyWindow();
+    busyWindows.set(pool.name, busy);
+    busy.note(
+      now,
+      settings.sloQueueWaitMs,
+      beats.flatMap((b) => (b.busyFraction !== undefined ? [[b.id, b.busyFraction] as const] : [])),
+    );
+    const workers = poolWorkerViews(beats, listed, asked, now, busy.share);
     const plan = deps.plan({ now, settings, models, workers, memory: state.plan });
     const stored: StoredPoolState = { plan: plan.memory, measured };
     await deps.redis.set(memoryKey(pool.name), JSON.stringify(stored), 'PX', Math.max(86_400_000, 2 * settings.scaleDownStabilizationMs));

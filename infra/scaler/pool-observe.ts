@@ -7,9 +7,10 @@
  * shared pool that splits traffic over versions has each weighted version placed on its own, its
  * forecast the model's scaled by the version's share of the weight (scaleForecast).
  *
- * A worker's view carries its heartbeat's `busyFraction` (the share of its last heartbeat interval
- * its inference thread had work, worker/busy-meter.ts) as is; absent when the heartbeat has none
- * (no heartbeat yet, or a worker from before it was measured).
+ * A worker's view carries its busy share: the controller's mean of its heartbeats' `busyFraction`
+ * over the last SLO (busy-window.ts; each the share of one heartbeat interval its inference thread
+ * had work, worker/busy-meter.ts), or the last heartbeat's where no window is given; absent when
+ * the heartbeat has none (no heartbeat yet, or a worker from before it was measured).
  *
  * What a heartbeat's `models` says a worker holds: downloading, loading and warming are a load in
  * progress (`loading`), `active` is resident and serving; `draining`, `evicted`, `no-room` and
@@ -150,6 +151,8 @@ export function poolWorkerViews(
   listed: readonly PoolWorker[] | undefined,
   claims: ReadonlyMap<string, readonly string[]>,
   now: number,
+  /** A worker's busy share over the SLO (busy-window.ts); absent: its last heartbeat's. */
+  busyShare: (id: string) => number | undefined = (id) => beats.find((b) => b.id === id)?.busyFraction,
 ): PoolWorkerView[] {
   const byId = new Map(beats.map((b) => [b.id, b]));
   const workers = listed ?? beats.map((b) => ({ id: b.id, state: b.state, handle: b.id }));
@@ -162,7 +165,8 @@ export function poolWorkerViews(
     for (const key of claims.get(w.id) ?? []) {
       if (!models.some((h) => h.model === key)) models.push({ model: key, lastUsedAt: now, inFlight: 0, loading: true });
     }
-    views.push({ id: w.id, state, models, ...(beat?.busyFraction !== undefined ? { busyFraction: beat.busyFraction } : {}) });
+    const busy = beat ? busyShare(w.id) : undefined;
+    views.push({ id: w.id, state, models, ...(busy !== undefined ? { busyFraction: busy } : {}) });
   }
   return views;
 }

@@ -22,6 +22,7 @@
  */
 import type { Backlog, Forecast } from '../contracts/pool.ts';
 import {
+  createBusyWindow,
   emptyPoolPlanMemory,
   forecastArrivals,
   type PoolModelInput,
@@ -112,12 +113,17 @@ function plannerPolicy(name: string, ctx: PoolContext, forecastOf: ForecastOf): 
   const loadMs = new Map<number, number>();
   const coldStarts: number[] = [];
   const index = new Map(ctx.models.map((m, k) => [m.name, k]));
-  const busy = busyMeter(ctx);
+  const busy = createBusyWindow();
   return {
     name,
     initial: () => initialPool(ctx),
     tick(obs) {
-      busy.note(obs);
+      // Each warm worker's engine-busy share of the tick, averaged over the SLO as the live controller does.
+      busy.note(
+        obs.now,
+        ctx.plan.sloQueueWaitMs,
+        obs.workers.filter((w) => w.state === 'warm').map((w) => [w.id, w.busyMs / ctx.tickMs] as const),
+      );
       for (const l of obs.loads) loadMs.set(l.model, l.ms);
       coldStarts.push(...obs.coldStartsMs);
       if (coldStarts.length > 100) coldStarts.splice(0, coldStarts.length - 100);
@@ -147,7 +153,7 @@ function plannerPolicy(name: string, ctx: PoolContext, forecastOf: ForecastOf): 
         now: obs.now,
         settings: { ...ctx.plan, coldStartMs },
         models,
-        workers: workerViews(obs, ctx, busy.fraction),
+        workers: workerViews(obs, ctx, busy.share),
         memory,
       });
       memory = plan.memory;
@@ -292,33 +298,6 @@ function heldModels(obs: PoolObservation): Set<number> {
   const held = new Set<number>();
   for (const w of obs.workers) for (const h of w.models) held.add(h.model);
   return held;
-}
-
-/**
- * Each worker's engine-busy share over the last SLO's worth of ticks (at least one), as the live
- * controller reads it from heartbeats: the time scale on which a busy worker makes a job late.
- */
-function busyMeter(ctx: PoolContext) {
-  const span = Math.max(1, Math.round(ctx.plan.sloQueueWaitMs / ctx.tickMs));
-  const windows = new Map<string, number[]>();
-  return {
-    note(obs: PoolObservation): void {
-      const seen = new Set<string>();
-      for (const w of obs.workers) {
-        if (w.state !== 'warm') continue;
-        seen.add(w.id);
-        const win = windows.get(w.id) ?? [];
-        win.push(Math.min(1, w.busyMs / ctx.tickMs));
-        if (win.length > span) win.shift();
-        windows.set(w.id, win);
-      }
-      for (const id of [...windows.keys()]) if (!seen.has(id)) windows.delete(id);
-    },
-    fraction(id: string): number | undefined {
-      const win = windows.get(id);
-      return win && win.length > 0 ? win.reduce((a, b) => a + b, 0) / win.length : undefined;
-    },
-  };
 }
 
 function workerViews(obs: PoolObservation, ctx: PoolContext, busyFraction: (id: string) => number | undefined): PoolWorkerView[] {
