@@ -199,7 +199,7 @@ describe('planPool', () => {
     expect(next.evictions).toEqual([{ workerId: 'a', model: 'm1', reason: expect.stringMatching(/demand fell/) }]);
   });
 
-  it('moves nothing without measured busy shares, or where the move would not lower the busier worker', () => {
+  it('moves nothing without measured busy shares, where the move would not lower the busier worker, or while a load is under way', () => {
     const late = { waiting: 5, prioritized: 0, delayed: 0, active: 0, oldestAgeMs: 40_000 };
     const models = [model('m1', 0.5, { backlog: late }), model('m2', 0.1), model('m3', 0.1)];
     const settings = { ...SETTINGS, min: 2 };
@@ -217,6 +217,18 @@ describe('planPool', () => {
       ),
     );
     expect(close.loads).toEqual([]);
+    // While the pool still places models (a load under way here), nothing is handed over.
+    const placing = planPool(
+      input(
+        models,
+        [
+          { ...warm('a', [held('m1', T0), held('m2', T0)]), busyFraction: 0.95 },
+          { ...warm('b', [held('m3', T0), held('m4', T0, { loading: true })]), busyFraction: 0.1 },
+        ],
+        { settings },
+      ),
+    );
+    expect(placing.loads).toEqual([]);
   });
 
   it("counts the per-batch time of batches of a few rows, from the profile's batch of one and the SLO", () => {

@@ -626,6 +626,10 @@ function relieve(
   at: { now: number; s: PoolPlanSettings; shareOf: (model: string) => number; loads: PlacementAction[]; reasons: string[] },
 ): Set<string> {
   const moved = new Set<string>();
+  // A pool still placing models (a load this tick, or one under way) hands nothing over: a cold
+  // model's first jobs wait for those loads, a hand-over is one more load queued with them, and a
+  // model whose jobs waited for its own load would look hot the moment it is ready.
+  if (at.loads.length > 0 || slots.some((x) => x.models.some((h) => h.loading))) return moved;
   const slo = nonNegative(at.s.sloQueueWaitMs);
   const waitOf = (model: string) => byModel.get(model)?.input.backlog.oldestAgeMs ?? 0;
   const measured = slots.filter((x) => x.worker.busyFraction !== undefined);
