@@ -69,7 +69,17 @@ it('shows each shared pool, what its workers hold, and the latest decision with 
   await deployments.put({ model: 'cold', version: '1', min: 0, max: 1, standby: 0, pool: 'tail' });
   await writePoolBeat(
     'w-held',
-    [{ model: 'held', version: '1', state: 'active', residentBytes: 32 * 1024 * 1024, lastUsedAt: T0 - 1000, jobsInFlight: 0, loadMs: 700 }],
+    [
+      {
+        model: 'held',
+        version: '1',
+        state: 'active',
+        residentBytes: 32 * 1024 * 1024,
+        lastUsedAt: T0 - 1000,
+        jobsInFlight: 0,
+        loadMs: 700,
+      },
+    ],
     { loads: 3, evictions: 2, jobsHit: 27, jobsMiss: 3 },
   );
   await writePoolBeat('w-standby', [], { loads: 1, evictions: 1, jobsHit: 9, jobsMiss: 1 });

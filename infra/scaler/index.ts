@@ -1,7 +1,7 @@
 /** The scaler (DESIGN §8): forecast, policy, controller, decision log; the public surface for the API, the simulator and the CLI. */
 
-export { decideCandidate, REACTIVE_RATE_WINDOW_MS, REACTIVE_STABILIZATION_MS, REACTIVE_UTILIZATION } from './candidates.ts';
 export { type BusyWindow, createBusyWindow } from './busy-window.ts';
+export { decideCandidate, REACTIVE_RATE_WINDOW_MS, REACTIVE_STABILIZATION_MS, REACTIVE_UTILIZATION } from './candidates.ts';
 export { coldStartEstimateMs } from './cold-start-estimate.ts';
 export { countWorkers, type ObservedWorker, RATE_EWMA_ALPHA } from './controller-observe.ts';
 export { planVersion } from './controller-plan.ts';
