@@ -10,14 +10,17 @@ import type { RedisClient } from '../infra/redis/client.ts';
 
 export type { HeartbeatPayload };
 
+/** What the worker fills in of each beat: all but what the heartbeat itself adds. */
+export type HeartbeatSample = Omit<HeartbeatPayload, 'pid' | 'host' | 'updatedAt' | 'memory'>;
+
 export interface HeartbeatOptions {
-  redis: RedisClient;
+  redis: Pick<RedisClient, 'set'>;
   key: string;
   intervalMs: number;
   ttlMs: number;
   clock: Clock;
   /** Fields that change: state, throughput, in-flight jobs, profile. */
-  sample: () => Omit<HeartbeatPayload, 'pid' | 'host' | 'updatedAt' | 'memory'>;
+  sample: () => HeartbeatSample;
   /** Extra work on each beat (metrics snapshot); failures are reported, never thrown. */
   onBeat?: () => Promise<void>;
   onError?: (err: unknown) => void;

@@ -34,16 +34,16 @@
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import { Registry } from 'prom-client';
-import { canTransition, type WorkerState } from '../infra/contracts/worker-state.ts';
+import type { WorkerState } from '../infra/contracts/worker-state.ts';
 import { type HoldingsMessage, type ModelRef, refKey } from '../infra/fleet/pool-holdings.ts';
-import type { HeartbeatPayload, PoolModelView } from '../infra/fleet/worker-states.ts';
+import type { PoolModelView } from '../infra/fleet/worker-states.ts';
 import type { Clock } from '../infra/kernel/clock.ts';
 import type { Config } from '../infra/kernel/config.ts';
-import { coerceError, errorMessage } from '../infra/kernel/errors.ts';
+import { errorMessage } from '../infra/kernel/errors.ts';
 import { TypedEmitter } from '../infra/kernel/events.ts';
 import type { Log } from '../infra/kernel/log.ts';
 import { closeRedis, duplicateClient, type RedisClient } from '../infra/redis/client.ts';
-import { metricsKey, workerKey } from '../infra/redis/keys.ts';
+import { metricsKey } from '../infra/redis/keys.ts';
 import type { ModelRegistry } from '../infra/registry/model-registry.ts';
 import type { ObjectStore } from '../infra/registry/object-store.ts';
 import { createPoolWorkerMetrics, type PoolWorkerMetrics, publishMetricsSnapshot } from '../infra/telemetry/metrics.ts';
@@ -52,13 +52,13 @@ import { type BusyMeter, createBusyMeter } from './busy-meter.ts';
 import { type ControlListener, createControlListener } from './control.ts';
 import type { ThreadHost } from './engine/thread-engine.ts';
 import { overBudget, type Resident, roomFor } from './eviction.ts';
-import { type Heartbeat, startHeartbeat } from './heartbeat.ts';
 import { HoldingsBook } from './holdings-book.ts';
 import { createHoldingsListener, type HoldingsListener } from './holdings-listener.ts';
 import { connectionState } from './intake-supervisor.ts';
 import { createModelCache, type ModelCache } from './model-cache.ts';
 import { LoadInterruptedError, type LoadReport, ResidentModel } from './resident-model.ts';
 import { startServing } from './serving.ts';
+import { type LifeFields, WorkerLife } from './worker-life.ts';
 
 /**
  * A model never measured here is expected to take this many times its file size until it is.
@@ -108,9 +108,8 @@ export interface PoolWorkerEvents extends Record<string, unknown[]> {
 
 export class PoolWorker extends TypedEmitter<PoolWorkerEvents> {
   readonly id = `${os.hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
-  private state: WorkerState = 'launching';
-  private stateSince: number;
-  private readonly startedAt: number;
+  /** Its state, heartbeat and rows-per-second meter; the two promises its entry waits on. */
+  private readonly life: WorkerLife;
   private readonly cache: ModelCache;
   private readonly metricsRegistry = new Registry();
   private readonly metrics: PoolWorkerMetrics;
@@ -125,77 +124,56 @@ export class PoolWorker extends TypedEmitter<PoolWorkerEvents> {
   private loadLoop?: Promise<void>;
   private convergeAgain = false;
   private ready = false;
-  private heartbeat?: Heartbeat;
   private control?: ControlListener;
   private holdings?: HoldingsListener;
-  private rowsSinceBeat = 0;
   /** Times every call on the inference thread, for the heartbeat's busyFraction. */
   private readonly busy: BusyMeter;
-  private lastBeatAt: number;
-  private error?: string;
   private closing?: Promise<void>;
-  private askDrain?: () => void;
-  private lost?: (err: Error) => void;
-  /** Resolves when the control channel says `drain`; whoever runs the worker then calls close(). */
-  readonly drainRequested = new Promise<void>((resolve) => {
-    this.askDrain = resolve;
-  });
-  /** Rejects when the inference thread dies: every model is gone; the process exits non-zero. */
-  readonly engineLost = new Promise<never>((_, reject) => {
-    this.lost = reject;
-  });
 
   constructor(
     private readonly deps: PoolWorkerDeps,
     private readonly settings: PoolWorkerOptions,
   ) {
     super({ onListenerError: (err) => deps.log.warn({ err }, 'pool worker event listener threw') });
-    this.startedAt = deps.clock.now();
-    this.stateSince = this.startedAt;
-    this.lastBeatAt = this.startedAt;
+    this.life = new WorkerLife(deps, {
+      id: this.id,
+      sample: (life) => this.sample(life),
+      onBeat: () => this.onBeat(),
+      onChange: (state, previous) => this.emit('worker:state', state, previous),
+    });
     this.busy = createBusyMeter(deps.clock);
     this.book = new HoldingsBook(deps.clock, settings.retryAfterMs ?? DEFAULT_RETRY_AFTER_MS);
     this.cache = createModelCache({ dir: deps.config.worker.modelCacheDir, registry: deps.registry, log: deps.log });
     this.metrics = createPoolWorkerMetrics(this.metricsRegistry, { pool: settings.pool, worker: this.id });
-    this.engineLost.catch(() => undefined);
     deps.host.lost.catch((err: unknown) => {
       if (this.closing) return;
-      this.error = `inference thread lost: ${errorMessage(err)}`;
-      this.setState('failed');
-      this.lost?.(coerceError(err));
+      this.life.engineDied(`inference thread lost: ${errorMessage(err)}`, err);
     });
   }
 
   get currentState(): WorkerState {
-    return this.state;
+    return this.life.state;
+  }
+
+  /** Resolves when the control channel says `drain`; whoever runs the worker then calls close(). */
+  get drainRequested(): Promise<void> {
+    return this.life.drainRequested;
+  }
+
+  /** Rejects when the inference thread dies: every model is gone; the process exits non-zero. */
+  get engineLost(): Promise<never> {
+    return this.life.engineLost;
   }
 
   /** Heartbeat, channels, the inference thread up: then standby, and converging on the holdings. */
   async start(): Promise<void> {
-    const { config, redis, clock, log } = this.deps;
-    this.heartbeat = startHeartbeat({
-      redis,
-      key: workerKey(config.queuePrefix, this.id),
-      intervalMs: config.worker.heartbeatIntervalMs,
-      ttlMs: config.worker.heartbeatTtlMs,
-      clock,
-      sample: () => this.sample(),
-      onBeat: () => this.onBeat(),
-      onError: (err) => log.warn({ err }, 'heartbeat failed'),
-    });
-    try {
+    await this.life.start(async () => {
       await this.listen();
       await this.deps.host.ready();
-    } catch (err) {
-      if (this.closing) return;
-      this.error = errorMessage(err);
-      this.setState('failed');
-      await this.heartbeat.beat();
-      throw err;
-    }
+    });
     if (this.closing) return;
     this.ready = true;
-    this.setState('standby');
+    this.life.enter('standby');
     this.converge();
   }
 
@@ -206,7 +184,7 @@ export class PoolWorker extends TypedEmitter<PoolWorkerEvents> {
       ...common,
       subscriber: this.subscriber('control'),
       onCommand: (command) => {
-        if (command === 'drain') this.askDrain?.();
+        if (command === 'drain') this.life.requestDrain();
       },
       onError: (err) => log.warn({ err }, 'control read failed'),
     });
@@ -311,7 +289,7 @@ export class PoolWorker extends TypedEmitter<PoolWorkerEvents> {
         startServing,
         workerId: this.id,
         onBatch: (e) => {
-          this.rowsSinceBeat += e.rows;
+          this.life.countRows(e.rows);
           this.emit('batch:flushed', e);
         },
         onEngineError: (err) => log.warn({ err, model: key }, 'a forward pass failed outside ONNX Runtime'),
@@ -389,14 +367,14 @@ export class PoolWorker extends TypedEmitter<PoolWorkerEvents> {
       serving.length,
       serving.reduce((sum, m) => sum + m.residentBytes, 0),
     );
-    if (this.state !== 'standby' && this.state !== 'active') return;
-    this.setState(serving.length > 0 ? 'active' : 'standby');
+    if (this.life.state !== 'standby' && this.life.state !== 'active') return;
+    this.life.enter(serving.length > 0 ? 'active' : 'standby');
   }
 
   /** What an operator needs to tell a stuck pool worker from an idle one (`kill -USR2 <pid>` logs it). */
   async diagnostics(): Promise<Record<string, unknown>> {
     return {
-      state: this.state,
+      state: this.life.state,
       rev: this.book.rev,
       redis: connectionState(this.deps.redis),
       models: await Promise.all([...this.models.values(), ...this.leaving].map((m) => m.diagnostics())),
@@ -410,9 +388,7 @@ export class PoolWorker extends TypedEmitter<PoolWorkerEvents> {
   }
 
   private async drain(): Promise<void> {
-    const { redis, log } = this.deps;
-    if (this.state !== 'failed') this.setState('draining');
-    const steps: Array<[string, () => Promise<unknown>]> = [
+    await this.life.close([
       ['control', async () => this.control?.close()],
       ['holdings', async () => this.holdings?.close()],
       ['models', () => this.drainAll()],
@@ -425,35 +401,16 @@ export class PoolWorker extends TypedEmitter<PoolWorkerEvents> {
         },
       ],
       ['inference thread', () => this.deps.host.close()],
-    ];
-    for (const [name, step] of steps) {
-      await step().catch((err: unknown) => log.warn({ err, step: name }, 'drain step failed'));
-    }
-    this.setState('stopped');
-    await this.heartbeat?.close().catch(() => undefined);
-    await closeRedis(redis);
+    ]);
+    await closeRedis(this.deps.redis);
   }
 
   private drainAll(): Promise<unknown> {
     return Promise.all([...this.models.values(), ...this.leaving].map((m) => m.drain()));
   }
 
-  private setState(next: WorkerState): void {
-    const previous = this.state;
-    if (previous === next || !canTransition(previous, next)) return;
-    this.state = next;
-    this.stateSince = this.deps.clock.now();
-    this.deps.log.info({ state: next, previous }, 'worker state');
-    this.emit('worker:state', next, previous);
-    void this.heartbeat?.beat();
-  }
-
-  private sample(): Omit<HeartbeatPayload, 'pid' | 'host' | 'updatedAt' | 'memory'> {
-    const now = this.deps.clock.now();
-    const elapsedS = Math.max(0.001, (now - this.lastBeatAt) / 1000);
-    const rowsPerS = this.rowsSinceBeat / elapsedS;
-    this.rowsSinceBeat = 0;
-    this.lastBeatAt = now;
+  /** Its own fields of a beat, around the life's (worker-life.ts). */
+  private sample(life: LifeFields) {
     const held = [...this.models.values(), ...this.leaving];
     const models: PoolModelView[] = [...held.map((m) => m.view()), ...this.book.absentViews()];
     return {
@@ -461,16 +418,12 @@ export class PoolWorker extends TypedEmitter<PoolWorkerEvents> {
       model: '',
       version: '',
       pool: this.settings.pool,
-      state: this.state,
-      startedAt: this.startedAt,
-      stateSince: this.stateSince,
-      rowsPerS: Math.round(rowsPerS * 10) / 10,
+      ...life,
       jobsInFlight: held.reduce((sum, m) => sum + m.jobsInFlight, 0),
       models,
       memoryBudgetBytes: this.settings.memoryBudgetBytes,
       busyFraction: Math.round(this.busy.take() * 1000) / 1000,
       poolCounts: this.metrics.totals(),
-      ...(this.error ? { error: this.error } : {}),
     };
   }
 }

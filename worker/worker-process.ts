@@ -23,15 +23,15 @@
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import type { ModelManifest } from '../infra/contracts/manifest.ts';
-import { canTransition, type WorkerState } from '../infra/contracts/worker-state.ts';
+import type { WorkerState } from '../infra/contracts/worker-state.ts';
 import type { ControlCommand } from '../infra/fleet/worker-control.ts';
 import type { Clock } from '../infra/kernel/clock.ts';
 import type { Config } from '../infra/kernel/config.ts';
-import { coerceError, errorMessage } from '../infra/kernel/errors.ts';
+import { errorMessage } from '../infra/kernel/errors.ts';
 import { TypedEmitter } from '../infra/kernel/events.ts';
 import type { Log } from '../infra/kernel/log.ts';
 import { closeRedis, duplicateClient, type RedisClient } from '../infra/redis/client.ts';
-import { metricsKey, workerKey } from '../infra/redis/keys.ts';
+import { metricsKey } from '../infra/redis/keys.ts';
 import type { ModelRegistry } from '../infra/registry/model-registry.ts';
 import type { ObjectStore } from '../infra/registry/object-store.ts';
 import type { BatchProfile } from './batch-profile.ts';
@@ -40,13 +40,13 @@ import { type ControlListener, createControlListener } from './control.ts';
 import type { InferenceEngine } from './engine/engine.ts';
 import { createEnginePool, type EnginePool, sessionsFor } from './engine/engine-pool.ts';
 import { plannedEngine } from './engine/planned-engine.ts';
-import { type Heartbeat, startHeartbeat } from './heartbeat.ts';
 import { connectionState, type IntakeSupervisor } from './intake-supervisor.ts';
 import { createModelCache } from './model-cache.ts';
 import type { Serving, startServing } from './serving.ts';
 import { servingCloseSteps } from './serving-close.ts';
 import { withStartBackoff } from './start-backoff.ts';
 import { loadFirst, summariseProfile, warmUp, warmupPlan } from './warmup-plan.ts';
+import { type LifeFields, WorkerLife } from './worker-life.ts';
 
 export interface WorkerEvents extends Record<string, unknown[]> {
   'worker:state': [state: WorkerState, previous: WorkerState];
@@ -84,14 +84,14 @@ const STEERABLE: readonly WorkerState[] = ['warming', 'standby', 'active'];
 
 export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
   readonly id = `${os.hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
-  private state: WorkerState = 'launching';
+  /** Its state, heartbeat and rows-per-second meter; the two promises its entry waits on. */
+  private readonly life: WorkerLife;
   private manifest?: ModelManifest;
   private profile?: BatchProfile;
   /** More sessions opened beside the engine given (morePasses), closed with it. */
   private moreEngines: InferenceEngine[] = [];
   /** Several sessions at once, when opened: its counts are the worker's passes in flight. */
   private pool?: EnginePool;
-  private heartbeat?: Heartbeat;
   private intake?: IntakeSupervisor;
   /**
    * The batcher, the intake, the completions, open-jobs and stored-bytes releasers (flushed once a
@@ -100,30 +100,13 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
   private serving?: Serving;
   /** worker/serving.ts and BullMQ under it, imported from `loading` on (not before `downloading`). */
   private servingModule?: Promise<typeof import('./serving.ts')>;
-  private rowsSinceBeat = 0;
-  private lastBeatAt: number;
-  private error?: string;
   /** Aborted by close(): ends a start-up retry wait at once. */
   private readonly stopStarting = new AbortController();
   private closing?: Promise<void>;
-  private lost?: (err: Error) => void;
   private control?: ControlListener;
   /** The latest standby/active command; applied once warmed. */
   private desired?: ControlCommand;
   private transitions: Promise<void> = Promise.resolve();
-  private askDrain?: () => void;
-  /** Resolves when the control channel says `drain`; whoever runs the worker then calls close(). */
-  readonly drainRequested = new Promise<void>((resolve) => {
-    this.askDrain = resolve;
-  });
-  /**
-   * Rejects when the engine dies while serving (its thread crashed): the worker cannot serve
-   * any more and its entry exits non-zero so whoever launched it starts a fresh one. The jobs
-   * it held fail this attempt and BullMQ retries them.
-   */
-  readonly engineLost = new Promise<never>((_, reject) => {
-    this.lost = reject;
-  });
 
   constructor(
     private readonly deps: WorkerDeps,
@@ -131,15 +114,36 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
     private readonly startOptions: WorkerOptions = {},
   ) {
     super({ onListenerError: (err) => deps.log.warn({ err }, 'worker event listener threw') });
-    this.startedAt = deps.clock.now();
-    this.stateSince = this.startedAt;
-    this.lastBeatAt = this.startedAt;
-    // Whoever runs the worker races this against shutdown; unobserved, it must not crash.
-    this.engineLost.catch(() => undefined);
+    this.life = new WorkerLife(deps, {
+      id: this.id,
+      sample: (life) => this.sample(life),
+      onBeat: async () => {
+        const { config } = this.deps;
+        // Every beat re-reads the desired state: a missed doorbell is caught here.
+        await this.control?.check();
+        // No snapshot before serving: the registry is built with the metrics (an empty one added no series).
+        await this.serving?.publishMetrics(metricsKey(config.queuePrefix, this.id), config.worker.heartbeatTtlMs);
+      },
+      onChange: (state, previous) => this.emit('worker:state', state, previous),
+    });
   }
 
   get currentState(): WorkerState {
-    return this.state;
+    return this.life.state;
+  }
+
+  /** Resolves when the control channel says `drain`; whoever runs the worker then calls close(). */
+  get drainRequested(): Promise<void> {
+    return this.life.drainRequested;
+  }
+
+  /**
+   * Rejects when the engine dies while serving (its thread crashed): the worker cannot serve
+   * any more and its entry exits non-zero so whoever launched it starts a fresh one. The jobs
+   * it held fail this attempt and BullMQ retries them.
+   */
+  get engineLost(): Promise<never> {
+    return this.life.engineLost;
   }
 
   get batchProfile(): BatchProfile | undefined {
@@ -148,33 +152,10 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
 
   /** Runs the phases up to `active`. Rejects (after recording `failed`) if any phase fails. */
   async start(): Promise<void> {
-    const { config, redis, clock, log } = this.deps;
-    this.heartbeat = startHeartbeat({
-      redis,
-      key: workerKey(config.queuePrefix, this.id),
-      intervalMs: config.worker.heartbeatIntervalMs,
-      ttlMs: config.worker.heartbeatTtlMs,
-      clock,
-      sample: () => this.sample(),
-      onBeat: async () => {
-        // Every beat re-reads the desired state: a missed doorbell is caught here.
-        await this.control?.check();
-        // No snapshot before serving: the registry is built with the metrics (an empty one added no series).
-        await this.serving?.publishMetrics(metricsKey(config.queuePrefix, this.id), config.worker.heartbeatTtlMs);
-      },
-      onError: (err) => log.warn({ err }, 'heartbeat failed'),
-    });
-    try {
+    await this.life.start(async () => {
       await this.listen();
       await this.phases();
-    } catch (err) {
-      // A drain that interrupted a phase (the engine closed under a load) is not a failure.
-      if (this.closing) return;
-      this.error = errorMessage(err);
-      this.setState('failed');
-      await this.heartbeat.beat();
-      throw err;
-    }
+    });
   }
 
   /** Subscribes to the control channel; its first read picks up a command sent before we listened. */
@@ -195,13 +176,13 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
 
   private async phases(): Promise<void> {
     const { config, log } = this.deps;
-    this.setState('downloading');
+    this.life.enter('downloading');
     const { manifest, cached } = await this.download();
     if (this.closing) return;
     // Row layout in, the model's own layout to ONNX Runtime (the model itself when they are one).
     const engine = plannedEngine(this.deps.engine, manifest.inputs, manifest.outputs);
 
-    this.setState('loading');
+    this.life.enter('loading');
     // This thread waits on the engine's session from here: it compiles the serving side meanwhile.
     void this.servingCode();
     const warmup = warmupPlan(config.worker, engine, manifest, cached.path);
@@ -211,7 +192,7 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
     this.emit('model:loaded', { sha256: manifest.sha256, cacheHit: cached.hit, downloadMs: cached.downloadMs, loadMs: info.loadMs });
     if (this.closing) return;
 
-    this.setState('warming');
+    this.life.enter('warming');
     this.profile = await warmUp(warmup, intraOpThreads);
     log.info({ profile: summariseProfile(this.profile) }, 'warm-up done');
     if (this.closing) return;
@@ -267,19 +248,19 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
         signal: this.stopStarting.signal,
         onRetry: ({ attempt, delayMs, error }) => {
           const reason = errorMessage(error);
-          this.error = `model download attempt ${attempt} failed, retrying in ${delayMs} ms: ${reason}`;
+          this.life.error = `model download attempt ${attempt} failed, retrying in ${delayMs} ms: ${reason}`;
           log.warn({ attempt, delayMs, err: reason }, 'model download failed; retrying');
-          void this.heartbeat?.beat();
+          void this.life.beat();
         },
       },
     );
-    this.error = undefined;
+    this.life.error = undefined;
     return result;
   }
 
   private onControl(command: ControlCommand): void {
     if (command === 'drain') {
-      this.askDrain?.();
+      this.life.requestDrain();
       return;
     }
     if (this.desired !== command) this.deps.log.info({ command }, 'control command');
@@ -298,14 +279,15 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
 
   private async applyDesired(): Promise<void> {
     const intake = this.intake;
-    if (!intake || this.closing || !STEERABLE.includes(this.state)) return;
-    if (this.desired === 'activate' && this.state !== 'active') {
+    const state = this.life.state;
+    if (!intake || this.closing || !STEERABLE.includes(state)) return;
+    if (this.desired === 'activate' && state !== 'active') {
       await intake.activate();
-      this.setState('active');
-    } else if (this.desired === 'standby' && this.state !== 'standby') {
+      this.life.enter('active');
+    } else if (this.desired === 'standby' && state !== 'standby') {
       // Stops fetching and waits for the jobs held, which finish through the batcher.
-      if (this.state === 'active') await intake.standby();
-      if (!this.closing) this.setState('standby');
+      if (state === 'active') await intake.standby();
+      if (!this.closing) this.life.enter('standby');
     }
   }
 
@@ -327,16 +309,14 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
         engine,
         ...(this.pool ? { sessions: this.pool } : {}),
         workerId: this.id,
-        serving: () => this.state === 'active' && !this.closing,
+        serving: () => this.life.state === 'active' && !this.closing,
         onBatch: (e) => {
-          this.rowsSinceBeat += e.rows;
+          this.life.countRows(e.rows);
           this.emit('batch:flushed', e);
         },
         onEngineError: (err) => {
-          if (this.state !== 'active') return;
-          this.error = `inference engine lost: ${errorMessage(err)}`;
-          this.setState('failed');
-          this.lost?.(coerceError(err));
+          if (this.life.state !== 'active') return;
+          this.life.engineDied(`inference engine lost: ${errorMessage(err)}`, err);
         },
       },
       manifest,
@@ -348,7 +328,7 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
   /** What an operator needs to tell a stuck worker from an idle one (`kill -USR2 <pid>` logs it). */
   async diagnostics(): Promise<Record<string, unknown>> {
     return {
-      state: this.state,
+      state: this.life.state,
       desired: this.desired,
       redis: connectionState(this.deps.redis),
       intake: (await this.intake?.diagnostics()) ?? null,
@@ -363,53 +343,24 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
   }
 
   private async drain(): Promise<void> {
-    const { redis, log } = this.deps;
-    if (this.state !== 'failed') this.setState('draining');
-    const steps: Array<[string, () => Promise<unknown>]> = [
+    await this.life.close([
       ['control', async () => this.control?.close()],
       ...servingCloseSteps(this.serving),
       ['engine', () => Promise.all([this.deps.engine, ...this.moreEngines].map((e) => e.close()))],
-    ];
-    for (const [name, step] of steps) {
-      await step().catch((err: unknown) => log.warn({ err, step: name }, 'drain step failed'));
-    }
-    this.setState('stopped');
-    await this.heartbeat?.close().catch(() => undefined);
-    await closeRedis(redis);
+    ]);
+    await closeRedis(this.deps.redis);
   }
 
-  private setState(next: WorkerState): void {
-    const previous = this.state;
-    if (previous === next || !canTransition(previous, next)) return;
-    this.state = next;
-    this.stateSince = this.deps.clock.now();
-    this.deps.log.info({ state: next, previous }, 'worker state');
-    this.emit('worker:state', next, previous);
-    void this.heartbeat?.beat();
-  }
-
-  private sample() {
-    const now = this.deps.clock.now();
-    const elapsedS = Math.max(0.001, (now - this.lastBeatAt) / 1000);
-    const rowsPerS = this.rowsSinceBeat / elapsedS;
-    this.rowsSinceBeat = 0;
-    this.lastBeatAt = now;
+  /** Its own fields of a beat, around the life's (worker-life.ts). */
+  private sample(life: LifeFields) {
     return {
       id: this.id,
       model: this.manifest?.name ?? this.target.model,
       version: this.manifest?.version ?? this.target.version ?? '',
-      state: this.state,
-      startedAt: this.startedAt,
-      stateSince: this.stateSince,
-      rowsPerS: Math.round(rowsPerS * 10) / 10,
+      ...life,
       jobsInFlight: this.intake?.jobsHeld ?? 0,
       batchProfile: this.profile,
       ...(this.pool ? { sessions: this.pool.size } : {}),
-      ...(this.error ? { error: this.error } : {}),
     };
   }
-
-  private readonly startedAt: number;
-  /** When the worker entered its current state: cold-start timing and the pool view use it. */
-  private stateSince: number;
 }
