@@ -418,8 +418,13 @@ function withReloads(agg: Aggregate, needs: ModelNeed[], reasons: string[]): Agg
     0,
   );
   if (reloadWorkers <= 0 || agg.perWorkerRatePerSec <= 0) return agg;
-  const rows = reloadWorkers * agg.perWorkerRatePerSec;
   reasons.push(`reloads of the models not kept add ${reloadWorkers.toFixed(2)} workers of load work`);
+  return withExtraWork(agg, reloadWorkers);
+}
+
+/** `workers` of work beyond serving rows, as rows at the aggregate's per-worker rate on every rate the forecast sizes by. */
+function withExtraWork(agg: Aggregate, workers: number): Aggregate {
+  const rows = workers * agg.perWorkerRatePerSec;
   const f = agg.forecast;
   const forecast: Forecast = {
     ...f,
@@ -428,7 +433,7 @@ function withReloads(agg: Aggregate, needs: ModelNeed[], reasons: string[]): Agg
     burstRatePerSec: f.burstRatePerSec + rows,
     burstsBySpan: (f.burstsBySpan ?? []).map((b) => ({ ...b, ratePerSec: b.ratePerSec + rows })),
   };
-  return { ...agg, forecast, meanWorkers: agg.meanWorkers + reloadWorkers };
+  return { ...agg, forecast, meanWorkers: agg.meanWorkers + workers };
 }
 
 /**
@@ -464,16 +469,7 @@ function withBatchOverhead(agg: Aggregate, needs: ModelNeed[], s: PoolPlanSettin
   }
   if (workers <= 0) return agg;
   reasons.push(`batches of a few rows per model add ${workers.toFixed(2)} workers of per-batch time`);
-  const rows = workers * agg.perWorkerRatePerSec;
-  const f = agg.forecast;
-  const forecast: Forecast = {
-    ...f,
-    ratePerSec: f.ratePerSec + rows,
-    upperRatePerSec: (f.upperRatePerSec ?? f.ratePerSec) + rows,
-    burstRatePerSec: f.burstRatePerSec + rows,
-    burstsBySpan: (f.burstsBySpan ?? []).map((b) => ({ ...b, ratePerSec: b.ratePerSec + rows })),
-  };
-  return { ...agg, forecast, meanWorkers: agg.meanWorkers + workers };
+  return withExtraWork(agg, workers);
 }
 
 function harmonic(models: PoolModelInput[]): number {
