@@ -117,14 +117,16 @@ describe('warmpool simulate --matrix', () => {
 describe('warmpool simulate --bank', () => {
   it('generates the worlds, scores each, prints the table by family and writes it', async () => {
     const out = path.join(dir, 'bank');
-    const r = await runSimulateCli(['--bank', '2', '--seed', '11', '--quick', '--threads', '2', '--out', out], dir);
+    // Seed 9: two worlds of a few workers each. Seed 11's second world (0.046 jobs/s a worker,
+    // batches of 1) took hundreds of workers and 15 s of replay; what is checked is the same.
+    const r = await runSimulateCli(['--bank', '2', '--seed', '9', '--quick', '--threads', '2', '--out', out], dir);
     expect(r.code, r.err).toBe(0);
     expect(r.err.split('\n').filter((l) => /^\[\d\/2\] w00[01]-(diurnal|mmpp) cold start \d+ s, SLO [\d.]+ s: /.test(l))).toHaveLength(2);
-    expect(r.out).toMatch(/^# Bank of random worlds \(seed 11\)/m);
+    expect(r.out).toMatch(/^# Bank of random worlds \(seed 9\)/m);
     expect(r.out).toMatch(/^\| all \| 2 \| [012] \| /m);
     expect(r.out).toMatch(/[012] of 2 worlds meet every target; \d+ s; wrote/);
     const json = JSON.parse(readFileSync(path.join(out, 'bank.json'), 'utf8'));
-    expect(json.seed).toBe(11);
+    expect(json.seed).toBe(9);
     expect(json.cells.map((c: { world: string }) => c.world)).toEqual(['w000-diurnal', 'w001-mmpp']);
     for (const c of json.cells) {
       expect(c.evaluated).toMatchObject({ from: 720, to: 1440 }); // one-day worlds, split at half

@@ -196,7 +196,10 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
         stop.abort();
         await loops;
         await Promise.allSettled([...inFlight]);
-        blocking.disconnect();
+        // The source disconnected it at the stop. ioredis' disconnect() on a connection already
+        // closed still arms its 2 s destroy timer, which nothing then clears: the process would
+        // stay up that long after everything else had stopped.
+        if (blocking.status !== 'end') blocking.disconnect();
       })();
       return closing;
     },

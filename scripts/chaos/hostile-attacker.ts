@@ -92,7 +92,11 @@ export async function attack(t: AttackTargets, stop: AbortSignal): Promise<Attac
     guarded('bulk', bulkAttacks(t, tally, stop)),
   ]);
   await new Promise<void>((resolve) => (stop.aborted ? resolve() : stop.addEventListener('abort', () => resolve(), { once: true })));
-  const closed = await Promise.race([attacks.then(() => true), sleep(CLOSE_MS).then(() => false)]);
+  // The bound's timer is cleared once everything has closed: left running it would keep this
+  // process alive for the rest of CLOSE_MS after its tally is written.
+  const bound = new AbortController();
+  const closed = await Promise.race([attacks.then(() => true), sleep(CLOSE_MS, bound.signal).then(() => false)]);
+  bound.abort();
   if (!closed) problem(tally, 'attacker: still closing after the stop', `${CLOSE_MS} ms after SIGTERM; its tally written as it stood`);
   return tally;
 }
