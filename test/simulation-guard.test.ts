@@ -63,10 +63,14 @@ describe('GET /v1/deployments/:model/simulation under attack', () => {
       settled = true;
     });
     const healthMs: number[] = [];
+    // Health answers that arrived while the replays were still running: a replay holding the
+    // event loop would let none through until it ended.
+    let answeredDuring = 0;
     while (!settled) {
       const started = performance.now();
       const health = await api.call('/v2/health/live');
       healthMs.push(performance.now() - started);
+      if (!settled) answeredDuring++;
       expect(health.status).toBe(200);
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
@@ -79,11 +83,10 @@ describe('GET /v1/deployments/:model/simulation under attack', () => {
       { status: 422, code: 'simulation_too_large', retryAfter: null },
       { status: 503, code: 'simulation_busy', retryAfter: '5' },
     ]);
-    // The event loop stayed free: each health check was answered in well under a second while
-    // the replay burned 1.5 s of CPU (it used to hold the loop for 12–30 s). Measured: see the report.
+    // The event loop stayed free: health checks kept being answered while the replay burned its
+    // CPU budget (it used to hold the loop for 12–30 s). Their latency is printed, not asserted.
     console.info(`health during the replay: ${healthMs.length} checks, slowest ${Math.round(Math.max(...healthMs))} ms`);
-    expect(healthMs.length).toBeGreaterThanOrEqual(3);
-    expect(Math.max(...healthMs)).toBeLessThan(1_000);
+    expect(answeredDuring).toBeGreaterThanOrEqual(3);
     // The slot is free again, and taken in turns: the tenant turned away has the next one, so
     // the tenant that just had it is turned away until the other has been served.
     const [refused, served] = answers[0]?.status === 503 ? [KEY_A, KEY_B] : [KEY_B, KEY_A];
