@@ -219,7 +219,7 @@ it('told to drop a model with jobs in flight, finishes them first and takes no m
   await waitForBeat(servingWorker, 'pw-slow gone', (b) => modelIn(b, 'pw-slow') === undefined);
   await stack.withQueue('pw-slow', '1', async (queue) => {
     // Every entry it held when told finished; none failed; the rest wait for a worker that holds it.
-    const states = await Promise.all(held.map((jobId) => queue.getJobState(jobId)));
+    const states = await Promise.all((await held).map((jobId) => queue.getJobState(jobId)));
     expect(states.every((s) => s === 'completed')).toBe(true);
     const c = await queue.getJobCounts('active', 'failed', 'waiting', 'prioritized');
     expect(c.active).toBe(0);
@@ -237,22 +237,25 @@ it('told to drop a model with jobs in flight, finishes them first and takes no m
 
 it('drains on SIGTERM: every model stops fetching, the jobs held finish, and it exits 0', async () => {
   const { id } = (await beatOf(servingWorker)) as HeartbeatPayload;
-  // Slow jobs of its own, so some are held when the SIGTERM comes however fast the worker is
-  // (what the last test left in pw-slow's queue may all be done before anyone looks).
-  await Promise.all(Array.from({ length: 20 }, (_, i) => submitRow('pw-slow', 2000 + i, 256, 4)));
-  await askLoad(redis, stack.config.queuePrefix, id, { model: 'pw-slow', version: '1' });
-  await waitForBeat(servingWorker, 'pw-slow active', (b) => modelIn(b, 'pw-slow')?.state === 'active');
-  const held = await stack.withQueue('pw-slow', '1', (queue) =>
+  // Slow jobs of its own, queued before the model loads, so some are held when the SIGTERM comes
+  // however fast the worker is (what the last test left in pw-slow's queue may all be done before
+  // anyone looks). The probe for held jobs runs from before the load: a worker that clears the
+  // queue before a heartbeat says the model is active would otherwise leave none to see.
+  // Rows no earlier job had: the API's result cache would answer repeats without queuing them.
+  await Promise.all(Array.from({ length: 200 }, (_, i) => submitRow('pw-slow', 2000 + i, 256, 4)));
+  const held = stack.withQueue('pw-slow', '1', (queue) =>
     until('pw-slow held', async () => {
       const running = await queue.getActive();
       return running.length > 0 ? running.map((j) => j.id as string) : undefined;
     }),
   );
+  await askLoad(redis, stack.config.queuePrefix, id, { model: 'pw-slow', version: '1' });
+  await held;
   const exited = new Promise<number | null>((resolve) => servingWorker.once('exit', (code) => resolve(code)));
   servingWorker.kill('SIGTERM');
   expect(await exited).toBe(0);
   await stack.withQueue('pw-slow', '1', async (queue) => {
-    const states = await Promise.all(held.map((jobId) => queue.getJobState(jobId)));
+    const states = await Promise.all((await held).map((jobId) => queue.getJobState(jobId)));
     expect(states.every((s) => s === 'completed')).toBe(true);
     const c = await queue.getJobCounts('active', 'failed');
     expect(c).toEqual({ active: 0, failed: 0 });
