@@ -12,8 +12,6 @@
  *
  * It relies on `pool: 'forks'` (vitest.config.ts): one file at a time in a process. Files run
  * side by side in worker threads would share one process and see each other's clients and children.
- * The unit project runs file after file in one process (isolate: false): vitest evaluates this
- * setup file again before each, so each file gets its own baseline and is judged on its own.
  */
 import { aroundAll } from 'vitest';
 import { parseClusterUrl } from '../../infra/kernel/redis-url.ts';
