@@ -20,6 +20,7 @@ import { createPoolController, type PoolController, type PoolControllerDeps, typ
 import { createPoolDecisionLog } from '../infra/scaler/pool-decisions.ts';
 import { type PoolPlanInput, planPool } from '../infra/scaler/pool-plan.ts';
 import { scalerSettingsFrom } from '../infra/scaler/settings.ts';
+import { writePoolBeat as writeBeat } from './support/pool-beat.ts';
 import { redisPrefixes, testServices } from './support/services.ts';
 import { until } from './support/until.ts';
 
@@ -77,29 +78,8 @@ function beatProvider(prefix: string): PoolProvider & { calls: string[] } {
   };
 }
 
-async function writePoolBeat(
-  prefix: string,
-  id: string,
-  models: PoolModelView[] = [],
-  extra: Partial<HeartbeatPayload> = {},
-): Promise<void> {
-  const beat: HeartbeatPayload = {
-    id,
-    model: '',
-    version: '',
-    state: models.length > 0 ? 'active' : 'standby',
-    pid: 1,
-    host: 'test-host',
-    startedAt: T0 - 600_000,
-    updatedAt: T0,
-    rowsPerS: 0,
-    jobsInFlight: 0,
-    memory: { rssBytes: 1, heapUsedBytes: 1 },
-    pool: POOL,
-    models,
-    ...extra,
-  };
-  await redis.set(workerKey(prefix, id), JSON.stringify(beat), 'PX', 60_000);
+function writePoolBeat(prefix: string, id: string, models: PoolModelView[] = [], extra: Partial<HeartbeatPayload> = {}): Promise<void> {
+  return writeBeat(redis, prefix, { id, pool: POOL, now: T0, models, ...extra });
 }
 
 const noBacklog: Backlog = { waiting: 0, prioritized: 0, delayed: 0, active: 0, oldestAgeMs: 0 };

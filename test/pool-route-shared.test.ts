@@ -17,11 +17,11 @@ import { SCALER_DEFAULTS } from '../infra/kernel/config.ts';
 import { silentLog } from '../infra/kernel/log.ts';
 import { createQueueStats } from '../infra/queue/index.ts';
 import { closeRedis, createRedis, deleteMany, scanKeys } from '../infra/redis/client.ts';
-import { workerKey } from '../infra/redis/keys.ts';
 import { createPoolController } from '../infra/scaler/pool-controller.ts';
 import { planPool } from '../infra/scaler/pool-plan.ts';
 import { scalerSettingsFrom } from '../infra/scaler/settings.ts';
 import { poolApp } from './support/pool-app.ts';
+import { writePoolBeat as writeBeat } from './support/pool-beat.ts';
 import { testServices, uniqueId } from './support/services.ts';
 
 const redis = createRedis(testServices().redisUrl);
@@ -36,29 +36,22 @@ afterAll(async () => {
   await closeRedis(redis);
 });
 
-async function writePoolBeat(
+function writePoolBeat(
   id: string,
   models: NonNullable<HeartbeatPayload['models']>,
   poolCounts?: HeartbeatPayload['poolCounts'],
 ): Promise<void> {
-  const beat: HeartbeatPayload = {
+  return writeBeat(redis, prefix, {
     id,
-    model: '',
-    version: '',
-    state: models.length > 0 ? 'active' : 'standby',
+    pool: 'tail',
+    now: T0,
+    models,
     pid: 4242,
     host: 'pool-host',
     startedAt: T0 - 60_000,
-    updatedAt: T0,
-    rowsPerS: 0,
-    jobsInFlight: 0,
-    memory: { rssBytes: 1, heapUsedBytes: 1 },
-    pool: 'tail',
-    models,
     memoryBudgetBytes: 512 * 1024 * 1024,
     ...(poolCounts ? { poolCounts } : {}),
-  };
-  await redis.set(workerKey(prefix, id), JSON.stringify(beat), 'PX', 60_000);
+  });
 }
 
 it('shows each shared pool, what its workers hold, and the latest decision with its loads and terms', async () => {
