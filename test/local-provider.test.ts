@@ -15,6 +15,7 @@ import { createLocalProvider } from '../infra/pool/local-provider.ts';
 import { closeRedis, createRedis, type RedisClient } from '../infra/redis/client.ts';
 import { buildMlpModel } from '../scripts/fixtures/onnx-models.ts';
 import { poolProviderBehaviour } from './support/pool-provider-behaviour.ts';
+import { processAlive } from './support/process-alive.ts';
 import { startStack, type TestStack } from './support/stack.ts';
 
 const BIN = fileURLToPath(new URL('../bin/warmpool.mjs', import.meta.url));
@@ -59,15 +60,6 @@ function makeProvider(): PoolProvider {
     drainGraceMs: 5_000,
     drainTimeoutMs: 15_000,
   });
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /** Polls list until `check` holds; `observe` sees every listing. */
@@ -130,11 +122,11 @@ it('launches workers that progress to the state asked for, steers them, drains o
     (ws) => byHandle(ws, a) === undefined,
     (ws) => expect(byHandle(ws, b)?.state).toBe('active'),
   );
-  await poll(p, () => !alive(Number(a)));
+  await poll(p, () => !processAlive(Number(a)));
 
   await p.close();
   await p.close();
-  expect(alive(Number(b))).toBe(false);
+  expect(processAlive(Number(b))).toBe(false);
   expect(await p.list(target)).toEqual([]);
 }, 180_000);
 
@@ -153,7 +145,7 @@ it('forwards a setState given before the first heartbeat, and drains a worker th
     (ws) => expect(ws.every((w) => w.state !== 'failed')).toBe(true),
   );
   expect(only!.handle).toBe(early.handle);
-  await poll(p, () => !alive(Number(starting.handle)));
+  await poll(p, () => !processAlive(Number(starting.handle)));
 }, 180_000);
 
 it('a crashed worker disappears from the list', async () => {

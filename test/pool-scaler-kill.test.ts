@@ -12,6 +12,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { HeartbeatPayload } from '../infra/fleet/worker-states.ts';
 import { buildDistinctMlpModels } from '../scripts/fixtures/onnx-models.ts';
 import { type PoolStack, startPoolStack } from './support/pool-stack.ts';
+import { processAlive } from './support/process-alive.ts';
 import { waitForJob } from './support/stack.ts';
 import { until } from './support/until.ts';
 
@@ -48,17 +49,8 @@ afterAll(async () => {
 async function poolBeats(): Promise<HeartbeatPayload[]> {
   const beats = (await pool.beats()).filter((b) => b.state !== 'stopped');
   // A killed worker's last heartbeat outlives it by its TTL: only live processes count as running.
-  mostWorkers = Math.max(mostWorkers, beats.filter((b) => alive(b.pid)).length);
+  mostWorkers = Math.max(mostWorkers, beats.filter((b) => processAlive(b.pid)).length);
   return beats;
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 const activeModels = (b: HeartbeatPayload) => (b.models ?? []).filter((m) => m.state === 'active').map((m) => m.model);

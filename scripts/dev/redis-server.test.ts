@@ -4,17 +4,9 @@ import path from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError } from '../../infra/kernel/errors.ts';
+import { processAlive } from '../../test/support/process-alive.ts';
 import { isPortOpen } from './free-port.ts';
 import { ensureRedisServer, findRedisServer, type RedisServerHandle, startRedisServer } from './redis-server.ts';
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 describe('redis-server', () => {
   let dir: string;
@@ -55,7 +47,7 @@ describe('redis-server', () => {
 
     await server.close();
     await server.close();
-    expect(isAlive(server.pid)).toBe(false);
+    expect(processAlive(server.pid)).toBe(false);
     expect(await isPortOpen(server.port)).toBe(false);
   });
 
