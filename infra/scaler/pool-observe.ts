@@ -152,7 +152,7 @@ export function poolWorkerViews(
   claims: ReadonlyMap<string, readonly string[]>,
   now: number,
   /** A worker's busy share over the SLO (busy-window.ts); absent: its last heartbeat's. */
-  busyShare: (id: string) => number | undefined = (id) => beats.find((b) => b.id === id)?.busyFraction,
+  busyShare?: (id: string) => number | undefined,
 ): PoolWorkerView[] {
   const byId = new Map(beats.map((b) => [b.id, b]));
   const workers = listed ?? beats.map((b) => ({ id: b.id, state: b.state, handle: b.id }));
@@ -165,7 +165,7 @@ export function poolWorkerViews(
     for (const key of claims.get(w.id) ?? []) {
       if (!models.some((h) => h.model === key)) models.push({ model: key, lastUsedAt: now, inFlight: 0, loading: true });
     }
-    const busy = beat ? busyShare(w.id) : undefined;
+    const busy = beat && (busyShare ? busyShare(w.id) : beat.busyFraction);
     views.push({ id: w.id, state, models, ...(busy !== undefined ? { busyFraction: busy } : {}) });
   }
   return views;
