@@ -13,7 +13,7 @@ import { systemClock } from '../infra/kernel/clock.ts';
 import { silentLog } from '../infra/kernel/log.ts';
 import { closeRedis, createRedis, deleteMany, type RedisClient, scanKeys } from '../infra/redis/client.ts';
 import { freePort } from '../scripts/dev/free-port.ts';
-import { admitOrReturn, type IntakeGate } from '../worker/intake.ts';
+import { gated, type IntakeGate } from '../worker/intake.ts';
 import { IntakeSupervisor } from '../worker/intake-supervisor.ts';
 import { testServices, uniqueId } from './support/services.ts';
 
@@ -113,11 +113,10 @@ describe('IntakeSupervisor', () => {
       (connection, gate) =>
         new Worker<QueueJobData, QueueJobResult>(
           NAME,
-          async (job, token) => {
-            await admitOrReturn(job, token, gate, systemClock);
+          gated(gate, systemClock, async () => {
             done++;
             return {} as QueueJobResult;
-          },
+          }),
           { connection, prefix, autorun: false, concurrency: 2 },
         ),
     );
@@ -134,5 +133,33 @@ describe('IntakeSupervisor', () => {
     await new Promise((r) => setTimeout(r, 1_500));
     expect((await supervisor.diagnostics()).replacements).toBe(0);
     expect(supervisor.jobsHeld).toBe(0);
+  }, 60_000);
+
+  it('a job whose lock was lost while it ran holds nothing after its processor ends: standby still ends', async () => {
+    // Under load a job's lock can expire while it runs (another worker takes it again). BullMQ then
+    // emits neither completed nor failed for it, only error; the count must not keep it forever.
+    const prefix = uniqueId('sup');
+    prefixes.push(prefix);
+    let ran = 0;
+    const errors: unknown[] = [];
+    const supervisor = supervise(prefix, 2, (connection, gate) => {
+      const worker = new Worker<QueueJobData, QueueJobResult>(
+        NAME,
+        gated(gate, systemClock, async (job) => {
+          await redis.del(`${prefix}:${NAME}:${job.id}:lock`);
+          ran++;
+          return {} as QueueJobResult;
+        }),
+        { connection, prefix, autorun: false, concurrency: 2 },
+      );
+      worker.on('error', (err) => errors.push(err));
+      return worker;
+    });
+    await supervisor.activate();
+    await fill(prefix, 3);
+    await until('the jobs ran and BullMQ reported their lost locks', () => ran === 3 && errors.length >= 3);
+    expect(supervisor.jobsHeld).toBe(0);
+    await supervisor.standby();
+    expect((await supervisor.diagnostics()).jobsHeld).toBe(0);
   }, 60_000);
 });

@@ -33,7 +33,8 @@ import { createIntakeWatchdog, type IntakeWatchdog, type StallInfo } from './int
  * starts, pauses and closes it and counts its jobs, never looking at their data or results.
  */
 export interface Intake {
-  on(event: 'active' | 'completed' | 'failed', listener: () => void): unknown;
+  /** The job, by its id only (`failed` may come without one: a job BullMQ could not read). */
+  on(event: 'active' | 'completed' | 'failed', listener: (job: { id?: string | undefined } | undefined) => void): unknown;
   on(event: 'error', listener: (err: Error) => void): unknown;
   removeAllListeners(): unknown;
   isPaused(): boolean;
@@ -62,7 +63,13 @@ export interface IntakeSupervisorDeps {
 
 export class IntakeSupervisor {
   private intake: Intake;
-  private held = 0;
+  /**
+   * The jobs taken and not yet done with, by id: taken on BullMQ's `active`, done on `completed`,
+   * `failed` or the gate's `settled`, whichever comes first (intake.ts IntakeGate says why the
+   * events alone leak). A set, so that an end heard twice, or a `failed` for a job never taken
+   * here (a stalled job BullMQ fails before any processor runs), takes nothing from the count.
+   */
+  private readonly held = new Set<string>();
   /** Resolved when the jobs held reach zero (standby waits on them). */
   private idleWaiters: Array<() => void> = [];
   /**
@@ -73,7 +80,7 @@ export class IntakeSupervisor {
   private standbySince: number | undefined;
   private readonly gate: IntakeGate = {
     admit: (takenAt) => this.standbySince === undefined || takenAt < this.standbySince,
-    returned: () => this.setHeld(this.held - 1),
+    settled: (jobId) => this.release(jobId),
   };
   private lastTakenAt: number;
   private replacements = 0;
@@ -96,7 +103,7 @@ export class IntakeSupervisor {
 
   /** Jobs taken and not yet finished. */
   get jobsHeld(): number {
-    return this.held;
+    return this.held.size;
   }
 
   /** Starts taking jobs, or resumes after a standby. */
@@ -111,7 +118,7 @@ export class IntakeSupervisor {
   async standby(): Promise<void> {
     this.standbySince = this.deps.clock.now();
     await this.intake.pause(true);
-    if (this.held > 0) await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
+    if (this.held.size > 0) await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
   }
 
   /** What an operator needs to tell a wedged intake from an idle one. */
@@ -122,7 +129,7 @@ export class IntakeSupervisor {
     return {
       running: this.intake.isRunning(),
       paused: this.intake.isPaused(),
-      jobsHeld: this.held,
+      jobsHeld: this.held.size,
       idleMs: this.deps.clock.now() - this.lastTakenAt,
       replacements: this.replacements,
       client: connectionState(await within(backend?.connection?.client)),
@@ -146,18 +153,21 @@ export class IntakeSupervisor {
     return connection;
   }
 
-  private setHeld(n: number): void {
-    this.held = Math.max(0, n);
-    if (this.held === 0) for (const resolve of this.idleWaiters.splice(0)) resolve();
+  private release(jobId: string | undefined): void {
+    if (jobId !== undefined && this.held.delete(jobId)) this.wakeIdle();
+  }
+
+  private wakeIdle(): void {
+    if (this.held.size === 0) for (const resolve of this.idleWaiters.splice(0)) resolve();
   }
 
   private attach(intake: Intake): Intake {
-    intake.on('active', () => {
-      this.held++;
+    intake.on('active', (job) => {
+      if (job?.id) this.held.add(job.id);
       this.lastTakenAt = this.deps.clock.now();
     });
-    intake.on('completed', () => this.setHeld(this.held - 1));
-    intake.on('failed', () => this.setHeld(this.held - 1));
+    intake.on('completed', (job) => this.release(job?.id));
+    intake.on('failed', (job) => this.release(job?.id));
     intake.on('error', (err) => this.deps.log.warn({ err }, 'intake error'));
     return intake;
   }
@@ -168,7 +178,7 @@ export class IntakeSupervisor {
 
   private wantsJobs(): boolean {
     const intake = this.intake;
-    return this.deps.serving() && intake.isRunning() && !intake.isPaused() && this.held < this.deps.concurrency;
+    return this.deps.serving() && intake.isRunning() && !intake.isPaused() && this.held.size < this.deps.concurrency;
   }
 
   /** wait + prioritized of this queue, or undefined when Redis does not answer within 2 s. */
@@ -188,7 +198,8 @@ export class IntakeSupervisor {
     old.removeAllListeners();
     old.on('error', () => undefined);
     void old.close(true).catch(() => undefined);
-    this.setHeld(0);
+    this.held.clear();
+    this.wakeIdle();
     this.lastTakenAt = this.deps.clock.now();
     this.replacements++;
     this.intake = this.attach(this.deps.build(this.ownConnection(), this.gate));

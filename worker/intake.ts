@@ -124,31 +124,45 @@ export interface JobBounds {
 export const MAX_WORKER_CRASHES = 2;
 
 /**
- * Says whether the intake may run a job it took. A standby worker's intake can still take a job
- * after it was told to stop — a fetch already under way (on a Redis Cluster, where BullMQ's
- * pause cannot cut it short) — and such a job goes back to the queue untouched: no attempt
- * counted, no event, `returned()` called instead. Jobs taken before the stop still run.
+ * Says whether the intake may run a job it took, and when the intake stops holding it. A standby
+ * worker's intake can still take a job after it was told to stop — a fetch already under way (on
+ * a Redis Cluster, where BullMQ's pause cannot cut it short) — and such a job goes back to the
+ * queue untouched: no attempt counted, no event. Jobs taken before the stop still run.
+ *
+ * `settled` is called once the processor is done with a job, however it ended: BullMQ emits
+ * neither `completed` nor `failed` for a job whose lock was lost while it ran (its move to
+ * completed and then to failed both fail on the lock, and only `error` is emitted), nor for one
+ * sent back to wait, so a count kept from those events alone leaks, and a standby that waits on it
+ * never ends (the worker stays active while the scaler tells it to stand by).
  */
 export interface IntakeGate {
   /** `takenAt`: when BullMQ moved the job to active (its processedOn, this host's clock). */
   admit(takenAt: number): boolean;
-  returned(): void;
+  settled(jobId: string): void;
 }
 
 /**
- * Returns when `job` may run; otherwise moves it back to wait and throws BullMQ's WaitingError (no
- * attempt is counted). `clock` stands in for BullMQ's processedOn when a job has none.
+ * `run` behind the gate: a job the gate refuses goes back to wait and BullMQ's WaitingError is
+ * thrown (no attempt is counted); the gate hears `settled` however the job ended. `clock` stands
+ * in for BullMQ's processedOn when a job has none.
  */
-export async function admitOrReturn(
-  job: Job,
-  token: string | undefined,
+export function gated<J extends Job, R>(
   gate: IntakeGate | undefined,
   clock: Pick<Clock, 'now'>,
-): Promise<void> {
-  if (!gate || gate.admit(job.processedOn ?? clock.now())) return;
-  await job.moveToWait(token);
-  gate.returned();
-  throw new WaitingError();
+  run: (job: J, token?: string) => Promise<R>,
+): (job: J, token?: string) => Promise<R> {
+  if (!gate) return run;
+  return async (job, token) => {
+    try {
+      if (!gate.admit(job.processedOn ?? clock.now())) {
+        await job.moveToWait(token);
+        throw new WaitingError();
+      }
+      return await run(job, token);
+    } finally {
+      if (job.id) gate.settled(job.id);
+    }
+  };
 }
 
 /**
@@ -219,7 +233,6 @@ export function createIntake(options: IntakeOptions): IntakeWorker {
     }
   };
   const process = async (job: Job<QueueJobData, QueueJobResult>, token?: string): Promise<QueueJobResult> => {
-    await admitOrReturn(job, token, options.gate, options.clock);
     const startedAt = job.processedOn ?? options.clock.now();
     const typed = asQueueJob(job);
     if (!typed) return outdated(job.data, startedAt, options);
@@ -239,7 +252,7 @@ export function createIntake(options: IntakeOptions): IntakeWorker {
       waiter?.('slot');
     }
   };
-  const worker = new Worker<QueueJobData, QueueJobResult>(queue, process, {
+  const worker = new Worker<QueueJobData, QueueJobResult>(queue, gated(options.gate, options.clock, process), {
     connection: options.connection,
     prefix: options.prefix,
     concurrency: options.concurrency,
