@@ -5,6 +5,7 @@ import type { ModelManifest } from '../infra/contracts/manifest.ts';
 import { type PackedSpec, packTensors, type TensorToPack } from '../infra/contracts/packed-tensors.ts';
 import { InvalidInputError } from '../infra/kernel/errors.ts';
 import type { EngineTensor } from './engine/engine.ts';
+import { forTransfer } from './engine/tensor-codec.ts';
 import { checkEntry, openInputs, selectRows } from './entry-inputs.ts';
 
 const manifest = {
@@ -101,12 +102,19 @@ describe('selectRows', () => {
     expect(some.word?.data).toEqual(['w0', 'w3']);
   });
 
-  it('copies a view that spans its whole buffer when the bytes must outlive the run (the engine would take the buffer)', () => {
+  it('marks a view kept when the bytes must outlive the run, so the engine copies rather than takes its buffer', () => {
     const { specs, bytes } = packTensors([{ name: 'x', datatype: 'INT32', shape: [2, 2], data: Int32Array.from([1, 2, 3, 4]) }]);
     const inputs = openInputs(specs, bytes);
-    expect(((selectRows(inputs, [{ start: 0, end: 2 }], false).x as EngineTensor).data as Int32Array).buffer).toBe(bytes.buffer);
-    const kept = selectRows(inputs, [{ start: 0, end: 2 }], true).x?.data as Int32Array;
-    expect(kept.buffer).not.toBe(bytes.buffer);
-    expect(Array.from(kept)).toEqual([1, 2, 3, 4]);
+    const taken = forTransfer(selectRows(inputs, [{ start: 0, end: 2 }], false));
+    expect((taken.tensors.x?.data as Int32Array).buffer).toBe(bytes.buffer);
+    const fresh = Buffer.alloc(bytes.byteLength);
+    fresh.set(bytes);
+    const again = openInputs(specs, fresh);
+    expect((again[0]?.data as Int32Array).buffer).toBe(fresh.buffer);
+    const kept = forTransfer(selectRows(again, [{ start: 0, end: 2 }], true));
+    const sent = kept.tensors.x?.data as Int32Array;
+    expect(sent.buffer).not.toBe((again[0]?.data as Int32Array).buffer);
+    expect(kept.transfer).toEqual([sent.buffer]);
+    expect(Array.from(sent)).toEqual([1, 2, 3, 4]);
   });
 });

@@ -25,7 +25,7 @@ import { InvalidInputError } from '../infra/kernel/errors.ts';
 import type { RedisClient } from '../infra/redis/client.ts';
 import { entryInputsKey, entrySkipKey } from '../infra/redis/keys.ts';
 import type { EngineData, EngineTensor } from './engine/engine.ts';
-import { datatypeToDtype } from './engine/tensor-codec.ts';
+import { datatypeToDtype, keptOnTransfer } from './engine/tensor-codec.ts';
 
 export interface EntryRead {
   /** The packed inputs; null when the key is gone (expired, or never written). */
@@ -113,9 +113,10 @@ export function openInputs(specs: readonly PackedSpec[], bytes: Buffer): OpenedI
 }
 
 /**
- * The engine tensors for `ranges` of rows (in order). Every row: the views themselves, unless
- * `keep` — the bytes are needed again (a member re-run alone after a rejection) — and a view
- * spans its whole buffer, which the engine would take (transfer) rather than copy.
+ * The engine tensors for `ranges` of rows (in order). Every row: the views themselves, marked
+ * kept when `keep` — the bytes are needed again (a member re-run alone after a rejection) — so
+ * that the engine copies rather than takes (transfers) their buffer if it would hand it whole to
+ * its thread; a batch shared with other entries copies into its own buffer, and nothing more is.
  */
 export function selectRows(inputs: readonly OpenedInput[], ranges: readonly RowRange[], keep: boolean): Record<string, EngineTensor> {
   const out: Record<string, EngineTensor> = {};
@@ -125,16 +126,10 @@ export function selectRows(inputs: readonly OpenedInput[], ranges: readonly RowR
     const dims = [rows, ...spec.shape.slice(1)];
     const type = datatypeToDtype(spec.datatype);
     const all = ranges.length === 1 && ranges[0]?.start === 0 && rows === total;
-    out[spec.name] = { type, dims, data: all ? ownedIf(keep, data) : copyRows(data, total, ranges, rows) };
+    const views = data as EngineData;
+    out[spec.name] = { type, dims, data: all ? (keep ? keptOnTransfer(views) : views) : copyRows(data, total, ranges, rows) };
   }
   return out;
-}
-
-function ownedIf(keep: boolean, data: TensorData): EngineData {
-  if (Array.isArray(data)) return data as string[];
-  const typed = data as Exclude<EngineData, string[]>;
-  const spansBuffer = typed.byteOffset === 0 && typed.byteLength === typed.buffer.byteLength;
-  return keep && spansBuffer ? typed.slice() : typed;
 }
 
 /** Rows of `ranges` as a new array: byte copies per range (strings: array slices). */

@@ -218,10 +218,24 @@ export function splitRows(t: EngineTensor, rowCounts: number[]): EngineTensor[] 
   return parts;
 }
 
+/** Buffers whose bytes their owner reads again after a run: forTransfer copies them rather than detach them. */
+const keptBuffers = new WeakSet<ArrayBufferLike>();
+
+/**
+ * `data`, its buffer marked as still needed by the caller, so that a run copies it only if it
+ * would otherwise hand the buffer itself to the inference thread (a batch of one slice that spans
+ * it); a batch that concatenates slices copies into its own buffer anyway, and then nothing more is.
+ */
+export function keptOnTransfer(data: EngineData): EngineData {
+  if (!Array.isArray(data)) keptBuffers.add(data.buffer);
+  return data;
+}
+
 /**
  * Makes every typed array own its whole, non-shared buffer (copying the ones that are views on
- * a larger or shared buffer) and lists the buffers to transfer through postMessage. Transferring
- * a view's buffer would detach bytes the caller still uses elsewhere, e.g. Node's Buffer pool.
+ * a larger or shared buffer, or kept: keptOnTransfer) and lists the buffers to transfer through
+ * postMessage. Transferring a view's buffer would detach bytes the caller still uses elsewhere,
+ * e.g. Node's Buffer pool.
  */
 export function forTransfer(tensors: Record<string, EngineTensor>): { tensors: Record<string, EngineTensor>; transfer: ArrayBuffer[] } {
   const out: Record<string, EngineTensor> = {};
@@ -230,7 +244,7 @@ export function forTransfer(tensors: Record<string, EngineTensor>): { tensors: R
     let data = t.data;
     if (!Array.isArray(data)) {
       const whole = data.buffer instanceof ArrayBuffer && data.byteOffset === 0 && data.byteLength === data.buffer.byteLength;
-      if (!whole || transfer.has(data.buffer as ArrayBuffer)) data = data.slice();
+      if (!whole || keptBuffers.has(data.buffer) || transfer.has(data.buffer as ArrayBuffer)) data = data.slice();
       transfer.add(data.buffer as ArrayBuffer);
     }
     out[name] = { type: t.type, dims: [...t.dims], data };
