@@ -6,7 +6,7 @@ import { type PackedSpec, packTensors, type TensorToPack } from '../infra/contra
 import { InvalidInputError } from '../infra/kernel/errors.ts';
 import type { EngineTensor } from './engine/engine.ts';
 import { forTransfer } from './engine/tensor-codec.ts';
-import { checkEntry, openInputs, selectRows } from './entry-inputs.ts';
+import { checkEntry, type OpenedInput, openInputs, selectRows } from './entry-inputs.ts';
 
 const manifest = {
   name: 'm',
@@ -106,14 +106,14 @@ describe('selectRows', () => {
     const { specs, bytes } = packTensors([{ name: 'x', datatype: 'INT32', shape: [2, 2], data: Int32Array.from([1, 2, 3, 4]) }]);
     const inputs = openInputs(specs, bytes);
     const taken = forTransfer(selectRows(inputs, [{ start: 0, end: 2 }], false));
-    expect((taken.tensors.x?.data as Int32Array).buffer).toBe(bytes.buffer);
+    expect(((taken.tensors.x as EngineTensor).data as Int32Array).buffer).toBe(bytes.buffer);
     const fresh = Buffer.alloc(bytes.byteLength);
     fresh.set(bytes);
     const again = openInputs(specs, fresh);
-    expect((again[0]?.data as Int32Array).buffer).toBe(fresh.buffer);
+    expect(((again[0] as OpenedInput).data as Int32Array).buffer).toBe(fresh.buffer);
     const kept = forTransfer(selectRows(again, [{ start: 0, end: 2 }], true));
-    const sent = kept.tensors.x?.data as Int32Array;
-    expect(sent.buffer).not.toBe((again[0]?.data as Int32Array).buffer);
+    const sent = (kept.tensors.x as EngineTensor).data as Int32Array;
+    expect(sent.buffer).not.toBe(((again[0] as OpenedInput).data as Int32Array).buffer);
     expect(kept.transfer).toEqual([sent.buffer]);
     expect(Array.from(sent)).toEqual([1, 2, 3, 4]);
   });
