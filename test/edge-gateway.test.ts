@@ -295,9 +295,14 @@ describe('when the region cannot answer', () => {
 
 describe('the regional API killed mid-request', () => {
   let api: ApiChild | undefined;
-  /** The MONITOR connection ioredis opens beside `watcher`: both are closed. */
+  /**
+   * `watcher` subscribes to the job keys' keyspace events, which `admin` turns on for the test and
+   * back off after. (Not MONITOR: it streams every command of every suite sharing this Redis, and
+   * under that flood ioredis's monitor connection lost its reply order.)
+   */
   let watcher: Redis | undefined;
-  let monitor: Redis | undefined;
+  let admin: Redis | undefined;
+  let eventsBefore: string | undefined;
 
   /** A `warmpool api` child on the stack's services; the proxy (and so the edge) goes to it. */
   const startApi = async () => {
@@ -309,8 +314,9 @@ describe('the regional API killed mid-request', () => {
 
   afterAll(async () => {
     proxy.target = stack.api.url;
-    monitor?.disconnect();
     watcher?.disconnect();
+    if (admin && eventsBefore !== undefined) await admin.config('SET', 'notify-keyspace-events', eventsBefore);
+    admin?.disconnect();
     await api?.close();
   });
 
@@ -324,18 +330,21 @@ describe('the regional API killed mid-request', () => {
     const before = await entries();
     // The kill lands just after Redis has the job (index and entry go in one pipeline), before
     // or after the API commits the key: either way a retry must find that job.
+    admin = new Redis(stack.config.redisUrl);
+    eventsBefore = String(((await admin.config('GET', 'notify-keyspace-events')) as string[])[1] ?? '');
+    await admin.config('SET', 'notify-keyspace-events', 'K$');
     watcher = new Redis(stack.config.redisUrl);
-    monitor = await watcher.monitor();
     const jobKeys = `${stack.config.queuePrefix}:job:job_`;
     const killed = new Promise<void>((resolve) => {
-      monitor?.on('monitor', (_time: string, args: string[]) => {
+      watcher?.on('pmessage', (_pattern: string, _channel: string, event: string) => {
         const child = api?.child;
-        if (String(args[0]).toLowerCase() === 'set' && String(args[1]).startsWith(jobKeys) && child?.exitCode === null) {
+        if (event === 'set' && child?.exitCode === null) {
           child.kill('SIGKILL');
           resolve();
         }
       });
     });
+    await watcher.psubscribe(`__keyspace@*__:${jobKeys}*`);
     const send = () =>
       viaEdge('/v1/models/scorer/jobs', { method: 'POST', body: inferBody(2, 41), headers: { 'idempotency-key': 'kill-mid-request' } });
     const first = await send();
