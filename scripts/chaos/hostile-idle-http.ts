@@ -15,10 +15,15 @@ export interface IdleHttpTally {
   servedHeldMs: number[];
   /** Sockets still open when the attack stopped. */
   openAtStop: number;
+  /**
+   * The most sockets connected at once (handshake done, not yet closed): the cap can only be met
+   * where this passed it; an attacker starved of CPU on a loaded host may never get there.
+   */
+  mostConnected: number;
 }
 
 export function newIdleHttpTally(): IdleHttpTally {
-  return { answers: {}, servedHeldMs: [], openAtStop: 0 };
+  return { answers: {}, servedHeldMs: [], openAtStop: 0, mostConnected: 0 };
 }
 
 const RETRY_AFTER_MS = 1_000;
@@ -30,10 +35,15 @@ export async function idleHttp(
 ): Promise<void> {
   const { hostname, port } = new URL(target.api);
   let open = 0;
+  let connected = 0;
+  const onConnected = (delta: 1 | -1) => {
+    connected += delta;
+    tally.mostConnected = Math.max(tally.mostConnected, connected);
+  };
   const slot = async () => {
     while (!stop.aborted) {
       open++;
-      const { how, heldMs } = await idleSocket(hostname, Number(port), target.fromAddress, stop);
+      const { how, heldMs } = await idleSocket(hostname, Number(port), target.fromAddress, stop, onConnected);
       open--;
       if (how === 'stop') continue;
       tally.answers[how] = (tally.answers[how] ?? 0) + 1;
@@ -48,12 +58,25 @@ export async function idleHttp(
 }
 
 /** One socket that connects and sends nothing: how it ended (`<status> <code>` of its answer), and after how long. */
-function idleSocket(host: string, port: number, localAddress: string, stop: AbortSignal): Promise<{ how: string; heldMs: number }> {
+function idleSocket(
+  host: string,
+  port: number,
+  localAddress: string,
+  stop: AbortSignal,
+  onConnected: (delta: 1 | -1) => void,
+): Promise<{ how: string; heldMs: number }> {
   return new Promise((resolve) => {
     const openedAt = performance.now();
     const socket = net.connect({ host, port, localAddress });
     let text = '';
+    let isConnected = false;
+    socket.once('connect', () => {
+      isConnected = true;
+      onConnected(1);
+    });
     const end = (how: string) => {
+      if (isConnected) onConnected(-1);
+      isConnected = false;
       stop.removeEventListener('abort', onStop);
       socket.destroy();
       resolve({ how, heldMs: Math.round(performance.now() - openedAt) });
