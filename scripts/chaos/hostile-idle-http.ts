@@ -16,8 +16,10 @@ export interface IdleHttpTally {
   /** Sockets still open when the attack stopped. */
   openAtStop: number;
   /**
-   * The most sockets connected at once (handshake done, not yet closed): the cap can only be met
-   * where this passed it; an attacker starved of CPU on a loaded host may never get there.
+   * The most sockets connected at once (handshake done, not yet closed), as the attacker sees
+   * them: the kernel completes a handshake before the server accepts, so under an event-loop lag
+   * of seconds the server may hold fewer at once (its first ones closed by the headers deadline
+   * before it accepts the last).
    */
   mostConnected: number;
 }
