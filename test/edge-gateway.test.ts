@@ -331,7 +331,7 @@ describe('the regional API killed mid-request', () => {
     // The kill lands just after Redis has the job (index and entry go in one pipeline), before
     // or after the API commits the key: either way a retry must find that job.
     admin = new Redis(stack.config.redisUrl);
-    eventsBefore = String(((await admin.config('GET', 'notify-keyspace-events')) as string[])[1] ?? '');
+    eventsBefore = ((await admin.config('GET', 'notify-keyspace-events')) as string[])[1] ?? '';
     await admin.config('SET', 'notify-keyspace-events', 'K$');
     watcher = new Redis(stack.config.redisUrl);
     const jobKeys = `${stack.config.queuePrefix}:job:job_`;
