@@ -204,16 +204,21 @@ it('told to drop a model with jobs in flight, finishes them first and takes no m
   await askLoad(redis, prefix, id, { model: 'pw-slow', version: '1' });
   await waitForBeat(servingWorker, 'pw-slow active', (b) => modelIn(b, 'pw-slow')?.state === 'active');
   const submitted = Date.now();
-  const ids = await stack.submitMany('pw-slow', 200, { features: 256, rows: 4 });
+  // Watched while they are submitted: the first entries run long before the 200 are all in on a
+  // slow host, and the API may coalesce them into a few entries, so what is looked for is an entry
+  // running, not one done beside one running.
+  const submitting = stack.submitMany('pw-slow', 200, { features: 256, rows: 4 });
+  submitting.catch(() => undefined); // awaited below; a failure before then is not unhandled
   // Watched while the rest goes on: a beat from while it serves them shows its inference thread busy.
   const busy = waitForBeat(servingWorker, 'busy serving pw-slow', (b) => b.updatedAt > submitted && (b.busyFraction ?? 0) > 0);
   busy.catch(() => undefined); // awaited at the end; a failure before then is not unhandled
   const held = await stack.withQueue('pw-slow', '1', (queue) =>
-    until('pw-slow mid-stream', async () => {
-      const [running, completed] = await Promise.all([queue.getActive(), queue.getCompletedCount()]);
-      return running.length > 0 && completed > 0 ? running.map((j) => j.id as string) : undefined;
+    until('a pw-slow entry running', async () => {
+      const running = await queue.getActive();
+      return running.length > 0 ? running.map((j) => j.id as string) : undefined;
     }),
   );
+  const ids = await submitting;
 
   await sendHoldings(redis, prefix, id, refs(['pw-1', 'pw-2', 'pw-3']));
   await waitForBeat(servingWorker, 'pw-slow gone', (b) => modelIn(b, 'pw-slow') === undefined);
