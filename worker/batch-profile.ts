@@ -25,8 +25,11 @@ export interface BatchProfile {
   rowsPerS: number;
   /** The chosen thread count's entries, one per batch size. */
   entries: BatchProfileEntry[];
-  /** Every thread count tried, with its entries. */
-  candidates: Array<{ threads: number; entries: BatchProfileEntry[] }>;
+  /**
+   * Every thread count tried, with its entries and, where the host could tell, the cores the rest
+   * of the host used while they were measured (worker/host-cpu.ts).
+   */
+  candidates: Array<{ threads: number; entries: BatchProfileEntry[]; othersCores?: number }>;
   /** Epoch ms, from the clock: when the measurements were taken (a start that reused them keeps it). */
   measuredAt: number;
   /** True when this start reused measurements kept by an earlier one instead of measuring. */

@@ -37,7 +37,7 @@ import { plannedEngine } from './engine/planned-engine.ts';
 import type { ModelCache } from './model-cache.ts';
 import type { Serving, startServing } from './serving.ts';
 import { servingCloseSteps } from './serving-close.ts';
-import { loadFirst, summariseProfile, warmUp, warmupPlan } from './warmup-plan.ts';
+import { loadFirst, logContention, summariseProfile, warmUp, warmupPlan } from './warmup-plan.ts';
 
 export interface ResidentModelDeps {
   config: Config;
@@ -159,8 +159,10 @@ export class ResidentModel {
       this.check();
       this.phase = 'warming';
       let batchesMeasured = 0;
+      const contention = logContention(log);
       const profile = await warmUp(plan, intraOpThreads, (e) => {
         if (e.type === 'measured') batchesMeasured++;
+        contention(e);
       });
       this.check();
       this.profile = profile;

@@ -9,8 +9,10 @@
 import os from 'node:os';
 import type { ModelManifest } from '../infra/contracts/manifest.ts';
 import type { Config } from '../infra/kernel/config.ts';
+import type { Log } from '../infra/kernel/log.ts';
 import type { BatchProfile } from './batch-profile.ts';
 import type { EngineInfo, InferenceEngine } from './engine/engine.ts';
+import { procStatMeter } from './host-cpu.ts';
 import { firstThreads, runWarmup, type WarmupOptions } from './warmup.ts';
 import { WARMUP_MAX_RSE } from './warmup-bound.ts';
 
@@ -37,6 +39,8 @@ export function warmupPlan(
     iterations: config.warmupIterations,
     latencyBudgetMs: config.warmupLatencyBudgetMs,
     ...(config.warmupBudgetMs > 0 ? { bound: { budgetMs: config.warmupBudgetMs, maxRse: WARMUP_MAX_RSE } } : {}),
+    // A thread count measured beside another process's load is measured again once the host is quiet.
+    hostCpu: procStatMeter(),
   };
 }
 
@@ -52,9 +56,29 @@ export function warmUp(plan: WarmupOptions, loadedThreads: number, onProgress?: 
   return runWarmup({ ...plan, loadedThreads, ...(onProgress ? { onProgress } : {}) });
 }
 
+/** A warm-up listener that logs when the thread comparison ran beside other work, and when a kept one is measured again. */
+export function logContention(log: Pick<Log, 'info' | 'warn'>): NonNullable<WarmupOptions['onProgress']> {
+  return (e) => {
+    if (e.type === 'contended')
+      log.warn(
+        { threads: e.threads, othersCores: e.othersCores },
+        'warm-up compared thread counts beside other work: a start that finds the host quiet measures again',
+      );
+    else if (e.type === 'remeasure')
+      log.info(
+        { othersCoresNow: e.othersCoresNow },
+        'the kept profile was measured beside other work and the host is quiet: measuring again',
+      );
+  };
+}
+
 /** The profile as the warm-up log shows it: the sizes measured per thread count, and whether a kept one was reused. */
 export function summariseProfile(p: BatchProfile) {
   // A bounded warm-up leaves out the sizes it could not pay for.
-  const measured = p.candidates.map((c) => `${c.threads}: ${c.entries.map((e) => e.batch).join('/')}`);
+  // With the cores the rest of the host took meanwhile, where warm-up could tell (worker/host-cpu.ts).
+  const measured = p.candidates.map(
+    (c) =>
+      `${c.threads}: ${c.entries.map((e) => e.batch).join('/')}${c.othersCores !== undefined ? ` (others ${c.othersCores} cores)` : ''}`,
+  );
   return { threads: p.threads, chosenBatch: p.chosenBatch, rowsPerS: Math.round(p.rowsPerS), measured, reused: p.reused ?? false };
 }

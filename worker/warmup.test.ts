@@ -354,6 +354,81 @@ describe('the kept profile', () => {
     expect((await engine.run(representativeInputs(MLP, 8))).score?.dims).toEqual([8, 1]);
   });
 
+  describe('measured beside other work (worker/host-cpu.ts)', () => {
+    const cores = os.availableParallelism();
+    /** The rest of the host took all but half a core: 2 threads were measured short of theirs, 1 thread was not. */
+    const busy = cores - 0.5;
+    /** A meter whose windows give `windows` in turn and whose samples give `now`; every call counted. */
+    const meter = (windows: number[], now: number) => {
+      const calls = { windows: 0, samples: 0 };
+      const hostCpu = {
+        window: () => {
+          const value = windows[calls.windows++];
+          return () => value;
+        },
+        sample: async () => {
+          calls.samples++;
+          return now;
+        },
+      };
+      return { hostCpu, calls };
+    };
+    const contended = (events: WarmupProgress[]) => events.filter((e) => e.type === 'contended');
+
+    it('records the cores others took per thread count, says which were short, and measures again once the host is quiet', async () => {
+      await rm(profileFileFor(modelPath), { force: true });
+      const loud = meter([0, busy], busy);
+      const first = await start(observed(engine, cost), { hostCpu: loud.hostCpu });
+      expect(first.profile.candidates.map((c) => [c.threads, c.othersCores])).toEqual([
+        [1, 0],
+        [2, busy],
+      ]);
+      expect(contended(first.events)).toEqual([{ type: 'contended', threads: [2], othersCores: [busy] }]);
+      expect(loud.calls.samples).toBe(0);
+
+      // Still busy: the kept choice stands (measuring again would measure the same contention).
+      const still = meter([], busy);
+      const busyStart = await start(observed(engine, cost), { hostCpu: still.hostCpu });
+      expect(busyStart.profile.reused).toBe(true);
+      expect(still.calls).toEqual({ windows: 0, samples: 1 });
+
+      // Quiet now: measured again, and kept without the contention.
+      const quiet = meter([0, 0], 0);
+      const quietStart = await start(observed(engine, cost), { hostCpu: quiet.hostCpu });
+      expect(quietStart.events[0]).toEqual({ type: 'remeasure', file: profileFileFor(modelPath), othersCoresNow: 0 });
+      expect(measured(quietStart.events)).toBe(2 * 5);
+      expect(quietStart.profile.reused).toBeUndefined();
+      expect(contended(quietStart.events)).toEqual([]);
+
+      // A profile measured on a quiet host is never questioned: no probe at all.
+      const later = meter([], 0);
+      const laterStart = await start(observed(engine, cost), { hostCpu: later.hostCpu });
+      expect(laterStart.profile.reused).toBe(true);
+      expect(later.calls).toEqual({ windows: 0, samples: 0 });
+    });
+
+    it('judges nothing where there is no thread count to choose, or no meter', async () => {
+      await rm(profileFileFor(modelPath), { force: true });
+      const one = meter([busy], busy);
+      const single = await start(observed(engine, cost), { hostCpu: one.hostCpu, threadCandidates: [2] });
+      expect(one.calls.windows).toBe(0);
+      expect(single.profile.candidates[0]?.othersCores).toBeUndefined();
+      expect(contended(single.events)).toEqual([]);
+
+      await rm(profileFileFor(modelPath), { force: true });
+      const none = await start(observed(engine, cost));
+      expect(none.profile.candidates.every((c) => c.othersCores === undefined)).toBe(true);
+    });
+
+    it('cannot tell (the meter answers undefined): records nothing and reuses', async () => {
+      await rm(profileFileFor(modelPath), { force: true });
+      const blind = { window: () => () => undefined, sample: async () => undefined };
+      const first = await start(observed(engine, cost), { hostCpu: blind });
+      expect(first.profile.candidates.every((c) => c.othersCores === undefined)).toBe(true);
+      expect((await start(observed(engine, cost), { hostCpu: blind })).profile.reused).toBe(true);
+    });
+  });
+
   it('tells a caller that loads the model first which thread count to load, and then loads it only once', async () => {
     await rm(profileFileFor(modelPath), { force: true });
     const query = {

@@ -17,12 +17,20 @@
  * chosen batch once (so the session is hot) instead of measuring again. The choice itself is
  * made again from the kept measurements, so a changed latency budget still applies.
  *
+ * Thread counts are timed one after the other, so a process that takes a core during one of them
+ * decides the comparison, and the kept profile would carry that choice to every later start. With
+ * a host meter (`hostCpu`, worker/host-cpu.ts) each thread count records the cores the rest of
+ * the host used while it was measured; one left short of its cores makes the profile contended
+ * (a `contended` event), and a later start that finds the host quiet measures again (`remeasure`)
+ * while one on a host still busy reuses it. The contention is measured, not guessed from load.
+ *
  * Inputs with dynamic non-batch dimensions need a size: worker/settle-shapes.ts finds one (the
  * manifest's warm-up shape, else the first candidate ONNX Runtime takes) before anything is
  * measured; the shape used is reported (a `shapes` progress event) and kept in the profile. The
  * profile's shape and the choice made from it: worker/batch-profile.ts.
  */
 
+import os from 'node:os';
 import type { ModelManifest } from '../infra/contracts/manifest.ts';
 import type { Clock } from '../infra/kernel/clock.ts';
 import {
@@ -35,6 +43,7 @@ import {
   profileOf,
 } from './batch-profile.ts';
 import type { EngineTensor, InferenceEngine } from './engine/engine.ts';
+import { type HostCpuMeter, measuredShort } from './host-cpu.ts';
 import { keepProfile, profileFileFor, profileKey, readKeptProfile } from './profile-cache.ts';
 import { copyInputs, representativeInputs } from './representative-inputs.ts';
 import { isOpen, type SettledShapes, type ShapePlan, settleShapes, shapePlan, WARMUP_DIM_CANDIDATES } from './settle-shapes.ts';
@@ -49,7 +58,14 @@ export type WarmupProgress =
   | { type: 'measured'; threads: number; entry: BatchProfileEntry }
   /** A bounded warm-up left this size and the bigger ones of this thread count unmeasured, and why. */
   | { type: 'skipped'; threads: number; batch: number; reason: SizeSkip }
-  | { type: 'reused'; file: string; measuredAt: number };
+  | { type: 'reused'; file: string; measuredAt: number }
+  /**
+   * The rest of the host took cores while these thread counts were measured (worker/host-cpu.ts):
+   * the comparison between them is not to be trusted, and a later start on a quiet host measures again.
+   */
+  | { type: 'contended'; threads: number[]; othersCores: number[] }
+  /** A kept profile was measured beside other work and the host is quiet now: this start measures again. */
+  | { type: 'remeasure'; file: string; othersCoresNow: number };
 
 export interface WarmupOptions {
   engine: InferenceEngine;
@@ -84,7 +100,17 @@ export interface WarmupOptions {
    * that count before it is measured (see firstThreads).
    */
   loadedThreads?: number;
+  /**
+   * Tells whether the thread counts were measured beside other work (worker/host-cpu.ts). Absent:
+   * nothing is judged, as before. With it, each thread count's measurement records the cores the
+   * rest of the host used meanwhile, and a kept profile with a thread count measured short of its
+   * cores is measured again at a start that finds the host quiet.
+   */
+  hostCpu?: HostCpuMeter;
 }
+
+/** How long a start with a contended kept profile watches the host before deciding to measure again. */
+export const QUIET_PROBE_MS = 200;
 
 /** What looking up a kept profile needs: the warm-up's settings, no engine. */
 export type KeptProfileQuery = Pick<
@@ -106,7 +132,7 @@ export async function runWarmup(given: WarmupOptions): Promise<BatchProfile> {
   const options = { ...given, engine: servedOutputsOnly(given.engine, given.manifest) };
   const clock = options.clock ?? preciseClock;
   const { file, key, kept, sizes, threadsList, iterations, plan } = await lookUp(options);
-  if (file && kept) {
+  if (file && kept && !(await remeasure(options, kept, threadsList, file))) {
     emit(options, { type: 'reused', file, measuredAt: kept.measuredAt });
     return reuse(options, kept);
   }
@@ -114,6 +140,9 @@ export async function runWarmup(given: WarmupOptions): Promise<BatchProfile> {
   // The budget counts from here: loads and the shape pass spend it too.
   const budgetEnd = options.bound ? clock.now() + options.bound.budgetMs : Number.POSITIVE_INFINITY;
   const { candidates, passes, shapes } = await sweep(options, { sizes, threadsList, iterations, plan, budgetEnd, clock });
+  const short = candidates.filter((c) => isShort(c));
+  if (short.length > 0)
+    emit(options, { type: 'contended', threads: short.map((c) => c.threads), othersCores: short.map((c) => c.othersCores ?? 0) });
   let choice = choose(candidates, options.latencyBudgetMs);
   const reload = threadsList.at(-1) !== choice.threads;
   if (reload) await loadAndRun(options, choice, shapes);
@@ -233,6 +262,8 @@ async function sweep(options: WarmupOptions, { sizes, threadsList, iterations, p
       emit(options, { type: 'load', threads, loadMs: info.loadMs });
     }
     shapes ??= await settleShapes(options, plan, (settled) => emit(options, { type: 'shapes', ...settled }));
+    // Only a choice between thread counts can be decided by another process's load.
+    const others = threadsList.length > 1 ? options.hostCpu?.window() : undefined;
     const hardEnd = threadEnd(budgetEnd, clock.now(), threadsList.length - t);
     const entries: BatchProfileEntry[] = [];
     for (const [i, batch] of sizes.entries()) {
@@ -258,10 +289,32 @@ async function sweep(options: WarmupOptions, { sizes, threadsList, iterations, p
       entries.push(entry);
       emit(options, { type: 'measured', threads, entry });
     }
-    candidates.push({ threads, entries });
+    const othersCores = others?.();
+    candidates.push({ threads, entries, ...(othersCores !== undefined ? { othersCores: round2(othersCores) } : {}) });
   }
   return { candidates, passes, shapes };
 }
+
+/** Whether thread count `c` was measured with fewer of the host's cores than it runs on (see host-cpu.ts). */
+function isShort(c: BatchProfile['candidates'][number]): boolean {
+  return c.othersCores !== undefined && measuredShort(c.threads, c.othersCores, os.availableParallelism());
+}
+
+/**
+ * Whether a kept profile is measured again instead of reused: only where warm-up had a thread
+ * count to choose, one of them was measured short of its cores, and the host now leaves every
+ * count its cores. On a host that stays busy the kept choice stands (measuring again there would
+ * only measure the same contention), and a profile measured on a quiet host is never questioned.
+ */
+async function remeasure(options: WarmupOptions, kept: BatchProfile, threadsList: number[], file: string): Promise<boolean> {
+  if (!options.hostCpu || threadsList.length < 2 || !kept.candidates.some(isShort)) return false;
+  const now = await options.hostCpu.sample(QUIET_PROBE_MS);
+  if (now === undefined || threadsList.some((t) => measuredShort(t, now, os.availableParallelism()))) return false;
+  emit(options, { type: 'remeasure', file, othersCoresNow: round2(now) });
+  return true;
+}
+
+const round2 = (v: number) => Math.round(v * 100) / 100;
 
 /** Loads `choice`'s thread count and runs its batch once, so the first job does not pay for allocations. */
 async function loadAndRun(options: WarmupOptions, choice: Choice, shapes: InputShapes | undefined): Promise<void> {

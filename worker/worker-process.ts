@@ -45,7 +45,7 @@ import { createModelCache } from './model-cache.ts';
 import type { Serving, startServing } from './serving.ts';
 import { servingCloseSteps } from './serving-close.ts';
 import { withStartBackoff } from './start-backoff.ts';
-import { loadFirst, summariseProfile, warmUp, warmupPlan } from './warmup-plan.ts';
+import { loadFirst, logContention, summariseProfile, warmUp, warmupPlan } from './warmup-plan.ts';
 import { type LifeFields, WorkerLife } from './worker-life.ts';
 
 export interface WorkerEvents extends Record<string, unknown[]> {
@@ -193,7 +193,7 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
     if (this.closing) return;
 
     this.life.enter('warming');
-    this.profile = await warmUp(warmup, intraOpThreads);
+    this.profile = await warmUp(warmup, intraOpThreads, logContention(log));
     log.info({ profile: summariseProfile(this.profile) }, 'warm-up done');
     if (this.closing) return;
     const serving = await this.servingCode();
