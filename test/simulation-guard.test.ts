@@ -37,11 +37,14 @@ beforeAll(async () => {
   // An admin may deploy a large pool; a simulation may then try up to twice it.
   await deployments.put({ model: 'heavy', version: '1', min: 1, max: 5_000, standby: 0 });
   await deployments.put({ model: 'small', version: '1', min: 1, max: 4, standby: 0 });
+  // The rate limit's own model: two hours of history, so its many cheap replays test the limit, not the replay.
+  await deployments.put({ model: 'brief', version: '1', min: 1, max: 4, standby: 0 });
   // A full day of arrivals on both, under the row bound (MAX_REPLAY_ROWS).
   const day: ArrivalCount[] = [];
   for (let m = 1; m <= 1440; m++) {
     day.push({ kind: 'arrivals', model: 'heavy', count: 600, at: clock.now() - m * MINUTE });
     day.push({ kind: 'arrivals', model: 'small', count: 20, at: clock.now() - m * MINUTE });
+    if (m <= 120) day.push({ kind: 'arrivals', model: 'brief', count: 20, at: clock.now() - m * MINUTE });
   }
   await createArrivalHistory(redis, config.queuePrefix, clock).recordMany(day);
   api = await startTestApi(config, { clock });
@@ -109,14 +112,14 @@ describe('GET /v1/deployments/:model/simulation under attack', () => {
   });
 
   it('limits each tenant to SIMULATIONS_PER_MIN, refilled over the minute, without touching another tenant', async () => {
-    for (let i = 0; i < PER_MIN; i++) expect((await simulation('small', 'minutes=30&max=8', KEY_C)).status).toBe(200);
-    const limited = await simulation('small', 'minutes=30', KEY_C);
+    for (let i = 0; i < PER_MIN; i++) expect((await simulation('brief', 'minutes=30&max=8', KEY_C)).status).toBe(200);
+    const limited = await simulation('brief', 'minutes=30', KEY_C);
     expect(limited.status).toBe(429);
     expect(((await limited.json()) as ErrorBody).error.code).toBe('rate_limited');
     expect(Number(limited.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
     // Another tenant's bucket is its own.
-    expect((await simulation('small', 'minutes=30', KEY_A)).status).toBe(200);
+    expect((await simulation('brief', 'minutes=30', KEY_A)).status).toBe(200);
     await clock.advance(MINUTE / PER_MIN);
-    expect((await simulation('small', 'minutes=30', KEY_C)).status).toBe(200);
+    expect((await simulation('brief', 'minutes=30', KEY_C)).status).toBe(200);
   });
 });
