@@ -2,7 +2,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { measuredShort, othersCores, parseProcStat, procStatMeter } from './host-cpu.ts';
+import { measuredShort, othersCores, parseCpuList, parseProcStat, procStatMeter } from './host-cpu.ts';
 
 const STAT = `cpu  100 5 50 800 20 3 2 0 0 0
 cpu0 50 2 25 400 10 1 1 0 0 0
@@ -15,10 +15,25 @@ describe('parseProcStat', () => {
     expect(parseProcStat(STAT)).toEqual({ busy: 160, total: 980, cpus: 2 });
   });
 
+  it('counts only the CPUs allowed', () => {
+    expect(parseProcStat(STAT, new Set([1]))).toEqual({ busy: 81, total: 491, cpus: 1 });
+    expect(parseProcStat(STAT, new Set([7]))).toBeUndefined();
+  });
+
   it('gives undefined for text that is not /proc/stat', () => {
     expect(parseProcStat('')).toBeUndefined();
-    expect(parseProcStat('cpu  a b c d\ncpu0 1 1 1 1\n')).toBeUndefined();
+    expect(parseProcStat('cpu  1 1 1 1\ncpu0 a b c d\n')).toBeUndefined();
     expect(parseProcStat('cpu  1 1 1 1\n')).toBeUndefined();
+  });
+});
+
+describe('parseCpuList', () => {
+  it('reads ranges and single CPUs', () => {
+    expect([...(parseCpuList(' 0-3,8,10-11\n') ?? [])]).toEqual([0, 1, 2, 3, 8, 10, 11]);
+  });
+
+  it('gives undefined for anything else', () => {
+    for (const bad of ['', 'x', '3-1', '1,,2', '0-999999']) expect(parseCpuList(bad)).toBeUndefined();
   });
 });
 
@@ -50,16 +65,32 @@ describe('measuredShort', () => {
 });
 
 describe('procStatMeter', () => {
+  const files = (allowed: string) => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'host-cpu-'));
+    writeFileSync(path.join(dir, 'status'), `Name:\tnode\nCpus_allowed_list:\t${allowed}\n`);
+    return { stat: path.join(dir, 'stat'), status: path.join(dir, 'status') };
+  };
+
   it('measures a window on a /proc/stat that moves', async () => {
-    const file = path.join(mkdtempSync(path.join(os.tmpdir(), 'host-cpu-')), 'stat');
+    const { stat: file, status } = files('0-1');
     writeFileSync(file, 'cpu  0 0 0 0 0 0 0 0\ncpu0 0 0 0 0\ncpu1 0 0 0 0\n');
-    const end = procStatMeter(file).window();
+    const end = procStatMeter(file, status).window();
     // All of both CPUs busy since: 2 cores less what this process used meanwhile.
     writeFileSync(file, 'cpu  200 0 0 0 0 0 0 0\ncpu0 100 0 0 0\ncpu1 100 0 0 0\n');
     await new Promise((r) => setTimeout(r, 20));
     const others = end();
     expect(others).toBeGreaterThan(0);
     expect(others).toBeLessThanOrEqual(2);
+  });
+
+  it('sees no contention from a CPU this process may not run on', async () => {
+    const { stat, status } = files('1');
+    writeFileSync(stat, 'cpu  0 0 0 0\ncpu0 0 0 0 0\ncpu1 0 0 0 0\n');
+    const end = procStatMeter(stat, status).window();
+    // cpu0 fully busy, cpu1 idle: others took nothing from CPU 1.
+    writeFileSync(stat, 'cpu  100 0 0 100\ncpu0 100 0 0 0\ncpu1 0 0 0 100\n');
+    await new Promise((r) => setTimeout(r, 20));
+    expect(end()).toBe(0);
   });
 
   it('cannot tell where /proc/stat does not read', async () => {

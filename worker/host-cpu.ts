@@ -6,8 +6,9 @@
  * for every later start (worker/warmup.ts).
  *
  * Only Linux's /proc/stat is read; elsewhere, or when it cannot be read, the meter cannot tell
- * (undefined) and warm-up judges nothing. In a container the figure is the whole host's: a
- * neighbour's load is contention for the cores too.
+ * (undefined) and warm-up judges nothing. Only the CPUs this process may run on count (its
+ * `Cpus_allowed_list` in /proc/self/status, a container's cpuset): a neighbour busy on cores
+ * this worker cannot use takes nothing from it, one busy on its own cores does.
  */
 import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -38,26 +39,61 @@ export function othersCores(a: HostCpuReading, b: HostCpuReading): number | unde
   return Math.max(0, host - self);
 }
 
-/** The `cpu` line of /proc/stat as busy and total jiffies, and the count of `cpuN` lines. */
-export function parseProcStat(text: string): Pick<HostCpuReading, 'busy' | 'total' | 'cpus'> | undefined {
-  const lines = text.split('\n');
-  const all = lines.find((l) => l.startsWith('cpu '));
-  if (!all) return undefined;
-  // user nice system idle iowait irq softirq steal (guest time is inside user already)
-  const f = all.trim().split(/\s+/).slice(1, 9).map(Number);
-  if (f.length < 4 || f.some((v) => !Number.isFinite(v))) return undefined;
-  const idle = (f[3] ?? 0) + (f[4] ?? 0);
-  const total = f.reduce((s, v) => s + v, 0);
-  const cpus = lines.filter((l) => /^cpu\d+ /.test(l)).length;
-  return cpus > 0 ? { busy: total - idle, total, cpus } : undefined;
+/**
+ * Busy and total jiffies from /proc/stat over the `cpuN` lines of `allowed` (every CPU when
+ * absent), and how many CPUs that is.
+ */
+export function parseProcStat(text: string, allowed?: ReadonlySet<number>): Pick<HostCpuReading, 'busy' | 'total' | 'cpus'> | undefined {
+  let busy = 0;
+  let total = 0;
+  let cpus = 0;
+  for (const line of text.split('\n')) {
+    const m = /^cpu(\d+) (.*)$/.exec(line);
+    if (!m || (allowed && !allowed.has(Number(m[1])))) continue;
+    // user nice system idle iowait irq softirq steal (guest time is inside user already)
+    const f = (m[2] ?? '').trim().split(/\s+/).slice(0, 8).map(Number);
+    if (f.length < 4 || f.some((v) => !Number.isFinite(v))) return undefined;
+    const sum = f.reduce((a, v) => a + v, 0);
+    busy += sum - (f[3] ?? 0) - (f[4] ?? 0);
+    total += sum;
+    cpus++;
+  }
+  return cpus > 0 ? { busy, total, cpus } : undefined;
+}
+
+/** `0-3,8,10-11` (a Cpus_allowed_list) as CPU numbers; undefined for anything else. */
+export function parseCpuList(text: string): Set<number> | undefined {
+  const out = new Set<number>();
+  for (const part of text.trim().split(',')) {
+    const m = /^(\d+)(?:-(\d+))?$/.exec(part);
+    if (!m) return undefined;
+    const from = Number(m[1]);
+    const to = Number(m[2] ?? m[1]);
+    if (to < from || to - from > 65_536) return undefined;
+    for (let c = from; c <= to; c++) out.add(c);
+  }
+  return out.size > 0 ? out : undefined;
+}
+
+/** The CPUs this process may run on, from /proc/self/status; undefined where it does not say. */
+function allowedCpus(statusFile: string): Set<number> | undefined {
+  try {
+    const line = readFileSync(statusFile, 'utf8')
+      .split('\n')
+      .find((l) => l.startsWith('Cpus_allowed_list:'));
+    return line ? parseCpuList(line.slice('Cpus_allowed_list:'.length)) : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** The meter on /proc/stat and process.cpuUsage(); `undefined` answers where /proc/stat does not read. */
-export function procStatMeter(file = '/proc/stat'): HostCpuMeter {
+export function procStatMeter(file = '/proc/stat', statusFile = '/proc/self/status'): HostCpuMeter {
+  const allowed = allowedCpus(statusFile);
   const read = (): HostCpuReading | undefined => {
     let stat: ReturnType<typeof parseProcStat>;
     try {
-      stat = parseProcStat(readFileSync(file, 'utf8'));
+      stat = parseProcStat(readFileSync(file, 'utf8'), allowed);
     } catch {
       return undefined;
     }
