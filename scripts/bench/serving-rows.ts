@@ -289,11 +289,8 @@ async function servingRow(
       p99BoundMs: SERVING_P99_BOUND_MS,
       seed: form === 'json' ? SEEDS.search : SEEDS.searchBinary,
     });
-    // The worker's thread governor may have stepped its threads down while the search served (worker/thread-governor.ts).
-    const now = await stack.workerThreadsNow().catch(() => workerThreads);
-    const threads = now && now !== workerThreads ? `${workerThreads} → ${now} while serving` : `${workerThreads || 'n/a'}`;
     ctx.out(
-      `  serving (${form}): ${f0(search.ratePerS)} requests/s with p99 ≤ ${SERVING_P99_BOUND_MS} ms (${describeTrials(search.trials)}); worker threads ${threads}`,
+      `  serving (${form}): ${f0(search.ratePerS)} requests/s with p99 ≤ ${SERVING_P99_BOUND_MS} ms (${describeTrials(search.trials)})`,
     );
     return {
       name: `${m}.${measurement}`,
@@ -301,7 +298,7 @@ async function servingRow(
       unit: 'ratio',
       detail:
         `${f0(search.ratePerS)} single-row requests/s (${form === 'json' ? 'JSON' : 'binary tensor data'}) open loop with p99 ≤ ${SERVING_P99_BOUND_MS} ms (runs: ${describeTrials(search.trials)}) ` +
-        `vs raw ORT ${f0(cell?.rowsPerS ?? NaN)} rows/s (batch ${cell?.batch} × ${cell?.threads} thread(s), the worker's ${threads})`,
+        `vs raw ORT ${f0(cell?.rowsPerS ?? NaN)} rows/s (batch ${cell?.batch} × ${cell?.threads} thread(s), the worker's ${workerThreads || 'n/a'})`,
     };
   } catch (err) {
     return failedRows(m, [measurement], err)[0] as BenchRow;

@@ -11,7 +11,6 @@
 import { startApiServer } from '../../api/main.ts';
 import { queueName } from '../../infra/contracts/job.ts';
 import type { ModelManifest } from '../../infra/contracts/manifest.ts';
-import { listHeartbeats } from '../../infra/fleet/worker-states.ts';
 import { createLogger } from '../../infra/kernel/log.ts';
 import { openQueueProbes } from '../../infra/queue/index.ts';
 import { closeRedis, createRedis } from '../../infra/redis/client.ts';
@@ -25,8 +24,6 @@ import { submitTarget } from './submit-target.ts';
 export interface WarmpoolStack extends StackUnderTest {
   /** The worker's intra-op threads (its warm-up's choice; 0 when it did not say). */
   workerThreads: number;
-  /** Its intra-op threads now, from its latest heartbeat (lower than `workerThreads` once its thread governor stepped down). */
-  workerThreadsNow(): Promise<number>;
   /** The API's OIP gRPC service, `host:port` (GRPC_PORT is set for the bench). */
   grpcUrl: string;
 }
@@ -75,8 +72,6 @@ export async function startWarmpoolStack(
       watch: new RequestWatch(queue),
       pids: { api: apiPid, worker: worker.child.pid, redis: await redisServerPid(redis) },
       workerThreads: beat?.batchProfile?.threads ?? 0,
-      workerThreadsNow: async () =>
-        (await listHeartbeats(redis, config.queuePrefix)).find((b) => b.model === manifest.name)?.batchProfile?.threads ?? 0,
       grpcUrl: `127.0.0.1:${grpcPort}`,
       stop,
     };
