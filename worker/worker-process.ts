@@ -34,20 +34,17 @@ import { closeRedis, duplicateClient, type RedisClient } from '../infra/redis/cl
 import { metricsKey } from '../infra/redis/keys.ts';
 import type { ModelRegistry } from '../infra/registry/model-registry.ts';
 import type { ObjectStore } from '../infra/registry/object-store.ts';
-import { type BatchProfile, profileOf } from './batch-profile.ts';
+import type { BatchProfile } from './batch-profile.ts';
 import type { BatchEvent } from './batch-runner.ts';
-import { type BusyMeter, createBusyMeter } from './busy-meter.ts';
 import { type ControlListener, createControlListener } from './control.ts';
 import type { InferenceEngine } from './engine/engine.ts';
 import { createEnginePool, type EnginePool, sessionsFor } from './engine/engine-pool.ts';
 import { plannedEngine } from './engine/planned-engine.ts';
-import { type HostCpuMeter, procStatMeter } from './host-cpu.ts';
 import { connectionState, type IntakeSupervisor } from './intake-supervisor.ts';
 import { createModelCache } from './model-cache.ts';
 import type { Serving, startServing } from './serving.ts';
 import { servingCloseSteps } from './serving-close.ts';
 import { withStartBackoff } from './start-backoff.ts';
-import { createThreadGovernor } from './thread-governor.ts';
 import { loadFirst, logContention, summariseProfile, warmUp, warmupPlan } from './warmup-plan.ts';
 import { type LifeFields, WorkerLife } from './worker-life.ts';
 
@@ -69,8 +66,6 @@ export interface WorkerDeps {
   storeFor?: (bucket: string) => ObjectStore;
   /** More engines like `engine`, for a worker that runs several passes at once (engine-pool.ts); without it, one. */
   newEngine?: () => InferenceEngine;
-  /** The cores the rest of the host uses (worker/host-cpu.ts), for warm-up and the thread governor; default /proc/stat. */
-  hostCpu?: HostCpuMeter;
 }
 
 export interface WorkerTarget {
@@ -107,11 +102,6 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
   private servingModule?: Promise<typeof import('./serving.ts')>;
   /** Aborted by close(): ends a start-up retry wait at once. */
   private readonly stopStarting = new AbortController();
-  /** Aborted by close(): ends the thread governor's watch (governThreads). */
-  private readonly stopGoverning = new AbortController();
-  private readonly hostCpu: HostCpuMeter;
-  /** Times every call on the serving engine, for the thread governor's busy share. */
-  private readonly busy: BusyMeter;
   private closing?: Promise<void>;
   private control?: ControlListener;
   /** The latest standby/active command; applied once warmed. */
@@ -124,8 +114,6 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
     private readonly startOptions: WorkerOptions = {},
   ) {
     super({ onListenerError: (err) => deps.log.warn({ err }, 'worker event listener threw') });
-    this.hostCpu = deps.hostCpu ?? procStatMeter();
-    this.busy = createBusyMeter(deps.clock);
     this.life = new WorkerLife(deps, {
       id: this.id,
       sample: (life) => this.sample(life),
@@ -197,7 +185,7 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
     this.life.enter('loading');
     // This thread waits on the engine's session from here: it compiles the serving side meanwhile.
     void this.servingCode();
-    const warmup = { ...warmupPlan(config.worker, engine, manifest, cached.path), hostCpu: this.hostCpu };
+    const warmup = warmupPlan(config.worker, engine, manifest, cached.path);
     // A warm-cache restart loads the thread count its kept profile chose, a cold one the first
     // count warm-up measures (warmup-plan.ts loadFirst).
     const { intraOpThreads, info } = await loadFirst(warmup);
@@ -212,8 +200,7 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
     if (this.closing) return;
     const served = await this.morePasses(engine, manifest, cached.path, this.profile);
     if (this.closing) return;
-    this.startServing(serving.startServing, this.busy.timed(served), manifest, this.profile);
-    void this.governThreads(cached.path);
+    this.startServing(serving.startServing, served, manifest, this.profile);
     this.desired ??= this.startOptions.startAs === 'standby' ? 'standby' : 'activate';
     await this.steer();
   }
@@ -351,7 +338,6 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
   /** Drains: stop taking jobs, finish the ones held, release the engine. Idempotent. */
   close(): Promise<void> {
     this.stopStarting.abort();
-    this.stopGoverning.abort();
     this.closing ??= this.drain();
     return this.closing;
   }
@@ -363,54 +349,6 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
       ['engine', () => Promise.all([this.deps.engine, ...this.moreEngines].map((e) => e.close()))],
     ]);
     await closeRedis(this.deps.redis);
-  }
-
-  /**
-   * Serving's check on warm-up's thread count (worker/thread-governor.ts): each heartbeat
-   * interval, the cores the rest of the host took and how busy the engine was; when the governor
-   * says so, every session is reloaded at the lower count (a session is created before the old
-   * one is released: serving goes on meanwhile) and the profile the heartbeat shows follows. Only
-   * where warm-up chose the count (INTRA_OP_THREADS unset) and measured a lower one.
-   */
-  private async governThreads(modelPath: string): Promise<void> {
-    const { config, clock, log } = this.deps;
-    const profile = this.profile;
-    if (!profile || config.worker.intraOpThreads > 0) return;
-    const cores = os.availableParallelism();
-    const governor = createThreadGovernor(
-      profile.threads,
-      profile.candidates.map((c) => c.threads),
-      cores,
-    );
-    if (!governor) return;
-    const signal = this.stopGoverning.signal;
-    for (;;) {
-      const others = this.hostCpu.window();
-      this.busy.take();
-      try {
-        await clock.sleep(config.worker.heartbeatIntervalMs, signal);
-      } catch {
-        return;
-      }
-      const window = { othersCores: others(), busyFraction: this.busy.take() };
-      const threads = governor.observe(window);
-      if (threads === undefined) continue;
-      log.info(
-        { from: profile.threads, to: threads, othersCores: Math.round((window.othersCores ?? 0) * 100) / 100 },
-        'the rest of the host takes the cores these intra-op threads need while serving: reloading at fewer',
-      );
-      const options = { executionProviders: config.worker.executionProviders, intraOpThreads: threads };
-      try {
-        await Promise.all([this.deps.engine, ...this.moreEngines].map((e) => e.load(modelPath, options)));
-      } catch (err) {
-        // The sessions serving stay as they were (a failed load releases nothing).
-        log.warn({ err: errorMessage(err) }, 'reloading at fewer intra-op threads failed; serving on at the chosen count');
-        return;
-      }
-      if (signal.aborted) return;
-      this.profile = withThreads(profile, threads);
-      return;
-    }
   }
 
   /** Its own fields of a beat, around the life's (worker-life.ts). */
@@ -425,17 +363,4 @@ export class WarmpoolWorker extends TypedEmitter<WorkerEvents> {
       ...(this.pool ? { sessions: this.pool.size } : {}),
     };
   }
-}
-
-/**
- * The profile as serving at `threads` reads it: that count's measurements, at the batch the
- * batcher was sized from where that count measured it (the batcher keeps its size), else that
- * count's own choice.
- */
-function withThreads(profile: BatchProfile, threads: number): BatchProfile {
-  const cell = profile.candidates.find((c) => c.threads === threads);
-  if (!cell) return profile;
-  const entry = cell.entries.find((e) => e.batch === profile.chosenBatch) ?? cell.entries[0];
-  if (!entry) return profile;
-  return { ...profile, ...profileOf(profile.candidates, { threads, entry }, profile.measuredAt) };
 }
