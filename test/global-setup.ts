@@ -28,7 +28,40 @@ declare module 'vitest' {
   }
 }
 
+/**
+ * vitest.config.ts has two projects (unit, integration) and each runs the global setup: the
+ * services start once, on the first call, and the others share them. Both calls run in vitest's
+ * main process, so the shared start lives on globalThis; the last teardown stops them.
+ */
+interface SharedStart {
+  started: Promise<{ services: ProvidedServices; teardown: () => Promise<void> }>;
+  users: number;
+}
+const SHARED = Symbol.for('warmpool.test.globalSetup');
+type WithShared = typeof globalThis & { [SHARED]?: SharedStart };
+
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  const holder = globalThis as WithShared;
+  holder[SHARED] ??= { started: start(), users: 0 };
+  const shared = holder[SHARED];
+  shared.users += 1;
+  const { services, teardown } = await shared.started.catch((err: unknown) => {
+    delete holder[SHARED];
+    throw err;
+  });
+  publish(project, services);
+  let done = false;
+  return async () => {
+    if (done) return;
+    done = true;
+    shared.users -= 1;
+    if (shared.users > 0) return;
+    delete holder[SHARED];
+    await teardown();
+  };
+}
+
+async function start(): Promise<{ services: ProvidedServices; teardown: () => Promise<void> }> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'warmpool-test-'));
   const cleanups: (() => Promise<void>)[] = [() => rm(dir, { recursive: true, force: true })];
   // Newest first (servers stop before their folder goes), and every one runs even if one fails.
@@ -58,12 +91,11 @@ export default async function setup(project: TestProject): Promise<() => Promise
       tmpDir: path.join(dir, 'tmp'),
     };
     await mkdir(services.tmpDir);
-    publish(project, services);
+    return { services, teardown };
   } catch (err) {
     await teardown();
     throw err;
   }
-  return teardown;
 }
 
 async function buildIfStale(): Promise<void> {
