@@ -2,7 +2,7 @@ import { readlinkSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { SIMULATE_DEFAULTS } from '../kernel/config.ts';
 import { baselinesAtSlo, inThisThread } from './at-slo.ts';
-import { ReplayBudgetError, replayBounded, searchAtSloBounded, threadCpuMs } from './bounded-replay.ts';
+import { createReplayThreads, ReplayBudgetError, replayBounded, searchAtSloBounded, threadCpuMs } from './bounded-replay.ts';
 import { compare, defaultSettings } from './compare.ts';
 import type { Trace } from './trace.ts';
 
@@ -43,6 +43,54 @@ describe('replayBounded', () => {
     setTimeout(() => gone.abort(new Error('client disconnected')), 200);
     await expect(replay).rejects.toThrow('client disconnected');
     await expect(replayBounded(trace(10, 1), [task], { cpuBudgetMs: 1_000, signal: gone.signal })).rejects.toThrow('client disconnected');
+  });
+});
+
+describe('createReplayThreads', () => {
+  const task = { settings: defaultSettings(SIMULATE_DEFAULTS), only: ['predictive' as const] };
+  const huge = { ...defaultSettings(SIMULATE_DEFAULTS).policy, min: 5_000, max: 5_000, standby: 5_000 };
+  const tooLarge = { settings: defaultSettings(SIMULATE_DEFAULTS, { policy: huge }), only: ['predictive' as const] };
+
+  it('keeps a thread whose call ended within its budget for the next call, which replays its own trace', async () => {
+    const threads = createReplayThreads();
+    try {
+      const a = trace(120, 200);
+      const b = trace(180, 50);
+      const first = await replayBounded(a, [task], { cpuBudgetMs: 60_000, threads });
+      const kept = threads.take();
+      if (!kept) throw new Error('no thread');
+      threads.giveBack(kept);
+      const second = await replayBounded(b, [task], { cpuBudgetMs: 60_000, threads });
+      expect(first).toEqual([compare(a, task.settings, ['predictive']).policies]);
+      expect(second).toEqual([compare(b, task.settings, ['predictive']).policies]);
+      // The one thread kept answered the second call and was given back again.
+      const again = threads.take();
+      expect(again?.worker).toBe(kept.worker);
+      if (again) threads.giveBack(again);
+    } finally {
+      await threads.close();
+    }
+  });
+
+  it('never gives back a thread stopped at its budget; the next call runs on a fresh one; close() is idempotent', async () => {
+    const threads = createReplayThreads();
+    const first = threads.take();
+    if (!first) throw new Error('no thread');
+    threads.giveBack(first);
+    const stopped = replayBounded(trace(1440, 500), [tooLarge], { cpuBudgetMs: 300, threads });
+    await expect(stopped).rejects.toBeInstanceOf(ReplayBudgetError);
+    // The call took the one idle thread and it was terminated, not kept.
+    const next = threads.take();
+    expect(next?.worker).not.toBe(first.worker);
+    if (next) threads.giveBack(next);
+    // Budgets are per call: the fresh thread's CPU time starts at zero.
+    const t = trace(60, 20);
+    expect(await replayBounded(t, [task], { cpuBudgetMs: 60_000, threads })).toEqual([compare(t, task.settings, ['predictive']).policies]);
+    await threads.close();
+    await threads.close();
+    expect(threads.take()).toBeUndefined();
+    // Closed: a call still runs, on a thread of its own.
+    expect(await replayBounded(t, [task], { cpuBudgetMs: 60_000, threads })).toEqual([compare(t, task.settings, ['predictive']).policies]);
   });
 });
 

@@ -4,6 +4,11 @@
  * event loop, and the thread is terminated once it has used `cpuBudgetMs` of CPU time, or at
  * once when `signal` aborts (the client went away).
  *
+ * A run of many bounded calls (a matrix, a bank) shares their threads (`createReplayThreads`): a
+ * call that ends within its budget gives its thread back for the next, so a thread's start — the
+ * bundle compiled again, a quarter of a quick matrix's CPU — is paid once per thread, not twice a
+ * cell; a thread stopped at its budget or by an abort is terminated, never reused.
+ *
  * CPU time, not wall time: on a loaded host a thread waits for a core, and a wall-clock limit
  * would fail replays that did little work. It is the thread's own, read from
  * /proc/self/task/<tid>/stat (Linux), the tid named by the thread when it is ready; loading the
@@ -26,6 +31,45 @@ export interface BoundedReplayOptions {
   signal?: AbortSignal;
   /** How often the thread's CPU time is read; default 50 ms. */
   pollMs?: number;
+  /** Threads to take one from and give it back to (createReplayThreads); a thread of its own when absent. */
+  threads?: ReplayThreads;
+}
+
+/** Sweep threads kept between bounded calls; `close()` terminates them (idempotent). */
+export interface ReplayThreads {
+  /** An idle thread, or a new one; undefined once closed. */
+  take(): { worker: Worker; ready: Promise<ThreadReady> } | undefined;
+  /** A thread whose call ended within its budget, kept for the next call (terminated once closed). */
+  giveBack(thread: { worker: Worker; ready: Promise<ThreadReady> }): void;
+  close(): Promise<void>;
+}
+
+export function createReplayThreads(): ReplayThreads {
+  const idle: Array<{ worker: Worker; ready: Promise<ThreadReady> }> = [];
+  let closed = false;
+  return {
+    take() {
+      if (closed) return undefined;
+      return idle.pop() ?? startThread();
+    },
+    giveBack(thread) {
+      if (closed) void thread.worker.terminate();
+      else idle.push(thread);
+    },
+    async close() {
+      closed = true;
+      await Promise.all(idle.splice(0).map((t) => t.worker.terminate()));
+    },
+  };
+}
+
+/** A sweep thread holding no trace: each task brings its own (SweepTask.trace). */
+function startThread(): { worker: Worker; ready: Promise<ThreadReady> } {
+  const worker = new Worker(SWEEP_THREAD, { workerData: { trace: null } });
+  // While idle no call listens: an error of the thread then must not be an uncaught one. It
+  // shows when the thread is next taken (its 'exit' stops that call).
+  worker.on('error', () => undefined);
+  return { worker, ready: readyOf(worker) };
 }
 
 export interface ReplayTask {
@@ -64,11 +108,17 @@ export function searchAtSloBounded(
 
 type RunOnThread = (task: SweepTask) => ReturnType<typeof runTask>;
 
-/** A sweep thread metered against the budget for the length of `body`, then terminated. */
+/**
+ * A thread metered against the budget for the length of `body`: taken from `o.threads` and given
+ * back when `body` ends within it, else one of its own, terminated after.
+ */
 async function onBoundedThread<T>(trace: Trace, o: BoundedReplayOptions, body: (run: RunOnThread) => Promise<T>): Promise<T> {
   o.signal?.throwIfAborted();
-  const worker = new Worker(SWEEP_THREAD, { workerData: { trace } });
+  const shared = o.threads?.take();
+  const thread = shared ?? { worker: new Worker(SWEEP_THREAD, { workerData: { trace } }), ready: undefined };
+  const { worker } = thread;
   let stop: (err: Error) => void = () => undefined;
+  let reusable = false;
   // Settles only by rejecting: the budget is spent, the caller aborted, or the thread died.
   const stopped = new Promise<never>((_, reject) => {
     stop = reject;
@@ -76,24 +126,32 @@ async function onBoundedThread<T>(trace: Trace, o: BoundedReplayOptions, body: (
   stopped.catch(() => undefined);
   const onAbort = () => stop(o.signal?.reason instanceof Error ? o.signal.reason : new Error('replay aborted'));
   o.signal?.addEventListener('abort', onAbort, { once: true });
-  worker.once('error', (err) => stop(err));
-  worker.once('exit', (code) => stop(new Error(`replay thread exited (code ${code})`)));
+  const onError = (err: Error) => stop(err);
+  const onExit = (code: number) => stop(new Error(`replay thread exited (code ${code})`));
+  worker.once('error', onError);
+  worker.once('exit', onExit);
   let meter: NodeJS.Timeout | undefined;
   try {
-    const ready = await Promise.race([readyOf(worker), stopped]);
+    const ready = await Promise.race([thread.ready ?? readyOf(worker), stopped]);
+    // From now: a thread kept from an earlier call has spent CPU time that is not this call's.
     const used = cpuMeter(ready.osThreadId);
     meter = setInterval(() => {
       const ms = used();
       if (ms > o.cpuBudgetMs)
         stop(new ReplayBudgetError(`the replay used ${Math.round(ms)} ms of CPU time; its budget is ${o.cpuBudgetMs} ms`));
     }, o.pollMs ?? 50);
-    return await Promise.race([body((task) => Promise.race([runTask(worker, task), stopped])), stopped]);
+    // A shared thread holds no trace of its own: each task brings it.
+    const run: RunOnThread = (task) => Promise.race([runTask(worker, shared ? { ...task, trace } : task), stopped]);
+    const result = await Promise.race([body(run), stopped]);
+    reusable = shared !== undefined;
+    return result;
   } finally {
     clearInterval(meter);
     o.signal?.removeEventListener('abort', onAbort);
-    worker.removeAllListeners('exit');
-    await worker.terminate();
-    worker.removeAllListeners('error');
+    worker.off('exit', onExit);
+    worker.off('error', onError);
+    if (reusable && o.threads) o.threads.giveBack(thread as { worker: Worker; ready: Promise<ThreadReady> });
+    else await worker.terminate();
   }
 }
 

@@ -21,7 +21,7 @@ import type { ScalerTuning } from '../kernel/config.ts';
 import { InvalidInputError } from '../kernel/errors.ts';
 import type { ArrivalPattern } from './arrivals.ts';
 import type { AtSloReport } from './at-slo.ts';
-import { replayBounded, searchAtSloBounded } from './bounded-replay.ts';
+import { createReplayThreads, type ReplayThreads, replayBounded, searchAtSloBounded } from './bounded-replay.ts';
 import { coldStartModel } from './cold-start.ts';
 import { defaultSettings, type SimulationSettings } from './compare.ts';
 import { inParallel } from './in-parallel.ts';
@@ -154,7 +154,13 @@ export async function runMatrix(traces: readonly MatrixTrace[], o: MatrixOptions
     o.quick && t.trace.series.perMinute.length > QUICK_MINUTES ? { ...t, trace: trainingTrace(t.trace, QUICK_MINUTES) } : t,
   );
   const jobs = cut.flatMap((t) => worlds.map((w) => ({ t, w })));
-  const cells = await inParallel(jobs, o.threads, ({ t, w }) => runCell(t, w, o), o.onCell);
+  const threads = createReplayThreads();
+  let cells: MatrixCell[];
+  try {
+    cells = await inParallel(jobs, o.threads, ({ t, w }) => runCell(t, w, o, threads), o.onCell);
+  } finally {
+    await threads.close();
+  }
   return {
     sloTarget: o.sloTarget,
     targets: MATRIX_TARGETS,
@@ -166,8 +172,8 @@ export async function runMatrix(traces: readonly MatrixTrace[], o: MatrixOptions
 }
 
 /** One world on one trace, scored (scoreWorld) and judged. */
-async function runCell(t: MatrixTrace, w: MatrixWorld, o: MatrixOptions): Promise<MatrixCell> {
-  const scored = await scoreWorld(t.trace, cellSettings(t, w, o), o);
+async function runCell(t: MatrixTrace, w: MatrixWorld, o: MatrixOptions, threads: ReplayThreads): Promise<MatrixCell> {
+  const scored = await scoreWorld(t.trace, cellSettings(t, w, o), o, threads);
   return judge({ ...w, trace: t.name, ...scored, sloTarget: o.sloTarget });
 }
 
@@ -176,16 +182,18 @@ export type WorldScore = Pick<MatrixCell, 'evaluated' | 'predictive' | 'baseline
 /**
  * A world scored walk-forward: the default policy's replay of the part after the split, then the
  * baselines as-is and their searches at the SLO target, each call on a thread of its own under
- * the CPU budget (a call past it leaves its figure null and says why in `errors`).
+ * the CPU budget (a call past it leaves its figure null and says why in `errors`), on `threads`
+ * where given (a run of many worlds shares them).
  */
 export async function scoreWorld(
   trace: Trace,
   base: SimulationSettings,
   o: Pick<MatrixOptions, 'trainFraction' | 'sloTarget' | 'cellCpuBudgetMs'>,
+  threads?: ReplayThreads,
 ): Promise<WorldScore> {
   const part = splitMinutes(trace, base, o.trainFraction);
   const s = evaluationSettings(base, part);
-  const budget = { cpuBudgetMs: o.cellCpuBudgetMs };
+  const budget = { cpuBudgetMs: o.cellCpuBudgetMs, threads };
   const errors: string[] = [];
   const stopped = (what: string) => (err: unknown) => {
     errors.push(`${what}: ${err instanceof Error ? err.message : String(err)}`);

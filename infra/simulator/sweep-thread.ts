@@ -1,6 +1,6 @@
 /**
- * A sweep thread: holds the trace it was started with and runs the tasks it is sent, one at a
- * time (a retune of the self-tuning portfolio too, for the live scaler's tuner, tuner.ts), answering each with the policies' figures (without chart series unless the task asks
+ * A sweep thread: holds the trace it was started with (or takes each task's own) and runs the
+ * tasks it is sent, one at a time (a retune of the self-tuning portfolio too, for the live scaler's tuner, tuner.ts), answering each with the policies' figures (without chart series unless the task asks
  * for them; with the baselines searched at an SLO target when it gives one, at-slo.ts). It first
  * says it is ready, naming its OS thread where the OS lets it be read (/proc on Linux), so a
  * parent can meter the CPU time this thread uses (bounded-replay.ts).
@@ -16,7 +16,8 @@ import type { SweepReply, SweepTask, ThreadReady, TuneReply, TuneTask } from './
 import type { Trace } from './trace.ts';
 import { MINUTE_MS } from './world.ts';
 
-const { trace } = workerData as { trace: Trace };
+/** The trace the thread was started with; a thread kept between calls is sent one with each task instead. */
+const started = (workerData as { trace: Trace | null }).trace;
 
 /** Per tuning key, the forecasts earlier retunes made: the history before a minute never changes. */
 const forecasts = new Map<string, ForecastCache>();
@@ -27,7 +28,9 @@ parentPort?.on('message', async (task: SweepTask | TuneTask) => {
     return;
   }
   let reply: SweepReply;
+  const trace = task.trace ?? started;
   try {
+    if (!trace) throw new Error('a sweep task without a trace, on a thread started without one');
     const c = compare(trace, task.settings, task.only);
     reply = { id: task.id, policies: c.policies.map(({ series: _series, ...p }) => p) };
     if (task.series) reply.series = c.policies.map((p) => p.series);

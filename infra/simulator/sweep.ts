@@ -60,6 +60,8 @@ export interface SweepTask {
   series?: boolean;
   /** Also search the baselines in `only` at this SLO target (at-slo.ts), in the thread. */
   atSloTarget?: number;
+  /** The trace to replay, for a thread kept between calls (bounded-replay.ts); else the one it was started with. */
+  trace?: Trace;
 }
 
 export interface SweepReply {
