@@ -23,7 +23,7 @@ import { InvalidInputError } from '../../infra/kernel/errors.ts';
 import type { RedisClient } from '../../infra/redis/client.ts';
 import { decisionStreamKey, scalerWorkerRateKey } from '../../infra/redis/keys.ts';
 import type { DecisionRecord } from '../../infra/scaler/index.ts';
-import { replayBounded, searchAtSloBounded } from '../../infra/simulator/index.ts';
+import { createReplayThreads, replayBounded, searchAtSloBounded } from '../../infra/simulator/index.ts';
 import { createArrivalHistory } from '../../infra/telemetry/arrival-history.ts';
 import type { AuthEnv } from '../http/auth.ts';
 import { errorBody } from '../http/error-body.ts';
@@ -55,6 +55,9 @@ export function sessionRoutes(adminTenants: readonly string[]): Hono<AuthEnv> {
   return app;
 }
 
+/** How long a simulation's replay thread is kept for the next one. */
+const SIMULATION_THREAD_IDLE_MS = 60_000;
+
 export function dashboardRoutes(deps: DashboardRoutesDeps): Hono<AuthEnv> {
   const app = new Hono<AuthEnv>();
   const data = {
@@ -67,12 +70,15 @@ export function dashboardRoutes(deps: DashboardRoutesDeps): Hono<AuthEnv> {
     clock: deps.clock,
   };
   const { cpuBudgetMs, perTenantPerMin } = deps.simulation;
+  // A simulation's replay and its baselines' search share a thread, and one of the next minute
+  // (someone trying settings on the page) finds it started.
+  const threads = createReplayThreads({ idleMs: SIMULATION_THREAD_IDLE_MS });
   const simulate = createDeploymentSimulator({
     ...data,
     scaler: deps.scaler,
-    replay: (trace, tasks, signal) => replayBounded(trace, tasks, { cpuBudgetMs, signal }),
+    replay: (trace, tasks, signal) => replayBounded(trace, tasks, { cpuBudgetMs, signal, threads }),
     // The baselines' search has a budget of its own: the predictive replays may have spent theirs.
-    searchAtSlo: (trace, settings, target, signal) => searchAtSloBounded(trace, settings, target, { cpuBudgetMs, signal }),
+    searchAtSlo: (trace, settings, target, signal) => searchAtSloBounded(trace, settings, target, { cpuBudgetMs, signal, threads }),
   });
 
   app.get('/v1/deployments/:model/series', async (c) => {

@@ -72,6 +72,27 @@ describe('createReplayThreads', () => {
     }
   });
 
+  it('with idleMs, terminates a thread left idle that long, and the next call starts another', async () => {
+    const threads = createReplayThreads({ idleMs: 50 });
+    try {
+      const t = trace(60, 20);
+      await replayBounded(t, [task], { cpuBudgetMs: 60_000, threads });
+      const kept = threads.take();
+      if (!kept) throw new Error('no thread');
+      const exited = new Promise((resolve) => kept.worker.once('exit', resolve));
+      threads.giveBack(kept);
+      await exited;
+      const fresh = threads.take();
+      expect(fresh?.worker).not.toBe(kept.worker);
+      if (fresh) threads.giveBack(fresh);
+      expect(await replayBounded(t, [task], { cpuBudgetMs: 60_000, threads })).toEqual([
+        compare(t, task.settings, ['predictive']).policies,
+      ]);
+    } finally {
+      await threads.close();
+    }
+  });
+
   it('never gives back a thread stopped at its budget; the next call runs on a fresh one; close() is idempotent', async () => {
     const threads = createReplayThreads();
     const first = threads.take();

@@ -44,21 +44,45 @@ export interface ReplayThreads {
   close(): Promise<void>;
 }
 
-export function createReplayThreads(): ReplayThreads {
-  const idle: Array<{ worker: Worker; ready: Promise<ThreadReady> }> = [];
+/**
+ * Threads kept between calls. With `idleMs`, for a process that runs a call now and then (the
+ * API's dashboard) and has no run to close them at the end of: a thread idle that long is
+ * terminated, and an idle one never holds the process open.
+ */
+export function createReplayThreads(o: { idleMs?: number } = {}): ReplayThreads {
+  type Kept = { worker: Worker; ready: Promise<ThreadReady>; expiry?: NodeJS.Timeout };
+  const idle: Kept[] = [];
   let closed = false;
   return {
     take() {
       if (closed) return undefined;
-      return idle.pop() ?? startThread();
+      const kept = idle.pop();
+      if (!kept) return startThread();
+      clearTimeout(kept.expiry);
+      kept.worker.ref();
+      return { worker: kept.worker, ready: kept.ready };
     },
     giveBack(thread) {
-      if (closed) void thread.worker.terminate();
-      else idle.push(thread);
+      if (closed) {
+        void thread.worker.terminate();
+        return;
+      }
+      const kept: Kept = { ...thread };
+      if (o.idleMs !== undefined) {
+        thread.worker.unref();
+        kept.expiry = setTimeout(() => {
+          idle.splice(idle.indexOf(kept), 1);
+          void thread.worker.terminate();
+        }, o.idleMs);
+        kept.expiry.unref();
+      }
+      idle.push(kept);
     },
     async close() {
       closed = true;
-      await Promise.all(idle.splice(0).map((t) => t.worker.terminate()));
+      const all = idle.splice(0);
+      for (const kept of all) clearTimeout(kept.expiry);
+      await Promise.all(all.map((kept) => kept.worker.terminate()));
     },
   };
 }

@@ -12,7 +12,15 @@ export {
   type Replay,
 } from './at-slo.ts';
 export { type BankCell, type BankOptions, type BankResult, bankMarkdown, bankSummary, runBank, writeBank } from './bank.ts';
-export { type BoundedReplayOptions, ReplayBudgetError, type ReplayTask, replayBounded, searchAtSloBounded } from './bounded-replay.ts';
+export {
+  type BoundedReplayOptions,
+  createReplayThreads,
+  ReplayBudgetError,
+  type ReplayTask,
+  type ReplayThreads,
+  replayBounded,
+  searchAtSloBounded,
+} from './bounded-replay.ts';
 export { type Calibration, calibrate, figures, type MeasuredJob } from './calibration.ts';
 export { coldStartModel, PHASES, type Phase, parsePhases } from './cold-start.ts';
 export { compare, defaultSettings, POLICY_NAMES, type PolicyReport, type SimulationSettings } from './compare.ts';
