@@ -26,6 +26,7 @@ import {
   attackCatalogue,
   count,
   exchange,
+  failureOf,
   newTally,
   problem,
   REQUEST_TIMEOUT_MS,
@@ -249,8 +250,8 @@ interface RawAnswer {
 function tallyRaw(tally: AttackTally, name: string, answer: RawAnswer | Error): void {
   tally.sent++;
   if (answer instanceof Error) {
-    count(tally, name, `no answer (${answer.message})`);
-    problem(tally, `${name}: no answer`, answer.message);
+    count(tally, name, `no answer (${failureOf(answer)})`);
+    problem(tally, `${name}: no answer`, failureOf(answer));
     return;
   }
   const headers = answer.retryAfter === undefined ? undefined : { 'retry-after': answer.retryAfter };

@@ -341,8 +341,8 @@ export async function sendAttack(t: AttackTargets, a: Attack, n: number, tally: 
   const answer = await exchange(t, req, stop);
   if (answer instanceof Error) {
     if (stop?.aborted) return 'stopped';
-    count(tally, a.name, `no answer (${answer.name === 'TimeoutError' ? 'hung' : answer.message})`);
-    problem(tally, `${a.name}: no answer`, `${describe(req)} → ${answer.message}`);
+    count(tally, a.name, `no answer (${answer.name === 'TimeoutError' ? 'hung' : failureOf(answer)})`);
+    problem(tally, `${a.name}: no answer`, `${describe(req)} → ${failureOf(answer)}`);
     return 'no answer';
   }
   tally.slowestMs[a.name] = Math.max(tally.slowestMs[a.name] ?? 0, performance.now() - started);
@@ -359,6 +359,16 @@ function judge(a: Attack, t: AttackTargets, status: number, text: string): strin
   if (a.refuse && status < 400) return `accepted (${status}): the attack worked`;
   if (text.includes(t.victim.marker)) return "the victim's rows in the answer";
   return a.leak?.(status, text);
+}
+
+/**
+ * A failed request's message with its cause: fetch says only "fetch failed", and what failed
+ * (a reset, the other side closing, a refused connection) is in `cause`.
+ */
+export function failureOf(err: Error): string {
+  const cause = err.cause as { code?: unknown; message?: unknown } | undefined;
+  const why = cause === undefined ? undefined : typeof cause.code === 'string' ? cause.code : cause.message;
+  return typeof why === 'string' && why !== '' ? `${err.message}: ${why}` : err.message;
 }
 
 export async function exchange(
