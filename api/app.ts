@@ -21,6 +21,7 @@ import { API_LIMIT_DEFAULTS, type ApiKey, type Config, type ScalerTuning } from 
 import { InvalidInputError } from '../infra/kernel/errors.ts';
 import type { Log } from '../infra/kernel/log.ts';
 import type { RedisClient } from '../infra/redis/client.ts';
+import type { ReplayThreads } from '../infra/simulator/index.ts';
 import type { ApiMetrics } from '../infra/telemetry/metrics.ts';
 import { dashboardPageRoutes } from './dashboard/page.ts';
 import { dashboardRoutes, sessionRoutes } from './dashboard/routes.ts';
@@ -80,6 +81,8 @@ export interface AppDeps {
   scaler?: ScalerTuning;
   /** The dashboard simulation's CPU-time budget and per-tenant rate (config's `api.simulation`); API_LIMIT_DEFAULTS when absent. */
   simulation?: Config['api']['simulation'];
+  /** The dashboard simulations' replay threads, kept between calls; a thread per call without them. */
+  replayThreads?: ReplayThreads;
   /** Concurrent job event streams per tenant and in all (config's `api.sse`); API_LIMIT_DEFAULTS when absent. */
   sse?: Config['api']['sse'];
   /** Shared pools (`/v1/pools`, infra/deployments/pool-store.ts); api/main.ts always wires them, absent = no such routes. */
@@ -229,7 +232,7 @@ export function createApp(deps: AppDeps): Hono<AuthEnv> {
       if (deps.scaler) {
         const simulation = deps.simulation ?? API_LIMIT_DEFAULTS.simulation;
         const dashboard = { ...deps.webhooks, backlog: deps.backlog, clock: deps.clock, scaler: deps.scaler, simulation };
-        app.route('/', dashboardRoutes({ ...dashboard, limiter: deps.rateLimit?.limiter }));
+        app.route('/', dashboardRoutes({ ...dashboard, limiter: deps.rateLimit?.limiter, replayThreads: deps.replayThreads }));
       }
     }
   }

@@ -22,6 +22,7 @@ import { createStoredBytes } from '../infra/redis/stored-bytes.ts';
 import { cacheManifests } from '../infra/registry/manifest-cache.ts';
 import { createModelRegistry } from '../infra/registry/model-registry.ts';
 import { createS3ObjectStore } from '../infra/registry/s3-object-store.ts';
+import { createReplayThreads } from '../infra/simulator/index.ts';
 import { createArrivalCounter } from '../infra/telemetry/arrival-counter.ts';
 import { createArrivalHistory } from '../infra/telemetry/arrival-history.ts';
 import { createApiMetrics, readMetricsSnapshots, renderClusterMetrics } from '../infra/telemetry/metrics.ts';
@@ -156,6 +157,9 @@ export function createApiRuntime(config: Config, log: Logger, overrides: ApiOver
     getManifest: (model, version) => catalog.getManifest(model, version),
     notify: createBulkNotifier({ store: createDeliveryStore(redis, config.queuePrefix), clock }),
   });
+  // A simulation's replay and its baselines' search share a thread, and the next minute's (someone
+  // trying settings on the page) finds it started; an idle one is ended after a minute.
+  const replayThreads = createReplayThreads({ idleMs: 60_000 });
   const appDeps: AppDeps = {
     jobs,
     catalog,
@@ -204,6 +208,7 @@ export function createApiRuntime(config: Config, log: Logger, overrides: ApiOver
     backlog: (target) => queueStats.backlog(target),
     scaler: config.scaler,
     simulation: config.api.simulation,
+    replayThreads,
     sse: config.api.sse,
     canary: { policy: canaryPolicy, tickMs: config.canary.tickMs },
     ready: async () => redis.status === 'ready',
@@ -226,6 +231,7 @@ export function createApiRuntime(config: Config, log: Logger, overrides: ApiOver
         ['redis', () => closeRedis(redis)],
         ['s3', () => store.close()],
         ['bulk-s3', () => bulk.close()],
+        ['replay-threads', () => replayThreads.close()],
       ]);
       return closing;
     },

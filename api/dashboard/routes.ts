@@ -23,7 +23,7 @@ import { InvalidInputError } from '../../infra/kernel/errors.ts';
 import type { RedisClient } from '../../infra/redis/client.ts';
 import { decisionStreamKey, scalerWorkerRateKey } from '../../infra/redis/keys.ts';
 import type { DecisionRecord } from '../../infra/scaler/index.ts';
-import { createReplayThreads, replayBounded, searchAtSloBounded } from '../../infra/simulator/index.ts';
+import { type ReplayThreads, replayBounded, searchAtSloBounded } from '../../infra/simulator/index.ts';
 import { createArrivalHistory } from '../../infra/telemetry/arrival-history.ts';
 import type { AuthEnv } from '../http/auth.ts';
 import { errorBody } from '../http/error-body.ts';
@@ -46,6 +46,11 @@ export interface DashboardRoutesDeps {
   simulation: Config['api']['simulation'];
   /** The API's token buckets; simulations are not rate-limited without it. */
   limiter?: RateLimiter;
+  /**
+   * Replay threads kept between simulations (the process's, closed with it: api/main.ts); without
+   * them each call starts a thread of its own.
+   */
+  replayThreads?: ReplayThreads;
 }
 
 /** `GET /v1/session`: the page's sign-in check, and whether to offer changes or say why not. */
@@ -54,9 +59,6 @@ export function sessionRoutes(adminTenants: readonly string[]): Hono<AuthEnv> {
   app.get('/v1/session', (c) => c.json({ tenant: c.get('tenant'), admin: adminTenants.includes(c.get('tenant')) }));
   return app;
 }
-
-/** How long a simulation's replay thread is kept for the next one. */
-const SIMULATION_THREAD_IDLE_MS = 60_000;
 
 export function dashboardRoutes(deps: DashboardRoutesDeps): Hono<AuthEnv> {
   const app = new Hono<AuthEnv>();
@@ -70,9 +72,7 @@ export function dashboardRoutes(deps: DashboardRoutesDeps): Hono<AuthEnv> {
     clock: deps.clock,
   };
   const { cpuBudgetMs, perTenantPerMin } = deps.simulation;
-  // A simulation's replay and its baselines' search share a thread, and one of the next minute
-  // (someone trying settings on the page) finds it started.
-  const threads = createReplayThreads({ idleMs: SIMULATION_THREAD_IDLE_MS });
+  const threads = deps.replayThreads;
   const simulate = createDeploymentSimulator({
     ...data,
     scaler: deps.scaler,
