@@ -193,7 +193,9 @@ describe.skipIf(!hasChromium)('dashboard against warmpool dev', () => {
     // Nothing is written before the confirmation.
     expect(((await (await api('/v1/deployments/demo-scorer')).json()) as { revision: number }).revision).toBe(before.revision);
     await page.click('#confirm-apply');
-    await expect.poll(() => page.textContent('#settings-result')).toContain(`Applied: revision ${before.revision + 1}`);
+    await expect
+      .poll(() => page.textContent('#settings-result'), { timeout: 30_000 })
+      .toContain(`Applied: revision ${before.revision + 1}`);
     expect(await (await api('/v1/deployments/demo-scorer')).json()).toMatchObject({ standby: target });
     // The scaler launches and warms workers until that many stand by; the page's table shows them.
     await expect
@@ -284,7 +286,9 @@ describe.skipIf(!hasChromium)('dashboard against warmpool dev', () => {
       body: JSON.stringify({ version: '1', min: 0, max: 1, standby: 0 }),
     });
     expect(put.status, await put.clone().text()).toBe(200);
-    await expect.poll(() => page.$$eval('#deployment option', (os) => os.map((o) => (o as HTMLOptionElement).value))).toContain(SECOND);
+    await expect
+      .poll(() => page.$$eval('#deployment option', (os) => os.map((o) => (o as HTMLOptionElement).value)), { timeout: 30_000 })
+      .toContain(SECOND);
 
     // Requests are held back by the browser's routing: demo-scorer's simulation and its next chart
     // read until after the switch, and the second model's reads until the empty panels are checked.
@@ -336,8 +340,8 @@ describe.skipIf(!hasChromium)('dashboard against warmpool dev', () => {
 
       // The second model's own data arrives (after demo-scorer's answers were handled).
       secondGate.open();
-      await expect.poll(async () => (await pageState()).seriesModel).toBe(SECOND);
-      await expect.poll(() => page.inputValue('#settings-form input[name=max]')).toBe('1');
+      await expect.poll(async () => (await pageState()).seriesModel, { timeout: 30_000 }).toBe(SECOND);
+      await expect.poll(() => page.inputValue('#settings-form input[name=max]'), { timeout: 30_000 }).toBe('1');
       expect(await page.inputValue('#settings-form input[name=min]')).toBe('0');
       expect(await page.inputValue('#settings-form input[name=standby]')).toBe('0');
       expect(await page.textContent('#settings-note')).toContain(`PUT /v1/deployments/${SECOND}`);
@@ -355,7 +359,7 @@ describe.skipIf(!hasChromium)('dashboard against warmpool dev', () => {
 
     // And back: demo-scorer's panels are its own again.
     await page.selectOption('#deployment', DEMO);
-    await expect.poll(async () => (await pageState()).seriesModel).toBe(DEMO);
+    await expect.poll(async () => (await pageState()).seriesModel, { timeout: 30_000 }).toBe(DEMO);
     await expect.poll(states, { timeout: 30_000 }).toEqual(expect.arrayContaining([expect.stringMatching(/^(active|standby)$/)]));
     expect(await page.textContent('#settings-note')).toContain(`PUT /v1/deployments/${DEMO}`);
   }, 120_000);
