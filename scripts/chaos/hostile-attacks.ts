@@ -117,8 +117,13 @@ export interface AttackTally {
 /** The idle gRPC connection rounds (hostile-grpc.ts). */
 export interface GrpcTally {
   rounds: number;
-  /** The most connections served (their SETTINGS came) and open at once: at most GRPC_MAX_CONNECTIONS_PER_ADDRESS. */
+  /** The most connections seen served (their SETTINGS came) and open at once: at most GRPC_MAX_CONNECTIONS_PER_ADDRESS. */
   mostServedInRound: number;
+  /**
+   * Each served connection's [SETTINGS, close] as this process saw them (performance.now()). Seen
+   * late by as much as its event loop lagged, and not in the order they happened across sockets.
+   */
+  servedSpans: Array<[number, number]>;
   /** How long each served connection was held until the server closed it, and the ages of those open at the stop. */
   servedHeldMs: number[];
   openAtStopMs: number[];
@@ -326,7 +331,7 @@ export function newTally(): AttackTally {
     slowloris: { closedAfterMs: [], openAtStopMs: [] },
     streams: { openAtStop: 0, endedByServer: 0 },
     acceptedIds: {},
-    grpc: { rounds: 0, mostServedInRound: 0, servedHeldMs: [], openAtStopMs: [] },
+    grpc: { rounds: 0, mostServedInRound: 0, servedSpans: [], servedHeldMs: [], openAtStopMs: [] },
     httpIdle: newIdleHttpTally(),
     openRuns: [],
     clientLagMaxMs: 0,

@@ -85,7 +85,7 @@ async function idleConnections(t: GrpcTarget, tally: AttackTally, stop: AbortSig
     g.mostServedInRound = Math.max(g.mostServedInRound, open);
   };
   while (!stop.aborted) {
-    const round = await Promise.all(Array.from({ length: t.idle }, () => idle(host, port, t.fromAddress, stop, served)));
+    const round = await Promise.all(Array.from({ length: t.idle }, () => idle(host, port, t.fromAddress, stop, served, g.servedSpans)));
     g.rounds++;
     tally.sent += round.length;
     for (const c of round) {
@@ -111,9 +111,11 @@ function idle(
   localAddress: string,
   stop: AbortSignal,
   served: (delta: number) => void,
+  spans: Array<[number, number]>,
 ): Promise<IdleConnection> {
   return new Promise((resolve) => {
     const openedAt = performance.now();
+    let servedAt = 0;
     let wasServed = false;
     let end = 'closed';
     const session = http2.connect(`http://${host}:${port}`, { createConnection: () => net.connect({ host, port, localAddress }) });
@@ -125,12 +127,16 @@ function idle(
     session.on('error', () => undefined);
     session.once('remoteSettings', () => {
       wasServed = true;
+      servedAt = performance.now();
       served(1);
     });
     session.once('goaway', () => (end = 'goaway'));
     session.once('close', () => {
       stop.removeEventListener('abort', onStop);
-      if (wasServed) served(-1);
+      if (wasServed) {
+        served(-1);
+        spans.push([servedAt, performance.now()]);
+      }
       resolve({ served: wasServed, end, heldMs: Math.round(performance.now() - openedAt) });
     });
   });
