@@ -47,71 +47,52 @@ describe('replayBounded', () => {
 });
 
 describe('createReplayThreads', () => {
+  // Each thread start compiles the simulator again (through tsx here): the tests start three.
   const task = { settings: defaultSettings(SIMULATE_DEFAULTS), only: ['predictive' as const] };
   const huge = { ...defaultSettings(SIMULATE_DEFAULTS).policy, min: 5_000, max: 5_000, standby: 5_000 };
   const tooLarge = { settings: defaultSettings(SIMULATE_DEFAULTS, { policy: huge }), only: ['predictive' as const] };
+  const inThread = (t: Trace) => [compare(t, task.settings, ['predictive']).policies];
 
-  it('keeps a thread whose call ended within its budget for the next call, which replays its own trace', async () => {
+  it('keeps a thread that ended within its budget for the next call (its own trace), never one stopped at it; close() is idempotent', async () => {
     const threads = createReplayThreads();
-    try {
-      const a = trace(120, 200);
-      const b = trace(180, 50);
-      const first = await replayBounded(a, [task], { cpuBudgetMs: 60_000, threads });
-      const kept = threads.take();
-      if (!kept) throw new Error('no thread');
-      threads.giveBack(kept);
-      const second = await replayBounded(b, [task], { cpuBudgetMs: 60_000, threads });
-      expect(first).toEqual([compare(a, task.settings, ['predictive']).policies]);
-      expect(second).toEqual([compare(b, task.settings, ['predictive']).policies]);
-      // The one thread kept answered the second call and was given back again.
-      const again = threads.take();
-      expect(again?.worker).toBe(kept.worker);
-      if (again) threads.giveBack(again);
-    } finally {
-      await threads.close();
-    }
+    const a = trace(120, 200);
+    const b = trace(180, 50);
+    expect(await replayBounded(a, [task], { cpuBudgetMs: 60_000, threads })).toEqual(inThread(a));
+    const kept = threads.take();
+    if (!kept) throw new Error('no thread');
+    threads.giveBack(kept);
+    expect(await replayBounded(b, [task], { cpuBudgetMs: 60_000, threads })).toEqual(inThread(b));
+    // The one thread kept answered the second call and was given back again.
+    const again = threads.take();
+    expect(again?.worker).toBe(kept.worker);
+    if (again) threads.giveBack(again);
+    // The next call, past its budget, takes it, and it is terminated, not kept.
+    const stopped = replayBounded(trace(1440, 500), [tooLarge], { cpuBudgetMs: 300, threads });
+    await expect(stopped).rejects.toBeInstanceOf(ReplayBudgetError);
+    const fresh = threads.take();
+    expect(fresh?.worker).toBeDefined();
+    expect(fresh?.worker).not.toBe(kept.worker);
+    if (fresh) threads.giveBack(fresh);
+    // Budgets are per call: the thread's CPU time before it was taken is not this call's.
+    expect(await replayBounded(a, [task], { cpuBudgetMs: 60_000, threads })).toEqual(inThread(a));
+    await threads.close();
+    await threads.close();
+    // Closed: nothing to take, so a call runs on a thread of its own (the path without threads).
+    expect(threads.take()).toBeUndefined();
   });
 
-  it('with idleMs, terminates a thread left idle that long, and the next call starts another', async () => {
+  it('with idleMs, terminates a thread left idle that long', async () => {
     const threads = createReplayThreads({ idleMs: 50 });
     try {
-      const t = trace(60, 20);
-      await replayBounded(t, [task], { cpuBudgetMs: 60_000, threads });
       const kept = threads.take();
       if (!kept) throw new Error('no thread');
+      await kept.ready;
       const exited = new Promise((resolve) => kept.worker.once('exit', resolve));
       threads.giveBack(kept);
       await exited;
-      const fresh = threads.take();
-      expect(fresh?.worker).not.toBe(kept.worker);
-      if (fresh) threads.giveBack(fresh);
-      expect(await replayBounded(t, [task], { cpuBudgetMs: 60_000, threads })).toEqual([
-        compare(t, task.settings, ['predictive']).policies,
-      ]);
     } finally {
       await threads.close();
     }
-  });
-
-  it('never gives back a thread stopped at its budget; the next call runs on a fresh one; close() is idempotent', async () => {
-    const threads = createReplayThreads();
-    const first = threads.take();
-    if (!first) throw new Error('no thread');
-    threads.giveBack(first);
-    const stopped = replayBounded(trace(1440, 500), [tooLarge], { cpuBudgetMs: 300, threads });
-    await expect(stopped).rejects.toBeInstanceOf(ReplayBudgetError);
-    // The call took the one idle thread and it was terminated, not kept.
-    const next = threads.take();
-    expect(next?.worker).not.toBe(first.worker);
-    if (next) threads.giveBack(next);
-    // Budgets are per call: the fresh thread's CPU time starts at zero.
-    const t = trace(60, 20);
-    expect(await replayBounded(t, [task], { cpuBudgetMs: 60_000, threads })).toEqual([compare(t, task.settings, ['predictive']).policies]);
-    await threads.close();
-    await threads.close();
-    expect(threads.take()).toBeUndefined();
-    // Closed: a call still runs, on a thread of its own.
-    expect(await replayBounded(t, [task], { cpuBudgetMs: 60_000, threads })).toEqual([compare(t, task.settings, ['predictive']).policies]);
   });
 });
 
