@@ -3,13 +3,9 @@
  * with the same text and exit 0 (test/cli-help.test.ts runs `--help` on every command through
  * the real bin/warmpool.mjs, and the aliases there on a few).
  */
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { main } from './cli.ts';
 import { COMMANDS, GROUPS } from './commands/cli-options.ts';
-
-afterEach(() => {
-  vi.restoreAllMocks();
-});
 
 /** What main() writes to stdout and stderr, and its exit code. */
 async function answer(argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {

@@ -9,8 +9,7 @@
  * - no more cold starts than the reactive baseline as-is (the KEDA-like scaler run today).
  * No constant is fitted to a bank: its worlds are drawn, so a seed not tuned on is a fresh test.
  */
-
-import { createReplayThreads } from './bounded-replay.ts';
+import { withKeptThreads } from './bounded-replay.ts';
 import { coldStartModel } from './cold-start.ts';
 import { defaultSettings, type SimulationSettings } from './compare.ts';
 import { inParallel } from './in-parallel.ts';
@@ -66,18 +65,14 @@ export function bankSettings(w: BankWorld, o: Pick<BankOptions, 'scaler' | 'give
 }
 
 export async function runBank(worlds: readonly BankWorld[], seed: number, o: BankOptions): Promise<BankResult> {
-  const threads = createReplayThreads();
-  let cells: BankCell[];
-  try {
-    cells = await inParallel(
+  const cells = await withKeptThreads((threads) =>
+    inParallel(
       worlds,
       o.threads,
       async (w) => judgeWorld(w, await scoreWorld(w.trace, bankSettings(w, o), o, threads), o.sloTarget),
       o.onWorld,
-    );
-  } finally {
-    await threads.close();
-  }
+    ),
+  );
   return { seed, sloTarget: o.sloTarget, targets: BANK_TARGETS, trainFraction: o.trainFraction, cells };
 }
 

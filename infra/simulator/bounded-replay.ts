@@ -6,7 +6,7 @@
  *
  * A run of many bounded calls (a matrix, a bank) shares their threads (`createReplayThreads`): a
  * call that ends within its budget gives its thread back for the next, so a thread's start — the
- * bundle compiled again, a quarter of a quick matrix's CPU — is paid once per thread, not twice a
+ * bundle compiled again, two thirds of a quick matrix's CPU — is paid once per thread, not twice a
  * cell; a thread stopped at its budget or by an abort is terminated, never reused.
  *
  * CPU time, not wall time: on a loaded host a thread waits for a core, and a wall-clock limit
@@ -35,13 +35,29 @@ export interface BoundedReplayOptions {
   threads?: ReplayThreads;
 }
 
+/** A sweep thread and its first message, the ready one naming its OS thread. */
+export interface ReplayThread {
+  worker: Worker;
+  ready: Promise<ThreadReady>;
+}
+
 /** Sweep threads kept between bounded calls; `close()` terminates them (idempotent). */
 export interface ReplayThreads {
   /** An idle thread, or a new one; undefined once closed. */
-  take(): { worker: Worker; ready: Promise<ThreadReady> } | undefined;
+  take(): ReplayThread | undefined;
   /** A thread whose call ended within its budget, kept for the next call (terminated once closed). */
-  giveBack(thread: { worker: Worker; ready: Promise<ThreadReady> }): void;
+  giveBack(thread: ReplayThread): void;
   close(): Promise<void>;
+}
+
+/** `use` with threads kept between its calls, closed when it settles. */
+export async function withKeptThreads<T>(use: (threads: ReplayThreads) => Promise<T>): Promise<T> {
+  const threads = createReplayThreads();
+  try {
+    return await use(threads);
+  } finally {
+    await threads.close();
+  }
 }
 
 /**
@@ -50,14 +66,14 @@ export interface ReplayThreads {
  * terminated, and an idle one never holds the process open.
  */
 export function createReplayThreads(o: { idleMs?: number } = {}): ReplayThreads {
-  type Kept = { worker: Worker; ready: Promise<ThreadReady>; expiry?: NodeJS.Timeout };
+  type Kept = ReplayThread & { expiry?: NodeJS.Timeout };
   const idle: Kept[] = [];
   let closed = false;
   return {
     take() {
       if (closed) return undefined;
       const kept = idle.pop();
-      if (!kept) return startThread();
+      if (!kept) return startThread(null);
       clearTimeout(kept.expiry);
       kept.worker.ref();
       return { worker: kept.worker, ready: kept.ready };
@@ -87,11 +103,11 @@ export function createReplayThreads(o: { idleMs?: number } = {}): ReplayThreads 
   };
 }
 
-/** A sweep thread holding no trace: each task brings its own (SweepTask.trace). */
-function startThread(): { worker: Worker; ready: Promise<ThreadReady> } {
-  const worker = new Worker(SWEEP_THREAD, { workerData: { trace: null } });
-  // While idle no call listens: an error of the thread then must not be an uncaught one. It
-  // shows when the thread is next taken (its 'exit' stops that call).
+/** A sweep thread holding `trace`; one kept between calls holds none, each task brings its own (SweepTask.trace). */
+function startThread(trace: Trace | null): ReplayThread {
+  const worker = new Worker(SWEEP_THREAD, { workerData: { trace } });
+  // While no call listens (a kept thread, idle): an error of the thread then must not be an
+  // uncaught one. It shows when the thread is next taken (its 'exit' stops that call).
   worker.on('error', () => undefined);
   return { worker, ready: readyOf(worker) };
 }
@@ -139,7 +155,7 @@ type RunOnThread = (task: SweepTask) => ReturnType<typeof runTask>;
 async function onBoundedThread<T>(trace: Trace, o: BoundedReplayOptions, body: (run: RunOnThread) => Promise<T>): Promise<T> {
   o.signal?.throwIfAborted();
   const shared = o.threads?.take();
-  const thread = shared ?? { worker: new Worker(SWEEP_THREAD, { workerData: { trace } }), ready: undefined };
+  const thread = shared ?? startThread(trace);
   const { worker } = thread;
   let stop: (err: Error) => void = () => undefined;
   let reusable = false;
@@ -156,7 +172,7 @@ async function onBoundedThread<T>(trace: Trace, o: BoundedReplayOptions, body: (
   worker.once('exit', onExit);
   let meter: NodeJS.Timeout | undefined;
   try {
-    const ready = await Promise.race([thread.ready ?? readyOf(worker), stopped]);
+    const ready = await Promise.race([thread.ready, stopped]);
     // From now: a thread kept from an earlier call has spent CPU time that is not this call's.
     const used = cpuMeter(ready.osThreadId);
     meter = setInterval(() => {
@@ -174,7 +190,7 @@ async function onBoundedThread<T>(trace: Trace, o: BoundedReplayOptions, body: (
     o.signal?.removeEventListener('abort', onAbort);
     worker.off('exit', onExit);
     worker.off('error', onError);
-    if (reusable && o.threads) o.threads.giveBack(thread as { worker: Worker; ready: Promise<ThreadReady> });
+    if (reusable && o.threads) o.threads.giveBack(thread);
     else await worker.terminate();
   }
 }

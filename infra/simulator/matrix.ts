@@ -21,7 +21,7 @@ import type { ScalerTuning } from '../kernel/config.ts';
 import { InvalidInputError } from '../kernel/errors.ts';
 import type { ArrivalPattern } from './arrivals.ts';
 import type { AtSloReport } from './at-slo.ts';
-import { createReplayThreads, type ReplayThreads, replayBounded, searchAtSloBounded } from './bounded-replay.ts';
+import { type ReplayThreads, replayBounded, searchAtSloBounded, withKeptThreads } from './bounded-replay.ts';
 import { coldStartModel } from './cold-start.ts';
 import { defaultSettings, type SimulationSettings } from './compare.ts';
 import { inParallel } from './in-parallel.ts';
@@ -154,13 +154,7 @@ export async function runMatrix(traces: readonly MatrixTrace[], o: MatrixOptions
     o.quick && t.trace.series.perMinute.length > QUICK_MINUTES ? { ...t, trace: trainingTrace(t.trace, QUICK_MINUTES) } : t,
   );
   const jobs = cut.flatMap((t) => worlds.map((w) => ({ t, w })));
-  const threads = createReplayThreads();
-  let cells: MatrixCell[];
-  try {
-    cells = await inParallel(jobs, o.threads, ({ t, w }) => runCell(t, w, o, threads), o.onCell);
-  } finally {
-    await threads.close();
-  }
+  const cells = await withKeptThreads((threads) => inParallel(jobs, o.threads, ({ t, w }) => runCell(t, w, o, threads), o.onCell));
   return {
     sloTarget: o.sloTarget,
     targets: MATRIX_TARGETS,
