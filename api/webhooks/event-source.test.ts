@@ -6,7 +6,7 @@ import type { JobView } from '../../infra/contracts/job.ts';
 import { rowsTensor } from '../../infra/contracts/packed-tensors.ts';
 import { JSON_SLICE_ELEMENTS } from '../../infra/contracts/tensor-json.ts';
 import { jobEventJson, toJobResource } from '../resources/job-resource.ts';
-import { webhookPayloadJson } from './event-source.ts';
+import { roundDeadlines, webhookPayloadJson } from './event-source.ts';
 
 const TIMESTAMP = '2026-01-01T00:00:00.000Z';
 
@@ -80,5 +80,19 @@ describe('webhookPayloadJson', () => {
     const view: JobView = { ...rest, status: 'failed', error: { code: 'invalid_input', message: 'no' } };
     const text = await webhookPayloadJson('job.failed', TIMESTAMP, view, 0);
     expect(text).toBe(JSON.stringify({ type: 'job.failed', timestamp: TIMESTAMP, data: toJobResource(view) }));
+  });
+});
+
+describe('roundDeadlines', () => {
+  it('doubles on each round given up, up to 64 times the start, and starts again after a round in time', () => {
+    const d = roundDeadlines(100);
+    expect(d.current()).toBe(100);
+    d.givenUp();
+    d.givenUp();
+    expect(d.current()).toBe(400);
+    for (let i = 0; i < 10; i++) d.givenUp();
+    expect(d.current()).toBe(6_400);
+    d.inTime();
+    expect(d.current()).toBe(100);
   });
 });

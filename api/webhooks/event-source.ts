@@ -47,6 +47,15 @@
  * cannot span slots: the source then reads every stream with its own non-blocking XREAD
  * (concurrently, so ioredis batches them per node) and polls every `clusterPollMs` while all
  * are empty. Discovery scans every master.
+ *
+ * A read round never holds the source for good. ioredis can leave a command on a cluster
+ * connection pending forever when the node it went to is killed (its reply never comes and the
+ * command is never failed), and a round awaiting it would stop every webhook of the process
+ * while jobs go on succeeding. Each round therefore has a deadline: past it the round is given
+ * up (it stores nothing more and moves no cursor) and the same entries are read again, which
+ * the at-least-once design above already allows. A round that is only slow (a loaded host, a
+ * big batch of payloads) must not be given up forever, so the deadline doubles on each round
+ * given up and returns to its start after a round that ends in time (roundDeadlines).
  */
 
 import { ENTRY_ID_PREFIX } from '../../infra/contracts/entry.ts';
@@ -87,6 +96,8 @@ export interface EventSourceDeps {
   clusterPollMs?: number;
   /** MAX_JSON_OUTPUT_ELEMENTS: a payload leaves out outputs past it (see the header); unlimited when absent. */
   maxJsonOutputElements?: number;
+  /** How long one read round (the read and its deliveries stored) may take before it is given up and read again; see roundDeadlines. Default max(10 × blockMs, 10 s). */
+  roundDeadlineMs?: number;
 }
 
 /** A job webhook's body (its JSON text: `webhookPayloadJson`). */
@@ -259,18 +270,44 @@ export function createEventSource(deps: EventSourceDeps): { run(signal: AbortSig
     return reply;
   }
 
-  async function readOnce(jobs: HeldJobReader, signal: AbortSignal): Promise<void> {
-    const reply = await readStreams([...cursors.keys()], signal);
+  /** One round: the streams read after their cursors, each entry handled, each cursor moved. Stops at `round`'s abort. */
+  async function readOnce(jobs: HeldJobReader, round: AbortSignal): Promise<void> {
+    const reply = await readStreams([...cursors.keys()], round);
     for (const { queue: name, entries } of reply) {
       let added = 0;
-      for (const { id, fields } of entries) added += await handle(jobs, name, id, fields);
+      for (const { id, fields } of entries) {
+        if (round.aborted) return;
+        added += await handle(jobs, name, id, fields);
+      }
       const last = entries.at(-1)?.id;
-      if (last === undefined) continue;
+      if (last === undefined || round.aborted) continue;
       await deps.redis.set(cursorKey(name), last);
+      if (round.aborted) return;
       cursors.set(name, last);
       if (added > 0) deps.onEnqueued?.();
     }
   }
+
+  /** One round within the current deadline: true when it ended in time, false when it was given up (or the source stopped). */
+  async function boundedRound(jobs: HeldJobReader, signal: AbortSignal): Promise<boolean> {
+    const ended = new AbortController();
+    // Aborted by the source's stop, or once the round ended or was given up: the round stops, and so does the deadline's sleep.
+    const round = AbortSignal.any([signal, ended.signal]);
+    const work = readOnce(jobs, round).then(() => 'done' as const);
+    // A round given up may still fail later, with no one awaiting it.
+    work.catch(() => undefined);
+    const late = deps.clock.sleep(deadlines.current(), round).then(
+      () => 'late' as const,
+      () => 'late' as const,
+    );
+    try {
+      return (await Promise.race([work, late])) === 'done' && !signal.aborted;
+    } finally {
+      ended.abort();
+    }
+  }
+
+  const deadlines = roundDeadlines(deps.roundDeadlineMs ?? Math.max(10 * blockMs, 10_000));
 
   async function run(signal: AbortSignal): Promise<void> {
     const stop = () => deps.blocking.disconnect();
@@ -287,7 +324,15 @@ export function createEventSource(deps: EventSourceDeps): { run(signal: AbortSig
         try {
           if (deps.clock.now() - discoveredAt >= discoverIntervalMs) await discover();
           if (cursors.size === 0) await deps.clock.sleep(Math.min(discoverIntervalMs, 1000), signal);
-          else await readOnce(jobs, signal);
+          else if (await boundedRound(jobs, signal)) deadlines.inTime();
+          else if (!signal.aborted) {
+            const overran = deadlines.current();
+            deadlines.givenUp();
+            deps.log.warn(
+              { deadlineMs: overran, nextDeadlineMs: deadlines.current() },
+              'webhook event source: a read round overran its deadline; reading again',
+            );
+          }
         } catch (err) {
           if (signal.aborted) break;
           // Redis away or a job unreadable: the cursor has not moved, so the same entries come again.
@@ -302,6 +347,23 @@ export function createEventSource(deps: EventSourceDeps): { run(signal: AbortSig
   }
 
   return { run };
+}
+
+/**
+ * The deadline of the next read round: `startMs`, doubled on each round given up (up to 64 ×,
+ * so a source on a slow host still ends its rounds), back to `startMs` after one that ended in time.
+ */
+export function roundDeadlines(startMs: number): { current(): number; inTime(): void; givenUp(): void } {
+  let factor = 1;
+  return {
+    current: () => startMs * factor,
+    inTime: () => {
+      factor = 1;
+    },
+    givenUp: () => {
+      factor = Math.min(factor * 2, 64);
+    },
+  };
 }
 
 /** A `buried` event's view and webhook; undefined when either is missing or malformed. */
