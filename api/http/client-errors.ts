@@ -7,8 +7,10 @@
  * Closed means destroyed (issue 20). Node's HTTP server keeps sockets half-open, so `end()`
  * alone only closes our side: a client that keeps sending holds the socket for as long as it
  * likes (a slowloris held them 400 s). A client too slow to send its headers or its request
- * in time (`slowClientLimits`) gets its 408 and is dropped at once; a malformed request gets a
- * moment to read its answer, then the socket goes either way.
+ * in time (`slowClientLimits`) gets its 408, a malformed request its 400 or 431; either gets
+ * CLIENT_ERROR_LINGER_MS to read it, then the socket goes whatever the client does. The 408 was
+ * once written and the socket destroyed at once, as Node's own handler does; a socket destroyed
+ * with request bytes unread is reset, and on a busy server the reset overtook the answer.
  */
 import { type ServerOptions, STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
@@ -53,12 +55,11 @@ export function answerParseErrorsAsJson(server: ClientErrorSource): void {
     const answer =
       `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\nContent-Type: application/json\r\n` +
       `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
-    if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
-      // Too slow to send a request is too slow to be waited for again: what Node's own handler does.
-      socket.write(answer);
-      socket.destroy();
-      return;
-    }
+    // What the client still sends is read and dropped while it reads the answer: a socket closed
+    // with bytes unread is reset, and the reset can reach the client before the answer does
+    // (a 408 to a client whose body a busy server read too slowly came back as "fetch failed").
+    socket.on('data', () => undefined);
+    socket.resume();
     socket.end(answer);
     const linger = setTimeout(() => socket.destroy(), CLIENT_ERROR_LINGER_MS);
     linger.unref();
