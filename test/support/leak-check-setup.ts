@@ -12,8 +12,9 @@
  *
  * It relies on `pool: 'forks'` (vitest.config.ts): one file at a time in a process. Files run
  * side by side in worker threads would share one process and see each other's clients and children.
- * The unit project runs without isolation: one process takes its files one after another, and
- * vitest executes this file again before each, so each file still gets its own baseline.
+ * Both the unit and the integration project run without isolation: one process takes its files
+ * one after another, and vitest executes this file again before each, so each file still gets
+ * its own baseline.
  */
 import { aroundAll } from 'vitest';
 import { parseClusterUrl } from '../../infra/kernel/redis-url.ts';
