@@ -18,6 +18,8 @@ export interface HonestPlan {
   dynamic: string;
   jobsPerS: number;
   phaseMs: number;
+  /** How long a health or sync probe waits for its answer before it counts as none. */
+  answerWithinMs: number;
   webhookUrl: string;
   /** Index of the phase's first job (rows differ across phases: no result-cache hits). */
   from: number;
@@ -68,14 +70,16 @@ const BULK_TIMEOUT_MS = 300_000;
 
 export async function honestPhase(stack: ChaosStack, plan: HonestPlan): Promise<HonestPhase> {
   const stop = new AbortController();
-  const health = probeLoop(100, stop.signal, () => fetch(`${stack.api.url}/v2/health/live`, { signal: AbortSignal.timeout(10_000) }));
+  const health = probeLoop(100, stop.signal, () =>
+    fetch(`${stack.api.url}/v2/health/live`, { signal: AbortSignal.timeout(plan.answerWithinMs) }),
+  );
   let k = plan.from;
   // A new row each time: an answer from the result cache would not reach the worker.
   const dynamic = probeLoop(500, stop.signal, () =>
     stack.call(`/v2/models/${plan.dynamic}/infer`, {
       method: 'POST',
       body: JSON.stringify({ inputs: [{ name: 'seq', shape: [1, 3], datatype: 'FP32', data: [1, 2, k++] }] }),
-      signal: AbortSignal.timeout(10_000),
+      signal: AbortSignal.timeout(plan.answerWithinMs),
     }),
   );
   const bulk = plan.bulk ? bulkRun(stack, plan.model, plan.bulk) : undefined;

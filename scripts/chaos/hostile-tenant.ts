@@ -48,6 +48,7 @@ import {
   count,
   INCONCLUSIVE_ANSWERS,
   newTally,
+  REQUEST_TIMEOUT_MS,
   sendAttack,
   UNKNOWN_BUCKET,
 } from './hostile-attacks.ts';
@@ -77,6 +78,12 @@ export interface HostileTenantSizes {
   /** Whether the checks read off a clock are violations (hostile-report.ts HostileRun.judgeTiming). */
   judgeTiming: boolean;
   /**
+   * How long an honest health or sync probe waits before it counts as unanswered. The full run
+   * judges time: 10 s. The short run, inside `npm test`, shares the host with other test files
+   * and judges no clock: only a hang (the attacker's own bound, REQUEST_TIMEOUT_MS) is a miss.
+   */
+  honestAnswerMs: number;
+  /**
    * The attacker process's nice value. 19 keeps its client's CPU out of the honest latency the full
    * run reports; the short form, inside `npm test` beside other test files at nice 0, judges no
    * clock and needs the attacks sent: at 19 such a machine left it ~1.5 % of a core (a clean run
@@ -105,6 +112,7 @@ export const HOSTILE_TENANT_FULL: HostileTenantSizes = {
   tinyObjects: 3_000,
   bombBytes: 2 ** 30,
   judgeTiming: true,
+  honestAnswerMs: 10_000,
   attackerNice: 19,
 };
 export const HOSTILE_TENANT_SHORT: HostileTenantSizes = {
@@ -127,6 +135,7 @@ export const HOSTILE_TENANT_SHORT: HostileTenantSizes = {
   tinyObjects: 200,
   bombBytes: 2 ** 29,
   judgeTiming: false,
+  honestAnswerMs: REQUEST_TIMEOUT_MS,
   attackerNice: 10,
 };
 
@@ -205,7 +214,13 @@ export async function hostileTenant(ctx: ChaosContext, sizes: HostileTenantSizes
     const bulkIds = await writeBulkInput(stack, `${HONEST_AREA}in/`, MARKER, sizes.bulkObjects, sizes.bulkRows);
     await writeBulkInput(stack, `${HOSTILE_AREA}in/`, 'hostile', 1, 20);
     await writeHostileInputs(stack, sizes);
-    const honest = { model: MODELS.shared, dynamic: MODELS.dynamic, jobsPerS: sizes.jobsPerS, webhookUrl: receiver.url };
+    const honest = {
+      model: MODELS.shared,
+      dynamic: MODELS.dynamic,
+      jobsPerS: sizes.jobsPerS,
+      webhookUrl: receiver.url,
+      answerWithinMs: sizes.honestAnswerMs,
+    };
     // Each phase's run reads the same input into an output of its own, under a predictable id.
     const plan = (phase: string, from: number): HonestPlan => ({
       ...honest,
