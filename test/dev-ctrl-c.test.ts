@@ -2,7 +2,7 @@
  * Stopping `warmpool dev`, against real `warmpool dev` processes (their own redis-server, S3
  * server, scaler and workers): Ctrl-C as a terminal sends it (SIGINT to the whole foreground
  * process group, and under `npm start` npm's forwarded copy right behind it) with jobs in
- * flight, several times in one folder (4 under `npm test`, 10 under `npm run test:full`): every time the stack drains and exits 0 within 15 s, nothing
+ * flight, several times in one folder (twice under `npm test`, once each way; 10 times under `npm run test:full`): every time the stack drains and exits 0 within 15 s, nothing
  * of it is left running (by process group, and its redis-server, which has a group of its own),
  * nothing complained of a Redis gone from under it, and every job submitted before a Ctrl-C
  * has succeeded by the end. A SIGTERM while it is still starting stops what it started.
@@ -19,7 +19,7 @@ const devKey = (cwd: string) => readFileSync(path.join(cwd, '.warmpool', 'dev-ke
 
 const DEMO = 'demo-scorer';
 /** Even: every other round is signalled as under `npm start`, so both ways run as often. */
-const ROUNDS = sized(4, 10);
+const ROUNDS = sized(2, 10);
 const JOBS_PER_ROUND = 40;
 /** What the issue asks of a Ctrl-C. */
 const STOP_WITHIN_MS = 15_000;

@@ -106,7 +106,7 @@ it('standby before traffic, grows on a burst, survives a SIGKILL, drains back to
   const idle = await eventually('a warmed standby', (b) => count(b, 'standby') === 1);
   expect(count(idle, 'active')).toBe(0);
 
-  // A burst: 800 jobs of 16 rows land at once (through the API's own entry writer, as a surge
+  // A burst: 500 jobs of 16 rows land at once (through the API's own entry writer, as a surge
   // of API submissions would, without the test's own HTTP load slowing the surge down): far more
   // than the warm workers clear within a cold start. One request per entry, so BullMQ's counts
   // are the burst's.
@@ -120,7 +120,7 @@ it('standby before traffic, grows on a burst, survives a SIGKILL, drains back to
   });
   const probes = openQueueProbes(connection, stack.config.queuePrefix);
   const queue = probes.queue(queueName('pooled', '1'));
-  const ids = Array.from({ length: 800 }, (_, i) => `job_burst${i}`);
+  const ids = Array.from({ length: 500 }, (_, i) => `job_burst${i}`);
   await Promise.all(
     ids.map((jobId, i) =>
       jobs.enqueue(
