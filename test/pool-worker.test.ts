@@ -325,11 +325,11 @@ it('within a budget that fits about 5 of 10 models, evicts instead of growing', 
   await askLoad(redis, stack.config.queuePrefix, standby.id, { model: 'mem-0', version: '1' });
   await waitForBeat(worker, 'mem-0 active', (b) => modelIn(b, 'mem-0')?.state === 'active');
   const baseline = procRss(worker.pid as number);
-  // One at a time, as placement asks (askLoad also brings back one it evicted), twice round:
+  // One at a time, as placement asks (askLoad also brings back one it evicted), three times round:
   // each load has to make room for itself once the budget is full.
   const rounds: number[] = [];
   const loads: string[] = [];
-  for (let round = 0; round < 2; round++) {
+  for (let round = 0; round < 3; round++) {
     for (const name of names) {
       await askLoad(redis, stack.config.queuePrefix, standby.id, { model: name, version: '1' });
       const loaded = modelIn(await waitForBeat(worker, `${name} active`, (b) => modelIn(b, name)?.state === 'active'), name);
@@ -354,8 +354,8 @@ it('within a budget that fits about 5 of 10 models, evicts instead of growing', 
   // The newest are the ones it kept: least recently used went first.
   expect(resident.map((m) => m.model).sort()).toEqual(names.slice(10 - resident.length).sort());
   // Measured from outside, over the one-model baseline: holding all ten would add 9 × perModel. It
-  // adds what the budget allows and some allocator slack, and a second round, every load an eviction, adds nothing to the first.
+  // adds what the budget allows and some allocator slack, and a third round adds nothing to the second.
   expect(rss - baseline).toBeLessThan(budgetBytes + 2 * perModel);
   expect(rss - baseline).toBeLessThan(9 * perModel);
-  expect((rounds[1] as number) - (rounds[0] as number)).toBeLessThan(perModel);
+  expect((rounds[2] as number) - (rounds[1] as number)).toBeLessThan(perModel);
 }, 300_000);
