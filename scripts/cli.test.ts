@@ -1,7 +1,10 @@
 /**
- * `-h` and `help <command>` are `--help` by other names, for every command: main() answers each
- * with the same text and exit 0 (test/cli-help.test.ts runs `--help` on every command through
- * the real bin/warmpool.mjs, and the aliases there on a few).
+ * Help and unknown flags on every command, answered by main() in this process: `--help` prints
+ * the command's table (every option its parser takes) and exits 0; `-h` and `help <command>` are
+ * `--help` by other names; an unknown flag is one line naming the command's help, exit 2. None of
+ * them starts anything (the leak check would see a Redis connection or a child left behind).
+ * test/cli-help.test.ts runs the same through the real bin/warmpool.mjs on a few commands, in a
+ * folder whose dev.env names dead endpoints: the bin's way to main() is the same for every one.
  */
 import { describe, expect, it, vi } from 'vitest';
 import { main } from './cli.ts';
@@ -36,6 +39,19 @@ describe('help aliases', () => {
     expect(long.stdout).toContain(`Usage: warmpool ${path}`);
     expect(await answer([...words, '-h'])).toEqual(long);
     expect(await answer(['help', ...words])).toEqual(long);
+  });
+
+  it.each(COMMANDS.map((c) => [c.path, c]))("warmpool %s --help: the command's usage and every option in its table", async (path, spec) => {
+    const { stdout } = await answer([...path.split(' '), '--help']);
+    for (const name of [...Object.keys(spec.options), 'help', 'debug']) expect(stdout, `${path} --${name}`).toContain(`--${name}`);
+  });
+
+  it.each(COMMANDS.map((c) => [c.path]))("warmpool %s --no-such-flag: one line naming the command's help, exit 2", async (path) => {
+    expect(await answer([...path.split(' '), '--no-such-flag'])).toEqual({
+      code: 2,
+      stderr: `warmpool ${path}: unknown option '--no-such-flag'\nsee 'warmpool ${path} --help'\n`,
+      stdout: '',
+    });
   });
 
   it.each(GROUPS.map((g) => [g.path]))('warmpool %s: help <group> prints what <group> --help prints', async (path) => {
