@@ -198,7 +198,9 @@ describe('GET /v1/jobs/{id}/events', () => {
     // `queued` again each time its reason to wait changes (checked every WAIT_CHECK_MS: on a
     // loaded host the worker started above can be seen starting), never twice with the same one.
     expect(names.join(',')).toMatch(/^(queued,)+(running,)?succeeded$/);
-    const reasons = events.filter((e) => e?.event === 'queued').map((e) => JSON.stringify((e?.data as { waiting?: unknown }).waiting));
+    const reasons = events
+      .filter((e) => e?.event === 'queued')
+      .map((e) => JSON.stringify((e?.data as { waiting?: unknown } | undefined)?.waiting));
     for (let i = 1; i < reasons.length; i++) expect(reasons[i]).not.toBe(reasons[i - 1]);
     const last = events.at(-1)?.data;
     expect(last).toEqual(await (await api.call(`/v1/jobs/${id}`, { key: KEY_A })).json());
