@@ -31,20 +31,19 @@ async function answer(argv: string[]): Promise<{ code: number; stdout: string; s
 }
 
 describe('help aliases', () => {
-  it.each(COMMANDS.map((c) => [c.path]))('warmpool %s: -h and help <command> print what --help prints', async (path) => {
-    const words = path.split(' ');
-    const long = await answer([...words, '--help']);
-    expect(long.code).toBe(0);
-    expect(long.stderr).toBe('');
-    expect(long.stdout).toContain(`Usage: warmpool ${path}`);
-    expect(await answer([...words, '-h'])).toEqual(long);
-    expect(await answer(['help', ...words])).toEqual(long);
-  });
-
-  it.each(COMMANDS.map((c) => [c.path, c]))("warmpool %s --help: the command's usage and every option in its table", async (path, spec) => {
-    const { stdout } = await answer([...path.split(' '), '--help']);
-    for (const name of [...Object.keys(spec.options), 'help', 'debug']) expect(stdout, `${path} --${name}`).toContain(`--${name}`);
-  });
+  it.each(COMMANDS.map((c) => [c.path, c]))(
+    "warmpool %s --help: the command's usage and every option in its table; -h and help <command> print the same",
+    async (path, spec) => {
+      const words = path.split(' ');
+      const long = await answer([...words, '--help']);
+      expect(long.code).toBe(0);
+      expect(long.stderr).toBe('');
+      expect(long.stdout).toContain(`Usage: warmpool ${path}`);
+      for (const name of [...Object.keys(spec.options), 'help', 'debug']) expect(long.stdout, `${path} --${name}`).toContain(`--${name}`);
+      expect(await answer([...words, '-h'])).toEqual(long);
+      expect(await answer(['help', ...words])).toEqual(long);
+    },
+  );
 
   it.each(COMMANDS.map((c) => [c.path]))("warmpool %s --no-such-flag: one line naming the command's help, exit 2", async (path) => {
     expect(await answer([...path.split(' '), '--no-such-flag'])).toEqual({
