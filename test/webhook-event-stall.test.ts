@@ -5,7 +5,7 @@
  * source's first XREAD never answers (on the real test Redis, the one command held back); the
  * round is given up at its deadline and the entry is read, and its delivery stored, again.
  */
-import { afterEach, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { createEventSource } from '../api/webhooks/event-source.ts';
 import { queueName } from '../infra/contracts/job.ts';
 import { systemClock } from '../infra/kernel/clock.ts';
@@ -16,10 +16,6 @@ import { useTestRedis } from './support/services.ts';
 import { until } from './support/until.ts';
 
 const { redis, prefixes } = useTestRedis();
-const stops: AbortController[] = [];
-afterEach(() => {
-  for (const s of stops.splice(0)) s.abort();
-});
 
 /** `client` whose first `xread` is never answered, as a command lost with its node; the rest pass through. */
 function firstReadLost(client: RedisClient, lost: { count: number }): RedisClient {
@@ -66,7 +62,6 @@ it('a round whose read never answers is given up at its deadline; the entry is r
   const stored: string[] = [];
   const warnings: string[] = [];
   const stop = new AbortController();
-  stops.push(stop);
   const source = createEventSource({
     redis: firstReadLost(redis, lost),
     blocking: firstReadLost(blocking, lost),

@@ -280,7 +280,8 @@ export function createEventSource(deps: EventSourceDeps): { run(signal: AbortSig
         added += await handle(jobs, name, id, fields);
       }
       const last = entries.at(-1)?.id;
-      if (last === undefined || round.aborted) continue;
+      if (round.aborted) return;
+      if (last === undefined) continue;
       await deps.redis.set(cursorKey(name), last);
       if (round.aborted) return;
       cursors.set(name, last);
