@@ -1,5 +1,4 @@
 import { defineConfig } from 'vitest/config';
-import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
 /** Pure logic, beside the code it tests (STYLE.md): run without a fresh module graph per file. */
 const UNIT = ['{api,worker,infra,scripts}/**/*.test.ts'];
@@ -9,42 +8,12 @@ const UNIT = ['{api,worker,infra,scripts}/**/*.test.ts'];
  */
 const OWN_MODULE_GRAPH = ['test/openapi-served-once.test.ts'];
 
-/**
- * Files that run for minutes from a few lines (each drives scenarios, stacks or worker processes
- * in children), started first. vitest runs the files its timing cache knows to be slow first,
- * but a clean checkout (CI) has no cache and it runs larger files first: the chaos file, 69
- * lines and three minutes, then started last and ran alone for its last minutes, the run's tail.
- * A name here that is no longer slow costs nothing but its place in the order.
- */
-const LONG_FIRST = [
-  'test/chaos.test.ts',
-  'test/pool-scaler-kill.test.ts',
-  'test/scaler-e2e.test.ts',
-  'test/worker-lifecycle.test.ts',
-  'test/worker-entry-crash.test.ts',
-  'test/chaos-cluster.test.ts',
-];
-
-/** vitest's order (its cache's slowest first, else larger files first), LONG_FIRST before the rest. */
-class LongFirstSequencer extends BaseSequencer {
-  override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
-    const sorted = await super.sort(files);
-    const rank = (f: TestSpecification) => {
-      const i = LONG_FIRST.findIndex((name) => f.moduleId.endsWith(`/${name}`));
-      return i < 0 ? LONG_FIRST.length : i;
-    };
-    // Array.prototype.sort is stable: the rest keep vitest's order.
-    return sorted.sort((a, b) => rank(a) - rank(b));
-  }
-}
-
 export default defineConfig({
   test: {
     // One redis-server and one S3-protocol server for the whole run (see test/global-setup.ts).
     globalSetup: ['test/global-setup.ts'],
     // Fails a file that leaves a Redis connection, a BullMQ worker or a child process running (STYLE.md rule 11).
     setupFiles: ['test/support/leak-check-setup.ts'],
-    sequence: { sequencer: LongFirstSequencer },
     testTimeout: 60_000,
     hookTimeout: 120_000,
     // Child processes, not worker_threads: ONNX Runtime's native addon and our own inference
